@@ -1,0 +1,3 @@
+module tandem
+
+go 1.26
