@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"tandem/internal/bench"
+)
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Measure the engine or a serving endpoint"}
+	cmd.AddCommand(benchEngineCmd())
+	return cmd
+}
+
+func benchEngineCmd() *cobra.Command {
+	var (
+		ef     engineFlags
+		o      bench.EngineOptions
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "engine --model M --prompt-tokens P --gen-tokens G",
+		Short: "Print prefill and decode tokens per second for one sequence",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q is not supported: use text or json", format)
+			}
+			var err error
+			if o.KVType, err = ef.kvDType(); err != nil {
+				return err
+			}
+			o.PageTokens = ef.pageTokens
+			r, pool, closeAll, err := ef.open()
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			res, err := bench.Engine(cmd.Context(), r, pool.Threads(), o)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if format == "json" {
+				return json.NewEncoder(w).Encode(res)
+			}
+			fmt.Fprintf(w, "model %s, %d threads\n", res.Model, res.Threads)
+			fmt.Fprintf(w, "prefill  %5d tokens  %8.3f s  %9.2f tok/s\n", res.PromptTokens, res.PrefillS, res.PrefillTokS)
+			fmt.Fprintf(w, "decode   %5d tokens  %8.3f s  %9.2f tok/s\n", res.GenTokens, res.DecodeS, res.DecodeTokS)
+			return nil
+		},
+	}
+	ef.register(cmd.Flags())
+	fs := cmd.Flags()
+	fs.IntVar(&o.PromptTokens, "prompt-tokens", 512, "prompt length, prefilled in one step")
+	fs.IntVar(&o.GenTokens, "gen-tokens", 128, "tokens to decode after the prompt")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the random prompt")
+	fs.StringVar(&format, "format", "text", "output: text or json")
+	return cmd
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"tandem/internal/gguf"
+	"tandem/internal/model"
+	"tandem/internal/synth"
+	"tandem/internal/tensor"
+	"tandem/internal/tokenizer"
+)
+
+func modelCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "model", Short: "Inspect and make GGUF model files"}
+	cmd.AddCommand(modelInfoCmd(), modelSynthCmd())
+	return cmd
+}
+
+func modelInfoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "info MODEL",
+		Short: "Print a model's architecture, shapes, tensor types, vocabulary and chat template",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := gguf.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return printInfo(cmd.OutOrStdout(), args[0], f)
+		},
+	}
+}
+
+func printInfo(w io.Writer, path string, f *gguf.File) error {
+	cfg, err := model.ConfigFromMetadata(f)
+	if err != nil {
+		return err
+	}
+	voc, err := tokenizer.VocabFromMetadata(f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "file          %s (GGUF v%d, %d tensors, %d metadata keys)\n", path, f.Version, len(f.Tensors), len(f.KV))
+	fmt.Fprintf(w, "name          %s\n", cfg.Name)
+	fmt.Fprintf(w, "architecture  %s\n", cfg.Arch)
+	fmt.Fprintf(w, "embedding     %d\n", cfg.Dim)
+	fmt.Fprintf(w, "layers        %d\n", cfg.Layers)
+	fmt.Fprintf(w, "heads         %d (kv %d, head dim %d)\n", cfg.Heads, cfg.KVHeads, cfg.HeadDim)
+	fmt.Fprintf(w, "feed forward  %d\n", cfg.FF)
+	fmt.Fprintf(w, "context       %d\n", cfg.Context)
+	fmt.Fprintf(w, "rope          %s, %d dims, base %g, scale %g\n", cfg.RopeStyle, cfg.RopeDim, cfg.RopeBase, cfg.RopeScale)
+	fmt.Fprintf(w, "norm eps      %g\n", cfg.NormEps)
+	var params, bytes uint64
+	counts := map[tensor.Type]int{}
+	for _, t := range f.Tensors {
+		params += t.NumElements()
+		bytes += t.Size
+		counts[t.Type]++
+	}
+	types := make([]string, 0, len(counts))
+	for t, n := range counts {
+		types = append(types, fmt.Sprintf("%s x%d", t, n))
+	}
+	sort.Strings(types)
+	fmt.Fprintf(w, "parameters    %d (%.1f MiB of tensor data)\n", params, float64(bytes)/(1<<20))
+	fmt.Fprintf(w, "tensor types  %s\n", strings.Join(types, ", "))
+	pre := voc.Pre
+	if pre == "" {
+		pre = "default"
+	}
+	fmt.Fprintf(w, "vocabulary    %d tokens, %s tokenizer, pre-tokenizer %s, bos %d, eos %d, add bos %v\n",
+		len(voc.Tokens), voc.Model, pre, voc.BOS, voc.EOS, voc.AddBOS)
+	if voc.ChatTemplate == "" {
+		fmt.Fprintf(w, "chat template (none)\n")
+	} else {
+		fmt.Fprintf(w, "chat template\n%s\n", voc.ChatTemplate)
+	}
+	fmt.Fprintln(w, "tensors")
+	for _, t := range f.Tensors {
+		fmt.Fprintf(w, "  %-28s %-6s %v\n", t.Name, t.Type, t.Dims)
+	}
+	return nil
+}
+
+func modelSynthCmd() *cobra.Command {
+	var (
+		preset, typ, vocabFrom, out string
+		seed                        uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_k -o OUT",
+		Short: "Write a random-weight Llama GGUF (a fixture for tests and benchmarks; llama.cpp loads it too)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("-o is required: the path of the GGUF file to write")
+			}
+			cfg, err := synth.Preset(preset)
+			if err != nil {
+				return err
+			}
+			t, err := tensor.ParseType(typ)
+			if err != nil {
+				return err
+			}
+			if err := synth.Write(out, synth.Options{Config: cfg, Type: t, VocabFrom: vocabFrom, Seed: seed}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s, %s)\n", out, preset, t)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m or 1b")
+	fs.StringVar(&typ, "type", "q8_0", "weight type: f16, q8_0 or q4_k")
+	fs.StringVar(&vocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file (default: a synthesized SentencePiece vocabulary)")
+	fs.StringVarP(&out, "output", "o", "", "file to write")
+	fs.Uint64Var(&seed, "seed", 1, "weight seed")
+	return cmd
+}

@@ -1,0 +1,29 @@
+// Package kvcache holds the paged key/value cache that the forward pass reads
+// and writes: one arena per worker, cut into fixed-size pages, each page
+// holding PageTokens token positions of one layer's keys (or values).
+//
+// # Layout
+//
+// For each layer there is one K arena and one V arena. Page p of layer l is
+// the contiguous byte range [p*PageBytes, (p+1)*PageBytes) of that layer's
+// arena, laid out as [PageTokens][KVHeads][HeadDim] elements of DType (F32 or
+// F16, little-endian). Token slot s of a page therefore starts at byte
+// s*RowBytes, and one head's vector at s*RowBytes + h*HeadDim*elemSize.
+//
+// A sequence owns a page table ([]int32 page indices); position i of the
+// sequence lives in page table[i/PageTokens], slot i%PageTokens. Because each
+// page of each layer is one contiguous byte run, a page can be shipped to
+// another process by index (KPage/VPage return those bytes) and written there
+// into any free page of a cache with the same Config.
+//
+// # Accounting
+//
+// Pages are reference counted so a prefix cache can share them: Alloc hands
+// out pages with count 1, Ref adds a holder, Release drops one and returns the
+// page to the free list when the count reaches zero. FreeCount is exact at
+// every moment; tests compare it with the initial count after every scenario.
+//
+// A Cache is not safe for concurrent use; its owner (the engine's step loop)
+// serializes access. The arenas themselves may be read and written by the
+// forward pass's worker goroutines while the owner waits for them.
+package kvcache

@@ -1,0 +1,23 @@
+// Package model loads Llama-family transformer weights from a GGUF file and
+// runs the batched forward pass over a paged KV cache.
+//
+// It sits between the tokenizer and the sampler in the data flow: token ids
+// go in, K/V rows are written into the sequence's KV pages, and logits come
+// out. Prefill (many tokens of one prompt) and decode (one token each of many
+// sequences) are the same call: Runner.Forward takes a batch of sequences,
+// each with its new tokens, its start position and its page table, and runs
+// every token through the weights as one matrix, so a weight row is read once
+// per step however many tokens the step holds.
+//
+// Supported architectures: "llama" (RoPE on adjacent pairs, optional
+// rope_freqs, grouped-query attention, SwiGLU, tied or separate output) and
+// "qwen2" (the same with biases on Q, K and V and half-split RoPE).
+// Weights stay in their file types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K) and are read in place from the mapped file.
+//
+// The arithmetic follows llama.cpp's CPU backend where it changes results:
+// activations are quantized to each weight's dot type before a matmul, and
+// with an F16 KV cache the query and the attention weights are rounded to
+// half precision before they meet the cached keys and values. Tests compare
+// logits and greedy outputs with llama.cpp's on real models.
+package model

@@ -1,0 +1,390 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"tandem/internal/kernels"
+	"tandem/internal/kvcache"
+	"tandem/internal/tensor"
+)
+
+// Seq is one sequence's share of a forward step.
+type Seq struct {
+	// Tokens are the new tokens to run, at positions Pos, Pos+1, ...
+	Tokens []int32
+	// Pos is the number of positions of this sequence already in the KV
+	// cache; the new tokens attend to those and to each other (causally).
+	Pos int
+	// Pages is the sequence's page table; it must cover Pos+len(Tokens)
+	// positions. The step writes K/V of the new tokens into it.
+	Pages []int32
+	// AllLogits asks for the logits of every new token (prompt logprobs,
+	// tests); otherwise only the last token's logits are computed.
+	AllLogits bool
+}
+
+// Runner runs forward steps of one Model on one thread pool, reusing its
+// scratch buffers across steps. A Runner is not safe for concurrent use.
+type Runner struct {
+	m    *Model
+	pool *kernels.Pool
+
+	// scratch, grown to the largest step seen
+	x, h, q, k, v, attn, gate, up, out []float32
+	logits                             []float32
+	rope                               []float32 // per token: cos, sin pairs
+	tokPos                             []int     // per token: position
+	tokSeq                             []int     // per token: sequence index
+}
+
+// NewRunner returns a Runner that computes on pool.
+func NewRunner(m *Model, pool *kernels.Pool) *Runner {
+	return &Runner{m: m, pool: pool}
+}
+
+// Model returns the runner's model.
+func (r *Runner) Model() *Model { return r.m }
+
+// CheckCache reports whether kv has the shape this model writes.
+func (r *Runner) CheckCache(kv *kvcache.Cache) error {
+	c, mc := kv.Config(), r.m.Config
+	if c.Layers != mc.Layers || c.KVHeads != mc.KVHeads || c.HeadDim != mc.HeadDim {
+		return fmt.Errorf("kv cache shape %d layers x %d kv heads x %d dims does not match the model's %d x %d x %d",
+			c.Layers, c.KVHeads, c.HeadDim, mc.Layers, mc.KVHeads, mc.HeadDim)
+	}
+	return nil
+}
+
+// CacheConfig returns the KV cache configuration this model needs for the
+// given page size, page count and element type.
+func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Config {
+	return kvcache.Config{Layers: m.Config.Layers, KVHeads: m.Config.KVHeads, HeadDim: m.Config.HeadDim,
+		PageTokens: pageTokens, Pages: pages, DType: dtype}
+}
+
+// Forward runs one step over seqs and returns, per sequence, its logits:
+// len(Tokens)*Vocab floats when AllLogits, else Vocab floats for the last
+// token. The returned slices alias the runner's scratch and are valid until
+// the next call.
+func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
+	if err := r.CheckCache(kv); err != nil {
+		return nil, err
+	}
+	n, nOut, err := r.validate(kv, seqs)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return make([][]float32, len(seqs)), nil
+	}
+	r.grow(n, nOut)
+	c := r.m.Config
+	// token embeddings
+	t := 0
+	for si, s := range seqs {
+		for i, tok := range s.Tokens {
+			r.tokPos[t] = s.Pos + i
+			r.tokSeq[t] = si
+			if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), r.x[t*c.Dim:(t+1)*c.Dim]); err != nil {
+				return nil, fmt.Errorf("embed token %d: %w", tok, err)
+			}
+			t++
+		}
+	}
+	r.ropeTable(n)
+	for l := range r.m.Layers {
+		r.layer(kv, l, seqs, n)
+	}
+	return r.output(seqs, n, nOut), nil
+}
+
+func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error) {
+	c := r.m.Config
+	pt := kv.Config().PageTokens
+	for si, s := range seqs {
+		if s.Pos < 0 {
+			return 0, 0, fmt.Errorf("sequence %d: negative position %d", si, s.Pos)
+		}
+		end := s.Pos + len(s.Tokens)
+		if end > len(s.Pages)*pt {
+			return 0, 0, fmt.Errorf("sequence %d: %d positions need %d pages, page table has %d", si, end, (end+pt-1)/pt, len(s.Pages))
+		}
+		for _, p := range s.Pages[:(end+pt-1)/pt] {
+			if kv.Refs(p) == 0 {
+				return 0, 0, fmt.Errorf("sequence %d: page %d is not allocated", si, p)
+			}
+		}
+		for _, tok := range s.Tokens {
+			if tok < 0 || int(tok) >= c.Vocab {
+				return 0, 0, fmt.Errorf("sequence %d: token id %d is out of range 0..%d", si, tok, c.Vocab-1)
+			}
+		}
+		n += len(s.Tokens)
+		switch {
+		case len(s.Tokens) == 0:
+		case s.AllLogits:
+			nOut += len(s.Tokens)
+		default:
+			nOut++
+		}
+	}
+	return n, nOut, nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func (r *Runner) grow(n, nOut int) {
+	c := r.m.Config
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	r.x = grow(r.x, n*c.Dim)
+	r.h = grow(r.h, n*max(c.Dim, qDim))
+	r.q = grow(r.q, n*qDim)
+	r.k = grow(r.k, n*kvDim)
+	r.v = grow(r.v, n*kvDim)
+	r.attn = grow(r.attn, n*qDim)
+	r.gate = grow(r.gate, n*c.FF)
+	r.up = grow(r.up, n*c.FF)
+	r.out = grow(r.out, n*c.Dim)
+	r.logits = grow(r.logits, nOut*c.Vocab)
+	r.rope = grow(r.rope, n*c.RopeDim)
+	if cap(r.tokPos) < n {
+		r.tokPos = make([]int, n)
+		r.tokSeq = make([]int, n)
+	}
+	r.tokPos, r.tokSeq = r.tokPos[:n], r.tokSeq[:n]
+}
+
+// ropeTable fills cos/sin for every token's position, computed as ggml's
+// rope cache does: theta advances by base^(-2/n_rot) in float32.
+func (r *Runner) ropeTable(n int) {
+	c := r.m.Config
+	half := c.RopeDim / 2
+	thetaScale := float32(math.Pow(float64(c.RopeBase), -2.0/float64(c.RopeDim)))
+	for t := range n {
+		theta := float32(r.tokPos[t])
+		tab := r.rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		for i := range half {
+			th := theta
+			if r.m.RopeFreqs != nil {
+				th /= r.m.RopeFreqs[i]
+			}
+			th *= c.RopeScale
+			tab[2*i] = float32(math.Cos(float64(th)))
+			tab[2*i+1] = float32(math.Sin(float64(th)))
+			theta *= thetaScale
+		}
+	}
+}
+
+// applyRope rotates each head of vec (n heads of HeadDim) in place.
+func (r *Runner) applyRope(vec []float32, heads int, tab []float32) {
+	c := r.m.Config
+	half := c.RopeDim / 2
+	for h := range heads {
+		x := vec[h*c.HeadDim : (h+1)*c.HeadDim]
+		for i := range half {
+			cos, sin := tab[2*i], tab[2*i+1]
+			a, b := 2*i, 2*i+1
+			if c.RopeStyle == RopeNeox {
+				a, b = i, i+half
+			}
+			x0, x1 := x[a], x[b]
+			x[a] = x0*cos - x1*sin
+			x[b] = x0*sin + x1*cos
+		}
+	}
+}
+
+// rmsNorm writes x / sqrt(mean(x^2)+eps) * w into dst, summing squares in
+// float64 as ggml does.
+func rmsNorm(dst, x, w []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := float32(1 / math.Sqrt(float64(mean+eps)))
+	for i, v := range x {
+		dst[i] = v * scale * w[i]
+	}
+}
+
+func (r *Runner) matmul(w *Linear, x []float32, n int, y []float32) {
+	r.pool.MatMul(w.Type, w.Data, w.Out, w.In, x[:n*w.In], n, y[:n*w.Out])
+}
+
+func addBias(y, b []float32, n int) {
+	if b == nil {
+		return
+	}
+	for t := range n {
+		row := y[t*len(b) : (t+1)*len(b)]
+		for i := range row {
+			row[i] += b[i]
+		}
+	}
+}
+
+func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+	c := r.m.Config
+	ly := &r.m.Layers[l]
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	r.pool.Parallel(n, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], ly.AttnNorm, c.NormEps)
+		}
+	})
+	r.matmul(&ly.Q, r.h, n, r.q)
+	r.matmul(&ly.K, r.h, n, r.k)
+	r.matmul(&ly.V, r.h, n, r.v)
+	addBias(r.q, ly.QBias, n)
+	addBias(r.k, ly.KBias, n)
+	addBias(r.v, ly.VBias, n)
+	for t := range n {
+		tab := r.rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		r.applyRope(r.q[t*qDim:(t+1)*qDim], c.Heads, tab)
+		r.applyRope(r.k[t*kvDim:(t+1)*kvDim], c.KVHeads, tab)
+		pages := seqs[r.tokSeq[t]].Pages
+		storeRow(kv.KRow(l, pages, r.tokPos[t]), r.k[t*kvDim:(t+1)*kvDim], kv.Config().DType)
+		storeRow(kv.VRow(l, pages, r.tokPos[t]), r.v[t*kvDim:(t+1)*kvDim], kv.Config().DType)
+	}
+	r.attention(kv, l, seqs, n)
+	r.matmul(&ly.O, r.attn, n, r.out)
+	for i := range n * c.Dim {
+		r.x[i] += r.out[i]
+	}
+	r.pool.Parallel(n, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], ly.FFNNorm, c.NormEps)
+		}
+	})
+	r.matmul(&ly.Gate, r.h, n, r.gate)
+	r.matmul(&ly.Up, r.h, n, r.up)
+	g, u := r.gate[:n*c.FF], r.up[:n*c.FF]
+	r.pool.Parallel(len(g), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := g[i]
+			g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
+		}
+	})
+	r.matmul(&ly.Down, r.gate, n, r.out)
+	for i := range n * c.Dim {
+		r.x[i] += r.out[i]
+	}
+}
+
+func storeRow(dst []byte, src []float32, dt tensor.Type) {
+	if dt == tensor.F16 {
+		kernels.ConvertF32ToF16(src, kvcache.F16(dst))
+		return
+	}
+	copy(kvcache.F32(dst), src)
+}
+
+// attention computes softmax(q·Kᵀ/√d)·V for every (token, head) over the
+// token's sequence positions 0..pos in the cache.
+func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+	c := r.m.Config
+	qDim := c.Heads * c.HeadDim
+	f16 := kv.Config().DType == tensor.F16
+	group := c.Heads / c.KVHeads
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	maxLen := 0
+	for t := range n {
+		maxLen = max(maxLen, r.tokPos[t]+1)
+	}
+	r.pool.Parallel(n*c.Heads, func(lo, hi int) {
+		scores := make([]float32, maxLen)
+		q16 := make([]uint16, c.HeadDim)
+		for job := lo; job < hi; job++ {
+			t, h := job/c.Heads, job%c.Heads
+			kvh := h / group
+			pages := seqs[r.tokSeq[t]].Pages
+			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
+			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
+			npos := r.tokPos[t] + 1
+			sc := scores[:npos]
+			off := kvh * c.HeadDim
+			if f16 {
+				kernels.ConvertF32ToF16(q, q16)
+				for j := range npos {
+					k := kvcache.F16(kv.KRow(l, pages, j))[off : off+c.HeadDim]
+					sc[j] = kernels.DotF16(q16, k) * scale
+				}
+			} else {
+				for j := range npos {
+					k := kvcache.F32(kv.KRow(l, pages, j))[off : off+c.HeadDim]
+					sc[j] = kernels.DotF32(q, k) * scale
+				}
+			}
+			softmax(sc)
+			clear(out)
+			for j := range npos {
+				p := sc[j]
+				if f16 {
+					p = tensor.FP16ToFP32(tensor.FP32ToFP16(p))
+					kernels.AxpyF16(p, kvcache.F16(kv.VRow(l, pages, j))[off:off+c.HeadDim], out)
+				} else {
+					kernels.AxpyF32(p, kvcache.F32(kv.VRow(l, pages, j))[off:off+c.HeadDim], out)
+				}
+			}
+		}
+	})
+}
+
+// softmax normalizes x in place, summing in float64 as ggml does.
+func softmax(x []float32) {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	var sum float64
+	for i, v := range x {
+		e := float32(math.Exp(float64(v - m)))
+		x[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// output gathers the rows that need logits, normalizes them and projects
+// them onto the vocabulary.
+func (r *Runner) output(seqs []Seq, n, nOut int) [][]float32 {
+	c := r.m.Config
+	rows := r.h[:nOut*c.Dim]
+	o, t := 0, 0
+	for _, s := range seqs {
+		for i := range s.Tokens {
+			if s.AllLogits || i == len(s.Tokens)-1 {
+				rmsNorm(rows[o*c.Dim:(o+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], r.m.OutputNorm, c.NormEps)
+				o++
+			}
+			t++
+		}
+	}
+	r.matmul(&r.m.Output, rows, nOut, r.logits)
+	res := make([][]float32, len(seqs))
+	o = 0
+	for si, s := range seqs {
+		k := 0
+		switch {
+		case len(s.Tokens) == 0:
+		case s.AllLogits:
+			k = len(s.Tokens)
+		default:
+			k = 1
+		}
+		res[si] = r.logits[o*c.Vocab : (o+k)*c.Vocab]
+		o += k
+	}
+	return res
+}

@@ -1,0 +1,184 @@
+package model
+
+import (
+	"fmt"
+
+	"tandem/internal/gguf"
+	"tandem/internal/kernels"
+	"tandem/internal/tensor"
+	"tandem/internal/tokenizer"
+)
+
+// Linear is a weight matrix used as y = W·x: Out rows of In elements of Type,
+// read in place from the model file.
+type Linear struct {
+	Name string
+	Type tensor.Type
+	In   int
+	Out  int
+	Data []byte
+}
+
+// Layer holds one transformer block's weights.
+type Layer struct {
+	AttnNorm       []float32
+	Q, K, V, O     Linear
+	QBias, KBias   []float32 // qwen2 only; nil otherwise
+	VBias          []float32
+	FFNNorm        []float32
+	Gate, Up, Down Linear
+}
+
+// Model is a loaded model: its configuration, tokenizer and weights. It is
+// immutable after Load and safe for concurrent use by many Runners; it keeps
+// the file mapped until Close.
+type Model struct {
+	Config    Config
+	Tokenizer *tokenizer.Tokenizer
+	File      *gguf.File
+
+	Embed      Linear // token_embd: Vocab rows of Dim
+	OutputNorm []float32
+	Output     Linear // output, or token_embd when tied
+	RopeFreqs  []float32
+	Layers     []Layer
+}
+
+// Load maps a GGUF file and checks that every tensor the architecture needs
+// is present with the right shape and a supported type.
+func Load(path string) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	m, err := FromFile(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("load model %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// FromFile builds a Model over an open GGUF file, which it then owns.
+func FromFile(f *gguf.File) (*Model, error) {
+	cfg, err := ConfigFromMetadata(f)
+	if err != nil {
+		return nil, err
+	}
+	voc, err := tokenizer.VocabFromMetadata(f)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.New(voc)
+	if err != nil {
+		return nil, err
+	}
+	if tok.VocabSize() != cfg.Vocab {
+		return nil, fmt.Errorf("tokenizer has %d tokens but the model expects %d", tok.VocabSize(), cfg.Vocab)
+	}
+	m := &Model{Config: cfg, Tokenizer: tok, File: f}
+	l := loader{f: f}
+	c := cfg
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	m.Embed = l.linear("token_embd.weight", c.Dim, c.Vocab)
+	m.OutputNorm = l.vector("output_norm.weight", c.Dim)
+	if _, ok := f.Tensor("output.weight"); ok {
+		m.Output = l.linear("output.weight", c.Dim, c.Vocab)
+	} else {
+		m.Output = m.Embed
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		m.RopeFreqs = l.vector("rope_freqs.weight", c.RopeDim/2)
+	}
+	m.Layers = make([]Layer, c.Layers)
+	for i := range m.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		ly := &m.Layers[i]
+		ly.AttnNorm = l.vector(p+"attn_norm.weight", c.Dim)
+		ly.Q = l.linear(p+"attn_q.weight", c.Dim, qDim)
+		ly.K = l.linear(p+"attn_k.weight", c.Dim, kvDim)
+		ly.V = l.linear(p+"attn_v.weight", c.Dim, kvDim)
+		ly.O = l.linear(p+"attn_output.weight", qDim, c.Dim)
+		ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
+		ly.Gate = l.linear(p+"ffn_gate.weight", c.Dim, c.FF)
+		ly.Up = l.linear(p+"ffn_up.weight", c.Dim, c.FF)
+		ly.Down = l.linear(p+"ffn_down.weight", c.FF, c.Dim)
+		if c.Arch == "qwen2" {
+			ly.QBias = l.vector(p+"attn_q.bias", qDim)
+			ly.KBias = l.vector(p+"attn_k.bias", kvDim)
+			ly.VBias = l.vector(p+"attn_v.bias", kvDim)
+		}
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return m, nil
+}
+
+// Close unmaps the model file. No Runner may be in use.
+func (m *Model) Close() error { return m.File.Close() }
+
+// loader collects the first error so FromFile reads straight through.
+type loader struct {
+	f   *gguf.File
+	err error
+}
+
+func (l *loader) tensor(name string, dims ...int) *gguf.TensorInfo {
+	if l.err != nil {
+		return nil
+	}
+	t, ok := l.f.Tensor(name)
+	if !ok {
+		l.err = fmt.Errorf("tensor %s is missing", name)
+		return nil
+	}
+	match := len(t.Dims) == len(dims)
+	for i := 0; match && i < len(dims); i++ {
+		match = t.Dims[i] == uint64(dims[i])
+	}
+	// A trailing dimension of 1 is allowed (a vector stored as [n, 1]).
+	if !match && len(t.Dims) == len(dims)+1 && t.Dims[len(dims)] == 1 {
+		match = true
+		for i := range dims {
+			match = match && t.Dims[i] == uint64(dims[i])
+		}
+	}
+	if !match {
+		l.err = fmt.Errorf("tensor %s has shape %v, want %v", name, t.Dims, dims)
+		return nil
+	}
+	return t
+}
+
+func (l *loader) linear(name string, in, out int) Linear {
+	t := l.tensor(name, in, out)
+	if t == nil {
+		return Linear{}
+	}
+	if !kernels.Supported(t.Type) {
+		l.err = fmt.Errorf("tensor %s has type %s, which has no matmul kernel", name, t.Type)
+		return Linear{}
+	}
+	return Linear{Name: name, Type: t.Type, In: in, Out: out, Data: t.Data}
+}
+
+// vector reads a 1-D tensor (norm weights, biases) into f32.
+func (l *loader) vector(name string, n int) []float32 {
+	t := l.tensor(name, n)
+	if t == nil {
+		return nil
+	}
+	v := make([]float32, n)
+	if err := tensor.Dequantize(t.Type, t.Data, v); err != nil {
+		l.err = fmt.Errorf("tensor %s: %w", name, err)
+		return nil
+	}
+	return v
+}
+
+// Row returns the RowBytes-long bytes of row r.
+func (w *Linear) Row(r int) []byte {
+	rb := len(w.Data) / w.Out
+	return w.Data[r*rb : (r+1)*rb]
+}
