@@ -1,0 +1,85 @@
+package kvcache_test
+
+import (
+	"errors"
+	"testing"
+
+	"tandem/internal/kvcache"
+	"tandem/internal/tensor"
+)
+
+func cfg() kvcache.Config {
+	return kvcache.Config{Layers: 2, KVHeads: 2, HeadDim: 4, PageTokens: 4, Pages: 8, DType: tensor.F16}
+}
+
+func TestLayoutContiguousPerLayer(t *testing.T) {
+	c := cfg()
+	kv, err := kvcache.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.RowBytes(), 2*4*2; got != want {
+		t.Errorf("RowBytes() = %d, want %d", got, want)
+	}
+	if got, want := c.PageBytes(), 4*16; got != want {
+		t.Errorf("PageBytes() = %d, want %d", got, want)
+	}
+	pages, _ := kv.Alloc(2)
+	// position 5 is page table[1], slot 1
+	row := kv.KRow(1, pages, 5)
+	row[0] = 0xAB
+	page := kv.KPage(1, pages[1])
+	if page[1*c.RowBytes()] != 0xAB {
+		t.Errorf("KRow(1, pages, 5) is not slot 1 of KPage(1, pages[1])")
+	}
+	if kv.KPage(0, pages[1])[c.RowBytes()] != 0 || kv.VPage(1, pages[1])[c.RowBytes()] != 0 {
+		t.Errorf("a K write of layer 1 leaked into layer 0 or into V")
+	}
+}
+
+func TestAllocReleaseAccounting(t *testing.T) {
+	kv, _ := kvcache.New(cfg())
+	a, err := kv.Alloc(5)
+	if err != nil || len(a) != 5 || kv.FreeCount() != 3 {
+		t.Fatalf("Alloc(5) = %v, %v; free %d, want 5 pages and 3 free", a, err, kv.FreeCount())
+	}
+	if _, err := kv.Alloc(4); !errors.Is(err, kvcache.ErrNoPages) || kv.FreeCount() != 3 {
+		t.Errorf("Alloc(4) with 3 free: err %v free %d, want ErrNoPages and nothing taken", err, kv.FreeCount())
+	}
+	if err := kv.Ref(a[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Release(a); err != nil {
+		t.Fatal(err)
+	}
+	if kv.FreeCount() != 6 || kv.Refs(a[0]) != 1 {
+		t.Errorf("after ref+release: free %d refs %d, want 6 and 1", kv.FreeCount(), kv.Refs(a[0]))
+	}
+	if err := kv.Release(a[2:3]); err == nil {
+		t.Errorf("double release of page %d succeeded", a[2])
+	}
+	if err := kv.Release([]int32{a[0], a[0]}); err == nil {
+		t.Errorf("release of a page listed twice with one holder succeeded")
+	}
+	if err := kv.Release(a[:2]); err != nil || kv.FreeCount() != 8 {
+		t.Errorf("final release: %v, free %d want 8", err, kv.FreeCount())
+	}
+	if err := kv.Release([]int32{99}); err == nil {
+		t.Errorf("release of out-of-range page succeeded")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, mod := range []func(*kvcache.Config){
+		func(c *kvcache.Config) { c.Layers = 0 },
+		func(c *kvcache.Config) { c.PageTokens = 0 },
+		func(c *kvcache.Config) { c.Pages = 1 << 30 },
+		func(c *kvcache.Config) { c.DType = tensor.Q8_0 },
+	} {
+		c := cfg()
+		mod(&c)
+		if _, err := kvcache.New(c); err == nil {
+			t.Errorf("New(%+v) succeeded, want an error", c)
+		}
+	}
+}
