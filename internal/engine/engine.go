@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"tandem/internal/kvcache"
+	"tandem/internal/model"
+	"tandem/internal/prefixcache"
+	"tandem/internal/sample"
+	"tandem/internal/tensor"
+)
+
+// Limits on configuration values, so a mistyped flag fails at start-up.
+const (
+	maxBatchTokensMax = 1 << 16
+	maxRunningMax     = 4096
+	maxWaitingMax     = 1 << 20
+	topLogprobsMax    = 20
+)
+
+// Engine schedules sequences onto one model runner. See the package doc.
+type Engine struct {
+	r   *model.Runner
+	kv  *kvcache.Cache
+	pc  *prefixcache.Cache // nil when the prefix cache is off
+	cfg Config
+	log *slog.Logger
+	// ctxTokens is the longest sequence the engine accepts.
+	ctxTokens int
+
+	mu      sync.Mutex
+	waiting []*seq // FIFO; preempted sequences go to the front
+	closed  bool
+	stats   Stats
+	wake    chan struct{} // capacity 1: a pending wake-up is never lost
+	done    chan struct{} // closed when the loop has exited
+
+	// owned by the loop goroutine
+	running []*seq
+	nextID  uint64
+}
+
+// seq is one request inside the engine.
+type seq struct {
+	id       uint64
+	req      Request
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopWake func() bool
+	h        *Handle
+	enqueued time.Time
+
+	tokens   []int32 // prompt, then generated tokens
+	nPrompt  int
+	computed int     // tokens whose K/V are in pages
+	pages    []int32 // page table; the seq holds one reference on each
+	cached   int     // prompt tokens served from the prefix cache
+	smp      *sample.Sampler
+	promptLP []float32 // prompt logprobs being gathered (PromptLogprobs)
+	lpDone   bool      // prompt logprobs delivered
+	preempt  int
+	queued   bool // in the waiting queue (after preemption)
+}
+
+// New starts an engine on r. Zero Config fields take their defaults.
+func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
+	m := r.Model()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PageTokens == 0 {
+		cfg.PageTokens = 16
+	}
+	if cfg.KVType == 0 {
+		cfg.KVType = tensor.F16
+	}
+	if cfg.Pages == 0 {
+		cfg.Pages = 4 * ((m.Config.Context + cfg.PageTokens - 1) / cfg.PageTokens)
+	}
+	if cfg.MaxBatchTokens == 0 {
+		cfg.MaxBatchTokens = 512
+	}
+	if cfg.MaxRunning == 0 {
+		cfg.MaxRunning = 64
+	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = 256
+	}
+	switch {
+	case cfg.MaxBatchTokens < 1 || cfg.MaxBatchTokens > maxBatchTokensMax:
+		return nil, fmt.Errorf("engine: max batch tokens %d is out of range 1..%d", cfg.MaxBatchTokens, maxBatchTokensMax)
+	case cfg.MaxRunning < 1 || cfg.MaxRunning > maxRunningMax:
+		return nil, fmt.Errorf("engine: max running %d is out of range 1..%d", cfg.MaxRunning, maxRunningMax)
+	case cfg.MaxWaiting < 1 || cfg.MaxWaiting > maxWaitingMax:
+		return nil, fmt.Errorf("engine: max waiting %d is out of range 1..%d", cfg.MaxWaiting, maxWaitingMax)
+	case cfg.Pages < 2:
+		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
+	}
+	kv, err := kvcache.New(m.CacheConfig(cfg.PageTokens, cfg.Pages, cfg.KVType))
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{r: r, kv: kv, cfg: cfg, log: log,
+		ctxTokens: min(m.Config.Context, (cfg.Pages-1)*cfg.PageTokens),
+		wake:      make(chan struct{}, 1), done: make(chan struct{})}
+	if cfg.PrefixCache {
+		e.pc = prefixcache.New(kv, cfg.PageTokens, 0)
+	}
+	e.stats.PagesTot = cfg.Pages
+	go e.loop()
+	return e, nil
+}
+
+// Model returns the engine's model.
+func (e *Engine) Model() *model.Model { return e.r.Model() }
+
+// Config returns the engine's configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// MaxContext returns the longest sequence (prompt plus generated tokens) the
+// engine accepts.
+func (e *Engine) MaxContext() int { return e.ctxTokens }
+
+// KVCache returns the engine's KV cache, for tests and debugging. Only the
+// step loop may use it while the engine runs.
+func (e *Engine) KVCache() *kvcache.Cache { return e.kv }
+
+func (e *Engine) wakeup() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Submit queues a request. The sequence ends when its context is done, when
+// the Handle is cancelled, or when generation finishes; in every case its
+// final Update says why and its pages are freed.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
+	if err := e.check(&req); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
+		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), queued: true}
+	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
+	if len(e.waiting) >= e.cfg.MaxWaiting {
+		e.mu.Unlock()
+		cancel()
+		return nil, fmt.Errorf("%w (%d requests waiting); retry later", ErrQueueFull, e.cfg.MaxWaiting)
+	}
+	e.waiting = append(e.waiting, s)
+	e.stats.Waiting = len(e.waiting)
+	e.mu.Unlock()
+	s.stopWake = context.AfterFunc(sctx, e.wakeup)
+	e.wakeup()
+	return s.h, nil
+}
+
+func (e *Engine) check(req *Request) error {
+	vocab := e.r.Model().Config.Vocab
+	switch {
+	case len(req.Prompt) == 0:
+		return fmt.Errorf("%w: the prompt is empty", ErrBadRequest)
+	case req.MaxTokens < 1:
+		return fmt.Errorf("%w: max tokens must be at least 1, got %d", ErrBadRequest, req.MaxTokens)
+	case req.TopLogprobs < 0 || req.TopLogprobs > topLogprobsMax:
+		return fmt.Errorf("%w: top logprobs must be in 0..%d, got %d", ErrBadRequest, topLogprobsMax, req.TopLogprobs)
+	case len(req.Prompt)+req.MaxTokens > e.ctxTokens:
+		return fmt.Errorf("%w: %d prompt tokens + %d max tokens exceed the maximum context length of %d tokens",
+			ErrTooLong, len(req.Prompt), req.MaxTokens, e.ctxTokens)
+	}
+	for _, t := range req.Prompt {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("%w: token id %d is out of range 0..%d", ErrBadRequest, t, vocab-1)
+		}
+	}
+	if err := req.Sample.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the engine's queues and counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	if len(e.waiting) > 0 {
+		s.OldestWaiting = time.Since(e.waiting[0].enqueued)
+	}
+	return s
+}
+
+// Close fails every queued and running sequence with ErrClosed, frees their
+// pages and stops the step loop. It waits for the loop to exit.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.wakeup()
+	<-e.done
+}
+
+// Handle is the caller's side of one sequence. Its methods are safe for
+// concurrent use.
+type Handle struct {
+	mu        sync.Mutex
+	pending   Update
+	has       bool // pending holds something to deliver
+	finished  bool // the final update has been queued
+	delivered bool // the final update has been returned by Next
+	notify    chan struct{}
+	cancel    context.CancelFunc
+}
+
+// Cancel ends the sequence; its final Update has Finish == FinishCancelled
+// unless it had already finished.
+func (h *Handle) Cancel() { h.cancel() }
+
+// Next blocks until the sequence has new tokens or has ended, and returns
+// everything since the previous call. After the Update with Done it returns
+// io.EOF. A done ctx returns ctx.Err() without ending the sequence.
+func (h *Handle) Next(ctx context.Context) (Update, error) {
+	for {
+		h.mu.Lock()
+		if h.delivered {
+			h.mu.Unlock()
+			return Update{}, io.EOF
+		}
+		if h.has {
+			u := h.pending
+			h.pending = Update{}
+			h.has = false
+			if u.Done {
+				h.delivered = true
+			}
+			h.mu.Unlock()
+			return u, nil
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.notify:
+		case <-ctx.Done():
+			return Update{}, ctx.Err()
+		}
+	}
+}
+
+// push merges u into the pending update and wakes Next.
+func (h *Handle) push(u Update) {
+	h.mu.Lock()
+	if h.finished {
+		h.mu.Unlock()
+		return
+	}
+	p := &h.pending
+	p.Tokens = append(p.Tokens, u.Tokens...)
+	if u.PromptLogprobs != nil {
+		p.PromptLogprobs = u.PromptLogprobs
+	}
+	p.PromptTokens, p.CachedTokens, p.Preempted = u.PromptTokens, u.CachedTokens, u.Preempted
+	if u.Done {
+		p.Done, p.Finish, p.Err = true, u.Finish, u.Err
+		h.finished = true
+	}
+	h.has = true
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,362 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"tandem/internal/model"
+	"tandem/internal/sample"
+)
+
+// step is one sequence's share of a forward step.
+type step struct {
+	s    *seq
+	take int // tokens fed this step
+}
+
+// loop is the engine's only goroutine. It exits when Close is called.
+func (e *Engine) loop() {
+	defer close(e.done)
+	for {
+		if e.isClosed() {
+			e.shutdown()
+			return
+		}
+		e.reapCancelled()
+		steps := e.schedule()
+		if len(steps) == 0 {
+			e.publish()
+			<-e.wake
+			continue
+		}
+		e.run(steps)
+		e.publish()
+	}
+}
+
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// shutdown ends every sequence with ErrClosed.
+func (e *Engine) shutdown() {
+	e.mu.Lock()
+	waiting := e.waiting
+	e.waiting = nil
+	e.mu.Unlock()
+	for _, s := range append(e.running, waiting...) {
+		e.finish(s, FinishError, ErrClosed)
+	}
+	e.running = nil
+	if e.pc != nil {
+		e.pc.Reset()
+	}
+	e.publish()
+}
+
+// reapCancelled ends sequences whose context is done, running or waiting.
+func (e *Engine) reapCancelled() {
+	e.running = slices.DeleteFunc(e.running, func(s *seq) bool {
+		if s.ctx.Err() != nil {
+			e.finish(s, FinishCancelled, s.ctx.Err())
+			return true
+		}
+		return false
+	})
+	var gone []*seq
+	e.mu.Lock()
+	e.waiting = slices.DeleteFunc(e.waiting, func(s *seq) bool {
+		if s.ctx.Err() != nil {
+			gone = append(gone, s)
+			return true
+		}
+		return false
+	})
+	e.mu.Unlock()
+	for _, s := range gone {
+		e.finish(s, FinishCancelled, s.ctx.Err())
+	}
+}
+
+// schedule picks this step's tokens: one for each decoding sequence, then
+// prompt chunks of running sequences, then newly admitted ones, within
+// MaxBatchTokens.
+func (e *Engine) schedule() []step {
+	budget := e.cfg.MaxBatchTokens
+	var steps []step
+	in := map[*seq]bool{}
+	order := slices.Clone(e.running)
+	for pass := range 2 {
+		for _, s := range order {
+			if budget == 0 {
+				break
+			}
+			need := len(s.tokens) - s.computed
+			if (pass == 0) != (need == 1) || in[s] || s.queued {
+				continue
+			}
+			take := min(need, budget)
+			if !e.ensurePages(s, s.computed+take, in) {
+				continue // s itself was preempted
+			}
+			steps = append(steps, step{s, take})
+			in[s] = true
+			budget -= take
+		}
+	}
+	for budget > 0 && len(e.running) < e.cfg.MaxRunning {
+		s := e.admit()
+		if s == nil {
+			break
+		}
+		take := min(len(s.tokens)-s.computed, budget)
+		steps = append(steps, step{s, take})
+		in[s] = true
+		budget -= take
+	}
+	return steps
+}
+
+// ensurePages grows s's page table to hold n positions, evicting from the
+// prefix cache and then preempting the newest running sequences that are
+// not in this step. It reports false when s itself had to be preempted.
+func (e *Engine) ensurePages(s *seq, n int, inStep map[*seq]bool) bool {
+	need := e.kv.Config().PagesFor(n) - len(s.pages)
+	for need > 0 {
+		if p, err := e.kv.Alloc(need); err == nil {
+			s.pages = append(s.pages, p...)
+			return true
+		}
+		short := need - e.kv.FreeCount()
+		if e.pc != nil && e.pc.Evict(short) > 0 {
+			continue
+		}
+		victim := s
+		for i := len(e.running) - 1; i >= 0; i-- {
+			if v := e.running[i]; v != s && !inStep[v] {
+				victim = v
+				break
+			}
+		}
+		e.preempt(victim)
+		if victim == s {
+			return false
+		}
+	}
+	return true
+}
+
+// preempt releases s's pages and queues it at the front to be recomputed.
+func (e *Engine) preempt(s *seq) {
+	e.release(s)
+	s.computed = 0
+	s.preempt++
+	s.queued = true
+	e.running = slices.DeleteFunc(e.running, func(v *seq) bool { return v == s })
+	e.mu.Lock()
+	e.waiting = slices.Insert(e.waiting, 0, s)
+	e.stats.Preemptions++
+	e.mu.Unlock()
+	e.log.Warn("preempted sequence for recompute: KV cache is full", "request", s.req.ID, "tokens", len(s.tokens), "times", s.preempt)
+}
+
+// admit moves the head of the queue into the running set when its pages
+// fit with one page of reserve per running sequence, or returns nil.
+func (e *Engine) admit() *seq {
+	e.mu.Lock()
+	if len(e.waiting) == 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	s := e.waiting[0]
+	e.mu.Unlock()
+	pt := e.kv.Config().PageTokens
+	var matched []int32
+	if e.pc != nil && !s.req.PromptLogprobs {
+		matched = e.pc.Match(s.tokens, (len(s.tokens)-1)/pt)
+	}
+	need := e.kv.Config().PagesFor(len(s.tokens)) - len(matched)
+	avail := e.kv.FreeCount()
+	if e.pc != nil {
+		avail += e.pc.Evictable()
+	}
+	if avail-need < len(e.running) {
+		if len(matched) > 0 {
+			e.kv.Release(matched)
+		}
+		return nil
+	}
+	for e.kv.FreeCount() < need && e.pc != nil && e.pc.Evict(need-e.kv.FreeCount()) > 0 {
+	}
+	pages, err := e.kv.Alloc(need)
+	if err != nil {
+		if len(matched) > 0 {
+			e.kv.Release(matched)
+		}
+		return nil
+	}
+	s.pages = append(matched, pages...)
+	s.computed = len(matched) * pt
+	first := s.preempt == 0
+	if first {
+		s.cached = s.computed
+	}
+	s.queued = false
+	e.mu.Lock()
+	e.waiting = e.waiting[1:]
+	if first {
+		e.stats.PrefixHitTokens += uint64(s.cached)
+		e.stats.PromptTokens += uint64(s.nPrompt)
+	}
+	e.mu.Unlock()
+	e.running = append(e.running, s)
+	return s
+}
+
+// run executes one forward step and hands out its results.
+func (e *Engine) run(steps []step) {
+	batch := make([]model.Seq, len(steps))
+	for i, st := range steps {
+		s := st.s
+		batch[i] = model.Seq{Tokens: s.tokens[s.computed : s.computed+st.take], Pos: s.computed, Pages: s.pages,
+			AllLogits: s.req.PromptLogprobs && !s.lpDone && s.computed < s.nPrompt}
+	}
+	out, err := e.r.Forward(e.kv, batch)
+	e.mu.Lock()
+	e.stats.Steps++
+	e.mu.Unlock()
+	if err != nil {
+		e.log.Error("forward step failed", "err", err, "sequences", len(steps))
+		for _, st := range steps {
+			e.finish(st.s, FinishError, fmt.Errorf("engine: forward step: %w", err))
+		}
+		e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return s.h.finishedFlag() })
+		return
+	}
+	vocab := e.r.Model().Config.Vocab
+	var ended []*seq
+	for i, st := range steps {
+		s := st.s
+		logits := out[i]
+		if batch[i].AllLogits {
+			e.gatherPromptLogprobs(s, logits, st.take, vocab)
+			logits = logits[(st.take-1)*vocab:]
+		}
+		s.computed += st.take
+		if s.computed < len(s.tokens) {
+			continue // more prompt to go
+		}
+		if s.computed >= s.nPrompt && s.preempt == 0 && len(s.tokens) == s.nPrompt {
+			e.cachePrefix(s)
+		}
+		if e.sampleNext(s, logits) {
+			ended = append(ended, s)
+		}
+	}
+	if len(ended) > 0 {
+		e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return slices.Contains(ended, s) })
+	}
+}
+
+// gatherPromptLogprobs records log p(prompt[i+1] | prompt[:i+1]) from the
+// chunk's logits rows.
+func (e *Engine) gatherPromptLogprobs(s *seq, logits []float32, take, vocab int) {
+	if s.computed == 0 {
+		s.promptLP = append(make([]float32, 0, s.nPrompt), 0)
+	}
+	for j := range take {
+		next := s.computed + j + 1
+		if next >= s.nPrompt {
+			break
+		}
+		s.promptLP = append(s.promptLP, sample.LogSoftmax(logits[j*vocab:(j+1)*vocab], s.tokens[next]))
+	}
+}
+
+// sampleNext picks the next token from logits, delivers it and reports
+// whether the sequence ended (in which case it has been finished).
+func (e *Engine) sampleNext(s *seq, logits []float32) bool {
+	id, lp := s.smp.Sample(logits, s.tokens)
+	tok := Token{ID: id, Logprob: lp}
+	if s.req.TopLogprobs > 0 {
+		tok.Top = sample.TopLogprobs(logits, s.req.TopLogprobs)
+	}
+	s.tokens = append(s.tokens, id)
+	u := Update{Tokens: []Token{tok}, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt}
+	if s.req.PromptLogprobs && !s.lpDone {
+		u.PromptLogprobs = s.promptLP
+		s.lpDone = true
+	}
+	e.mu.Lock()
+	e.stats.GeneratedTokens++
+	e.mu.Unlock()
+	gen := len(s.tokens) - s.nPrompt
+	var reason FinishReason
+	switch {
+	case !s.req.IgnoreEOS && e.r.Model().Tokenizer.IsEOG(id), slices.Contains(s.req.StopTokens, id):
+		reason = FinishStop
+	case gen >= s.req.MaxTokens || len(s.tokens) >= e.ctxTokens:
+		reason = FinishLength
+	}
+	s.h.push(u)
+	if reason != "" {
+		e.finish(s, reason, nil)
+		return true
+	}
+	return false
+}
+
+// cachePrefix offers the sequence's full computed pages to the prefix cache.
+func (e *Engine) cachePrefix(s *seq) {
+	if e.pc == nil || s.req.PromptLogprobs {
+		return
+	}
+	pt := e.kv.Config().PageTokens
+	full := min(s.computed/pt, len(s.pages))
+	if full > 0 {
+		e.pc.Insert(s.tokens[:full*pt], s.pages[:full])
+	}
+}
+
+// release drops the sequence's page references.
+func (e *Engine) release(s *seq) {
+	if len(s.pages) == 0 {
+		return
+	}
+	if err := e.kv.Release(s.pages); err != nil {
+		// Broken accounting is a bug, not an input error: say so loudly.
+		e.log.Error("kv page accounting broken", "request", s.req.ID, "err", err)
+	}
+	s.pages = nil
+}
+
+// finish ends s: caches its prefix, frees its pages and delivers the final
+// update. The caller removes s from the running set or queue.
+func (e *Engine) finish(s *seq, reason FinishReason, err error) {
+	if reason == FinishStop || reason == FinishLength {
+		e.cachePrefix(s)
+	}
+	e.release(s)
+	if s.stopWake != nil {
+		s.stopWake()
+	}
+	s.cancel()
+	s.h.push(Update{Done: true, Finish: reason, Err: err, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt})
+}
+
+// publish refreshes the gauges in Stats.
+func (e *Engine) publish() {
+	e.mu.Lock()
+	e.stats.Waiting = len(e.waiting)
+	e.stats.Running = len(e.running)
+	e.stats.PagesUsed = e.kv.Config().Pages - e.kv.FreeCount()
+	e.mu.Unlock()
+}
+
+func (h *Handle) finishedFlag() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.finished
+}

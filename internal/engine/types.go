@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"tandem/internal/sample"
+	"tandem/internal/tensor"
+)
+
+// Errors that Submit returns; callers map them to HTTP statuses with errors.Is.
+var (
+	// ErrQueueFull: the waiting queue is at its limit (HTTP 429).
+	ErrQueueFull = errors.New("engine: waiting queue is full")
+	// ErrTooLong: prompt plus max tokens cannot fit the context or the KV arena (HTTP 400).
+	ErrTooLong = errors.New("engine: request does not fit the context")
+	// ErrClosed: the engine is shutting down (HTTP 503).
+	ErrClosed = errors.New("engine: closed")
+	// ErrBadRequest: the request is malformed (HTTP 400).
+	ErrBadRequest = errors.New("engine: bad request")
+)
+
+// Config sets the engine's resources and limits.
+type Config struct {
+	PageTokens     int         // token positions per KV page (default 16)
+	Pages          int         // pages in the KV arena (default: enough for 4 full contexts)
+	KVType         tensor.Type // tensor.F16 (default) or tensor.F32
+	MaxBatchTokens int         // tokens per step, decode and prefill chunks together (default 512)
+	MaxRunning     int         // sequences in the running batch (default 64)
+	MaxWaiting     int         // queued requests before Submit fails with ErrQueueFull (default 256)
+	PrefixCache    bool        // share full prompt pages between requests
+}
+
+// Request is one sequence to generate. Prompt is already tokenized (BOS
+// included when wanted).
+type Request struct {
+	ID             string // caller's id, shown in logs and debug output
+	Prompt         []int32
+	MaxTokens      int // > 0
+	Sample         sample.Params
+	StopTokens     []int32 // end generation besides the vocabulary's end-of-generation tokens
+	IgnoreEOS      bool    // keep generating past end-of-generation tokens
+	TopLogprobs    int     // alternatives to report per generated token (0: none; the chosen token's logprob is always reported)
+	PromptLogprobs bool    // report logprobs of the prompt tokens (in the first Update)
+}
+
+// Token is one generated token.
+type Token struct {
+	ID      int32
+	Logprob float32
+	Top     []sample.TokenLogprob // TopLogprobs alternatives, best first
+}
+
+// FinishReason says why a sequence ended.
+type FinishReason string
+
+// Finish reasons, as OpenAI names them where it has a name.
+const (
+	FinishStop      FinishReason = "stop"      // end-of-generation or a stop token
+	FinishLength    FinishReason = "length"    // MaxTokens or the context
+	FinishCancelled FinishReason = "cancelled" // the caller's context ended
+	FinishError     FinishReason = "error"     // the engine failed the sequence (Err says why)
+)
+
+// Update is what a Handle yields: new tokens and, at the end, why it ended.
+type Update struct {
+	Tokens         []Token
+	PromptLogprobs []float32 // with Request.PromptLogprobs, in the first update: logprob of prompt[i] given prompt[:i] (first entry 0)
+	Done           bool
+	Finish         FinishReason
+	Err            error
+	// Set in every update: the prompt's length and how many of its tokens
+	// came from the prefix cache.
+	PromptTokens int
+	CachedTokens int
+	// Preempted counts the times the sequence lost its pages and was
+	// recomputed (KV cache pressure).
+	Preempted int
+}
+
+// Stats is a snapshot of the engine's queues and counters for metrics.
+type Stats struct {
+	Waiting, Running    int
+	PagesUsed, PagesTot int
+	PrefixHitTokens     uint64 // cumulative prompt tokens served from the prefix cache
+	PromptTokens        uint64 // cumulative prompt tokens computed or reused
+	GeneratedTokens     uint64
+	Preemptions         uint64
+	Steps               uint64
+	OldestWaiting       time.Duration
+}
