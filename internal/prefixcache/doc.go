@@ -1,0 +1,65 @@
+// Package prefixcache reuses the KV pages of shared prompt prefixes across
+// requests (automatic prefix caching, as in vLLM and SGLang).
+//
+// # Where it sits
+//
+// The engine's step loop owns one Cache next to its paged KV arena
+// (internal/kvcache). When a request arrives, the engine calls Match with the
+// prompt; the returned pages already hold the KV of the first
+// len(pages)*PageTokens prompt tokens, so prefill starts after them and
+// usage.prompt_tokens_details.cached_tokens is len(pages)*PageTokens. After
+// prefill the engine calls Insert with the prompt and its page table so that
+// later requests can reuse the pages. When the arena has no free page, the
+// engine calls Evict before giving up.
+//
+// # Structure
+//
+// The cache is a radix tree whose edges are full pages of tokens: the child of
+// a node is keyed by the PageTokens tokens of its page, so a node stands for
+// the whole token prefix from the root to it, and its page holds the KV of
+// exactly that prefix's last PageTokens positions. Partial pages are never
+// cached, because their KV is still being written by the sequence that owns
+// them.
+//
+// # Invariants
+//
+//   - The tree holds exactly one kvcache reference on the page of each node;
+//     Pages() is the number of nodes and therefore of those references.
+//   - A page appears in at most one node. Insert does not adopt a page that is
+//     already in the tree, nor the caller's duplicate of a page already
+//     cached for the same prefix.
+//   - Match takes one reference per returned page for the caller; the caller
+//     releases them through the kvcache when its sequence ends.
+//   - A node is evicted only when it has no children and kv.Refs(page) == 1,
+//     that is when only the tree holds its page; pages held by live
+//     sequences are never freed. Eviction is least recently used first: Match
+//     and Insert stamp the nodes they walk with a monotonically increasing
+//     use counter, and leaves sit in a min-heap ordered by that stamp.
+//
+// # Limits and cost
+//
+// PageTokens must be in 1..4096 (the kvcache range); a Cache made with
+// another value, or with a nil Pages, is inert: Match returns nil, Insert
+// adopts nothing. A nil *Cache is inert too, so an engine with prefix caching
+// off may keep a nil pointer. Match and Insert cost O(pages walked *
+// PageTokens) plus O(log leaves) heap work; Evict costs O((n + s) log leaves)
+// where s is the number of older leaves it has to skip because a live
+// sequence still holds them; Evictable walks every node once (O(Pages())),
+// and is meant for metrics and admission decisions, not inner loops. No
+// operation recurses.
+//
+// A Cache is not safe for concurrent use; the engine's step loop serializes
+// all calls, as it does for the kvcache.
+//
+// # Tests
+//
+// The tests run against a real kvcache.Cache with a tiny configuration:
+// matching (empty, exact, partial pages, divergent suffixes, limits),
+// reference counts after Insert and Match, refusal of duplicate pages, LRU
+// eviction order, the maxPages bound, and a seeded random property test that
+// mixes requests, releases and evictions, checks the tree's structure and
+// every page's reference count after each step, checks that every matched
+// page holds the KV of the prefix it was matched for, and ends with
+// kv.FreeCount() back at its initial value. Benchmarks measure Match, Insert
+// and Evict on a 10k-page tree.
+package prefixcache
