@@ -40,7 +40,8 @@
 //
 // Quantize rejects NaN and infinite inputs for the quantized types, and
 // blocks whose f16 scale or minimum would overflow (ggml would store an
-// infinite scale); the error names the element or block. Dequantize accepts
+// infinite scale; for Q8_K, whose scale is f32, blocks reaching within a
+// hair of the float32 limit); the error names the element or block. Dequantize accepts
 // any bytes: a NaN or infinite scale in the data decodes to NaN or infinite
 // values, as in ggml. Q8_1's cached sum saturates to ±Inf as in ggml.
 //

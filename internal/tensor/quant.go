@@ -362,6 +362,11 @@ func quantizeQ8_K(src []float32, dst []byte) error {
 			continue
 		}
 		iscale := -127 / m
+		if d := 1 / iscale; math.IsInf(float64(float32(abs32(d)*127)), 0) {
+			// Only for |max| within a hair of MaxFloat32: d·127 would
+			// decode to ±Inf.
+			return fmt.Errorf("elements %d..%d reach %g, too close to the float32 limit for a q8_k block", i*QKK, i*QKK+QKK-1, m)
+		}
 		qs := b[4 : 4+QKK]
 		for j, v := range x {
 			qs[j] = byte(int8(min(127, nearestInt(iscale*v))))
