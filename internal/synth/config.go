@@ -1,0 +1,145 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"tandem/internal/tensor"
+)
+
+// Config is the shape of a synthesized Llama model.
+type Config struct {
+	// Name goes into general.name; empty means "tandem-synth".
+	Name string
+	// Dim is the embedding width (llama.embedding_length).
+	Dim int
+	// Layers is the number of transformer blocks (llama.block_count).
+	Layers int
+	// Heads is the number of query heads; Dim must be a multiple of it.
+	Heads int
+	// KVHeads is the number of key/value heads; Heads must be a multiple of it.
+	KVHeads int
+	// FF is the feed-forward width (llama.feed_forward_length).
+	FF int
+	// Vocab is the size of the synthesized vocabulary. It is ignored when
+	// Options.VocabFrom names a file: that file's token count is used.
+	Vocab int
+	// Context is the trained context length (llama.context_length).
+	Context int
+	// RopeBase is llama.rope.freq_base; 0 means 10000.
+	RopeBase float32
+	// NormEps is llama.attention.layer_norm_rms_epsilon; 0 means 1e-5.
+	NormEps float32
+}
+
+// Limits on Config, far above any preset; they keep a typo from asking for
+// an absurd file and keep every size computation inside int range.
+const (
+	// DimMax bounds Dim and FF.
+	DimMax = 1 << 16
+	// LayersMax bounds Layers.
+	LayersMax = 1 << 10
+	// VocabMax bounds the synthesized vocabulary size.
+	VocabMax = 1 << 20
+	// ContextMax bounds Context.
+	ContextMax = 1 << 24
+	// VocabMin is the smallest synthesized vocabulary: <unk>, <s>, </s>, the
+	// 256 byte tokens and "▁".
+	VocabMin = 3 + 256 + 1
+)
+
+// presets are the shapes Preset knows, by name.
+var presets = map[string]Config{
+	// tiny: every matrix row is a multiple of 256, so all K-quants apply.
+	"tiny": {Name: "tandem-synth-tiny", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FF: 512, Vocab: 512, Context: 2048},
+	// 110m: llama2.c's stories110M shape.
+	"110m": {Name: "tandem-synth-110m", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FF: 2048, Vocab: 32000, Context: 2048},
+	// 1b: TinyLlama 1.1B's shape.
+	"1b": {Name: "tandem-synth-1b", Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FF: 5632, Vocab: 32000, Context: 2048},
+}
+
+// Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
+// 512-token vocabulary), "110m" (stories110M's shape) or "1b" (TinyLlama
+// 1.1B's shape). RopeBase and NormEps are set to llama.cpp's defaults.
+func Preset(name string) (Config, error) {
+	c, ok := presets[name]
+	if !ok {
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m or 1b)", name)
+	}
+	c.RopeBase = 10000
+	c.NormEps = 1e-5
+	return c, nil
+}
+
+// withDefaults fills the zero-means-default fields.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "tandem-synth"
+	}
+	if c.RopeBase == 0 {
+		c.RopeBase = 10000
+	}
+	if c.NormEps == 0 {
+		c.NormEps = 1e-5
+	}
+	return c
+}
+
+// HeadDim returns Dim / Heads (0 when Heads is not positive).
+func (c Config) HeadDim() int {
+	if c.Heads <= 0 {
+		return 0
+	}
+	return c.Dim / c.Heads
+}
+
+// check reports the first problem of a Config (after withDefaults) for
+// weights of type typ; vocab is the vocabulary size actually used.
+func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
+	for _, f := range []struct {
+		name    string
+		v, high int
+	}{
+		{"dim", c.Dim, DimMax},
+		{"layers", c.Layers, LayersMax},
+		{"heads", c.Heads, c.Dim},
+		{"kv heads", c.KVHeads, c.Heads},
+		{"feed-forward width", c.FF, DimMax},
+		{"context", c.Context, ContextMax},
+	} {
+		if f.v < 1 || f.v > f.high {
+			return fmt.Errorf("%s %d out of range: want 1..%d", f.name, f.v, max(f.high, 1))
+		}
+	}
+	if c.Dim%c.Heads != 0 {
+		return fmt.Errorf("dim %d is not a multiple of heads %d", c.Dim, c.Heads)
+	}
+	if c.HeadDim()%2 != 0 {
+		return fmt.Errorf("head dim %d (dim %d / heads %d) is odd; RoPE rotates pairs", c.HeadDim(), c.Dim, c.Heads)
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("heads %d is not a multiple of kv heads %d", c.Heads, c.KVHeads)
+	}
+	if synthVocab && (vocab < VocabMin || vocab > VocabMax) {
+		return fmt.Errorf("vocab %d out of range: want %d..%d", vocab, VocabMin, VocabMax)
+	}
+	if !(c.RopeBase > 0) || math.IsInf(float64(c.RopeBase), 0) {
+		return fmt.Errorf("rope base %v must be a positive finite number", c.RopeBase)
+	}
+	if !(c.NormEps > 0 && c.NormEps < 1) {
+		return fmt.Errorf("norm epsilon %v must be in (0, 1)", c.NormEps)
+	}
+	if strings.ContainsRune(c.Name, 0) {
+		return fmt.Errorf("name %q contains a NUL byte", c.Name)
+	}
+	// Every matrix row (ne0) is Dim or FF elements long.
+	for _, t := range weightTypes(typ) {
+		for _, n := range []int{c.Dim, c.FF} {
+			if _, err := t.RowBytes(n); err != nil {
+				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", typ, t.BlockSize(), err)
+			}
+		}
+	}
+	return nil
+}

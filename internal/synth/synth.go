@@ -1,0 +1,290 @@
+package synth
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+
+	"tandem/internal/gguf"
+	"tandem/internal/tensor"
+)
+
+// Options says what Write produces.
+type Options struct {
+	// Config is the model shape (see Preset).
+	Config Config
+	// Type is the weight type: F16, Q8_0 or Q4_K (Q4_K means llama.cpp's
+	// Q4_K_M mix, see doc.go); F32 is accepted too. Norms are always F32.
+	Type tensor.Type
+	// VocabFrom, when set, is a GGUF file whose tokenizer.* keys are copied;
+	// its token count replaces Config.Vocab.
+	VocabFrom string
+	// Seed decides every weight: same Options, same bytes.
+	Seed uint64
+}
+
+// weightStd is the standard deviation of the synthesized weights, the usual
+// initializer scale of Llama-style models.
+const weightStd = 0.02
+
+// fileTypes maps the accepted weight types to general.file_type
+// (llama.cpp's llama_ftype).
+var fileTypes = map[tensor.Type]uint32{
+	tensor.F32:  0,
+	tensor.F16:  1,
+	tensor.Q8_0: 7,
+	tensor.Q4_K: 15, // LLAMA_FTYPE_MOSTLY_Q4_K_M
+}
+
+// weightTypes returns every type a matrix may get in a file of type typ.
+func weightTypes(typ tensor.Type) []tensor.Type {
+	if typ == tensor.Q4_K {
+		return []tensor.Type{tensor.Q4_K, tensor.Q6_K}
+	}
+	return []tensor.Type{typ}
+}
+
+// useMoreBits is llama.cpp's rule for the layers whose attn_v and ffn_down
+// get Q6_K in a Q4_K_M file: the first and last eighth, and every third
+// layer in between.
+func useMoreBits(layer, layers int) bool {
+	return layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2
+}
+
+// tensorSpec is one tensor of the model: its name, shape (ne0 first), type,
+// and whether it is a norm (all ones) rather than random weights.
+type tensorSpec struct {
+	name string
+	dims []uint64
+	typ  tensor.Type
+	norm bool
+}
+
+// layout returns the model's tensors in file order.
+func layout(c Config, typ tensor.Type, vocab int) []tensorSpec {
+	dim, ff, kv := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads*c.HeadDim())
+	mat := func(name string, t tensor.Type, ne0, ne1 uint64) tensorSpec {
+		return tensorSpec{name: name, dims: []uint64{ne0, ne1}, typ: t}
+	}
+	norm := func(name string) tensorSpec {
+		return tensorSpec{name: name, dims: []uint64{dim}, typ: tensor.F32, norm: true}
+	}
+	// Q4_K_M: Q6_K for output and for attn_v/ffn_down of the use-more-bits layers.
+	more, output := typ, typ
+	if typ == tensor.Q4_K {
+		more, output = tensor.Q6_K, tensor.Q6_K
+	}
+	specs := []tensorSpec{mat("token_embd.weight", typ, dim, uint64(vocab))}
+	for l := range c.Layers {
+		vd := typ
+		if useMoreBits(l, c.Layers) {
+			vd = more
+		}
+		p := fmt.Sprintf("blk.%d.", l)
+		specs = append(specs,
+			norm(p+"attn_norm.weight"),
+			mat(p+"attn_q.weight", typ, dim, dim),
+			mat(p+"attn_k.weight", typ, dim, kv),
+			mat(p+"attn_v.weight", vd, dim, kv),
+			mat(p+"attn_output.weight", typ, dim, dim),
+			norm(p+"ffn_norm.weight"),
+			mat(p+"ffn_gate.weight", typ, dim, ff),
+			mat(p+"ffn_up.weight", typ, dim, ff),
+			mat(p+"ffn_down.weight", vd, ff, dim),
+		)
+	}
+	return append(specs, norm("output_norm.weight"), mat("output.weight", output, dim, uint64(vocab)))
+}
+
+// Write synthesizes a random-weight Llama model as described by o and writes
+// it to path as GGUF v3 (through a temporary file, so a failed write leaves
+// no partial model at path). Weights are streamed one chunk of rows at a
+// time, so memory stays small whatever the model size.
+func Write(path string, o Options) error {
+	w, err := build(o, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return err
+	}
+	if err := w.WriteFile(path); err != nil {
+		return fmt.Errorf("write synthesized model %s: %w", path, err)
+	}
+	return nil
+}
+
+// build checks o and returns a Writer holding the metadata and the tensor
+// generators, which run with the given number of worker goroutines when the
+// Writer writes.
+func build(o Options, workers int) (*gguf.Writer, error) {
+	c := o.Config.withDefaults()
+	ftype, ok := fileTypes[o.Type]
+	if !ok {
+		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want f16, q8_0 or q4_k)", o.Type)
+	}
+	var tokKeys []gguf.KV
+	vocabSize := c.Vocab
+	if o.VocabFrom != "" {
+		var err error
+		if tokKeys, vocabSize, err = tokenizerKeysFrom(o.VocabFrom); err != nil {
+			return nil, fmt.Errorf("synthesize model: %w", err)
+		}
+	}
+	if err := c.check(o.Type, vocabSize, o.VocabFrom == ""); err != nil {
+		return nil, fmt.Errorf("synthesize model: %w", err)
+	}
+	if o.VocabFrom == "" {
+		tokKeys = synthVocab(vocabSize).keys()
+	}
+
+	w := gguf.NewWriter()
+	w.SetString("general.architecture", "llama")
+	w.SetString("general.name", c.Name)
+	w.SetUint32("general.file_type", ftype)
+	w.SetUint32("general.quantization_version", 2)
+	w.SetUint32("llama.vocab_size", uint32(vocabSize))
+	w.SetUint32("llama.context_length", uint32(c.Context))
+	w.SetUint32("llama.embedding_length", uint32(c.Dim))
+	w.SetUint32("llama.block_count", uint32(c.Layers))
+	w.SetUint32("llama.feed_forward_length", uint32(c.FF))
+	w.SetUint32("llama.attention.head_count", uint32(c.Heads))
+	w.SetUint32("llama.attention.head_count_kv", uint32(c.KVHeads))
+	w.SetFloat32("llama.attention.layer_norm_rms_epsilon", c.NormEps)
+	w.SetUint32("llama.rope.dimension_count", uint32(c.HeadDim()))
+	w.SetFloat32("llama.rope.freq_base", c.RopeBase)
+	for _, kv := range tokKeys {
+		w.Set(kv.Key, kv.Value)
+	}
+
+	for i, s := range layout(c, o.Type, vocabSize) {
+		var err error
+		if s.norm {
+			err = w.AddTensor(s.name, s.typ, s.dims, ones(int(s.dims[0])))
+		} else {
+			g := generator{spec: s, seed: o.Seed, index: uint64(i), workers: workers}
+			err = w.AddTensorFunc(s.name, s.typ, s.dims, g.write)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("synthesize model: add tensor %s: %w", s.name, err)
+		}
+	}
+	return w, nil
+}
+
+// ones returns n little-endian float32 ones.
+func ones(n int) []byte {
+	b := make([]byte, 4*n)
+	for i := 0; i < len(b); i += 4 {
+		binary.LittleEndian.PutUint32(b[i:], math.Float32bits(1))
+	}
+	return b
+}
+
+// chunkElems is about how many weights one generator chunk holds. A chunk
+// is a run of whole rows with its own PRNG stream, so the bytes depend only
+// on (seed, tensor index, chunk index), never on the number of workers.
+const chunkElems = 1 << 16
+
+// generator produces one random weight matrix.
+type generator struct {
+	spec    tensorSpec
+	seed    uint64
+	index   uint64 // position of the tensor in the file
+	workers int
+}
+
+// write streams the tensor: waves of chunks are generated and quantized in
+// parallel, then written in order.
+func (g generator) write(out io.Writer) error {
+	ne0, rows := int(g.spec.dims[0]), int(g.spec.dims[1])
+	rowBytes, err := g.spec.typ.RowBytes(ne0)
+	if err != nil {
+		return fmt.Errorf("generate %s: %w", g.spec.name, err)
+	}
+	rowsPerChunk := max(1, chunkElems/ne0)
+	chunks := (rows + rowsPerChunk - 1) / rowsPerChunk
+	workers := max(1, min(g.workers, chunks))
+	wave := 4 * workers
+	bufs := make([][]byte, min(wave, chunks))
+	scratch := make([][]float32, workers)
+	for i := range bufs {
+		bufs[i] = make([]byte, rowsPerChunk*rowBytes)
+	}
+	if !directBlocks(g.spec.typ) {
+		for i := range scratch {
+			scratch[i] = make([]float32, rowsPerChunk*ne0)
+		}
+	}
+	errs := make([]error, workers)
+	for first := 0; first < chunks; first += wave {
+		n := min(wave, chunks-first)
+		var wg sync.WaitGroup
+		for wk := range min(workers, n) {
+			wg.Go(func() {
+				for j := wk; j < n; j += workers {
+					chunk := first + j
+					r0 := chunk * rowsPerChunk
+					nr := min(rowsPerChunk, rows-r0)
+					p := g.stream(uint64(chunk))
+					if directBlocks(g.spec.typ) {
+						fillBlocks(g.spec.typ, bufs[j][:nr*rowBytes], p)
+						continue
+					}
+					src := scratch[wk][:nr*ne0]
+					fillUniform(src, p)
+					if err := tensor.Quantize(g.spec.typ, src, bufs[j][:nr*rowBytes]); err != nil && errs[wk] == nil {
+						errs[wk] = err
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return fmt.Errorf("generate %s: %w", g.spec.name, err)
+			}
+		}
+		for j := range n {
+			nr := min(rowsPerChunk, rows-(first+j)*rowsPerChunk)
+			if _, err := out.Write(bufs[j][:nr*rowBytes]); err != nil {
+				return fmt.Errorf("write %s: %w", g.spec.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// stream returns the PRNG of one chunk of the tensor.
+func (g generator) stream(chunk uint64) *rand.PCG {
+	return rand.NewPCG(g.seed, mix(g.index<<32|chunk))
+}
+
+// fillUniform writes uniform weights with standard deviation weightStd into
+// dst. A uniform on [-a, a] has variance a²/3, so a = weightStd·√3; each
+// 64-bit draw gives four 16-bit values.
+func fillUniform(dst []float32, p *rand.PCG) {
+	const scale = weightStd * 1.7320508075688772 / 32768
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		u := p.Uint64()
+		dst[i] = (float32(int32(u&0xffff)-32768) + 0.5) * scale
+		dst[i+1] = (float32(int32(u>>16&0xffff)-32768) + 0.5) * scale
+		dst[i+2] = (float32(int32(u>>32&0xffff)-32768) + 0.5) * scale
+		dst[i+3] = (float32(int32(u>>48)-32768) + 0.5) * scale
+	}
+	for u := p.Uint64(); i < len(dst); i++ {
+		dst[i] = (float32(int32(u&0xffff)-32768) + 0.5) * scale
+		u >>= 16
+	}
+}
+
+// mix is splitmix64's finalizer: it spreads (tensor, chunk) keys over the
+// PCG stream word so neighbouring chunks get unrelated streams.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
