@@ -1,0 +1,196 @@
+//go:build amd64
+
+package kernels
+
+import (
+	"golang.org/x/sys/cpu"
+
+	"tandem/internal/tensor"
+)
+
+// detectCPU reads the CPU features (x/sys/cpu also checks that the OS saves
+// the AVX and AVX-512 register state).
+func detectCPU() cpuFeatures {
+	x := &cpu.X86
+	return cpuFeatures{
+		hasAMD64:   true,
+		avx2:       x.HasAVX && x.HasAVX2,
+		fma:        x.HasFMA,
+		f16c:       x.HasF16C,
+		avx512f:    x.HasAVX512F,
+		avx512bw:   x.HasAVX512BW,
+		avx512vl:   x.HasAVX512VL,
+		avx512dq:   x.HasAVX512DQ,
+		avx512vnni: x.HasAVX512VNNI,
+	}
+}
+
+// archSet replaces k's entries with level l's assembly kernels (k starts
+// as a copy of the level below).
+func archSet(l Level, k *kernelSet) {
+	switch l {
+	case AVX2:
+		k.dotF32 = dotF32Vec(dotF32AVX2, 8)
+		k.dotF16 = dotF16Vec(dotF16AVX2, 8)
+		k.axpyF32 = axpyF32Vec(axpyF32AVX2, 8)
+		k.axpyF16 = axpyF16Vec(axpyF16AVX2, 8)
+		k.f32ToF16 = f32ToF16Vec
+		k.f16ToF32 = f16ToF32Vec
+		k.vecDot[tensor.Q8_0] = blockDot(dotQ8_0AVX2, qk)
+		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0AVX2, qk)
+		k.vecDot[tensor.Q4_K] = blockDot(dotQ4KAVX2, qkk)
+		k.vecDot[tensor.Q6_K] = blockDot(dotQ6KAVX2, qkk)
+	case AVX512:
+		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
+		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
+		k.axpyF32 = axpyF32Vec(axpyF32AVX512, 16)
+		k.axpyF16 = axpyF16Vec(axpyF16AVX512, 16)
+		k.vecDot[tensor.Q8_0] = blockDot(dotQ8_0VNNI, qk)
+		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0VNNI, qk)
+	}
+}
+
+// blockDot adapts an assembly row kernel over whole blocks of bs elements.
+func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byte) float32 {
+	return func(n int, w, a []byte) float32 {
+		if n < bs {
+			return 0
+		}
+		return f(&w[0], &a[0], n/bs)
+	}
+}
+
+// dotF32Vec runs f on the largest multiple of width elements and finishes
+// the tail in Go.
+func dotF32Vec(f func(a, b *float32, n int) float32, width int) func(a, b []float32) float32 {
+	return func(a, b []float32) float32 {
+		b = b[:len(a)]
+		m := len(a) / width * width
+		var s float32
+		if m > 0 {
+			s = f(&a[0], &b[0], m)
+		}
+		for i := m; i < len(a); i++ {
+			s += a[i] * b[i]
+		}
+		return s
+	}
+}
+
+func dotF16Vec(f func(a, b *uint16, n int) float32, width int) func(a, b []uint16) float32 {
+	return func(a, b []uint16) float32 {
+		b = b[:len(a)]
+		m := len(a) / width * width
+		var s float32
+		if m > 0 {
+			s = f(&a[0], &b[0], m)
+		}
+		t := f16Table
+		for i := m; i < len(a); i++ {
+			s += t[a[i]] * t[b[i]]
+		}
+		return s
+	}
+}
+
+func axpyF32Vec(f func(alpha float32, x, y *float32, n int), width int) func(alpha float32, x, y []float32) {
+	return func(alpha float32, x, y []float32) {
+		y = y[:len(x)]
+		m := len(x) / width * width
+		if m > 0 {
+			f(alpha, &x[0], &y[0], m)
+		}
+		for i := m; i < len(x); i++ {
+			y[i] += alpha * x[i]
+		}
+	}
+}
+
+func axpyF16Vec(f func(alpha float32, x *uint16, y *float32, n int), width int) func(alpha float32, x []uint16, y []float32) {
+	return func(alpha float32, x []uint16, y []float32) {
+		y = y[:len(x)]
+		m := len(x) / width * width
+		if m > 0 {
+			f(alpha, &x[0], &y[0], m)
+		}
+		t := f16Table
+		for i := m; i < len(x); i++ {
+			y[i] += alpha * t[x[i]]
+		}
+	}
+}
+
+func f32ToF16Vec(src []float32, dst []uint16) {
+	dst = dst[:len(src)]
+	m := len(src) &^ 7
+	if m > 0 {
+		f32ToF16AVX2(&src[0], &dst[0], m)
+	}
+	for i := m; i < len(src); i++ {
+		dst[i] = tensor.FP32ToFP16(src[i])
+	}
+}
+
+func f16ToF32Vec(src []uint16, dst []float32) {
+	dst = dst[:len(src)]
+	m := len(src) &^ 7
+	if m > 0 {
+		f16ToF32AVX2(&src[0], &dst[0], m)
+	}
+	t := f16Table
+	for i := m; i < len(src); i++ {
+		dst[i] = t[src[i]]
+	}
+}
+
+// Assembly kernels (float_amd64.s, quant_amd64.s). Float kernels take a
+// positive multiple of their vector width (8 or 16); block kernels take a
+// positive block count.
+
+//go:noescape
+func dotF32AVX2(a, b *float32, n int) float32
+
+//go:noescape
+func dotF32AVX512(a, b *float32, n int) float32
+
+//go:noescape
+func dotF16AVX2(a, b *uint16, n int) float32
+
+//go:noescape
+func dotF16AVX512(a, b *uint16, n int) float32
+
+//go:noescape
+func axpyF32AVX2(alpha float32, x, y *float32, n int)
+
+//go:noescape
+func axpyF32AVX512(alpha float32, x, y *float32, n int)
+
+//go:noescape
+func axpyF16AVX2(alpha float32, x *uint16, y *float32, n int)
+
+//go:noescape
+func axpyF16AVX512(alpha float32, x *uint16, y *float32, n int)
+
+//go:noescape
+func f32ToF16AVX2(src *float32, dst *uint16, n int)
+
+//go:noescape
+func f16ToF32AVX2(src *uint16, dst *float32, n int)
+
+//go:noescape
+func dotQ8_0AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ8_0VNNI(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_0VNNI(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4KAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ6KAVX2(w, a *byte, nb int) float32

@@ -1,0 +1,58 @@
+// Package kernels holds the engine's compute kernels: dot products of a
+// weight row with an activation row for every weight type a GGUF model
+// uses, activation quantization, f32/f16 vector helpers for attention, and
+// a worker pool with a threaded matrix multiply.
+//
+// # Data flow
+//
+// The model code calls Pool.MatMul for every linear layer y = W·x. As
+// llama.cpp does on CPU, the activation rows x (f32) are first converted to
+// the weight type's "vec dot type" (VecDotType: F32→F32, F16→F16,
+// BF16→BF16, Q8_0/Q4_0/Q5_0→Q8_0, Q4_1/Q5_1→Q8_1, Q4_K/Q5_K/Q6_K→Q8_K)
+// with QuantizeActivation, then each output is VecDot of a weight row (read
+// in place from the model file's bytes) with a quantized activation row: an
+// integer dot per block, scaled by the two block scales, summed in float32.
+// Attention uses DotF32/DotF16 (q·k) and AxpyF32/AxpyF16 (weights·v) on the
+// KV cache, and ConvertF32ToF16 to store F16 cache rows.
+//
+// # Levels
+//
+// Every kernel has a portable Go version (level Generic). On amd64 the
+// package detects the CPU once (golang.org/x/sys/cpu) and uses hand-written
+// Go assembly: level AVX2 (AVX2+FMA+F16C) and level AVX512 (AVX-512
+// F/BW/VL/DQ plus AVX512-VNNI). Kernels without assembly at a level use the
+// next lower level's. SetLevel forces a level for tests and benchmarks.
+// Assembly so far: Q8_0, Q4_0, Q4_K, Q6_K weight dots (AVX2; Q8_0 and Q4_0
+// also with VPDPBUSD), f32 and f16 dot and axpy (AVX2, AVX-512) and f16
+// conversion (F16C). Q4_1, Q5_0, Q5_1, Q5_K and BF16 dots and the
+// quantizers are Go at every level.
+//
+// # Invariants and limits
+//
+//   - Row lengths are multiples of the weight type's block size (32 or 256);
+//     shape errors are programmer errors and panic (the model loader checks
+//     shapes against the file).
+//   - Weight bytes may be anything (they come from a file): every kernel
+//     gives the exact integer block sums for every byte pattern, -128 quants
+//     and negative Q6_K scales included. Activation quants must be in
+//     [-127, 127], which QuantizeActivation guarantees; the assembly's sign
+//     trick (|w| times a·sign(w)) relies on it.
+//   - Float sums are taken in float32 in a level-dependent order, so levels
+//     agree to about 1e-5 of the sum of |terms|, not bit for bit. Within one
+//     level results are deterministic and MatMul's do not depend on the
+//     thread count.
+//   - Tensor bytes are read in place as little-endian numbers; big-endian
+//     builds are refused at compile time.
+//
+// # Tests
+//
+// Every kernel is checked at every level the CPU has against float64
+// references built on test-local dequantizers, which are themselves checked
+// bit for bit against ggml's dequantized vectors in the shared
+// quant-testvectors.gguf. The tests cover random blocks (all byte values),
+// ggml-quantized weights, exact integer results with unit scales, -128
+// weights, every row length class, the Q8_0 quantizer against ggml's bytes,
+// and MatMul against a naive dequantize-then-multiply with bounds derived
+// from the activation quantization error, bit-identical across thread
+// counts.
+package kernels

@@ -1,0 +1,434 @@
+// Float kernels: f32 and f16 dot products, axpy and f16 conversion, at the
+// AVX2 (+FMA +F16C) and AVX-512 levels. The Go wrappers in amd64.go pass a
+// positive element count that is a multiple of the vector width (8 for
+// AVX2, 16 for AVX-512) and finish the tail in Go.
+
+#include "textflag.h"
+
+// HSUM8 reduces the 8 floats of Y to its lowest lane (X is Y's low half,
+// T a scratch xmm register).
+#define HSUM8(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS       T, X, X;  \
+	VMOVHLPS     X, X, T;  \
+	VADDPS       T, X, X;  \
+	VMOVSHDUP    X, T;     \
+	VADDSS       T, X, X
+
+// func dotF32AVX2(a, b *float32, n int) float32
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ   CX, $32
+	JB     tail
+
+loop32:
+	VMOVUPS     (SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JAE         loop32
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop8:
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JNE         loop8
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotF32AVX512(a, b *float32, n int) float32
+TEXT ·dotF32AVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	CMPQ   CX, $64
+	JB     tail
+
+loop64:
+	VMOVUPS     (SI), Z4
+	VMOVUPS     64(SI), Z5
+	VMOVUPS     128(SI), Z6
+	VMOVUPS     192(SI), Z7
+	VFMADD231PS (DI), Z4, Z0
+	VFMADD231PS 64(DI), Z5, Z1
+	VFMADD231PS 128(DI), Z6, Z2
+	VFMADD231PS 192(DI), Z7, Z3
+	ADDQ        $256, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JAE         loop64
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop16:
+	VMOVUPS     (SI), Z4
+	VFMADD231PS (DI), Z4, Z0
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JNE         loop16
+
+reduce:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX2(a, b *uint16, n int) float32
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ   CX, $32
+	JB     tail
+
+loop32:
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VCVTPH2PS   (DI), Y8
+	VCVTPH2PS   16(DI), Y9
+	VCVTPH2PS   32(DI), Y10
+	VCVTPH2PS   48(DI), Y11
+	VFMADD231PS Y8, Y4, Y0
+	VFMADD231PS Y9, Y5, Y1
+	VFMADD231PS Y10, Y6, Y2
+	VFMADD231PS Y11, Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JAE         loop32
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop8:
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   (DI), Y8
+	VFMADD231PS Y8, Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $16, DI
+	SUBQ        $8, CX
+	JNE         loop8
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX512(a, b *uint16, n int) float32
+TEXT ·dotF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	CMPQ   CX, $64
+	JB     tail
+
+loop64:
+	VCVTPH2PS   (SI), Z4
+	VCVTPH2PS   32(SI), Z5
+	VCVTPH2PS   64(SI), Z6
+	VCVTPH2PS   96(SI), Z7
+	VCVTPH2PS   (DI), Z8
+	VCVTPH2PS   32(DI), Z9
+	VCVTPH2PS   64(DI), Z10
+	VCVTPH2PS   96(DI), Z11
+	VFMADD231PS Z8, Z4, Z0
+	VFMADD231PS Z9, Z5, Z1
+	VFMADD231PS Z10, Z6, Z2
+	VFMADD231PS Z11, Z7, Z3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JAE         loop64
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop16:
+	VCVTPH2PS   (SI), Z4
+	VCVTPH2PS   (DI), Z8
+	VFMADD231PS Z8, Z4, Z0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $16, CX
+	JNE         loop16
+
+reduce:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func axpyF32AVX2(alpha float32, x, y *float32, n int)
+TEXT ·axpyF32AVX2(SB), NOSPLIT, $0-32
+	VBROADCASTSS alpha+0(FP), Y0
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), DI
+	MOVQ         n+24(FP), CX
+	CMPQ         CX, $32
+	JB           tail
+
+loop32:
+	VMOVUPS     (SI), Y1
+	VMOVUPS     32(SI), Y2
+	VMOVUPS     64(SI), Y3
+	VMOVUPS     96(SI), Y4
+	VFMADD213PS (DI), Y0, Y1
+	VFMADD213PS 32(DI), Y0, Y2
+	VFMADD213PS 64(DI), Y0, Y3
+	VFMADD213PS 96(DI), Y0, Y4
+	VMOVUPS     Y1, (DI)
+	VMOVUPS     Y2, 32(DI)
+	VMOVUPS     Y3, 64(DI)
+	VMOVUPS     Y4, 96(DI)
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JAE         loop32
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+
+loop8:
+	VMOVUPS     (SI), Y1
+	VFMADD213PS (DI), Y0, Y1
+	VMOVUPS     Y1, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JNE         loop8
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyF32AVX512(alpha float32, x, y *float32, n int)
+TEXT ·axpyF32AVX512(SB), NOSPLIT, $0-32
+	VBROADCASTSS alpha+0(FP), Z0
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), DI
+	MOVQ         n+24(FP), CX
+	CMPQ         CX, $64
+	JB           tail
+
+loop64:
+	VMOVUPS     (SI), Z1
+	VMOVUPS     64(SI), Z2
+	VMOVUPS     128(SI), Z3
+	VMOVUPS     192(SI), Z4
+	VFMADD213PS (DI), Z0, Z1
+	VFMADD213PS 64(DI), Z0, Z2
+	VFMADD213PS 128(DI), Z0, Z3
+	VFMADD213PS 192(DI), Z0, Z4
+	VMOVUPS     Z1, (DI)
+	VMOVUPS     Z2, 64(DI)
+	VMOVUPS     Z3, 128(DI)
+	VMOVUPS     Z4, 192(DI)
+	ADDQ        $256, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JAE         loop64
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+
+loop16:
+	VMOVUPS     (SI), Z1
+	VFMADD213PS (DI), Z0, Z1
+	VMOVUPS     Z1, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JNE         loop16
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyF16AVX2(alpha float32, x *uint16, y *float32, n int)
+TEXT ·axpyF16AVX2(SB), NOSPLIT, $0-32
+	VBROADCASTSS alpha+0(FP), Y0
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), DI
+	MOVQ         n+24(FP), CX
+	CMPQ         CX, $32
+	JB           tail
+
+loop32:
+	VCVTPH2PS   (SI), Y1
+	VCVTPH2PS   16(SI), Y2
+	VCVTPH2PS   32(SI), Y3
+	VCVTPH2PS   48(SI), Y4
+	VFMADD213PS (DI), Y0, Y1
+	VFMADD213PS 32(DI), Y0, Y2
+	VFMADD213PS 64(DI), Y0, Y3
+	VFMADD213PS 96(DI), Y0, Y4
+	VMOVUPS     Y1, (DI)
+	VMOVUPS     Y2, 32(DI)
+	VMOVUPS     Y3, 64(DI)
+	VMOVUPS     Y4, 96(DI)
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JAE         loop32
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+
+loop8:
+	VCVTPH2PS   (SI), Y1
+	VFMADD213PS (DI), Y0, Y1
+	VMOVUPS     Y1, (DI)
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JNE         loop8
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyF16AVX512(alpha float32, x *uint16, y *float32, n int)
+TEXT ·axpyF16AVX512(SB), NOSPLIT, $0-32
+	VBROADCASTSS alpha+0(FP), Z0
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), DI
+	MOVQ         n+24(FP), CX
+	CMPQ         CX, $64
+	JB           tail
+
+loop64:
+	VCVTPH2PS   (SI), Z1
+	VCVTPH2PS   32(SI), Z2
+	VCVTPH2PS   64(SI), Z3
+	VCVTPH2PS   96(SI), Z4
+	VFMADD213PS (DI), Z0, Z1
+	VFMADD213PS 64(DI), Z0, Z2
+	VFMADD213PS 128(DI), Z0, Z3
+	VFMADD213PS 192(DI), Z0, Z4
+	VMOVUPS     Z1, (DI)
+	VMOVUPS     Z2, 64(DI)
+	VMOVUPS     Z3, 128(DI)
+	VMOVUPS     Z4, 192(DI)
+	ADDQ        $128, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JAE         loop64
+
+tail:
+	TESTQ CX, CX
+	JEQ   done
+
+loop16:
+	VCVTPH2PS   (SI), Z1
+	VFMADD213PS (DI), Z0, Z1
+	VMOVUPS     Z1, (DI)
+	ADDQ        $32, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JNE         loop16
+
+done:
+	VZEROUPPER
+	RET
+
+// func f32ToF16AVX2(src *float32, dst *uint16, n int)
+TEXT ·f32ToF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+loop8:
+	VMOVUPS   (SI), Y1
+	VCVTPS2PH $0, Y1, (DI) // imm 0: round to nearest even
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JNE       loop8
+	VZEROUPPER
+	RET
+
+// func f16ToF32AVX2(src *uint16, dst *float32, n int)
+TEXT ·f16ToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+loop8:
+	VCVTPH2PS (SI), Y1
+	VMOVUPS   Y1, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JNE       loop8
+	VZEROUPPER
+	RET

@@ -1,0 +1,146 @@
+package kernels
+
+import (
+	"fmt"
+
+	"tandem/internal/tensor"
+)
+
+const (
+	// groupBytes is the weight bytes MatMul keeps hot (L1-sized) while it
+	// dots them with every token of a batch.
+	groupBytes = 24 << 10
+	// serialBytes is the work (weight bytes × tokens) under which MatMul
+	// runs on the calling goroutine alone: waking helpers costs more.
+	serialBytes = 64 << 10
+	// quantSerialElems is the activation size under which quantization runs
+	// on the calling goroutine alone.
+	quantSerialElems = 1 << 14
+)
+
+// matmulState holds one MatMul call's arguments for the worker callbacks and
+// the activation scratch reused between calls.
+type matmulState struct {
+	// Bound once in init, so MatMul allocates no closures.
+	rowsFn  func(lo, hi int)
+	quantFn func(lo, hi int)
+
+	dot      func(n int, w, a []byte) float32
+	quantize func(src []float32, dst []byte)
+	w        []byte
+	wrb      int // weight row bytes
+	nOut     int
+	nIn      int
+	x        []float32
+	nTok     int
+	y        []float32
+	act      []byte // quantized activations, nTok rows of arb bytes
+	arb      int
+	group    int // rows per cache group
+	qBlock   int // elements per activation block
+	qBytes   int // bytes per activation block
+	actStore []byte
+}
+
+func (m *matmulState) init() {
+	m.rowsFn = m.rows
+	m.quantFn = m.quant
+}
+
+// MatMul computes y[t*nOut+o] = W[o]·x[t*nIn:(t+1)*nIn] for o < nOut and
+// t < nTok, where w holds nOut rows of nIn elements of type wt (row o at
+// o·wt.RowBytes(nIn)). It quantizes x once (to VecDotType(wt), in
+// parallel), then splits the rows over the workers; for nTok > 1 each
+// group of rows (about 24 KiB) is dotted with every token while it is in
+// cache. Every output is one VecDot of its row and token, so the result does
+// not depend on the thread count. The activation scratch is kept between
+// calls: in steady state MatMul allocates nothing.
+//
+// Calls on one Pool are serialized (see Pool). MatMul panics when wt is not
+// Supported, nIn is not a multiple of its block size, or w, x or y is too
+// short: shapes are checked against the file when a model is loaded.
+func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok int, y []float32) {
+	if !Supported(wt) {
+		panic(fmt.Sprintf("kernels.MatMul: weight type %s is not supported", wt))
+	}
+	wrb, err := wt.RowBytes(nIn)
+	if err != nil || nOut < 0 || nTok < 0 {
+		panic(fmt.Sprintf("kernels.MatMul: bad shape %s [%d, %d] × %d tokens: %v", wt, nIn, nOut, nTok, err))
+	}
+	if len(w) < nOut*wrb || len(x) < nTok*nIn || len(y) < nTok*nOut {
+		panic(fmt.Sprintf("kernels.MatMul: %s [%d, %d] × %d tokens needs %d weight bytes, %d inputs, %d outputs; got %d, %d, %d",
+			wt, nIn, nOut, nTok, nOut*wrb, nTok*nIn, nTok*nOut, len(w), len(x), len(y)))
+	}
+	if nOut == 0 || nTok == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checkOpen()
+
+	m := &p.mm
+	ks := active.Load()
+	vt := VecDotType(wt)
+	arb, _ := vt.RowBytes(nIn)
+	m.dot = ks.vecDot[wt]
+	m.w, m.wrb, m.nOut, m.nIn = w, wrb, nOut, nIn
+	m.x, m.nTok, m.y, m.arb = x, nTok, y, arb
+	defer m.release()
+
+	if vt == tensor.F32 {
+		m.act = f32Bytes(x[:nTok*nIn])
+	} else {
+		if cap(m.actStore) < nTok*arb {
+			m.actStore = make([]byte, nTok*arb)
+		}
+		m.act = m.actStore[:nTok*arb]
+		m.quantize = ks.quantize[vt]
+		m.qBlock = vt.BlockSize()
+		m.qBytes = vt.TypeSize()
+		// The rows are whole blocks, so the nTok rows quantize as one row.
+		nBlocks := nTok * nIn / m.qBlock
+		if nTok*nIn < quantSerialElems {
+			m.quant(0, nBlocks)
+		} else {
+			grain := (quantSerialElems/2 + m.qBlock - 1) / m.qBlock
+			p.run(nBlocks, grain, m.quantFn)
+		}
+	}
+
+	m.group = max(1, groupBytes/max(wrb, 1))
+	if nOut*wrb*nTok < serialBytes {
+		m.rows(0, nOut)
+		return
+	}
+	// Chunks are whole groups, about chunksPerThread per thread.
+	groups := (nOut + m.group - 1) / m.group
+	perChunk := max(1, groups/(p.threads*chunksPerThread))
+	p.run(nOut, perChunk*m.group, m.rowsFn)
+}
+
+// release drops the references to the caller's slices.
+func (m *matmulState) release() {
+	m.dot, m.quantize = nil, nil
+	m.w, m.x, m.y, m.act = nil, nil, nil, nil
+}
+
+// quant quantizes activation blocks [lo, hi) of the concatenated rows.
+func (m *matmulState) quant(lo, hi int) {
+	m.quantize(m.x[lo*m.qBlock:hi*m.qBlock], m.act[lo*m.qBytes:hi*m.qBytes])
+}
+
+// rows computes the outputs of weight rows [lo, hi) for every token, group
+// by group.
+func (m *matmulState) rows(lo, hi int) {
+	dot, w, wrb, act, arb, nIn, nOut, y := m.dot, m.w, m.wrb, m.act, m.arb, m.nIn, m.nOut, m.y
+	for g := lo; g < hi; g += m.group {
+		ge := min(g+m.group, hi)
+		for t := 0; t < m.nTok; t++ {
+			a := act[t*arb : (t+1)*arb]
+			yt := y[t*nOut : (t+1)*nOut]
+			for o := g; o < ge; o++ {
+				yt[o] = dot(nIn, w[o*wrb:(o+1)*wrb], a)
+			}
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+
+	"tandem/internal/tensor"
+)
+
+// quantizeF32 stores src as little-endian float32s.
+func quantizeF32(src []float32, dst []byte) {
+	copy(dst[:4*len(src)], f32Bytes(src))
+}
+
+// quantizeF16 rounds src to half precision (nearest even).
+func quantizeF16(conv func([]float32, []uint16), src []float32, dst []byte) {
+	dst = dst[:2*len(src)]
+	if aligned(dst, 2) {
+		conv(src, u16View(dst))
+		return
+	}
+	for i, f := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], tensor.FP32ToFP16(f))
+	}
+}
+
+// quantizeBF16 rounds src to bfloat16 (nearest even).
+func quantizeBF16(src []float32, dst []byte) {
+	dst = dst[:2*len(src)]
+	for i, f := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], tensor.FP32ToBF16(f))
+	}
+}
+
+// absMax returns the largest |x| of x (NaNs are skipped).
+func absMax(x []float32) float32 {
+	var m float32
+	for _, v := range x {
+		if a := float32(math.Abs(float64(v))); a > m {
+			m = a
+		}
+	}
+	return m
+}
+
+// roundAway rounds to the nearest integer, halves away from zero, as C's
+// roundf, and clamps to the int8 range (the clamp only acts on NaN or on
+// values an exact computation keeps within ±127).
+func roundAway(v float32) int8 {
+	r := math.Round(float64(v))
+	switch {
+	case r >= 127:
+		return 127
+	case r <= -127:
+		return -127
+	case r == r: // not NaN
+		return int8(r)
+	}
+	return 0
+}
+
+// quantizeQ8_0 is ggml's reference Q8_0 quantizer: per block of 32,
+// d = amax/127 (stored as f16), q = roundf(x·(1/d)) with 1/d taken from the
+// unrounded d, so q ∈ [-127, 127]; an all-zero block gets d = 0, q = 0.
+func quantizeQ8_0(src []float32, dst []byte) {
+	nb := len(src) / qk
+	dst = dst[:nb*sizeQ8_0]
+	for b := 0; b < nb; b++ {
+		x, y := src[b*qk:(b+1)*qk], dst[b*sizeQ8_0:(b+1)*sizeQ8_0]
+		d := absMax(x) / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(y, tensor.FP32ToFP16(d))
+		q := y[2:34]
+		for j, v := range x {
+			q[j] = byte(roundAway(v * id))
+		}
+	}
+}
+
+// quantizeQ8_1 is ggml's reference Q8_1 quantizer: Q8_0's rule plus
+// s = d·Σq, both stored as f16.
+func quantizeQ8_1(src []float32, dst []byte) {
+	nb := len(src) / qk
+	dst = dst[:nb*sizeQ8_1]
+	for b := 0; b < nb; b++ {
+		x, y := src[b*qk:(b+1)*qk], dst[b*sizeQ8_1:(b+1)*sizeQ8_1]
+		d := absMax(x) / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		q := y[4:36]
+		var sum int32
+		for j, v := range x {
+			r := roundAway(v * id)
+			q[j] = byte(r)
+			sum += int32(r)
+		}
+		binary.LittleEndian.PutUint16(y, tensor.FP32ToFP16(d))
+		binary.LittleEndian.PutUint16(y[2:], tensor.FP32ToFP16(float32(sum)*d))
+	}
+}
+
+// nearestEven rounds to the nearest integer, halves to even, as ggml's
+// nearest_int, clamped to ±127 like roundAway.
+func nearestEven(v float32) int8 {
+	r := math.RoundToEven(float64(v))
+	switch {
+	case r >= 127:
+		return 127
+	case r <= -127:
+		return -127
+	case r == r:
+		return int8(r)
+	}
+	return 0
+}
+
+// quantizeQ8_K is ggml's reference Q8_K quantizer: per super-block of 256,
+// max = the element of largest magnitude (with its sign), iscale =
+// -127/max, q = min(127, nearest_int(iscale·x)), d = 1/iscale (f32), and
+// bsums[j] = Σ q[16j:16j+16]. An all-zero block gets d = 0, q = 0.
+func quantizeQ8_K(src []float32, dst []byte) {
+	nb := len(src) / qkk
+	dst = dst[:nb*sizeQ8_K]
+	for b := 0; b < nb; b++ {
+		x, y := src[b*qkk:(b+1)*qkk], dst[b*sizeQ8_K:(b+1)*sizeQ8_K]
+		var amax, max float32
+		for _, v := range x {
+			if a := float32(math.Abs(float64(v))); a > amax {
+				amax, max = a, v
+			}
+		}
+		q, bsums := y[4:4+qkk], y[4+qkk:]
+		if amax == 0 {
+			clear(y)
+			continue
+		}
+		iscale := -127 / max
+		for j := 0; j < qkk/16; j++ {
+			var s int16
+			for i, v := range x[16*j : 16*j+16] {
+				r := nearestEven(iscale * v)
+				q[16*j+i] = byte(r)
+				s += int16(r)
+			}
+			binary.LittleEndian.PutUint16(bsums[2*j:], uint16(s))
+		}
+		binary.LittleEndian.PutUint32(y, math.Float32bits(1/iscale))
+	}
+}

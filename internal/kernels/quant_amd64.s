@@ -1,0 +1,472 @@
+// Quantized dot products (one weight row · one quantized activation row) at
+// the AVX2 and AVX512 (VNNI) levels. Each returns the float32 sum over nb
+// blocks; the Go wrappers in amd64.go pass nb >= 1.
+//
+// Signed × signed int8 products use the sign trick: |w| (unsigned) times
+// a·sign(w) (signed) with VPMADDUBSW or VPDPBUSD. It is exact when the
+// activation quants are in [-127, 127] (QuantizeActivation never makes
+// -128) for every weight byte, -128 included: |-128| = 128 as an unsigned
+// byte and the pair sums stay below 2·128·127 < 32767 (no saturation).
+
+#include "textflag.h"
+
+// HSUM8 reduces the 8 floats of Y to its lowest lane (X is Y's low half,
+// T a scratch xmm register).
+#define HSUM8(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS       T, X, X;  \
+	VMOVHLPS     X, X, T;  \
+	VADDPS       T, X, X;  \
+	VMOVSHDUP    X, T;     \
+	VADDSS       T, X, X
+
+// SIGNDOT_AVX2 leaves in QW the 8 float lanes of the int32 partial sums of
+// the 32 signed byte products QW·QA (Y15 must hold int16 ones).
+#define SIGNDOT_AVX2(QW, QA) \
+	VPSIGNB    QW, QA, QA;  \
+	VPSIGNB    QW, QW, QW;  \
+	VPMADDUBSW QA, QW, QW;  \
+	VPMADDWD   Y15, QW, QW; \
+	VCVTDQ2PS  QW, QW
+
+// SIGNDOT_VNNI is SIGNDOT_AVX2 with VPDPBUSD (Z is scratch).
+#define SIGNDOT_VNNI(QW, QA, Z) \
+	VPSIGNB   QW, QA, QA; \
+	VPABSB    QW, QW;     \
+	VPXOR     Z, Z, Z;    \
+	VPDPBUSD  QA, QW, Z;  \
+	VCVTDQ2PS Z, QW
+
+// SCALE2 leaves in SY 8 copies of f16(WOFF(SI))·f16(AOFF(DI)).
+#define SCALE2(WOFF, AOFF, SX, SY, TX, TY) \
+	VPBROADCASTW WOFF(SI), SX; \
+	VPBROADCASTW AOFF(DI), TX; \
+	VCVTPH2PS    SX, SY;       \
+	VCVTPH2PS    TX, TY;       \
+	VMULPS       TY, SY, SY
+
+// LOADQ4_0 unpacks the 16 nibble pairs at WOFF+2(SI) into 32 signed bytes
+// q-8 in QW (low nibbles first); Y14 = 0x0F bytes, Y13 = 0x08 bytes.
+#define LOADQ4_0(WOFF, QW, QWX, TX) \
+	VMOVDQU     WOFF+2(SI), QWX; \
+	VPSRLW      $4, QWX, TX;     \
+	VINSERTI128 $1, TX, QW, QW;  \
+	VPAND       Y14, QW, QW;     \
+	VPSUBB      Y13, QW, QW
+
+#define ONES16(Y) \
+	VPCMPEQW Y, Y, Y; \
+	VPSRLW   $15, Y, Y
+
+// BYTES(C, T, Y) fills Y with the byte pattern of the 32-bit constant C.
+#define BYTES(C, Y, X) \
+	MOVL         C, AX; \
+	VMOVD        AX, X; \
+	VPBROADCASTD X, Y
+
+// func dotQ8_0AVX2(w, a *byte, nb int) float32
+TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	CMPQ   CX, $2
+	JB     one
+
+loop2:
+	VMOVDQU     2(SI), Y2
+	VMOVDQU     2(DI), Y3
+	VMOVDQU     36(SI), Y6
+	VMOVDQU     36(DI), Y7
+	SIGNDOT_AVX2(Y2, Y3)
+	SIGNDOT_AVX2(Y6, Y7)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	SCALE2(34, 34, X8, Y8, X9, Y9)
+	VFMADD231PS Y4, Y2, Y0
+	VFMADD231PS Y8, Y6, Y1
+	ADDQ        $68, SI
+	ADDQ        $68, DI
+	SUBQ        $2, CX
+	CMPQ        CX, $2
+	JAE         loop2
+
+one:
+	TESTQ       CX, CX
+	JEQ         reduce
+	VMOVDQU     2(SI), Y2
+	VMOVDQU     2(DI), Y3
+	SIGNDOT_AVX2(Y2, Y3)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0VNNI(w, a *byte, nb int) float32
+TEXT ·dotQ8_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	CMPQ   CX, $2
+	JB     one
+
+loop2:
+	VMOVDQU     2(SI), Y2
+	VMOVDQU     2(DI), Y3
+	VMOVDQU     36(SI), Y6
+	VMOVDQU     36(DI), Y7
+	SIGNDOT_VNNI(Y2, Y3, Y10)
+	SIGNDOT_VNNI(Y6, Y7, Y11)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	SCALE2(34, 34, X8, Y8, X9, Y9)
+	VFMADD231PS Y4, Y2, Y0
+	VFMADD231PS Y8, Y6, Y1
+	ADDQ        $68, SI
+	ADDQ        $68, DI
+	SUBQ        $2, CX
+	CMPQ        CX, $2
+	JAE         loop2
+
+one:
+	TESTQ       CX, CX
+	JEQ         reduce
+	VMOVDQU     2(SI), Y2
+	VMOVDQU     2(DI), Y3
+	SIGNDOT_VNNI(Y2, Y3, Y10)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX2(w, a *byte, nb int) float32
+TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x08080808, Y13, X13)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	CMPQ   CX, $2
+	JB     one
+
+loop2:
+	LOADQ4_0(0, Y2, X2, X10)
+	LOADQ4_0(18, Y6, X6, X11)
+	VMOVDQU     2(DI), Y3
+	VMOVDQU     36(DI), Y7
+	SIGNDOT_AVX2(Y2, Y3)
+	SIGNDOT_AVX2(Y6, Y7)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	SCALE2(18, 34, X8, Y8, X9, Y9)
+	VFMADD231PS Y4, Y2, Y0
+	VFMADD231PS Y8, Y6, Y1
+	ADDQ        $36, SI
+	ADDQ        $68, DI
+	SUBQ        $2, CX
+	CMPQ        CX, $2
+	JAE         loop2
+
+one:
+	TESTQ       CX, CX
+	JEQ         reduce
+	LOADQ4_0(0, Y2, X2, X10)
+	VMOVDQU     2(DI), Y3
+	SIGNDOT_AVX2(Y2, Y3)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0VNNI(w, a *byte, nb int) float32
+TEXT ·dotQ4_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x08080808, Y13, X13)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	CMPQ   CX, $2
+	JB     one
+
+loop2:
+	LOADQ4_0(0, Y2, X2, X10)
+	LOADQ4_0(18, Y6, X6, X11)
+	VMOVDQU     2(DI), Y3
+	VMOVDQU     36(DI), Y7
+	SIGNDOT_VNNI(Y2, Y3, Y10)
+	SIGNDOT_VNNI(Y6, Y7, Y11)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	SCALE2(18, 34, X8, Y8, X9, Y9)
+	VFMADD231PS Y4, Y2, Y0
+	VFMADD231PS Y8, Y6, Y1
+	ADDQ        $36, SI
+	ADDQ        $68, DI
+	SUBQ        $2, CX
+	CMPQ        CX, $2
+	JAE         loop2
+
+one:
+	TESTQ       CX, CX
+	JEQ         reduce
+	LOADQ4_0(0, Y2, X2, X10)
+	VMOVDQU     2(DI), Y3
+	SIGNDOT_VNNI(Y2, Y3, Y10)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// K4CHUNK adds to Y9/Y10 the scaled integer sums of one 64-element chunk of
+// a Q4_K super-block: 32 bytes of nibbles at QOFF(SI) (low nibbles = sub-block
+// 2c, high = 2c+1) against 64 activation bytes at AOFF(DI). Y6 holds the 8
+// sub-block scales as int16 in both lanes; M0/M1 are their shufK4 masks.
+#define K4CHUNK(QOFF, AOFF, M0, M1) \
+	VMOVDQU    QOFF(SI), Y1;      \
+	VPSRLW     $4, Y1, Y2;        \
+	VPAND      Y14, Y1, Y1;       \
+	VPAND      Y14, Y2, Y2;       \
+	VPMADDUBSW AOFF(DI), Y1, Y1;  \
+	VPMADDUBSW AOFF+32(DI), Y2, Y2; \
+	VPSHUFB    M0, Y6, Y3;        \
+	VPSHUFB    M1, Y6, Y4;        \
+	VPMADDWD   Y3, Y1, Y1;        \
+	VPMADDWD   Y4, Y2, Y2;        \
+	VPADDD     Y1, Y9, Y9;        \
+	VPADDD     Y2, Y10, Y10
+
+// func dotQ4KAVX2(w, a *byte, nb int) float32
+//
+// Per super-block: d_a·(d_w·Σ_j sc_j·Σ q4·q8 − dmin_w·Σ_j m_j·bsum_j), with
+// the 6-bit scales and mins unpacked from the 12 packed bytes in GPRs:
+// sc0-3 = s0 & 0x3f, sc4-7 = (s8 & 0xf) | (s0 >> 6) << 4,
+// m0-3 = s4 & 0x3f, m4-7 = (s8 >> 4) | (s4 >> 6) << 4 (four bytes at a time).
+TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	MOVL        4(SI), AX
+	MOVL        8(SI), BX
+	MOVL        12(SI), DX
+	MOVL        AX, R8
+	ANDL        $0x3f3f3f3f, R8
+	MOVL        AX, R9
+	SHRL        $6, R9
+	ANDL        $0x03030303, R9
+	SHLL        $4, R9
+	MOVL        DX, R10
+	ANDL        $0x0f0f0f0f, R10
+	ORL         R10, R9
+	MOVL        BX, R10
+	ANDL        $0x3f3f3f3f, R10
+	MOVL        BX, R11
+	SHRL        $6, R11
+	ANDL        $0x03030303, R11
+	SHLL        $4, R11
+	SHRL        $4, DX
+	ANDL        $0x0f0f0f0f, DX
+	ORL         DX, R11
+	VMOVD       R8, X6
+	VPINSRD     $1, R9, X6, X6
+	VPMOVZXBW   X6, X6
+	VINSERTI128 $1, X6, Y6, Y6
+	VMOVD       R10, X7
+	VPINSRD     $1, R11, X7, X7
+	VPMOVZXBD   X7, Y7
+	VPMADDWD    260(DI), Y15, Y8
+	VPMULLD     Y7, Y8, Y8
+	VCVTDQ2PS   Y8, Y8
+	VPXOR       Y9, Y9, Y9
+	VPXOR       Y10, Y10, Y10
+	K4CHUNK(16, 4, shufK4<>+0(SB), shufK4<>+32(SB))
+	K4CHUNK(48, 68, shufK4<>+64(SB), shufK4<>+96(SB))
+	K4CHUNK(80, 132, shufK4<>+128(SB), shufK4<>+160(SB))
+	K4CHUNK(112, 196, shufK4<>+192(SB), shufK4<>+224(SB))
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (DI), Y5
+	VPBROADCASTW (SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y5, Y4, Y4
+	VFMADD231PS  Y4, Y9, Y0
+	VPBROADCASTW 2(SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y5, Y4, Y4
+	VFNMADD231PS Y4, Y8, Y0
+	ADDQ         $144, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNE          loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// K6HALF adds to Y11 the scaled integer sums of one 128-element half of a
+// Q6_K super-block: ql at QL(SI) and QL+32(SI), qh at QH(SI), activations
+// at A(DI), the half's 8 int8 scales at SC(SI). The 6-bit quants are taken
+// unsigned (0..63); the −32 offset is applied once per block through bsums.
+// Y14 = 0x0F, Y13 = 0x03, Y12 = 0x30 bytes.
+#define K6HALF(QL, QH, A, SC) \
+	VMOVDQU     QL(SI), Y1;     \
+	VMOVDQU     QL+32(SI), Y2;  \
+	VMOVDQU     QH(SI), Y3;     \
+	VPAND       Y14, Y1, Y4;    \
+	VPAND       Y13, Y3, Y5;    \
+	VPSLLW      $4, Y5, Y5;     \
+	VPOR        Y5, Y4, Y4;     \
+	VPAND       Y14, Y2, Y5;    \
+	VPSLLW      $2, Y3, Y6;     \
+	VPAND       Y12, Y6, Y6;    \
+	VPOR        Y6, Y5, Y5;     \
+	VPSRLW      $4, Y1, Y6;     \
+	VPAND       Y14, Y6, Y6;    \
+	VPAND       Y12, Y3, Y7;    \
+	VPOR        Y7, Y6, Y6;     \
+	VPSRLW      $4, Y2, Y7;     \
+	VPAND       Y14, Y7, Y7;    \
+	VPSRLW      $2, Y3, Y8;     \
+	VPAND       Y12, Y8, Y8;    \
+	VPOR        Y8, Y7, Y7;     \
+	VPMADDUBSW  A(DI), Y4, Y4;  \
+	VPMADDUBSW  A+32(DI), Y5, Y5; \
+	VPMADDUBSW  A+64(DI), Y6, Y6; \
+	VPMADDUBSW  A+96(DI), Y7, Y7; \
+	VPMOVSXBW   SC(SI), X9;     \
+	VINSERTI128 $1, X9, Y9, Y9; \
+	VPSHUFB     shufK6<>+0(SB), Y9, Y10;  \
+	VPMADDWD    Y10, Y4, Y4;    \
+	VPSHUFB     shufK6<>+32(SB), Y9, Y10; \
+	VPMADDWD    Y10, Y5, Y5;    \
+	VPSHUFB     shufK6<>+64(SB), Y9, Y10; \
+	VPMADDWD    Y10, Y6, Y6;    \
+	VPSHUFB     shufK6<>+96(SB), Y9, Y10; \
+	VPMADDWD    Y10, Y7, Y7;    \
+	VPADDD      Y4, Y5, Y5;     \
+	VPADDD      Y6, Y7, Y7;     \
+	VPADDD      Y5, Y7, Y7;     \
+	VPADDD      Y7, Y11, Y11
+
+// func dotQ6KAVX2(w, a *byte, nb int) float32
+//
+// Per super-block: d_w·d_a·(Σ_i sc_i·Σ u·q8 − 32·Σ_i sc_i·bsum_i) with u =
+// q+32 the unsigned 6-bit quant and i over the 16 sub-blocks of 16.
+TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x03030303, Y13, X13)
+	BYTES($0x30303030, Y12, X12)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	VPXOR        Y11, Y11, Y11
+	K6HALF(0, 128, 4, 192)
+	K6HALF(64, 160, 132, 200)
+	VPMOVSXBW    192(SI), Y9
+	VPMADDWD     260(DI), Y9, Y9
+	VPSLLD       $5, Y9, Y9
+	VPSUBD       Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (DI), Y5
+	VPBROADCASTW 208(SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y5, Y4, Y4
+	VFMADD231PS  Y4, Y11, Y0
+	ADDQ         $210, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNE          loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// shufK4 mask j (32 bytes) broadcasts int16 word j of each 128-bit lane
+// to the whole lane (Q4_K sub-block scale j).
+DATA shufK4<>+0(SB)/8, $0x0100010001000100
+DATA shufK4<>+8(SB)/8, $0x0100010001000100
+DATA shufK4<>+16(SB)/8, $0x0100010001000100
+DATA shufK4<>+24(SB)/8, $0x0100010001000100
+DATA shufK4<>+32(SB)/8, $0x0302030203020302
+DATA shufK4<>+40(SB)/8, $0x0302030203020302
+DATA shufK4<>+48(SB)/8, $0x0302030203020302
+DATA shufK4<>+56(SB)/8, $0x0302030203020302
+DATA shufK4<>+64(SB)/8, $0x0504050405040504
+DATA shufK4<>+72(SB)/8, $0x0504050405040504
+DATA shufK4<>+80(SB)/8, $0x0504050405040504
+DATA shufK4<>+88(SB)/8, $0x0504050405040504
+DATA shufK4<>+96(SB)/8, $0x0706070607060706
+DATA shufK4<>+104(SB)/8, $0x0706070607060706
+DATA shufK4<>+112(SB)/8, $0x0706070607060706
+DATA shufK4<>+120(SB)/8, $0x0706070607060706
+DATA shufK4<>+128(SB)/8, $0x0908090809080908
+DATA shufK4<>+136(SB)/8, $0x0908090809080908
+DATA shufK4<>+144(SB)/8, $0x0908090809080908
+DATA shufK4<>+152(SB)/8, $0x0908090809080908
+DATA shufK4<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL shufK4<>(SB), RODATA|NOPTR, $256
+
+// shufK6 mask t broadcasts word 2t of the low lane over the low lane and
+// word 2t+1 of the high lane over the high lane (two Q6_K sub-block scales).
+DATA shufK6<>+0(SB)/8, $0x0100010001000100
+DATA shufK6<>+8(SB)/8, $0x0100010001000100
+DATA shufK6<>+16(SB)/8, $0x0302030203020302
+DATA shufK6<>+24(SB)/8, $0x0302030203020302
+DATA shufK6<>+32(SB)/8, $0x0504050405040504
+DATA shufK6<>+40(SB)/8, $0x0504050405040504
+DATA shufK6<>+48(SB)/8, $0x0706070607060706
+DATA shufK6<>+56(SB)/8, $0x0706070607060706
+DATA shufK6<>+64(SB)/8, $0x0908090809080908
+DATA shufK6<>+72(SB)/8, $0x0908090809080908
+DATA shufK6<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK6<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK6<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK6<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL shufK6<>(SB), RODATA|NOPTR, $128
