@@ -1,0 +1,44 @@
+// Package openai is the OpenAI wire format that Tandem's HTTP API speaks:
+// request decoding and checking, response and streaming-chunk documents,
+// and errors in OpenAI's shape.
+//
+// # Place in the data flow
+//
+// internal/server reads a request body (bounded in size), hands it to
+// [DecodeCompletionRequest] or [DecodeChatRequest], turns the decoded request
+// into engine requests, and writes the engine's tokens back as
+// [CompletionResponse] / [ChatResponse] documents or, when streaming, as
+// [CompletionResponse] / [ChatChunk] server-sent events. This package does no
+// I/O and knows nothing of tokenizers or the engine.
+//
+// # Decoding rules
+//
+//   - The body must be one JSON object. Each known member is decoded on its
+//     own, so a wrong type is reported with the member's name in
+//     error.param ("prompt[3]", "messages[1].content"). null means "not
+//     given" for every optional member.
+//   - Ranges follow OpenAI: temperature in [0, 2], top_p in (0, 1],
+//     presence/frequency penalties in [-2, 2], n in 1..8, logprobs and
+//     top_logprobs in 0..20, at most 4 stop strings (non-empty, at most
+//     [MaxStopBytes] bytes). Extensions as in vLLM and llama.cpp: top_k
+//     (-1 or 0 off), min_p in [0, 1], repetition_penalty > 0, ignore_eos,
+//     stop_token_ids. max_tokens and max_completion_tokens must be >= 1;
+//     the server checks them against the context length.
+//   - Members that would change the result but are not implemented (tools,
+//     functions, response_format other than text, logit_bias, suffix,
+//     best_of > 1, guided decoding, ...) are rejected with a 400 naming the
+//     member, unless their value is one that changes nothing (null, [],
+//     {}, {"type":"text"}, ...). Other unknown members are ignored.
+//   - A completions prompt is a string or an array of token ids; an array
+//     holding one string or one array of ids is read as that prompt. Several
+//     prompts in one request are rejected (send one request per prompt).
+//   - Chat messages have role system, user or assistant ("developer" is read
+//     as system); content is a string or an array of {"type":"text"} parts,
+//     joined with "\n". Tool and image messages are rejected.
+//
+// Invariant: the decoders never panic and never allocate much more than the
+// body's size; every failure is an [*Error] with status 400. Fuzz tests
+// (FuzzDecodeCompletionRequest, FuzzDecodeChatRequest, seeds in
+// testdata/fuzz) check this and the ranges of what decodes; table tests
+// check each error's param and message.
+package openai

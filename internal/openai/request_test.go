@@ -1,0 +1,255 @@
+package openai
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestDecodeCompletionRequest(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	i64 := func(x int64) *int64 { return &x }
+	in := func(x int) *int { return &x }
+	tests := []struct {
+		name string
+		body string
+		want CompletionRequest
+	}{
+		{"minimal", `{"prompt":"hi"}`, CompletionRequest{Common: Common{N: 1}, Prompt: "hi"}},
+		{"tokens", `{"model":"m","prompt":[1,2,3]}`,
+			CompletionRequest{Common: Common{Model: "m", N: 1}, PromptTokens: []int32{1, 2, 3}, TokenPrompt: true}},
+		{"one string in array", `{"prompt":["hi"]}`, CompletionRequest{Common: Common{N: 1}, Prompt: "hi"}},
+		{"one token list in array", `{"prompt":[[5,6]]}`,
+			CompletionRequest{Common: Common{N: 1}, PromptTokens: []int32{5, 6}, TokenPrompt: true}},
+		{"all fields", `{"model":"m","prompt":"p","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,
+			"seed":-3,"stop":["a","bc"],"n":2,"presence_penalty":1,"frequency_penalty":-1,"repetition_penalty":1.1,
+			"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"logprobs":3,"echo":false,
+			"stop_token_ids":[9],"user":"u","unknown_thing":{"x":1},"logit_bias":{},"tools":null,"response_format":{"type":"text"}}`,
+			CompletionRequest{Common: Common{Model: "m", MaxTokens: 7, MaxTokensParam: "max_tokens", Temperature: f(0.5), TopP: f(0.9),
+				TopK: 40, MinP: 0.05, Seed: i64(-3), Stop: []string{"a", "bc"}, StopTokenIDs: []int32{9}, N: 2, PresencePenalty: 1,
+				FrequencyPenalty: -1, RepetitionPenalty: f(1.1), Stream: true, IncludeUsage: true, IgnoreEOS: true},
+				Prompt: "p", Logprobs: in(3)}},
+		{"stop string", `{"prompt":"p","stop":"\n"}`, CompletionRequest{Common: Common{N: 1, Stop: []string{"\n"}}, Prompt: "p"}},
+		{"max_completion_tokens wins", `{"prompt":"p","max_tokens":5,"max_completion_tokens":6}`,
+			CompletionRequest{Common: Common{N: 1, MaxTokens: 6, MaxTokensParam: "max_completion_tokens"}, Prompt: "p"}},
+		{"integral float", `{"prompt":"p","max_tokens":16.0}`,
+			CompletionRequest{Common: Common{N: 1, MaxTokens: 16, MaxTokensParam: "max_tokens"}, Prompt: "p"}},
+		{"nulls", `{"prompt":"p","temperature":null,"stop":null,"n":null,"logprobs":null,"seed":null}`,
+			CompletionRequest{Common: Common{N: 1}, Prompt: "p"}},
+	}
+	for _, tc := range tests {
+		got, err := DecodeCompletionRequest([]byte(tc.body))
+		if err != nil {
+			t.Errorf("%s: DecodeCompletionRequest(%s) error %v, want none", tc.name, tc.body, err)
+			continue
+		}
+		if !reflect.DeepEqual(*got, tc.want) {
+			t.Errorf("%s: DecodeCompletionRequest(%s) = %+v, want %+v", tc.name, tc.body, *got, tc.want)
+		}
+	}
+}
+
+func TestDecodeChatRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want ChatRequest
+	}{
+		{"string content", `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u","name":"bob"}]}`,
+			ChatRequest{Common: Common{N: 1}, Messages: []Message{{"system", "s"}, {"user", "u"}}}},
+		{"parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`,
+			ChatRequest{Common: Common{N: 1}, Messages: []Message{{"user", "a\nb"}}}},
+		{"developer and null assistant", `{"messages":[{"role":"developer","content":"d"},{"role":"assistant","content":null},{"role":"user","content":"x"}]}`,
+			ChatRequest{Common: Common{N: 1}, Messages: []Message{{"system", "d"}, {"assistant", ""}, {"user", "x"}}}},
+		{"logprobs", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":5,"max_completion_tokens":3}`,
+			ChatRequest{Common: Common{N: 1, MaxTokens: 3, MaxTokensParam: "max_completion_tokens"}, Messages: []Message{{"user", "x"}},
+				Logprobs: true, TopLogprobs: 5}},
+	}
+	for _, tc := range tests {
+		got, err := DecodeChatRequest([]byte(tc.body))
+		if err != nil {
+			t.Errorf("%s: DecodeChatRequest(%s) error %v, want none", tc.name, tc.body, err)
+			continue
+		}
+		if !reflect.DeepEqual(*got, tc.want) {
+			t.Errorf("%s: DecodeChatRequest(%s) = %+v, want %+v", tc.name, tc.body, *got, tc.want)
+		}
+	}
+}
+
+// TestDecodeErrors checks that each bad body is a 400 naming the right
+// parameter. The HTTP-level table in package server covers the statuses
+// that depend on the model and the server.
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		chat      bool
+		body      string
+		param     string
+		substring string
+	}{
+		{false, ``, "", "empty"},
+		{false, `[1]`, "", "JSON object"},
+		{false, `{"prompt":`, "", "parse the JSON"},
+		{false, `{"prompt":"a"} x`, "", "parse the JSON"},
+		{false, `{}`, "prompt", "required"},
+		{false, `{"prompt":true}`, "prompt", "got a boolean"},
+		{false, `{"prompt":[]}`, "prompt", "empty"},
+		{false, `{"prompt":["a","b"]}`, "prompt", "one prompt per request"},
+		{false, `{"prompt":[1,"a"]}`, "prompt[1]", "an integer"},
+		{false, `{"prompt":[1,-2]}`, "prompt[1]", "0..2147483647"},
+		{false, `{"prompt":[1.5]}`, "prompt[0]", "an integer"},
+		{false, `{"prompt":"a","model":3}`, "model", "must be a string"},
+		{false, `{"prompt":"a","max_tokens":"5"}`, "max_tokens", "got a string"},
+		{false, `{"prompt":"a","max_tokens":0}`, "max_tokens", "at least 1"},
+		{false, `{"prompt":"a","max_completion_tokens":-1}`, "max_completion_tokens", "at least 1"},
+		{false, `{"prompt":"a","temperature":2.5}`, "temperature", "[0, 2]"},
+		{false, `{"prompt":"a","temperature":-0.1}`, "temperature", "[0, 2]"},
+		{false, `{"prompt":"a","temperature":"hot"}`, "temperature", "a number"},
+		{false, `{"prompt":"a","top_p":0}`, "top_p", "(0, 1]"},
+		{false, `{"prompt":"a","top_p":1.01}`, "top_p", "(0, 1]"},
+		{false, `{"prompt":"a","min_p":2}`, "min_p", "[0, 1]"},
+		{false, `{"prompt":"a","top_k":-2}`, "top_k", "-1..2147483647"},
+		{false, `{"prompt":"a","presence_penalty":3}`, "presence_penalty", "[-2, 2]"},
+		{false, `{"prompt":"a","frequency_penalty":-2.5}`, "frequency_penalty", "[-2, 2]"},
+		{false, `{"prompt":"a","repetition_penalty":0}`, "repetition_penalty", "(0, inf]"},
+		{false, `{"prompt":"a","n":0}`, "n", "1..8"},
+		{false, `{"prompt":"a","n":9}`, "n", "1..8"},
+		{false, `{"prompt":"a","seed":1.5}`, "seed", "an integer"},
+		{false, `{"prompt":"a","stop":5}`, "stop", "a string or an array"},
+		{false, `{"prompt":"a","stop":["a","b","c","d","e"]}`, "stop", "at most 4"},
+		{false, `{"prompt":"a","stop":["a",1]}`, "stop[1]", "a string"},
+		{false, `{"prompt":"a","stop":""}`, "stop", "empty"},
+		{false, `{"prompt":"a","stop":"` + strings.Repeat("x", MaxStopBytes+1) + `"}`, "stop", "at most 512"},
+		{false, `{"prompt":"a","logprobs":21}`, "logprobs", "0..20"},
+		{false, `{"prompt":"a","logprobs":true}`, "logprobs", "an integer"},
+		{false, `{"prompt":"a","stream":"yes"}`, "stream", "a boolean"},
+		{false, `{"prompt":"a","stream_options":{"include_usage":1}}`, "stream_options.include_usage", "a boolean"},
+		{false, `{"prompt":"a","stream_options":[]}`, "stream_options", "an object"},
+		{false, `{"prompt":"a","echo":1}`, "echo", "a boolean"},
+		{false, `{"prompt":"a","suffix":"end"}`, "suffix", "not supported"},
+		{false, `{"prompt":"a","logit_bias":{"5":100}}`, "logit_bias", "not supported"},
+		{false, `{"prompt":"a","best_of":2}`, "best_of", "not supported"},
+		{false, `{"prompt":"a","stop_token_ids":[-1]}`, "stop_token_ids[0]", "0..2147483647"},
+		{true, `{}`, "messages", "required"},
+		{true, `{"messages":[]}`, "messages", "at least one"},
+		{true, `{"messages":{}}`, "messages", "an array"},
+		{true, `{"messages":["hi"]}`, "messages[0]", "an object"},
+		{true, `{"messages":[{"content":"x"}]}`, "messages[0].role", "required"},
+		{true, `{"messages":[{"role":"robot","content":"x"}]}`, "messages[0].role", "system, user or assistant"},
+		{true, `{"messages":[{"role":"tool","content":"x"}]}`, "messages[0].role", "tool calls"},
+		{true, `{"messages":[{"role":"user"}]}`, "messages[0].content", "required"},
+		{true, `{"messages":[{"role":"user","content":5}]}`, "messages[0].content", "a string or an array"},
+		{true, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "messages[0].content[0].type", "text only"},
+		{true, `{"messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text", "required"},
+		{true, `{"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, "messages[0].tool_calls", "tool calls"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools", "not supported"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, "functions", "not supported"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format", "not supported"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"logprobs":1}`, "logprobs", "a boolean"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "top_logprobs", "requires logprobs"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs", "0..20"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"echo":true}`, "echo", "not supported"},
+	}
+	for _, tc := range tests {
+		var err *Error
+		if tc.chat {
+			_, err = DecodeChatRequest([]byte(tc.body))
+		} else {
+			_, err = DecodeCompletionRequest([]byte(tc.body))
+		}
+		if err == nil {
+			t.Errorf("decode(%.80s) succeeded, want an error about %q", tc.body, tc.param)
+			continue
+		}
+		if err.Status != 400 || err.Type != TypeInvalidRequest || err.Param != tc.param || !strings.Contains(err.Message, tc.substring) {
+			t.Errorf("decode(%.80s) = {%d %s param=%q %q}, want {400 %s param=%q containing %q}",
+				tc.body, err.Status, err.Type, err.Param, err.Message, TypeInvalidRequest, tc.param, tc.substring)
+		}
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	e := Invalid("", CodeInvalidJSON, "bad")
+	if got, want := string(e.MarshalBody()), `{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"invalid_json"}}`; got != want {
+		t.Errorf("MarshalBody() = %s, want %s", got, want)
+	}
+	e = ContextLengthExceeded("messages", 100, 90, 20)
+	if got := string(e.MarshalBody()); !strings.Contains(got, `"param":"messages"`) || !strings.Contains(got, "maximum context length is 100 tokens") {
+		t.Errorf("ContextLengthExceeded body = %s, want param messages and the context length", got)
+	}
+}
+
+// checkDecoded asserts the invariants every successfully decoded request
+// keeps.
+func checkDecoded(t *testing.T, c *Common) {
+	t.Helper()
+	if c.N < 1 || c.N > MaxN {
+		t.Errorf("decoded n = %d, want 1..%d", c.N, MaxN)
+	}
+	if len(c.Stop) > MaxStop {
+		t.Errorf("decoded %d stop strings, want at most %d", len(c.Stop), MaxStop)
+	}
+	for _, s := range c.Stop {
+		if s == "" || len(s) > MaxStopBytes {
+			t.Errorf("decoded stop string of %d bytes, want 1..%d", len(s), MaxStopBytes)
+		}
+	}
+	if c.MaxTokens < 0 {
+		t.Errorf("decoded max tokens %d, want >= 0", c.MaxTokens)
+	}
+	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > MaxTemperature) {
+		t.Errorf("decoded temperature %v out of range", *c.Temperature)
+	}
+	if c.TopP != nil && (*c.TopP <= 0 || *c.TopP > 1) {
+		t.Errorf("decoded top_p %v out of range", *c.TopP)
+	}
+}
+
+func FuzzDecodeCompletionRequest(f *testing.F) {
+	f.Add([]byte(`{"prompt":"hello","max_tokens":4,"stop":["\n"],"n":2,"logprobs":2}`))
+	f.Add([]byte(`{"prompt":[[1,2]],"stream":true,"stream_options":{"include_usage":true}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeCompletionRequest(body)
+		if err != nil {
+			if err.Status != 400 || err.Message == "" {
+				t.Errorf("DecodeCompletionRequest(%q) error = %+v, want a 400 with a message", body, err)
+			}
+			return
+		}
+		checkDecoded(t, &r.Common)
+		if r.Logprobs != nil && (*r.Logprobs < 0 || *r.Logprobs > MaxLogprobs) {
+			t.Errorf("decoded logprobs %d out of range", *r.Logprobs)
+		}
+		for _, id := range r.PromptTokens {
+			if id < 0 {
+				t.Errorf("decoded negative token id %d", id)
+			}
+		}
+	})
+}
+
+func FuzzDecodeChatRequest(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4,"logprobs":true,"top_logprobs":2}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stop":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeChatRequest(body)
+		if err != nil {
+			if err.Status != 400 || err.Message == "" {
+				t.Errorf("DecodeChatRequest(%q) error = %+v, want a 400 with a message", body, err)
+			}
+			return
+		}
+		checkDecoded(t, &r.Common)
+		if len(r.Messages) == 0 {
+			t.Errorf("DecodeChatRequest(%q) gave no messages", body)
+		}
+		for _, m := range r.Messages {
+			if m.Role != "system" && m.Role != "user" && m.Role != "assistant" {
+				t.Errorf("decoded role %q", m.Role)
+			}
+		}
+		if r.TopLogprobs > 0 && !r.Logprobs {
+			t.Errorf("decoded top_logprobs %d without logprobs", r.TopLogprobs)
+		}
+	})
+}
