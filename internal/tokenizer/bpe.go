@@ -1,0 +1,170 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// byteToUnicode is GPT-2's bytes_to_unicode table: printable Latin-1 bytes
+// stand for themselves, the other 68 bytes map to U+0100 onwards in order.
+// unicodeToByte is its inverse.
+var byteToUnicode, unicodeToByte = func() (enc [256]string, dec map[rune]byte) {
+	dec = make(map[rune]byte, 256)
+	next := rune(256)
+	for b := 0; b < 256; b++ {
+		r := rune(b)
+		if !((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) {
+			r = next
+			next++
+		}
+		enc[b] = string(r)
+		dec[r] = byte(b)
+	}
+	return enc, dec
+}()
+
+// bpeDecodeText undoes the byte mapping of a BPE token text (llama.cpp's
+// llama_decode_text), including its odd marker for characters outside the
+// mapping.
+func bpeDecodeText(text string) string {
+	var b []byte
+	for _, r := range decodeCpts(text, nil) {
+		if c, ok := unicodeToByte[r]; ok {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, "[UNK_BYTE_0x"...)
+		for _, c := range appendCpt(nil, r) {
+			b = append(b, fmt.Sprintf("%02x", c)...)
+		}
+		b = append(b, text...)
+		b = append(b, ']')
+	}
+	return string(b)
+}
+
+// bpeBigram is a candidate merge of two adjacent symbols.
+type bpeBigram struct {
+	rank        int32
+	left, right int32
+	size        int32
+}
+
+// bpeQueue is a min-heap: lowest rank first, then the leftmost pair.
+type bpeQueue []bpeBigram
+
+func (q bpeQueue) before(i, j int) bool {
+	if q[i].rank != q[j].rank {
+		return q[i].rank < q[j].rank
+	}
+	return q[i].left < q[j].left
+}
+
+func (q *bpeQueue) push(b bpeBigram) {
+	*q = append(*q, b)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.before(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *bpeQueue) pop() bpeBigram {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h.before(r, l) {
+			m = r
+		}
+		if !h.before(m, i) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
+
+// encodeBPE tokenizes one text fragment (llama.cpp's
+// llm_tokenizer_bpe_session): pre-tokenize into words, map each word's
+// bytes through the GPT-2 table, merge adjacent symbols by lowest merge
+// rank (leftmost on ties), and emit each symbol's id. A symbol that is not a
+// token falls back to tokens for its single raw bytes where those exist.
+func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
+	var sb strings.Builder
+	var syms []symbol
+	var q bpeQueue
+	for _, w := range t.pre.split(text) {
+		sb.Reset()
+		for i := 0; i < len(w); i++ {
+			sb.WriteString(byteToUnicode[w[i]])
+		}
+		word := sb.String()
+		if t.ignoreMerges {
+			if id, ok := t.toID[word]; ok {
+				out = append(out, id)
+				continue
+			}
+		}
+		syms = splitSymbols(word, syms)
+		q = q[:0]
+		add := func(left, right int32) {
+			if left < 0 || right < 0 {
+				return
+			}
+			l, r := syms[left], syms[right]
+			rank, ok := t.ranks[mergePair{word[l.start : l.start+l.n], word[r.start : r.start+r.n]}]
+			if !ok {
+				return
+			}
+			q.push(bpeBigram{rank: rank, left: left, right: right, size: l.n + r.n})
+		}
+		for i := int32(1); i < int32(len(syms)); i++ {
+			add(i-1, i)
+		}
+		for len(q) > 0 {
+			b := q.pop()
+			l, r := &syms[b.left], &syms[b.right]
+			if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+				continue // stale
+			}
+			l.n += r.n
+			r.n = 0
+			l.next = r.next
+			if r.next >= 0 {
+				syms[r.next].prev = b.left
+			}
+			add(l.prev, b.left)
+			add(b.left, l.next)
+		}
+		for _, s := range syms {
+			if s.n == 0 {
+				continue
+			}
+			piece := word[s.start : s.start+s.n]
+			if id, ok := t.toID[piece]; ok {
+				out = append(out, id)
+				continue
+			}
+			for j := 0; j < len(piece); j++ {
+				if id, ok := t.toID[piece[j:j+1]]; ok {
+					out = append(out, id)
+				}
+			}
+		}
+	}
+	return out
+}
