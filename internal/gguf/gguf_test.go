@@ -658,6 +658,10 @@ func TestNestedArrayLimit(t *testing.T) {
 	if got, ok := v.Int32s(); !slices.Equal(got, []int32{7}) || !ok {
 		t.Errorf("innermost array = %v, %v; want [7], true", got, ok)
 	}
+	// The parsed value knows its depth: nesting it once more is refused.
+	if _, err := gguf.ArrayValue(gguf.TypeArray, f.KV[0].Value); err == nil || !strings.Contains(err.Error(), "nest 9 deep") {
+		t.Errorf("ArrayValue(array, parsed 8-deep array) = %v, want a nest 9 deep error", err)
+	}
 	rebuilt := rewrite(t, f)
 	if again, err := gguf.Parse(rebuilt); err != nil || !again.KV[0].Value.Equal(f.KV[0].Value) {
 		t.Errorf("Parse(rewrite(nested 8 deep)) = %v, or the value changed", err)
@@ -968,5 +972,20 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := gguf.Open(dir); err == nil {
 		t.Errorf("Open(a folder) succeeded, want an error")
+	}
+}
+
+// BenchmarkParseVocab parses the largest shared vocabulary (102400 tokens,
+// 99757 merges) from memory.
+func BenchmarkParseVocab(b *testing.B) {
+	data, err := os.ReadFile(testenv.Shared(b, "testdata/tokenizer/ggml-vocab-deepseek-llm.gguf"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := gguf.Parse(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

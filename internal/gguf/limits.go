@@ -39,6 +39,13 @@ const (
 	kvBytesMin         = stringBytesMin + 4 + 1     // key + u32 type + 1-byte value
 	tensorInfoBytesMin = stringBytesMin + 4 + 4 + 8 // name + n_dims (0) + type + offset
 
+	// preallocCountMax caps the room reserved up front for metadata entries
+	// and tensor infos. Counts are already bounded by the file size, but an
+	// entry in memory is several times larger than its smallest encoding,
+	// so a corrupt count in a multi-gigabyte file would otherwise reserve
+	// gigabytes before the first entry fails to parse.
+	preallocCountMax = 1 << 12
+
 	// writeBufferBytes is the buffer the Writer puts in front of its output.
 	writeBufferBytes = 1 << 20
 )

@@ -102,10 +102,11 @@ func (p *parser) u64(what string) (uint64, error) {
 // stringBytes reads a gguf_string and returns its bytes, aliasing data.
 func (p *parser) stringBytes(what string) ([]byte, error) {
 	at := p.off
-	n, err := p.u64(what + " length")
+	b, err := p.take(8, what) // the length; no string building on this hot path
 	if err != nil {
 		return nil, err
 	}
+	n := binary.LittleEndian.Uint64(b)
 	if n > p.remaining() {
 		return nil, p.fail(at, ErrTruncated, "%s length %d exceeds the %d bytes that remain", what, n, p.remaining())
 	}
@@ -170,8 +171,8 @@ func checkVersion(v uint32) error {
 
 // kvs reads the metadata entries and applies general.alignment.
 func (p *parser) kvs(f *File, n uint64) error {
-	f.KV = make([]KV, 0, n)
-	f.kvIndex = make(map[string]int, n)
+	f.KV = make([]KV, 0, min(n, preallocCountMax))
+	f.kvIndex = make(map[string]int, min(n, preallocCountMax))
 	for i := range n {
 		at := p.off
 		key, err := p.string("metadata key")
@@ -349,9 +350,9 @@ func (p *parser) strings(n uint64) ([]string, error) {
 
 // tensorInfos reads and checks the tensor infos.
 func (p *parser) tensorInfos(f *File, n uint64) error {
-	f.Tensors = make([]TensorInfo, 0, n)
-	f.tensorIndex = make(map[string]int, n)
-	p.infoAt = make([]uint64, 0, n)
+	f.Tensors = make([]TensorInfo, 0, min(n, preallocCountMax))
+	f.tensorIndex = make(map[string]int, min(n, preallocCountMax))
+	p.infoAt = make([]uint64, 0, min(n, preallocCountMax))
 	for i := range n {
 		at := p.off
 		p.ctx.Tensor = ""

@@ -336,7 +336,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // errTooMuchData reports a tensor write function that wrote past the size.
-var errTooMuchData = errors.New("gguf: write function produced more bytes than the tensor size")
+var errTooMuchData = errors.New("write function produced more bytes than the tensor size")
 
 // limitWriter passes at most left bytes to w and remembers an overrun.
 type limitWriter struct {
