@@ -32,13 +32,17 @@
 // layer in between) and Q4_K elsewhere, like every other matrix, token_embd
 // included.
 //
-// Invariants: the bytes depend only on Options. Weights are uniform with
-// standard deviation 0.02, drawn from math/rand/v2 PCG streams keyed by
-// (Seed, tensor index, chunk index), so the output does not depend on the
-// number of worker goroutines; they pass through tensor.Quantize, so blocks
-// are what ggml's reference quantizer would make of those floats. Tensors
-// are streamed through gguf.Writer.AddTensorFunc in chunks of about 64K
-// weights, so memory stays at a few chunks per worker whatever the model.
+// Invariants: the bytes depend only on Options. Weights have mean about 0
+// and standard deviation 0.02 and come from math/rand/v2 PCG streams keyed
+// by (Seed, tensor index, chunk index), so the output does not depend on the
+// number of worker goroutines. F32, F16 and Q8_0 weights are uniform floats
+// passed through tensor.Quantize (ggml's reference quantizers). Q4_K and
+// Q6_K weights are drawn directly as blocks (random quants, varied
+// sub-block scales; see kblocks.go), because ggml's K-quant scale search
+// costs 40-75 ns per weight and would make the 1b preset take minutes; on
+// this 2-core machine the 1b preset takes about 5 s in Q4_K, 7-13 s in Q8_0.
+// Tensors are streamed through gguf.Writer.AddTensorFunc in chunks of about
+// 64K weights, so memory stays at a few chunks per worker whatever the model.
 //
 // Limits: Dim and FF must be multiples of the weight type's block size (32
 // for Q8_0, 256 for Q4_K); Dim a multiple of Heads with an even head
@@ -47,9 +51,16 @@
 //
 // Tested by: the tiny preset in every type read back with gguf.Open (keys,
 // tensor names, shapes, types, norms of one, weight statistics after
-// dequantization), byte-identical output for the same seed and for 1 or 4
-// workers, a different file for another seed, tokenizer keys copied from
-// stories260K.gguf, vocabulary structure, and Config validation errors.
-// That llama.cpp loads the files was checked by hand (see the commit log),
-// not in tests.
+// dequantization), the K-quant block draw (scales, statistics), byte-identical
+// output for the same seed and for 1 or 4 workers, a different file for
+// another seed, tokenizer keys copied from stories260K.gguf, vocabulary
+// structure, and Config validation errors.
+//
+// Checked by hand, not in tests (llama.cpp through node-llama-cpp 3.21.1,
+// shared/tools/llamacpp-greedy.mjs): llama.cpp loads and runs tiny and 110m
+// files in Q8_0, F16 and Q4_K with the Llama-2 vocabulary copied from
+// llama-2-tiny-random.gguf, and tiny files with the synthesized vocabulary,
+// which it tokenizes "Once upon a time, there was a little girl named Lily.
+// She loved to play outside in the park." into one piece per word and
+// punctuation mark.
 package synth

@@ -122,7 +122,7 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	c := o.Config.withDefaults()
 	ftype, ok := fileTypes[o.Type]
 	if !ok {
-		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want f16, q8_0 or q4_k)", o.Type)
+		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want f16, q8_0, q4_k or f32)", o.Type)
 	}
 	var tokKeys []gguf.KV
 	vocabSize := c.Vocab
