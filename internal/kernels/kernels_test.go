@@ -43,9 +43,9 @@ func TestVecDotTypeAndRowBytes(t *testing.T) {
 		{tensor.Q4_K, tensor.Q8_K, 512, 584},
 		{tensor.Q5_K, tensor.Q8_K, 512, 584},
 		{tensor.Q6_K, tensor.Q8_K, 512, 584},
-		{tensor.Q4_K, tensor.Q8_K, 64, 0},   // not a whole super-block
-		{tensor.Q8_0, tensor.Q8_0, 33, 0},   // not a whole block
-		{tensor.Q2_K, tensor.Q2_K, 256, 0},  // unsupported
+		{tensor.Q4_K, tensor.Q8_K, 64, 0},         // not a whole super-block
+		{tensor.Q8_0, tensor.Q8_0, 33, 0},         // not a whole block
+		{tensor.Q2_K, tensor.Q2_K, 256, 0},        // unsupported
 		{tensor.Type(99), tensor.Type(99), 32, 0}, // unknown
 	} {
 		if got := VecDotType(c.wt); got != c.vt {

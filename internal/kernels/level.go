@@ -77,8 +77,8 @@ func init() { active.Store(sets[bestLevel()]) }
 
 // cpuFeatures lists the CPU features the levels need, as detected at start-up.
 type cpuFeatures struct {
-	avx2, fma, f16c                 bool
-	avx512f, avx512bw, avx512vl     bool
+	avx2, fma, f16c                bool
+	avx512f, avx512bw, avx512vl    bool
 	avx512dq, avx512vnni, hasAMD64 bool
 }
 

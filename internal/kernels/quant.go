@@ -34,29 +34,32 @@ func quantizeBF16(src []float32, dst []byte) {
 
 // absMax returns the largest |x| of x (NaNs are skipped).
 func absMax(x []float32) float32 {
-	var m float32
-	for _, v := range x {
-		if a := float32(math.Abs(float64(v))); a > m {
-			m = a
-		}
+	var m0, m1 float32
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		m0 = max32(m0, math.Float32frombits(math.Float32bits(x[i])&0x7fffffff))
+		m1 = max32(m1, math.Float32frombits(math.Float32bits(x[i+1])&0x7fffffff))
+	}
+	for ; i < len(x); i++ {
+		m0 = max32(m0, math.Float32frombits(math.Float32bits(x[i])&0x7fffffff))
+	}
+	return max32(m0, m1)
+}
+
+// max32 returns the larger of m and a, keeping m when a is NaN.
+func max32(m, a float32) float32 {
+	if a > m {
+		return a
 	}
 	return m
 }
 
-// roundAway rounds to the nearest integer, halves away from zero, as C's
-// roundf, and clamps to the int8 range (the clamp only acts on NaN or on
-// values an exact computation keeps within ±127).
+// roundAway rounds v to the nearest integer, halves away from zero, as C's
+// roundf. The caller guarantees |v| < 127.5 (a NaN gives an unspecified
+// byte, never a panic). The ±0.5 is added in float64, where it is exact.
 func roundAway(v float32) int8 {
-	r := math.Round(float64(v))
-	switch {
-	case r >= 127:
-		return 127
-	case r <= -127:
-		return -127
-	case r == r: // not NaN
-		return int8(r)
-	}
-	return 0
+	f := float64(v)
+	return int8(int32(f + math.Copysign(0.5, f)))
 }
 
 // quantizeQ8_0 is ggml's reference Q8_0 quantizer: per block of 32,
@@ -104,19 +107,11 @@ func quantizeQ8_1(src []float32, dst []byte) {
 	}
 }
 
-// nearestEven rounds to the nearest integer, halves to even, as ggml's
-// nearest_int, clamped to ±127 like roundAway.
-func nearestEven(v float32) int8 {
-	r := math.RoundToEven(float64(v))
-	switch {
-	case r >= 127:
-		return 127
-	case r <= -127:
-		return -127
-	case r == r:
-		return int8(r)
-	}
-	return 0
+// nearestEven rounds v to the nearest integer, halves to even, as ggml's
+// nearest_int (the float32 sum with 1.5·2^23 rounds to an integer), for
+// |v| <= 127.
+func nearestEven(v float32) int32 {
+	return int32(math.Float32bits(v+12582912)&0x007fffff) - 0x00400000
 }
 
 // quantizeQ8_K is ggml's reference Q8_K quantizer: per super-block of 256,
@@ -130,7 +125,7 @@ func quantizeQ8_K(src []float32, dst []byte) {
 		x, y := src[b*qkk:(b+1)*qkk], dst[b*sizeQ8_K:(b+1)*sizeQ8_K]
 		var amax, max float32
 		for _, v := range x {
-			if a := float32(math.Abs(float64(v))); a > amax {
+			if a := math.Float32frombits(math.Float32bits(v) & 0x7fffffff); a > amax {
 				amax, max = a, v
 			}
 		}
@@ -143,8 +138,8 @@ func quantizeQ8_K(src []float32, dst []byte) {
 		for j := 0; j < qkk/16; j++ {
 			var s int16
 			for i, v := range x[16*j : 16*j+16] {
-				r := nearestEven(iscale * v)
-				q[16*j+i] = byte(r)
+				r := min(nearestEven(iscale*v), 127)
+				q[16*j+i] = byte(int8(r))
 				s += int16(r)
 			}
 			binary.LittleEndian.PutUint16(bsums[2*j:], uint16(s))

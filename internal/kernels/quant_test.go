@@ -239,3 +239,33 @@ func TestQuantizeActivationPanicsOnBadArguments(t *testing.T) {
 		}()
 	}
 }
+
+// TestQuantizeActivationNonFinite feeds NaN and ±Inf: the output is
+// unspecified but the call must not panic.
+func TestQuantizeActivationNonFinite(t *testing.T) {
+	x := make([]float32, 512)
+	for i := range x {
+		switch i % 4 {
+		case 0:
+			x[i] = float32(math.NaN())
+		case 1:
+			x[i] = float32(math.Inf(1))
+		case 2:
+			x[i] = float32(math.Inf(-1))
+		default:
+			x[i] = float32(i)
+		}
+	}
+	allNaN := make([]float32, 512)
+	for i := range allNaN {
+		allNaN[i] = float32(math.NaN())
+	}
+	forEachLevel(t, func(t *testing.T) {
+		for _, vt := range []tensor.Type{tensor.Q8_0, tensor.Q8_1, tensor.Q8_K, tensor.F16, tensor.BF16, tensor.F32} {
+			for _, in := range [][]float32{x, allNaN} {
+				rb, _ := vt.RowBytes(len(in))
+				QuantizeActivation(vt, in, make([]byte, rb))
+			}
+		}
+	})
+}
