@@ -100,7 +100,7 @@ func BenchmarkFloat(b *testing.B) {
 // serves nTok tokens).
 func BenchmarkMatMul(b *testing.B) {
 	cases := []struct {
-		wt               tensor.Type
+		wt              tensor.Type
 		nOut, nIn, nTok int
 	}{
 		{tensor.Q8_0, 2048, 2048, 1},
