@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,6 +37,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	waiting []*seq // FIFO; preempted sequences go to the front
+	resumes []resume
 	closed  bool
 	stats   Stats
 	wake    chan struct{} // capacity 1: a pending wake-up is never lost
@@ -66,6 +68,9 @@ type seq struct {
 	lpDone   bool      // prompt logprobs delivered
 	preempt  int
 	queued   bool // in the waiting queue (after preemption)
+	// importing: admitted with pages for the prompt, waiting for Resume
+	// (Request.Import); never scheduled or preempted meanwhile.
+	importing bool
 }
 
 // New starts an engine on r. Zero Config fields take their defaults.
@@ -148,7 +153,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
 		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), queued: true}
-	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel}
+	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -177,6 +182,10 @@ func (e *Engine) check(req *Request) error {
 		return fmt.Errorf("%w: max tokens must be at least 1, got %d", ErrBadRequest, req.MaxTokens)
 	case req.TopLogprobs < 0 || req.TopLogprobs > topLogprobsMax:
 		return fmt.Errorf("%w: top logprobs must be in 0..%d, got %d", ErrBadRequest, topLogprobsMax, req.TopLogprobs)
+	case req.Import != nil && (req.KVSink != nil || req.PromptLogprobs):
+		return fmt.Errorf("%w: an imported prompt cannot also export K/V or report prompt logprobs", ErrBadRequest)
+	case req.Import != nil && req.Import.Allocated == nil:
+		return fmt.Errorf("%w: Import.Allocated is nil", ErrBadRequest)
 	case len(req.Prompt)+req.MaxTokens > e.ctxTokens:
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens exceed the maximum context length of %d tokens",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, e.ctxTokens)
@@ -223,6 +232,33 @@ type Handle struct {
 	delivered bool // the final update has been returned by Next
 	notify    chan struct{}
 	cancel    context.CancelFunc
+	e         *Engine
+	s         *seq
+}
+
+// resume is a Handle.Resume waiting for the step loop.
+type resume struct {
+	s   *seq
+	tok Token
+}
+
+// ErrNotImporting is returned by Resume for a sequence that was not
+// submitted with Request.Import, or was resumed already.
+var ErrNotImporting = errors.New("engine: sequence is not waiting for imported K/V")
+
+// Resume tells the engine that the prompt's K/V has been written into the
+// pages given to Import.Allocated, and that first is the first generated
+// token (computed elsewhere). The sequence then decodes from there; first
+// is delivered through Next like any generated token.
+func (h *Handle) Resume(first Token) error {
+	if h.s.req.Import == nil {
+		return ErrNotImporting
+	}
+	h.e.mu.Lock()
+	h.e.resumes = append(h.e.resumes, resume{h.s, first})
+	h.e.mu.Unlock()
+	h.e.wakeup()
+	return nil
 }
 
 // Cancel ends the sequence; its final Update has Finish == FinishCancelled

@@ -23,6 +23,7 @@ func (e *Engine) loop() {
 			return
 		}
 		e.reapCancelled()
+		e.applyResumes()
 		steps := e.schedule()
 		if len(steps) == 0 {
 			e.publish()
@@ -94,7 +95,7 @@ func (e *Engine) schedule() []step {
 				break
 			}
 			need := len(s.tokens) - s.computed
-			if (pass == 0) != (need == 1) || in[s] || s.queued {
+			if (pass == 0) != (need == 1) || in[s] || s.queued || s.importing {
 				continue
 			}
 			take := min(need, budget)
@@ -110,6 +111,9 @@ func (e *Engine) schedule() []step {
 		s := e.admit()
 		if s == nil {
 			break
+		}
+		if s.importing {
+			continue
 		}
 		take := min(len(s.tokens)-s.computed, budget)
 		steps = append(steps, step{s, take})
@@ -135,7 +139,7 @@ func (e *Engine) ensurePages(s *seq, n int, inStep map[*seq]bool) bool {
 		}
 		victim := s
 		for i := len(e.running) - 1; i >= 0; i-- {
-			if v := e.running[i]; v != s && !inStep[v] {
+			if v := e.running[i]; v != s && !inStep[v] && !v.importing {
 				victim = v
 				break
 			}
@@ -174,7 +178,7 @@ func (e *Engine) admit() *seq {
 	e.mu.Unlock()
 	pt := e.kv.Config().PageTokens
 	var matched []int32
-	if e.pc != nil && !s.req.PromptLogprobs {
+	if e.pc != nil && !s.req.PromptLogprobs && s.req.Import == nil {
 		matched = e.pc.Match(s.tokens, (len(s.tokens)-1)/pt)
 	}
 	need := e.kv.Config().PagesFor(len(s.tokens)) - len(matched)
@@ -212,6 +216,10 @@ func (e *Engine) admit() *seq {
 	}
 	e.mu.Unlock()
 	e.running = append(e.running, s)
+	if s.req.Import != nil && first {
+		s.importing = true
+		s.req.Import.Allocated(e.kv, slices.Clone(s.pages))
+	}
 	return s
 }
 
@@ -245,6 +253,9 @@ func (e *Engine) run(steps []step) {
 			logits = logits[(st.take-1)*vocab:]
 		}
 		s.computed += st.take
+		if s.req.KVSink != nil && s.computed <= s.nPrompt {
+			s.req.KVSink.Computed(e.kv, s.pages, s.computed, s.computed == s.nPrompt)
+		}
 		if s.computed < len(s.tokens) {
 			continue // more prompt to go
 		}
@@ -283,6 +294,13 @@ func (e *Engine) sampleNext(s *seq, logits []float32) bool {
 	if s.req.TopLogprobs > 0 {
 		tok.Top = sample.TopLogprobs(logits, s.req.TopLogprobs)
 	}
+	return e.accept(s, tok)
+}
+
+// accept appends a generated token, delivers it and reports whether the
+// sequence ended (in which case it has been finished).
+func (e *Engine) accept(s *seq, tok Token) bool {
+	id := tok.ID
 	s.tokens = append(s.tokens, id)
 	u := Update{Tokens: []Token{tok}, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt}
 	if s.req.PromptLogprobs && !s.lpDone {
@@ -306,6 +324,26 @@ func (e *Engine) sampleNext(s *seq, logits []float32) bool {
 		return true
 	}
 	return false
+}
+
+// applyResumes moves imported sequences whose K/V has arrived into
+// decoding, delivering the first token that came with it.
+func (e *Engine) applyResumes() {
+	e.mu.Lock()
+	rs := e.resumes
+	e.resumes = nil
+	e.mu.Unlock()
+	for _, r := range rs {
+		s := r.s
+		if !s.importing || !slices.Contains(e.running, s) {
+			continue // cancelled meanwhile, or resumed twice: nothing to do
+		}
+		s.importing = false
+		s.computed = s.nPrompt
+		if e.accept(s, r.tok) {
+			e.running = slices.DeleteFunc(e.running, func(v *seq) bool { return v == s })
+		}
+	}
 }
 
 // cachePrefix offers the sequence's full computed pages to the prefix cache.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"tandem/internal/kvcache"
 	"tandem/internal/sample"
 	"tandem/internal/tensor"
 )
@@ -42,6 +43,35 @@ type Request struct {
 	IgnoreEOS      bool    // keep generating past end-of-generation tokens
 	TopLogprobs    int     // alternatives to report per generated token (0: none; the chosen token's logprob is always reported)
 	PromptLogprobs bool    // report logprobs of the prompt tokens (in the first Update)
+
+	// KVSink, when set, receives the prompt's K/V as it is computed: the
+	// prefill role of disaggregated serving.
+	KVSink KVSink
+	// Import, when set, makes the engine take the prompt's K/V from outside
+	// instead of computing it: the decode role. The sequence holds its
+	// pages without being scheduled until Handle.Resume.
+	Import *Import
+}
+
+// KVSink receives a sequence's prompt K/V while it is being computed.
+type KVSink interface {
+	// Computed is called from the step loop after each step that advanced
+	// the prompt: pages now hold K/V for positions [0, computed) in every
+	// layer. final is true on the step that completed the prompt; the first
+	// token follows in the Handle. The sink must copy what it needs before
+	// returning and must not block on the network: the pages may be
+	// reused once the sequence ends.
+	Computed(kv *kvcache.Cache, pages []int32, computed int, final bool)
+}
+
+// Import is how a decode worker fills a sequence's prompt K/V itself.
+type Import struct {
+	// Allocated is called from the step loop once the prompt's pages are
+	// reserved (admission). The caller writes the K/V bytes of those pages
+	// (kv.KPage / kv.VPage), from any goroutine, then calls Handle.Resume.
+	// The engine does not touch the pages until then. The caller must
+	// make sure its writes have stopped before it cancels the sequence.
+	Allocated func(kv *kvcache.Cache, pages []int32)
 }
 
 // Token is one generated token.

@@ -1,0 +1,114 @@
+package engine_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"tandem/internal/engine"
+	"tandem/internal/kvcache"
+)
+
+// pageCopy is a test KVSink: it copies every page of the prompt as soon as
+// the page is complete (or the prompt ends), layer by layer.
+type pageCopy struct {
+	mu    sync.Mutex
+	pages [][][2][]byte // [ordinal][layer]{K, V}
+	calls int
+}
+
+func (c *pageCopy) Computed(kv *kvcache.Cache, pages []int32, computed int, final bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	pt := kv.Config().PageTokens
+	full := computed / pt
+	if final {
+		full = kv.Config().PagesFor(computed)
+	}
+	for ord := len(c.pages); ord < full; ord++ {
+		layers := make([][2][]byte, kv.Config().Layers)
+		for l := range layers {
+			layers[l] = [2][]byte{slices.Clone(kv.KPage(l, pages[ord])), slices.Clone(kv.VPage(l, pages[ord]))}
+		}
+		c.pages = append(c.pages, layers)
+	}
+}
+
+// TestExportImportMatchesColocated runs the prompt on one engine, ships its
+// pages into another engine's preallocated pages, resumes there with the
+// first token, and checks the tokens equal a colocated run.
+func TestExportImportMatchesColocated(t *testing.T) {
+	m := tinyModel(t)
+	prefill := newEngine(t, m, engine.Config{MaxBatchTokens: 32, Pages: 64})
+	decode := newEngine(t, m, engine.Config{Pages: 64})
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{5, 16, 70} {
+		prompt := randomPrompt(rng, m, n)
+		want := alone(t, m, prompt, 10)
+
+		sink := &pageCopy{}
+		hp, err := prefill.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 1, KVSink: sink, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		firstIDs, last := collect(t, hp)
+		if len(firstIDs) != 1 || last.Finish != engine.FinishLength {
+			t.Fatalf("prefill leg: ids %v final %+v", firstIDs, last)
+		}
+		allocated := make(chan []int32, 1)
+		var kvDst *kvcache.Cache
+		hd, err := decode.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 10, IgnoreEOS: true,
+			Import: &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) { kvDst = kv; allocated <- pages }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages := <-allocated
+		if len(pages) != len(sink.pages) {
+			t.Fatalf("prompt %d: decode reserved %d pages, prefill sent %d", n, len(pages), len(sink.pages))
+		}
+		for ord, layers := range sink.pages {
+			for l, kvb := range layers {
+				copy(kvDst.KPage(l, pages[ord]), kvb[0])
+				copy(kvDst.VPage(l, pages[ord]), kvb[1])
+			}
+		}
+		if err := hd.Resume(engine.Token{ID: firstIDs[0]}); err != nil {
+			t.Fatal(err)
+		}
+		got, dl := collect(t, hd)
+		if !slices.Equal(got, want) {
+			t.Errorf("prompt %d tokens: disaggregated ids %v, colocated %v", n, got, want)
+		}
+		if dl.Finish != engine.FinishLength {
+			t.Errorf("decode final update %+v", dl)
+		}
+		if sink.calls < 1 || (n > 32 && sink.calls < 2) {
+			t.Errorf("prompt %d: sink called %d times, want once per prefill chunk", n, sink.calls)
+		}
+	}
+}
+
+// TestImportCancelledBeforeResume frees the reserved pages.
+func TestImportCancelledBeforeResume(t *testing.T) {
+	m := tinyModel(t)
+	e := newEngine(t, m, engine.Config{Pages: 64})
+	free := e.KVCache().FreeCount()
+	got := make(chan []int32, 1)
+	h, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, 5, 6}, MaxTokens: 4,
+		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, p []int32) { got <- p }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	h.Cancel()
+	if _, last := collect(t, h); last.Finish != engine.FinishCancelled {
+		t.Errorf("final update %+v, want cancelled", last)
+	}
+	if err := h.Resume(engine.Token{ID: 3}); err != nil {
+		t.Errorf("Resume after cancel: %v (want nil: it is a no-op)", err)
+	}
+	waitIdle(t, e, free)
+}
