@@ -151,6 +151,7 @@ type Decoder struct {
 	decide bool // strip is decided on the first id
 	stages []cleanStage
 	pend   []byte // cleaned bytes not yet returned (an incomplete character)
+	in     []byte // scratch copy of the current piece
 	tmp    [2][]byte
 }
 
@@ -183,7 +184,11 @@ func (d *Decoder) Add(id int32) string {
 		p = p[1:]
 	}
 	d.n++
-	return d.push([]byte(p), false)
+	if len(d.stages) == 0 && len(d.pend) == 0 && utf8.ValidString(p) {
+		return p // complete characters, nothing held: no copy needed
+	}
+	d.in = append(d.in[:0], p...)
+	return d.push(d.in, false)
 }
 
 // Flush returns the text still held back at the end of the sequence, with
