@@ -11,7 +11,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure the engine or a serving endpoint"}
-	cmd.AddCommand(benchEngineCmd())
+	cmd.AddCommand(benchEngineCmd(), benchServeCmd())
 	return cmd
 }
 

@@ -1,0 +1,51 @@
+// Package loadgen drives an OpenAI-compatible completions endpoint (Tandem's
+// own `tandem serve`, vLLM, llama.cpp's server, ...) with a fixed number of
+// requests from a fixed number of concurrent workers and reports latency and
+// throughput. It is what `tandem bench serve` runs.
+//
+// Data flow: Run resolves the model (GET /v1/models when Options.Model is
+// empty), then Concurrency workers pull request indices 0..Requests-1 from a
+// shared counter. Each worker builds a prompt of about PromptTokens random
+// words (a fixed word list, seeded by Options.Seed and the request index, so
+// a run is reproducible and no two requests share a prefix), POSTs
+// /v1/completions with temperature 0, max_tokens GenTokens, ignore_eos and,
+// when streaming, stream_options.include_usage, then reads the server-sent
+// event stream and timestamps every chunk that carries text. Per-request
+// samples are merged under a mutex; the Report is built once all workers are
+// done.
+//
+// Measurements (all from the client's clock):
+//   - TTFT: from just before the request is sent to the first chunk with
+//     non-empty text. Without streaming it equals the end-to-end latency.
+//   - ITL: gaps between consecutive text chunks. A server may pack several
+//     tokens into one chunk; when it reports usage.completion_tokens = T for
+//     a stream of c text chunks with T > c, the first chunk counts as one
+//     token and the other T-1 tokens are spread as evenly as possible over
+//     the c-1 gaps, a gap covering k tokens contributing k samples of gap/k.
+//   - E2E: from send to the end of the response.
+//   - Tokens: usage.prompt_tokens and usage.completion_tokens when the server
+//     sends usage; otherwise the nominal PromptTokens and the number of text
+//     chunks (streaming) or GenTokens (not streaming).
+//   - Percentiles are exact over all samples, interpolated linearly between
+//     the two closest ranks (numpy's default), so they compare with the
+//     numbers vLLM's benchmark prints.
+//
+// Invariants: every request has its own timeout; a response the client cannot
+// make sense of (bad status, malformed event, JSON that does not parse, a
+// stream that stops early) counts as a failed request of a named kind and
+// never panics; SSE lines are capped at MaxLineBytes and non-streaming bodies
+// at MaxBodyBytes, so a hostile server cannot make the client allocate without
+// bound. Cancelling ctx stops the workers, aborts requests in flight (counted
+// as canceled, not failed) and Run still returns the report of what
+// completed. The HTTP client has its own Transport sized to the concurrency;
+// http.DefaultClient is never used.
+//
+// Limits: only /v1/completions is driven (not chat); the prompt length in
+// tokens is approximate because a foreign server's tokenizer is unknown.
+//
+// Tests run Run against httptest servers that script SSE streams (multi-token
+// chunks, usage, no usage), error statuses, malformed and truncated streams,
+// slow responses with a short timeout and cancellation mid-run, asserting
+// counts, error kinds and report structure, never timings; the percentile
+// function is checked on known data.
+package loadgen

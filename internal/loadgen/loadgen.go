@@ -1,0 +1,300 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Limits on what a server may make the client hold.
+const (
+	// MaxLineBytes caps one line of an event stream.
+	MaxLineBytes = 1 << 20
+	// MaxBodyBytes caps a non-streaming response body and a /v1/models reply.
+	MaxBodyBytes = 16 << 20
+	// maxErrorBody caps how much of an error response is read for its message.
+	maxErrorBody = 8 << 10
+	// Upper bounds on options, far above any sensible run, so that a typo
+	// gets an error instead of an enormous allocation.
+	maxConcurrency  = 1 << 16
+	maxRequests     = 1 << 24
+	maxPromptTokens = 1 << 20
+	maxGenTokens    = 1 << 20
+)
+
+// Options configures a run.
+type Options struct {
+	// URL is the server's base address, e.g. http://127.0.0.1:8000. A
+	// trailing "/" or "/v1" is dropped; requests go to URL/v1/completions.
+	URL string
+	// Model is the model id sent with each request; when empty, the first id
+	// listed by GET URL/v1/models is used.
+	Model string
+	// APIKey, when set, is sent as "Authorization: Bearer APIKey".
+	APIKey string
+	// Concurrency is the number of workers, each with one request in flight
+	// (default 1; at most Requests are started).
+	Concurrency int
+	// Requests is the total number of requests to send (default 1).
+	Requests int
+	// PromptTokens is the nominal prompt length: the prompt has this many
+	// words (default 128).
+	PromptTokens int
+	// GenTokens is max_tokens for each request (default 128).
+	GenTokens int
+	// Stream asks for a server-sent event stream; without it TTFT equals
+	// E2E and there are no ITL samples.
+	Stream bool
+	// IgnoreEOS sends "ignore_eos": true so every request generates
+	// GenTokens tokens on servers that support it.
+	IgnoreEOS bool
+	// Seed chooses the prompts; the same seed gives the same prompts.
+	Seed uint64
+	// Timeout bounds each request, from send to the end of the response
+	// (default 5 minutes).
+	Timeout time.Duration
+	// ProgressInterval is how often a progress line is written when the
+	// progress writer is not a terminal (default 5 s). On a terminal a bar
+	// is redrawn in place several times a second.
+	ProgressInterval time.Duration
+}
+
+// Report is the outcome of a run. Token rates and request throughput are
+// over completed requests and the wall time of the whole run.
+type Report struct {
+	URL                 string            `json:"url"`
+	Model               string            `json:"model"`
+	Stream              bool              `json:"stream"`
+	Concurrency         int               `json:"concurrency"`
+	Requests            int               `json:"requests"`
+	Completed           int               `json:"completed"`
+	Failed              int               `json:"failed"`
+	Canceled            int               `json:"canceled"`
+	Interrupted         bool              `json:"interrupted"`
+	DurationS           float64           `json:"duration_s"`
+	RequestThroughput   float64           `json:"request_throughput"`
+	OutputTokS          float64           `json:"output_tok_s"`
+	TotalTokS           float64           `json:"total_tok_s"`
+	NominalPromptTokens int               `json:"nominal_prompt_tokens"`
+	GenTokens           int               `json:"gen_tokens"`
+	PromptTokens        int64             `json:"prompt_tokens"`
+	OutputTokens        int64             `json:"output_tokens"`
+	UsageReported       int               `json:"usage_reported"`
+	TTFT                Stats             `json:"ttft_ms"`
+	ITL                 Stats             `json:"itl_ms"`
+	E2E                 Stats             `json:"e2e_ms"`
+	Errors              map[string]int    `json:"errors"`
+	ErrorExamples       map[string]string `json:"error_examples,omitempty"`
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.Requests == 0 {
+		o.Requests = 1
+	}
+	if o.PromptTokens == 0 {
+		o.PromptTokens = 128
+	}
+	if o.GenTokens == 0 {
+		o.GenTokens = 128
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	if o.ProgressInterval == 0 {
+		o.ProgressInterval = 5 * time.Second
+	}
+	switch {
+	case o.Concurrency < 1 || o.Concurrency > maxConcurrency:
+		return o, fmt.Errorf("concurrency %d is out of range: use 1..%d", o.Concurrency, maxConcurrency)
+	case o.Requests < 1 || o.Requests > maxRequests:
+		return o, fmt.Errorf("requests %d is out of range: use 1..%d", o.Requests, maxRequests)
+	case o.PromptTokens < 1 || o.PromptTokens > maxPromptTokens:
+		return o, fmt.Errorf("prompt tokens %d is out of range: use 1..%d", o.PromptTokens, maxPromptTokens)
+	case o.GenTokens < 1 || o.GenTokens > maxGenTokens:
+		return o, fmt.Errorf("gen tokens %d is out of range: use 1..%d", o.GenTokens, maxGenTokens)
+	case o.Timeout < 0:
+		return o, fmt.Errorf("timeout %v is negative", o.Timeout)
+	case o.ProgressInterval < 0:
+		return o, fmt.Errorf("progress interval %v is negative", o.ProgressInterval)
+	}
+	if o.Concurrency > o.Requests {
+		o.Concurrency = o.Requests
+	}
+	base, err := baseURL(o.URL)
+	if err != nil {
+		return o, err
+	}
+	o.URL = base
+	return o, nil
+}
+
+// baseURL checks a server address and strips a trailing "/" or "/v1".
+func baseURL(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("server URL is empty: give the base address, e.g. http://127.0.0.1:8000")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("parse server URL %q: %w", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("server URL %q: scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("server URL %q has no host", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("server URL %q: a query or fragment is not allowed", s)
+	}
+	s = strings.TrimRight(s, "/")
+	s = strings.TrimSuffix(s, "/v1")
+	return strings.TrimRight(s, "/"), nil
+}
+
+// newClient returns an HTTP client whose transport keeps one idle
+// connection per worker, so connections are reused between requests.
+func newClient(concurrency int) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		MaxIdleConns:          concurrency + 8,
+		MaxIdleConnsPerHost:   concurrency + 8,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// Compression would make a proxy or server buffer the event stream.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  true,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// tally merges the results of finished requests.
+type tally struct {
+	mu            sync.Mutex
+	ttft, itl     []float64
+	e2e           []float64
+	promptTokens  int64
+	outputTokens  int64
+	usage         int
+	errors        map[string]int
+	errorExamples map[string]string
+
+	completed, failed, canceled atomic.Int64
+}
+
+func (t *tally) add(r *result) {
+	switch {
+	case r.canceled:
+		t.canceled.Add(1)
+		return
+	case r.kind != "":
+		t.mu.Lock()
+		t.errors[r.kind]++
+		if _, ok := t.errorExamples[r.kind]; !ok && r.msg != "" {
+			t.errorExamples[r.kind] = r.msg
+		}
+		t.mu.Unlock()
+		t.failed.Add(1)
+		return
+	}
+	t.mu.Lock()
+	t.ttft = append(t.ttft, ms(r.ttft))
+	t.e2e = append(t.e2e, ms(r.e2e))
+	t.itl = append(t.itl, r.itl...)
+	t.promptTokens += int64(r.promptTokens)
+	t.outputTokens += int64(r.outputTokens)
+	if r.usage {
+		t.usage++
+	}
+	t.mu.Unlock()
+	t.completed.Add(1)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Run sends o.Requests completion requests from o.Concurrency workers and
+// reports what happened. Progress goes to progress (nil: none): a bar redrawn
+// in place when progress is a terminal, else a line every
+// o.ProgressInterval. Failed requests are counted in the report, not
+// returned as an error; Run fails only on bad options or when the model
+// cannot be discovered. When ctx is cancelled Run stops sending, aborts the
+// requests in flight and returns the report of what completed with
+// Interrupted set.
+func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("bench serve: %w", err)
+	}
+	client := newClient(o.Concurrency)
+	defer client.CloseIdleConnections()
+	if o.Model == "" {
+		o.Model, err = discoverModel(ctx, client, o)
+		if err != nil {
+			return nil, fmt.Errorf("bench serve: %w", err)
+		}
+	}
+	t := &tally{errors: map[string]int{}, errorExamples: map[string]string{}}
+	if o.Stream {
+		t.itl = make([]float64, 0, min(o.Requests*o.GenTokens, 1<<20))
+	}
+	start := time.Now()
+	stopProgress := startProgress(progress, o, t, start)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= o.Requests {
+					return
+				}
+				r := doRequest(ctx, client, o, i)
+				t.add(&r)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	rep := &Report{
+		URL:                 o.URL,
+		Model:               o.Model,
+		Stream:              o.Stream,
+		Concurrency:         o.Concurrency,
+		Requests:            o.Requests,
+		Completed:           int(t.completed.Load()),
+		Failed:              int(t.failed.Load()),
+		Canceled:            int(t.canceled.Load()),
+		Interrupted:         ctx.Err() != nil && int(t.completed.Load()+t.failed.Load()) < o.Requests,
+		DurationS:           elapsed.Seconds(),
+		NominalPromptTokens: o.PromptTokens,
+		GenTokens:           o.GenTokens,
+		PromptTokens:        t.promptTokens,
+		OutputTokens:        t.outputTokens,
+		UsageReported:       t.usage,
+		TTFT:                Summarize(t.ttft),
+		ITL:                 Summarize(t.itl),
+		E2E:                 Summarize(t.e2e),
+		Errors:              t.errors,
+		ErrorExamples:       t.errorExamples,
+	}
+	if s := rep.DurationS; s > 0 {
+		rep.RequestThroughput = float64(rep.Completed) / s
+		rep.OutputTokS = float64(rep.OutputTokens) / s
+		rep.TotalTokS = float64(rep.PromptTokens+rep.OutputTokens) / s
+	}
+	return rep, nil
+}

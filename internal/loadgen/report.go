@@ -1,0 +1,61 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"sort"
+)
+
+// WriteText writes the report as an aligned, human-readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	mode := "streaming"
+	if !r.Stream {
+		mode = "not streaming"
+	}
+	p := &printer{w: w}
+	p.printf("server       %s, model %s (%s, concurrency %d)\n", r.URL, r.Model, mode, r.Concurrency)
+	p.printf("requests     %d ok, %d failed, %d canceled (of %d)", r.Completed, r.Failed, r.Canceled, r.Requests)
+	if r.Interrupted {
+		p.printf(" - interrupted")
+	}
+	p.printf("\n")
+	p.printf("duration     %.3f s\n", r.DurationS)
+	p.printf("throughput   %.3f req/s, %.2f output tok/s, %.2f total tok/s\n", r.RequestThroughput, r.OutputTokS, r.TotalTokS)
+	p.printf("tokens       %d prompt, %d output (server usage for %d of %d requests; nominal %d prompt, %d max output)\n",
+		r.PromptTokens, r.OutputTokens, r.UsageReported, r.Completed, r.NominalPromptTokens, r.GenTokens)
+	p.printf("%-12s %10s %10s %10s %10s %8s\n", "latency ms", "mean", "p50", "p90", "p99", "samples")
+	for _, row := range []struct {
+		name string
+		s    Stats
+	}{{"TTFT", r.TTFT}, {"ITL", r.ITL}, {"E2E", r.E2E}} {
+		p.printf("%-12s %10.2f %10.2f %10.2f %10.2f %8d\n", row.name, row.s.Mean, row.s.P50, row.s.P90, row.s.P99, row.s.N)
+	}
+	if len(r.Errors) > 0 {
+		kinds := make([]string, 0, len(r.Errors))
+		for k := range r.Errors {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		p.printf("errors\n")
+		for _, k := range kinds {
+			p.printf("  %-14s %6d", k, r.Errors[k])
+			if m := r.ErrorExamples[k]; m != "" {
+				p.printf("  e.g. %s", m)
+			}
+			p.printf("\n")
+		}
+	}
+	return p.err
+}
+
+// printer remembers the first write error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
