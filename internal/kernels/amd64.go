@@ -40,6 +40,11 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0AVX2, qk)
 		k.vecDot[tensor.Q4_K] = blockDot(dotQ4KAVX2, qkk)
 		k.vecDot[tensor.Q6_K] = blockDot(dotQ6KAVX2, qkk)
+		k.vecDot[tensor.Q5_0] = blockDot(dotQ5_0AVX2, qk)
+		k.vecDot[tensor.Q4_1] = blockDot(dotQ4_1AVX2, qk)
+		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1AVX2, qk)
+		k.vecDot[tensor.Q5_K] = blockDot(dotQ5KAVX2, qkk)
+		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX2, 8)
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
@@ -47,6 +52,10 @@ func archSet(l Level, k *kernelSet) {
 		k.axpyF16 = axpyF16Vec(axpyF16AVX512, 16)
 		k.vecDot[tensor.Q8_0] = blockDot(dotQ8_0VNNI, qk)
 		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0VNNI, qk)
+		k.vecDot[tensor.Q5_0] = blockDot(dotQ5_0VNNI, qk)
+		k.vecDot[tensor.Q4_1] = blockDot(dotQ4_1VNNI, qk)
+		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
+		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
 	}
 }
 
@@ -57,6 +66,22 @@ func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byt
 			return 0
 		}
 		return f(&w[0], &a[0], n/bs)
+	}
+}
+
+// bf16Dot adapts a bfloat16 row kernel (a multiple of width elements) and
+// finishes the tail in Go.
+func bf16Dot(f func(a, b *byte, n int) float32, width int) func(n int, w, a []byte) float32 {
+	return func(n int, w, a []byte) float32 {
+		m := n / width * width
+		var s float32
+		if m > 0 {
+			s = f(&w[0], &a[0], m)
+		}
+		for i := m; i < n; i++ {
+			s += bf16(w[2*i:]) * bf16(a[2*i:])
+		}
+		return s
 	}
 }
 
@@ -194,3 +219,30 @@ func dotQ4KAVX2(w, a *byte, nb int) float32
 
 //go:noescape
 func dotQ6KAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_0AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_0VNNI(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ4_1VNNI(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5_1VNNI(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ5KAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotBF16AVX2(a, b *byte, n int) float32
+
+//go:noescape
+func dotBF16AVX512(a, b *byte, n int) float32

@@ -432,3 +432,117 @@ loop8:
 	JNE       loop8
 	VZEROUPPER
 	RET
+
+// BF16LOAD widens 8 (AVX2) or 16 (AVX-512) bfloat16 values at M into
+// float32s in R.
+#define BF16LOAD(M, R) \
+	VPMOVZXWD M, R; \
+	VPSLLD    $16, R, R
+
+// func dotBF16AVX2(a, b *byte, n int) float32
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ   CX, $32
+	JB     tail
+
+loop32:
+	BF16LOAD((SI), Y4)
+	BF16LOAD(16(SI), Y5)
+	BF16LOAD(32(SI), Y6)
+	BF16LOAD(48(SI), Y7)
+	BF16LOAD((DI), Y8)
+	BF16LOAD(16(DI), Y9)
+	BF16LOAD(32(DI), Y10)
+	BF16LOAD(48(DI), Y11)
+	VFMADD231PS Y8, Y4, Y0
+	VFMADD231PS Y9, Y5, Y1
+	VFMADD231PS Y10, Y6, Y2
+	VFMADD231PS Y11, Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $32, CX
+	CMPQ        CX, $32
+	JAE         loop32
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop8:
+	BF16LOAD((SI), Y4)
+	BF16LOAD((DI), Y8)
+	VFMADD231PS Y8, Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $16, DI
+	SUBQ        $8, CX
+	JNE         loop8
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512(a, b *byte, n int) float32
+TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), SI
+	MOVQ   b+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	CMPQ   CX, $64
+	JB     tail
+
+loop64:
+	BF16LOAD((SI), Z4)
+	BF16LOAD(32(SI), Z5)
+	BF16LOAD(64(SI), Z6)
+	BF16LOAD(96(SI), Z7)
+	BF16LOAD((DI), Z8)
+	BF16LOAD(32(DI), Z9)
+	BF16LOAD(64(DI), Z10)
+	BF16LOAD(96(DI), Z11)
+	VFMADD231PS Z8, Z4, Z0
+	VFMADD231PS Z9, Z5, Z1
+	VFMADD231PS Z10, Z6, Z2
+	VFMADD231PS Z11, Z7, Z3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JAE         loop64
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop16:
+	BF16LOAD((SI), Z4)
+	BF16LOAD((DI), Z8)
+	VFMADD231PS Z8, Z4, Z0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $16, CX
+	JNE         loop16
+
+reduce:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS        X0, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -415,6 +415,342 @@ loop:
 	VZEROUPPER
 	RET
 
+// BITS32 expands the 32 bits of the little-endian dword at OFF(SI) into
+// 32 bytes of B: 0xFF where bit j is set, 0 where clear. Y12 = bitShuf
+// (byte j ← dword byte j/8), Y11 = bitMask (all bits but j%8), Y10 = all
+// ones.
+#define BITS32(OFF, B) \
+	VPBROADCASTD OFF(SI), B; \
+	VPSHUFB      Y12, B, B;  \
+	VPOR         Y11, B, B;  \
+	VPCMPEQB     Y10, B, B
+
+// NIBBLES unpacks the 16 nibble pairs at OFF(SI) into 32 bytes of QW, low
+// nibbles first (Y14 = 0x0F bytes).
+#define NIBBLES(OFF, QW, QWX, TX) \
+	VMOVDQU     OFF(SI), QWX;   \
+	VPSRLW      $4, QWX, TX;    \
+	VINSERTI128 $1, TX, QW, QW; \
+	VPAND       Y14, QW, QW
+
+// BITCONSTS loads Y12, Y11, Y10 for BITS32 and Y14 for NIBBLES.
+#define BITCONSTS \
+	VMOVDQU  bitShuf<>(SB), Y12;   \
+	VMOVDQU  bitMask<>(SB), Y11;   \
+	VPCMPEQB Y10, Y10, Y10;        \
+	BYTES($0x0F0F0F0F, Y14, X14)
+
+// LOADQ5_0 leaves in Y2 the 32 signed quants q-16 of the Q5_0 block at
+// (SI): (nibble | 0xF0) where the 5th bit is clear is nibble-16 as a
+// signed byte. Y13 = 0xF0 bytes.
+#define LOADQ5_0 \
+	NIBBLES(6, Y2, X2, X3); \
+	BITS32(2, Y3);          \
+	VPANDN  Y13, Y3, Y3;    \
+	VPOR    Y3, Y2, Y2
+
+// func dotQ5_0AVX2(w, a *byte, nb int) float32
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	BITCONSTS
+	BYTES($0xF0F0F0F0, Y13, X13)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	LOADQ5_0
+	VMOVDQU     2(DI), Y3
+	SIGNDOT_AVX2(Y2, Y3)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ        $22, SI
+	ADDQ        $34, DI
+	DECQ        CX
+	JNE         loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0VNNI(w, a *byte, nb int) float32
+TEXT ·dotQ5_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	BITCONSTS
+	BYTES($0xF0F0F0F0, Y13, X13)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	LOADQ5_0
+	VMOVDQU     2(DI), Y3
+	SIGNDOT_VNNI(Y2, Y3, Y6)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ        $22, SI
+	ADDQ        $34, DI
+	DECQ        CX
+	JNE         loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// MINTERM adds f16(MOFF(SI))·f16(2(DI)) (the weight min times the Q8_1
+// block's s) to the low lane of X1.
+#define MINTERM(MOFF) \
+	VPBROADCASTW MOFF(SI), X6; \
+	VPBROADCASTW 2(DI), X7;    \
+	VCVTPH2PS    X6, X6;       \
+	VCVTPH2PS    X7, X7;       \
+	VFMADD231SS  X7, X6, X1
+
+// UDOT_AVX2 leaves in QW the float lanes of the sums of unsigned QW bytes
+// times the signed activation bytes at 4(DI) (Y15 = int16 ones).
+#define UDOT_AVX2(QW) \
+	VPMADDUBSW 4(DI), QW, QW; \
+	VPMADDWD   Y15, QW, QW;   \
+	VCVTDQ2PS  QW, QW
+
+#define UDOT_VNNI(QW, Z) \
+	VPXOR     Z, Z, Z;       \
+	VPDPBUSD  4(DI), QW, Z;  \
+	VCVTDQ2PS Z, QW
+
+// Q4_1 and Q5_1 against Q8_1: Σ d_w·d_a·Σ q·a + m_w·s_a with q unsigned.
+
+// func dotQ4_1AVX2(w, a *byte, nb int) float32
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	NIBBLES(4, Y2, X2, X3)
+	UDOT_AVX2(Y2)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+	MINTERM(2)
+	ADDQ        $20, SI
+	ADDQ        $36, DI
+	DECQ        CX
+	JNE         loop
+
+	HSUM8(Y0, X0, X2)
+	VADDSS X1, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1VNNI(w, a *byte, nb int) float32
+TEXT ·dotQ4_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	BYTES($0x0F0F0F0F, Y14, X14)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	NIBBLES(4, Y2, X2, X3)
+	UDOT_VNNI(Y2, Y8)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+	MINTERM(2)
+	ADDQ        $20, SI
+	ADDQ        $36, DI
+	DECQ        CX
+	JNE         loop
+
+	HSUM8(Y0, X0, X2)
+	VADDSS X1, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// LOADQ5_1 leaves in Y2 the 32 unsigned 5-bit quants of the Q5_1 block at
+// (SI) (Y13 = 0x10 bytes).
+#define LOADQ5_1 \
+	NIBBLES(8, Y2, X2, X3); \
+	BITS32(4, Y3);          \
+	VPAND   Y13, Y3, Y3;    \
+	VPOR    Y3, Y2, Y2
+
+// func dotQ5_1AVX2(w, a *byte, nb int) float32
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	BITCONSTS
+	BYTES($0x10101010, Y13, X13)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	LOADQ5_1
+	UDOT_AVX2(Y2)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+	MINTERM(2)
+	ADDQ        $24, SI
+	ADDQ        $36, DI
+	DECQ        CX
+	JNE         loop
+
+	HSUM8(Y0, X0, X2)
+	VADDSS X1, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1VNNI(w, a *byte, nb int) float32
+TEXT ·dotQ5_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	BITCONSTS
+	BYTES($0x10101010, Y13, X13)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	LOADQ5_1
+	UDOT_VNNI(Y2, Y8)
+	SCALE2(0, 0, X4, Y4, X5, Y5)
+	VFMADD231PS Y4, Y2, Y0
+	MINTERM(2)
+	ADDQ        $24, SI
+	ADDQ        $36, DI
+	DECQ        CX
+	JNE         loop
+
+	HSUM8(Y0, X0, X2)
+	VADDSS X1, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// K5CHUNK is K4CHUNK for Q5_K: the 5th bits of the 32 low quants are bit
+// 2c of the qh bytes in Y7 and of the high quants bit 2c+1; SL/NL and SH/NH
+// name the word shift (VPSLLW or VPSRLW) and count that moves each to bit
+// 4 (no bit crosses a byte: counts are at most 4 left and 3 right). Y13 =
+// 0x10 bytes.
+#define K5CHUNK(QOFF, AOFF, M0, M1, SL, NL, SH, NH) \
+	VMOVDQU    QOFF(SI), Y1;      \
+	VPSRLW     $4, Y1, Y2;        \
+	VPAND      Y14, Y1, Y1;       \
+	VPAND      Y14, Y2, Y2;       \
+	SL         $NL, Y7, Y3;       \
+	SH         $NH, Y7, Y4;       \
+	VPAND      Y13, Y3, Y3;       \
+	VPAND      Y13, Y4, Y4;       \
+	VPOR       Y3, Y1, Y1;        \
+	VPOR       Y4, Y2, Y2;        \
+	VPMADDUBSW AOFF(DI), Y1, Y1;  \
+	VPMADDUBSW AOFF+32(DI), Y2, Y2; \
+	VPSHUFB    M0, Y6, Y3;        \
+	VPSHUFB    M1, Y6, Y4;        \
+	VPMADDWD   Y3, Y1, Y1;        \
+	VPMADDWD   Y4, Y2, Y2;        \
+	VPADDD     Y1, Y9, Y9;        \
+	VPADDD     Y2, Y10, Y10
+
+// func dotQ5KAVX2(w, a *byte, nb int) float32
+//
+// As dotQ4KAVX2, with the qh bytes at 16(SI) and the nibbles at 48(SI).
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES16(Y15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x10101010, Y13, X13)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	MOVL        4(SI), AX
+	MOVL        8(SI), BX
+	MOVL        12(SI), DX
+	MOVL        AX, R8
+	ANDL        $0x3f3f3f3f, R8
+	MOVL        AX, R9
+	SHRL        $6, R9
+	ANDL        $0x03030303, R9
+	SHLL        $4, R9
+	MOVL        DX, R10
+	ANDL        $0x0f0f0f0f, R10
+	ORL         R10, R9
+	MOVL        BX, R10
+	ANDL        $0x3f3f3f3f, R10
+	MOVL        BX, R11
+	SHRL        $6, R11
+	ANDL        $0x03030303, R11
+	SHLL        $4, R11
+	SHRL        $4, DX
+	ANDL        $0x0f0f0f0f, DX
+	ORL         DX, R11
+	VMOVD       R8, X6
+	VPINSRD     $1, R9, X6, X6
+	VPMOVZXBW   X6, X6
+	VINSERTI128 $1, X6, Y6, Y6
+	VMOVD       R10, X7
+	VPINSRD     $1, R11, X7, X7
+	VPMOVZXBD   X7, Y7
+	VPMADDWD    260(DI), Y15, Y8
+	VPMULLD     Y7, Y8, Y8
+	VCVTDQ2PS   Y8, Y8
+	VMOVDQU     16(SI), Y7
+	VPXOR       Y9, Y9, Y9
+	VPXOR       Y10, Y10, Y10
+	K5CHUNK(48, 4, shufK4<>+0(SB), shufK4<>+32(SB), VPSLLW, 4, VPSLLW, 3)
+	K5CHUNK(80, 68, shufK4<>+64(SB), shufK4<>+96(SB), VPSLLW, 2, VPSLLW, 1)
+	K5CHUNK(112, 132, shufK4<>+128(SB), shufK4<>+160(SB), VPSLLW, 0, VPSRLW, 1)
+	K5CHUNK(144, 196, shufK4<>+192(SB), shufK4<>+224(SB), VPSRLW, 2, VPSRLW, 3)
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (DI), Y5
+	VPBROADCASTW (SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y5, Y4, Y4
+	VFMADD231PS  Y4, Y9, Y0
+	VPBROADCASTW 2(SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y5, Y4, Y4
+	VFNMADD231PS Y4, Y8, Y0
+	ADDQ         $176, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNE          loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// bitShuf: byte j of each lane picks byte (j/8) of the broadcast dword
+// (low lane: bytes 0, 1; high lane: bytes 2, 3).
+DATA bitShuf<>+0(SB)/8, $0x0000000000000000
+DATA bitShuf<>+8(SB)/8, $0x0101010101010101
+DATA bitShuf<>+16(SB)/8, $0x0202020202020202
+DATA bitShuf<>+24(SB)/8, $0x0303030303030303
+GLOBL bitShuf<>(SB), RODATA|NOPTR, $32
+
+// bitMask: byte j has every bit set except bit j%8.
+DATA bitMask<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitMask<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitMask<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitMask<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL bitMask<>(SB), RODATA|NOPTR, $32
+
 // shufK4 mask j (32 bytes) broadcasts int16 word j of each 128-bit lane
 // to the whole lane (Q4_K sub-block scale j).
 DATA shufK4<>+0(SB)/8, $0x0100010001000100
