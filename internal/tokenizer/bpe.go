@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // byteToUnicode is GPT-2's bytes_to_unicode table: printable Latin-1 bytes
@@ -27,8 +28,14 @@ var byteToUnicode, unicodeToByte = func() (enc [256]string, dec map[rune]byte) {
 // llama_decode_text), including its odd marker for characters outside the
 // mapping.
 func bpeDecodeText(text string) string {
-	var b []byte
-	for _, r := range decodeCpts(text, nil) {
+	b := make([]byte, 0, len(text))
+	var cpts []rune
+	if utf8.ValidString(text) {
+		cpts = []rune(text)
+	} else {
+		cpts = decodeCpts(text, nil)
+	}
+	for _, r := range cpts {
 		if c, ok := unicodeToByte[r]; ok {
 			b = append(b, c)
 			continue

@@ -611,3 +611,29 @@ func TestTokenTypeString(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentUse shares one Tokenizer between goroutines (run with
+// -race to check that Encode and Decode do not write shared state).
+func TestConcurrentUse(t *testing.T) {
+	tok := mustNew(t, bpeVocab("llama3", []string{"Ġ t", "h e", "Ġt he"}, map[string]TokenType{"<|c|>": TypeControl}))
+	want := tok.Encode("the <|c|>the 123", true, true)
+	errs := make(chan string, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 50; i++ {
+				got := tok.Encode("the <|c|>the 123", true, true)
+				if !equalIDs(got, want) {
+					errs <- fmt.Sprintf("concurrent Encode = %v, want %v", got, want)
+					return
+				}
+				tok.Decode(got)
+			}
+			errs <- ""
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+}
