@@ -1,0 +1,80 @@
+// Package server is the serving worker's HTTP API: OpenAI-compatible
+// completions and chat completions over a Backend (the local engine, later
+// the disaggregated router), plus /v1/models, /health and /metrics.
+//
+// # Data flow
+//
+//	HTTP body ─► openai.Decode*Request ─► checks (model, context length)
+//	  ─► prompt tokens (completions: Encode(prompt, addSpecial, parseSpecial);
+//	     chat: ChatTemplate.Render then Encode, BOS added only when the
+//	     rendered text does not start with it)
+//	  ─► n × Backend.Submit (seed, seed+1, ...) ─► one follow goroutine per
+//	     stream: Stream.Next → Decoder → choiceState (stop strings, hold-back)
+//	  ─► handler: SSE chunks as pieces arrive, or one JSON answer at the end.
+//
+// # Invariants
+//
+//   - Every submitted stream is cancelled on every exit path: the handler's
+//     context is cancelled when it returns, each follow goroutine cancels
+//     its stream when it returns and the handler waits for them. A client
+//     that disconnects cancels its streams at once (the request context);
+//     a stop-string match cancels the stream that matched.
+//   - Only valid UTF-8 is sent: the tokenizer's Decoder holds back partial
+//     characters. Text that could still become a stop string is held back
+//     until it either matches (it and everything after it are dropped,
+//     finish_reason "stop") or diverges (it is sent intact). At the end of
+//     generation the held text is sent.
+//   - Streams end with "data: [DONE]"; with stream_options.include_usage
+//     the chunk before it has empty choices and the usage. An engine failure
+//     mid-stream sends an OpenAI error object as a data event, then [DONE].
+//   - Errors have OpenAI's shape {"error":{message,type,param,code}} and
+//     status: 400 bad input (param names the field), 404 unknown model or
+//     path, 405 wrong method, 413 body over Options.MaxBodyBytes, 429 queue
+//     full, 503 not ready or shutting down, 500 otherwise. A handler panic
+//     is logged and answered with a 500; the process keeps running.
+//   - Writes to clients carry deadlines (Options.WriteTimeout per chunk or
+//     answer) and body reads a deadline (Options.BodyTimeout), so a slow
+//     client cannot pin a sequence forever.
+//
+// # Choices made
+//
+//   - Generated text is detokenized with the tokenizer's continuation
+//     decoder: the first generated token keeps its leading space (" world"
+//     after "Hello"), as llama.cpp's server and OpenAI do.
+//   - max_tokens defaults to 16 for /v1/completions (as OpenAI) and to the
+//     rest of the context for chat. An explicit max_tokens that does not fit
+//     with the prompt is a 400 context_length_exceeded; the default is
+//     clamped instead. temperature defaults to 1, top_p to 1, as OpenAI.
+//   - An empty "model" is taken as the served model.
+//   - Chat without tokenizer.chat_template (or with one that does not
+//     compile, which is logged at start) uses ChatML, llama.cpp's default:
+//     "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
+//     "<|im_start|>assistant\n"; generation ends at <|im_end|> (its token id
+//     when the vocabulary has it, else the stop string).
+//   - Templates are rendered with github.com/ardanlabs/jinja (pure Go, made
+//     for GGUF chat templates: loops, conditionals, namespace, slicing,
+//     raise_exception, trim/strip), with messages, add_generation_prompt,
+//     bos_token and eos_token.
+//   - Logprobs: the chosen token's logprob always, TopLogprobs alternatives
+//     when asked. Completions use the legacy shape (tokens, token_logprobs,
+//     top_logprobs maps, text_offset in runes of the returned text); chat
+//     uses content [{token, logprob, bytes, top_logprobs}]. Tokens whose
+//     text lies inside a matched stop string are not reported. echo with
+//     logprobs is refused (it would need prompt logprobs).
+//   - Metrics (all prefixed tandem_): engine gauges and counters read from
+//     Backend.Stats at scrape time; per-request counters and the TTFT,
+//     inter-token and end-to-end latency histograms observed by the
+//     handlers.
+//
+// # Tests
+//
+// Everything runs against a fake Backend that plays scripted updates over
+// a small synthetic SentencePiece vocabulary (no model needed): the error
+// table (status, type, param, code, message), stop strings over token
+// boundaries and false prefixes, UTF-8 hold-back, both logprobs shapes,
+// n=2, include_usage, mid-stream engine failures, client disconnects
+// cancelling the stream, metrics names, /health. Chat templates are tested
+// with llama-2, ChatML and llama-3 template sources and the fallback, and
+// with the phi-3 template from the shared vocabulary files when present.
+// The request decoders' fuzz tests live in internal/openai.
+package server

@@ -1,0 +1,380 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"tandem/internal/engine"
+	"tandem/internal/openai"
+	"tandem/internal/sample"
+)
+
+// genPlan is a checked generation request, ready to submit.
+type genPlan struct {
+	endpoint     string // metric label: "completions" or "chat"
+	id           string
+	model        string
+	created      int64
+	prompt       []int32
+	promptParam  string // "prompt" or "messages": the field errors about the prompt name
+	reqs         []engine.Request
+	stops        []string
+	stream       bool
+	includeUsage bool
+}
+
+// plan checks the lengths against the context and builds one engine request
+// per choice. defaultMax is the max_tokens used when the request gives none
+// (0: the rest of the context); it is clamped to the context, while an
+// explicit max_tokens that does not fit is an error.
+func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax int, topLogprobs int) (*genPlan, *openai.Error) {
+	ctxLen := s.b.ModelConfig().Context
+	n := len(prompt)
+	switch {
+	case n == 0:
+		return nil, openai.Invalid(param, openai.CodeInvalidValue, "The %s is empty after tokenization; send at least one token.", param)
+	case ctxLen > 0 && n >= ctxLen:
+		return nil, openai.ContextLengthExceeded(param, ctxLen, n, 0)
+	}
+	maxTokens := c.MaxTokens
+	if maxTokens > 0 {
+		if ctxLen > 0 && maxTokens > ctxLen {
+			return nil, openai.Invalid(c.MaxTokensParam, openai.CodeInvalidValue,
+				"%s is %d, but this model's maximum context length is %d tokens.", c.MaxTokensParam, maxTokens, ctxLen)
+		}
+		if ctxLen > 0 && n+maxTokens > ctxLen {
+			return nil, openai.ContextLengthExceeded(param, ctxLen, n, maxTokens)
+		}
+	} else {
+		maxTokens = defaultMax
+		if maxTokens <= 0 || (ctxLen > 0 && n+maxTokens > ctxLen) {
+			maxTokens = ctxLen - n
+		}
+	}
+	sp := sample.Params{Temperature: 1, TopP: 1, TopK: max(c.TopK, 0), MinP: float32(c.MinP),
+		PresencePenalty: float32(c.PresencePenalty), FrequencyPenalty: float32(c.FrequencyPenalty)}
+	if c.Temperature != nil {
+		sp.Temperature = float32(*c.Temperature)
+	}
+	if c.TopP != nil {
+		sp.TopP = float32(*c.TopP)
+	}
+	if c.RepetitionPenalty != nil {
+		sp.RepeatPenalty = float32(*c.RepetitionPenalty)
+	}
+	if err := sp.Validate(); err != nil {
+		return nil, openai.Invalid("", openai.CodeInvalidValue, "%v", err)
+	}
+	seed := randomSeed()
+	if c.Seed != nil {
+		seed = uint64(*c.Seed)
+	}
+	p := &genPlan{id: newID("cmpl-"), model: s.o.ModelName, created: time.Now().Unix(), prompt: prompt,
+		promptParam: param, stops: c.Stop, stream: c.Stream, includeUsage: c.Stream && c.IncludeUsage}
+	for i := range c.N {
+		q := sp
+		q.Seed = seed + uint64(i)
+		p.reqs = append(p.reqs, engine.Request{
+			Prompt:      prompt,
+			MaxTokens:   maxTokens,
+			Sample:      q,
+			StopTokens:  c.StopTokenIDs,
+			IgnoreEOS:   c.IgnoreEOS,
+			TopLogprobs: topLogprobs,
+		})
+	}
+	return p, nil
+}
+
+// piece is what a choice's goroutine hands the handler.
+type piece struct {
+	index  int
+	text   string
+	toks   []tokenRec
+	final  bool
+	finish string // with final and no err
+	err    error  // with final: the sequence failed
+	tokens int    // with final: completion tokens
+	cached int    // prompt tokens served from the prefix cache
+}
+
+// choiceResult accumulates a choice for a non-streamed answer.
+type choiceResult struct {
+	text   strings.Builder
+	toks   []tokenRec
+	finish string
+	tokens int
+	cached int
+}
+
+// encoder builds one endpoint's documents.
+type encoder interface {
+	// opening returns the chunks streamed before any text.
+	opening(p *genPlan) []any
+	// chunk returns the streamed chunk for a piece.
+	chunk(p *genPlan, pc *piece) any
+	// answer returns the non-streamed answer.
+	answer(p *genPlan, res []*choiceResult, u *openai.Usage) any
+	// usageChunk returns the final streamed chunk with usage.
+	usageChunk(p *genPlan, u *openai.Usage) any
+}
+
+// generate submits the plan's requests and answers with their output,
+// streamed or not. Every stream is cancelled on every exit path: the
+// handler's context is cancelled when generate returns, which ends every
+// follow goroutine, each of which cancels its stream; generate waits for
+// them.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, enc encoder, t0 time.Time) {
+	ctx, cancel := context.WithCancel(r.Context())
+	streams := make([]Stream, 0, len(p.reqs))
+	for i, req := range p.reqs {
+		req.ID = fmt.Sprintf("%s-%d", p.id, i)
+		st, err := s.b.Submit(ctx, req)
+		if err != nil {
+			cancel()
+			for _, st := range streams {
+				st.Cancel()
+			}
+			writeError(w, submitError(err, p.promptParam))
+			return
+		}
+		streams = append(streams, st)
+	}
+	out := make(chan piece, 4*len(streams))
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	tok := s.b.Tokenizer()
+	for i, st := range streams {
+		c := newChoiceState(tok.NewContinuationDecoder(), p.stops)
+		wg.Go(func() { s.follow(ctx, i, st, c, out, t0) })
+	}
+
+	var sw *sseWriter
+	if p.stream {
+		sw = newSSEWriter(w, s.o.WriteTimeout)
+		for _, doc := range enc.opening(p) {
+			if sw.send(doc) != nil {
+				return
+			}
+		}
+	}
+	res := make([]*choiceResult, len(streams))
+	for i := range res {
+		res[i] = &choiceResult{}
+	}
+	for remaining := len(streams); remaining > 0; {
+		var pc piece
+		select {
+		case pc = <-out:
+		case <-ctx.Done():
+			return // the client went away; the deferred cancel ends the streams
+		}
+		if pc.err != nil {
+			e := streamError(pc.err)
+			s.log.Warn("generation failed", "request", p.id, "choice", pc.index, "err", pc.err)
+			if sw != nil {
+				if sw.send(e.Body()) == nil {
+					sw.done()
+				}
+			} else {
+				writeError(w, e)
+			}
+			return
+		}
+		cr := res[pc.index]
+		cr.cached = max(cr.cached, pc.cached)
+		if pc.final {
+			remaining--
+			cr.finish, cr.tokens = pc.finish, pc.tokens
+		}
+		if sw != nil {
+			if sw.send(enc.chunk(p, &pc)) != nil {
+				return
+			}
+			continue
+		}
+		cr.text.WriteString(pc.text)
+		cr.toks = append(cr.toks, pc.toks...)
+	}
+	u := &openai.Usage{PromptTokens: len(p.prompt)}
+	cached := 0
+	for _, cr := range res {
+		u.CompletionTokens += cr.tokens
+		cached = max(cached, cr.cached)
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: cached}
+	if sw != nil {
+		if p.includeUsage && sw.send(enc.usageChunk(p, u)) != nil {
+			return
+		}
+		if sw.done() != nil {
+			return
+		}
+	} else {
+		rc := http.NewResponseController(w)
+		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
+		writeJSON(w, http.StatusOK, enc.answer(p, res, u))
+	}
+	s.met.e2e.WithLabelValues(p.endpoint).Observe(time.Since(t0).Seconds())
+}
+
+// streamError maps a failure during generation to an API error.
+func streamError(err error) *openai.Error {
+	if errors.Is(err, engine.ErrClosed) {
+		return openai.Unavailable("the engine is shutting down")
+	}
+	return openai.Internal(err.Error())
+}
+
+// follow reads one stream until it ends, feeding its tokens through the
+// choice's stop-string and UTF-8 hold-back and sending what may be shown.
+// It cancels the stream when it returns, and returns promptly once ctx is
+// done.
+func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceState, out chan<- piece, t0 time.Time) {
+	defer st.Cancel()
+	send := func(pc piece) bool {
+		pc.index = index
+		select {
+		case out <- pc:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	fail := func(err error) {
+		s.met.finished.WithLabelValues(string(engine.FinishError)).Inc()
+		send(piece{final: true, err: err})
+	}
+	var last time.Time
+	for {
+		u, err := st.Next(ctx)
+		if ctx.Err() != nil {
+			s.met.finished.WithLabelValues(string(engine.FinishCancelled)).Inc()
+			return
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the generation stream ended without a final update")
+			}
+			fail(fmt.Errorf("generation stream: %w", err))
+			return
+		}
+		if k := len(u.Tokens); k > 0 {
+			now := time.Now()
+			if last.IsZero() {
+				s.met.ttft.Observe(now.Sub(t0).Seconds())
+				k--
+			}
+			if k > 0 && !last.IsZero() {
+				gap := now.Sub(last).Seconds() / float64(k)
+				for range k {
+					s.met.itl.Observe(gap)
+				}
+			}
+			last = now
+		}
+		stopped := false
+		for _, t := range u.Tokens {
+			if c.add(t) {
+				stopped = true
+				break
+			}
+		}
+		switch {
+		case stopped:
+			st.Cancel()
+			text, toks := c.take()
+			s.met.finished.WithLabelValues(string(engine.FinishStop)).Inc()
+			send(piece{text: text, toks: toks, final: true, finish: openai.FinishReasonStop, tokens: c.tokens, cached: u.CachedTokens})
+			return
+		case u.Done && (u.Finish == engine.FinishStop || u.Finish == engine.FinishLength):
+			c.end()
+			text, toks := c.take()
+			s.met.finished.WithLabelValues(string(u.Finish)).Inc()
+			send(piece{text: text, toks: toks, final: true, finish: string(u.Finish), tokens: c.tokens, cached: u.CachedTokens})
+			return
+		case u.Done:
+			err := u.Err
+			if err == nil {
+				err = fmt.Errorf("the engine ended the sequence (%s)", u.Finish)
+			}
+			fail(err)
+			return
+		case c.ready():
+			text, toks := c.take()
+			if !send(piece{text: text, toks: toks, cached: u.CachedTokens}) {
+				return
+			}
+		}
+	}
+}
+
+// sseWriter writes server-sent events, each within a write deadline and
+// flushed at once.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	started bool
+}
+
+func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+func (s *sseWriter) write(data []byte) error {
+	if !s.started {
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	buf := make([]byte, 0, len(data)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+func (s *sseWriter) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode chunk: %w", err)
+	}
+	return s.write(b)
+}
+
+func (s *sseWriter) done() error { return s.write([]byte(openai.StreamDone)) }
+
+// logprob converts an engine logprob to JSON-safe float64 (-Inf and NaN,
+// which JSON cannot carry, become -9999 as in OpenAI's answers).
+func logprob(x float32) float64 {
+	f := float64(x)
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < -9999 {
+		return -9999
+	}
+	return f
+}

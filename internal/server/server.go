@@ -1,0 +1,327 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tandem/internal/engine"
+	"tandem/internal/openai"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxBodyBytes     = 8 << 20
+	DefaultBodyTimeout      = 30 * time.Second
+	DefaultWriteTimeout     = 30 * time.Second
+	DefaultCompletionTokens = 16 // max_tokens of /v1/completions when not given, as OpenAI
+)
+
+// Options configures a Server.
+type Options struct {
+	// ModelName is the model id the server answers to and reports; default
+	// the model's general.name, else "tandem".
+	ModelName string
+	// Logger receives request failures and panics; default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the server's metrics and is what /metrics serves;
+	// default a new registry.
+	Registry *prometheus.Registry
+	// MaxBodyBytes bounds request bodies (413 above it).
+	MaxBodyBytes int64
+	// BodyTimeout bounds reading a request body.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds each write to a client: a whole non-streamed
+	// answer, or one streamed chunk. A client that stops reading for longer
+	// loses its request (the engine stream is cancelled).
+	WriteTimeout time.Duration
+	// DefaultCompletionTokens is max_tokens for /v1/completions requests
+	// that give none (chat requests default to the rest of the context).
+	DefaultCompletionTokens int
+	// SystemFingerprint, if set, is reported in every answer.
+	SystemFingerprint string
+}
+
+// Server serves the OpenAI-compatible API over a Backend. Create it with
+// New; it is safe for concurrent use.
+type Server struct {
+	b       Backend
+	o       Options
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	met     *metrics
+	chat    *chatFormat
+	ready   atomic.Bool
+	created int64
+	handler http.Handler
+}
+
+// New builds a server over b. It starts not ready: /health answers 503 and
+// generation endpoints refuse requests until SetReady(true). A chat
+// template that does not compile is logged and replaced by the fallback
+// format.
+func New(b Backend, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.DefaultCompletionTokens <= 0 {
+		o.DefaultCompletionTokens = DefaultCompletionTokens
+	}
+	if o.ModelName == "" {
+		o.ModelName = b.ModelConfig().Name
+	}
+	if o.ModelName == "" {
+		o.ModelName = "tandem"
+	}
+	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix()}
+	s.met = newMetrics(o.Registry, b, o.Logger)
+	chat, err := newChatFormat(b.Tokenizer())
+	if err != nil {
+		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
+	}
+	s.chat = chat
+	s.handler = s.routes()
+	return s
+}
+
+// SetReady sets whether the server takes generation requests; /health
+// follows it.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Handler returns the HTTP handler for every endpoint.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTPServer returns an http.Server for addr with s's handler and
+// conservative timeouts: headers must arrive within 10 s, idle keep-alive
+// connections close after 2 min, headers are limited to 64 KiB. It has no
+// overall read or write timeout (streams are long); the handlers bound body
+// reads and each write themselves.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// route is one endpoint: its metric label, the methods it takes and its
+// handler.
+type route struct {
+	name    string
+	methods []string
+	h       func(w http.ResponseWriter, r *http.Request)
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	add := func(path string, rt route) {
+		mux.Handle(path, s.wrap(rt))
+	}
+	add("/v1/completions", route{"completions", []string{http.MethodPost}, s.handleCompletions})
+	add("/v1/chat/completions", route{"chat", []string{http.MethodPost}, s.handleChat})
+	add("/v1/models", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModels})
+	add("/v1/models/{id}", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModel})
+	add("/health", route{"health", []string{http.MethodGet, http.MethodHead}, s.handleHealth})
+	add("/metrics", route{"metrics", []string{http.MethodGet, http.MethodHead}, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP})
+	add("/", route{"other", nil, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, openai.NotFound(r.URL.Path))
+	}})
+	return mux
+}
+
+// recorder remembers the status written, for metrics and for the panic
+// handler. Unwrap lets http.ResponseController reach the connection.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush forwards to the underlying writer (promhttp and others look for it).
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// wrap checks the method, counts the answer and turns a panic into a 500.
+func (s *Server) wrap(rt route) http.Handler {
+	allowed := ""
+	for i, m := range rt.methods {
+		if i > 0 {
+			allowed += ", "
+		}
+		allowed += m
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeError(rec, openai.Internal("unexpected failure; see the server log"))
+				}
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			s.met.requests.WithLabelValues(rt.name, fmt.Sprint(status)).Inc()
+		}()
+		if rt.methods != nil && !contains(rt.methods, r.Method) {
+			rec.Header().Set("Allow", allowed)
+			writeError(rec, openai.MethodNotAllowed(r.Method, r.URL.Path, allowed))
+			return
+		}
+		rt.h(rec, r)
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, openai.Internal("could not encode the answer"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, e *openai.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(append(e.MarshalBody(), '\n'))
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) modelEntry() openai.Model {
+	return openai.Model{ID: s.o.ModelName, Object: openai.ObjectModel, Created: s.created, OwnedBy: openai.OwnedBy,
+		MaxModelLen: s.b.ModelConfig().Context}
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{s.modelEntry()}})
+}
+
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); id != s.o.ModelName {
+		writeError(w, openai.ModelNotFound(id, s.o.ModelName))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelEntry())
+}
+
+// readBody reads a request body within the size and time limits.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	if r.ContentLength > s.o.MaxBodyBytes {
+		return nil, openai.TooLarge(s.o.MaxBodyBytes)
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout)); err == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, openai.TooLarge(s.o.MaxBodyBytes)
+		}
+		return nil, openai.Invalid("", openai.CodeInvalidJSON, "could not read the request body: %v", err)
+	}
+	return body, nil
+}
+
+// submitError maps a Backend.Submit error to an API error.
+func submitError(err error, param string) *openai.Error {
+	switch {
+	case errors.Is(err, engine.ErrQueueFull):
+		return openai.RateLimited(err.Error())
+	case errors.Is(err, engine.ErrTooLong):
+		e := openai.Invalid(param, openai.CodeContextLength, "%v", err)
+		return e
+	case errors.Is(err, engine.ErrBadRequest):
+		return openai.Invalid(param, openai.CodeInvalidValue, "%v", err)
+	case errors.Is(err, engine.ErrClosed):
+		return openai.Unavailable("the engine is shutting down")
+	}
+	return openai.Internal(err.Error())
+}
+
+// newID returns prefix followed by 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// randomSeed returns a seed for requests that give none.
+func randomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	var x uint64
+	for _, c := range b {
+		x = x<<8 | uint64(c)
+	}
+	return x
+}
