@@ -74,7 +74,7 @@ func RunIDs(ctx context.Context, r *model.Runner, kv *kvcache.Cache, ids []int32
 	res := &Result{PromptIDs: slices.Clone(ids), FinishReason: "length"}
 	history := slices.Clone(ids)
 	smp := sample.New(o.Sample)
-	dec := m.Tokenizer.NewDecoder()
+	dec := m.Tokenizer.NewContinuationDecoder()
 	var text []byte
 	emit := func(s string) {
 		text = append(text, s...)
