@@ -108,6 +108,7 @@ type fakeStream struct {
 	eof       bool
 	cancelled chan struct{}
 	once      sync.Once
+	endless   []engine.Token
 }
 
 func (s *fakeStream) Next(ctx context.Context) (engine.Update, error) {
@@ -127,6 +128,9 @@ func (s *fakeStream) Next(ctx context.Context) (engine.Update, error) {
 		return u, nil
 	}
 	s.mu.Unlock()
+	if s.endless != nil && !s.wasCancelled() {
+		return engine.Update{Tokens: s.endless, PromptTokens: len(s.req.Prompt)}, nil
+	}
 	select {
 	case <-ctx.Done():
 		return engine.Update{}, ctx.Err()
@@ -156,7 +160,9 @@ type fakeBackend struct {
 	cfg       model.Config
 	scripts   []script
 	submitErr error
+	failAfter int // with submitErr: the first failAfter submissions succeed
 	panicking bool
+	endless   []engine.Token // when set, streams emit these tokens in every update until cancelled
 
 	mu      sync.Mutex
 	streams []*fakeStream
@@ -171,12 +177,13 @@ func (b *fakeBackend) Submit(ctx context.Context, req engine.Request) (Stream, e
 	if b.panicking {
 		panic("fake backend panics on purpose")
 	}
-	if b.submitErr != nil {
+	b.mu.Lock()
+	if b.submitErr != nil && len(b.streams) >= b.failAfter {
+		b.mu.Unlock()
 		return nil, b.submitErr
 	}
-	b.mu.Lock()
 	i := min(len(b.streams), len(b.scripts)-1)
-	s := &fakeStream{req: req, cancelled: make(chan struct{})}
+	s := &fakeStream{req: req, cancelled: make(chan struct{}), endless: b.endless}
 	if i >= 0 {
 		s.ups = b.scripts[i]
 	}

@@ -150,6 +150,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 	}
 	out := make(chan piece, 4*len(streams))
 	var wg sync.WaitGroup
+	rc := http.NewResponseController(w)
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -223,7 +224,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 			return
 		}
 	} else {
-		rc := http.NewResponseController(w)
 		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 		writeJSON(w, http.StatusOK, enc.answer(p, res, u))
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -557,5 +558,53 @@ func TestHTTPServerSettings(t *testing.T) {
 	if hs.ReadHeaderTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 || hs.WriteTimeout != 0 || hs.ReadTimeout != 0 {
 		t.Errorf("HTTPServer timeouts: read header %v idle %v max header %d write %v read %v; want the first three set, no overall read/write timeout",
 			hs.ReadHeaderTimeout, hs.IdleTimeout, hs.MaxHeaderBytes, hs.WriteTimeout, hs.ReadTimeout)
+	}
+}
+
+// TestPartialSubmitFailure checks that when one of n submissions fails the
+// ones already submitted are cancelled.
+func TestPartialSubmitFailure(t *testing.T) {
+	tok := testVocab(t, "", true)
+	b := newFake(t, tok, tokens(t, tok, 0, "a"))
+	b.submitErr, b.failAfter = engine.ErrQueueFull, 2
+	s, _ := newTestServer(t, b, Options{})
+	rec := do(s.Handler(), "POST", "/v1/completions", `{"prompt":"Hi","n":3}`)
+	if rec.Code != 429 {
+		t.Errorf("status %d, want 429 (body %s)", rec.Code, rec.Body)
+	}
+	st := b.submitted()
+	if len(st) != 2 {
+		t.Fatalf("%d streams submitted, want 2", len(st))
+	}
+	for i, x := range st {
+		if !x.wasCancelled() {
+			t.Errorf("stream %d not cancelled after the third submission failed", i)
+		}
+	}
+}
+
+// TestSlowClient checks that a client that stops reading loses its request
+// once a write blocks past WriteTimeout, and that its stream is cancelled.
+func TestSlowClient(t *testing.T) {
+	tok := testVocab(t, "", true)
+	b := newFake(t, tok, nil)
+	b.endless = nil
+	for _, id := range tokenIDs(t, tok, slices.Repeat([]string{"▁world"}, 2000)...) {
+		b.endless = append(b.endless, engine.Token{ID: id})
+	}
+	b.subm = make(chan *fakeStream, 1)
+	s, _ := newTestServer(t, b, Options{WriteTimeout: 200 * time.Millisecond})
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hi","stream":true,"max_tokens":10}`))
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close() // never read
+	st := <-b.subm
+	select {
+	case <-st.cancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("stream of a client that stopped reading not cancelled after 20 s")
 	}
 }
