@@ -22,7 +22,8 @@ func benchServeCmd() *cobra.Command {
 (temperature 0, max_tokens --gen-tokens, ignore_eos, a prompt of about --prompt-tokens random words)
 and reports request and token throughput and TTFT, inter-token and end-to-end latency percentiles.
 Token counts come from the server's usage when it sends usage. Progress goes to stderr; Ctrl-C stops
-the run and reports what completed. Exits with status 1 when any request failed.`,
+the run and reports what completed. Exits with status 1 when any request failed or the run was
+interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -54,6 +55,9 @@ the run and reports what completed. Exits with status 1 when any request failed.
 			}
 			if err != nil {
 				return fmt.Errorf("write report: %w", err)
+			}
+			if rep.Interrupted {
+				return fmt.Errorf("interrupted: %d of %d requests did not run to the end", rep.Requests-rep.Completed-rep.Failed, rep.Requests)
 			}
 			if rep.Failed > 0 {
 				return fmt.Errorf("%d of %d requests failed (see errors in the report)", rep.Failed, rep.Requests)

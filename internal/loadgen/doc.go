@@ -17,6 +17,10 @@
 // Measurements (all from the client's clock):
 //   - TTFT: from just before the request is sent to the first chunk with
 //     non-empty text. Without streaming it equals the end-to-end latency.
+//     A response whose tokens render as no text at all (control tokens,
+//     stray UTF-8 bytes) still succeeds when usage counts its tokens; its
+//     TTFT is then the first chunk carrying a choice. With neither text nor
+//     counted tokens it fails as no_output.
 //   - ITL: gaps between consecutive text chunks. A server may pack several
 //     tokens into one chunk; when it reports usage.completion_tokens = T for
 //     a stream of c text chunks with T > c, the first chunk counts as one

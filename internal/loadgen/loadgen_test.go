@@ -190,6 +190,8 @@ func TestRunMultiTokenChunksAndNoUsage(t *testing.T) {
 		{"no usage", []string{textChunk("a"), `{"choices":[{"text":""}]}`, textChunk("b"), textChunk("c"), finishChunk, doneEvent}, 3, 16, 2, 0},
 		// No [DONE] but a finish reason: accepted (older llama.cpp servers).
 		{"finish reason without DONE", []string{textChunk("a"), textChunk("b"), finishChunk}, 2, 16, 1, 0},
+		// Tokens that render as no text still count when usage counts them.
+		{"tokens without text", []string{`{"choices":[{"text":""}]}`, finishChunk, usageChunk(4, 3), doneEvent}, 3, 4, 0, 1},
 		// Chat-style deltas parse too.
 		{"chat deltas", []string{`{"choices":[{"delta":{"role":"assistant"}}]}`, `{"choices":[{"delta":{"content":"x"}}]}`, `{"choices":[{"delta":{"content":"y"},"finish_reason":"length"}]}`, doneEvent}, 2, 16, 1, 0},
 	}
@@ -286,8 +288,11 @@ func TestRunFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: "+textChunk("a")+"\n\ndata: {\"choi")
 		}, kindTruncated, "middle of a line"},
-		{"no text", func(w http.ResponseWriter, _ *http.Request) {
+		{"no text, zero completion tokens", func(w http.ResponseWriter, _ *http.Request) {
 			writeSSE(w, finishChunk, usageChunk(3, 0), doneEvent)
+		}, kindNoOutput, "no text"},
+		{"no text, no usage", func(w http.ResponseWriter, _ *http.Request) {
+			writeSSE(w, `{"choices":[{"text":""}]}`, finishChunk, doneEvent)
 		}, kindNoOutput, "no text"},
 		{"not sse at all", func(w http.ResponseWriter, _ *http.Request) {
 			io.WriteString(w, "<html>hello</html>\n")

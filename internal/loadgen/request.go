@@ -20,7 +20,7 @@ const (
 	kindBadResponse = "bad_response" // unparsable event, JSON or content type
 	kindStreamError = "stream_error" // the server reported an error inside the stream
 	kindTruncated   = "truncated"    // the stream ended without [DONE] or a finish reason
-	kindNoOutput    = "no_output"    // the response carried no text at all
+	kindNoOutput    = "no_output"    // no text, and no completion tokens in usage
 )
 
 // result is the outcome of one request.
@@ -161,10 +161,11 @@ func failure(ctx, rctx context.Context, kind string, err error) result {
 func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxTokens int) result {
 	sr := newSSEReader(body, MaxLineBytes)
 	var (
-		times    []time.Time
-		u        *usage
-		done     bool
-		finished bool
+		times       []time.Time // arrivals of chunks with text
+		firstChoice time.Time   // arrival of the first chunk with a choice
+		u           *usage
+		done        bool
+		finished    bool
 	)
 	for !done {
 		data, err := sr.next()
@@ -195,6 +196,9 @@ func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxT
 		if text != "" {
 			times = append(times, time.Now())
 		}
+		if len(c.Choices) > 0 && firstChoice.IsZero() {
+			firstChoice = time.Now()
+		}
 		finished = finished || fin
 		if c.Usage != nil {
 			u = c.Usage
@@ -204,13 +208,24 @@ func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxT
 	if !done && !finished {
 		return failure(ctx, rctx, kindTruncated, errors.New("event stream ended without [DONE] or a finish reason"))
 	}
-	if len(times) == 0 {
-		return result{kind: kindNoOutput, msg: "the stream carried no text"}
-	}
-	r := result{ttft: times[0].Sub(start), e2e: end.Sub(start), outputTokens: len(times)}
+	r := result{e2e: end.Sub(start), outputTokens: len(times)}
 	if bad := r.applyUsage(u, maxTokens); bad != "" {
 		return result{kind: kindBadResponse, msg: bad}
 	}
+	if len(times) == 0 {
+		// Tokens can render as no text (control tokens, bytes of broken
+		// UTF-8): a success when the server counts them, and the first
+		// chunk with a choice stands in for the first text.
+		if !r.usage || r.outputTokens == 0 {
+			return result{kind: kindNoOutput, msg: "the stream carried no text and usage reports no completion tokens"}
+		}
+		if firstChoice.IsZero() {
+			firstChoice = end
+		}
+		r.ttft = firstChoice.Sub(start)
+		return r
+	}
+	r.ttft = times[0].Sub(start)
 	r.itl = interTokenLatencies(times, r.outputTokens)
 	return r
 }
@@ -266,13 +281,12 @@ func readWhole(ctx, rctx context.Context, body io.Reader, start time.Time, maxTo
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		return result{kind: kindStreamError, msg: errorText(c.Error)}
 	}
-	text, _ := c.text()
-	if text == "" {
-		return result{kind: kindNoOutput, msg: "the response carried no text"}
-	}
 	r := result{ttft: end.Sub(start), e2e: end.Sub(start)}
 	if bad := r.applyUsage(c.Usage, maxTokens); bad != "" {
 		return result{kind: kindBadResponse, msg: bad}
+	}
+	if text, _ := c.text(); text == "" && (!r.usage || r.outputTokens == 0) {
+		return result{kind: kindNoOutput, msg: "the response carried no text and usage reports no completion tokens"}
 	}
 	return r
 }

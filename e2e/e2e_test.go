@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Limits of the harness.
+const (
+	buildTimeout  = 10 * time.Minute // go build of the whole binary on a slow machine
+	healthTimeout = 2 * time.Minute  // from process start to GET /health == 200
+	stopTimeout   = 15 * time.Second // from SIGINT to exit, before SIGKILL
+)
+
+var (
+	setupOnce sync.Once
+	setupErr  error
+	workDir   string // holds the binary and the model; removed by TestMain
+	binPath   string
+	modelPath string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if workDir != "" {
+		os.RemoveAll(workDir)
+	}
+	os.Exit(code)
+}
+
+// repoRoot returns the repository root: the folder above this file's.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("runtime.Caller failed: cannot locate the repository root")
+	}
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// setup skips in -short mode, and otherwise builds the binary and
+// synthesizes the model once for the whole package.
+func setup(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short")
+	}
+	root := repoRoot(t)
+	setupOnce.Do(func() { setupErr = buildAll(root) })
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+}
+
+func buildAll(root string) error {
+	dir, err := os.MkdirTemp("", "tandem-e2e-")
+	if err != nil {
+		return fmt.Errorf("make work folder: %w", err)
+	}
+	workDir = dir
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("find the go command to build tandem: %w", err)
+	}
+	binPath = filepath.Join(dir, "tandem")
+	if runtime.GOOS == "windows" {
+		binPath += ".exe"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	build := exec.CommandContext(ctx, goTool, "build", "-o", binPath, "./cmd/tandem")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/tandem: %w\n%s", err, out)
+	}
+	modelPath = filepath.Join(dir, "tiny.gguf")
+	synth := exec.CommandContext(ctx, binPath, "model", "synth", "--preset", "tiny", "--type", "q8_0", "-o", modelPath)
+	if out, err := synth.CombinedOutput(); err != nil {
+		return fmt.Errorf("tandem model synth --preset tiny: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// lockedBuffer collects a child's output from its copying goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startServer runs `tandem serve` on the tiny model and returns its base
+// URL (http://127.0.0.1:PORT) once GET /health answers 200. The process is
+// stopped when the test ends; its output is logged if the test failed.
+func startServer(t *testing.T) string {
+	t.Helper()
+	if out, err := exec.Command(binPath, "serve", "--help").CombinedOutput(); err != nil {
+		t.Fatalf("`tandem serve --help` failed, so the serve command is missing or broken: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	var out lockedBuffer
+	cmd := exec.Command(binPath, "serve", "--model", modelPath, "--port", strconv.Itoa(port))
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start tandem serve: %v", err)
+	}
+	done := make(chan struct{})
+	var waitErr error // set before done is closed
+	go func() {
+		waitErr = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+			t.Errorf("tandem serve exited before the test ended: %v", waitErr)
+		default:
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				cmd.Process.Kill() // no SIGINT on this system
+			}
+			select {
+			case <-done:
+			case <-time.After(stopTimeout):
+				t.Errorf("tandem serve did not exit within %v of SIGINT; killing it", stopTimeout)
+				cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("tandem serve output:\n%s", out.String())
+		}
+	})
+
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(healthTimeout)
+	for {
+		resp, err := client.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("tandem serve exited while starting: %v", waitErr)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			last := "no answer"
+			if err != nil {
+				last = err.Error()
+			} else {
+				last = resp.Status
+			}
+			t.Fatalf("GET %s/health did not answer 200 within %v (last: %s)", base, healthTimeout, last)
+		}
+	}
+}
+
+// runTandem runs the binary with args and returns its stdout; a non-zero
+// exit fails the test, showing stderr.
+func runTandem(t *testing.T, timeout time.Duration, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) || ctx.Err() != nil {
+			t.Fatalf("tandem %v: %v (context: %v)\nstdout:\n%s\nstderr:\n%s", args, err, ctx.Err(), stdout.Bytes(), stderr.Bytes())
+		}
+		t.Fatalf("tandem %v: %v", args, err)
+	}
+	return stdout.Bytes()
+}

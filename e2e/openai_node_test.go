@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// openaiVersion is the pinned version of the official openai npm package: the
+// last 5.x, which runs on Node 18 and later.
+const (
+	openaiVersion = "5.23.2"
+	minNodeMajor  = 18
+)
+
+// clientScript exercises the server through the official client and prints
+// one JSON object. argv: base URL (ending in /v1).
+const clientScript = `
+import OpenAI from "openai";
+
+const client = new OpenAI({ baseURL: process.argv[2], apiKey: "x", maxRetries: 0, timeout: 120000 });
+const out = {};
+try {
+  const models = await client.models.list();
+  const model = models.data[0].id;
+  out.model = model;
+  const prompt = "Once upon a time";
+  const messages = [{ role: "user", content: "Tell me a story about a cat." }];
+  const base = { model, temperature: 0, max_tokens: 16 };
+
+  const c = await client.completions.create({ ...base, prompt });
+  out.completion = { text: c.choices[0].text, finish_reason: c.choices[0].finish_reason, usage: c.usage ?? null, chunks: 1 };
+
+  const cs = await client.completions.create({ ...base, prompt, stream: true, stream_options: { include_usage: true } });
+  let text = "", finish = null, usage = null, chunks = 0;
+  for await (const ch of cs) {
+    chunks++;
+    if (ch.choices && ch.choices.length > 0) {
+      text += ch.choices[0].text ?? "";
+      if (ch.choices[0].finish_reason) finish = ch.choices[0].finish_reason;
+    }
+    if (ch.usage) usage = ch.usage;
+  }
+  out.completion_stream = { text, finish_reason: finish, usage, chunks };
+
+  const m = await client.chat.completions.create({ ...base, messages });
+  out.chat = { text: m.choices[0].message.content, finish_reason: m.choices[0].finish_reason, usage: m.usage ?? null, chunks: 1 };
+
+  const ms = await client.chat.completions.create({ ...base, messages, stream: true, stream_options: { include_usage: true } });
+  text = ""; finish = null; usage = null; chunks = 0;
+  for await (const ch of ms) {
+    chunks++;
+    if (ch.choices && ch.choices.length > 0) {
+      text += ch.choices[0].delta?.content ?? "";
+      if (ch.choices[0].finish_reason) finish = ch.choices[0].finish_reason;
+    }
+    if (ch.usage) usage = ch.usage;
+  }
+  out.chat_stream = { text, finish_reason: finish, usage, chunks };
+} catch (e) {
+  out.error = String(e && e.stack ? e.stack : e);
+  out.status = e && e.status ? e.status : null;
+  process.exitCode = 1;
+}
+console.log(JSON.stringify(out));
+`
+
+// clientResult is one call's outcome as the script reports it.
+type clientResult struct {
+	Text         string `json:"text"`
+	FinishReason string `json:"finish_reason"`
+	Chunks       int    `json:"chunks"`
+	Usage        *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		TotalTokens      int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+func TestOpenAINodeClient(t *testing.T) {
+	setup(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the official openai client test needs Node.js and npm")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed: the official openai client test needs Node.js and npm")
+	}
+	if major := nodeMajor(t, node); major < minNodeMajor {
+		t.Skipf("node major version %d is older than %d, which openai@%s needs", major, minNodeMajor, openaiVersion)
+	}
+	modules := installOpenAI(t, npm)
+
+	dir := t.TempDir()
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatalf("link node_modules into the script folder: %v", err)
+	}
+	script := filepath.Join(dir, "client.mjs")
+	if err := os.WriteFile(script, []byte(clientScript), 0o644); err != nil {
+		t.Fatalf("write client script: %v", err)
+	}
+	base := startServer(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, base+"/v1")
+	cmd.Dir = dir
+	out, runErr := cmd.Output()
+	var res struct {
+		Model            string       `json:"model"`
+		Completion       clientResult `json:"completion"`
+		CompletionStream clientResult `json:"completion_stream"`
+		Chat             clientResult `json:"chat"`
+		ChatStream       clientResult `json:"chat_stream"`
+		Error            string       `json:"error"`
+		Status           *int         `json:"status"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		stderr := ""
+		if ee, ok := runErr.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("client script (exit: %v) printed %q, not one JSON object: %v\nstderr:\n%s", runErr, out, err, stderr)
+	}
+	if runErr != nil || res.Error != "" {
+		status := "none"
+		if res.Status != nil {
+			status = strconv.Itoa(*res.Status)
+		}
+		t.Fatalf("openai client failed (exit: %v, HTTP status %s): %s", runErr, status, res.Error)
+	}
+	t.Logf("openai@%s against model %q: %s", openaiVersion, res.Model, out)
+
+	for _, c := range []struct {
+		name string
+		r    clientResult
+	}{{"completions", res.Completion}, {"completions stream", res.CompletionStream}, {"chat", res.Chat}, {"chat stream", res.ChatStream}} {
+		if c.r.Text == "" {
+			t.Errorf("%s: text is empty", c.name)
+		}
+		if c.r.FinishReason != "stop" && c.r.FinishReason != "length" {
+			t.Errorf("%s: finish_reason = %q, want stop or length", c.name, c.r.FinishReason)
+		}
+		if u := c.r.Usage; u == nil {
+			t.Errorf("%s: usage missing (streams ask for it with stream_options.include_usage)", c.name)
+		} else if u.PromptTokens < 1 || u.CompletionTokens < 1 || u.CompletionTokens > 16 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+			t.Errorf("%s: usage = %+v, want prompt >= 1, completion in 1..16, total = prompt + completion", c.name, *u)
+		}
+	}
+	if res.CompletionStream.Text != res.Completion.Text {
+		t.Errorf("completions: streamed text %q != non-streamed text %q (temperature 0 must be deterministic)", res.CompletionStream.Text, res.Completion.Text)
+	}
+	if res.ChatStream.Text != res.Chat.Text {
+		t.Errorf("chat: streamed text %q != non-streamed text %q (temperature 0 must be deterministic)", res.ChatStream.Text, res.Chat.Text)
+	}
+	for _, p := range [][2]clientResult{{res.Completion, res.CompletionStream}, {res.Chat, res.ChatStream}} {
+		if p[0].Usage != nil && p[1].Usage != nil && *p[0].Usage != *p[1].Usage {
+			t.Errorf("usage differs between streaming %+v and not %+v for the same request", *p[1].Usage, *p[0].Usage)
+		}
+	}
+}
+
+// nodeMajor returns the major version of node.
+func nodeMajor(t *testing.T, node string) int {
+	t.Helper()
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		t.Fatalf("node --version: %v", err)
+	}
+	m := regexp.MustCompile(`^v(\d+)\.`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("node --version printed %q, not vMAJOR.MINOR.PATCH", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// installOpenAI returns a node_modules folder holding openai@openaiVersion,
+// installing it on first use under the user cache folder
+// (tandem-e2e/openai-VERSION). The install goes to a fresh folder that is
+// renamed into place, so concurrent test runs never see half an install.
+func installOpenAI(t *testing.T, npm string) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	root := filepath.Join(cache, "tandem-e2e")
+	final := filepath.Join(root, "openai-"+openaiVersion)
+	modules := filepath.Join(final, "node_modules")
+	if installedVersion(modules) == openaiVersion {
+		return modules
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatalf("make npm cache folder: %v", err)
+	}
+	tmp, err := os.MkdirTemp(root, "install-")
+	if err != nil {
+		t.Fatalf("make npm install folder: %v", err)
+	}
+	defer os.RemoveAll(tmp)
+	pkg := fmt.Sprintf(`{"name":"tandem-e2e-client","private":true,"type":"module","dependencies":{"openai":%q}}`, openaiVersion)
+	if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(pkg), 0o644); err != nil {
+		t.Fatalf("write package.json: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install openai@%s (needs the npm registry or a warm npm cache): %v\n%s", openaiVersion, err, out)
+	}
+	if v := installedVersion(filepath.Join(tmp, "node_modules")); v != openaiVersion {
+		t.Fatalf("npm install openai@%s installed version %q", openaiVersion, v)
+	}
+	if installedVersion(modules) != openaiVersion {
+		os.RemoveAll(final) // a broken earlier install
+	}
+	if err := os.Rename(tmp, final); err != nil && installedVersion(modules) != openaiVersion {
+		t.Fatalf("move the npm install into the cache: %v", err)
+	}
+	return modules
+}
+
+// installedVersion returns the version of the openai package in modules, or
+// "" when it is not installed.
+func installedVersion(modules string) string {
+	b, err := os.ReadFile(filepath.Join(modules, "openai", "package.json"))
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return ""
+	}
+	return p.Version
+}
