@@ -45,6 +45,7 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1AVX2, qk)
 		k.vecDot[tensor.Q5_K] = blockDot(dotQ5KAVX2, qkk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX2, 8)
+		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4AVX2)
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
@@ -56,6 +57,7 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q4_1] = blockDot(dotQ4_1VNNI, qk)
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
+		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI)
 	}
 }
 
@@ -66,6 +68,21 @@ func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byt
 			return 0
 		}
 		return f(&w[0], &a[0], n/bs)
+	}
+}
+
+// q8Dot4 adapts a four-token Q8_0 kernel, checking the slice bounds the
+// assembly relies on.
+func q8Dot4(f func(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)) dot4Func {
+	return func(w, a []byte, arb int, prep []byte, nb int, y []float32, ystride int) {
+		if nb <= 0 {
+			return
+		}
+		_ = w[nb*sizeQ8_0-1]
+		_ = a[3*arb+nb*sizeQ8_0-1]
+		_ = prep[nb*prepQ8_0-1]
+		_ = y[3*ystride]
+		f(&w[0], &a[0], arb, &prep[0], nb, &y[0], ystride)
 	}
 }
 
@@ -246,3 +263,9 @@ func dotBF16AVX2(a, b *byte, n int) float32
 
 //go:noescape
 func dotBF16AVX512(a, b *byte, n int) float32
+
+//go:noescape
+func dotQ8_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ8_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)

@@ -144,3 +144,39 @@ func BenchmarkParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDot4 compares four one-token dots with one four-token call on a
+// 4096-element row (weight bytes counted once per token).
+func BenchmarkDot4(b *testing.B) {
+	const n = 4096
+	for _, wt := range []tensor.Type{tensor.Q8_0, tensor.Q4_K, tensor.Q6_K} {
+		rng := rand.New(rand.NewPCG(5, 5))
+		w := randWeights(rng, wt, n)
+		x := randActivations(rng, 4*n)
+		b.Run(wt.String(), func(b *testing.B) {
+			benchLevels(b, func(b *testing.B) {
+				ks := active.Load()
+				vt := VecDotType(wt)
+				arb, _ := vt.RowBytes(n)
+				a := make([]byte, 4*arb)
+				QuantizeActivation(vt, x, a)
+				var m matmulState
+				m.act, m.arb, m.nIn, m.nTok = a, arb, n, 4
+				m.prepareTiles(vt)
+				y := make([]float32, 4)
+				b.SetBytes(int64(4 * len(w)))
+				if ks.dot4[wt] == nil {
+					for b.Loop() {
+						for t := range 4 {
+							y[t] = ks.vecDot[wt](n, w, a[t*arb:(t+1)*arb])
+						}
+					}
+					return
+				}
+				for b.Loop() {
+					ks.dot4[wt](w, a, arb, m.prep, m.nb, y, 1)
+				}
+			})
+		})
+	}
+}

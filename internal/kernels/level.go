@@ -56,7 +56,16 @@ type kernelSet struct {
 	// Both may assume their slices hold exactly the bytes of n elements.
 	vecDot   [numTypes]func(n int, w, a []byte) float32
 	quantize [numTypes]func(src []float32, dst []byte)
+
+	// dot4, where set, computes the dots of one weight row with four
+	// activation rows at once (see dot4Func), bit-identical to vecDot.
+	dot4 [numTypes]dot4Func
 }
+
+// dot4Func computes y[t·ystride] = vecDot(w, a[t·arb:]) for t < 4, for rows
+// of nb blocks, given the tile's prepared activation data (see
+// prepareTile). Results equal the level's vecDot bit for bit.
+type dot4Func func(w, a []byte, arb int, prep []byte, nb int, y []float32, ystride int)
 
 // numTypes bounds the ggml type ids used as table indices (BF16 = 30 is the
 // largest one the kernels know).

@@ -25,21 +25,26 @@ type matmulState struct {
 	rowsFn  func(lo, hi int)
 	quantFn func(lo, hi int)
 
-	dot      func(n int, w, a []byte) float32
-	quantize func(src []float32, dst []byte)
-	w        []byte
-	wrb      int // weight row bytes
-	nOut     int
-	nIn      int
-	x        []float32
-	nTok     int
-	y        []float32
-	act      []byte // quantized activations, nTok rows of arb bytes
-	arb      int
-	group    int // rows per cache group
-	qBlock   int // elements per activation block
-	qBytes   int // bytes per activation block
-	actStore []byte
+	dot       func(n int, w, a []byte) float32
+	dot4      dot4Func // nil: one token at a time
+	prep      []byte   // prepared data of the four-token tiles
+	tileSize  int      // bytes of prep per tile
+	nb        int      // activation blocks per row
+	quantize  func(src []float32, dst []byte)
+	w         []byte
+	wrb       int // weight row bytes
+	nOut      int
+	nIn       int
+	x         []float32
+	nTok      int
+	y         []float32
+	act       []byte // quantized activations, nTok rows of arb bytes
+	arb       int
+	group     int // rows per cache group
+	qBlock    int // elements per activation block
+	qBytes    int // bytes per activation block
+	actStore  []byte
+	prepStore []byte
 }
 
 func (m *matmulState) init() {
@@ -107,6 +112,12 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		}
 	}
 
+	m.dot4 = nil
+	if nTok >= 4 && ks.dot4[wt] != nil {
+		m.dot4 = ks.dot4[wt]
+		m.prepareTiles(vt)
+	}
+
 	m.group = max(1, groupBytes/max(wrb, 1))
 	if nOut*wrb*nTok < serialBytes {
 		m.rows(0, nOut)
@@ -120,8 +131,25 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 
 // release drops the references to the caller's slices.
 func (m *matmulState) release() {
-	m.dot, m.quantize = nil, nil
+	m.dot, m.dot4, m.quantize = nil, nil, nil
+	m.prep = nil
 	m.w, m.x, m.y, m.act = nil, nil, nil, nil
+}
+
+// prepareTiles fills m.prep with the prepared data of every whole tile of
+// four tokens, for the four-token kernels.
+func (m *matmulState) prepareTiles(vt tensor.Type) {
+	m.nb = m.nIn / vt.BlockSize()
+	rec := prepRecordBytes(vt)
+	m.tileSize = m.nb * rec
+	n := m.nTok / 4 * m.tileSize
+	if cap(m.prepStore) < n {
+		m.prepStore = make([]byte, n)
+	}
+	m.prep = m.prepStore[:n]
+	for t := 0; t+4 <= m.nTok; t += 4 {
+		prepareTile(vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize])
+	}
 }
 
 // quant quantizes activation blocks [lo, hi) of the concatenated rows.
@@ -130,12 +158,22 @@ func (m *matmulState) quant(lo, hi int) {
 }
 
 // rows computes the outputs of weight rows [lo, hi) for every token, group
-// by group.
+// by group: four tokens at a time with dot4 where the level has it, the rest
+// one at a time (the results are the same bit for bit either way).
 func (m *matmulState) rows(lo, hi int) {
 	dot, w, wrb, act, arb, nIn, nOut, y := m.dot, m.w, m.wrb, m.act, m.arb, m.nIn, m.nOut, m.y
 	for g := lo; g < hi; g += m.group {
 		ge := min(g+m.group, hi)
-		for t := 0; t < m.nTok; t++ {
+		t := 0
+		if m.dot4 != nil {
+			for ; t+4 <= m.nTok; t += 4 {
+				a, prep := act[t*arb:(t+4)*arb], m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize]
+				for o := g; o < ge; o++ {
+					m.dot4(w[o*wrb:(o+1)*wrb], a, arb, prep, m.nb, y[t*nOut+o:], nOut)
+				}
+			}
+		}
+		for ; t < m.nTok; t++ {
 			a := act[t*arb : (t+1)*arb]
 			yt := y[t*nOut : (t+1)*nOut]
 			for o := g; o < ge; o++ {

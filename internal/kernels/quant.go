@@ -147,3 +147,37 @@ func quantizeQ8_K(src []float32, dst []byte) {
 		binary.LittleEndian.PutUint32(y, math.Float32bits(1/iscale))
 	}
 }
+
+// prepQ8_0 is the bytes of one block's prepared record of a four-token
+// Q8_0 tile: the four tokens' block scales as float32, then each token's 32
+// activation quants + 128 as unsigned bytes (what VPDPBUSD multiplies by
+// the signed weight quants; the kernel subtracts 128·Σw).
+const prepQ8_0 = 16 + 4*32
+
+// prepRecordBytes returns the bytes per block of a prepared tile of vec dot
+// type vt (0 when the four-token kernels need nothing prepared).
+func prepRecordBytes(vt tensor.Type) int {
+	if vt == tensor.Q8_0 {
+		return prepQ8_0
+	}
+	return 0
+}
+
+// prepareTile writes the prepared data of the four activation rows a (row
+// stride arb, nb blocks each) into dst (nb·prepRecordBytes(vt) bytes).
+func prepareTile(vt tensor.Type, a []byte, arb, nb int, dst []byte) {
+	if vt != tensor.Q8_0 {
+		return
+	}
+	for b := 0; b < nb; b++ {
+		rec := dst[b*prepQ8_0 : (b+1)*prepQ8_0]
+		for t := 0; t < 4; t++ {
+			blk := a[t*arb+b*sizeQ8_0 : t*arb+(b+1)*sizeQ8_0]
+			binary.LittleEndian.PutUint32(rec[4*t:], math.Float32bits(half(blk)))
+			c := rec[16+32*t : 16+32*t+32]
+			for j, q := range blk[2:sizeQ8_0] {
+				c[j] = q ^ 0x80
+			}
+		}
+	}
+}

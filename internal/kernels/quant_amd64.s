@@ -736,6 +736,146 @@ loop:
 	VZEROUPPER
 	RET
 
+// Four-token kernels. Each computes, for one weight row and four
+// activation rows, exactly the float operations of the one-token kernel of
+// the same level (same int32 lanes, same even/odd block accumulators, the
+// same exact scale product d_w·d_a, the same final reduction), so a token's
+// result does not depend on the tokens it is batched with.
+//
+// Besides the activation rows (DI = token 0's row, R8 = row stride, R9 =
+// 3·stride) they read a prepared record per block (R10, 144 bytes, see
+// prepareTile): the four tokens' scales as float32 at 0, 4, 8, 12 and
+// their activation bytes + 128 (unsigned) at 16, 48, 80, 112.
+
+// X4TOKEN_AVX2 adds one token's block to ACC with the sign trick; Y8 =
+// weight quants, Y9 = |weight quants|, Y10 = 8 × d_w, Y15 = int16 ones.
+#define X4TOKEN_AVX2(ADDR, SADDR, CADDR, ACC) \
+	VMOVDQU      ADDR, Y11;         \
+	VPSIGNB      Y8, Y11, Y11;      \
+	VPMADDUBSW   Y11, Y9, Y11;      \
+	VPMADDWD     Y15, Y11, Y11;     \
+	VCVTDQ2PS    Y11, Y11;          \
+	VBROADCASTSS SADDR, Y12;        \
+	VMULPS       Y12, Y10, Y12;     \
+	VFMADD231PS  Y12, Y11, ACC
+
+// X4WEIGHT_AVX2 loads the block's weight quants, |quants| and scale.
+#define X4WEIGHT_AVX2(WOFF) \
+	VMOVDQU      WOFF+2(SI), Y8; \
+	VPABSB       Y8, Y9;         \
+	VPBROADCASTW WOFF(SI), X10;  \
+	VCVTPH2PS    X10, Y10
+
+// X4TOKEN_VNNI adds one token's block to ACC with the bias trick: the
+// token's activations + 128 (unsigned, from the record) times the signed
+// weight quants Y8, each lane starting from -128·Σ(its 4 weight quants)
+// (Y9), which makes the lanes the exact signed sums.
+#define X4TOKEN_VNNI(ADDR, SADDR, CADDR, ACC) \
+	VMOVDQU      CADDR, Y12;        \
+	VMOVDQA      Y9, Y11;           \
+	VPDPBUSD     Y8, Y12, Y11;      \
+	VCVTDQ2PS    Y11, Y11;          \
+	VBROADCASTSS SADDR, Y12;        \
+	VMULPS       Y12, Y10, Y12;     \
+	VFMADD231PS  Y12, Y11, ACC
+
+// X4WEIGHT_VNNI loads the block's weight quants, their lane corrections
+// and the scale (Y14 = 0x80 bytes, Y13 = zero).
+#define X4WEIGHT_VNNI(WOFF) \
+	VMOVDQU      WOFF+2(SI), Y8;  \
+	VPXOR        Y9, Y9, Y9;      \
+	VPDPBUSD     Y8, Y14, Y9;     \
+	VPSUBD       Y9, Y13, Y9;     \
+	VPBROADCASTW WOFF(SI), X10;   \
+	VCVTPH2PS    X10, Y10
+
+// X4BLOCK does one Q8_0 block (weight at WOFF(SI), activations at AOFF+2
+// in each row, prepared record at POFF(R10)) for the four tokens.
+#define X4BLOCK(WEIGHT, TOKEN, WOFF, AOFF, POFF, A0, A1, A2, A3) \
+	WEIGHT(WOFF);                                                 \
+	TOKEN(AOFF+2(DI), POFF(R10), POFF+16(R10), A0);               \
+	TOKEN(AOFF+2(DI)(R8*1), POFF+4(R10), POFF+48(R10), A1);       \
+	TOKEN(AOFF+2(DI)(R8*2), POFF+8(R10), POFF+80(R10), A2);       \
+	TOKEN(AOFF+2(DI)(R9*1), POFF+12(R10), POFF+112(R10), A3)
+
+// X4STORE reduces one token's accumulators EVEN and ODD (as the one-token
+// kernel does), stores the result at (BX) and advances BX by DX.
+#define X4STORE(EVEN, ODD, EX, T) \
+	VADDPS ODD, EVEN, EVEN; \
+	HSUM8(EVEN, EX, T);     \
+	VMOVSS EX, (BX);        \
+	ADDQ   DX, BX
+
+// X4BODY is the four-token Q8_0 loop; it leaves Y0/Y1 … Y6/Y7 as the
+// even/odd accumulators of tokens 0-3.
+#define X4BODY(WEIGHT, TOKEN) \
+	VXORPS Y0, Y0, Y0;        \
+	VXORPS Y1, Y1, Y1;        \
+	VXORPS Y2, Y2, Y2;        \
+	VXORPS Y3, Y3, Y3;        \
+	VXORPS Y4, Y4, Y4;        \
+	VXORPS Y5, Y5, Y5;        \
+	VXORPS Y6, Y6, Y6;        \
+	VXORPS Y7, Y7, Y7;        \
+	CMPQ   CX, $2;            \
+	JB     one;               \
+loop2:                        \
+	X4BLOCK(WEIGHT, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
+	X4BLOCK(WEIGHT, TOKEN, 34, 34, 144, Y1, Y3, Y5, Y7);  \
+	ADDQ $68, SI;             \
+	ADDQ $68, DI;             \
+	ADDQ $288, R10;           \
+	SUBQ $2, CX;              \
+	CMPQ CX, $2;              \
+	JAE  loop2;               \
+one:                          \
+	TESTQ CX, CX;             \
+	JEQ   reduce;             \
+	X4BLOCK(WEIGHT, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
+reduce:
+
+// X4STOREALL stores the four results at (BX), stride DX bytes.
+#define X4STOREALL \
+	X4STORE(Y0, Y1, X0, X8); \
+	X4STORE(Y2, Y3, X2, X8); \
+	X4STORE(Y4, Y5, X4, X8); \
+	X4STORE(Y6, Y7, X6, X8)
+
+// func dotQ8_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ arb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ prep+24(FP), R10
+	MOVQ nb+32(FP), CX
+	ONES16(Y15)
+	X4BODY(X4WEIGHT_AVX2, X4TOKEN_AVX2)
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4STOREALL
+	VZEROUPPER
+	RET
+
+// func dotQ8_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ8_0x4VNNI(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ arb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ prep+24(FP), R10
+	MOVQ nb+32(FP), CX
+	BYTES($0x80808080, Y14, X14)
+	VPXOR Y13, Y13, Y13
+	X4BODY(X4WEIGHT_VNNI, X4TOKEN_VNNI)
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4STOREALL
+	VZEROUPPER
+	RET
+
 // bitShuf: byte j of each lane picks byte (j/8) of the broadcast dword
 // (low lane: bytes 0, 1; high lane: bytes 2, 3).
 DATA bitShuf<>+0(SB)/8, $0x0000000000000000
