@@ -14,7 +14,6 @@ import (
 	"tandem/internal/model"
 	"tandem/internal/prefixcache"
 	"tandem/internal/sample"
-	"tandem/internal/tensor"
 )
 
 // Limits on configuration values, so a mistyped flag fails at start-up.
@@ -81,9 +80,6 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	}
 	if cfg.PageTokens == 0 {
 		cfg.PageTokens = 16
-	}
-	if cfg.KVType == 0 {
-		cfg.KVType = tensor.F16
 	}
 	if cfg.Pages == 0 {
 		cfg.Pages = 4 * ((m.Config.Context + cfg.PageTokens - 1) / cfg.PageTokens)

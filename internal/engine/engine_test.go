@@ -55,6 +55,7 @@ func tinyModel(t *testing.T) *model.Model {
 func newEngine(t *testing.T, m *model.Model, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	pool := kernels.NewPool(2)
+	cfg.KVType = tensor.F16 // as alone() uses
 	e, err := engine.New(model.NewRunner(m, pool), cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ var (
 type Config struct {
 	PageTokens     int         // token positions per KV page (default 16)
 	Pages          int         // pages in the KV arena (default: enough for 4 full contexts)
-	KVType         tensor.Type // tensor.F16 (default) or tensor.F32
+	KVType         tensor.Type // tensor.F32 (the zero value) or tensor.F16; commands default to F16 as llama.cpp does
 	MaxBatchTokens int         // tokens per step, decode and prefill chunks together (default 512)
 	MaxRunning     int         // sequences in the running batch (default 64)
 	MaxWaiting     int         // queued requests before Submit fails with ErrQueueFull (default 256)
