@@ -50,13 +50,19 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// setup skips in -short mode, and otherwise builds the binary and
-// synthesizes the model once for the whole package.
-func setup(t *testing.T) {
+// skipShort skips the test in -short mode.
+func skipShort(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: skipped in -short")
 	}
+}
+
+// setup skips in -short mode, and otherwise builds the binary and
+// synthesizes the model once for the whole package.
+func setup(t *testing.T) {
+	t.Helper()
+	skipShort(t)
 	root := repoRoot(t)
 	setupOnce.Do(func() { setupErr = buildAll(root) })
 	if setupErr != nil {

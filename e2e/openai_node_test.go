@@ -85,7 +85,7 @@ type clientResult struct {
 }
 
 func TestOpenAINodeClient(t *testing.T) {
-	setup(t)
+	skipShort(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed: the official openai client test needs Node.js and npm")
@@ -98,6 +98,7 @@ func TestOpenAINodeClient(t *testing.T) {
 		t.Skipf("node major version %d is older than %d, which openai@%s needs", major, minNodeMajor, openaiVersion)
 	}
 	modules := installOpenAI(t, npm)
+	setup(t)
 
 	dir := t.TempDir()
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
