@@ -133,7 +133,7 @@ type encoder interface {
 // follow goroutine, each of which cancels its stream; generate waits for
 // them.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, enc encoder, t0 time.Time) {
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(withLeg(r.Context(), r))
 	streams := make([]Stream, 0, len(p.reqs))
 	for i, req := range p.reqs {
 		req.ID = fmt.Sprintf("%s-%d", p.id, i)
@@ -232,6 +232,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 
 // streamError maps a failure during generation to an API error.
 func streamError(err error) *openai.Error {
+	var se statusError
+	if errors.As(err, &se) {
+		return statusErrorBody(se)
+	}
 	if errors.Is(err, engine.ErrClosed) {
 		return openai.Unavailable("the engine is shutting down")
 	}

@@ -294,7 +294,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 
 // submitError maps a Backend.Submit error to an API error.
 func submitError(err error, param string) *openai.Error {
+	var se statusError
 	switch {
+	case errors.As(err, &se):
+		return statusErrorBody(se)
 	case errors.Is(err, engine.ErrQueueFull):
 		return openai.RateLimited(err.Error())
 	case errors.Is(err, engine.ErrTooLong):
