@@ -46,6 +46,8 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_K] = blockDot(dotQ5KAVX2, qkk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX2, 8)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4AVX2)
+		k.dot4[tensor.Q4_K] = kDot4(dotQ4Kx4AVX2, sizeQ4_K)
+		k.dot4[tensor.Q6_K] = kDot4(dotQ6Kx4AVX2, sizeQ6_K)
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
@@ -83,6 +85,20 @@ func q8Dot4(f func(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride 
 		_ = prep[nb*prepQ8_0-1]
 		_ = y[3*ystride]
 		f(&w[0], &a[0], arb, &prep[0], nb, &y[0], ystride)
+	}
+}
+
+// kDot4 adapts a four-token K-quant kernel (nothing prepared: the Q8_K
+// rows carry float32 scales and block sums).
+func kDot4(f func(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int), wsize int) dot4Func {
+	return func(w, a []byte, arb int, _ []byte, nb int, y []float32, ystride int) {
+		if nb <= 0 {
+			return
+		}
+		_ = w[nb*wsize-1]
+		_ = a[3*arb+nb*sizeQ8_K-1]
+		_ = y[3*ystride]
+		f(&w[0], &a[0], arb, nil, nb, &y[0], ystride)
 	}
 }
 
@@ -269,3 +285,9 @@ func dotQ8_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride 
 
 //go:noescape
 func dotQ8_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ4Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ6Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)

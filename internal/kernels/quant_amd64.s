@@ -876,6 +876,262 @@ TEXT ·dotQ8_0x4VNNI(SB), NOSPLIT, $0-56
 	VZEROUPPER
 	RET
 
+// Four-token K-quant kernels: one Q4_K or Q6_K row against four Q8_K
+// rows (DI = token 0's row, R8 = row stride, R9 = 3·stride), mirroring the
+// float operations of dotQ4KAVX2 / dotQ6KAVX2 per token. Y0-Y3 are the
+// tokens' float accumulators, Y8-Y11 their int32 super-block sums.
+
+// K4X4SCALES unpacks the Q4_K scales and mins at (SI) into Y6 (8 int16
+// scales in both lanes) and Y7 (8 int32 mins), as dotQ4KAVX2 does.
+#define K4X4SCALES \
+	MOVL        4(SI), AX;           \
+	MOVL        8(SI), BX;           \
+	MOVL        12(SI), DX;          \
+	MOVL        AX, R10;             \
+	ANDL        $0x3f3f3f3f, R10;    \
+	MOVL        AX, R11;             \
+	SHRL        $6, R11;             \
+	ANDL        $0x03030303, R11;    \
+	SHLL        $4, R11;             \
+	MOVL        DX, R12;             \
+	ANDL        $0x0f0f0f0f, R12;    \
+	ORL         R12, R11;            \
+	MOVL        BX, R12;             \
+	ANDL        $0x3f3f3f3f, R12;    \
+	MOVL        BX, R13;             \
+	SHRL        $6, R13;             \
+	ANDL        $0x03030303, R13;    \
+	SHLL        $4, R13;             \
+	SHRL        $4, DX;              \
+	ANDL        $0x0f0f0f0f, DX;     \
+	ORL         DX, R13;             \
+	VMOVD       R10, X6;             \
+	VPINSRD     $1, R11, X6, X6;     \
+	VPMOVZXBW   X6, X6;              \
+	VINSERTI128 $1, X6, Y6, Y6;      \
+	VMOVD       R12, X7;             \
+	VPINSRD     $1, R13, X7, X7;     \
+	VPMOVZXBD   X7, Y7
+
+// KX4MAC adds VPMADDWD(VPMADDUBSW(Q, token's 32 bytes at AOFF), Y4) to
+// the token's int sums, for the four tokens (Y5 scratch).
+#define KX4MAC(Q, AOFF) \
+	VPMADDUBSW AOFF(DI), Q, Y5;       \
+	VPMADDWD   Y4, Y5, Y5;            \
+	VPADDD     Y5, Y8, Y8;            \
+	VPMADDUBSW AOFF(DI)(R8*1), Q, Y5; \
+	VPMADDWD   Y4, Y5, Y5;            \
+	VPADDD     Y5, Y9, Y9;            \
+	VPMADDUBSW AOFF(DI)(R8*2), Q, Y5; \
+	VPMADDWD   Y4, Y5, Y5;            \
+	VPADDD     Y5, Y10, Y10;          \
+	VPMADDUBSW AOFF(DI)(R9*1), Q, Y5; \
+	VPMADDWD   Y4, Y5, Y5;            \
+	VPADDD     Y5, Y11, Y11
+
+// K4X4CHUNK does one 64-element chunk of the Q4_K super-block for the four
+// tokens (Y14 = 0x0F bytes).
+#define K4X4CHUNK(QOFF, AOFF, M0, M1) \
+	VMOVDQU QOFF(SI), Y12;    \
+	VPSRLW  $4, Y12, Y13;     \
+	VPAND   Y14, Y12, Y12;    \
+	VPAND   Y14, Y13, Y13;    \
+	VPSHUFB M0, Y6, Y4;       \
+	KX4MAC(Y12, AOFF);        \
+	VPSHUFB M1, Y6, Y4;       \
+	KX4MAC(Y13, AOFF+32)
+
+// K4X4FINISH folds token T's super-block sums into its accumulator ACC
+// exactly as dotQ4KAVX2 does: Y6 = 8 × d_w, Y13 = 8 × dmin_w, Y7 = mins.
+#define K4X4FINISH(ADDR, BSUMS, SUMI, ACC) \
+	VPMADDWD     BSUMS, Y15, Y5;  \
+	VPMULLD      Y7, Y5, Y5;      \
+	VCVTDQ2PS    Y5, Y5;          \
+	VCVTDQ2PS    SUMI, SUMI;      \
+	VBROADCASTSS ADDR, Y4;        \
+	VMULPS       Y4, Y6, Y12;     \
+	VFMADD231PS  Y12, SUMI, ACC;  \
+	VMULPS       Y4, Y13, Y12;    \
+	VFNMADD231PS Y12, Y5, ACC
+
+// func dotQ4Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ4Kx4AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   arb+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   nb+32(FP), CX
+	ONES16(Y15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	K4X4SCALES
+	VPXOR  Y8, Y8, Y8
+	VPXOR  Y9, Y9, Y9
+	VPXOR  Y10, Y10, Y10
+	VPXOR  Y11, Y11, Y11
+	K4X4CHUNK(16, 4, shufK4<>+0(SB), shufK4<>+32(SB))
+	K4X4CHUNK(48, 68, shufK4<>+64(SB), shufK4<>+96(SB))
+	K4X4CHUNK(80, 132, shufK4<>+128(SB), shufK4<>+160(SB))
+	K4X4CHUNK(112, 196, shufK4<>+192(SB), shufK4<>+224(SB))
+	VPBROADCASTW (SI), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 2(SI), X13
+	VCVTPH2PS    X13, Y13
+	K4X4FINISH((DI), 260(DI), Y8, Y0)
+	K4X4FINISH((DI)(R8*1), 260(DI)(R8*1), Y9, Y1)
+	K4X4FINISH((DI)(R8*2), 260(DI)(R8*2), Y10, Y2)
+	K4X4FINISH((DI)(R9*1), 260(DI)(R9*1), Y11, Y3)
+	ADDQ         $144, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNE          loop
+
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	HSUM8(Y0, X0, X4)
+	VMOVSS X0, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y1, X1, X4)
+	VMOVSS X1, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y2, X2, X4)
+	VMOVSS X2, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y3, X3, X4)
+	VMOVSS X3, (BX)
+	VZEROUPPER
+	RET
+
+// K6X4QUARTER builds one 32-byte quarter of Q6_K quants into Y7 (BUILD
+// is one of the K6Q* macros), then adds its products for the four tokens;
+// Y6 holds the half's 8 int16 scales in both lanes.
+#define K6X4QUARTER(BUILD, MASK, AOFF) \
+	BUILD;                   \
+	VPSHUFB MASK, Y6, Y4;    \
+	KX4MAC(Y7, AOFF)
+
+// The quarters from ql0 = Y12, ql1 = Y13, qh = Y14 (constants from memory).
+#define K6Q0 \
+	VPAND  c0F<>(SB), Y12, Y7;  \
+	VPAND  c03<>(SB), Y14, Y15; \
+	VPSLLW $4, Y15, Y15;        \
+	VPOR   Y15, Y7, Y7
+
+#define K6Q1 \
+	VPAND  c0F<>(SB), Y13, Y7;  \
+	VPSLLW $2, Y14, Y15;        \
+	VPAND  c30<>(SB), Y15, Y15; \
+	VPOR   Y15, Y7, Y7
+
+#define K6Q2 \
+	VPSRLW $4, Y12, Y7;         \
+	VPAND  c0F<>(SB), Y7, Y7;   \
+	VPAND  c30<>(SB), Y14, Y15; \
+	VPOR   Y15, Y7, Y7
+
+#define K6Q3 \
+	VPSRLW $4, Y13, Y7;         \
+	VPAND  c0F<>(SB), Y7, Y7;   \
+	VPSRLW $2, Y14, Y15;        \
+	VPAND  c30<>(SB), Y15, Y15; \
+	VPOR   Y15, Y7, Y7
+
+// K6X4HALF does one 128-element half (ql at QL, qh at QH, scales at SC,
+// activations at A).
+#define K6X4HALF(QL, QH, SC, A) \
+	VMOVDQU     QL(SI), Y12;      \
+	VMOVDQU     QL+32(SI), Y13;   \
+	VMOVDQU     QH(SI), Y14;      \
+	VPMOVSXBW   SC(SI), X6;       \
+	VINSERTI128 $1, X6, Y6, Y6;   \
+	K6X4QUARTER(K6Q0, shufK6<>+0(SB), A);    \
+	K6X4QUARTER(K6Q1, shufK6<>+32(SB), A+32); \
+	K6X4QUARTER(K6Q2, shufK6<>+64(SB), A+64); \
+	K6X4QUARTER(K6Q3, shufK6<>+96(SB), A+96)
+
+// K6X4FINISH folds token T's super-block sums into ACC as dotQ6KAVX2 does:
+// Y6 = the 16 int16 scales, Y13 = 8 × d_w.
+#define K6X4FINISH(ADDR, BSUMS, SUMI, ACC) \
+	VPMADDWD     BSUMS, Y6, Y5;   \
+	VPSLLD       $5, Y5, Y5;      \
+	VPSUBD       Y5, SUMI, SUMI;  \
+	VCVTDQ2PS    SUMI, SUMI;      \
+	VBROADCASTSS ADDR, Y4;        \
+	VMULPS       Y4, Y13, Y12;    \
+	VFMADD231PS  Y12, SUMI, ACC
+
+// func dotQ6Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   arb+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   nb+32(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	K6X4HALF(0, 128, 192, 4)
+	K6X4HALF(64, 160, 200, 132)
+	VPMOVSXBW    192(SI), Y6
+	VPBROADCASTW 208(SI), X13
+	VCVTPH2PS    X13, Y13
+	K6X4FINISH((DI), 260(DI), Y8, Y0)
+	K6X4FINISH((DI)(R8*1), 260(DI)(R8*1), Y9, Y1)
+	K6X4FINISH((DI)(R8*2), 260(DI)(R8*2), Y10, Y2)
+	K6X4FINISH((DI)(R9*1), 260(DI)(R9*1), Y11, Y3)
+	ADDQ $210, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNE  loop
+
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	HSUM8(Y0, X0, X4)
+	VMOVSS X0, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y1, X1, X4)
+	VMOVSS X1, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y2, X2, X4)
+	VMOVSS X2, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y3, X3, X4)
+	VMOVSS X3, (BX)
+	VZEROUPPER
+	RET
+
+DATA c0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA c0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA c0F<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA c0F<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL c0F<>(SB), RODATA|NOPTR, $32
+
+DATA c03<>+0(SB)/8, $0x0303030303030303
+DATA c03<>+8(SB)/8, $0x0303030303030303
+DATA c03<>+16(SB)/8, $0x0303030303030303
+DATA c03<>+24(SB)/8, $0x0303030303030303
+GLOBL c03<>(SB), RODATA|NOPTR, $32
+
+DATA c30<>+0(SB)/8, $0x3030303030303030
+DATA c30<>+8(SB)/8, $0x3030303030303030
+DATA c30<>+16(SB)/8, $0x3030303030303030
+DATA c30<>+24(SB)/8, $0x3030303030303030
+GLOBL c30<>(SB), RODATA|NOPTR, $32
+
 // bitShuf: byte j of each lane picks byte (j/8) of the broadcast dword
 // (low lane: bytes 0, 1; high lane: bytes 2, 3).
 DATA bitShuf<>+0(SB)/8, $0x0000000000000000
