@@ -1,0 +1,54 @@
+// Package kvwire is the frame codec of the link between prefill and decode
+// workers: a versioned, framed binary protocol, with no sockets and no
+// goroutines.
+//
+// # Place in the data flow
+//
+// internal/transfer owns the TCP connections. It reads every frame's
+// fixed header with [ReadHeader], reads the payload the header announces,
+// and decodes it with the payload types here ([AuthHello] ... [Failed]).
+// The worker edges build payloads with AppendTo and hand them to the
+// transport; [TypeFor] and [Type.FrameKind] translate between the room
+// core's room.FrameKind and the wire types. KV frames are special: their
+// payload is an 8-byte [KV] sub-header followed by the page's data, which
+// the transport reads straight into the destination page and writes
+// straight from the source page (no copy), so the sub-header comes first.
+//
+// # Format
+//
+// Every frame is a 32-byte little-endian [Header] (magic "TDKV", version
+// 1, type, flags, room id, payload length, CRC-32C of the payload) and the
+// payload. Each [Type] has a payload length range ([Type.PayloadBytesMin],
+// [Type.PayloadBytesMax]); the header check refuses lengths outside it, so
+// a reader never allocates more than the type allows: at most
+// [ControlPayloadBytesMax] (64 KiB) for control frames and
+// [KVPayloadBytesMax] (16 MiB + 8) for KV frames. Strings carry a u16
+// length and a per-field limit; lists carry a count checked against both
+// its limit and the bytes that remain before anything is allocated.
+//
+// The checksum covers every payload. Control frames with a bad checksum
+// mean the stream cannot be trusted (the transport closes the
+// connection); a KV frame with a bad checksum fails only its room.
+//
+// # Invariants
+//
+//   - Decoders never panic, never read past their input, and refuse
+//     trailing bytes; every error wraps one sentinel ([ErrMagic],
+//     [ErrVersion], [ErrType], [ErrTooLarge], [ErrMalformed],
+//     [ErrChecksum]) so callers count failures with errors.Is.
+//   - Decode(AppendTo(x)) == x for every value within the field limits, and
+//     the encoding is canonical: whatever decodes re-encodes to the same
+//     bytes. Values over a limit either are cut (messages, at a UTF-8
+//     boundary) or encode bytes that no receiver accepts; never a
+//     different valid value.
+//   - The handshake MACs ([AuthMAC]) bind the cluster token, both nonces,
+//     both addresses and the side that computed them.
+//
+// # Tests
+//
+// Round trips of hand-made and random values of every payload, a table of
+// malformed headers and payloads with the error each gives, allocation
+// bounds, the Shape diff text, and FuzzReadFrame (seeds in
+// testdata/fuzz/FuzzReadFrame; regenerate with
+// go test ./internal/kvwire/ -run TestFuzzSeeds -update-seeds).
+package kvwire

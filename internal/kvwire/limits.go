@@ -1,0 +1,49 @@
+package kvwire
+
+// Sizes and limits of the wire format. Each limit has a rejection path that
+// names it: ReadHeader refuses a header whose length is outside its type's
+// bounds (ErrTooLarge or ErrMalformed) and every Decode refuses a payload
+// that breaks a field limit (ErrMalformed). The relations between them are
+// checked by TestLimits.
+const (
+	// HeaderBytes is the size of the fixed frame header.
+	HeaderBytes = 32
+
+	// KVSubHeaderBytes is the size of a KV frame's sub-header (layer,
+	// kind, reserved byte, ordinal), which precedes the data bytes.
+	KVSubHeaderBytes = 8
+
+	// ControlPayloadBytesMax bounds the payload of every frame except KV.
+	ControlPayloadBytesMax = 64 << 10
+
+	// KVDataBytesMax bounds the data bytes of one KV frame: one page of
+	// one layer's K or V. 16 MiB covers 256-token pages of 64 heads of
+	// dimension 256 in f32.
+	KVDataBytesMax = 16 << 20
+
+	// KVPayloadBytesMax bounds a KV frame's payload: sub-header and data.
+	KVPayloadBytesMax = KVSubHeaderBytes + KVDataBytesMax
+
+	// AllocPagesMax is the most page numbers one ALLOC carries: as many as
+	// fit in a control payload after the count.
+	AllocPagesMax = (ControlPayloadBytesMax - 4) / 4
+
+	// TopLogprobsMax is the most alternatives a FIRST_TOKEN carries
+	// (OpenAI's top_logprobs limit).
+	TopLogprobsMax = 20
+
+	// MessageBytesMax bounds the text of ABORT, FAILED and AUTH_REJECT.
+	MessageBytesMax = 1 << 10
+
+	// NodeAddrBytesMax bounds a node's transfer address (its identity).
+	NodeAddrBytesMax = 255
+
+	// ModelBytesMax bounds Shape.Model.
+	ModelBytesMax = 255
+
+	// DTypeBytesMax bounds Shape.DType.
+	DTypeBytesMax = 16
+
+	// NonceBytes is the size of a handshake nonce and of a MAC.
+	NonceBytes = 32
+)

@@ -1,0 +1,122 @@
+package kvwire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Shape is what two workers must agree on before KV pages can move between
+// them: the model, its attention geometry and the page layout. The
+// handshake exchanges shapes and refuses the connection when they differ.
+type Shape struct {
+	Model      string // model name as both workers load it (≤ ModelBytesMax bytes)
+	Layers     uint32 // transformer layers
+	KVHeads    uint32 // key/value heads per layer
+	HeadDim    uint32 // dimension of one head
+	PageTokens uint32 // tokens per KV page
+	DType      string // KV element type: "f16" or "f32" (≤ DTypeBytesMax bytes)
+}
+
+// Validate reports whether s can describe a local KV cache: a model name,
+// non-zero sizes and a known dtype, all within the wire limits.
+func (s Shape) Validate() error {
+	var errs []error
+	if s.Model == "" || len(s.Model) > ModelBytesMax {
+		errs = append(errs, fmt.Errorf("model name must have 1 to %d bytes, has %d", ModelBytesMax, len(s.Model)))
+	}
+	for _, f := range []struct {
+		name string
+		v    uint32
+	}{{"layers", s.Layers}, {"kv_heads", s.KVHeads}, {"head_dim", s.HeadDim}, {"page_tokens", s.PageTokens}} {
+		if f.v == 0 {
+			errs = append(errs, fmt.Errorf("%s is 0", f.name))
+		}
+	}
+	if s.DType != "f16" && s.DType != "f32" {
+		errs = append(errs, fmt.Errorf("dtype %q is not f16 or f32", s.DType))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("check shape: %w", err)
+	}
+	return nil
+}
+
+// Diff names every field in which s and o differ, s's value first:
+// "page_tokens 16 vs 32; dtype f16 vs f32". It returns "" when they are
+// equal. The text goes into handshake rejections and from there into the
+// errors the edges report.
+func (s Shape) Diff(o Shape) string {
+	var parts []string
+	str := func(name, a, b string) {
+		if a != b {
+			parts = append(parts, fmt.Sprintf("%s %s vs %s", name, quoteEmpty(a), quoteEmpty(b)))
+		}
+	}
+	num := func(name string, a, b uint32) {
+		if a != b {
+			parts = append(parts, fmt.Sprintf("%s %d vs %d", name, a, b))
+		}
+	}
+	str("model", s.Model, o.Model)
+	num("layers", s.Layers, o.Layers)
+	num("kv_heads", s.KVHeads, o.KVHeads)
+	num("head_dim", s.HeadDim, o.HeadDim)
+	num("page_tokens", s.PageTokens, o.PageTokens)
+	str("dtype", s.DType, o.DType)
+	return strings.Join(parts, "; ")
+}
+
+// quoteEmpty shows an empty string as "" so a diff line stays readable.
+func quoteEmpty(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+// ElementBytes is the size of one KV element for s.DType (2 or 4), or 0
+// for an unknown dtype.
+func (s Shape) ElementBytes() int {
+	switch s.DType {
+	case "f16":
+		return 2
+	case "f32":
+		return 4
+	}
+	return 0
+}
+
+// PageBytes is the size of one page of one layer's K (or V):
+// PageTokens × KVHeads × HeadDim × ElementBytes. It is what a KV frame
+// carries.
+func (s Shape) PageBytes() int64 {
+	return int64(s.PageTokens) * int64(s.KVHeads) * int64(s.HeadDim) * int64(s.ElementBytes())
+}
+
+// AppendTo appends s's encoding: model, layers, kv_heads, head_dim,
+// page_tokens, dtype.
+func (s Shape) AppendTo(b []byte) []byte {
+	b = appendStr(b, s.Model)
+	b = appendU32(b, s.Layers)
+	b = appendU32(b, s.KVHeads)
+	b = appendU32(b, s.HeadDim)
+	b = appendU32(b, s.PageTokens)
+	return appendStr(b, s.DType)
+}
+
+// Decode decodes exactly one encoded Shape from b.
+func (s *Shape) Decode(b []byte) error {
+	d := decoder{what: "shape", b: b}
+	s.decodeFrom(&d)
+	return d.done()
+}
+
+func (s *Shape) decodeFrom(d *decoder) {
+	s.Model = d.str("model", ModelBytesMax)
+	s.Layers = d.u32("layers")
+	s.KVHeads = d.u32("kv_heads")
+	s.HeadDim = d.u32("head_dim")
+	s.PageTokens = d.u32("page_tokens")
+	s.DType = d.str("dtype", DTypeBytesMax)
+}
