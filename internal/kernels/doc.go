@@ -22,10 +22,14 @@
 // Go assembly: level AVX2 (AVX2+FMA+F16C) and level AVX512 (AVX-512
 // F/BW/VL/DQ plus AVX512-VNNI). Kernels without assembly at a level use the
 // next lower level's. SetLevel forces a level for tests and benchmarks.
-// Assembly so far: Q8_0, Q4_0, Q4_K, Q6_K weight dots (AVX2; Q8_0 and Q4_0
-// also with VPDPBUSD), f32 and f16 dot and axpy (AVX2, AVX-512) and f16
-// conversion (F16C). Q4_1, Q5_0, Q5_1, Q5_K and BF16 dots and the
-// quantizers are Go at every level.
+//
+// Assembly: every weight type's dot (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 with
+// VPDPBUSD at AVX512; Q4_K, Q5_K, Q6_K at AVX2 width on both levels; BF16),
+// f32 and f16 dot and axpy (AVX2 and AVX-512) and f16 conversion (F16C).
+// For batches, MatMul uses four-token kernels for Q8_0 (AVX2 sign trick;
+// VNNI with weights+128 against signed activations), Q4_K and Q6_K, which
+// share the weight unpacking between four tokens. The activation quantizers
+// are Go at every level (a few percent of a matrix-vector product).
 //
 // # Invariants and limits
 //
@@ -39,8 +43,10 @@
 //     trick (|w| times a·sign(w)) relies on it.
 //   - Float sums are taken in float32 in a level-dependent order, so levels
 //     agree to about 1e-5 of the sum of |terms|, not bit for bit. Within one
-//     level results are deterministic and MatMul's do not depend on the
-//     thread count.
+//     level results are deterministic, and MatMul's outputs for a token do
+//     not depend on the thread count nor on the other tokens of the batch:
+//     the four-token kernels repeat the one-token kernel's float operations
+//     exactly (integer lane sums are exact whatever the instructions).
 //   - Tensor bytes are read in place as little-endian numbers; big-endian
 //     builds are refused at compile time.
 //
@@ -54,5 +60,5 @@
 // weights, every row length class, the Q8_0 quantizer against ggml's bytes,
 // and MatMul against a naive dequantize-then-multiply with bounds derived
 // from the activation quantization error, bit-identical across thread
-// counts.
+// counts and between batched and solo tokens.
 package kernels
