@@ -1,0 +1,81 @@
+// Package room is the pure state machine of Tandem's prefill/decode (PD)
+// handoff: one Machine per worker holds every room (one request's KV
+// transfer) that worker takes part in, as the prefill or the decode role.
+//
+// # Where it sits
+//
+// The router mints a 128-bit room id and sends the request to a prefill
+// worker and a decode worker at once. On each worker the edges turn what
+// happens into Events: the HTTP leg arriving or being cancelled, control
+// frames from the peer (HELLO, HELLO_ACK, ALLOC, FIRST_TOKEN, DONE,
+// DONE_ACK, ABORT, FAILED), engine progress (pages reserved, compute
+// started, KV sent or stored, first token, errors), a peer lost, shutdown,
+// and the timer. The driver goroutine calls Step for each and Tick when the
+// timer set to NextDeadline fires, then carries out Ready (frames to send,
+// computes to start or cancel, requests to resume, cancel or reject,
+// resources to release) and calls Advance. The core has no goroutines, no
+// clock, no I/O and no locks: the same code runs in the binaries and in the
+// simulator, on a virtual clock. The protocol is described in
+// shared/reference/pd-protocol.md.
+//
+// # Invariants (checked after every Step; checkAll checks every room)
+//
+//   - Every live room has a deadline, set on entry to its phase (and
+//     restarted by transfer progress) and later than its creation; Tick
+//     fails it with that phase's timeout reason. So every room ends.
+//   - Succeeded and Failed are terminal: no event changes a terminal room.
+//     Events for it are counted as late; a request gets its answer (409, or
+//     on prefill the earlier failure as 502/504), a HELLO to a failed
+//     prefill room gets FAILED at once, pages reserved too late are freed.
+//   - Every room record, live or born terminal, emits exactly one
+//     EffectRelease, as the last effect of the Step that ends it. Pages the
+//     decode engine reserves are owned by exactly one of: the room (then
+//     freed by its failed Release or handed over by Resume) or an
+//     EffectFreePages.
+//   - No frame silently creates, revives or changes a room it does not
+//     belong to: each event gets one Outcome (applied, parked, answered,
+//     late, rejected), counted by kind. Only the router's request (both
+//     roles) and HELLO (prefill, parked with the request timeout) create live
+//     rooms. An ABORT or FAILED for a room prefill does not know yet creates
+//     a Failed tombstone, so the request that comes later is answered at
+//     once instead of waiting out a timeout (SGLang's silent pin). A frame
+//     from a peer other than the room's never changes it.
+//   - Frames are answered only when their sender waits (HELLO, ALLOC,
+//     DONE) and never with more than one FAILED; ABORT and FAILED are never
+//     answered, so two sides cannot start an answer storm.
+//   - Output order never depends on map iteration: rooms are ordered by
+//     creation, deadlines by (deadline, creation).
+//
+// # Limits
+//
+// Config.RoomsMax live rooms (a request past it gets 503, a HELLO
+// FAILED(overloaded)); Config.TombstonesMax remembered terminal rooms (the
+// oldest are forgotten first, counted as evicted) each for
+// Config.TombstoneTTL, which New requires to exceed every timeout;
+// historyMax transitions per room; AllocPagesMax pages per ALLOC. Config
+// durations are capped so Instant arithmetic cannot overflow. Time never
+// runs backwards inside a Machine: an earlier now is raised to the latest.
+//
+// # Choices where the brief left room
+//
+//   - A frame out of order from the room's own peer (a second ALLOC, DONE
+//     before KV could start, DONE_ACK before DONE, ...) fails the room with
+//     ReasonProtocol and tells the peer; it is counted as rejected.
+//   - ALLOC while prefill still awaits the router's request is legal (decode
+//     got HELLO_ACK and admitted before the router's prefill leg arrived):
+//     the pages are kept and the compute starts when the request comes.
+//   - Prefill tells its peer about its own failures with FAILED for engine
+//     and protocol failures and ABORT otherwise; decode always sends ABORT.
+//
+// # Tests
+//
+// Scenario files in testdata/*.txt (one per known PD failure mode, each
+// opening with what it proves) drive a Machine with a small command
+// language and compare the full trace, in the line format that
+// Transition.String, Effect.String and RoomInfo.String print; go test
+// -rewrite regenerates them for review. Table tests check that every live
+// phase has a deadline, that every event kind leaves a terminal room as it
+// was, and that every failure path releases exactly once. A seeded property
+// test steps thousands of random event sequences through both roles and
+// checks the invariants after every Step.
+package room
