@@ -108,15 +108,15 @@ type EventKind uint8
 // The events. "Frame" events come from the peer; the rest from local edges.
 const (
 	EventRequest        EventKind = iota + 1 // the router's HTTP leg arrived (Peer: decode side gets the prefill address)
-	EventClientAbort                         // the router's HTTP leg was cancelled
-	EventHello                               // frame HELLO (prefill)
+	EventClientAbort                         // the router's HTTP leg was cancelled (only for a request the machine took: not one it answered with EffectReject)
+	EventHello                               // frame HELLO (prefill): Peer is the decode worker's address
 	EventHelloAck                            // frame HELLO_ACK (decode)
-	EventAdmitted                            // decode engine reserved Pages
+	EventAdmitted                            // decode engine reserved Pages (answer to EffectAdmit; pages no room can take come back in EffectFreePages)
 	EventAlloc                               // frame ALLOC with Pages (prefill)
 	EventComputeStarted                      // prefill engine started the prompt (visibility only)
-	EventKVSent                              // prefill edge sent KV frames (Bytes so far): progress
+	EventKVSent                              // prefill edge sent KV frames (Bytes so far, never less): progress; report every byte before EventComputeDone
 	EventComputeDone                         // prefill engine sampled the first token (Token, Logprob)
-	EventKVReceived                          // decode edge stored KV frames (Bytes so far): progress
+	EventKVReceived                          // decode edge stored KV frames (Bytes so far, never less): progress
 	EventFirstToken                          // frame FIRST_TOKEN (decode): Token, Logprob
 	EventDone                                // frame DONE (decode): PageCount, Bytes as the sender counted
 	EventDoneAck                             // frame DONE_ACK (prefill)
@@ -131,6 +131,8 @@ const (
 )
 
 // Event is one input. Which fields matter depends on Kind (see each kind).
+// Every frame event carries the sending peer's address in Peer; a frame from
+// a peer other than the room's never changes the room.
 type Event struct {
 	Kind      EventKind
 	Room      ID

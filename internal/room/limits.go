@@ -14,4 +14,8 @@ const (
 	// durationMax bounds every Config duration (about 52 days) so that
 	// Instant arithmetic can never overflow on a sane clock.
 	durationMax Duration = 1 << 52
+
+	// instantMax caps the time Step accepts (about 146 years of a monotonic
+	// clock): a deadline or tombstone expiry past it still fits an Instant.
+	instantMax Instant = 1 << 62
 )

@@ -90,11 +90,12 @@ func New(cfg Config) (*Machine, error) {
 // Step applies one event at time now and returns how it was handled. Its
 // effects and transitions accumulate in Ready until Advance. Times earlier
 // than one already seen are treated as that time (the core's clock never
-// runs backwards). Bad input (an unknown kind, a frame from the wrong peer,
-// a frame out of order) is rejected or fails the room; it never panics.
+// runs backwards), and times past instantMax as instantMax. Bad input (an
+// unknown kind, a frame from the wrong peer, a frame out of order) is
+// rejected or fails the room; it never panics.
 func (m *Machine) Step(now Instant, ev Event) Outcome {
 	if now > m.now {
-		m.now = now
+		m.now = min(now, instantMax)
 	}
 	now = m.now
 	var o Outcome

@@ -132,7 +132,10 @@ func TestEveryLivePhaseHasDeadline(t *testing.T) {
 	for _, role := range Roles() {
 		for _, p := range livePhases(role) {
 			covered[p] = true
-			m := newTestMachine(t, role)
+			m, err := New(distinctConfig(role))
+			if err != nil {
+				t.Fatal(err)
+			}
 			id := scenarioID(1)
 			const at = Instant(5e6)
 			stepAll(t, m, at, pathTo(id, p))
@@ -140,7 +143,7 @@ func TestEveryLivePhaseHasDeadline(t *testing.T) {
 			if !ok || ri.Phase != p || ri.State != phaseTable[p].state {
 				t.Fatalf("%v: Room after pathTo = %v, %v; want phase %v", role, ri, ok, p)
 			}
-			if want := at + Instant(m.timeout(p)); ri.Deadline != want || ri.Deadline <= ri.Created {
+			if want := at + Instant(wantTimeout(m.cfg, p)); ri.Deadline != want || ri.Deadline <= ri.Created {
 				t.Errorf("%v/%v: deadline %v, want %v (after creation %v)", role, p, ri.Deadline, want, ri.Created)
 			}
 			if next, ok := m.NextDeadline(); !ok || next != ri.Deadline {
@@ -153,8 +156,8 @@ func TestEveryLivePhaseHasDeadline(t *testing.T) {
 			}
 			m.Tick(ri.Deadline)
 			ri, _ = m.Room(id)
-			if ri.State != StateFailed || ri.Reason != phaseTable[p].timeout || ri.Reason == ReasonNone {
-				t.Errorf("%v/%v: after Tick(deadline) %v/%v, want failed with %v", role, p, ri.State, ri.Reason, phaseTable[p].timeout)
+			if want := wantTimeoutReason[p]; ri.State != StateFailed || ri.Reason != want {
+				t.Errorf("%v/%v: after Tick(deadline) %v/%v, want failed with %v", role, p, ri.State, ri.Reason, want)
 			}
 			if n := countKind(m.Ready().Effects, EffectRelease); n != 1 {
 				t.Errorf("%v/%v: timeout emitted %d releases, want 1", role, p, n)
@@ -166,6 +169,35 @@ func TestEveryLivePhaseHasDeadline(t *testing.T) {
 			t.Errorf("phase %v belongs to no role's live phases", p)
 		}
 	}
+}
+
+// distinctConfig gives every timeout a different value so a deadline names
+// the timeout it came from.
+func distinctConfig(role Role) Config {
+	return Config{
+		Role: role, HelloTimeout: ms(1001), RequestTimeout: ms(1002), AllocTimeout: ms(2003),
+		HandshakeTimeout: ms(1004), AdmissionTimeout: ms(2005), PrefillTimeout: ms(3006),
+		ProgressTimeout: ms(507), TombstoneTTL: ms(10000), RoomsMax: 8, TombstonesMax: 8,
+	}
+}
+
+// wantTimeoutReason is the design's timeout reason per phase.
+var wantTimeoutReason = map[Phase]Reason{
+	PhaseAwaitingHello: ReasonHelloTimeout, PhaseAwaitingRequest: ReasonRequestTimeout,
+	PhaseAwaitingAlloc: ReasonAllocTimeout, PhaseComputing: ReasonPrefillTimeout, PhaseSending: ReasonProgressTimeout,
+	PhaseHandshake: ReasonHandshakeTimeout, PhaseAdmission: ReasonAdmissionTimeout,
+	PhaseAwaitingKV: ReasonPrefillTimeout, PhaseReceiving: ReasonProgressTimeout,
+}
+
+// wantTimeout is the design's deadline per phase (pd-protocol.md's tables),
+// written out independently of Machine.timeout.
+func wantTimeout(c Config, p Phase) Duration {
+	return map[Phase]Duration{
+		PhaseAwaitingHello: c.HelloTimeout, PhaseAwaitingRequest: c.RequestTimeout,
+		PhaseAwaitingAlloc: c.AllocTimeout, PhaseComputing: c.PrefillTimeout, PhaseSending: c.ProgressTimeout,
+		PhaseHandshake: c.HandshakeTimeout, PhaseAdmission: c.AdmissionTimeout,
+		PhaseAwaitingKV: c.PrefillTimeout, PhaseReceiving: c.ProgressTimeout,
+	}[p]
 }
 
 func countKind(effects []Effect, k EffectKind) int {
@@ -491,6 +523,11 @@ func TestTimeNeverRunsBackwards(t *testing.T) {
 	ri, _ := m.Room(scenarioID(2))
 	if ri.Created != 100e6 || ri.Deadline != 100e6+Instant(m.cfg.HelloTimeout) {
 		t.Errorf("room created with an earlier time: created %v deadline %v, want 100ms and 1100ms", ri.Created, ri.Deadline)
+	}
+	// A clock far in the future cannot overflow a deadline.
+	m.Step(Instant(1<<63-1), Event{Kind: EventRequest, Room: scenarioID(3), RequestID: "c"})
+	if ri, _ := m.Room(scenarioID(3)); ri.Deadline <= ri.Created {
+		t.Errorf("room created at the clock's end: created %v deadline %v, want the deadline after", ri.Created, ri.Deadline)
 	}
 }
 
