@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/cpu"
 
 	"tandem/internal/tensor"
@@ -60,6 +62,7 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI)
+		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)
 	}
 }
 
@@ -99,6 +102,35 @@ func kDot4(f func(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride i
 		_ = a[3*arb+nb*sizeQ8_K-1]
 		_ = y[3*ystride]
 		f(&w[0], &a[0], arb, nil, nb, &y[0], ystride)
+	}
+}
+
+// f16Dot4 adapts a four-token F16 kernel that handles a multiple of width
+// elements, finishing each token's tail in Go exactly as dotF16Vec does.
+func f16Dot4(f func(w, a *byte, arb int, prep *byte, n int, y *float32, ystride int), width int) dot4Func {
+	return func(w, a []byte, arb int, _ []byte, n int, y []float32, ystride int) {
+		if n <= 0 {
+			return
+		}
+		_ = a[3*arb+2*n-1]
+		_ = y[3*ystride]
+		m := n / width * width
+		if m > 0 {
+			f(&w[0], &a[0], arb, nil, m, &y[0], ystride)
+		} else {
+			for t := range 4 {
+				y[t*ystride] = 0
+			}
+		}
+		tab := f16Table
+		for t := range 4 {
+			row := a[t*arb : t*arb+2*n]
+			s := y[t*ystride]
+			for i := m; i < n; i++ {
+				s += tab[binary.LittleEndian.Uint16(w[2*i:])] * tab[binary.LittleEndian.Uint16(row[2*i:])]
+			}
+			y[t*ystride] = s
+		}
 	}
 }
 
@@ -291,3 +323,6 @@ func dotQ4Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride i
 
 //go:noescape
 func dotQ6Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotF16x4AVX512(w, a *byte, arb int, prep *byte, n int, y *float32, ystride int)

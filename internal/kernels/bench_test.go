@@ -149,7 +149,7 @@ func BenchmarkParallel(b *testing.B) {
 // 4096-element row (weight bytes counted once per token).
 func BenchmarkDot4(b *testing.B) {
 	const n = 4096
-	for _, wt := range []tensor.Type{tensor.Q8_0, tensor.Q4_K, tensor.Q6_K} {
+	for _, wt := range []tensor.Type{tensor.Q8_0, tensor.Q4_K, tensor.Q6_K, tensor.F16} {
 		rng := rand.New(rand.NewPCG(5, 5))
 		w := randWeights(rng, wt, n)
 		x := randActivations(rng, 4*n)
@@ -177,6 +177,31 @@ func BenchmarkDot4(b *testing.B) {
 					ks.dot4[wt](w, a, arb, m.prep, m.nb, y, 1)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkParallelAfterWork measures a round of Parallel that follows a
+// few µs of work on the caller alone (as between the steps of a forward
+// pass), when the helpers may have gone idle.
+func BenchmarkParallelAfterWork(b *testing.B) {
+	x := randActivations(rand.New(rand.NewPCG(6, 6)), 4096)
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("th%d", threads), func(b *testing.B) {
+			p := NewPool(threads)
+			defer p.Close()
+			var sink float32
+			fn := func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					sink += DotF32(x[:256], x[256:512])
+				}
+			}
+			for b.Loop() {
+				for range 40 {
+					sink += DotF32(x[:2048], x[2048:])
+				}
+				p.Parallel(64, fn)
+			}
 		})
 	}
 }

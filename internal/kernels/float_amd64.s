@@ -546,3 +546,105 @@ reduce:
 	VMOVSS        X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// F16X4TOKEN adds the four converted weight vectors Z4-Z7 times one
+// token's activations (f16 at ROW0-ROW3, converted into Z8-Z11) to its
+// accumulators A0-A3.
+#define F16X4TOKEN(ROW0, ROW1, ROW2, ROW3, A0, A1, A2, A3) \
+	VCVTPH2PS   ROW0, Z8;   \
+	VCVTPH2PS   ROW1, Z9;   \
+	VCVTPH2PS   ROW2, Z10;  \
+	VCVTPH2PS   ROW3, Z11;  \
+	VFMADD231PS Z8, Z4, A0; \
+	VFMADD231PS Z9, Z5, A1; \
+	VFMADD231PS Z10, Z6, A2; \
+	VFMADD231PS Z11, Z7, A3
+
+// F16X4REDUCE reduces one token's accumulators as dotF16AVX512 does and
+// stores the result at (BX), advancing BX by DX.
+#define F16X4REDUCE(A0, A1, A2, A3) \
+	VADDPS        A1, A0, A0; \
+	VADDPS        A3, A2, A2; \
+	VADDPS        A2, A0, A0; \
+	VMOVAPS       A0, Z0;     \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VADDPS        Y1, Y0, Y0; \
+	HSUM8(Y0, X0, X1);        \
+	VMOVSS        X0, (BX);   \
+	ADDQ          DX, BX
+
+// func dotF16x4AVX512(w, a *byte, arb int, prep *byte, n int, y *float32, ystride int)
+//
+// Four tokens at once for F16 weights: the weights are converted once and
+// multiplied by each token's f16 activations (rows at a, stride arb). n is
+// a positive multiple of 16. Per token it repeats dotF16AVX512's float
+// operations.
+TEXT ·dotF16x4AVX512(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   arb+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   n+32(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	CMPQ   CX, $64
+	JB     tail
+
+loop64:
+	VCVTPH2PS (SI), Z4
+	VCVTPH2PS 32(SI), Z5
+	VCVTPH2PS 64(SI), Z6
+	VCVTPH2PS 96(SI), Z7
+	F16X4TOKEN((DI), 32(DI), 64(DI), 96(DI), Z16, Z17, Z18, Z19)
+	F16X4TOKEN((DI)(R8*1), 32(DI)(R8*1), 64(DI)(R8*1), 96(DI)(R8*1), Z20, Z21, Z22, Z23)
+	F16X4TOKEN((DI)(R8*2), 32(DI)(R8*2), 64(DI)(R8*2), 96(DI)(R8*2), Z24, Z25, Z26, Z27)
+	F16X4TOKEN((DI)(R9*1), 32(DI)(R9*1), 64(DI)(R9*1), 96(DI)(R9*1), Z28, Z29, Z30, Z31)
+	ADDQ      $128, SI
+	ADDQ      $128, DI
+	SUBQ      $64, CX
+	CMPQ      CX, $64
+	JAE       loop64
+
+tail:
+	TESTQ CX, CX
+	JEQ   reduce
+
+loop16:
+	VCVTPH2PS   (SI), Z4
+	VCVTPH2PS   (DI), Z8
+	VCVTPH2PS   (DI)(R8*1), Z9
+	VCVTPH2PS   (DI)(R8*2), Z10
+	VCVTPH2PS   (DI)(R9*1), Z11
+	VFMADD231PS Z8, Z4, Z16
+	VFMADD231PS Z9, Z4, Z20
+	VFMADD231PS Z10, Z4, Z24
+	VFMADD231PS Z11, Z4, Z28
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $16, CX
+	JNE         loop16
+
+reduce:
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	F16X4REDUCE(Z16, Z17, Z18, Z19)
+	F16X4REDUCE(Z20, Z21, Z22, Z23)
+	F16X4REDUCE(Z24, Z25, Z26, Z27)
+	F16X4REDUCE(Z28, Z29, Z30, Z31)
+	VZEROUPPER
+	RET

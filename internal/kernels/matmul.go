@@ -140,8 +140,7 @@ func (m *matmulState) release() {
 // four tokens, for the four-token kernels.
 func (m *matmulState) prepareTiles(vt tensor.Type) {
 	m.nb = m.nIn / vt.BlockSize()
-	rec := prepRecordBytes(vt)
-	m.tileSize = m.nb * rec
+	m.tileSize = prepTileBytes(vt, m.nb)
 	n := m.nTok / 4 * m.tileSize
 	if cap(m.prepStore) < n {
 		m.prepStore = make([]byte, n)

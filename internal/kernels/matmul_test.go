@@ -221,18 +221,27 @@ func TestMatMulBatchInvariant(t *testing.T) {
 		p := NewPool(2)
 		defer p.Close()
 		for _, wt := range weightTypes {
-			const nOut, nIn, nTok = 150, 512, 9
-			w := randWeights(rng, wt, nOut*nIn)
-			x := randActivations(rng, nTok*nIn)
-			y := make([]float32, nTok*nOut)
-			p.MatMul(wt, w, nOut, nIn, x, nTok, y)
-			for tk := 0; tk < nTok; tk++ {
-				alone := make([]float32, nOut)
-				p.MatMul(wt, w, nOut, nIn, x[tk*nIn:(tk+1)*nIn], 1, alone)
-				for o := range alone {
-					if math.Float32bits(alone[o]) != math.Float32bits(y[tk*nOut+o]) {
-						t.Errorf("MatMul(%s): token %d row %d = %v in a batch of %d, %v alone", wt, tk, o, y[tk*nOut+o], nTok, alone[o])
-						break
+			// Row lengths for every loop shape: one block, odd block
+			// counts, float rows below and between the vector widths.
+			ins := []int{wt.BlockSize(), 3 * wt.BlockSize(), 512}
+			if wt.BlockSize() == 1 {
+				ins = []int{5, 37, 100, 200, 512}
+			}
+			for _, nIn := range ins {
+				const nOut, nTok = 150, 9
+				w := randWeights(rng, wt, nOut*nIn)
+				x := randActivations(rng, nTok*nIn)
+				y := make([]float32, nTok*nOut)
+				p.MatMul(wt, w, nOut, nIn, x, nTok, y)
+				for tk := 0; tk < nTok; tk++ {
+					alone := make([]float32, nOut)
+					p.MatMul(wt, w, nOut, nIn, x[tk*nIn:(tk+1)*nIn], 1, alone)
+					for o := range alone {
+						if math.Float32bits(alone[o]) != math.Float32bits(y[tk*nOut+o]) {
+							t.Errorf("MatMul(%s, nIn %d): token %d row %d = %v in a batch of %d, %v alone",
+								wt, nIn, tk, o, y[tk*nOut+o], nTok, alone[o])
+							break
+						}
 					}
 				}
 			}

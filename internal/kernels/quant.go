@@ -154,29 +154,31 @@ func quantizeQ8_K(src []float32, dst []byte) {
 // the signed weight quants; the kernel subtracts 128·Σw).
 const prepQ8_0 = 16 + 4*32
 
-// prepRecordBytes returns the bytes per block of a prepared tile of vec dot
-// type vt (0 when the four-token kernels need nothing prepared).
-func prepRecordBytes(vt tensor.Type) int {
-	if vt == tensor.Q8_0 {
-		return prepQ8_0
+// prepTileBytes returns the bytes of the prepared data of a four-token
+// tile of rows of nb blocks of vec dot type vt (0 when the four-token
+// kernels need nothing prepared).
+func prepTileBytes(vt tensor.Type, nb int) int {
+	switch vt {
+	case tensor.Q8_0:
+		return nb * prepQ8_0
 	}
 	return 0
 }
 
 // prepareTile writes the prepared data of the four activation rows a (row
-// stride arb, nb blocks each) into dst (nb·prepRecordBytes(vt) bytes).
+// stride arb, nb blocks each) into dst (prepTileBytes(vt, nb) bytes).
 func prepareTile(vt tensor.Type, a []byte, arb, nb int, dst []byte) {
-	if vt != tensor.Q8_0 {
-		return
-	}
-	for b := 0; b < nb; b++ {
-		rec := dst[b*prepQ8_0 : (b+1)*prepQ8_0]
-		for t := 0; t < 4; t++ {
-			blk := a[t*arb+b*sizeQ8_0 : t*arb+(b+1)*sizeQ8_0]
-			binary.LittleEndian.PutUint32(rec[4*t:], math.Float32bits(half(blk)))
-			c := rec[16+32*t : 16+32*t+32]
-			for j, q := range blk[2:sizeQ8_0] {
-				c[j] = q ^ 0x80
+	switch vt {
+	case tensor.Q8_0:
+		for b := 0; b < nb; b++ {
+			rec := dst[b*prepQ8_0 : (b+1)*prepQ8_0]
+			for t := 0; t < 4; t++ {
+				blk := a[t*arb+b*sizeQ8_0 : t*arb+(b+1)*sizeQ8_0]
+				binary.LittleEndian.PutUint32(rec[4*t:], math.Float32bits(half(blk)))
+				c := rec[16+32*t : 16+32*t+32]
+				for j, q := range blk[2:sizeQ8_0] {
+					c[j] = q ^ 0x80
+				}
 			}
 		}
 	}
