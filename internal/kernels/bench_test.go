@@ -162,7 +162,8 @@ func BenchmarkDot4(b *testing.B) {
 				QuantizeActivation(vt, x, a)
 				var m matmulState
 				m.act, m.arb, m.nIn, m.nTok = a, arb, n, 4
-				m.prepareTiles(vt)
+				m.sizeTiles(vt)
+				m.prepare(0, 1)
 				y := make([]float32, 4)
 				b.SetBytes(int64(4 * len(w)))
 				if ks.dot4[wt] == nil {

@@ -84,8 +84,8 @@ func aligned(b []byte, n uintptr) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))&(n-1) == 0
 }
 
-// f32View reinterprets 4-aligned little-endian bytes as float32s (amd64 and
-// arm64 are little-endian; big-endian builds are excluded in endian.go).
+// f32View reinterprets 4-aligned little-endian bytes as float32s
+// (big-endian builds are refused by bigendian.go).
 func f32View(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }

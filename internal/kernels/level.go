@@ -39,9 +39,9 @@ func (l Level) String() string {
 	return fmt.Sprintf("level(%d)", int(l))
 }
 
-// kernelSet is the table of kernel functions of one level. Every field is
-// set for every level (a level without its own kernel for an operation
-// reuses the next lower level's).
+// kernelSet is the table of kernel functions of one level. Every field but
+// dot4 is set at every level (a level without its own kernel for an
+// operation reuses the next lower level's).
 type kernelSet struct {
 	level Level
 

@@ -24,12 +24,14 @@ type matmulState struct {
 	// Bound once in init, so MatMul allocates no closures.
 	rowsFn  func(lo, hi int)
 	quantFn func(lo, hi int)
+	prepFn  func(lo, hi int)
 
 	dot       func(n int, w, a []byte) float32
 	dot4      dot4Func // nil: one token at a time
 	prep      []byte   // prepared data of the four-token tiles
 	tileSize  int      // bytes of prep per tile
 	nb        int      // activation blocks per row
+	vt        tensor.Type
 	quantize  func(src []float32, dst []byte)
 	w         []byte
 	wrb       int // weight row bytes
@@ -50,6 +52,7 @@ type matmulState struct {
 func (m *matmulState) init() {
 	m.rowsFn = m.rows
 	m.quantFn = m.quant
+	m.prepFn = m.prepare
 }
 
 // MatMul computes y[t*nOut+o] = W[o]·x[t*nIn:(t+1)*nIn] for o < nOut and
@@ -57,9 +60,11 @@ func (m *matmulState) init() {
 // o·wt.RowBytes(nIn)). It quantizes x once (to VecDotType(wt), in
 // parallel), then splits the rows over the workers; for nTok > 1 each
 // group of rows (about 24 KiB) is dotted with every token while it is in
-// cache. Every output is one VecDot of its row and token, so the result does
-// not depend on the thread count. The activation scratch is kept between
-// calls: in steady state MatMul allocates nothing.
+// cache, four tokens per call where the level has a four-token kernel for
+// wt. Every output equals VecDot of its row and token bit for bit, so the
+// results depend neither on the thread count nor on the other tokens of the
+// batch. The scratch is kept between calls: in steady state MatMul
+// allocates nothing.
 //
 // Calls on one Pool are serialized (see Pool). MatMul panics when wt is not
 // Supported, nIn is not a multiple of its block size, or w, x or y is too
@@ -115,7 +120,14 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	m.dot4 = nil
 	if nTok >= 4 && ks.dot4[wt] != nil {
 		m.dot4 = ks.dot4[wt]
-		m.prepareTiles(vt)
+		m.sizeTiles(vt)
+		if tiles := nTok / 4; m.tileSize > 0 {
+			if nTok*nIn < quantSerialElems {
+				m.prepare(0, tiles)
+			} else {
+				p.run(tiles, 1, m.prepFn)
+			}
+		}
 	}
 
 	m.group = max(1, groupBytes/max(wrb, 1))
@@ -136,9 +148,9 @@ func (m *matmulState) release() {
 	m.w, m.x, m.y, m.act = nil, nil, nil, nil
 }
 
-// prepareTiles fills m.prep with the prepared data of every whole tile of
-// four tokens, for the four-token kernels.
-func (m *matmulState) prepareTiles(vt tensor.Type) {
+// sizeTiles sets up m.prep for the four-token kernels' prepared data.
+func (m *matmulState) sizeTiles(vt tensor.Type) {
+	m.vt = vt
 	m.nb = m.nIn / vt.BlockSize()
 	m.tileSize = prepTileBytes(vt, m.nb)
 	n := m.nTok / 4 * m.tileSize
@@ -146,8 +158,13 @@ func (m *matmulState) prepareTiles(vt tensor.Type) {
 		m.prepStore = make([]byte, n)
 	}
 	m.prep = m.prepStore[:n]
-	for t := 0; t+4 <= m.nTok; t += 4 {
-		prepareTile(vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize])
+}
+
+// prepare fills the prepared data of tiles [lo, hi) (four tokens each).
+func (m *matmulState) prepare(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		t := 4 * i
+		prepareTile(m.vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[i*m.tileSize:(i+1)*m.tileSize])
 	}
 }
 

@@ -175,9 +175,9 @@ func prepareTile(vt tensor.Type, a []byte, arb, nb int, dst []byte) {
 			for t := 0; t < 4; t++ {
 				blk := a[t*arb+b*sizeQ8_0 : t*arb+(b+1)*sizeQ8_0]
 				binary.LittleEndian.PutUint32(rec[4*t:], math.Float32bits(half(blk)))
-				c := rec[16+32*t : 16+32*t+32]
-				for j, q := range blk[2:sizeQ8_0] {
-					c[j] = q ^ 0x80
+				c, q := rec[16+32*t:16+32*t+32], blk[2:sizeQ8_0]
+				for j := 0; j < 32; j += 8 {
+					binary.LittleEndian.PutUint64(c[j:], binary.LittleEndian.Uint64(q[j:])^0x8080808080808080)
 				}
 			}
 		}
