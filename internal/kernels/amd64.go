@@ -47,7 +47,9 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1AVX2, qk)
 		k.vecDot[tensor.Q5_K] = blockDot(dotQ5KAVX2, qkk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX2, 8)
-		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4AVX2)
+		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4AVX2, sizeQ8_0)
+		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4AVX2, sizeQ4_0)
+		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4AVX2, sizeQ5_0)
 		k.dot4[tensor.Q4_K] = kDot4(dotQ4Kx4AVX2, sizeQ4_K)
 		k.dot4[tensor.Q6_K] = kDot4(dotQ6Kx4AVX2, sizeQ6_K)
 	case AVX512:
@@ -61,7 +63,9 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q4_1] = blockDot(dotQ4_1VNNI, qk)
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
-		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI)
+		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI, sizeQ8_0)
+		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
+		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
 		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)
 	}
 }
@@ -76,14 +80,14 @@ func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byt
 	}
 }
 
-// q8Dot4 adapts a four-token Q8_0 kernel, checking the slice bounds the
-// assembly relies on.
-func q8Dot4(f func(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)) dot4Func {
+// q8Dot4 adapts a four-token kernel for a weight type dotted with Q8_0
+// (blocks of wsize bytes), checking the slice bounds the assembly relies on.
+func q8Dot4(f func(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int), wsize int) dot4Func {
 	return func(w, a []byte, arb int, prep []byte, nb int, y []float32, ystride int) {
 		if nb <= 0 {
 			return
 		}
-		_ = w[nb*sizeQ8_0-1]
+		_ = w[nb*wsize-1]
 		_ = a[3*arb+nb*sizeQ8_0-1]
 		_ = prep[nb*prepQ8_0-1]
 		_ = y[3*ystride]
@@ -326,3 +330,15 @@ func dotQ6Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride i
 
 //go:noescape
 func dotF16x4AVX512(w, a *byte, arb int, prep *byte, n int, y *float32, ystride int)
+
+//go:noescape
+func dotQ4_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ4_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ5_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ5_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)

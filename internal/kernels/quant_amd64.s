@@ -759,13 +759,6 @@ loop:
 	VMULPS       Y12, Y10, Y12;     \
 	VFMADD231PS  Y12, Y11, ACC
 
-// X4WEIGHT_AVX2 loads the block's weight quants, |quants| and scale.
-#define X4WEIGHT_AVX2(WOFF) \
-	VMOVDQU      WOFF+2(SI), Y8; \
-	VPABSB       Y8, Y9;         \
-	VPBROADCASTW WOFF(SI), X10;  \
-	VCVTPH2PS    X10, Y10
-
 // X4TOKEN_VNNI adds one token's block to ACC with the bias trick: the
 // token's activations + 128 (unsigned, from the record) times the signed
 // weight quants Y8, each lane starting from -128·Σ(its 4 weight quants)
@@ -779,20 +772,51 @@ loop:
 	VMULPS       Y12, Y10, Y12;     \
 	VFMADD231PS  Y12, Y11, ACC
 
-// X4WEIGHT_VNNI loads the block's weight quants, their lane corrections
-// and the scale (Y14 = 0x80 bytes, Y13 = zero).
-#define X4WEIGHT_VNNI(WOFF) \
-	VMOVDQU      WOFF+2(SI), Y8;  \
+// Weight loaders: the block at WOFF(SI) as 32 signed quants in Y8 (Y9 is
+// scratch).
+#define X4WQ8_0(WOFF) \
+	VMOVDQU WOFF+2(SI), Y8
+
+#define X4WQ4_0(WOFF) \
+	VMOVDQU     WOFF+2(SI), X8;    \
+	VPSRLW      $4, X8, X9;        \
+	VINSERTI128 $1, X9, Y8, Y8;    \
+	VPAND       c0F<>(SB), Y8, Y8; \
+	VPSUBB      c08<>(SB), Y8, Y8
+
+// X4WQ5_0 is LOADQ5_0 with its constants in memory.
+#define X4WQ5_0(WOFF) \
+	VMOVDQU      WOFF+6(SI), X8;       \
+	VPSRLW       $4, X8, X9;           \
+	VINSERTI128  $1, X9, Y8, Y8;       \
+	VPAND        c0F<>(SB), Y8, Y8;    \
+	VPBROADCASTD WOFF+2(SI), Y9;       \
+	VPSHUFB      bitShuf<>(SB), Y9, Y9; \
+	VPOR         bitMask<>(SB), Y9, Y9; \
+	VPCMPEQB     cFF<>(SB), Y9, Y9;    \
+	VPANDN       cF0<>(SB), Y9, Y9;    \
+	VPOR         Y9, Y8, Y8
+
+// X4WAVX2 / X4WVNNI finish a loaded block for the token macros: |quants|
+// (AVX2) or the lane corrections (VNNI; Y14 = 0x80 bytes, Y13 = zero), and
+// 8 × d_w in Y10.
+#define X4WAVX2(WOFF) \
+	VPABSB       Y8, Y9;         \
+	VPBROADCASTW WOFF(SI), X10;  \
+	VCVTPH2PS    X10, Y10
+
+#define X4WVNNI(WOFF) \
 	VPXOR        Y9, Y9, Y9;      \
 	VPDPBUSD     Y8, Y14, Y9;     \
 	VPSUBD       Y9, Y13, Y9;     \
 	VPBROADCASTW WOFF(SI), X10;   \
 	VCVTPH2PS    X10, Y10
 
-// X4BLOCK does one Q8_0 block (weight at WOFF(SI), activations at AOFF+2
-// in each row, prepared record at POFF(R10)) for the four tokens.
-#define X4BLOCK(WEIGHT, TOKEN, WOFF, AOFF, POFF, A0, A1, A2, A3) \
-	WEIGHT(WOFF);                                                 \
+// X4BLOCK does one block (weight at WOFF(SI), activations at AOFF+2 in
+// each row, prepared record at POFF(R10)) for the four tokens.
+#define X4BLOCK(LOAD, FINISH, TOKEN, WOFF, AOFF, POFF, A0, A1, A2, A3) \
+	LOAD(WOFF);                                                   \
+	FINISH(WOFF);                                                 \
 	TOKEN(AOFF+2(DI), POFF(R10), POFF+16(R10), A0);               \
 	TOKEN(AOFF+2(DI)(R8*1), POFF+4(R10), POFF+48(R10), A1);       \
 	TOKEN(AOFF+2(DI)(R8*2), POFF+8(R10), POFF+80(R10), A2);       \
@@ -806,23 +830,33 @@ loop:
 	VMOVSS EX, (BX);        \
 	ADDQ   DX, BX
 
-// X4BODY is the four-token Q8_0 loop; it leaves Y0/Y1 … Y6/Y7 as the
-// even/odd accumulators of tokens 0-3.
-#define X4BODY(WEIGHT, TOKEN) \
-	VXORPS Y0, Y0, Y0;        \
-	VXORPS Y1, Y1, Y1;        \
-	VXORPS Y2, Y2, Y2;        \
-	VXORPS Y3, Y3, Y3;        \
-	VXORPS Y4, Y4, Y4;        \
-	VXORPS Y5, Y5, Y5;        \
-	VXORPS Y6, Y6, Y6;        \
-	VXORPS Y7, Y7, Y7;        \
+// X4STORE1 is X4STORE for kernels with a single accumulator per token.
+#define X4STORE1(ACC, EX, T) \
+	HSUM8(ACC, EX, T);  \
+	VMOVSS EX, (BX);    \
+	ADDQ   DX, BX
+
+#define X4ZERO \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7
+
+// X4BODY2 is the loop of the kernels whose one-token version alternates
+// even and odd blocks between two accumulators (weight block stride WS):
+// it leaves Y0/Y1 … Y6/Y7 as the even/odd accumulators of tokens 0-3.
+#define X4BODY2(LOAD, FINISH, TOKEN, WS, WS2) \
+	X4ZERO;                   \
 	CMPQ   CX, $2;            \
 	JB     one;               \
 loop2:                        \
-	X4BLOCK(WEIGHT, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
-	X4BLOCK(WEIGHT, TOKEN, 34, 34, 144, Y1, Y3, Y5, Y7);  \
-	ADDQ $68, SI;             \
+	X4BLOCK(LOAD, FINISH, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
+	X4BLOCK(LOAD, FINISH, TOKEN, WS, 34, 144, Y1, Y3, Y5, Y7);  \
+	ADDQ $WS2, SI;            \
 	ADDQ $68, DI;             \
 	ADDQ $288, R10;           \
 	SUBQ $2, CX;              \
@@ -831,8 +865,20 @@ loop2:                        \
 one:                          \
 	TESTQ CX, CX;             \
 	JEQ   reduce;             \
-	X4BLOCK(WEIGHT, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
+	X4BLOCK(LOAD, FINISH, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
 reduce:
+
+// X4BODY1 is the loop of the kernels whose one-token version has a single
+// accumulator: Y0, Y2, Y4, Y6 for tokens 0-3.
+#define X4BODY1(LOAD, FINISH, TOKEN, WS) \
+	X4ZERO;                   \
+loop1:                        \
+	X4BLOCK(LOAD, FINISH, TOKEN, 0, 0, 0, Y0, Y2, Y4, Y6);      \
+	ADDQ $WS, SI;             \
+	ADDQ $34, DI;             \
+	ADDQ $144, R10;           \
+	DECQ CX;                  \
+	JNE  loop1
 
 // X4STOREALL stores the four results at (BX), stride DX bytes.
 #define X4STOREALL \
@@ -840,6 +886,12 @@ reduce:
 	X4STORE(Y2, Y3, X2, X8); \
 	X4STORE(Y4, Y5, X4, X8); \
 	X4STORE(Y6, Y7, X6, X8)
+
+#define X4STOREALL1 \
+	X4STORE1(Y0, X0, X8); \
+	X4STORE1(Y2, X2, X8); \
+	X4STORE1(Y4, X4, X8); \
+	X4STORE1(Y6, X6, X8)
 
 // func dotQ8_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
 TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
@@ -850,7 +902,7 @@ TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
 	MOVQ prep+24(FP), R10
 	MOVQ nb+32(FP), CX
 	ONES16(Y15)
-	X4BODY(X4WEIGHT_AVX2, X4TOKEN_AVX2)
+	X4BODY2(X4WQ8_0, X4WAVX2, X4TOKEN_AVX2, 34, 68)
 	MOVQ y+40(FP), BX
 	MOVQ ystride+48(FP), DX
 	SHLQ $2, DX
@@ -868,13 +920,101 @@ TEXT ·dotQ8_0x4VNNI(SB), NOSPLIT, $0-56
 	MOVQ nb+32(FP), CX
 	BYTES($0x80808080, Y14, X14)
 	VPXOR Y13, Y13, Y13
-	X4BODY(X4WEIGHT_VNNI, X4TOKEN_VNNI)
+	X4BODY2(X4WQ8_0, X4WVNNI, X4TOKEN_VNNI, 34, 68)
 	MOVQ y+40(FP), BX
 	MOVQ ystride+48(FP), DX
 	SHLQ $2, DX
 	X4STOREALL
 	VZEROUPPER
 	RET
+
+// func dotQ4_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ arb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ prep+24(FP), R10
+	MOVQ nb+32(FP), CX
+	ONES16(Y15)
+	X4BODY2(X4WQ4_0, X4WAVX2, X4TOKEN_AVX2, 18, 36)
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4STOREALL
+	VZEROUPPER
+	RET
+
+// func dotQ4_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ4_0x4VNNI(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ arb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ prep+24(FP), R10
+	MOVQ nb+32(FP), CX
+	BYTES($0x80808080, Y14, X14)
+	VPXOR Y13, Y13, Y13
+	X4BODY2(X4WQ4_0, X4WVNNI, X4TOKEN_VNNI, 18, 36)
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4STOREALL
+	VZEROUPPER
+	RET
+
+// func dotQ5_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ5_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ arb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ prep+24(FP), R10
+	MOVQ nb+32(FP), CX
+	ONES16(Y15)
+	X4BODY1(X4WQ5_0, X4WAVX2, X4TOKEN_AVX2, 22)
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4STOREALL1
+	VZEROUPPER
+	RET
+
+// func dotQ5_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ5_0x4VNNI(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ a+8(FP), DI
+	MOVQ arb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ prep+24(FP), R10
+	MOVQ nb+32(FP), CX
+	BYTES($0x80808080, Y14, X14)
+	VPXOR Y13, Y13, Y13
+	X4BODY1(X4WQ5_0, X4WVNNI, X4TOKEN_VNNI, 22)
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4STOREALL1
+	VZEROUPPER
+	RET
+
+DATA c08<>+0(SB)/8, $0x0808080808080808
+DATA c08<>+8(SB)/8, $0x0808080808080808
+DATA c08<>+16(SB)/8, $0x0808080808080808
+DATA c08<>+24(SB)/8, $0x0808080808080808
+GLOBL c08<>(SB), RODATA|NOPTR, $32
+
+DATA cF0<>+0(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA cF0<>+8(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA cF0<>+16(SB)/8, $0xf0f0f0f0f0f0f0f0
+DATA cF0<>+24(SB)/8, $0xf0f0f0f0f0f0f0f0
+GLOBL cF0<>(SB), RODATA|NOPTR, $32
+
+DATA cFF<>+0(SB)/8, $0xffffffffffffffff
+DATA cFF<>+8(SB)/8, $0xffffffffffffffff
+DATA cFF<>+16(SB)/8, $0xffffffffffffffff
+DATA cFF<>+24(SB)/8, $0xffffffffffffffff
+GLOBL cFF<>(SB), RODATA|NOPTR, $32
 
 // Four-token K-quant kernels: one Q4_K or Q6_K row against four Q8_K
 // rows (DI = token 0's row, R8 = row stride, R9 = 3·stride), mirroring the
