@@ -52,6 +52,7 @@ func archSet(l Level, k *kernelSet) {
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4AVX2, sizeQ5_0)
 		k.dot4[tensor.Q4_K] = kDot4(dotQ4Kx4AVX2, sizeQ4_K)
 		k.dot4[tensor.Q6_K] = kDot4(dotQ6Kx4AVX2, sizeQ6_K)
+		k.dot4[tensor.Q5_K] = kDot4(dotQ5Kx4AVX2, sizeQ5_K)
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
@@ -342,3 +343,6 @@ func dotQ5_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride 
 
 //go:noescape
 func dotQ5_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ5Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)

@@ -149,7 +149,7 @@ func BenchmarkParallel(b *testing.B) {
 // 4096-element row (weight bytes counted once per token).
 func BenchmarkDot4(b *testing.B) {
 	const n = 4096
-	for _, wt := range []tensor.Type{tensor.Q8_0, tensor.Q4_0, tensor.Q5_0, tensor.Q4_K, tensor.Q6_K, tensor.F16} {
+	for _, wt := range []tensor.Type{tensor.Q8_0, tensor.Q4_0, tensor.Q5_0, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K, tensor.F16} {
 		rng := rand.New(rand.NewPCG(5, 5))
 		w := randWeights(rng, wt, n)
 		x := randActivations(rng, 4*n)

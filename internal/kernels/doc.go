@@ -26,9 +26,11 @@
 // Assembly: every weight type's dot (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 with
 // VPDPBUSD at AVX512; Q4_K, Q5_K, Q6_K at AVX2 width on both levels; BF16),
 // f32 and f16 dot and axpy (AVX2 and AVX-512) and f16 conversion (F16C).
-// For batches, MatMul uses four-token kernels for Q8_0 (AVX2 sign trick;
-// VNNI with weights+128 against signed activations), Q4_K and Q6_K, which
-// share the weight unpacking between four tokens. The activation quantizers
+// For batches, MatMul uses four-token kernels that share the weight
+// unpacking between four tokens: Q8_0, Q4_0, Q5_0 (AVX2 sign trick; VNNI
+// with activations+128 against the signed weights), Q4_K, Q5_K, Q6_K
+// (AVX2 width) and F16 (AVX-512). Q4_1, Q5_1, BF16 and F32 batches run one
+// token at a time. The activation quantizers
 // are Go at every level (a few percent of a matrix-vector product).
 //
 // # Invariants and limits

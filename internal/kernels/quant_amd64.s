@@ -1148,6 +1148,86 @@ loop:
 	VZEROUPPER
 	RET
 
+// K5X4CHUNK is K4X4CHUNK for Q5_K: the 5th bits come from the qh bytes at
+// 16(SI), moved to bit 4 by the shifts SL $NL / SH $NH as in K5CHUNK.
+#define K5X4CHUNK(QOFF, AOFF, M0, M1, SL, NL, SH, NH) \
+	VMOVDQU QOFF(SI), Y12;        \
+	VPSRLW  $4, Y12, Y13;         \
+	VPAND   Y14, Y12, Y12;        \
+	VPAND   Y14, Y13, Y13;        \
+	VMOVDQU 16(SI), Y4;           \
+	SL      $NL, Y4, Y4;          \
+	VPAND   c10<>(SB), Y4, Y4;    \
+	VPOR    Y4, Y12, Y12;         \
+	VMOVDQU 16(SI), Y4;           \
+	SH      $NH, Y4, Y4;          \
+	VPAND   c10<>(SB), Y4, Y4;    \
+	VPOR    Y4, Y13, Y13;         \
+	VPSHUFB M0, Y6, Y4;           \
+	KX4MAC(Y12, AOFF);            \
+	VPSHUFB M1, Y6, Y4;           \
+	KX4MAC(Y13, AOFF+32)
+
+// func dotQ5Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+TEXT ·dotQ5Kx4AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   arb+16(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   nb+32(FP), CX
+	ONES16(Y15)
+	BYTES($0x0F0F0F0F, Y14, X14)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	K4X4SCALES
+	VPXOR  Y8, Y8, Y8
+	VPXOR  Y9, Y9, Y9
+	VPXOR  Y10, Y10, Y10
+	VPXOR  Y11, Y11, Y11
+	K5X4CHUNK(48, 4, shufK4<>+0(SB), shufK4<>+32(SB), VPSLLW, 4, VPSLLW, 3)
+	K5X4CHUNK(80, 68, shufK4<>+64(SB), shufK4<>+96(SB), VPSLLW, 2, VPSLLW, 1)
+	K5X4CHUNK(112, 132, shufK4<>+128(SB), shufK4<>+160(SB), VPSLLW, 0, VPSRLW, 1)
+	K5X4CHUNK(144, 196, shufK4<>+192(SB), shufK4<>+224(SB), VPSRLW, 2, VPSRLW, 3)
+	VPBROADCASTW (SI), X6
+	VCVTPH2PS    X6, Y6
+	VPBROADCASTW 2(SI), X13
+	VCVTPH2PS    X13, Y13
+	K4X4FINISH((DI), 260(DI), Y8, Y0)
+	K4X4FINISH((DI)(R8*1), 260(DI)(R8*1), Y9, Y1)
+	K4X4FINISH((DI)(R8*2), 260(DI)(R8*2), Y10, Y2)
+	K4X4FINISH((DI)(R9*1), 260(DI)(R9*1), Y11, Y3)
+	ADDQ         $176, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNE          loop
+
+	MOVQ y+40(FP), BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	HSUM8(Y0, X0, X4)
+	VMOVSS X0, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y1, X1, X4)
+	VMOVSS X1, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y2, X2, X4)
+	VMOVSS X2, (BX)
+	ADDQ   DX, BX
+	HSUM8(Y3, X3, X4)
+	VMOVSS X3, (BX)
+	VZEROUPPER
+	RET
+
+DATA c10<>+0(SB)/8, $0x1010101010101010
+DATA c10<>+8(SB)/8, $0x1010101010101010
+DATA c10<>+16(SB)/8, $0x1010101010101010
+DATA c10<>+24(SB)/8, $0x1010101010101010
+GLOBL c10<>(SB), RODATA|NOPTR, $32
+
 // K6X4QUARTER builds one 32-byte quarter of Q6_K quants into Y7 (BUILD
 // is one of the K6Q* macros), then adds its products for the four tokens;
 // Y6 holds the half's 8 int16 scales in both lanes.
