@@ -15,15 +15,20 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "tandem:", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot builds the command tree.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tandem",
 		Short:         "Disaggregated LLM serving with a pure Go engine",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(generateCmd(), modelCmd(), benchCmd(), serveCmd())
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "tandem:", err)
-		os.Exit(1)
-	}
+	root.AddCommand(generateCmd(), modelCmd(), benchCmd(), serveCmd(), prefillCmd(), decodeCmd(), upCmd(), routeCmd(), inspectCmd())
+	return root
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"tandem/internal/testenv"
+)
+
+// run executes the tandem command line args in-process and returns stdout.
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("tandem %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// TestGenerateMatchesLlamaCpp: `tandem generate` on stories260K prints
+// llama.cpp's greedy continuation. llama.cpp's 200 greedy tokens from BOS
+// begin with the prompt's own tokens, so the ids after them are the
+// continuation of "Once upon a time".
+func TestGenerateMatchesLlamaCpp(t *testing.T) {
+	model := testenv.Shared(t, "models/stories260K.gguf")
+	b, err := os.ReadFile(testenv.Shared(t, "testdata/reference/stories260K.bos.greedy.ids.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref []int32
+	for _, f := range strings.Fields(string(b)) {
+		v, _ := strconv.Atoi(f)
+		ref = append(ref, int32(v))
+	}
+	out := run(t, "generate", "--model", model, "--prompt", "Once upon a time", "--temperature", "0", "--max-tokens", "60", "--format", "json")
+	var got struct {
+		PromptIDs []int32 `json:"prompt_ids"`
+		IDs       []int32 `json:"ids"`
+		Text      string  `json:"text"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("json output %q: %v", out, err)
+	}
+	if !slices.Equal(got.PromptIDs, ref[:5]) {
+		t.Fatalf("prompt_ids = %v, want BOS plus llama.cpp's tokens %v", got.PromptIDs, ref[:5])
+	}
+	if want := ref[5 : 5+60]; !slices.Equal(got.IDs, want) {
+		t.Errorf("generated ids\n got %v\nwant %v", got.IDs, want)
+	}
+	if !strings.HasPrefix(got.Text, ", there was a little girl named Lily.") {
+		t.Errorf("text = %q", got.Text)
+	}
+	text := run(t, "generate", "--model", model, "--prompt", "Once upon a time", "--temperature", "0", "--max-tokens", "60")
+	if strings.TrimRight(text, "\n") != got.Text {
+		t.Errorf("text format printed %q, json text is %q", text, got.Text)
+	}
+}
+
+// TestSynthInfoGenerateBench runs the fixture commands end to end on a
+// synthesized model (no shared data needed).
+func TestSynthInfoGenerateBench(t *testing.T) {
+	dir := t.TempDir()
+	for _, typ := range []string{"f16", "q8_0", "q4_k"} {
+		p := filepath.Join(dir, typ+".gguf")
+		run(t, "model", "synth", "--preset", "tiny", "--type", typ, "-o", p)
+		info := run(t, "model", "info", p)
+		for _, want := range []string{"architecture  llama", "layers        2", "heads         4 (kv 2, head dim 64)", "vocabulary    512 tokens"} {
+			if !strings.Contains(info, want) {
+				t.Errorf("model info of %s lacks %q:\n%s", typ, want, info)
+			}
+		}
+		out := run(t, "generate", "--model", p, "--prompt", "hello world", "--temperature", "0.7", "--seed", "3", "--max-tokens", "8", "--format", "json")
+		var g struct{ IDs []int32 }
+		if err := json.Unmarshal([]byte(out), &g); err != nil || len(g.IDs) == 0 {
+			t.Errorf("generate on %s: %q (%v)", typ, out, err)
+		}
+		again := run(t, "generate", "--model", p, "--prompt", "hello world", "--temperature", "0.7", "--seed", "3", "--max-tokens", "8", "--format", "json")
+		if again != out {
+			t.Errorf("same seed, different output on %s:\n%s\n%s", typ, out, again)
+		}
+		bench := run(t, "bench", "engine", "--model", p, "--prompt-tokens", "32", "--gen-tokens", "4", "--threads", "1", "--format", "json")
+		var br struct {
+			PrefillTokS float64 `json:"prefill_tok_s"`
+			DecodeTokS  float64 `json:"decode_tok_s"`
+		}
+		if err := json.Unmarshal([]byte(bench), &br); err != nil || br.PrefillTokS <= 0 || br.DecodeTokS <= 0 {
+			t.Errorf("bench engine on %s: %q (%v)", typ, bench, err)
+		}
+	}
+}

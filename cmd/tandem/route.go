@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"tandem/internal/router"
+)
+
+func routeCmd() *cobra.Command {
+	var (
+		o         router.Options
+		host      string
+		port      int
+		grace     time.Duration
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "route --prefill URL... --decode URL... [--port 8000]",
+		Short: "Front prefill and decode workers with one OpenAI-compatible endpoint",
+		Long: `Route takes OpenAI requests (POST /v1/completions, POST /v1/chat/completions,
+streaming included) and sends each to a prefill and a decode worker at once,
+under a fresh room id, then streams the decode worker's answer back. With n > 1
+each choice is its own prefill/decode pair. Workers are picked among the healthy
+ones (GET /health every --health-interval) by the load they report
+(GET /pd/status) plus the legs the router has open on them.
+
+A failed leg cancels the other; the client gets one error naming the leg and
+the worker. Besides the API it serves GET /health, /metrics (Prometheus),
+/debug/rooms (its own request records) and /debug/cluster (its records and
+every worker's room table, for ` + "`tandem inspect`" + `).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := routeLogger(logFormat)
+			if err != nil {
+				return err
+			}
+			o.Logger = log
+			rt, err := router.New(o)
+			if err != nil {
+				return err
+			}
+			return serveRouter(cmd.Context(), rt, log, net.JoinHostPort(host, strconv.Itoa(port)), grace)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringSliceVar(&o.Prefill, "prefill", nil, "prefill worker base URL (repeat or comma-separate for several)")
+	fs.StringSliceVar(&o.Decode, "decode", nil, "decode worker base URL (repeat or comma-separate for several)")
+	fs.StringVar(&host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
+	fs.IntVar(&port, "port", 8000, "TCP port to listen on (0: any free port)")
+	fs.DurationVar(&o.HealthInterval, "health-interval", router.DefaultHealthInterval, "time between health checks of every worker")
+	fs.DurationVar(&o.HealthTimeout, "health-timeout", router.DefaultHealthTimeout, "limit for each health check")
+	fs.DurationVar(&o.LegTimeout, "leg-timeout", router.DefaultLegTimeout,
+		"longest a worker may send nothing on a leg (for a non-streamed leg, as prefill's, the whole leg)")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", router.DefaultRequestTimeout, "limit for a whole request")
+	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
+	fs.IntVar(&o.MaxRequests, "max-requests", router.DefaultMaxRequests, "requests in flight before new ones get 429")
+	fs.IntVar(&o.FinishedRecords, "debug-records", router.DefaultFinishedRecords, "finished requests /debug/rooms keeps")
+	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	fs.StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
+	cmd.MarkFlagRequired("prefill")
+	cmd.MarkFlagRequired("decode")
+	return cmd
+}
+
+func routeLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
+}
+
+// serveRouter runs the router's health checks and HTTP server until ctx
+// ends, then lets running requests finish for grace.
+func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, addr string, grace time.Duration) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := rt.HTTPServer(addr)
+	hctx, stopHealth := context.WithCancel(context.Background())
+	healthDone := make(chan struct{})
+	go func() { // ends when stopHealth is called, below
+		defer close(healthDone)
+		rt.Run(hctx)
+	}()
+	defer func() {
+		stopHealth()
+		<-healthDone
+		rt.Close()
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }() // ends when srv shuts down, below
+	log.Info("router listening", "addr", ln.Addr().String())
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; running requests may finish", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("requests still running after the grace period were cut", "err", err)
+		srv.Close()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", addr, err)
+	}
+	return nil
+}

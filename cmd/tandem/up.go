@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"tandem/internal/cluster"
+	"tandem/internal/synth"
+	"tandem/internal/tensor"
+)
+
+func upCmd() *cobra.Command {
+	var (
+		o         cluster.Options
+		threads   int
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
+		Short: "Start a router and N prefill + M decode workers on this machine",
+		Long: `Up starts a whole disaggregated cluster as child processes: prefill workers,
+decode workers and a router in front of them, sharing a fresh cluster token.
+It prints the router's URL once everything answers /health, and stops them
+all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
+(cached under the user cache folder) so it runs on a fresh machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logFormat)
+			if err != nil {
+				return err
+			}
+			if o.Model == "" {
+				if o.Model, err = defaultModel(); err != nil {
+					return err
+				}
+				log.Info("no --model given: using a synthesized random-weight model", "path", o.Model)
+			}
+			if o.Binary, err = os.Executable(); err != nil {
+				return fmt.Errorf("find the tandem executable: %w", err)
+			}
+			if threads > 0 {
+				o.WorkerArgs = append(o.WorkerArgs, "--threads", strconv.Itoa(threads))
+			}
+			o.WorkerArgs = append(o.WorkerArgs, "--log-format", logFormat)
+			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat)
+			o.Output, o.Logger = os.Stderr, log
+			c, err := cluster.Start(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			defer c.Stop()
+			fmt.Fprintf(cmd.OutOrStdout(), "tandem is up: %s (%d prefill, %d decode); Ctrl-C stops it\n", c.RouterURL(), o.Prefill, o.Decode)
+			exited := c.Exited()
+			for {
+				select {
+				case <-cmd.Context().Done():
+					log.Info("stopping the cluster")
+					return nil
+				case name := <-exited:
+					log.Warn("a cluster process exited; the router takes dead workers out of rotation", "name", name)
+				}
+			}
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.Model, "model", "", "GGUF model every worker loads (default: a synthesized tiny model)")
+	fs.IntVar(&o.Prefill, "prefill", 1, "prefill workers")
+	fs.IntVar(&o.Decode, "decode", 1, "decode workers")
+	fs.StringVar(&o.Host, "host", "127.0.0.1", "address every process binds")
+	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
+	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: all cores)")
+	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
+	return cmd
+}
+
+// defaultModel returns the path of the synthesized tiny model, writing it
+// on first use.
+func defaultModel() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	p := filepath.Join(dir, "tandem", "synth-tiny-q8_0-seed1.gguf")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", fmt.Errorf("make model cache folder: %w", err)
+	}
+	cfg, _ := synth.Preset("tiny")
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 1}); err != nil {
+		return "", fmt.Errorf("synthesize the default model: %w", err)
+	}
+	return p, nil
+}

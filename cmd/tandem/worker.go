@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+
+	"tandem/internal/engine"
+	"tandem/internal/pdworker"
+	"tandem/internal/room"
+	"tandem/internal/server"
+	"tandem/internal/transfer"
+)
+
+// workerFlags are the flags of every command that serves a model over HTTP:
+// serve, prefill and decode.
+type workerFlags struct {
+	ef        engineFlags
+	cfg       engine.Config
+	host      string
+	port      int
+	name      string
+	maxBody   int64
+	grace     time.Duration
+	logFormat string
+}
+
+func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
+	f.ef.register(fs)
+	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
+	fs.IntVar(&f.port, "port", defaultPort, "TCP port to listen on (0: any free port)")
+	fs.StringVar(&f.name, "model-name", "", "model id to serve under (default: the model's general.name)")
+	fs.IntVar(&f.cfg.Pages, "kv-pages", 0, "pages in the KV cache (0: enough for 4 full contexts)")
+	fs.IntVar(&f.cfg.MaxBatchTokens, "max-batch-tokens", 512, "tokens per engine step (decode and prefill chunks together)")
+	fs.IntVar(&f.cfg.MaxRunning, "max-running", 64, "sequences in the running batch")
+	fs.IntVar(&f.cfg.MaxWaiting, "max-waiting", 256, "queued sequences before requests get 429")
+	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
+	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
+	fs.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+}
+
+func newLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
+}
+
+// pdFlags are the flags of the disaggregated worker roles.
+type pdFlags struct {
+	transferHost string
+	transferPort int
+	tokenFile    string
+	heartbeat    time.Duration
+}
+
+func (f *pdFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.transferHost, "transfer-host", "127.0.0.1", "address the KV transfer listener binds")
+	fs.IntVar(&f.transferPort, "transfer-port", 0, "TCP port of the KV transfer listener (0: any free port)")
+	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
+}
+
+func (f *pdFlags) token() ([]byte, error) {
+	var tok string
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read --cluster-token-file: %w", err)
+		}
+		tok = strings.TrimSpace(string(b))
+	} else {
+		tok = os.Getenv("TANDEM_CLUSTER_TOKEN")
+	}
+	if len(tok) < 16 {
+		return nil, fmt.Errorf("a cluster token of at least 16 characters is required: set TANDEM_CLUSTER_TOKEN or --cluster-token-file (tandem up makes one)")
+	}
+	return []byte(tok), nil
+}
+
+// runWorker serves the model over HTTP until ctx is done: colocated when
+// pd is nil, else as a prefill or decode worker.
+func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags) error {
+	if f.port < 0 || f.port > 65535 {
+		return fmt.Errorf("--port %d is out of range 0..65535", f.port)
+	}
+	log, err := newLogger(f.logFormat)
+	if err != nil {
+		return err
+	}
+	kvType, err := f.ef.kvDType()
+	if err != nil {
+		return err
+	}
+	f.cfg.KVType, f.cfg.PageTokens = kvType, f.ef.pageTokens
+	r, pool, closeAll, err := f.ef.open()
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	e, err := engine.New(r, f.cfg, log)
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	defer e.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	backend := server.EngineBackend(e)
+	var pw *pdworker.Worker
+	if pd != nil {
+		tok, err := pd.token()
+		if err != nil {
+			return err
+		}
+		rc := pdworker.DefaultRoomConfig()
+		pw, err = pdworker.New(e, pdworker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
+			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), ClusterToken: tok,
+			HeartbeatInterval: pd.heartbeat}})
+		if err != nil {
+			return err
+		}
+		defer pw.Close()
+		if err := pw.Register(reg); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+		backend = pw.Backend()
+	}
+	srv := server.New(backend, server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody})
+	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	if pw != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/pd/", pw.Handler())
+		mux.Handle("/debug/", pw.Handler())
+		mux.Handle("/", srv.Handler())
+		hs.Handler = mux
+	}
+	ln, err := net.Listen("tcp", hs.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", hs.Addr, err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	srv.SetReady(true)
+	m := e.Model().Config
+	attrs := []any{"addr", "http://" + ln.Addr().String(), "model", f.ef.model, "arch", m.Arch,
+		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages}
+	if pw != nil {
+		attrs = append(attrs, "role", pdRoleName(role), "transfer", pw.TransferAddr())
+	}
+	log.Info("serving", attrs...)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new requests; waiting for running ones", "grace", f.grace)
+	srv.SetReady(false)
+	sctx, cancel := context.WithTimeout(context.Background(), f.grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("requests still running after the grace period; ending them", "err", err)
+		if pw != nil {
+			pw.Close()
+		}
+		e.Close() // fails the remaining sequences: their handlers send an error and return
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+		hs.Shutdown(ctx2) // let them write it
+		cancel2()
+		hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+func pdRoleName(r room.Role) string {
+	if r == room.RolePrefill {
+		return "prefill"
+	}
+	return "decode"
+}

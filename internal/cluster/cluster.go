@@ -1,0 +1,330 @@
+// Package cluster starts a whole disaggregated deployment on one machine:
+// N prefill workers, M decode workers and a router, each its own `tandem`
+// process, as `tandem up` does. It waits until every process answers
+// /health, and stops them all (router first) when asked.
+//
+// Processes are children of the caller; their output goes to the given
+// writer, each line prefixed with the process's name. Every child gets the
+// same cluster token through its environment, never on the command line.
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Limits.
+const (
+	workersMax    = 64
+	healthTimeout = 3 * time.Minute
+)
+
+// Options configures a cluster.
+type Options struct {
+	Binary      string   // the tandem executable
+	Model       string   // GGUF path every worker loads
+	Prefill     int      // prefill workers (>= 1)
+	Decode      int      // decode workers (>= 1)
+	Host        string   // address everything binds (default 127.0.0.1)
+	Port        int      // router port (0: any free port)
+	WorkerArgs  []string // extra flags for every worker (e.g. --threads 1)
+	RouterArgs  []string // extra flags for the router
+	Token       string   // cluster token (default: 32 random bytes, hex)
+	Output      io.Writer
+	Logger      *slog.Logger
+	StopTimeout time.Duration // how long children get after SIGTERM before SIGKILL (default 10s)
+}
+
+// Proc is one child process.
+type Proc struct {
+	Name    string // "prefill-0", "decode-1", "router"
+	Role    string // "prefill", "decode", "router"
+	URL     string // http://host:port
+	args    []string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
+}
+
+// Cluster is a running deployment.
+type Cluster struct {
+	o     Options
+	procs []*Proc
+	env   []string
+	wg    sync.WaitGroup
+}
+
+// Start launches the workers, waits for them, then the router, and returns
+// once every process answers /health. On error, what was started is stopped.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Prefill < 1 || o.Decode < 1 || o.Prefill+o.Decode > workersMax {
+		return nil, fmt.Errorf("cluster: want 1..%d workers with at least one prefill and one decode, got %d prefill and %d decode", workersMax, o.Prefill, o.Decode)
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Output == nil {
+		o.Output = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 10 * time.Second
+	}
+	if o.Token == "" {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("cluster: make token: %w", err)
+		}
+		o.Token = hex.EncodeToString(b[:])
+	}
+	c := &Cluster{o: o, env: append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+o.Token)}
+	var prefills, decodes []string
+	for i := range o.Prefill + o.Decode {
+		role, idx := "prefill", i
+		if i >= o.Prefill {
+			role, idx = "decode", i-o.Prefill
+		}
+		port, err := freePort(o.Host)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		p := &Proc{Name: fmt.Sprintf("%s-%d", role, idx), Role: role, URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
+		p.args = append([]string{role, "--model", o.Model, "--host", o.Host, "--port", strconv.Itoa(port), "--transfer-host", o.Host}, o.WorkerArgs...)
+		c.procs = append(c.procs, p)
+		if role == "prefill" {
+			prefills = append(prefills, p.URL)
+		} else {
+			decodes = append(decodes, p.URL)
+		}
+	}
+	for _, p := range c.procs {
+		if err := c.launch(p); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.waitHealthy(ctx, c.procs); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	rport := o.Port
+	if rport == 0 {
+		var err error
+		if rport, err = freePort(o.Host); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	r := &Proc{Name: "router", Role: "router", URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(rport))}
+	r.args = []string{"route", "--host", o.Host, "--port", strconv.Itoa(rport)}
+	for _, u := range prefills {
+		r.args = append(r.args, "--prefill", u)
+	}
+	for _, u := range decodes {
+		r.args = append(r.args, "--decode", u)
+	}
+	r.args = append(r.args, o.RouterArgs...)
+	c.procs = append(c.procs, r)
+	if err := c.launch(r); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.waitHealthy(ctx, []*Proc{r}); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// freePort asks the kernel for a free TCP port. Another process could take
+// it before the child binds it; the child then fails to start and Start
+// reports it.
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("cluster: find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RouterURL returns the router's base URL.
+func (c *Cluster) RouterURL() string { return c.procs[len(c.procs)-1].URL }
+
+// Procs returns every process, workers first, the router last.
+func (c *Cluster) Procs() []*Proc { return c.procs }
+
+func (c *Cluster) launch(p *Proc) error {
+	cmd := exec.Command(c.o.Binary, p.args...)
+	cmd.Env = c.env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
+	}
+	p.mu.Lock()
+	p.cmd, p.exited, p.exitErr = cmd, make(chan struct{}), nil
+	exited := p.exited
+	p.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			fmt.Fprintf(c.o.Output, "[%s] %s\n", p.Name, sc.Text())
+		}
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(exited)
+		c.o.Logger.Info("process exited", "name", p.Name, "err", err)
+	}()
+	return nil
+}
+
+func (c *Cluster) waitHealthy(ctx context.Context, ps []*Proc) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(healthTimeout)
+	for _, p := range ps {
+		for {
+			resp, err := client.Get(p.URL + "/health")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			p.mu.Lock()
+			exited := p.exited
+			p.mu.Unlock()
+			select {
+			case <-exited:
+				return fmt.Errorf("cluster: %s exited before it was healthy: %v", p.Name, p.exitErr)
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster: %s not healthy at %s/health after %s", p.Name, p.URL, healthTimeout)
+			}
+		}
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the named process (for failure tests) and waits
+// for it to exit.
+func (c *Cluster) Kill(name string) error {
+	p := c.find(name)
+	if p == nil {
+		return fmt.Errorf("cluster: no process %q", name)
+	}
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("cluster: kill %s: %w", name, err)
+	}
+	<-exited
+	return nil
+}
+
+// Restart starts a killed or exited process again with the same address
+// and flags, and waits until it is healthy.
+func (c *Cluster) Restart(ctx context.Context, name string) error {
+	p := c.find(name)
+	if p == nil {
+		return fmt.Errorf("cluster: no process %q", name)
+	}
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	select {
+	case <-exited:
+	default:
+		return fmt.Errorf("cluster: %s is still running; kill it first", name)
+	}
+	if err := c.launch(p); err != nil {
+		return err
+	}
+	return c.waitHealthy(ctx, []*Proc{p})
+}
+
+func (c *Cluster) find(name string) *Proc {
+	for _, p := range c.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Stop sends SIGTERM to the router, then to the workers, waits up to
+// StopTimeout for each, and SIGKILLs what is left. It waits for every
+// output copier.
+func (c *Cluster) Stop() {
+	order := make([]*Proc, 0, len(c.procs))
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		order = append(order, c.procs[i])
+	}
+	for _, p := range order {
+		p.mu.Lock()
+		cmd, exited := p.cmd, p.exited
+		p.mu.Unlock()
+		if cmd == nil {
+			continue
+		}
+		select {
+		case <-exited:
+			continue
+		default:
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(c.o.StopTimeout):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	c.wg.Wait()
+}
+
+// Exited returns a channel closed when any process exits; used by `tandem
+// up` to report a crash.
+func (c *Cluster) Exited() <-chan string {
+	ch := make(chan string, len(c.procs))
+	for _, p := range c.procs {
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		go func() {
+			<-exited
+			ch <- p.Name
+		}()
+	}
+	return ch
+}

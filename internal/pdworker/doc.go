@@ -1,0 +1,30 @@
+// Package pdworker is the edge of a disaggregated worker: it drives the
+// pure room core (package room) with real inputs — the router's HTTP legs,
+// frames from the transport, the engine's progress, a timer — and carries
+// out the core's effects: frames to send, engine requests to start, resume
+// or cancel, HTTP legs to answer, resources to free.
+//
+// # Data flow
+//
+// A prefill worker gets the router's leg (server → Backend.Submit), waits for
+// decode's HELLO and ALLOC, runs the prompt in its engine with a KV sink that
+// copies each finished page into KV frames for the decode worker, then sends
+// FIRST_TOKEN and DONE and answers the leg when DONE_ACK arrives.
+//
+// A decode worker gets the router's leg with the prefill worker's transfer
+// address, says HELLO, asks its engine for pages (engine.Import), sends ALLOC,
+// receives KV frames straight into those pages, and on DONE resumes the
+// sequence in its continuous batch with the first token; the leg then streams
+// like any colocated request.
+//
+// # Concurrency
+//
+// One mutex guards the room machine and the per-room records. Step is called
+// from HTTP handlers, transport readers, engine callbacks and the timer
+// goroutine; effects that block (network sends) go to per-peer sender
+// goroutines in the order the core emitted them, so a room's frames keep their
+// order. KV pages on the decode side are written by the transport's reader
+// goroutine only while the room accepts KV; a room that fails while a write is
+// in flight releases its pages only after that write completes ("pages of an
+// aborted transfer are not reused until the writer stopped").
+package pdworker

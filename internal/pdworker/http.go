@@ -1,0 +1,106 @@
+package pdworker
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"tandem/internal/room"
+)
+
+// Handler serves the worker's disaggregation endpoints:
+//
+//	GET /pd/info      role, transfer address, model
+//	GET /pd/status    load, for the router's choice of worker
+//	GET /debug/rooms  live and recently finished rooms with their histories
+func (w *Worker) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /pd/info", w.serveInfo)
+	mux.HandleFunc("GET /pd/status", w.serveStatus)
+	mux.HandleFunc("GET /debug/rooms", w.serveRooms)
+	return mux
+}
+
+func writeJSON(rw http.ResponseWriter, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(rw)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
+	writeJSON(rw, map[string]any{"role": roleName(w.role), "transfer_addr": w.TransferAddr(), "model": w.eng.Model().Config.Name})
+}
+
+func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
+	hb := w.load()
+	writeJSON(rw, map[string]any{"role": roleName(w.role), "waiting": hb.Waiting, "running": hb.Running,
+		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive})
+}
+
+// RoomJSON is one room in /debug/rooms.
+type RoomJSON struct {
+	ID           string           `json:"id"`
+	RequestID    string           `json:"request_id"`
+	State        string           `json:"state"`
+	Phase        string           `json:"phase"`
+	Reason       string           `json:"reason,omitempty"`
+	Peer         string           `json:"peer"`
+	AgeMS        float64          `json:"age_ms"`
+	DeadlineInMS *float64         `json:"deadline_in_ms,omitempty"` // negative: past due; absent for terminal rooms
+	Bytes        int64            `json:"bytes"`
+	History      []TransitionJSON `json:"history"`
+}
+
+// TransitionJSON is one entry of a room's history.
+type TransitionJSON struct {
+	AtMS   float64 `json:"at_ms"` // since the room was created
+	From   string  `json:"from"`
+	To     string  `json:"to"`
+	Phase  string  `json:"phase"`
+	Event  string  `json:"event"`
+	Reason string  `json:"reason,omitempty"`
+}
+
+// RoomsJSON is the /debug/rooms document.
+type RoomsJSON struct {
+	Role         string     `json:"role"`
+	TransferAddr string     `json:"transfer_addr"`
+	Live         int        `json:"live"`
+	Rooms        []RoomJSON `json:"rooms"`
+}
+
+func ms(d room.Duration) float64 { return float64(time.Duration(d)) / float64(time.Millisecond) }
+
+// Rooms returns the /debug/rooms document.
+func (w *Worker) Rooms() RoomsJSON {
+	w.mu.Lock()
+	now := w.now()
+	infos := w.m.Rooms()
+	live := w.m.Live()
+	w.mu.Unlock()
+	doc := RoomsJSON{Role: roleName(w.role), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]RoomJSON, 0, len(infos))}
+	for _, r := range infos {
+		j := RoomJSON{ID: r.ID.String(), RequestID: r.RequestID, State: r.State.String(), Phase: r.Phase.String(), Peer: r.Peer,
+			AgeMS: ms(room.Duration(now - r.Created)), Bytes: r.Bytes}
+		if r.Reason != room.ReasonNone {
+			j.Reason = r.Reason.String()
+		}
+		if r.Deadline != 0 {
+			d := ms(room.Duration(r.Deadline - now))
+			j.DeadlineInMS = &d
+		}
+		for _, t := range r.History {
+			tj := TransitionJSON{AtMS: ms(room.Duration(t.At - r.Created)), From: t.From.String(), To: t.To.String(),
+				Phase: t.ToPhase.String(), Event: t.Event.String()}
+			if t.Reason != room.ReasonNone {
+				tj.Reason = t.Reason.String()
+			}
+			j.History = append(j.History, tj)
+		}
+		doc.Rooms = append(doc.Rooms, j)
+	}
+	return doc
+}
+
+func (w *Worker) serveRooms(rw http.ResponseWriter, _ *http.Request) { writeJSON(rw, w.Rooms()) }

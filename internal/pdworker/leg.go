@@ -1,0 +1,201 @@
+package pdworker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"tandem/internal/engine"
+	"tandem/internal/kvcache"
+	"tandem/internal/room"
+)
+
+// Error is a disaggregation failure as the router's HTTP leg sees it. The
+// server answers with Status and an OpenAI-shaped error carrying Msg.
+type Error struct {
+	Status int
+	Reason room.Reason
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// HTTPStatus returns the status the HTTP leg is answered with.
+func (e *Error) HTTPStatus() int { return e.Status }
+
+// legError builds the error a room's failure gives its HTTP leg.
+func legError(r room.Reason, detail string) *Error {
+	st := http.StatusBadGateway
+	switch r {
+	case room.ReasonHelloTimeout, room.ReasonRequestTimeout, room.ReasonAllocTimeout, room.ReasonHandshakeTimeout,
+		room.ReasonAdmissionTimeout, room.ReasonPrefillTimeout, room.ReasonProgressTimeout, room.ReasonDeadline:
+		st = http.StatusGatewayTimeout
+	case room.ReasonShutdown:
+		st = http.StatusServiceUnavailable
+	case room.ReasonClientAbort:
+		st = 499 // nginx's "client closed request": nobody is listening any more
+	}
+	msg := fmt.Sprintf("disaggregated transfer failed: %s", r)
+	if detail != "" {
+		msg += ": " + detail
+	}
+	return &Error{Status: st, Reason: r, Msg: msg}
+}
+
+// leg is this worker's record of one room: the router's HTTP leg, the engine
+// sequence, and the transfer bookkeeping. Fields are guarded by Worker.mu
+// except where noted.
+type leg struct {
+	w    *Worker
+	id   room.ID
+	req  engine.Request
+	peer string
+
+	h         *engine.Handle
+	engCancel context.CancelFunc
+	rejected  *Error // set by EffectReject during Submit's own step
+
+	// outcome of the room for the HTTP leg
+	once     sync.Once
+	started  chan struct{} // closed when h is set or the leg failed (decode)
+	finished chan struct{} // closed when the room succeeded or failed
+	err      *Error        // set before finished/started close on failure
+	first    engine.Update // prefill: the engine's update with the first token
+
+	roomDone bool
+	resumed  bool
+
+	// prefill sink state (touched only by the engine loop once computing)
+	pageCount int
+	sentPages int
+	sentBytes int64
+
+	// decode receive state
+	kv            *kvcache.Cache
+	pages         []int32
+	inflight      int // KV writes between KVDest and KVDone
+	cancelPending bool
+	recvBytes     int64
+}
+
+func newLeg(w *Worker, id room.ID, req engine.Request) *leg {
+	return &leg{w: w, id: id, req: req, started: make(chan struct{}), finished: make(chan struct{})}
+}
+
+// fail records the failure once and wakes the stream.
+func (l *leg) fail(e *Error) {
+	l.once.Do(func() {
+		l.err = e
+		close(l.finished)
+		select {
+		case <-l.started:
+		default:
+			close(l.started)
+		}
+	})
+}
+
+// succeed marks the transfer done (prefill: the leg can answer).
+func (l *leg) succeed() {
+	l.once.Do(func() { close(l.finished) })
+}
+
+func (l *leg) setHandle(h *engine.Handle, cancel context.CancelFunc) {
+	l.h, l.engCancel = h, cancel
+	select {
+	case <-l.started:
+	default:
+		close(l.started)
+	}
+}
+
+func (l *leg) cancelEngine() {
+	if l.engCancel != nil {
+		l.engCancel()
+	}
+}
+
+// prefillStream is what the prefill worker's HTTP handler reads: nothing
+// until the transfer is acknowledged, then the first token and the end.
+type prefillStream struct {
+	l    *leg
+	done bool
+}
+
+func (s *prefillStream) Next(ctx context.Context) (engine.Update, error) {
+	if s.done {
+		return engine.Update{}, io.EOF
+	}
+	select {
+	case <-s.l.finished:
+	case <-ctx.Done():
+		return engine.Update{}, ctx.Err()
+	}
+	s.done = true
+	s.l.w.mu.Lock()
+	u, err := s.l.first, s.l.err
+	s.l.w.mu.Unlock()
+	if err != nil {
+		return engine.Update{Done: true, Finish: engine.FinishError, Err: err}, nil
+	}
+	u.Done = true
+	if u.Finish == "" {
+		u.Finish = engine.FinishLength
+	}
+	return u, nil
+}
+
+func (s *prefillStream) Cancel() { s.l.w.clientAbort(s.l) }
+
+// decodeStream is what the decode worker's HTTP handler reads: the engine
+// sequence's updates once the K/V has arrived, or the room's failure.
+type decodeStream struct {
+	l *leg
+}
+
+func (s *decodeStream) Next(ctx context.Context) (engine.Update, error) {
+	select {
+	case <-s.l.started:
+	case <-ctx.Done():
+		return engine.Update{}, ctx.Err()
+	}
+	s.l.w.mu.Lock()
+	h, lerr := s.l.h, s.l.err
+	s.l.w.mu.Unlock()
+	if h == nil {
+		return engine.Update{Done: true, Finish: engine.FinishError, Err: lerr}, nil
+	}
+	u, err := h.Next(ctx)
+	if err != nil {
+		return u, err
+	}
+	if u.Done && u.Finish != engine.FinishStop && u.Finish != engine.FinishLength {
+		s.l.w.mu.Lock()
+		if s.l.err != nil {
+			u.Finish, u.Err = engine.FinishError, s.l.err
+		}
+		s.l.w.mu.Unlock()
+	}
+	return u, nil
+}
+
+func (s *decodeStream) Cancel() { s.l.w.clientAbort(s.l) }
+
+// clientAbort handles the HTTP leg going away: before the room is over it is
+// the core's EventClientAbort; after success (decode) it just ends the
+// sequence.
+func (w *Worker) clientAbort(l *leg) {
+	w.mu.Lock()
+	done := l.roomDone
+	w.mu.Unlock()
+	if !done {
+		w.step(room.Event{Kind: room.EventClientAbort, Room: l.id})
+	}
+	w.mu.Lock()
+	if l.roomDone && l.inflight == 0 {
+		l.cancelEngine()
+	}
+	w.mu.Unlock()
+}

@@ -1,0 +1,148 @@
+package pdworker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tandem/internal/room"
+)
+
+// metrics are the worker's Prometheus figures. Counters and histograms are
+// updated as events and transitions happen; queue gauges are read from the
+// room machine at scrape time.
+type metrics struct {
+	w           *Worker
+	events      *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	successes   prometheus.Counter
+	bytes       prometheus.Counter
+	transferSec prometheus.Histogram
+	kvDrops     *prometheus.CounterVec
+	badFrames   *prometheus.CounterVec
+	queueDesc   *prometheus.Desc
+	oldestDesc  *prometheus.Desc
+
+	mu      sync.Mutex
+	started map[room.ID]room.Instant // first transfer transition, per live room
+}
+
+func newMetrics(w *Worker) *metrics {
+	return &metrics{
+		w: w,
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_pd_events_total",
+			Help: "Room events by kind and how the protocol core handled them (applied, parked, answered, late, rejected)."},
+			[]string{"event", "outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_pd_room_failures_total",
+			Help: "Rooms that ended Failed, by reason."}, []string{"reason"}),
+		successes: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_pd_room_successes_total",
+			Help: "Rooms whose KV transfer succeeded."}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_pd_transfer_bytes_total",
+			Help: "KV bytes of successful transfers (sent on prefill, received on decode)."}),
+		transferSec: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_pd_transfer_seconds",
+			Help:    "Time from a room's first KV frame to the end of its transfer.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		kvDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_pd_kv_frames_dropped_total",
+			Help: "KV frames whose bytes were discarded, by why."}, []string{"why"}),
+		badFrames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_pd_bad_frames_total",
+			Help: "Control frames dropped as malformed or unexpected, by why."}, []string{"why"}),
+		queueDesc: prometheus.NewDesc("tandem_pd_queue_rooms", "Live rooms per queue (prefill: bootstrap, waiting, inflight; decode: prealloc, transfer).",
+			[]string{"queue"}, nil),
+		oldestDesc: prometheus.NewDesc("tandem_pd_queue_oldest_seconds", "Age of the oldest room in each queue (0 when empty).",
+			[]string{"queue"}, nil),
+		started: map[room.ID]room.Instant{},
+	}
+}
+
+// Register adds the worker's metrics to reg.
+func (w *Worker) Register(reg prometheus.Registerer) error {
+	m := w.met
+	for _, c := range []prometheus.Collector{m.events, m.failures, m.successes, m.bytes, m.transferSec, m.kvDrops, m.badFrames, m} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *metrics) event(k room.EventKind, o room.Outcome) {
+	m.events.WithLabelValues(k.String(), o.String()).Inc()
+}
+
+func (m *metrics) kvDropped(why string) { m.kvDrops.WithLabelValues(why).Inc() }
+func (m *metrics) badFrame(why string)  { m.badFrames.WithLabelValues(why).Inc() }
+
+// transition is called with Worker.mu held.
+func (m *metrics) transition(t room.Transition) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch t.To {
+	case room.StateTransferring:
+		if _, ok := m.started[t.Room]; !ok {
+			m.started[t.Room] = t.At
+		}
+	case room.StateSucceeded, room.StateFailed:
+		if t.To == room.StateSucceeded {
+			m.successes.Inc()
+			if info, ok := m.w.m.Room(t.Room); ok {
+				m.bytes.Add(float64(info.Bytes))
+			}
+			if at, ok := m.started[t.Room]; ok {
+				m.transferSec.Observe(time.Duration(t.At - at).Seconds())
+			}
+		} else {
+			m.failures.WithLabelValues(t.Reason.String()).Inc()
+		}
+		delete(m.started, t.Room)
+	}
+}
+
+// queueOf names the queue a live room sits in.
+func queueOf(r room.Role, s room.State) string {
+	if r == room.RolePrefill {
+		switch s {
+		case room.StateBootstrapping:
+			return "bootstrap"
+		case room.StateWaitingForInput:
+			return "waiting"
+		default:
+			return "inflight"
+		}
+	}
+	if s == room.StateBootstrapping {
+		return "prealloc"
+	}
+	return "transfer"
+}
+
+// Describe implements prometheus.Collector for the queue gauges.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.queueDesc
+	ch <- m.oldestDesc
+}
+
+// Collect implements prometheus.Collector for the queue gauges.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	queues := []string{"prealloc", "transfer"}
+	if m.w.role == room.RolePrefill {
+		queues = []string{"bootstrap", "waiting", "inflight"}
+	}
+	count := map[string]int{}
+	oldest := map[string]room.Duration{}
+	m.w.mu.Lock()
+	now := m.w.now()
+	for _, r := range m.w.m.Rooms() {
+		if r.State == room.StateSucceeded || r.State == room.StateFailed {
+			continue
+		}
+		q := queueOf(m.w.role, r.State)
+		count[q]++
+		oldest[q] = max(oldest[q], room.Duration(now-r.Created))
+	}
+	m.w.mu.Unlock()
+	for _, q := range queues {
+		ch <- prometheus.MustNewConstMetric(m.queueDesc, prometheus.GaugeValue, float64(count[q]), q)
+		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, time.Duration(oldest[q]).Seconds(), q)
+	}
+}
