@@ -149,10 +149,10 @@ func TestVerifyChecksum(t *testing.T) {
 func examples() []kvwire.Payload {
 	s := testShape()
 	return []kvwire.Payload{
-		&kvwire.AuthHello{Version: 1, NodeAddr: "10.0.0.7:7001", Shape: s, Nonce: [32]byte{9: 1}, Incarnation: 42},
+		&kvwire.AuthHello{Version: 1, NodeAddr: "10.0.0.7:7001", Shape: s, Nonce: [32]byte{9: 1}, Incarnation: 42, HeartbeatMillis: 1000},
 		&kvwire.AuthChallenge{Nonce: [32]byte{0: 3, 31: 7}, NodeAddr: "[::1]:7002"},
 		&kvwire.AuthResponse{MAC: [32]byte{1, 2, 3}},
-		&kvwire.AuthOK{Shape: s, MAC: [32]byte{31: 0xff}, Incarnation: math.MaxUint64},
+		&kvwire.AuthOK{Shape: s, MAC: [32]byte{31: 0xff}, Incarnation: math.MaxUint64, HeartbeatMillis: 50},
 		&kvwire.AuthReject{Code: kvwire.RejectIncompatible, Message: "page_tokens 16 vs 32"},
 		&kvwire.Heartbeat{Seq: 7, Waiting: 1, Running: 2, PagesFree: 3, PagesTotal: 4, RoomsLive: 5},
 		&kvwire.Hello{},
@@ -188,13 +188,13 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 	f32 := func() float32 { return math.Float32frombits(r.Uint32()) }
 	switch typ {
 	case kvwire.TypeAuthHello:
-		return &kvwire.AuthHello{Version: uint8(r.Uint32()), NodeAddr: str(kvwire.NodeAddrBytesMax), Shape: shape(), Nonce: nonce(), Incarnation: r.Uint64()}
+		return &kvwire.AuthHello{Version: uint8(r.Uint32()), NodeAddr: str(kvwire.NodeAddrBytesMax), Shape: shape(), Nonce: nonce(), Incarnation: r.Uint64(), HeartbeatMillis: r.Uint32()}
 	case kvwire.TypeAuthChallenge:
 		return &kvwire.AuthChallenge{Nonce: nonce(), NodeAddr: str(kvwire.NodeAddrBytesMax)}
 	case kvwire.TypeAuthResponse:
 		return &kvwire.AuthResponse{MAC: nonce()}
 	case kvwire.TypeAuthOK:
-		return &kvwire.AuthOK{Shape: shape(), MAC: nonce(), Incarnation: r.Uint64()}
+		return &kvwire.AuthOK{Shape: shape(), MAC: nonce(), Incarnation: r.Uint64(), HeartbeatMillis: r.Uint32()}
 	case kvwire.TypeAuthReject:
 		return &kvwire.AuthReject{Code: kvwire.RejectCode(r.Uint32()), Message: str(kvwire.MessageBytesMax)}
 	case kvwire.TypeHeartbeat:

@@ -79,6 +79,10 @@ type AuthHello struct {
 	Shape       Shape            // the dialer's model and page layout
 	Nonce       [NonceBytes]byte // the dialer's challenge for the listener's AUTH_OK MAC
 	Incarnation uint64           // random per dialer process: a new value means the peer restarted
+	// HeartbeatMillis is the dialer's heartbeat interval. Each side
+	// declares the other lost after twice the longer of the two
+	// intervals, so nodes with different settings do not flap.
+	HeartbeatMillis uint32
 }
 
 // Type returns TypeAuthHello.
@@ -90,7 +94,8 @@ func (m *AuthHello) AppendTo(b []byte) []byte {
 	b = appendStr(b, m.NodeAddr)
 	b = m.Shape.AppendTo(b)
 	b = append(b, m.Nonce[:]...)
-	return appendU64(b, m.Incarnation)
+	b = appendU64(b, m.Incarnation)
+	return appendU32(b, m.HeartbeatMillis)
 }
 
 // Decode decodes b into m.
@@ -101,6 +106,7 @@ func (m *AuthHello) Decode(b []byte) error {
 	m.Shape.decodeFrom(&d)
 	m.Nonce = d.array32("nonce")
 	m.Incarnation = d.u64("incarnation")
+	m.HeartbeatMillis = d.u32("heartbeat_millis")
 	return d.done()
 }
 
@@ -148,9 +154,10 @@ func (m *AuthResponse) Decode(b []byte) error {
 
 // AuthOK accepts the connection (listener → dialer).
 type AuthOK struct {
-	Shape       Shape            // the listener's model and page layout (the dialer checks it too)
-	MAC         [NonceBytes]byte // AuthMAC(token, AuthRoleListener, ...): the listener holds the token
-	Incarnation uint64           // random per listener process
+	Shape           Shape            // the listener's model and page layout (the dialer checks it too)
+	MAC             [NonceBytes]byte // AuthMAC(token, AuthRoleListener, ...): the listener holds the token
+	Incarnation     uint64           // random per listener process
+	HeartbeatMillis uint32           // the listener's heartbeat interval (see AuthHello)
 }
 
 // Type returns TypeAuthOK.
@@ -160,7 +167,8 @@ func (*AuthOK) Type() Type { return TypeAuthOK }
 func (m *AuthOK) AppendTo(b []byte) []byte {
 	b = m.Shape.AppendTo(b)
 	b = append(b, m.MAC[:]...)
-	return appendU64(b, m.Incarnation)
+	b = appendU64(b, m.Incarnation)
+	return appendU32(b, m.HeartbeatMillis)
 }
 
 // Decode decodes b into m.
@@ -169,6 +177,7 @@ func (m *AuthOK) Decode(b []byte) error {
 	m.Shape.decodeFrom(&d)
 	m.MAC = d.array32("mac")
 	m.Incarnation = d.u64("incarnation")
+	m.HeartbeatMillis = d.u32("heartbeat_millis")
 	return d.done()
 }
 

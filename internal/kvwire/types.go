@@ -73,8 +73,8 @@ func (t Type) HasRoom() bool { return t >= TypeHello && t < typeEnd }
 const (
 	shapeBytesMin     = 2 + 4*4 + 2
 	shapeBytesMax     = shapeBytesMin + ModelBytesMax + DTypeBytesMax
-	authHelloBytesMin = 1 + 2 + shapeBytesMin + NonceBytes + 8
-	authOKBytesMin    = shapeBytesMin + NonceBytes + 8
+	authHelloBytesMin = 1 + 2 + shapeBytesMin + NonceBytes + 8 + 4
+	authOKBytesMin    = shapeBytesMin + NonceBytes + 8 + 4
 	challengeBytesMin = NonceBytes + 2
 	messageFrameMin   = 1 + 2 // reason or code, message length
 	heartbeatBytes    = 8 + 5*4

@@ -1,0 +1,151 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"tandem/internal/kvwire"
+)
+
+// Limits and defaults. Every queue and map of the transport is bounded by
+// one of these or by a Config field.
+const (
+	// peersMax bounds the peers one transport tracks (connected or in
+	// their reconnect grace). Past it, Send fails with ErrTooManyPeers and
+	// handshakes are refused with kvwire.RejectBusy.
+	peersMax = 1024
+	// handshakesMax bounds the accepted connections still in their
+	// handshake; more are closed at once (counted handshakes_refused), so
+	// a flood of idle connections cannot hold memory or goroutines.
+	handshakesMax = 64
+	// clusterTokenBytesMin is the shortest accepted cluster token.
+	clusterTokenBytesMin = 16
+	// sendQueueMaxLimit bounds Config.SendQueueMax.
+	sendQueueMaxLimit = 1 << 16
+	// heartbeatIntervalMin bounds Config.HeartbeatInterval from below.
+	heartbeatIntervalMin = time.Millisecond
+	// kvReadChunkBytes is how much KV data is read per call; the read
+	// deadline and the peer's last-heard time are refreshed per chunk, so
+	// a large frame on a slow link does not look like a silent peer.
+	kvReadChunkBytes = 1 << 20
+	// discardBufBytes is the scratch buffer for discarded KV data.
+	discardBufBytes = 64 << 10
+	// acceptBackoffMax bounds the wait after a failed Accept.
+	acceptBackoffMax = time.Second
+
+	defaultHeartbeatInterval = time.Second
+	defaultDialTimeout       = 5 * time.Second
+	defaultWriteTimeout      = 10 * time.Second
+	defaultSendQueueMax      = 64
+)
+
+// Config configures a Transport. ListenAddr (or Listener), ClusterToken
+// and Shape are required; zero durations and counts take the defaults
+// named on each field.
+type Config struct {
+	// ListenAddr is the TCP address to listen on ("127.0.0.1:0" picks a
+	// port; Addr reports the real one).
+	ListenAddr string
+	// AdvertiseAddr is this node's identity: sent in AUTH_HELLO and
+	// AUTH_CHALLENGE and used by peers as the key for this node. It must
+	// be the address peers dial. Default: Addr().
+	AdvertiseAddr string
+	// ClusterToken is the shared secret both sides of every connection
+	// prove with HMAC-SHA256 (at least 16 bytes; `tandem up` generates
+	// one).
+	ClusterToken []byte
+	// Shape is this node's model and page layout. A peer with another
+	// shape is refused at the handshake; the dialer's Send fails with an
+	// error wrapping ErrIncompatible that names every differing field.
+	Shape kvwire.Shape
+	// HeartbeatInterval is how often a heartbeat goes to every connected
+	// peer (default 1s, at least 1ms). PeerTimeout is twice it.
+	HeartbeatInterval time.Duration
+	// DialTimeout bounds a dial plus its handshake, and the handshake of
+	// an accepted connection (default 5s).
+	DialTimeout time.Duration
+	// WriteTimeout bounds the write of one frame (default 10s). A write
+	// past it closes the connection.
+	WriteTimeout time.Duration
+	// SendQueueMax is how many senders may wait for one connection's
+	// write lock (default 64). Past it Send fails with ErrSendQueueFull
+	// instead of queueing without bound.
+	SendQueueMax int
+	// Logger receives connection events and rate-limited rejections
+	// (default: discard).
+	Logger *slog.Logger
+	// Load fills outgoing heartbeats (Seq is set by the transport). It is
+	// called from peer goroutines and must be safe for concurrent use.
+	// Default: zero load.
+	Load func() kvwire.Heartbeat
+	// AcceptOnly makes Send never dial: prefill workers set it, since
+	// decode workers dial them. Send to a peer without a connection then
+	// waits for the peer to redial (while it is within PeerTimeout) or
+	// fails with ErrNotConnected.
+	AcceptOnly bool
+	// Listener, when set, is used instead of listening on ListenAddr; the
+	// transport closes it. Tests use in-memory listeners.
+	Listener net.Listener
+	// Dial, when set, replaces a net.Dialer for outgoing connections.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Faults injects failures for tests. nil in production; it can only
+	// be set from code. See Faults.
+	Faults Faults
+}
+
+// withDefaults checks cfg and fills its defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	var errs []error
+	if cfg.ListenAddr == "" && cfg.Listener == nil {
+		errs = append(errs, errors.New("ListenAddr is empty"))
+	}
+	if len(cfg.ClusterToken) < clusterTokenBytesMin {
+		errs = append(errs, fmt.Errorf("ClusterToken has %d bytes, need at least %d (generate one with `tandem up`)", len(cfg.ClusterToken), clusterTokenBytesMin))
+	}
+	if err := cfg.Shape.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(cfg.AdvertiseAddr) > kvwire.NodeAddrBytesMax {
+		errs = append(errs, fmt.Errorf("AdvertiseAddr has %d bytes, limit %d", len(cfg.AdvertiseAddr), kvwire.NodeAddrBytesMax))
+	}
+	if cfg.HeartbeatInterval < 0 || cfg.DialTimeout < 0 || cfg.WriteTimeout < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if cfg.HeartbeatInterval != 0 && cfg.HeartbeatInterval < heartbeatIntervalMin {
+		errs = append(errs, fmt.Errorf("HeartbeatInterval %v below %v", cfg.HeartbeatInterval, heartbeatIntervalMin))
+	}
+	if cfg.SendQueueMax < 0 || cfg.SendQueueMax > sendQueueMaxLimit {
+		errs = append(errs, fmt.Errorf("SendQueueMax %d outside 0..%d", cfg.SendQueueMax, sendQueueMaxLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, fmt.Errorf("transfer config: %w", err)
+	}
+	cfg.ClusterToken = append([]byte(nil), cfg.ClusterToken...)
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = defaultHeartbeatInterval
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = defaultDialTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = defaultWriteTimeout
+	}
+	if cfg.SendQueueMax == 0 {
+		cfg.SendQueueMax = defaultSendQueueMax
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = discardLogger()
+	}
+	if cfg.Load == nil {
+		cfg.Load = func() kvwire.Heartbeat { return kvwire.Heartbeat{} }
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{KeepAlive: -1} // heartbeats do liveness
+		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	return cfg, nil
+}

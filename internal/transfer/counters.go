@@ -1,0 +1,169 @@
+package transfer
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"tandem/internal/kvwire"
+)
+
+// counter indexes Transport.counters.
+type counter uint8
+
+// The counters. Their names (counterNames) are stable: the worker edge
+// exports them as metric labels.
+const (
+	cConnsAccepted counter = iota
+	cConnsDialed
+	cDialErrors
+	cHandshakesOK
+	cHandshakesRefused
+	cAuthRejectedByPeer
+	cRejectedBadMagic
+	cRejectedBadVersion
+	cRejectedUnknownType
+	cRejectedOversize
+	cRejectedMalformed
+	cRejectedChecksum
+	cRejectedUnauthenticated
+	cRejectedBadMAC
+	cRejectedShape
+	cRejectedIdentity
+	cRejectedUnexpected
+	cRejectedBusy
+	cReadTimeouts
+	cWriteErrors
+	cFramesIn
+	cFramesOut
+	cBytesIn
+	cBytesOut
+	cHeartbeatsIn
+	cHeartbeatsOut
+	cHeartbeatsSkipped
+	cKVChecksumErrors
+	cKVDiscardedFrames
+	cKVDiscardedBytes
+	cKVDestShort
+	cPeersLost
+	cPeerRestarts
+	cSendQueueFull
+	cFaultsInjected
+	counterEnd
+)
+
+var counterNames = [counterEnd]string{
+	cConnsAccepted:           "conns_accepted",           // TCP connections accepted
+	cConnsDialed:             "conns_dialed",             // connections dialed (first dials and redials)
+	cDialErrors:              "dial_errors",              // dials that failed before the handshake
+	cHandshakesOK:            "handshakes_ok",            // handshakes completed, either side
+	cHandshakesRefused:       "handshakes_refused",       // accepted connections closed at once: too many handshakes in progress
+	cAuthRejectedByPeer:      "auth_rejected_by_peer",    // this node's handshake was refused by the peer (AUTH_REJECT)
+	cRejectedBadMagic:        "rejected_bad_magic",       // a header without "TDKV": not this protocol
+	cRejectedBadVersion:      "rejected_bad_version",     // another protocol version (header or AUTH_HELLO)
+	cRejectedUnknownType:     "rejected_unknown_type",    // a frame type this version does not define
+	cRejectedOversize:        "rejected_oversize",        // a payload length above its type's limit
+	cRejectedMalformed:       "rejected_malformed",       // a header or payload that breaks the format
+	cRejectedChecksum:        "rejected_checksum",        // a control frame whose payload fails its CRC
+	cRejectedUnauthenticated: "rejected_unauthenticated", // a frame before the handshake finished
+	cRejectedBadMAC:          "rejected_bad_mac",         // a handshake MAC that does not verify: another cluster token
+	cRejectedShape:           "rejected_shape",           // a handshake whose shape differs from this node's
+	cRejectedIdentity:        "rejected_identity",        // a bad, own, or unexpected node address in the handshake
+	cRejectedUnexpected:      "rejected_unexpected",      // a valid frame in the wrong place (auth frame after the handshake)
+	cRejectedBusy:            "rejected_busy",            // a handshake refused because peersMax peers are tracked
+	cReadTimeouts:            "read_timeouts",            // peers lost because nothing arrived on their connection for the peer timeout
+	cWriteErrors:             "write_errors",             // writes that failed (the connection is closed)
+	cFramesIn:                "frames_in",                // frames read after the handshake
+	cFramesOut:               "frames_out",               // frames written after the handshake
+	cBytesIn:                 "bytes_in",                 // bytes of those frames, headers included
+	cBytesOut:                "bytes_out",                //
+	cHeartbeatsIn:            "heartbeats_in",            //
+	cHeartbeatsOut:           "heartbeats_out",           //
+	cHeartbeatsSkipped:       "heartbeats_skipped",       // heartbeats not sent because another frame was being written
+	cKVChecksumErrors:        "kv_checksum_errors",       // KV frames whose data failed the CRC (KVDone got false)
+	cKVDiscardedFrames:       "kv_discarded_frames",      // KV frames whose data had no destination
+	cKVDiscardedBytes:        "kv_discarded_bytes",       //
+	cKVDestShort:             "kv_dest_short",            // KVDest returned a slice shorter than the data (discarded)
+	cPeersLost:               "peers_lost",               // PeerLost calls
+	cPeerRestarts:            "peer_restarts",            // reconnections that found a new peer incarnation
+	cSendQueueFull:           "send_queue_full",          // sends refused with ErrSendQueueFull
+	cFaultsInjected:          "faults_injected",          // frames a Faults hook changed
+}
+
+func (t *Transport) inc(c counter)           { t.counters[c].Add(1) }
+func (t *Transport) add(c counter, n uint64) { t.counters[c].Add(n) }
+
+// Counters returns every counter by name (zeros included), for metrics.
+// The names are stable.
+func (t *Transport) Counters() map[string]uint64 {
+	m := make(map[string]uint64, counterEnd)
+	for c := range counterEnd {
+		m[counterNames[c]] = t.counters[c].Load()
+	}
+	return m
+}
+
+// rejectCounter classifies a frame-reading error from kvwire.
+func rejectCounter(err error) (counter, bool) {
+	switch {
+	case errors.Is(err, kvwire.ErrMagic):
+		return cRejectedBadMagic, true
+	case errors.Is(err, kvwire.ErrVersion):
+		return cRejectedBadVersion, true
+	case errors.Is(err, kvwire.ErrType):
+		return cRejectedUnknownType, true
+	case errors.Is(err, kvwire.ErrTooLarge):
+		return cRejectedOversize, true
+	case errors.Is(err, kvwire.ErrMalformed):
+		return cRejectedMalformed, true
+	case errors.Is(err, kvwire.ErrChecksum):
+		return cRejectedChecksum, true
+	}
+	return 0, false
+}
+
+// reject counts rejected traffic and logs it, rate-limited.
+func (t *Transport) reject(c counter, remote string, err error) {
+	t.inc(c)
+	if n, ok := t.logLimit.allow(time.Now()); ok {
+		t.log.Warn("transfer: rejected traffic, closing the connection", "kind", counterNames[c], "remote", remote, "err", err, "suppressed", n)
+	}
+}
+
+// logLimiterBurst is how many rejections are logged per second; the rest
+// are only counted, and the next logged one says how many were skipped.
+const logLimiterBurst = 10
+
+// logLimiter allows logLimiterBurst log lines per one-second window.
+type logLimiter struct {
+	mu         sync.Mutex
+	window     time.Time
+	n          int
+	suppressed int
+}
+
+// allow reports whether to log now, and how many lines were suppressed
+// since the last one allowed.
+func (l *logLimiter) allow(now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.window) >= time.Second {
+		l.window, l.n = now, 0
+	}
+	if l.n >= logLimiterBurst {
+		l.suppressed++
+		return 0, false
+	}
+	l.n++
+	s := l.suppressed
+	l.suppressed = 0
+	return s, true
+}
+
+// discardLogger is used when Config.Logger is nil.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// atomicCounters is the counter storage.
+type atomicCounters = [counterEnd]atomic.Uint64

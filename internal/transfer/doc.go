@@ -1,0 +1,81 @@
+// Package transfer carries PD frames between prefill and decode workers
+// over TCP: connections, the authenticated handshake, heartbeats, peer
+// liveness and the multiplexing of every room between two workers onto
+// one connection. It is the transport edge: it owns goroutines and
+// sockets; the frame format is internal/kvwire and the protocol's rules
+// are the room core's.
+//
+// # Place in the data flow
+//
+// Decode workers dial prefill workers: a decode worker's first Send to a
+// prefill address (its HELLO for a room) dials, authenticates and checks
+// compatibility; the prefill worker answers on the same connection
+// (Config.AcceptOnly: it never dials). One connection per (decode,
+// prefill) pair carries the frames of all their rooms in both directions.
+// The worker edge implements Handler: control frames arrive in Frame, KV
+// data is read straight into the page KVDest names (no copy) and
+// confirmed by KVDone with its checksum verdict, PeerUp carries each
+// heartbeat's load report, and PeerLost tells the edge to fail the rooms
+// of a peer that is gone (room.EventPeerLost). SendKV writes page memory
+// straight from the caller's slice with one vectored write.
+//
+// # Liveness
+//
+// Both sides send a heartbeat every HeartbeatInterval. A peer is lost when
+// nothing (no frame, no KV data chunk) has been heard from it for the
+// peer timeout, twice the longer of the two sides' intervals (they
+// exchange them in the handshake): on a live connection that is silence;
+// after a dropped connection it means the dialer's redials (immediate,
+// then every quarter interval) or the peer's own redial did not succeed
+// in time. A reconnect that finds a new incarnation of the peer (a
+// restarted process at the same address) reports the old one lost
+// (ErrPeerRestarted) before PeerUp for the new one. After PeerLost the
+// peer is forgotten; the next Send dials afresh.
+//
+// # Invariants
+//
+//   - Foreign or malformed traffic (bad magic, version, type, length,
+//     checksum, a frame before authentication, a bad MAC, a bad payload)
+//     is counted (Counters), logged at most logLimiterBurst times a
+//     second, and closes its connection; it never panics, never
+//     allocates beyond the type's payload limit, and never affects other
+//     connections.
+//   - Frames sent one after another to a peer arrive in that order; each
+//     connection has one reader, which calls the Handler in arrival order.
+//   - Once PeerLost is called for a connection's peer, no KV data from that
+//     connection lands in a KVDest slice, so failed rooms' pages can be
+//     reused.
+//   - Every goroutine (accept loop in Serve, one per handshake, one per
+//     peer, one reader per connection) is owned by the Transport and has
+//     exited when Close (or Serve) returns; Close interrupts dials and
+//     handshakes in progress.
+//   - Memory is bounded: peersMax peers, handshakesMax handshakes in
+//     progress, SendQueueMax waiting senders per connection, one control
+//     payload buffer (≤ 64 KiB) and one discard buffer (64 KiB) per
+//     connection.
+//
+// Writes are done by the sending goroutine under a per-connection lock
+// with a per-write deadline, not by a writer goroutine: see conn.
+//
+// # Fault injection
+//
+// Config.Faults (nil in production, set only from code) is consulted
+// before every frame written and after every header read: drop, delay or
+// stall, corrupt, cut the connection mid-frame, or fail a page write.
+//
+// # Tests
+//
+// e2e_test.go runs two transports on 127.0.0.1: the handshake, a wrong
+// token refused and counted on both sides, a shape mismatch naming the
+// field, a whole HELLO/ALLOC/KV/FIRST_TOKEN/DONE/DONE_ACK flow landing
+// KV bytes in the KVDest pages, a checksum error injected with Faults,
+// PeerLost after either side closes, foreign and malformed bytes from raw
+// connections, reconnection after the listener restarts on the same
+// address, and per-room order with many concurrent rooms. synctest_test.go
+// checks the timer-driven behaviour exactly on net.Pipe inside synctest
+// bubbles: PeerLost at exactly the timeout of silence and within two
+// intervals of a close, heartbeats both ways, redial within the grace,
+// restart detection, the send queue bound, Close interrupting a stalled
+// handshake, the handshake timeout, and the fault actions. Run them with
+// -race.
+package transfer
