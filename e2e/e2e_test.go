@@ -137,13 +137,21 @@ func startServer(t *testing.T) string {
 		t.Fatalf("`tandem serve --help` failed, so the serve command is missing or broken: %v\n%s", err, out)
 	}
 	port := freePort(t)
+	return startProcess(t, port, "serve", "--model", modelPath, "--port", strconv.Itoa(port))
+}
+
+// startProcess runs tandem with args, waits until GET /health on port
+// answers 200 and returns the base URL. It stops the process with SIGINT
+// when the test ends and logs its output if the test failed.
+func startProcess(t *testing.T, port int, args ...string) string {
+	t.Helper()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	var out lockedBuffer
-	cmd := exec.Command(binPath, "serve", "--model", modelPath, "--port", strconv.Itoa(port))
+	cmd := exec.Command(binPath, args...)
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start tandem serve: %v", err)
+		t.Fatalf("start tandem %s: %v", args[0], err)
 	}
 	done := make(chan struct{})
 	var waitErr error // set before done is closed
@@ -154,7 +162,7 @@ func startServer(t *testing.T) string {
 	t.Cleanup(func() {
 		select {
 		case <-done:
-			t.Errorf("tandem serve exited before the test ended: %v", waitErr)
+			t.Errorf("tandem %s exited before the test ended: %v", args[0], waitErr)
 		default:
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
 				cmd.Process.Kill() // no SIGINT on this system
@@ -162,13 +170,13 @@ func startServer(t *testing.T) string {
 			select {
 			case <-done:
 			case <-time.After(stopTimeout):
-				t.Errorf("tandem serve did not exit within %v of SIGINT; killing it", stopTimeout)
+				t.Errorf("tandem %s did not exit within %v of SIGINT; killing it", args[0], stopTimeout)
 				cmd.Process.Kill()
 				<-done
 			}
 		}
 		if t.Failed() {
-			t.Logf("tandem serve output:\n%s", out.String())
+			t.Logf("tandem %s output:\n%s", args[0], out.String())
 		}
 	})
 
@@ -184,7 +192,7 @@ func startServer(t *testing.T) string {
 		}
 		select {
 		case <-done:
-			t.Fatalf("tandem serve exited while starting: %v", waitErr)
+			t.Fatalf("tandem %s exited while starting: %v\n%s", args[0], waitErr, out.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -85,6 +85,22 @@ type clientResult struct {
 }
 
 func TestOpenAINodeClient(t *testing.T) {
+	node, dir := prepareNodeClient(t)
+	runNodeClient(t, node, dir, startServer(t))
+}
+
+// TestOpenAINodeClientThroughRouter runs the same client calls against a
+// disaggregated cluster (`tandem up`, 1 prefill, 1 decode).
+func TestOpenAINodeClientThroughRouter(t *testing.T) {
+	node, dir := prepareNodeClient(t)
+	runNodeClient(t, node, dir, startUp(t, modelPath))
+}
+
+// prepareNodeClient skips without Node.js, installs the pinned openai
+// package, builds tandem and writes the client script; it returns node's
+// path and the script's folder.
+func prepareNodeClient(t *testing.T) (string, string) {
+	t.Helper()
 	skipShort(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -108,8 +124,13 @@ func TestOpenAINodeClient(t *testing.T) {
 	if err := os.WriteFile(script, []byte(clientScript), 0o644); err != nil {
 		t.Fatalf("write client script: %v", err)
 	}
-	base := startServer(t)
+	return node, dir
+}
 
+// runNodeClient runs the client script against base and checks its results.
+func runNodeClient(t *testing.T, node, dir, base string) {
+	t.Helper()
+	script := filepath.Join(dir, "client.mjs")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script, base+"/v1")

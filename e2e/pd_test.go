@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"tandem/internal/testenv"
+)
+
+// batchTokens is the engine step budget both deployments run with, so a
+// prompt longer than it is prefilled in several chunks.
+const batchTokens = 64
+
+// startUp runs `tandem up` (1 prefill, 1 decode) on model and returns the
+// router's base URL once it is healthy.
+func startUp(t *testing.T, model string) string {
+	t.Helper()
+	setup(t)
+	port := freePort(t)
+	return startProcess(t, port, "up", "--model", model, "--port", strconv.Itoa(port), "--threads", "1",
+		"--worker-arg=--max-batch-tokens="+strconv.Itoa(batchTokens), "--worker-arg=--prefix-cache=false")
+}
+
+func startServe(t *testing.T, model string) string {
+	t.Helper()
+	setup(t)
+	port := freePort(t)
+	return startProcess(t, port, "serve", "--model", model, "--port", strconv.Itoa(port), "--threads", "1",
+		"--max-batch-tokens", strconv.Itoa(batchTokens), "--prefix-cache=false")
+}
+
+// completion is what a greedy completion returned: its text and tokens.
+type completion struct {
+	Text   string
+	Tokens []string
+	Usage  string
+	Finish string
+}
+
+// complete posts a greedy completion with per-token logprobs (so tokens,
+// not only text, are compared), streamed or not.
+func complete(t *testing.T, base, prompt string, stream bool) completion {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 1,
+		"ignore_eos": true, "stream": stream, "stream_options": map[string]any{"include_usage": true}})
+	client := &http.Client{Timeout: 2 * time.Minute}
+	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s/v1/completions: %v", base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s/v1/completions: %s: %s", base, resp.Status, b)
+	}
+	type choice struct {
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+		Logprobs     *struct {
+			Tokens []string `json:"tokens"`
+		} `json:"logprobs"`
+	}
+	type doc struct {
+		Choices []choice        `json:"choices"`
+		Usage   json.RawMessage `json:"usage"`
+	}
+	var c completion
+	add := func(d doc) {
+		for _, ch := range d.Choices {
+			c.Text += ch.Text
+			if ch.Logprobs != nil {
+				c.Tokens = append(c.Tokens, ch.Logprobs.Tokens...)
+			}
+			if ch.FinishReason != "" {
+				c.Finish = ch.FinishReason
+			}
+		}
+		if len(d.Usage) > 0 && string(d.Usage) != "null" {
+			c.Usage = string(d.Usage)
+		}
+	}
+	if !stream {
+		var d doc
+		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		add(d)
+		return c
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sawDone := false
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			sawDone = true
+			break
+		}
+		var d doc
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("stream chunk %q: %v", line, err)
+		}
+		add(d)
+	}
+	if !sawDone {
+		t.Fatalf("stream from %s ended without [DONE]", base)
+	}
+	return c
+}
+
+// prompts returns a short prompt, one longer than a KV page (16 tokens) and
+// one longer than a prefill chunk (batchTokens).
+func prompts() map[string]string {
+	sentence := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+	return map[string]string{
+		"short":        "Once upon a time",
+		"over-a-page":  sentence,
+		"over-a-chunk": strings.Repeat(sentence, 5),
+	}
+}
+
+// TestPDMatchesServe: greedy output through `tandem up` is token for token
+// what `tandem serve` gives, streaming and not, for a synthesized quantized
+// model and for stories260K.
+func TestPDMatchesServe(t *testing.T) {
+	setup(t)
+	models := map[string]string{"synth-tiny-q8_0": modelPath}
+	if d := testenv.SharedDir(); d != "" {
+		models["stories260K"] = testenv.Shared(t, "models/stories260K.gguf")
+	} else {
+		t.Log("shared data folder absent: checking the synthesized model only")
+	}
+	for name, model := range models {
+		t.Run(name, func(t *testing.T) {
+			serve := startServe(t, model)
+			up := startUp(t, model)
+			for pname, p := range prompts() {
+				for _, stream := range []bool{false, true} {
+					want := complete(t, serve, p, stream)
+					got := complete(t, up, p, stream)
+					what := fmt.Sprintf("%s prompt, stream=%v", pname, stream)
+					if len(want.Tokens) != 24 {
+						t.Fatalf("%s: serve returned %d tokens, want 24 (logprobs tokens)", what, len(want.Tokens))
+					}
+					if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
+						t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
+					}
+					if got.Finish != want.Finish || got.Usage != want.Usage {
+						t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)
+					}
+				}
+			}
+		})
+	}
+}
