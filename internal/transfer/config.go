@@ -71,9 +71,9 @@ type Config struct {
 	// WriteTimeout bounds the write of one frame (default 10s). A write
 	// past it closes the connection.
 	WriteTimeout time.Duration
-	// SendQueueMax is how many senders may wait for one connection's
-	// write lock (default 64). Past it Send fails with ErrSendQueueFull
-	// instead of queueing without bound.
+	// SendQueueMax is how many senders may hold or wait for one
+	// connection's write lock (default 64). Past it Send fails at once
+	// with ErrSendQueueFull instead of queueing without bound.
 	SendQueueMax int
 	// Logger receives connection events and rate-limited rejections
 	// (default: discard).

@@ -220,13 +220,19 @@ func (t *Transport) readFrames(c *conn) error {
 		if err != nil {
 			return r.failed(err)
 		}
-		size := uint64(kvwire.HeaderBytes) + uint64(h.Length)
-		t.inc(cFramesIn)
-		t.add(cBytesIn, size)
-		c.p.framesIn.Add(1)
-		c.p.bytesIn.Add(size)
-		c.p.lastHeard.Store(int64(t.now()))
 	}
+}
+
+// received counts a frame read whole (before it is delivered) and marks
+// the peer as heard from.
+func (r *reader) received(h kvwire.Header) {
+	t, p := r.t, r.c.p
+	size := uint64(kvwire.HeaderBytes) + uint64(h.Length)
+	t.inc(cFramesIn)
+	t.add(cBytesIn, size)
+	p.framesIn.Add(1)
+	p.bytesIn.Add(size)
+	p.lastHeard.Store(int64(t.now()))
 }
 
 // failed classifies a read error, counts and logs what deserves it, and
@@ -281,6 +287,7 @@ func (r *reader) readControl(h kvwire.Header, f Fault) error {
 	if err := h.VerifyChecksum(payload); err != nil {
 		return err
 	}
+	r.received(h)
 	if h.Type.IsAuth() {
 		err := fmt.Errorf("%v frame after the handshake", h.Type)
 		t.reject(cRejectedUnexpected, c.peerAddr(), err)
@@ -323,36 +330,40 @@ func (r *reader) readKV(h kvwire.Header, f Fault) error {
 		return err
 	}
 	n := int(h.Length) - kvwire.KVSubHeaderBytes
-	var dest []byte
-	if f.Action != FaultDrop && !c.isClosed() {
-		dest = t.h.KVDest(c.p.addr, h.Room, kv, n)
-		if dest != nil && len(dest) < n {
-			t.inc(cKVDestShort)
-			dest = nil
-		}
-	}
 	crc := kvwire.Checksum(r.sub[:])
+	if f.Action == FaultDrop {
+		_, err := r.skip(n, crc)
+		if err == nil {
+			r.received(h)
+		}
+		return err
+	}
+	if c.isClosed() {
+		return c.err
+	}
+	// From here every path calls KVDone exactly once.
+	dest := t.h.KVDest(c.p.addr, h.Room, kv, n)
+	if dest != nil && len(dest) < n {
+		t.inc(cKVDestShort)
+		dest = nil
+	}
 	var err error
 	if dest != nil {
 		crc, err = r.readInto(dest[:n], crc, f.Action == FaultCorrupt)
 	} else {
 		crc, err = r.skip(n, crc)
-		if f.Action != FaultDrop {
-			t.inc(cKVDiscardedFrames)
-			t.add(cKVDiscardedBytes, uint64(n))
+		t.inc(cKVDiscardedFrames)
+		t.add(cKVDiscardedBytes, uint64(n))
+	}
+	ok := err == nil && crc == h.Checksum
+	if err == nil {
+		r.received(h)
+		if !ok {
+			t.inc(cKVChecksumErrors)
 		}
 	}
-	if err != nil || f.Action == FaultDrop {
-		return err
-	}
-	ok := crc == h.Checksum
-	if !ok {
-		t.inc(cKVChecksumErrors)
-	}
-	if !c.isClosed() {
-		t.h.KVDone(c.p.addr, h.Room, kv, n, ok)
-	}
-	return nil
+	t.h.KVDone(c.p.addr, h.Room, kv, n, ok)
+	return err
 }
 
 // errSilent closes a connection on which nothing arrived for its timeout;

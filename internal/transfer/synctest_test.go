@@ -449,3 +449,28 @@ func TestDifferentHeartbeatIntervalsDoNotFlap(t *testing.T) {
 		}
 	})
 }
+
+func TestKVDoneAfterCutMidData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		faults := &faultFunc{write: func(_ string, h kvwire.Header) transfer.Fault {
+			if h.Type == kvwire.TypeKV {
+				return transfer.Fault{Action: transfer.FaultCut}
+			}
+			return transfer.Fault{}
+		}}
+		d, p := pipePair(t, newPipeNet(), func(dc, pc *transfer.Config) { pc.Faults = faults })
+		defer d.stop()
+		defer p.stop()
+		page := make([]byte, 256)
+		d.rec.dest = func(string, room.ID, kvwire.KV, int) []byte { return page }
+		err := p.SendKV(context.Background(), "d:1", roomID(1), kvwire.KV{Ordinal: 3}, make([]byte, 256))
+		if !errors.Is(err, transfer.ErrInjected) {
+			t.Errorf("SendKV cut mid-frame = %v, want ErrInjected", err)
+		}
+		synctest.Wait()
+		done := d.rec.all(isKind("kvdone"))
+		if len(done) != 1 || done[0].ok || done[0].kv.Ordinal != 3 || done[0].n != 256 {
+			t.Errorf("KVDone calls after a cut inside the data = %v, want one with checksumOK false", done)
+		}
+	})
+}

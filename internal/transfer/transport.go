@@ -39,10 +39,12 @@ type Handler interface {
 	// them (counted). A shorter slice is treated as nil and counted as
 	// kv_dest_short.
 	KVDest(peer string, room room.ID, kv kvwire.KV, n int) []byte
-	// KVDone reports that the n data bytes of a KV frame were read into
-	// KVDest's slice (or discarded), and whether their checksum matched.
-	// It is not called when the connection closed while the data was
-	// being read.
+	// KVDone follows every KVDest call exactly once, on the same
+	// goroutine, when the transport is done with the slice: the data was
+	// read into it (or discarded), or reading stopped because the
+	// connection failed or closed. checksumOK is true only when all n
+	// bytes arrived and matched the frame's CRC-32C; a page whose KVDone
+	// says false holds garbage.
 	KVDone(peer string, room room.ID, kv kvwire.KV, n int, checksumOK bool)
 	// PeerUp reports a completed handshake (with a zero Heartbeat) and
 	// then every heartbeat received: the peer's load as it last said.
