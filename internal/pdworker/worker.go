@@ -96,6 +96,8 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		m: m, legs: map[room.ID]*leg{}, released: map[room.ID]*leg{}, peers: map[string]*peerQueue{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel}
 	w.met = newMetrics(w)
+	// Decode workers dial prefill workers; a prefill worker only answers.
+	cfg.Transfer.AcceptOnly = cfg.Role == room.RolePrefill
 	if cfg.Transfer.Load == nil {
 		cfg.Transfer.Load = w.load
 	}

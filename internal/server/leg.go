@@ -32,6 +32,12 @@ func LegFromContext(ctx context.Context) (LegInfo, bool) {
 	return li, ok
 }
 
+// WithLeg returns ctx carrying li, as the HTTP handlers pass a router leg's
+// headers to Backend.Submit (tests of backends use it directly).
+func WithLeg(ctx context.Context, li LegInfo) context.Context {
+	return context.WithValue(ctx, legKey{}, li)
+}
+
 // withLeg attaches the router's leg headers, when present, to ctx.
 func withLeg(ctx context.Context, r *http.Request) context.Context {
 	li := LegInfo{Room: r.Header.Get(HeaderRoom), RequestID: r.Header.Get(HeaderRequestID),
@@ -39,7 +45,7 @@ func withLeg(ctx context.Context, r *http.Request) context.Context {
 	if li.Room == "" && li.Leg == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, legKey{}, li)
+	return WithLeg(ctx, li)
 }
 
 // statusError is an error that knows the HTTP status it should be

@@ -1,0 +1,489 @@
+package pdworker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"tandem/internal/engine"
+	"tandem/internal/kernels"
+	"tandem/internal/model"
+	"tandem/internal/room"
+	"tandem/internal/server"
+	"tandem/internal/synth"
+	"tandem/internal/tensor"
+	"tandem/internal/transfer"
+)
+
+var (
+	modelOnce sync.Once
+	modelFile string
+	modelErr  error
+)
+
+const heartbeat = 50 * time.Millisecond
+
+func tinyModel(t *testing.T) *model.Model {
+	t.Helper()
+	modelOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tandem-pdworker-test")
+		if err != nil {
+			modelErr = err
+			return
+		}
+		modelFile = filepath.Join(dir, "tiny.gguf")
+		cfg, _ := synth.Preset("tiny")
+		modelErr = synth.Write(modelFile, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 5})
+	})
+	if modelErr != nil {
+		t.Fatal(modelErr)
+	}
+	m, err := model.Load(modelFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// pair is a prefill and a decode worker connected over loopback TCP.
+type pair struct {
+	p, d       *Worker
+	pe, de     *engine.Engine
+	pFree      int
+	dFree      int
+	m          *model.Model
+	closedOnce sync.Once
+}
+
+func testRoomConfig() room.Config {
+	c := DefaultRoomConfig()
+	s := func(d time.Duration) room.Duration { return room.Duration(d) }
+	c.HelloTimeout, c.RequestTimeout, c.AllocTimeout = s(2*time.Second), s(2*time.Second), s(5*time.Second)
+	c.HandshakeTimeout, c.AdmissionTimeout, c.PrefillTimeout, c.ProgressTimeout = s(2*time.Second), s(4*time.Second), s(5*time.Second), s(3*time.Second)
+	c.TombstoneTTL = s(time.Minute)
+	return c
+}
+
+func newWorker(t *testing.T, m *model.Model, role room.Role, batch int) (*Worker, *engine.Engine) {
+	t.Helper()
+	pool := kernels.NewPool(1)
+	e, err := engine.New(model.NewRunner(m, pool), engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: batch}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(e, Config{Role: role, Room: testRoomConfig(), Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
+		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: heartbeat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.Close()
+		e.Close()
+		pool.Close()
+	})
+	return w, e
+}
+
+func newPair(t *testing.T, prefillBatch int) *pair {
+	t.Helper()
+	m := tinyModel(t)
+	pp := &pair{m: m}
+	pp.p, pp.pe = newWorker(t, m, room.RolePrefill, prefillBatch)
+	pp.d, pp.de = newWorker(t, m, room.RoleDecode, 512)
+	pp.pFree = pp.pe.Stats().PagesTot - pp.pe.Stats().PagesUsed
+	pp.dFree = pp.de.Stats().PagesTot - pp.de.Stats().PagesUsed
+	t.Cleanup(func() { pp.checkQuiet(t) })
+	return pp
+}
+
+// checkQuiet waits until every room on both sides is terminal and both
+// page pools are back to their initial free counts.
+func (pp *pair) checkQuiet(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pl, dl := pp.p.live(), pp.d.live()
+		ps, ds := pp.pe.Stats(), pp.de.Stats()
+		pf, df := ps.PagesTot-ps.PagesUsed, ds.PagesTot-ds.PagesUsed
+		if pl == 0 && dl == 0 && pf == pp.pFree && df == pp.dFree && ps.Running+ps.Waiting+ds.Running+ds.Waiting == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("not quiet: live rooms prefill %d decode %d; free pages prefill %d/%d decode %d/%d; engines %+v %+v\nprefill rooms %+v\ndecode rooms %+v",
+				pl, dl, pf, pp.pFree, df, pp.dFree, ps, ds, pp.p.Rooms(), pp.d.Rooms())
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (w *Worker) live() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m.Live()
+}
+
+func (w *Worker) roomState(id room.ID) (room.State, room.Phase, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m.State(id)
+}
+
+var roomSeq byte
+
+func newRoomID() room.ID {
+	roomSeq++
+	var id room.ID
+	id[0], id[15] = 0xAB, roomSeq
+	id[7] = byte(time.Now().UnixNano())
+	return id
+}
+
+func (pp *pair) legs(id room.ID) (context.Context, context.Context) {
+	pctx := server.WithLeg(context.Background(), server.LegInfo{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: "prefill"})
+	dctx := server.WithLeg(context.Background(), server.LegInfo{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: "decode",
+		Prefill: pp.p.TransferAddr()})
+	return pctx, dctx
+}
+
+func prompt(n int) []int32 {
+	p := []int32{1}
+	for i := 1; i < n; i++ {
+		p = append(p, int32(3+(i*37)%500))
+	}
+	return p
+}
+
+// drain reads a stream to its end and returns its token ids and final update.
+func drain(t *testing.T, s server.Stream) ([]int32, engine.Update) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []int32
+	var last engine.Update
+	for {
+		u, err := s.Next(ctx)
+		if err == io.EOF {
+			return ids, last
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		for _, tk := range u.Tokens {
+			ids = append(ids, tk.ID)
+		}
+		last = u
+		if u.Done {
+			return ids, last
+		}
+	}
+}
+
+func colocated(t *testing.T, e *engine.Engine, p []int32, n int) []int32 {
+	t.Helper()
+	h, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: n, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := server.Stream(h)
+	ids, _ := drain(t, s)
+	return ids
+}
+
+func TestHappyPathMatchesColocated(t *testing.T) {
+	pp := newPair(t, 32)
+	for _, n := range []int{3, 17, 100} {
+		p := prompt(n)
+		want := colocated(t, pp.de, p, 12)
+		id := newRoomID()
+		pctx, dctx := pp.legs(id)
+		req := engine.Request{Prompt: p, MaxTokens: 12, IgnoreEOS: true}
+		ds, err := pp.d.Backend().Submit(dctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := pp.p.Backend().Submit(pctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, dl := drain(t, ds)
+		pid, pl := drain(t, ps)
+		if !slices.Equal(got, want) {
+			t.Errorf("prompt %d: disaggregated %v, colocated %v", n, got, want)
+		}
+		if dl.Err != nil || pl.Err != nil || len(pid) != 1 || pid[0] != want[0] {
+			t.Errorf("prompt %d: decode final %+v, prefill ids %v final %+v", n, dl, pid, pl)
+		}
+		for _, w := range []*Worker{pp.p, pp.d} {
+			if st, _, _ := w.roomState(id); st != room.StateSucceeded {
+				t.Errorf("prompt %d: %s room state %v, want succeeded", n, roleName(w.role), st)
+			}
+		}
+	}
+}
+
+// waitPhase polls until the room reaches a phase on w (or fails the test).
+func waitPhase(t *testing.T, w *Worker, id room.ID, want ...room.Phase) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, ph, ok := w.roomState(id)
+		if ok && slices.Contains(want, ph) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s room %s never reached %v (now %v, known %v)", roleName(w.role), id, want, ph, ok)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func wantFailed(t *testing.T, w *Worker, id room.ID, reasons ...room.Reason) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, ok := w.roomInfo(id)
+		if ok && info.State == room.StateFailed {
+			if !slices.Contains(reasons, info.Reason) {
+				t.Errorf("%s room failed with %v, want one of %v", roleName(w.role), info.Reason, reasons)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s room %s not failed: %+v (known %v)", roleName(w.role), id, info, ok)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (w *Worker) counters() room.Counters {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m.Counters()
+}
+
+func (w *Worker) roomInfo(id room.ID) (room.RoomInfo, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m.Room(id)
+}
+
+// TestClientAbortAtEachStage cancels a leg at each stage of the handoff.
+func TestClientAbortAtEachStage(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leg   string // which leg the client (router) cancels
+		phase []room.Phase
+		on    string // whose phase to wait for
+	}{
+		{"decode-before-prefill-leg", "decode", []room.Phase{room.PhaseAwaitingKV, room.PhaseAdmission}, "decode"},
+		{"decode-during-transfer", "decode", []room.Phase{room.PhaseReceiving}, "decode"},
+		{"prefill-before-alloc", "prefill", []room.Phase{room.PhaseAwaitingHello}, "prefill"},
+		{"prefill-while-computing", "prefill", []room.Phase{room.PhaseComputing, room.PhaseSending}, "prefill"},
+		{"decode-after-success", "decode", []room.Phase{room.PhaseDone}, "decode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pp := newPair(t, 16) // small prefill chunks: a long prompt transfers over many steps
+			id := newRoomID()
+			pctx, dctx := pp.legs(id)
+			req := engine.Request{Prompt: prompt(600), MaxTokens: 200, IgnoreEOS: true}
+			var ds, ps server.Stream
+			var err error
+			if tc.name != "prefill-before-alloc" {
+				if ds, err = pp.d.Backend().Submit(dctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.name != "decode-before-prefill-leg" {
+				if ps, err = pp.p.Backend().Submit(pctx, req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := pp.d
+			if tc.on == "prefill" {
+				w = pp.p
+			}
+			waitPhase(t, w, id, tc.phase...)
+			if tc.leg == "decode" {
+				ds.Cancel()
+			} else {
+				ps.Cancel()
+			}
+			if tc.name == "decode-after-success" {
+				if _, last := drain(t, ds); last.Finish != engine.FinishCancelled {
+					t.Errorf("decode final %+v, want cancelled", last)
+				}
+				return
+			}
+			other, otherStream := pp.p, ps
+			if tc.leg == "prefill" {
+				other, otherStream = pp.d, ds
+			}
+			wantFailed(t, w, id, room.ReasonClientAbort)
+			if tc.name == "decode-before-prefill-leg" {
+				// prefill had only the parked HELLO; the ABORT ended it, and the
+				// router's late prefill leg is answered at once (the silent pin).
+				wantFailed(t, other, id, room.ReasonPeerAbort)
+				start := time.Now()
+				_, err := pp.p.Backend().Submit(pctx, req)
+				var le *Error
+				if !errors.As(err, &le) || le.Status != http.StatusBadGateway || time.Since(start) > time.Second {
+					t.Errorf("late prefill leg: %v after %v, want an immediate 502", err, time.Since(start))
+				}
+				return
+			}
+			if tc.name == "prefill-before-alloc" {
+				// decode never heard of the room; when its leg comes late, its
+				// HELLO meets prefill's tombstone and it fails at once.
+				if _, ok := pp.d.roomInfo(id); ok {
+					t.Errorf("decode has a room it was never asked for")
+				}
+				ds, err := pp.d.Backend().Submit(dctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				wantFailed(t, pp.d, id, room.ReasonPeerFailed, room.ReasonPeerAbort)
+				if el := time.Since(start); el > time.Second {
+					t.Errorf("late decode leg failed after %v, want at once", el)
+				}
+				if _, last := drain(t, ds); last.Err == nil {
+					t.Errorf("late decode leg ended without an error: %+v", last)
+				}
+				return
+			}
+			wantFailed(t, other, id, room.ReasonPeerAbort)
+			if otherStream != nil {
+				_, last := drain(t, otherStream)
+				if last.Err == nil {
+					t.Errorf("the other leg's stream ended without an error: %+v", last)
+				}
+			}
+		})
+	}
+}
+
+// TestPrefillFailsMidTransfer: the prefill worker shuts down while pages
+// are in flight; decode fails the room and frees its pages.
+func TestPrefillFailsMidTransfer(t *testing.T) {
+	pp := newPair(t, 16)
+	id := newRoomID()
+	pctx, dctx := pp.legs(id)
+	req := engine.Request{Prompt: prompt(600), MaxTokens: 20, IgnoreEOS: true}
+	ds, err := pp.d.Backend().Submit(dctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pp.p.Backend().Submit(pctx, req); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, pp.d, id, room.PhaseReceiving)
+	pp.p.Close()
+	wantFailed(t, pp.d, id, room.ReasonPeerAbort, room.ReasonPeerLost)
+	if _, last := drain(t, ds); last.Err == nil {
+		t.Errorf("decode stream ended without an error: %+v", last)
+	}
+}
+
+// TestPeerKilled: the prefill worker's connections vanish without a word
+// (as when its process is killed); decode fails its rooms within two
+// heartbeat intervals (plus scheduling slack).
+func TestPeerKilled(t *testing.T) {
+	pp := newPair(t, 16)
+	id := newRoomID()
+	pctx, dctx := pp.legs(id)
+	req := engine.Request{Prompt: prompt(600), MaxTokens: 20, IgnoreEOS: true}
+	ds, err := pp.d.Backend().Submit(dctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only decode's side: prefill never gets its leg, so the room waits in
+	// AwaitingKV on decode with prefill alive until we kill it.
+	_ = pctx
+	waitPhase(t, pp.d, id, room.PhaseAwaitingKV)
+	start := time.Now()
+	pp.p.tr.Close() // no ABORT, no shutdown: the peer just disappears
+	wantFailed(t, pp.d, id, room.ReasonPeerLost)
+	if el := time.Since(start); el > 2*heartbeat+200*time.Millisecond {
+		t.Errorf("decode noticed the lost peer after %v, want within two heartbeat intervals (%v)", el, 2*heartbeat)
+	}
+	if _, last := drain(t, ds); last.Err == nil {
+		t.Errorf("decode stream ended without an error: %+v", last)
+	}
+	pp.p.step(room.Event{Kind: room.EventShutdown}) // its own parked room
+}
+
+// TestLateFrameForFinishedRoom: frames for a room that already succeeded
+// change nothing and write no page.
+func TestLateFrameForFinishedRoom(t *testing.T) {
+	pp := newPair(t, 512)
+	id := newRoomID()
+	pctx, dctx := pp.legs(id)
+	req := engine.Request{Prompt: prompt(20), MaxTokens: 4, IgnoreEOS: true}
+	ds, _ := pp.d.Backend().Submit(dctx, req)
+	ps, _ := pp.p.Backend().Submit(pctx, req)
+	drain(t, ds)
+	drain(t, ps)
+	before := pp.d.counters()
+	ctx := context.Background()
+	kvPage := make([]byte, pp.d.kvCfg.PageBytes())
+	for _, send := range []func() error{
+		func() error { return pp.p.tr.SendKV(ctx, pp.d.TransferAddr(), id, kvwireKV(0, 0, 0), kvPage) },
+		func() error { return pp.p.tr.Send(ctx, pp.d.TransferAddr(), typeDone(), id, doneNothing()) },
+		func() error { return pp.p.tr.Send(ctx, pp.d.TransferAddr(), typeAbort(), id, abortPayload()) },
+	} {
+		if err := send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st, _, _ := pp.d.roomState(id); st != room.StateSucceeded {
+		t.Errorf("decode room changed to %v after late frames", st)
+	}
+	after := pp.d.counters()
+	if after.Late <= before.Late {
+		t.Errorf("late frames were not counted: late %d before, %d after", before.Late, after.Late)
+	}
+}
+
+// TestDuplicateRoom: a second leg with a live room's id gets 409 and the
+// first goes on to succeed.
+func TestDuplicateRoom(t *testing.T) {
+	pp := newPair(t, 512)
+	id := newRoomID()
+	pctx, dctx := pp.legs(id)
+	req := engine.Request{Prompt: prompt(40), MaxTokens: 6, IgnoreEOS: true}
+	ds, err := pp.d.Backend().Submit(dctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []server.Backend{pp.d.Backend()} {
+		_, err := b.Submit(dctx, req)
+		var le *Error
+		if !errors.As(err, &le) || le.Status != http.StatusConflict {
+			t.Errorf("duplicate decode leg: %v, want 409", err)
+		}
+	}
+	ps, err := pp.p.Backend().Submit(pctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pp.p.Backend().Submit(pctx, req); err == nil {
+		t.Errorf("duplicate prefill leg accepted")
+	} else if le := (*Error)(nil); !errors.As(err, &le) || le.Status != http.StatusConflict {
+		t.Errorf("duplicate prefill leg: %v, want 409", err)
+	}
+	ids, last := drain(t, ds)
+	drain(t, ps)
+	if len(ids) != 6 || last.Err != nil {
+		t.Errorf("first request after a duplicate: ids %v final %+v", ids, last)
+	}
+}
