@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The main job as it stands: build tandem, and generate from the model given
-# (or from a small random-weight Llama that it synthesizes when none is).
+# A scripted run of the main job: start `tandem up` (a router, one prefill
+# and one decode worker; a synthesized model unless one is given), send one
+# completion through it, print the answer and the rooms it left, then stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 go build -o tandem ./cmd/tandem
 model=${1:-}
-prompt=${2:-Once upon a time}
-if [ -z "$model" ]; then
-  model=$(mktemp -d)/tiny.gguf
-  ./tandem model synth --preset tiny --type q8_0 -o "$model"
-fi
-./tandem model info "$model" | head -14
-./tandem generate --model "$model" --prompt "$prompt" --max-tokens 48 --temperature 0
+port=${PORT:-8000}
+args=(up --port "$port")
+[ -n "$model" ] && args+=(--model "$model")
+./tandem "${args[@]}" &
+pid=$!
+trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
+for _ in $(seq 1 600); do
+  curl -sf "localhost:$port/health" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+curl -s "localhost:$port/v1/completions" -H 'content-type: application/json' \
+  -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0}'
+echo
+./tandem inspect "http://localhost:$port" --all || true

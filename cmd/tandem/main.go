@@ -1,5 +1,3 @@
-// Command tandem serves large language models with prefill and decode split
-// across workers. One binary plays every role; see `tandem --help`.
 package main
 
 import (

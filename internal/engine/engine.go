@@ -44,12 +44,10 @@ type Engine struct {
 
 	// owned by the loop goroutine
 	running []*seq
-	nextID  uint64
 }
 
 // seq is one request inside the engine.
 type seq struct {
-	id       uint64
 	req      Request
 	ctx      context.Context
 	cancel   context.CancelFunc

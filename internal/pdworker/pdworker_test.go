@@ -55,12 +55,11 @@ func tinyModel(t *testing.T) *model.Model {
 
 // pair is a prefill and a decode worker connected over loopback TCP.
 type pair struct {
-	p, d       *Worker
-	pe, de     *engine.Engine
-	pFree      int
-	dFree      int
-	m          *model.Model
-	closedOnce sync.Once
+	p, d   *Worker
+	pe, de *engine.Engine
+	pFree  int
+	dFree  int
+	m      *model.Model
 }
 
 func testRoomConfig() room.Config {
