@@ -65,6 +65,7 @@ func newLogger(format string) (*slog.Logger, error) {
 type pdFlags struct {
 	transferHost string
 	transferPort int
+	advertise    string
 	tokenFile    string
 	heartbeat    time.Duration
 }
@@ -72,6 +73,7 @@ type pdFlags struct {
 func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transferHost, "transfer-host", "127.0.0.1", "address the KV transfer listener binds")
 	fs.IntVar(&f.transferPort, "transfer-port", 0, "TCP port of the KV transfer listener (0: any free port)")
+	fs.StringVar(&f.advertise, "transfer-advertise", "", "host:port peers dial to reach this worker's transfer listener (required when --transfer-host is 0.0.0.0)")
 	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
 }
@@ -130,7 +132,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		}
 		rc := pdworker.DefaultRoomConfig()
 		pw, err = pdworker.New(e, pdworker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
-			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), ClusterToken: tok,
+			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
 			HeartbeatInterval: pd.heartbeat}})
 		if err != nil {
 			return err

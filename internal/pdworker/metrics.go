@@ -23,6 +23,7 @@ type metrics struct {
 	badFrames   *prometheus.CounterVec
 	queueDesc   *prometheus.Desc
 	oldestDesc  *prometheus.Desc
+	trDesc      *prometheus.Desc
 
 	mu      sync.Mutex
 	started map[room.ID]room.Instant // first transfer transition, per live room
@@ -51,6 +52,9 @@ func newMetrics(w *Worker) *metrics {
 			[]string{"queue"}, nil),
 		oldestDesc: prometheus.NewDesc("tandem_pd_queue_oldest_seconds", "Age of the oldest room in each queue (0 when empty).",
 			[]string{"queue"}, nil),
+		trDesc: prometheus.NewDesc("tandem_transfer_events_total",
+			"Transport counters by name: frames and bytes in and out, handshakes, rejected or malformed traffic, peers lost.",
+			[]string{"name"}, nil),
 		started: map[room.ID]room.Instant{},
 	}
 }
@@ -120,6 +124,7 @@ func queueOf(r room.Role, s room.State) string {
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.queueDesc
 	ch <- m.oldestDesc
+	ch <- m.trDesc
 }
 
 // Collect implements prometheus.Collector for the queue gauges.
@@ -144,5 +149,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range queues {
 		ch <- prometheus.MustNewConstMetric(m.queueDesc, prometheus.GaugeValue, float64(count[q]), q)
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, time.Duration(oldest[q]).Seconds(), q)
+	}
+	if m.w.tr != nil {
+		for name, v := range m.w.tr.Counters() {
+			ch <- prometheus.MustNewConstMetric(m.trDesc, prometheus.CounterValue, float64(v), name)
+		}
 	}
 }
