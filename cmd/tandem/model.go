@@ -92,6 +92,7 @@ func modelSynthCmd() *cobra.Command {
 	var (
 		preset, typ, vocabFrom, out string
 		seed                        uint64
+		context                     int
 	)
 	cmd := &cobra.Command{
 		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_k -o OUT",
@@ -104,6 +105,9 @@ func modelSynthCmd() *cobra.Command {
 			cfg, err := synth.Preset(preset)
 			if err != nil {
 				return err
+			}
+			if context > 0 {
+				cfg.Context = context
 			}
 			t, err := tensor.ParseType(typ)
 			if err != nil {
@@ -122,5 +126,6 @@ func modelSynthCmd() *cobra.Command {
 	fs.StringVar(&vocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file (default: a synthesized SentencePiece vocabulary)")
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")
+	fs.IntVar(&context, "context", 0, "context length written into the model (0: the preset's, 2048)")
 	return cmd
 }
