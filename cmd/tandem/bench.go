@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +22,7 @@ func benchEngineCmd() *cobra.Command {
 		ef     engineFlags
 		o      bench.EngineOptions
 		format string
+		prof   string
 	)
 	cmd := &cobra.Command{
 		Use:   "engine --model M --prompt-tokens P --gen-tokens G",
@@ -39,6 +42,17 @@ func benchEngineCmd() *cobra.Command {
 				return err
 			}
 			defer closeAll()
+			if prof != "" {
+				f, err := os.Create(prof)
+				if err != nil {
+					return fmt.Errorf("create --cpuprofile file: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("start cpu profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			res, err := bench.Engine(cmd.Context(), r, pool.Threads(), o)
 			if err != nil {
 				return err
@@ -59,5 +73,6 @@ func benchEngineCmd() *cobra.Command {
 	fs.IntVar(&o.GenTokens, "gen-tokens", 128, "tokens to decode after the prompt")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the random prompt")
 	fs.StringVar(&format, "format", "text", "output: text or json")
+	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	return cmd
 }

@@ -288,50 +288,69 @@ func storeRow(dst []byte, src []float32, dt tensor.Type) {
 }
 
 // attention computes softmax(q·Kᵀ/√d)·V for every (token, head) over the
-// token's sequence positions 0..pos in the cache.
+// token's sequence positions 0..pos in the cache. It walks the sequence's
+// pages, reading each page's rows in place.
 func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	c := r.m.Config
 	qDim := c.Heads * c.HeadDim
 	f16 := kv.Config().DType == tensor.F16
 	group := c.Heads / c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	pt := kv.Config().PageTokens
+	rowElems := c.KVHeads * c.HeadDim
 	maxLen := 0
 	for t := range n {
 		maxLen = max(maxLen, r.tokPos[t]+1)
 	}
 	r.pool.Parallel(n*c.Heads, func(lo, hi int) {
 		scores := make([]float32, maxLen)
+		p16 := make([]uint16, maxLen)
 		q16 := make([]uint16, c.HeadDim)
 		for job := lo; job < hi; job++ {
 			t, h := job/c.Heads, job%c.Heads
-			kvh := h / group
 			pages := seqs[r.tokSeq[t]].Pages
 			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			npos := r.tokPos[t] + 1
 			sc := scores[:npos]
-			off := kvh * c.HeadDim
+			off := (h / group) * c.HeadDim
 			if f16 {
 				kernels.ConvertF32ToF16(q, q16)
-				for j := range npos {
-					k := kvcache.F16(kv.KRow(l, pages, j))[off : off+c.HeadDim]
-					sc[j] = kernels.DotF16(q16, k) * scale
-				}
-			} else {
-				for j := range npos {
-					k := kvcache.F32(kv.KRow(l, pages, j))[off : off+c.HeadDim]
-					sc[j] = kernels.DotF32(q, k) * scale
+			}
+			for p0 := 0; p0 < npos; p0 += pt {
+				m := min(pt, npos-p0)
+				if f16 {
+					page := kvcache.F16(kv.KPage(l, pages[p0/pt]))
+					for s := range m {
+						sc[p0+s] = kernels.DotF16(q16, page[s*rowElems+off:s*rowElems+off+c.HeadDim]) * scale
+					}
+				} else {
+					page := kvcache.F32(kv.KPage(l, pages[p0/pt]))
+					for s := range m {
+						sc[p0+s] = kernels.DotF32(q, page[s*rowElems+off:s*rowElems+off+c.HeadDim]) * scale
+					}
 				}
 			}
 			softmax(sc)
+			if f16 {
+				// llama.cpp rounds the attention weights to half precision
+				// before they meet an F16 V.
+				kernels.ConvertF32ToF16(sc, p16[:npos])
+				kernels.ConvertF16ToF32(p16[:npos], sc)
+			}
 			clear(out)
-			for j := range npos {
-				p := sc[j]
+			for p0 := 0; p0 < npos; p0 += pt {
+				m := min(pt, npos-p0)
 				if f16 {
-					p = tensor.FP16ToFP32(tensor.FP32ToFP16(p))
-					kernels.AxpyF16(p, kvcache.F16(kv.VRow(l, pages, j))[off:off+c.HeadDim], out)
+					page := kvcache.F16(kv.VPage(l, pages[p0/pt]))
+					for s := range m {
+						kernels.AxpyF16(sc[p0+s], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
+					}
 				} else {
-					kernels.AxpyF32(p, kvcache.F32(kv.VRow(l, pages, j))[off:off+c.HeadDim], out)
+					page := kvcache.F32(kv.VPage(l, pages[p0/pt]))
+					for s := range m {
+						kernels.AxpyF32(sc[p0+s], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
+					}
 				}
 			}
 		}
@@ -346,7 +365,7 @@ func softmax(x []float32) {
 	}
 	var sum float64
 	for i, v := range x {
-		e := float32(math.Exp(float64(v - m)))
+		e := expf(v - m)
 		x[i] = e
 		sum += float64(e)
 	}
