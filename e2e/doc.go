@@ -10,6 +10,13 @@
 //     reasons and usage are set. It skips when node or npm is absent.
 //   - TestBenchServeAgainstServe runs `tandem bench serve` against the
 //     server and checks that every request completed.
+//   - TestChaosSoak runs 2 prefill + 2 decode workers and the router
+//     (internal/cluster) under random load with client disconnects, kills a
+//     worker with SIGKILL mid-load and restarts it, then checks through
+//     /debug/cluster and each worker's /metrics that no room is pinned, no
+//     KV page or sequence leaked, the watchdog never fired, and every
+//     request got exactly one outcome. Its size is set by -chaos.* flags
+//     (300 requests by default; scripts/chaos.sh runs 3000).
 //
 // The package has no code of its own; everything is in the _test files. The
 // tests are slow (a build, a model load, an npm install on first use): `go
