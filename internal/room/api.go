@@ -127,6 +127,7 @@ const (
 	EventPeerLost                            // transport: the peer at Peer is gone; fails all its live rooms
 	EventShutdown                            // the worker is stopping: fails every live room
 	EventTick                                // the driver's timer fired: Step(now, EventTick) is Tick(now)
+	EventWatchdog                            // the edge's watchdog found Room live past its deadline (a timer did not fire): see watchdog.go
 	eventKindCount
 )
 
@@ -261,6 +262,11 @@ type Config struct {
 	TombstoneTTL     Duration // terminal rooms are remembered this long (longer than any deadline)
 	RoomsMax         int      // live rooms; requests past it are rejected (503)
 	TombstonesMax    int      // remembered terminal rooms; the oldest are forgotten first
+	// Planted is a TEST-ONLY bug planted in the core (see PlantedBug) so
+	// that a test can prove the simulator catches it. Its zero value,
+	// PlantedNone, is the only one production uses: no flag, environment
+	// variable or configuration file sets it.
+	Planted PlantedBug
 }
 
 // RoomInfo is a room as /debug/rooms shows it.

@@ -46,6 +46,18 @@
 //   - Output order never depends on map iteration: rooms are ordered by
 //     creation, deadlines by (deadline, creation).
 //
+// # The watchdog and planted bugs
+//
+// Tick fails every room at its deadline; the watchdog is a second line
+// behind it for a timer that did not fire. The edge runs it periodically:
+// Overdue lists the live rooms past their deadline (by more than a grace
+// the edge picks), and EventWatchdog fails each with ReasonDeadline
+// (counted); for a room not past its deadline it is rejected and counted.
+// The simulator (package sim) runs it too and requires that it never
+// fires. Config.Planted plants a known bug for tests only (PlantedBug),
+// so the simulator can prove it catches that bug's class; nothing outside
+// tests sets it.
+//
 // # Limits
 //
 // Config.RoomsMax live rooms (a request past it gets 503, a HELLO
@@ -77,5 +89,7 @@
 // phase has a deadline, that every event kind leaves a terminal room as it
 // was, and that every failure path releases exactly once. A seeded property
 // test steps thousands of random event sequences through both roles and
-// checks the invariants after every Step.
+// checks the invariants after every Step; CheckInvariants exposes the full
+// check to the simulator, which runs whole clusters of Machines through
+// faults.
 package room

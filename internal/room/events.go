@@ -4,7 +4,8 @@ package room
 // the wrong peer, terminal rooms, rejections and failures.
 
 // prefillEvents and decodeEvents say which room events each role accepts;
-// the rest are rejected (PeerLost, Shutdown and Tick are handled by Step).
+// the rest are rejected (PeerLost, Shutdown, Tick and Watchdog are handled
+// by Step).
 var (
 	prefillEvents = kindSet(EventRequest, EventClientAbort, EventHello, EventAlloc, EventComputeStarted,
 		EventKVSent, EventComputeDone, EventDoneAck, EventAbort, EventFailed, EventEngineError)

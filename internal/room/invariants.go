@@ -98,3 +98,9 @@ func (m *Machine) checkAll() error {
 	}
 	return errors.Join(errs...)
 }
+
+// CheckInvariants checks every invariant over every room (what Step checks
+// for the room it touched, plus the deadline heap's and the tombstones'
+// order) and returns what is broken, or nil. It is O(rooms): the simulator
+// and tests call it periodically; production need not.
+func (m *Machine) CheckInvariants() error { return m.checkAll() }

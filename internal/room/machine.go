@@ -57,7 +57,8 @@ type room struct {
 
 // New returns an empty Machine for cfg.Role. It checks that the role is
 // set, every timeout is positive (and at most about 52 days), the tombstone
-// TTL is longer than every timeout, and both limits are positive.
+// TTL is longer than every timeout, both limits are positive and Planted is
+// a known value.
 func New(cfg Config) (*Machine, error) {
 	if cfg.Role != RolePrefill && cfg.Role != RoleDecode {
 		return nil, fmt.Errorf("new room machine: role %v: want prefill or decode: %w", cfg.Role, ErrConfig)
@@ -79,6 +80,9 @@ func New(cfg Config) (*Machine, error) {
 			return nil, fmt.Errorf("new room machine: TombstoneTTL %v: want longer than %s %v and <= %v: %w",
 				cfg.TombstoneTTL, t.name, t.d, durationMax, ErrConfig)
 		}
+	}
+	if cfg.Planted >= plantedCount {
+		return nil, fmt.Errorf("new room machine: Planted %v: unknown planted bug: %w", cfg.Planted, ErrConfig)
 	}
 	if cfg.RoomsMax <= 0 || cfg.TombstonesMax <= 0 {
 		return nil, fmt.Errorf("new room machine: RoomsMax %d, TombstonesMax %d: want both > 0: %w",
@@ -111,6 +115,8 @@ func (m *Machine) Step(now Instant, ev Event) Outcome {
 		o = OutcomeApplied
 	case r != nil && r.state.Terminal():
 		o = m.stepTerminal(r, ev)
+	case ev.Kind == EventWatchdog:
+		o = m.watchdog(now, r)
 	case m.cfg.Role == RolePrefill:
 		o = m.stepPrefill(now, r, ev)
 	default:

@@ -81,6 +81,9 @@ func (m *Machine) prefillUnknown(now Instant, ev Event) Outcome {
 	case EventAlloc:
 		return m.answerFailed(ev, ReasonUnknownRoom)
 	case EventAbort:
+		if m.cfg.Planted == PlantedDropEarlyAbort {
+			return OutcomeRejected // TEST-ONLY planted bug: SGLang's #24539 no-op
+		}
 		m.tombstone(now, ev, ReasonPeerAbort)
 		return OutcomeParked
 	case EventFailed:
