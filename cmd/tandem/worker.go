@@ -68,6 +68,7 @@ type pdFlags struct {
 	advertise    string
 	tokenFile    string
 	heartbeat    time.Duration
+	faultSpec    string // only settable in -tags tandemfaults builds
 }
 
 func (f *pdFlags) register(fs *pflag.FlagSet) {
@@ -76,6 +77,7 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "transfer-advertise", "", "host:port peers dial to reach this worker's transfer listener (required when --transfer-host is 0.0.0.0)")
 	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
+	registerFaultFlags(fs, f)
 }
 
 func (f *pdFlags) token() ([]byte, error) {
@@ -130,10 +132,14 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		if err != nil {
 			return err
 		}
+		inj, err := pd.faults()
+		if err != nil {
+			return err
+		}
 		rc := pdworker.DefaultRoomConfig()
 		pw, err = pdworker.New(e, pdworker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
 			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
-			HeartbeatInterval: pd.heartbeat}})
+			HeartbeatInterval: pd.heartbeat, Faults: inj}})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,15 @@
+//go:build !tandemfaults
+
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"tandem/internal/transfer"
+)
+
+// registerFaultFlags adds nothing: fault injection exists only in binaries
+// built with -tags tandemfaults, so a production build cannot enable it.
+func registerFaultFlags(*pflag.FlagSet, *pdFlags) {}
+
+func (f *pdFlags) faults() (transfer.Faults, error) { return nil, nil }
