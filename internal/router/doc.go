@@ -1,0 +1,77 @@
+// Package router is Tandem's PD router: the OpenAI front door of a
+// disaggregated cluster. It takes POST /v1/completions and
+// /v1/chat/completions (streaming or not, the same endpoints and answers as
+// `tandem serve`), sends each sample to a prefill worker and a decode worker
+// at once under a fresh room id, and streams the decode worker's answer
+// back.
+//
+// # Place in the data flow
+//
+//	client ──HTTP──▶ router ──prefill leg (HTTP)──▶ prefill worker ──KV (transfer)──▶ decode worker
+//	                   ▲    ──decode leg (HTTP)───────────────────────────────────────▶     │
+//	                   └──────────────── decode's answer (SSE or JSON) ◀────────────────────┘
+//
+// Per sample the router mints a room id (128 bits from crypto/rand, 32 hex
+// digits) and picks a healthy prefill and decode worker, each the least
+// loaded by what it reports on GET /pd/status plus the legs the router sent
+// it since that report, ties round-robin. Both legs carry X-Tandem-Room,
+// X-Tandem-Request-Id and X-Tandem-Leg; the decode leg also carries
+// X-Tandem-Prefill, the prefill worker's transfer address from GET /pd/info.
+// The prefill leg's body is the client's with stream false, max_tokens 1
+// (and max_completion_tokens 1 for chat, or when given) and no
+// stream_options; the decode leg's body is the client's, unchanged. With
+// n > 1 each choice is its own sample (n 1, seed+i when a seed was given)
+// and the router merges their choices (index i), usage and streams.
+//
+// # Invariants
+//
+//   - Exactly one outcome per client request: decode's whole answer (byte
+//     for byte for n = 1, plus prefill's prompt logprobs spliced into the
+//     first chunk or into each choice when the client asked for them), or
+//     one error. Before anything was sent that error is an OpenAI error
+//     document whose message names the failed leg and worker and carries
+//     the worker's message (502 for a worker failure, 504 for a timeout,
+//     the worker's own 4xx); after, one `data: {"error":...}` event and no
+//     [DONE].
+//   - A failed leg cancels the other at once; a client that goes away
+//     cancels both. A prefill failure after decode began answering does not
+//     fail the sample: decode can only answer once the KV arrived.
+//   - A room id is used once. A sample is sent to a second pair only when
+//     no worker can have seen the first attempt's room (its transfer
+//     address could not be learned, or neither leg's request was written),
+//     and with a new room id.
+//   - Every goroutine has an owner that waits for it: the handler waits for
+//     its samples, each sample for its two legs.
+//
+// # Health, metrics, debugging
+//
+// Run polls GET /health (and /pd/status, and /pd/info until known) on every
+// worker each HealthInterval; two consecutive failures take a worker out,
+// one success puts it back, a worker that reports the other role stays out.
+// The router serves GET /health (503 naming the missing role), /metrics
+// (its own registry), /v1/models (from a healthy decode worker),
+// /debug/rooms (its live and recently finished request records with
+// state, open legs, deadline, bytes and history) and /debug/cluster (its
+// records and every worker's /debug/rooms as one document), which
+// [Inspect] (`tandem inspect`) prints as tables, flagging rooms past their
+// deadline.
+//
+// # Limits
+//
+// Client bodies are bounded by Options.MaxBodyBytes (413), requests in
+// flight by Options.MaxRequests (429), a leg's silence by
+// Options.LegTimeout (for a non-streamed leg that is the whole leg), a
+// request by Options.RequestTimeout; worker answers, events and debug
+// documents by the constants in limits.go; finished records by
+// Options.FinishedRecords and each record's history by historyMax.
+//
+// # Tests
+//
+// Scripted httptest workers check, under -race: answers byte for byte
+// (streamed and not) and the splice; each failure path (prefill fails,
+// decode fails before and during the stream, client disconnect, silent
+// leg) with the other leg seen cancelled by its worker; health out and back
+// in; least-loaded picks and burst spreading; n > 1 merging; the retry rule;
+// /debug/cluster fan-out; metrics; inspect's tables and exit status on a
+// canned document. The SSE reader and JSON member editor are fuzzed.
+package router

@@ -1,0 +1,270 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"tandem/internal/openai"
+)
+
+// serveGeneration answers one /v1/completions or /v1/chat/completions
+// request: it starts one sample per choice (n), writes their replies to
+// the client, and ends with exactly one outcome: the whole answer, or one
+// error (a JSON error before anything was sent, else one error event and
+// no [DONE]).
+func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	t0 := time.Now()
+	body, e := rt.readBody(w, r)
+	if e != nil {
+		writeErrorTo(w, e)
+		return
+	}
+	req, e := parseRequest(ep, body)
+	if e != nil {
+		writeErrorTo(w, e)
+		return
+	}
+	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
+		rt.active.Add(-1)
+		writeErrorTo(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
+		return
+	}
+	defer rt.active.Add(-1)
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)
+	out := make(chan reply, 4*req.n) // samples block on it only when the client is slow
+	var wg sync.WaitGroup
+	defer func() {
+		cancel(errAnswered)
+		wg.Wait()
+		cancelTimeout()
+	}()
+	for i := range req.n {
+		dec, pre := req.bodies(i)
+		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre}
+		wg.Go(func() { rt.runSample(ctx, s) })
+	}
+	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
+		docs: make([]object, req.n), usages: make([]*openai.Usage, req.n), usageChunks: make([]object, req.n)}
+	for remaining := req.n; remaining > 0; {
+		select {
+		case rp := <-out:
+			if rp.err != nil {
+				cancel(errOtherFailed)
+				cw.fail(rp.err)
+				return
+			}
+			if rp.token && req.stream && !cw.ttftSeen {
+				cw.ttftSeen = true
+				rt.met.ttft.WithLabelValues(ep.name).Observe(time.Since(t0).Seconds())
+			}
+			if err := cw.write(rp); err != nil {
+				cancel(errClientGone)
+				rt.log.Info("client stopped reading; request cancelled", "request", req.requestID, "err", err)
+				return
+			}
+			if rp.done {
+				remaining--
+			}
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errRequestTimeout) {
+				cw.fail(&openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout,
+					Message: fmt.Sprintf("The request did not finish within the router's deadline of %s.", rt.o.RequestTimeout)})
+			}
+			return
+		}
+	}
+	if err := cw.finish(); err != nil {
+		cancel(errClientGone)
+		return
+	}
+	rt.met.e2e.WithLabelValues(ep.name).Observe(time.Since(t0).Seconds())
+	wg.Wait() // let each sample's prefill leg answer (briefly) before cancelling what is left
+}
+
+// clientWriter writes a request's answer. Only the handler goroutine uses
+// it.
+type clientWriter struct {
+	w           http.ResponseWriter
+	rc          *http.ResponseController
+	req         *clientRequest
+	timeout     time.Duration
+	started     bool // the status line went out: errors must be events now
+	ttftSeen    bool
+	docs        []object        // n > 1, not streamed
+	usages      []*openai.Usage // n > 1, streamed
+	usageChunks []object        // n > 1, streamed
+}
+
+// start sends the status and headers of a stream.
+func (cw *clientWriter) startStream() {
+	if cw.started {
+		return
+	}
+	h := cw.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	cw.w.WriteHeader(http.StatusOK)
+	cw.started = true
+}
+
+// send writes b and flushes it, within the write timeout.
+func (cw *clientWriter) send(b []byte) error {
+	if err := cw.rc.SetWriteDeadline(time.Now().Add(cw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("write answer: %w", err)
+	}
+	if _, err := cw.w.Write(b); err != nil {
+		return fmt.Errorf("write answer: %w", err)
+	}
+	if err := cw.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("write answer: %w", err)
+	}
+	return nil
+}
+
+// whole writes a complete JSON answer with its length.
+func (cw *clientWriter) whole(contentType string, b []byte) error {
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	cw.w.Header().Set("Content-Type", contentType)
+	cw.w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	cw.w.WriteHeader(http.StatusOK)
+	cw.started = true
+	return cw.send(b)
+}
+
+// write handles one reply.
+func (cw *clientWriter) write(rp reply) error {
+	switch {
+	case cw.req.stream:
+		if rp.done && cw.req.n > 1 {
+			cw.usages[rp.sample], cw.usageChunks[rp.sample] = rp.usage, rp.usageChunk
+		}
+		if len(rp.data) == 0 {
+			return nil
+		}
+		cw.startStream()
+		return cw.send(rp.data)
+	case cw.req.n > 1:
+		cw.docs[rp.sample] = rp.doc
+		return nil
+	default:
+		return cw.whole(rp.contentType, rp.data)
+	}
+}
+
+// finish writes what ends a merged answer: for a stream the merged usage
+// chunk (when asked for) and [DONE]; otherwise the merged document.
+func (cw *clientWriter) finish() error {
+	if cw.req.n == 1 {
+		return nil
+	}
+	if !cw.req.stream {
+		b, err := mergeDocs(cw.docs, cw.req.mergedID)
+		if err != nil {
+			cw.fail((&legError{leg: RoleDecode, worker: "(several)", kind: kindStream, cause: err}).clientError())
+			return nil
+		}
+		return cw.whole("application/json", b)
+	}
+	cw.startStream()
+	if u := mergeUsage(cw.usages); u != nil && cw.req.includeUsage {
+		var tpl object
+		for _, c := range cw.usageChunks {
+			if c != nil {
+				tpl = c
+				break
+			}
+		}
+		ub, err := json.Marshal(u)
+		if err == nil && tpl != nil {
+			chunk := tpl.set("id", quote(cw.req.mergedID)).set("usage", ub)
+			if err := cw.send(sseFrame(chunk.marshal())); err != nil {
+				return err
+			}
+		}
+	}
+	return cw.send(sseFrame([]byte(openai.StreamDone)))
+}
+
+// fail writes the request's one error: a JSON answer with e's status when
+// nothing was sent yet, else one error event (and no [DONE]).
+func (cw *clientWriter) fail(e *openai.Error) {
+	if !cw.started {
+		writeErrorTo(cw.w, e)
+		return
+	}
+	if cw.req.stream {
+		cw.send(sseFrame(e.MarshalBody()))
+	}
+}
+
+// mergeDocs merges n non-streamed answers, one choice each (already
+// re-indexed), into one under id: the first answer's other members, all
+// choices in sample order, and the summed usage.
+func mergeDocs(docs []object, id string) ([]byte, error) {
+	var choices []json.RawMessage
+	usages := make([]*openai.Usage, len(docs))
+	for i, d := range docs {
+		raw, ok := d.get("choices")
+		if !ok {
+			return nil, fmt.Errorf("merge answers: sample %d has no choices", i)
+		}
+		items, err := parseArray(raw)
+		if err != nil {
+			return nil, fmt.Errorf("merge answers: sample %d: %w", i, err)
+		}
+		choices = append(choices, items...)
+		if raw, ok := d.get("usage"); ok {
+			var u openai.Usage
+			if err := json.Unmarshal(raw, &u); err != nil {
+				return nil, fmt.Errorf("merge answers: sample %d usage: %w", i, err)
+			}
+			usages[i] = &u
+		}
+	}
+	out := docs[0].set("id", quote(id)).set("choices", marshalArray(choices))
+	if u := mergeUsage(usages); u != nil {
+		ub, err := json.Marshal(u)
+		if err != nil {
+			return nil, fmt.Errorf("merge answers: %w", err)
+		}
+		out = out.set("usage", ub)
+	}
+	return append(out.marshal(), '\n'), nil
+}
+
+// mergeUsage sums the samples' usage: one prompt, every completion; the
+// cached prompt tokens are the most any sample had. Nil when no sample
+// reported usage.
+func mergeUsage(us []*openai.Usage) *openai.Usage {
+	var m *openai.Usage
+	for _, u := range us {
+		if u == nil {
+			continue
+		}
+		if m == nil {
+			m = &openai.Usage{PromptTokens: u.PromptTokens}
+		}
+		m.CompletionTokens += u.CompletionTokens
+		if u.PromptTokensDetails != nil {
+			if m.PromptTokensDetails == nil {
+				m.PromptTokensDetails = &openai.PromptTokensDetails{}
+			}
+			m.PromptTokensDetails.CachedTokens = max(m.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CachedTokens)
+		}
+	}
+	if m != nil {
+		m.TotalTokens = m.PromptTokens + m.CompletionTokens
+	}
+	return m
+}

@@ -1,0 +1,304 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"tandem/internal/openai"
+)
+
+// Headers the router sends on both legs.
+const (
+	HeaderRoom      = "X-Tandem-Room"       // the room id, 32 hex digits
+	HeaderRequestID = "X-Tandem-Request-Id" // the router's request id
+	HeaderLeg       = "X-Tandem-Leg"        // "prefill" or "decode"
+	HeaderPrefill   = "X-Tandem-Prefill"    // decode leg only: the prefill worker's transfer address
+)
+
+// Causes of cancelled leg and request contexts.
+var (
+	errLegSilent      = errors.New("the worker sent nothing for the leg timeout")
+	errRequestTimeout = errors.New("the request passed the router's deadline")
+	errLegClosed      = errors.New("leg closed")
+	errSampleEnded    = errors.New("sample ended")
+	errOtherFailed    = errors.New("another sample of the request failed")
+	errAnswered       = errors.New("request answered")
+	errClientGone     = errors.New("the client stopped reading")
+	errDrained        = errors.New("drain after the end of the stream timed out")
+)
+
+// drainTimeout bounds reading what follows a stream's [DONE].
+const drainTimeout = time.Second
+
+// legError is a failed leg: which leg and worker, what kind of failure,
+// and the worker's own error when it sent one.
+type legError struct {
+	leg       Role
+	worker    string
+	kind      string        // one of the kind* labels
+	status    int           // the worker's HTTP status for kindStatus, else 0
+	api       *openai.Error // the worker's error document, if any
+	cause     error
+	cancelled bool // the router or the client ended the leg; not the worker's failure
+}
+
+// Error names the leg, the worker and the failure.
+func (e *legError) Error() string {
+	return fmt.Sprintf("%s leg to %s: %s", e.leg, e.worker, e.detail())
+}
+
+func (e *legError) detail() string {
+	switch {
+	case e.api != nil && e.status != 0:
+		return fmt.Sprintf("%s (status %d)", e.api.Message, e.status)
+	case e.api != nil:
+		return e.api.Message
+	case e.cause != nil:
+		return e.cause.Error()
+	}
+	return e.kind
+}
+
+// clientError is what the client gets for this failure: the worker's
+// status for its 4xx answers (with its type, param and code), 504 for a
+// timeout, else 502. The message names the leg and worker and carries the
+// worker's message.
+func (e *legError) clientError() *openai.Error {
+	msg := fmt.Sprintf("The %s leg (worker %s) failed: %s", e.leg, e.worker, e.detail())
+	switch {
+	case e.kind == kindTimeout || e.status == http.StatusGatewayTimeout:
+		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout, Message: msg}
+	case e.kind == kindStatus && e.status >= 400 && e.status < 500:
+		oe := &openai.Error{Status: e.status, Type: openai.TypeInvalidRequest, Message: msg}
+		if e.api != nil {
+			oe.Param, oe.Code = e.api.Param, e.api.Code
+			if e.api.Type != "" {
+				oe.Type = e.api.Type
+			}
+		}
+		return oe
+	}
+	code := codeUpstreamError
+	if e.api != nil && e.api.Code != "" {
+		code = e.api.Code
+	}
+	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: code, Message: msg}
+}
+
+// Error codes of the router's own errors.
+const (
+	codeUpstreamError   = "upstream_error"
+	codeUpstreamTimeout = "upstream_timeout"
+)
+
+// leg is one HTTP request to a worker: its context (cancelled by the
+// sample, by the leg timeout, or when it ends), its watchdog timer and
+// whether its request may have reached the worker. The goroutine that
+// runs the leg calls close exactly once.
+type leg struct {
+	rt       *Router
+	w        *worker
+	role     Role
+	rec      *record
+	parent   context.Context // the sample's: ends when the sample no longer listens
+	ctx      context.Context // the leg's: parent, its timeout, its end
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer
+	sent     atomic.Bool // request headers were written: the worker may have seen the room
+	draining atomic.Bool
+	start    time.Time
+	once     sync.Once
+}
+
+func (rt *Router) newLeg(parent context.Context, w *worker, role Role, rec *record) *leg {
+	ctx, cancel := context.WithCancelCause(parent)
+	l := &leg{rt: rt, w: w, role: role, rec: rec, parent: parent, ctx: ctx, cancel: cancel, start: time.Now()}
+	l.timer = time.AfterFunc(rt.o.LegTimeout, func() { cancel(errLegSilent) })
+	return l
+}
+
+// touch notes progress: the leg timeout starts again.
+func (l *leg) touch() {
+	if l.draining.Load() {
+		return
+	}
+	l.timer.Reset(l.rt.o.LegTimeout)
+	l.rt.recs.legActive(l.rec, l.role, time.Now().Add(l.rt.o.LegTimeout))
+}
+
+// close ends the leg: stops its timer, cancels its context, gives the
+// worker's slot back, and records how it ended (err nil: it succeeded).
+func (l *leg) close(err *legError) {
+	l.once.Do(func() {
+		l.timer.Stop()
+		l.cancel(errLegClosed)
+		l.rt.pool.release(l.w)
+		l.rt.met.legSeconds.WithLabelValues(l.w.url, string(l.role)).Observe(time.Since(l.start).Seconds())
+		switch {
+		case err == nil:
+			l.rt.recs.legClosed(l.rec, l.role, string(l.role)+"_ok", "")
+		case err.cancelled:
+			l.rt.recs.legClosed(l.rec, l.role, string(l.role)+"_cancelled", err.detail())
+		default:
+			l.rt.recs.legClosed(l.rec, l.role, string(l.role)+"_failed", err.detail())
+		}
+	})
+}
+
+// fail builds the leg's error. When the leg's context is done the context
+// decides: the leg timeout or the request deadline make a timeout, any
+// other cancellation is not the worker's failure. Worker failures are
+// counted.
+func (l *leg) fail(kind string, status int, api *openai.Error, cause error) *legError {
+	e := &legError{leg: l.role, worker: l.w.url, kind: kind, status: status, api: api, cause: cause}
+	if l.ctx.Err() != nil {
+		switch c := context.Cause(l.ctx); {
+		case errors.Is(c, errLegSilent):
+			e.kind, e.api, e.status = kindTimeout, nil, 0
+			e.cause = fmt.Errorf("%w (%s)", errLegSilent, l.rt.o.LegTimeout)
+		case errors.Is(c, errRequestTimeout):
+			e.kind, e.api, e.status = kindTimeout, nil, 0
+			e.cause = fmt.Errorf("%w (%s)", errRequestTimeout, l.rt.o.RequestTimeout)
+		default:
+			e.cancelled, e.cause = true, c
+			return e
+		}
+	}
+	l.rt.met.workerErrors.WithLabelValues(l.w.url, string(l.role), e.kind).Inc()
+	return e
+}
+
+// do sends the leg's request and returns the worker's 200 answer, whose
+// body counts as progress while it is read. Any other status is read as
+// the worker's error.
+func (l *leg) do(path string, body []byte, stream bool, hdr map[string]string) (*http.Response, *legError) {
+	// sent means the worker may have seen the room. The transport tries a
+	// request again on a fresh connection only when the first one cannot
+	// have been processed (a kept-alive connection the worker had closed),
+	// so each try starts unsent.
+	ctx := httptrace.WithClientTrace(l.ctx, &httptrace.ClientTrace{
+		GetConn:      func(string) { l.sent.Store(false) },
+		WroteHeaders: func() { l.sent.Store(true) },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.w.url+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, l.fail(kindUnreachable, 0, nil, fmt.Errorf("build request: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	l.rt.met.workerRequests.WithLabelValues(l.w.url, string(l.role)).Inc()
+	resp, err := l.rt.legClient.Do(req)
+	if err != nil {
+		return nil, l.fail(kindUnreachable, 0, nil, err)
+	}
+	l.touch()
+	resp.Body = &activityBody{ReadCloser: resp.Body, l: l}
+	if resp.StatusCode != http.StatusOK {
+		api := readWorkerError(resp)
+		resp.Body.Close()
+		return nil, l.fail(kindStatus, resp.StatusCode, api, nil)
+	}
+	return resp, nil
+}
+
+// drain reads what follows the end of a stream briefly, so that the
+// connection can be reused, then gives up.
+func (l *leg) drain(r io.Reader) {
+	l.draining.Store(true)
+	l.timer.Stop()
+	t := time.AfterFunc(drainTimeout, func() { l.cancel(errDrained) })
+	defer t.Stop()
+	io.Copy(io.Discard, io.LimitReader(r, 64<<10))
+}
+
+// activityBody resets its leg's timeout on every read that returns bytes.
+type activityBody struct {
+	io.ReadCloser
+	l *leg
+}
+
+func (b *activityBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.l.touch()
+	}
+	return n, err
+}
+
+// readWorkerError reads an error answer: OpenAI's error document when it
+// is one, else the start of the body as the message.
+func readWorkerError(resp *http.Response) *openai.Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytesMax))
+	var doc struct {
+		Error *struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Param   json.RawMessage `json:"param"`
+			Code    json.RawMessage `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &doc) == nil && doc.Error != nil && doc.Error.Message != "" {
+		return &openai.Error{Status: resp.StatusCode, Message: doc.Error.Message, Type: doc.Error.Type,
+			Param: jsonString(doc.Error.Param), Code: jsonString(doc.Error.Code)}
+	}
+	msg := clip(string(body), 300)
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &openai.Error{Status: resp.StatusCode, Message: msg}
+}
+
+// apiErrorFromEvent reads the "error" member of a streamed event.
+func apiErrorFromEvent(raw json.RawMessage) *openai.Error {
+	var e struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Param   json.RawMessage `json:"param"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(raw, &e) != nil || e.Message == "" {
+		return &openai.Error{Message: "the worker sent an error event: " + clip(string(raw), 300)}
+	}
+	return &openai.Error{Message: e.Message, Type: e.Type, Param: jsonString(e.Param), Code: jsonString(e.Code)}
+}
+
+// jsonString returns a JSON string's value, or the raw text of another
+// value ("" for null or nothing).
+func jsonString(raw json.RawMessage) string {
+	if len(raw) == 0 || isNull(raw) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// readAllMax reads r to its end, failing past limit bytes.
+func readAllMax(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read answer: over %d bytes", limit)
+	}
+	return b, nil
+}

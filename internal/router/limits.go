@@ -1,0 +1,53 @@
+package router
+
+import "time"
+
+// Limits on what the router holds or reads. Each has a rejection path: a
+// client body over its limit is a 413, a worker body over its limit fails
+// that leg, more concurrent requests than requestsMax get a 429.
+const (
+	// legBodyBytesMax bounds a worker's whole non-streamed answer (prefill's
+	// answer carries the prompt logprobs, so this is generous).
+	legBodyBytesMax = 128 << 20
+	// errorBodyBytesMax bounds a worker's error answer.
+	errorBodyBytesMax = 64 << 10
+	// probeBodyBytesMax bounds /health, /pd/status and /pd/info answers.
+	probeBodyBytesMax = 64 << 10
+	// modelsBodyBytesMax bounds a proxied /v1/models answer.
+	modelsBodyBytesMax = 1 << 20
+	// debugBodyBytesMax bounds one worker's /debug/rooms document.
+	debugBodyBytesMax = 32 << 20
+	// sseEventBytesMax bounds one server-sent event from a decode worker.
+	sseEventBytesMax = 16 << 20
+	// historyMax bounds the transitions kept per request record.
+	historyMax = 32
+	// attemptsMax is how many pairs one sample may be sent to: a retry is
+	// allowed only when no worker can have seen the first attempt's room.
+	attemptsMax = 2
+	// healthFailuresMax consecutive failed probes take a worker out.
+	healthFailuresMax = 2
+	// prefillGraceMax is how long a sample whose decode leg finished waits
+	// for its prefill leg's answer before cancelling it.
+	prefillGraceMax = 5 * time.Second
+	// debugFetchTimeout bounds one worker's /debug/rooms fetch.
+	debugFetchTimeout = 3 * time.Second
+	// modelsTimeout bounds a proxied /v1/models request.
+	modelsTimeout = 5 * time.Second
+	// infoTimeout bounds a GET /pd/info made while picking a pair.
+	infoTimeout = 2 * time.Second
+	// dialTimeout bounds connecting to a worker.
+	dialTimeout = 5 * time.Second
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultHealthInterval  = time.Second
+	DefaultHealthTimeout   = 500 * time.Millisecond
+	DefaultLegTimeout      = 5 * time.Minute
+	DefaultRequestTimeout  = 30 * time.Minute
+	DefaultMaxBodyBytes    = 8 << 20
+	DefaultBodyTimeout     = 30 * time.Second
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultFinishedRecords = 1024
+	DefaultMaxRequests     = 4096
+)

@@ -1,0 +1,83 @@
+package router
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Error kinds, the "kind" label of tandem_router_worker_errors_total.
+const (
+	kindUnreachable = "unreachable" // the connection failed or broke before an answer
+	kindTimeout     = "timeout"     // the leg sent nothing for the leg timeout, or the request deadline passed
+	kindStatus      = "status"      // the worker answered with an error status
+	kindStream      = "stream"      // the answer broke off or was malformed
+	kindErrorEvent  = "error_event" // the worker's stream carried an error event
+)
+
+// metrics are the router's Prometheus metrics, in its own registry.
+type metrics struct {
+	workerRequests *prometheus.CounterVec   // worker, role: legs sent
+	workerErrors   *prometheus.CounterVec   // worker, role, kind
+	legSeconds     *prometheus.HistogramVec // worker, role: leg start to end
+	workerInflight *prometheus.GaugeVec     // worker, role: the router's open legs
+	workerHealthy  *prometheus.GaugeVec     // worker, role: 1 in, 0 out
+	requests       *prometheus.CounterVec   // endpoint, status
+	ttft           *prometheus.HistogramVec // endpoint
+	e2e            *prometheus.HistogramVec // endpoint
+	retries        prometheus.Counter
+}
+
+var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	wl := []string{"worker", "role"}
+	m := &metrics{
+		workerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_router_worker_requests_total",
+			Help: "Legs the router sent to each worker.",
+		}, wl),
+		workerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_router_worker_errors_total",
+			Help: "Legs that failed, by worker and kind (unreachable, timeout, status, stream, error_event).",
+		}, []string{"worker", "role", "kind"}),
+		legSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_router_worker_leg_seconds",
+			Help:    "Time from sending a leg to the end of its answer, per worker.",
+			Buckets: latencyBuckets,
+		}, wl),
+		workerInflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_router_worker_inflight",
+			Help: "Legs the router has open on each worker.",
+		}, wl),
+		workerHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_router_worker_healthy",
+			Help: "1 when the worker passes its health checks and may be picked, else 0.",
+		}, wl),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_router_requests_total",
+			Help: "Requests the router answered, by endpoint and status code.",
+		}, []string{"endpoint", "status"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_router_time_to_first_token_seconds",
+			Help:    "Streaming requests: time from arrival to the first event carrying a token.",
+			Buckets: latencyBuckets,
+		}, []string{"endpoint"}),
+		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tandem_router_e2e_request_latency_seconds",
+			Help:    "Generation requests answered in full: time from arrival to the end of the answer.",
+			Buckets: latencyBuckets,
+		}, []string{"endpoint"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_router_retries_total",
+			Help: "Samples sent to a second pair because no worker could have seen the first attempt.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.workerInflight,
+		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register router metrics: %w", err)
+		}
+	}
+	return m, nil
+}

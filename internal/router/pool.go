@@ -1,0 +1,339 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Role is the part a worker plays in the handoff: "prefill" or "decode".
+type Role string
+
+// The worker roles.
+const (
+	RolePrefill Role = "prefill"
+	RoleDecode  Role = "decode"
+)
+
+// WorkerStatus is a worker's answer to GET /pd/status: its queue depths and
+// page use, polled with each health check and used to pick the least
+// loaded worker.
+type WorkerStatus struct {
+	Role       string `json:"role"`
+	Waiting    int    `json:"waiting"`
+	Running    int    `json:"running"`
+	PagesUsed  int    `json:"pages_used"`
+	PagesTotal int    `json:"pages_total"`
+	RoomsLive  int    `json:"rooms_live"`
+}
+
+// WorkerInfo is a worker's answer to GET /pd/info. A prefill worker's
+// TransferAddr (host:port) is what decode legs carry in X-Tandem-Prefill.
+type WorkerInfo struct {
+	Role         string `json:"role"`
+	TransferAddr string `json:"transfer_addr"`
+	Model        string `json:"model"`
+}
+
+// worker is one configured worker and what the router knows of it. The
+// fields below url and role are guarded by pool.mu.
+type worker struct {
+	url  string
+	role Role
+
+	healthy        bool
+	fails          int // consecutive failed probes
+	problem        string
+	status         WorkerStatus
+	haveStatus     bool
+	inflight       int // the router's legs on this worker now
+	inflightAtPoll int // inflight when status was read
+	transferAddr   string
+	model          string
+}
+
+// load is the worker's reported queue plus the legs the router sent (or
+// finished) since that report; without a report, the router's legs alone.
+// Callers hold pool.mu.
+func (w *worker) load() int {
+	if !w.haveStatus {
+		return w.inflight
+	}
+	return max(0, w.status.Waiting+w.status.Running+w.inflight-w.inflightAtPoll)
+}
+
+// pool holds the workers of both roles. It is safe for concurrent use.
+type pool struct {
+	log  *slog.Logger
+	met  *metrics
+	mu   sync.Mutex
+	byRo map[Role][]*worker // in configured order
+	rr   map[Role]int       // round-robin counter for ties
+}
+
+func newPool(log *slog.Logger, met *metrics, prefill, decode []string) *pool {
+	p := &pool{log: log, met: met, byRo: map[Role][]*worker{}, rr: map[Role]int{}}
+	for _, r := range []struct {
+		role Role
+		urls []string
+	}{{RolePrefill, prefill}, {RoleDecode, decode}} {
+		for _, u := range r.urls {
+			w := &worker{url: u, role: r.role, problem: "not checked yet"}
+			p.byRo[r.role] = append(p.byRo[r.role], w)
+			met.workerHealthy.WithLabelValues(u, string(r.role)).Set(0)
+			met.workerInflight.WithLabelValues(u, string(r.role)).Set(0)
+		}
+	}
+	return p
+}
+
+// all returns every worker, prefill first, in configured order.
+func (p *pool) all() []*worker {
+	return append(append([]*worker(nil), p.byRo[RolePrefill]...), p.byRo[RoleDecode]...)
+}
+
+// errNoWorker is the cause of a pick that found no healthy worker.
+var errNoWorker = errors.New("no healthy worker")
+
+// pick chooses the least loaded healthy worker of role, never one in
+// exclude and one in avoid only when no other is left, breaking ties
+// round-robin, and counts a leg on it (release undoes that).
+func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best []*worker
+	bestLoad, bestAvoided := 0, true
+	for _, w := range p.byRo[role] {
+		if !w.healthy || containsWorker(exclude, w) {
+			continue
+		}
+		l, avoided := w.load(), containsWorker(avoid, w)
+		switch {
+		case len(best) == 0 || (bestAvoided && !avoided) || (avoided == bestAvoided && l < bestLoad):
+			best, bestLoad, bestAvoided = append(best[:0], w), l, avoided
+		case avoided == bestAvoided && l == bestLoad:
+			best = append(best, w)
+		}
+	}
+	if len(best) == 0 {
+		return nil, fmt.Errorf("pick %s worker: %w", role, p.noneReason(role, exclude))
+	}
+	w := best[p.rr[role]%len(best)]
+	p.rr[role]++
+	w.inflight++
+	p.met.workerInflight.WithLabelValues(w.url, string(role)).Set(float64(w.inflight))
+	return w, nil
+}
+
+// noneReason explains why no worker of role can be picked. Callers hold mu.
+func (p *pool) noneReason(role Role, exclude []*worker) error {
+	ws := p.byRo[role]
+	parts := make([]string, 0, len(ws))
+	for _, w := range ws {
+		why := w.problem
+		if containsWorker(exclude, w) {
+			why = "already failed this request"
+		}
+		parts = append(parts, w.url+": "+why)
+	}
+	return fmt.Errorf("%w of role %s (%d configured; %s)", errNoWorker, role, len(ws), strings.Join(parts, "; "))
+}
+
+func containsWorker(list []*worker, w *worker) bool {
+	for _, x := range list {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// release ends a leg counted by pick.
+func (p *pool) release(w *worker) {
+	p.mu.Lock()
+	w.inflight--
+	n := w.inflight
+	p.mu.Unlock()
+	p.met.workerInflight.WithLabelValues(w.url, string(w.role)).Set(float64(n))
+}
+
+// healthyCount returns how many workers of role are in.
+func (p *pool) healthyCount(role Role) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, w := range p.byRo[role] {
+		if w.healthy {
+			n++
+		}
+	}
+	return n
+}
+
+// transferAddr returns a prefill worker's transfer address, if known.
+func (p *pool) transferAddr(w *worker) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return w.transferAddr
+}
+
+// setInfo records a worker's /pd/info answer. A role that differs from the
+// configured one takes the worker out: pairing it would fail every request.
+func (p *pool) setInfo(w *worker, info *WorkerInfo) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if info.Role != "" && info.Role != string(w.role) {
+		return fmt.Errorf("worker %s says it is a %s worker in /pd/info, but it was given as --%s", w.url, info.Role, w.role)
+	}
+	if w.role == RolePrefill && info.TransferAddr == "" {
+		return fmt.Errorf("prefill worker %s gave no transfer_addr in /pd/info", w.url)
+	}
+	w.transferAddr, w.model = info.TransferAddr, info.Model
+	return nil
+}
+
+// probe is the outcome of one health round for one worker.
+type probe struct {
+	health    error
+	status    *WorkerStatus
+	statusErr error
+	info      *WorkerInfo
+	infoErr   error
+	inflight  int // the router's legs on the worker when status was read
+}
+
+// check runs one health round over every worker, concurrently, and waits
+// for it. Each probe is bounded by timeout.
+func (p *pool) check(ctx context.Context, c *http.Client, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, w := range p.all() {
+		wg.Go(func() {
+			pr := p.probe(ctx, c, w, timeout)
+			if ctx.Err() == nil {
+				p.apply(w, pr)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// probe asks one worker for /health, then /pd/status, then (a prefill
+// worker whose transfer address is unknown) /pd/info.
+func (p *pool) probe(ctx context.Context, c *http.Client, w *worker, timeout time.Duration) probe {
+	var pr probe
+	if pr.health = getJSON(ctx, c, w.url+"/health", timeout, nil); pr.health != nil {
+		return pr
+	}
+	p.mu.Lock()
+	pr.inflight = w.inflight
+	needInfo := w.role == RolePrefill && w.transferAddr == ""
+	p.mu.Unlock()
+	var st WorkerStatus
+	if pr.statusErr = getJSON(ctx, c, w.url+"/pd/status", timeout, &st); pr.statusErr == nil {
+		pr.status = &st
+	}
+	if needInfo {
+		var info WorkerInfo
+		if pr.infoErr = getJSON(ctx, c, w.url+"/pd/info", timeout, &info); pr.infoErr == nil {
+			pr.info = &info
+		}
+	}
+	return pr
+}
+
+// apply updates a worker from a probe: two consecutive failures take it
+// out, one success puts it back; a role that differs from the configured
+// one keeps it out.
+func (p *pool) apply(w *worker, pr probe) {
+	if pr.info != nil {
+		if err := p.setInfo(w, pr.info); err != nil {
+			pr.health = err
+		}
+	} else if pr.infoErr != nil {
+		p.log.Warn("worker has no transfer address yet; it is picked only once /pd/info answers", "worker", w.url, "err", pr.infoErr)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr.health == nil && pr.status != nil && pr.status.Role != "" && pr.status.Role != string(w.role) {
+		pr.health = fmt.Errorf("worker %s says it is a %s worker in /pd/status, but it was given as --%s", w.url, pr.status.Role, w.role)
+	}
+	was := w.healthy
+	if pr.health != nil {
+		w.fails++
+		w.problem = pr.health.Error()
+		if w.fails >= healthFailuresMax {
+			w.healthy = false
+		}
+	} else {
+		w.fails, w.healthy, w.problem = 0, true, ""
+		w.haveStatus = pr.status != nil
+		if pr.status != nil {
+			w.status, w.inflightAtPoll = *pr.status, pr.inflight
+		}
+	}
+	switch {
+	case was && !w.healthy:
+		w.transferAddr = "" // learned again when it comes back: it may have restarted elsewhere
+		p.log.Warn("worker taken out", "worker", w.url, "role", w.role, "failures", w.fails, "err", pr.health)
+	case !was && w.healthy:
+		p.log.Info("worker in", "worker", w.url, "role", w.role)
+	case pr.health != nil && w.fails == 1:
+		p.log.Warn("worker health probe failed", "worker", w.url, "role", w.role, "in", w.healthy, "err", pr.health)
+	}
+	v := 0.0
+	if w.healthy {
+		v = 1
+	}
+	p.met.workerHealthy.WithLabelValues(w.url, string(w.role)).Set(v)
+}
+
+// getJSON GETs url within timeout, requires a 200, and decodes the body
+// (at most probeBodyBytesMax) into v when v is not nil.
+func getJSON(ctx context.Context, c *http.Client, url string, timeout time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, probeBodyBytesMax+1))
+	if err != nil {
+		return fmt.Errorf("get %s: read body: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, clip(string(body), 200))
+	}
+	if len(body) > probeBodyBytesMax {
+		return fmt.Errorf("get %s: answer over %d bytes", url, probeBodyBytesMax)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			return fmt.Errorf("get %s: decode answer: %w", url, err)
+		}
+	}
+	return nil
+}
+
+// clip shortens s to at most n bytes for a message, on a rune boundary.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,136 @@
+package router
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func testPool(t *testing.T, urls ...string) *pool {
+	t.Helper()
+	met, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(slog.New(slog.NewTextHandler(io.Discard, nil)), met, nil, urls)
+	for _, w := range p.byRo[RoleDecode] {
+		w.healthy = true
+	}
+	return p
+}
+
+func TestPickSpreadsABurstBetweenPolls(t *testing.T) {
+	p := testPool(t, "http://a", "http://b", "http://c")
+	for _, w := range p.byRo[RoleDecode] {
+		w.haveStatus, w.status = true, WorkerStatus{Running: 2}
+	}
+	p.byRo[RoleDecode][2].status.Running = 4 // c is busier by 2
+	counts := map[string]int{}
+	for range 8 { // no release: a burst between two polls
+		w, err := p.pick(RoleDecode, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[w.url]++
+	}
+	lo, hi := 1<<30, 0
+	for _, w := range p.byRo[RoleDecode] {
+		lo, hi = min(lo, w.load()), max(hi, w.load())
+	}
+	if hi-lo > 1 || counts["http://c"] > 2 {
+		t.Errorf("8 picks without release over loads 2, 2, 4: picks %v leave loads from %d to %d; want them within 1, c picked at most twice", counts, lo, hi)
+	}
+}
+
+func TestPickTiesRoundRobin(t *testing.T) {
+	p := testPool(t, "http://a", "http://b")
+	var got []string
+	for range 4 {
+		w, err := p.pick(RoleDecode, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, w.url)
+		p.release(w) // sequential requests: loads stay tied
+	}
+	if got[0] == got[1] || got[1] == got[2] || got[2] == got[3] {
+		t.Errorf("sequential picks over tied workers = %v, want them to alternate", got)
+	}
+}
+
+func TestPickLoadCountsLegsSinceThePoll(t *testing.T) {
+	p := testPool(t, "http://a")
+	w := p.byRo[RoleDecode][0]
+	w.haveStatus, w.status = true, WorkerStatus{Waiting: 1, Running: 3}
+	cases := []struct {
+		inflight, atPoll, want int
+	}{
+		{0, 0, 4},
+		{2, 0, 6}, // two legs sent since the report
+		{1, 3, 2}, // two of the reported legs ended since
+		{0, 9, 0}, // never below zero
+	}
+	for _, tc := range cases {
+		w.inflight, w.inflightAtPoll = tc.inflight, tc.atPoll
+		if got := w.load(); got != tc.want {
+			t.Errorf("load(report 4, inflight %d, at poll %d) = %d, want %d", tc.inflight, tc.atPoll, got, tc.want)
+		}
+	}
+	w.haveStatus = false
+	w.inflight = 5
+	if got := w.load(); got != 5 {
+		t.Errorf("load without a report, inflight 5 = %d, want 5", got)
+	}
+}
+
+func TestPickSkipsUnhealthyAndExcluded(t *testing.T) {
+	p := testPool(t, "http://a", "http://b")
+	a, b := p.byRo[RoleDecode][0], p.byRo[RoleDecode][1]
+	a.healthy = false
+	a.problem = "health: connection refused"
+	for range 3 {
+		w, err := p.pick(RoleDecode, nil, nil)
+		if err != nil || w != b {
+			t.Fatalf("pick with a out = %v, %v; want b", w, err)
+		}
+	}
+	_, err := p.pick(RoleDecode, []*worker{b}, nil)
+	if err == nil {
+		t.Fatalf("pick with a out and b excluded succeeded, want an error")
+	}
+	for _, want := range []string{"no healthy worker of role decode", "http://a: health: connection refused", "http://b: already failed"} {
+		if !contains(err.Error(), want) {
+			t.Errorf("pick error %q, want it to contain %q", err, want)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRoomIDsAreUniqueHex(t *testing.T) {
+	seen := make(map[string]bool, 10000)
+	for i := range 10000 {
+		id := newRoomID()
+		if len(id) != 32 {
+			t.Fatalf("newRoomID() = %q, want 32 hex digits", id)
+		}
+		for _, c := range id {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				t.Fatalf("newRoomID() = %q, want lower-case hex digits only", id)
+			}
+		}
+		if seen[id] {
+			t.Fatalf("newRoomID() repeated %q after %d ids", id, i)
+		}
+		seen[id] = true
+	}
+}

@@ -1,0 +1,248 @@
+package router
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Process is one process's room table: the document GET /debug/rooms
+// answers on the router and on every worker, and one entry of a [Cluster].
+// Error is set instead of Rooms when the router could not read a worker's
+// table.
+type Process struct {
+	Worker string `json:"worker"`
+	Role   string `json:"role"`
+	Error  string `json:"error,omitempty"`
+	Rooms  []Room `json:"rooms"`
+}
+
+// Room is one room as a process sees it. On the router a room is one
+// sample of one client request sent to one prefill and decode pair; its
+// Prefill and Decode name the pair and Peer is empty. DeadlineInMS is how
+// long until the room's current deadline (negative: past due), nil for a
+// terminal room or one without a deadline.
+type Room struct {
+	ID           string       `json:"id"`
+	RequestID    string       `json:"request_id"`
+	State        string       `json:"state"`
+	Phase        string       `json:"phase"`
+	Reason       string       `json:"reason"`
+	Peer         string       `json:"peer"`
+	Prefill      string       `json:"prefill,omitempty"`
+	Decode       string       `json:"decode,omitempty"`
+	AgeMS        float64      `json:"age_ms"`
+	DeadlineInMS *float64     `json:"deadline_in_ms"`
+	Bytes        int64        `json:"bytes"`
+	History      []Transition `json:"history"`
+}
+
+// Transition is one entry of a room's history: AtMS is milliseconds since
+// the room was created; Phase, the phase entered, is set by workers.
+type Transition struct {
+	AtMS   float64 `json:"at_ms"`
+	From   string  `json:"from"`
+	To     string  `json:"to"`
+	Phase  string  `json:"phase,omitempty"`
+	Event  string  `json:"event"`
+	Reason string  `json:"reason"`
+}
+
+// Cluster is the document GET /debug/cluster answers: the router's table
+// first, then each worker's, prefill workers before decode workers.
+type Cluster struct {
+	Processes []Process `json:"processes"`
+}
+
+// The router's request states.
+const (
+	stateDispatched = "dispatched" // the pair is picked and both legs are sent
+	stateStreaming  = "streaming"  // the first bytes went to the client
+	stateDone       = "done"       // the decode leg's answer reached its end
+	stateFailed     = "failed"     // a leg failed, the client left, or the deadline passed
+)
+
+// record is the router's view of one room. Its fields are guarded by
+// records.mu.
+type record struct {
+	room, requestID, endpoint string
+	prefill, decode           string
+	start                     time.Time
+	state, reason             string
+	requestDeadline           time.Time
+	legDeadline               map[Role]time.Time // open legs only
+	bytes                     int64
+	history                   []Transition
+	dropped                   int // history entries over historyMax
+}
+
+// records keeps live rooms and a ring of the most recently finished ones.
+// It is safe for concurrent use.
+type records struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	live map[string]*record
+	ring []*record // finished, oldest overwritten first
+	next int
+	size int
+}
+
+func newRecords(finishedMax int, now func() time.Time) *records {
+	return &records{now: now, live: map[string]*record{}, ring: make([]*record, 0, finishedMax), size: finishedMax}
+}
+
+// open starts a record in state dispatched with both legs open.
+func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time) *record {
+	now := rs.now()
+	r := &record{room: room, requestID: requestID, endpoint: endpoint, prefill: prefill, decode: decode,
+		start: now, state: stateDispatched, requestDeadline: requestDeadline,
+		legDeadline: map[Role]time.Time{RolePrefill: now.Add(legTimeout), RoleDecode: now.Add(legTimeout)}}
+	r.history = append(r.history, Transition{From: "", To: stateDispatched, Event: "dispatched"})
+	rs.mu.Lock()
+	rs.live[room] = r
+	rs.mu.Unlock()
+	return r
+}
+
+// addLocked appends a transition. Callers hold mu.
+func (rs *records) addLocked(r *record, to, event, reason string) {
+	if len(r.history) >= historyMax {
+		r.dropped++
+		return
+	}
+	r.history = append(r.history, Transition{AtMS: millis(rs.now().Sub(r.start)), From: r.state, To: to,
+		Event: event, Reason: reason})
+}
+
+// note records an event that does not change the state.
+func (rs *records) note(r *record, event, reason string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.addLocked(r, r.state, event, reason)
+}
+
+// legActive moves a leg's deadline (it made progress).
+func (rs *records) legActive(r *record, leg Role, deadline time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if _, open := r.legDeadline[leg]; open {
+		r.legDeadline[leg] = deadline
+	}
+}
+
+// legClosed marks a leg ended, with the event that ended it.
+func (rs *records) legClosed(r *record, leg Role, event, reason string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(r.legDeadline, leg)
+	rs.addLocked(r, r.state, event, reason)
+}
+
+// sent counts n bytes sent to the client for the room and moves a
+// dispatched record to streaming.
+func (rs *records) sent(r *record, n int) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r.bytes += int64(n)
+	if r.state == stateDispatched {
+		rs.addLocked(r, stateStreaming, "first_bytes", "")
+		r.state = stateStreaming
+	}
+}
+
+// finish ends a record (done, or failed with a reason) and moves it to the
+// ring of finished records. A second finish is ignored.
+func (rs *records) finish(r *record, ok bool, reason string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r.state == stateDone || r.state == stateFailed {
+		return
+	}
+	to, event := stateDone, "done"
+	if !ok {
+		to, event = stateFailed, "failed"
+	}
+	rs.addLocked(r, to, event, reason)
+	r.state, r.reason = to, reason
+	clear(r.legDeadline)
+	delete(rs.live, r.room)
+	if rs.size <= 0 {
+		return
+	}
+	if len(rs.ring) < rs.size {
+		rs.ring = append(rs.ring, r)
+		return
+	}
+	rs.ring[rs.next] = r
+	rs.next = (rs.next + 1) % rs.size
+}
+
+// phaseLocked names the legs still open. Callers hold mu.
+func phaseLocked(r *record) string {
+	_, p := r.legDeadline[RolePrefill]
+	_, d := r.legDeadline[RoleDecode]
+	switch {
+	case p && d:
+		return "prefill+decode"
+	case p:
+		return "prefill"
+	case d:
+		return "decode"
+	}
+	return ""
+}
+
+// snapshot returns the live rooms (oldest first) then the finished ones
+// (newest first).
+func (rs *records) snapshot() []Room {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	now := rs.now()
+	live := make([]*record, 0, len(rs.live))
+	for _, r := range rs.live {
+		live = append(live, r)
+	}
+	slices.SortFunc(live, func(a, b *record) int {
+		if c := a.start.Compare(b.start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.room, b.room)
+	})
+	out := make([]Room, 0, len(live)+len(rs.ring))
+	for _, r := range live {
+		out = append(out, roomLocked(r, now))
+	}
+	for i := range len(rs.ring) {
+		j := (rs.next - 1 - i + 2*len(rs.ring)) % len(rs.ring)
+		out = append(out, roomLocked(rs.ring[j], now))
+	}
+	return out
+}
+
+// roomLocked renders a record. Callers hold mu.
+func roomLocked(r *record, now time.Time) Room {
+	room := Room{ID: r.room, RequestID: r.requestID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
+		Prefill: r.prefill, Decode: r.decode, AgeMS: millis(now.Sub(r.start)), Bytes: r.bytes,
+		History: slices.Clone(r.history)}
+	if r.state != stateDone && r.state != stateFailed {
+		d := r.requestDeadline
+		for _, ld := range r.legDeadline {
+			if d.IsZero() || ld.Before(d) {
+				d = ld
+			}
+		}
+		if !d.IsZero() {
+			ms := millis(d.Sub(now))
+			room.DeadlineInMS = &ms
+		}
+	}
+	if r.dropped > 0 {
+		room.History = append(room.History, Transition{AtMS: room.AgeMS, From: r.state, To: r.state,
+			Event: "history_truncated", Reason: "more transitions than the history keeps"})
+	}
+	return room
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

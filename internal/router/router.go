@@ -1,0 +1,521 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tandem/internal/openai"
+)
+
+// Options configures a Router. Zero durations and sizes take the Default*
+// values; negative ones are an error.
+type Options struct {
+	// Prefill and Decode are the workers' HTTP base URLs
+	// ("http://host:port"; a bare "host:port" means http). At least one of
+	// each; no URL twice.
+	Prefill []string
+	Decode  []string
+	// Name is the router's "worker" name in /debug/rooms; default "router".
+	Name string
+	// Logger receives health changes and failed requests; default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registry receives the router's metrics and is what /metrics serves;
+	// default a new registry.
+	Registry *prometheus.Registry
+	// HealthInterval is the time between health rounds (GET /health and
+	// /pd/status on every worker); HealthTimeout bounds each probe.
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	// LegTimeout bounds how long a leg may send nothing: until its answer
+	// starts, and between reads of it. A non-streamed leg (prefill's
+	// always) sends nothing until it is done, so for it this bounds the
+	// whole leg.
+	LegTimeout time.Duration
+	// RequestTimeout bounds a whole client request, legs included.
+	RequestTimeout time.Duration
+	// MaxBodyBytes bounds client request bodies (413 above it);
+	// BodyTimeout bounds reading one.
+	MaxBodyBytes int64
+	BodyTimeout  time.Duration
+	// WriteTimeout bounds each write to a client (one event, or a whole
+	// answer). A client that stops reading for longer loses its request.
+	WriteTimeout time.Duration
+	// MaxRequests bounds the generation requests in flight (429 above it).
+	MaxRequests int
+	// FinishedRecords is how many finished rooms /debug/rooms keeps.
+	FinishedRecords int
+}
+
+// Router is the PD router: it takes OpenAI requests, sends each sample to
+// a prefill and a decode worker at once under a fresh room id, and streams
+// decode's answer back. Create it with New, serve Handler, and run Run in
+// a goroutine for health checks. It is safe for concurrent use.
+type Router struct {
+	o           Options
+	log         *slog.Logger
+	reg         *prometheus.Registry
+	met         *metrics
+	pool        *pool
+	recs        *records
+	transport   *http.Transport
+	legClient   *http.Client
+	probeClient *http.Client
+	active      atomic.Int64
+	handler     http.Handler
+}
+
+// New checks o and builds a router. Every worker starts out of service
+// until a health round (Run, or CheckNow) finds it healthy.
+func New(o Options) (*Router, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	prefill, err := normalizeURLs("--prefill", o.Prefill)
+	if err != nil {
+		return nil, err
+	}
+	decode, err := normalizeURLs("--decode", o.Decode)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range prefill {
+		for _, d := range decode {
+			if p == d {
+				return nil, fmt.Errorf("new router: %s is given both as a prefill and as a decode worker", p)
+			}
+		}
+	}
+	met, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
+	tr := &http.Transport{
+		Proxy:                  nil, // workers are reached directly
+		DialContext:            (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		ResponseHeaderTimeout:  0, // streams: each leg's own timeout covers it
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	rt := &Router{o: o, log: o.Logger, reg: o.Registry, met: met, transport: tr,
+		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
+		probeClient: &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
+		recs:        newRecords(o.FinishedRecords, time.Now),
+	}
+	rt.pool = newPool(o.Logger, met, prefill, decode)
+	rt.handler = rt.routes()
+	return rt, nil
+}
+
+func (o *Options) defaults() error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Name == "" {
+		o.Name = "router"
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"health interval", &o.HealthInterval, DefaultHealthInterval},
+		{"health timeout", &o.HealthTimeout, DefaultHealthTimeout},
+		{"leg timeout", &o.LegTimeout, DefaultLegTimeout},
+		{"request timeout", &o.RequestTimeout, DefaultRequestTimeout},
+		{"body timeout", &o.BodyTimeout, DefaultBodyTimeout},
+		{"write timeout", &o.WriteTimeout, DefaultWriteTimeout},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("new router: the %s is negative (%s)", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	switch {
+	case o.MaxBodyBytes < 0:
+		return fmt.Errorf("new router: the body size limit is negative (%d)", o.MaxBodyBytes)
+	case o.MaxBodyBytes == 0:
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case o.MaxRequests < 0:
+		return fmt.Errorf("new router: the request limit is negative (%d)", o.MaxRequests)
+	case o.MaxRequests == 0:
+		o.MaxRequests = DefaultMaxRequests
+	}
+	switch {
+	case o.FinishedRecords < 0:
+		return fmt.Errorf("new router: the finished-record count is negative (%d)", o.FinishedRecords)
+	case o.FinishedRecords == 0:
+		o.FinishedRecords = DefaultFinishedRecords
+	}
+	return nil
+}
+
+// normalizeURLs checks worker URLs and returns them without a trailing
+// slash; a bare host:port gets http://.
+func normalizeURLs(flag string, urls []string) ([]string, error) {
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("new router: no %s worker given; give at least one URL", flag)
+	}
+	seen := map[string]bool{}
+	out := make([]string, 0, len(urls))
+	for _, raw := range urls {
+		s := strings.TrimSpace(raw)
+		if !strings.Contains(s, "://") {
+			s = "http://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("new router: %s %q is not a URL: %w", flag, raw, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("new router: %s %q must be an http(s)://host:port base URL", flag, raw)
+		}
+		s = strings.TrimRight(u.String(), "/")
+		if seen[s] {
+			return nil, fmt.Errorf("new router: %s %s is given twice", flag, s)
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Handler returns the HTTP handler for every endpoint.
+func (rt *Router) Handler() http.Handler { return rt.handler }
+
+// HTTPServer returns an http.Server for addr with the router's handler:
+// headers must arrive within 10 s, idle connections close after 2 min,
+// headers are limited to 64 KiB. It has no overall write timeout (streams
+// are long); the handlers bound body reads and each write.
+func (rt *Router) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           rt.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Run checks every worker's health now and then every HealthInterval,
+// until ctx is done. The caller owns the goroutine running it.
+func (rt *Router) Run(ctx context.Context) {
+	t := time.NewTicker(rt.o.HealthInterval)
+	defer t.Stop()
+	for {
+		rt.CheckNow(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// CheckNow runs one health round over every worker and waits for it:
+// GET /health (and, when healthy, /pd/status, and /pd/info for a prefill
+// worker whose transfer address is unknown), each within HealthTimeout.
+// Two consecutive failures take a worker out; one success puts it back.
+func (rt *Router) CheckNow(ctx context.Context) {
+	rt.pool.check(ctx, rt.probeClient, rt.o.HealthTimeout)
+}
+
+// Close closes idle connections to the workers. Call it after the server
+// has shut down.
+func (rt *Router) Close() { rt.transport.CloseIdleConnections() }
+
+// route is one endpoint: its metrics label, the methods it takes and its
+// handler.
+type route struct {
+	name    string
+	methods []string
+	h       http.HandlerFunc
+}
+
+func (rt *Router) routes() http.Handler {
+	mux := http.NewServeMux()
+	get := []string{http.MethodGet, http.MethodHead}
+	post := []string{http.MethodPost}
+	for path, r := range map[string]route{
+		"/v1/completions":      {"completions", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointCompletions) }},
+		"/v1/chat/completions": {"chat", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointChat) }},
+		"/v1/models":           {"models", get, rt.serveModels},
+		"/v1/models/{id}":      {"models", get, rt.serveModels},
+		"/health":              {"health", get, rt.serveHealth},
+		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
+		"/debug/rooms":         {"debug", get, rt.serveRooms},
+		"/debug/cluster":       {"debug", get, rt.serveCluster},
+		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { writeErrorTo(w, openai.NotFound(r.URL.Path)) }},
+	} {
+		mux.Handle(path, rt.wrap(r))
+	}
+	return mux
+}
+
+// recorder remembers the status written, for metrics. Unwrap lets
+// http.ResponseController reach the connection.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush forwards to the underlying writer.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// wrap checks the method and counts the answer.
+func (rt *Router) wrap(r route) http.Handler {
+	allowed := strings.Join(r.methods, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			rt.met.requests.WithLabelValues(r.name, fmt.Sprint(status)).Inc()
+		}()
+		if r.methods != nil && !containsString(r.methods, req.Method) {
+			rec.Header().Set("Allow", allowed)
+			writeErrorTo(rec, openai.MethodNotAllowed(req.Method, req.URL.Path, allowed))
+			return
+		}
+		r.h(rec, req)
+	})
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeErrorTo(w, openai.Internal("could not encode the answer"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// healthDoc is the body of the router's /health.
+type healthDoc struct {
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason,omitempty"`
+	Prefill roleCount `json:"prefill"`
+	Decode  roleCount `json:"decode"`
+}
+
+type roleCount struct {
+	Healthy    int `json:"healthy"`
+	Configured int `json:"configured"`
+}
+
+// serveHealth answers 200 when at least one worker of each role is
+// healthy, else 503 with the reason.
+func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
+	doc := healthDoc{Status: "ok",
+		Prefill: roleCount{rt.pool.healthyCount(RolePrefill), len(rt.pool.byRo[RolePrefill])},
+		Decode:  roleCount{rt.pool.healthyCount(RoleDecode), len(rt.pool.byRo[RoleDecode])}}
+	var missing []string
+	if doc.Prefill.Healthy == 0 {
+		missing = append(missing, "prefill")
+	}
+	if doc.Decode.Healthy == 0 {
+		missing = append(missing, "decode")
+	}
+	if len(missing) > 0 {
+		doc.Status = "unavailable"
+		doc.Reason = "no healthy " + strings.Join(missing, " or ") + " worker"
+		writeJSON(w, http.StatusServiceUnavailable, doc)
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// serveModels proxies /v1/models (and /v1/models/{id}) to a healthy
+// decode worker.
+func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
+	d, err := rt.pool.pick(RoleDecode, nil, nil)
+	if err != nil {
+		writeErrorTo(w, openai.Unavailable(err.Error()))
+		return
+	}
+	defer rt.pool.release(d)
+	ctx, cancel := context.WithTimeout(r.Context(), modelsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.Path, nil)
+	if err != nil {
+		writeErrorTo(w, openai.Internal(err.Error()))
+		return
+	}
+	resp, err := rt.probeClient.Do(req)
+	if err != nil {
+		writeErrorTo(w, (&legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}).clientError())
+		return
+	}
+	defer resp.Body.Close()
+	body, err := readAllMax(resp.Body, modelsBodyBytesMax)
+	if err != nil {
+		writeErrorTo(w, (&legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}).clientError())
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(body)
+}
+
+// serveRooms answers the router's own room table.
+func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, rt.roomsDoc())
+}
+
+func (rt *Router) roomsDoc() Process {
+	return Process{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot()}
+}
+
+// serveCluster answers the router's table and every worker's
+// GET /debug/rooms (fetched concurrently, the query passed on) as one
+// document. A worker that does not answer gets an entry with its error.
+func (rt *Router) serveCluster(w http.ResponseWriter, r *http.Request) {
+	ws := rt.pool.all()
+	docs := make([]json.RawMessage, len(ws)+1)
+	own, err := json.Marshal(rt.roomsDoc())
+	if err != nil {
+		writeErrorTo(w, openai.Internal("could not encode the room table"))
+		return
+	}
+	docs[0] = own
+	var wg sync.WaitGroup
+	for i, wk := range ws {
+		wg.Go(func() { docs[i+1] = rt.fetchRooms(r.Context(), wk, r.URL.RawQuery) })
+	}
+	wg.Wait()
+	var b strings.Builder
+	b.WriteString(`{"processes":[`)
+	for i, d := range docs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(d)
+	}
+	b.WriteString("]}\n")
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, b.String())
+}
+
+// fetchRooms returns one worker's /debug/rooms document with its URL as
+// "worker" (and its configured role, if it gave none), or a Process
+// holding the error.
+func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json.RawMessage {
+	u := wk.url + "/debug/rooms"
+	if query != "" {
+		u += "?" + query
+	}
+	errDoc := func(err error) json.RawMessage {
+		b, _ := json.Marshal(Process{Worker: wk.url, Role: string(wk.role), Error: err.Error(), Rooms: []Room{}})
+		return b
+	}
+	ctx, cancel := context.WithTimeout(ctx, debugFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return errDoc(err)
+	}
+	resp, err := rt.probeClient.Do(req)
+	if err != nil {
+		return errDoc(fmt.Errorf("get %s: %w", u, err))
+	}
+	defer resp.Body.Close()
+	body, err := readAllMax(resp.Body, debugBodyBytesMax)
+	if err != nil {
+		return errDoc(fmt.Errorf("get %s: %w", u, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errDoc(fmt.Errorf("get %s: status %d: %s", u, resp.StatusCode, clip(string(body), 200)))
+	}
+	obj, err := parseObject(body)
+	if err != nil {
+		return errDoc(fmt.Errorf("get %s: %w", u, err))
+	}
+	if _, ok := obj.get("worker"); !ok { // workers do not name themselves: the router knows them by URL
+		obj = append(object{{key: "worker", val: quote(wk.url)}}, obj.del("worker")...)
+	}
+	if _, ok := obj.get("role"); !ok {
+		obj = obj.set("role", quote(string(wk.role)))
+	}
+	return obj.marshal()
+}
+
+// readBody reads a request body within the size and time limits.
+func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	if r.ContentLength > rt.o.MaxBodyBytes {
+		return nil, openai.TooLarge(rt.o.MaxBodyBytes)
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(rt.o.BodyTimeout)); err == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.o.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, openai.TooLarge(rt.o.MaxBodyBytes)
+		}
+		return nil, openai.Invalid("", openai.CodeInvalidJSON, "Could not read the request body: %v.", err)
+	}
+	return body, nil
+}

@@ -1,0 +1,548 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"time"
+
+	"tandem/internal/openai"
+)
+
+// reply is what a sample hands the client writer.
+type reply struct {
+	sample      int
+	data        []byte        // bytes for the client: SSE events, or a whole n = 1 answer
+	contentType string        // of a whole n = 1 answer
+	doc         object        // n > 1, not streamed: the sample's answer, choices re-indexed
+	usage       *openai.Usage // n > 1, streamed: the sample's usage chunk, if it sent one
+	usageChunk  object        // n > 1, streamed: that chunk, as a template for the merged one
+	token       bool          // data carries the sample's first token (for TTFT)
+	done        bool          // the sample finished; nothing follows
+	err         *openai.Error // the sample failed; nothing else is set
+}
+
+// sample is one of a request's n samples: one room, one prefill and decode
+// pair (two when the first attempt failed before any worker saw it).
+type sample struct {
+	i       int
+	req     *clientRequest
+	out     chan<- reply
+	decode  []byte // body of the decode leg
+	prefill []byte // body of the prefill leg
+}
+
+// send hands r to the writer unless ctx ends first.
+func (s *sample) send(ctx context.Context, r reply) bool {
+	r.sample = s.i
+	select {
+	case s.out <- r:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// prefillResult is how a prefill leg ended.
+type prefillResult struct {
+	promptLogprobs json.RawMessage // choices[0].prompt_logprobs, when asked for and present
+	err            *legError
+}
+
+// decodeEvent is one step of a decode leg's answer: a streamed event, the
+// whole non-streamed body, or the leg's failure.
+type decodeEvent struct {
+	ev          sseEvent
+	body        []byte
+	contentType string
+	end         bool // the answer is complete ([DONE], or the whole body)
+	err         *legError
+}
+
+// attemptResult is how one attempt of a sample ended.
+type attemptResult struct {
+	err        *openai.Error // nil: the sample was answered, or the request context ended
+	retry      bool          // no worker can have seen the room: another pair may be tried
+	pickFailed bool          // no pair could be picked
+	failed     []*worker     // workers not to pick on a retry: their leg failed
+	partner    []*worker     // workers to pick on a retry only if there is no other: their leg was cut short
+}
+
+// runSample runs sample s to its end, trying a second pair only when the
+// first attempt failed before any worker could have seen its room. It
+// sends exactly one error, or the sample's answer, to the writer (nothing
+// once ctx is done).
+func (rt *Router) runSample(ctx context.Context, s *sample) {
+	var exclude, avoid []*worker
+	var last *openai.Error
+	for try := 1; ; try++ {
+		res := rt.attempt(ctx, s, exclude, avoid)
+		if res.err == nil || ctx.Err() != nil {
+			return
+		}
+		if res.pickFailed && last != nil {
+			res.err = last // the retry found no other pair: report the first failure
+		}
+		if !res.retry || try >= attemptsMax {
+			s.send(ctx, reply{err: res.err})
+			return
+		}
+		last = res.err
+		rt.met.retries.Inc()
+		rt.log.Warn("retrying a sample on another pair; no worker saw the first attempt",
+			"request", s.req.requestID, "sample", s.i, "err", res.err.Message)
+		exclude = append(exclude, res.failed...)
+		avoid = append(avoid, res.partner...)
+	}
+}
+
+// attempt sends sample s to one pair and follows it to its end.
+func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
+	p, err := rt.pool.pick(RolePrefill, exclude, avoid)
+	if err != nil {
+		return attemptResult{err: openai.Unavailable(err.Error()), pickFailed: true}
+	}
+	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
+	if err != nil {
+		rt.pool.release(p)
+		return attemptResult{err: openai.Unavailable(err.Error()), pickFailed: true}
+	}
+	addr, err := rt.prefillAddr(ctx, p)
+	if err != nil {
+		rt.pool.release(p)
+		rt.pool.release(d)
+		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err}
+		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
+		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
+	}
+	room := newRoomID()
+	deadline, _ := ctx.Deadline()
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline)
+	sctx, scancel := context.WithCancelCause(ctx)
+	pl := rt.newLeg(sctx, p, RolePrefill, rec)
+	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	pch := make(chan prefillResult, 1) // the prefill goroutine never blocks on it
+	dch := make(chan decodeEvent)      // unbuffered: decode waits while the sample holds its answer
+	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		pch <- rt.runPrefill(pl, s.req.ep.path, s.prefill, s.req.wantPromptLogprobs, withLeg(common, RolePrefill, ""))
+	})
+	wg.Go(func() {
+		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, RoleDecode, addr), dch)
+	})
+	f := &follower{rt: rt, s: s, rec: rec}
+	le := f.follow(ctx, pch, dch)
+	if le != nil {
+		scancel(le)
+	} else {
+		scancel(errSampleEnded)
+	}
+	wg.Wait()
+
+	switch {
+	case ctx.Err() != nil:
+		rt.recs.finish(rec, false, reasonFor(context.Cause(ctx)))
+		return attemptResult{}
+	case le == nil:
+		rt.recs.finish(rec, true, "")
+		return attemptResult{}
+	}
+	res := attemptResult{err: le.clientError(), failed: []*worker{p}, partner: []*worker{d}}
+	if le.leg == RoleDecode {
+		res.failed, res.partner = res.partner, res.failed
+	}
+	res.retry = le.kind == kindUnreachable && !pl.sent.Load() && !dl.sent.Load()
+	reason := le.Error()
+	if res.retry {
+		reason += "; no worker saw the room, so the sample may be retried on another pair"
+	}
+	rt.recs.finish(rec, false, reason)
+	rt.log.Warn("sample failed", "request", s.req.requestID, "room", room, "sample", s.i, "err", le)
+	return res
+}
+
+// reasonFor names why a request's context ended, for records.
+func reasonFor(cause error) string {
+	switch {
+	case errors.Is(cause, errRequestTimeout), errors.Is(cause, errOtherFailed), errors.Is(cause, errClientGone):
+		return cause.Error()
+	case errors.Is(cause, context.Canceled):
+		return "client_abort: the client went away"
+	case cause == nil:
+		return "cancelled"
+	}
+	return cause.Error()
+}
+
+func withLeg(common map[string]string, role Role, prefillAddr string) map[string]string {
+	h := map[string]string{HeaderLeg: string(role)}
+	for k, v := range common {
+		h[k] = v
+	}
+	if prefillAddr != "" {
+		h[HeaderPrefill] = prefillAddr
+	}
+	return h
+}
+
+// prefillAddr returns a prefill worker's transfer address, asking it
+// (GET /pd/info) if the health checks have not learned it yet.
+func (rt *Router) prefillAddr(ctx context.Context, p *worker) (string, error) {
+	if a := rt.pool.transferAddr(p); a != "" {
+		return a, nil
+	}
+	var info WorkerInfo
+	if err := getJSON(ctx, rt.probeClient, p.url+"/pd/info", infoTimeout, &info); err != nil {
+		return "", fmt.Errorf("learn the transfer address: %w", err)
+	}
+	if err := rt.pool.setInfo(p, &info); err != nil {
+		return "", fmt.Errorf("learn the transfer address: %w", err)
+	}
+	return info.TransferAddr, nil
+}
+
+// runPrefill runs the prefill leg: the worker answers once the room's KV
+// has reached decode. Its answer matters only for the prompt logprobs.
+func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr map[string]string) (res prefillResult) {
+	defer func() { l.close(res.err) }()
+	resp, le := l.do(path, body, false, hdr)
+	if le != nil {
+		return prefillResult{err: le}
+	}
+	defer resp.Body.Close()
+	b, err := readAllMax(resp.Body, legBodyBytesMax)
+	if err != nil {
+		return prefillResult{err: l.fail(kindStream, 0, nil, err)}
+	}
+	if !want {
+		return prefillResult{}
+	}
+	return prefillResult{promptLogprobs: promptLogprobs(b)}
+}
+
+// promptLogprobs returns choices[0].prompt_logprobs of a prefill answer,
+// or nil.
+func promptLogprobs(body []byte) json.RawMessage {
+	var doc struct {
+		Choices []struct {
+			PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(body, &doc) != nil || len(doc.Choices) == 0 || isNull(doc.Choices[0].PromptLogprobs) {
+		return nil
+	}
+	return doc.Choices[0].PromptLogprobs
+}
+
+// runDecode runs the decode leg and hands each step of its answer to out.
+func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr map[string]string, out chan<- decodeEvent) {
+	var final *legError
+	defer func() { l.close(final) }()
+	send := func(ev decodeEvent) bool {
+		select { // not on l.ctx: the leg's own timeout must still reach the sample
+		case out <- ev:
+			return true
+		case <-l.parent.Done():
+			if final == nil {
+				final = l.fail(kindStream, 0, nil, context.Cause(l.ctx))
+			}
+			return false
+		}
+	}
+	fail := func(le *legError) {
+		final = le
+		send(decodeEvent{err: le})
+	}
+	resp, le := l.do(path, body, stream, hdr)
+	if le != nil {
+		fail(le)
+		return
+	}
+	defer resp.Body.Close()
+	if !stream {
+		b, err := readAllMax(resp.Body, legBodyBytesMax)
+		if err != nil {
+			fail(l.fail(kindStream, 0, nil, err))
+			return
+		}
+		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), end: true})
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		fail(l.fail(kindStream, 0, nil, fmt.Errorf("the worker answered a streaming request with Content-Type %q", resp.Header.Get("Content-Type"))))
+		return
+	}
+	rd := newSSEReader(resp.Body, sseEventBytesMax)
+	for {
+		ev, err := rd.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the stream ended before data: [DONE]")
+			}
+			fail(l.fail(kindStream, 0, nil, err))
+			return
+		}
+		end := ev.hasData && string(ev.data) == openai.StreamDone
+		if !send(decodeEvent{ev: ev, end: end}) {
+			return
+		}
+		if end {
+			l.drain(resp.Body)
+			return
+		}
+	}
+}
+
+// follower follows one attempt's two legs and turns decode's answer into
+// replies for the writer.
+type follower struct {
+	rt        *Router
+	s         *sample
+	rec       *record
+	plp       json.RawMessage // prefill's prompt logprobs, once it answered
+	seenData  bool            // a data event went out (the first gets the prompt logprobs)
+	delivered bool            // part of decode's answer went to the writer
+	usage     *openai.Usage
+	usageTpl  object
+}
+
+// follow runs until the sample is answered (nil), a leg fails (that leg's
+// error; the caller cancels the other), or ctx ends (nil). While the
+// client wants prompt logprobs, decode's answer waits for prefill's. A
+// prefill failure after decode's answer began does not fail the sample:
+// decode could only answer once the KV had arrived.
+func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-chan decodeEvent) *legError {
+	prefillDone := false
+	for {
+		din := dch
+		if f.s.req.wantPromptLogprobs && !prefillDone {
+			din = nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case pr := <-pch:
+			pch, prefillDone = nil, true
+			if pr.err != nil {
+				if !f.delivered {
+					return pr.err // when the request itself ended, the caller sees ctx first
+				}
+				f.rt.log.Warn("prefill leg failed after decode began answering; the answer stands",
+					"request", f.s.req.requestID, "err", pr.err)
+			}
+			f.plp = pr.promptLogprobs
+			if f.s.req.wantPromptLogprobs && f.plp == nil && pr.err == nil {
+				f.rt.log.Warn("prompt logprobs were asked for but the prefill worker sent none", "request", f.s.req.requestID)
+			}
+		case de := <-din:
+			if de.err != nil {
+				return de.err // when the request itself ended, the caller sees ctx first
+			}
+			r, le := f.format(de)
+			if le != nil {
+				return le
+			}
+			if r != nil {
+				if !f.s.send(ctx, *r) {
+					return nil
+				}
+				f.delivered = true
+				f.rt.recs.sent(f.rec, len(r.data))
+			}
+			if de.end {
+				if !prefillDone {
+					f.awaitPrefill(ctx, pch)
+				}
+				return nil
+			}
+		}
+	}
+}
+
+// awaitPrefill gives a prefill leg whose decode already finished a little
+// time to answer before the sample ends (and cancels it).
+func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
+	t := time.NewTimer(prefillGraceMax)
+	defer t.Stop()
+	select {
+	case pr := <-pch:
+		if pr.err != nil && !pr.err.cancelled {
+			f.rt.log.Warn("prefill leg failed after decode answered; the answer stands", "request", f.s.req.requestID, "err", pr.err)
+		}
+	case <-t.C:
+		f.rt.recs.note(f.rec, "prefill_grace_expired", fmt.Sprintf("decode finished and prefill did not answer within %s", prefillGraceMax))
+	case <-ctx.Done():
+	}
+}
+
+// decodeFail is a decode leg failure found in its answer's content.
+func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
+	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
+	return &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+}
+
+// format turns one step of decode's answer into a reply (nil: nothing for
+// the client), splicing prefill's prompt logprobs into the first data
+// event or the answer's choices, and for n > 1 re-indexing choices under
+// the merged id.
+func (f *follower) format(de decodeEvent) (*reply, *legError) {
+	req := f.s.req
+	if !req.stream {
+		return f.formatBody(de)
+	}
+	ev := de.ev
+	merged := req.n > 1
+	if !ev.hasData {
+		if merged {
+			return nil, nil // comments of n streams would only interleave
+		}
+		return &reply{data: ev.raw}, nil
+	}
+	if de.end {
+		if merged {
+			return &reply{done: true, usage: f.usage, usageChunk: f.usageTpl}, nil
+		}
+		return &reply{data: ev.raw, done: true}, nil
+	}
+	obj, err := parseObject(ev.data)
+	if err == nil {
+		if raw, ok := obj.get("error"); ok {
+			return nil, f.decodeFail(kindErrorEvent, apiErrorFromEvent(raw), nil)
+		}
+	}
+	if err != nil {
+		if merged {
+			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent an event that is not a JSON object: %w", err))
+		}
+		return &reply{data: ev.raw}, nil // n = 1: pass through what we cannot read
+	}
+	first := !f.seenData
+	f.seenData = true
+	if merged && isUsageChunk(obj) {
+		var u openai.Usage
+		raw, _ := obj.get("usage")
+		if err := json.Unmarshal(raw, &u); err != nil {
+			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent a usage chunk that does not decode: %w", err))
+		}
+		f.usage, f.usageTpl = &u, obj
+		return nil, nil
+	}
+	token := carriesToken(obj)
+	if !merged && !(first && f.plp != nil) {
+		return &reply{data: ev.raw, token: token}, nil
+	}
+	if merged {
+		obj = obj.set("id", quote(req.mergedID))
+	}
+	obj, err = editChoices(obj, func(_ int, c object) object {
+		if merged {
+			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
+		}
+		if first && f.plp != nil {
+			c = c.set("prompt_logprobs", f.plp)
+		}
+		return c
+	})
+	if err != nil {
+		return nil, f.decodeFail(kindStream, nil, err)
+	}
+	return &reply{data: sseFrame(obj.marshal()), token: token}, nil
+}
+
+// formatBody handles a whole non-streamed answer.
+func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
+	req := f.s.req
+	if req.n == 1 && f.plp == nil {
+		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
+	}
+	obj, err := parseObject(de.body)
+	if err != nil {
+		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
+	}
+	obj, err = editChoices(obj, func(_ int, c object) object {
+		if req.n > 1 {
+			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
+		}
+		if f.plp != nil {
+			c = c.set("prompt_logprobs", f.plp)
+		}
+		return c
+	})
+	if err != nil {
+		return nil, f.decodeFail(kindStream, nil, err)
+	}
+	if req.n > 1 {
+		return &reply{doc: obj, done: true}, nil
+	}
+	b := obj.marshal()
+	if n := len(de.body); n > 0 && de.body[n-1] == '\n' {
+		b = append(b, '\n')
+	}
+	return &reply{data: b, contentType: de.contentType, done: true}, nil
+}
+
+// isUsageChunk reports whether a streamed chunk is the usage-only chunk
+// that ends a stream with include_usage: no choices, a usage member.
+func isUsageChunk(obj object) bool {
+	_, hasUsage := obj.get("usage")
+	raw, ok := obj.get("choices")
+	if !hasUsage || !ok {
+		return false
+	}
+	items, err := parseArray(raw)
+	return err == nil && len(items) == 0
+}
+
+// carriesToken reports whether a streamed chunk carries generated text or
+// a finish reason (a chat stream's opening chunk, with the role only, does
+// not).
+func carriesToken(obj object) bool {
+	raw, ok := obj.get("choices")
+	if !ok {
+		return false
+	}
+	var choices []struct {
+		Text  *string `json:"text"`
+		Delta *struct {
+			Content *string `json:"content"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	}
+	if json.Unmarshal(raw, &choices) != nil {
+		return false
+	}
+	for _, c := range choices {
+		if (c.Text != nil && *c.Text != "") || (c.Delta != nil && c.Delta.Content != nil && *c.Delta.Content != "") ||
+			c.FinishReason != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// quote encodes s as a JSON string.
+func quote(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
+}
+
+// sseFrame frames data as one server-sent event.
+func sseFrame(data []byte) []byte {
+	b := make([]byte, 0, len(data)+8)
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
+// writeErrorTo writes e as a whole JSON answer.
+func writeErrorTo(w http.ResponseWriter, e *openai.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(append(e.MarshalBody(), '\n'))
+}
