@@ -98,7 +98,7 @@ func TestChaosSoak(t *testing.T) {
 	cl, err := cluster.Start(startCtx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 2, Decode: 2,
 		WorkerArgs: []string{"--threads", "1", "--prefix-cache=false", "--kv-pages", strconv.Itoa(*chaosKVPages),
 			"--max-batch-tokens", strconv.Itoa(chaosWorkerBatch)},
-		RouterArgs: []string{"--debug-records", strconv.Itoa(2*n + 64)},
+		RouterArgs: []string{"--debug-records", strconv.Itoa(4*n + 64)}, // n <= 2 samples, <= 2 attempts each
 		Output:     &out})
 	if err != nil {
 		t.Fatalf("start the cluster: %v\n%s", err, out.String())
@@ -347,12 +347,38 @@ func TestChaosSoak(t *testing.T) {
 		}
 	}
 
+	if t.Failed() && final != nil {
+		t.Log("evidence: one room per process and final state/reason, with its history:\n" + exampleRooms(final, ob))
+	}
+
 	summary := chaosSummary{seed: seed, n: n, conc: conc, frac: frac, kill: *chaosKill, kr: kr, res: res,
 		startDur: startDur, loadStart: loadStart, loadDur: loadEnd.Sub(loadStart), settleDur: settleDur, total: time.Since(t0),
 		pagesLeaked: pagesLeaked, watchdog: watchdog, overdue: overdueN, polls: polls, procErrors: procErrors,
 		final: final, names: names, workers: workers, gauges: gauges, inspectOK: inspectErr == nil, routerDone: routerDone,
 		maxWaiting: maxWaiting, maxPages: maxPages}
 	t.Log("\n" + summary.String())
+}
+
+// exampleRooms lists, for each process, the newest room of each final
+// state/reason with its history.
+func exampleRooms(c *router.Cluster, ob *observer) string {
+	var b strings.Builder
+	for _, p := range c.Processes {
+		seen := map[string]bool{}
+		for i := len(p.Rooms) - 1; i >= 0; i-- {
+			r := p.Rooms[i]
+			k := r.State
+			if r.Reason != "" {
+				k += ": " + reasonKey(r.Reason, ob.names)
+			}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			fmt.Fprintf(&b, "  %s [%s] %s\n", ob.name(p), k, roomJSON(r))
+		}
+	}
+	return b.String()
 }
 
 func minTime(a, b time.Time) time.Time {
