@@ -216,6 +216,8 @@ func TestChaosSoak(t *testing.T) {
 		finalErr  error
 		gauges    map[string]workerGauges
 		gaugesErr error
+		legsOpen  float64
+		legsErr   error
 	)
 	mc := &http.Client{Timeout: 10 * time.Second}
 	for {
@@ -236,7 +238,8 @@ func TestChaosSoak(t *testing.T) {
 			bound = minTime(maxTime(bound, b), settleStart.Add(chaosSettleMax))
 		}
 		gauges, gaugesErr = readGauges(mc, workers)
-		if finalErr == nil && gaugesErr == nil && allTerminal(final) && allQuiet(gauges) {
+		legsOpen, legsErr = routerLegsOpen(mc, base)
+		if finalErr == nil && gaugesErr == nil && legsErr == nil && legsOpen == 0 && allTerminal(final) && allQuiet(gauges) {
 			break
 		}
 		if time.Now().After(bound) {
@@ -285,6 +288,11 @@ func TestChaosSoak(t *testing.T) {
 	}
 
 	// (b) and (c): every worker quiet, the watchdog never fired.
+	if legsErr != nil {
+		t.Errorf("read the router's metrics after the load: %v", legsErr)
+	} else if legsOpen != 0 {
+		t.Errorf("the router still has %g legs open on its workers after settling (tandem_router_worker_inflight)", legsOpen)
+	}
 	pagesLeaked, watchdog := 0.0, 0.0
 	if gaugesErr != nil {
 		t.Errorf("read the workers' metrics after the load: %v", gaugesErr)
@@ -353,7 +361,7 @@ func TestChaosSoak(t *testing.T) {
 
 	summary := chaosSummary{seed: seed, n: n, conc: conc, frac: frac, kill: *chaosKill, kr: kr, res: res,
 		startDur: startDur, loadStart: loadStart, loadDur: loadEnd.Sub(loadStart), settleDur: settleDur, total: time.Since(t0),
-		pagesLeaked: pagesLeaked, watchdog: watchdog, overdue: overdueN, polls: polls, procErrors: procErrors,
+		pagesLeaked: pagesLeaked, watchdog: watchdog, legsOpen: legsOpen, legsKnown: legsErr == nil, overdue: overdueN, polls: polls, procErrors: procErrors,
 		final: final, names: names, workers: workers, gauges: gauges, inspectOK: inspectErr == nil, routerDone: routerDone,
 		maxWaiting: maxWaiting, maxPages: maxPages}
 	t.Log("\n" + summary.String())
@@ -442,6 +450,24 @@ func readGauges(c *http.Client, workers []*cluster.Proc) (map[string]workerGauge
 		errs = append(errs, fmt.Errorf("%s: %w", w.Name, err))
 	}
 	return out, errors.Join(errs...)
+}
+
+// routerLegsOpen returns the sum of the router's
+// tandem_router_worker_inflight gauges: legs it still has open.
+func routerLegsOpen(c *http.Client, base string) (float64, error) {
+	ps, err := fetchMetrics(context.Background(), c, base)
+	if err != nil {
+		return 0, err
+	}
+	legs := ps.byLabel("tandem_router_worker_inflight", "worker")
+	if len(legs) == 0 {
+		return 0, fmt.Errorf("the router's /metrics has no tandem_router_worker_inflight")
+	}
+	sum := 0.0
+	for _, v := range legs {
+		sum += v
+	}
+	return sum, nil
 }
 
 // runInspect runs `tandem inspect URL` and returns its output; an exit
@@ -552,6 +578,8 @@ type chaosSummary struct {
 	total                        time.Duration
 	loadStart                    time.Time
 	pagesLeaked, watchdog        float64
+	legsOpen                     float64
+	legsKnown                    bool
 	overdue, polls               int
 	procErrors                   map[string]int
 	final                        *router.Cluster
@@ -593,6 +621,11 @@ func (s chaosSummary) String() string {
 	row("no clear outcome (must be 0)", strconv.Itoa(r.badN))
 	row("errors outside the kill window (must be 0)", strconv.Itoa(r.strayN))
 	row("pages leaked (must be 0)", fmt.Sprintf("%g", s.pagesLeaked))
+	if s.legsKnown {
+		row("router legs still open (must be 0)", fmt.Sprintf("%g", s.legsOpen))
+	} else {
+		row("router legs still open (must be 0)", "? (router metrics unreadable)")
+	}
 	row("watchdog firings (must be 0)", fmt.Sprintf("%g", s.watchdog))
 	row("rooms seen live past deadline (must be 0)", fmt.Sprintf("%d (in %d polls)", s.overdue, s.polls))
 	row("tandem inspect exit 0", strconv.FormatBool(s.inspectOK))
