@@ -90,6 +90,7 @@ func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, addr 
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := rt.HTTPServer(addr)
+	rt.CheckNow(ctx) // a first round before serving, so that healthy workers take requests at once
 	hctx, stopHealth := context.WithCancel(context.Background())
 	healthDone := make(chan struct{})
 	go func() { // ends when stopHealth is called, below

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -42,6 +43,7 @@ type fake struct {
 	gen       func(w http.ResponseWriter, r *http.Request, body []byte)
 	got       chan legReq // every generation leg, in arrival order
 	cancelled chan string // rooms whose leg context ended while gen waited (see waitCancel)
+	conns     atomic.Int64 // connections accepted
 }
 
 func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.Request, body []byte)) *fake {
@@ -90,7 +92,13 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 	}
 	mux.HandleFunc("POST /v1/completions", leg)
 	mux.HandleFunc("POST /v1/chat/completions", leg)
-	f.srv = httptest.NewServer(mux)
+	f.srv = httptest.NewUnstartedServer(mux)
+	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }

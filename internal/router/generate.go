@@ -83,6 +83,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	}
 	if err := cw.finish(); err != nil {
 		cancel(errClientGone)
+		rt.log.Info("request not finished", "request", req.requestID, "err", err)
 		return
 	}
 	rt.met.e2e.WithLabelValues(ep.name).Observe(time.Since(t0).Seconds())
@@ -163,7 +164,9 @@ func (cw *clientWriter) write(rp reply) error {
 }
 
 // finish writes what ends a merged answer: for a stream the merged usage
-// chunk (when asked for) and [DONE]; otherwise the merged document.
+// chunk (when asked for) and [DONE]; otherwise the merged document (or,
+// when the answers do not merge, the error). An error means the answer did
+// not reach the client whole.
 func (cw *clientWriter) finish() error {
 	if cw.req.n == 1 {
 		return nil
@@ -171,8 +174,9 @@ func (cw *clientWriter) finish() error {
 	if !cw.req.stream {
 		b, err := mergeDocs(cw.docs, cw.req.mergedID)
 		if err != nil {
-			cw.fail((&legError{leg: RoleDecode, worker: "(several)", kind: kindStream, cause: err}).clientError())
-			return nil
+			cw.fail(&openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: codeUpstreamError,
+				Message: fmt.Sprintf("The decode workers' answers could not be merged: %v.", err)})
+			return err
 		}
 		return cw.whole("application/json", b)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"tandem/internal/router"
 )
@@ -120,7 +121,8 @@ func TestParseClusterKeepsOtherProcessesWhenOneIsOdd(t *testing.T) {
 
 func TestDebugRoomsAndCluster(t *testing.T) {
 	p := newFake(t, "prefill", answer(200, prefillAnswer))
-	d := newFake(t, "decode", stream("data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n", "data: [DONE]\n\n"))
+	decodeStream := []string{"data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n", "data: [DONE]\n\n"}
+	d := newFake(t, "decode", stream(decodeStream...))
 	p.rooms = `{"role":"prefill","transfer_addr":"p:9","live":1,"rooms":[{"id":"0123456789abcdef0123456789abcdef","request_id":"req-1","state":"bootstrapping","phase":"awaiting_alloc","peer":"d:7","age_ms":900,"deadline_in_ms":-100,"bytes":0,"history":[]}]}`
 	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
 	if status, body := c.post(t, "/v1/completions", `{"prompt":"x","stream":true}`); status != 200 {
@@ -135,8 +137,8 @@ func TestDebugRoomsAndCluster(t *testing.T) {
 	for _, h := range r.History {
 		events = append(events, h.Event)
 	}
-	if !roomPattern.MatchString(r.ID) || r.State != "done" || r.Prefill != p.url() || r.Decode != d.url() || r.Bytes == 0 || r.DeadlineInMS != nil {
-		t.Errorf("router room = %+v, want done, both workers named, bytes counted, no deadline", r)
+	if !roomPattern.MatchString(r.ID) || r.State != "done" || r.Prefill != p.url() || r.Decode != d.url() || r.Bytes != int64(len(strings.Join(decodeStream, ""))) || r.DeadlineInMS != nil {
+		t.Errorf("router room = %+v, want done, both workers named, decode's bytes counted, no deadline", r)
 	}
 	got := strings.Join(events, ",")
 	if !strings.HasPrefix(got, "dispatched,") || !strings.Contains(got, "prefill_ok") || !strings.Contains(got, "decode_ok") ||
@@ -201,4 +203,35 @@ func TestMetricsCountLegsAndErrors(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+func TestDebugRoomsShowsALiveRoom(t *testing.T) {
+	p := newFake(t, "prefill", nil)
+	p.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { p.waitCancel(r) }
+	d := newFake(t, "decode", nil)
+	d.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { d.waitCancel(r) }
+	c := newCluster(t, []*fake{p}, []*fake{d}, func(o *router.Options) { o.LegTimeout = time.Minute })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.srv.URL+"/v1/completions", strings.NewReader(`{"prompt":"x"}`))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	pl, dl := p.nextLeg(t), d.nextLeg(t)
+	rooms := routerRooms(t, c)
+	if len(rooms) != 1 {
+		t.Fatalf("router rooms while a request is in flight = %+v, want one", rooms)
+	}
+	r := rooms[0]
+	if r.ID != pl.hdr.Get(router.HeaderRoom) || r.RequestID != dl.hdr.Get(router.HeaderRequestID) || r.State != "dispatched" ||
+		r.Phase != "prefill+decode" || r.DeadlineInMS == nil || *r.DeadlineInMS <= 0 || *r.DeadlineInMS > 60000 || r.Overdue() {
+		t.Errorf("live router room = %+v, want the legs' room and request, dispatched, both legs open, deadline within the leg timeout", r)
+	}
+	cancel()
+	<-done
+	p.expectCancel(t)
+	d.expectCancel(t)
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,19 +102,23 @@ func TestPickSkipsUnhealthyAndExcluded(t *testing.T) {
 		t.Fatalf("pick with a out and b excluded succeeded, want an error")
 	}
 	for _, want := range []string{"no healthy worker of role decode", "http://a: health: connection refused", "http://b: already failed"} {
-		if !contains(err.Error(), want) {
+		if !strings.Contains(err.Error(), want) {
 			t.Errorf("pick error %q, want it to contain %q", err, want)
 		}
 	}
 }
 
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
+func TestPickAvoidsOnlyWhileThereIsAnother(t *testing.T) {
+	p := testPool(t, "http://a", "http://b")
+	a, b := p.byRo[RoleDecode][0], p.byRo[RoleDecode][1]
+	a.haveStatus, b.haveStatus = true, true
+	b.status.Waiting = 9 // a is less loaded, but avoided
+	if w, err := p.pick(RoleDecode, nil, []*worker{a}); err != nil || w != b {
+		t.Errorf("pick avoiding a = %v, %v; want b", w, err)
 	}
-	return false
+	if w, err := p.pick(RoleDecode, []*worker{b}, []*worker{a}); err != nil || w != a {
+		t.Errorf("pick avoiding a, excluding b = %v, %v; want a, the only one left", w, err)
+	}
 }
 
 func TestRoomIDsAreUniqueHex(t *testing.T) {

@@ -20,7 +20,8 @@ type Process struct {
 
 // Room is one room as a process sees it. On the router a room is one
 // sample of one client request sent to one prefill and decode pair; its
-// Prefill and Decode name the pair and Peer is empty. DeadlineInMS is how
+// Prefill and Decode name the pair, Peer is empty and Bytes counts decode's
+// answer as received. DeadlineInMS is how
 // long until the room's current deadline (negative: past due), nil for a
 // terminal room or one without a deadline.
 type Room struct {
@@ -139,12 +140,18 @@ func (rs *records) legClosed(r *record, leg Role, event, reason string) {
 	rs.addLocked(r, r.state, event, reason)
 }
 
-// sent counts n bytes sent to the client for the room and moves a
-// dispatched record to streaming.
-func (rs *records) sent(r *record, n int) {
+// received counts n bytes of decode's answer.
+func (rs *records) received(r *record, n int) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	r.bytes += int64(n)
+}
+
+// delivered notes that part of the answer went to the client: a
+// dispatched record moves to streaming.
+func (rs *records) delivered(r *record) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if r.state == stateDispatched {
 		rs.addLocked(r, stateStreaming, "first_bytes", "")
 		r.state = stateStreaming

@@ -110,6 +110,7 @@ func New(o Options) (*Router, error) {
 		MaxIdleConns:           1024,
 		MaxIdleConnsPerHost:    256,
 		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  0, // streams: each leg's own timeout covers it
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,

@@ -289,3 +289,17 @@ func TestLegTimeout(t *testing.T) {
 	}
 	d.expectCancel(t)
 }
+
+func TestLegConnectionsAreReused(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", stream(strings.SplitAfter(chatStream, "\n\n")...))
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	for i := range 5 {
+		if status, body := c.post(t, "/v1/chat/completions", `{"messages":[],"stream":true}`); status != 200 || body != chatStream {
+			t.Fatalf("request %d = %d %q", i, status, body)
+		}
+	}
+	if n := d.conns.Load(); n != 1 {
+		t.Errorf("5 sequential streamed requests opened %d connections to the decode worker, want 1 (the health check's, reused)", n)
+	}
+}

@@ -138,12 +138,16 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	})
 	f := &follower{rt: rt, s: s, rec: rec}
 	le := f.follow(ctx, pch, dch)
-	if le != nil {
-		scancel(le)
-	} else {
-		scancel(errSampleEnded)
+	switch {
+	case le != nil:
+		scancel(le) // the other leg stops at once
+	case ctx.Err() == nil:
+		// Answered: decode is done or draining what follows its [DONE] (so
+		// its connection can be reused); prefill had its grace period.
+		pl.cancel(errSampleEnded)
 	}
 	wg.Wait()
+	scancel(errSampleEnded)
 
 	switch {
 	case ctx.Err() != nil:
@@ -344,6 +348,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			if de.err != nil {
 				return de.err // when the request itself ended, the caller sees ctx first
 			}
+			f.rt.recs.received(f.rec, len(de.ev.raw)+len(de.body))
 			r, le := f.format(de)
 			if le != nil {
 				return le
@@ -353,7 +358,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 					return nil
 				}
 				f.delivered = true
-				f.rt.recs.sent(f.rec, len(r.data))
+				f.rt.recs.delivered(f.rec)
 			}
 			if de.end {
 				if !prefillDone {
