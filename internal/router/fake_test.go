@@ -41,8 +41,8 @@ type fake struct {
 	status    router.WorkerStatus
 	rooms     string // /debug/rooms body; "" answers 404
 	gen       func(w http.ResponseWriter, r *http.Request, body []byte)
-	got       chan legReq // every generation leg, in arrival order
-	cancelled chan string // rooms whose leg context ended while gen waited (see waitCancel)
+	got       chan legReq  // every generation leg, in arrival order
+	cancelled chan string  // rooms whose leg context ended while gen waited (see waitCancel)
 	conns     atomic.Int64 // connections accepted
 }
 

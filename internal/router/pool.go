@@ -57,6 +57,7 @@ type worker struct {
 	inflightAtPoll int // inflight when status was read
 	transferAddr   string
 	model          string
+	infoProblem    string // the last /pd/info failure, logged once
 }
 
 // load is the worker's reported queue plus the legs the router sent (or
@@ -256,11 +257,17 @@ func (p *pool) apply(w *worker, pr probe) {
 		if err := p.setInfo(w, pr.info); err != nil {
 			pr.health = err
 		}
-	} else if pr.infoErr != nil {
-		p.log.Warn("worker has no transfer address yet; it is picked only once /pd/info answers", "worker", w.url, "err", pr.infoErr)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	switch {
+	case pr.infoErr != nil && w.infoProblem != pr.infoErr.Error(): // log a problem once, not every round
+		w.infoProblem = pr.infoErr.Error()
+		p.log.Warn("cannot learn the prefill worker's transfer address; requests picking it ask again, and go elsewhere if it still fails",
+			"worker", w.url, "err", pr.infoErr)
+	case pr.info != nil:
+		w.infoProblem = ""
+	}
 	if pr.health == nil && pr.status != nil && pr.status.Role != "" && pr.status.Role != string(w.role) {
 		pr.health = fmt.Errorf("worker %s says it is a %s worker in /pd/status, but it was given as --%s", w.url, pr.status.Role, w.role)
 	}
