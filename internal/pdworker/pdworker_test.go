@@ -60,6 +60,8 @@ type pair struct {
 	pFree  int
 	dFree  int
 	m      *model.Model
+	// expectWatchdog marks the test that disables the timer on purpose.
+	expectWatchdog bool
 }
 
 func testRoomConfig() room.Config {
@@ -73,12 +75,17 @@ func testRoomConfig() room.Config {
 
 func newWorker(t *testing.T, m *model.Model, role room.Role, batch int) (*Worker, *engine.Engine) {
 	t.Helper()
+	return newWorkerCfg(t, m, role, batch, testRoomConfig(), false)
+}
+
+func newWorkerCfg(t *testing.T, m *model.Model, role room.Role, batch int, rc room.Config, noTimer bool) (*Worker, *engine.Engine) {
+	t.Helper()
 	pool := kernels.NewPool(1)
 	e, err := engine.New(model.NewRunner(m, pool), engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: batch}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := New(e, Config{Role: role, Room: testRoomConfig(), Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
+	w, err := New(e, Config{Role: role, Room: rc, noTimer: noTimer, Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
 		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: heartbeat}})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +120,11 @@ func (pp *pair) checkQuiet(t *testing.T) {
 		ps, ds := pp.pe.Stats(), pp.de.Stats()
 		pf, df := ps.PagesTot-ps.PagesUsed, ds.PagesTot-ds.PagesUsed
 		if pl == 0 && dl == 0 && pf == pp.pFree && df == pp.dFree && ps.Running+ps.Waiting+ds.Running+ds.Waiting == 0 {
+			for _, w := range []*Worker{pp.p, pp.d} {
+				if n := w.counters().Failures(room.ReasonDeadline); n != 0 && !pp.expectWatchdog {
+					t.Errorf("%s: the watchdog failed %d rooms; with a working timer it must never fire", roleName(w.role), n)
+				}
+			}
 			return
 		}
 		if time.Now().After(deadline) {
@@ -485,4 +497,38 @@ func TestDuplicateRoom(t *testing.T) {
 	if len(ids) != 6 || last.Err != nil {
 		t.Errorf("first request after a duplicate: ids %v final %+v", ids, last)
 	}
+}
+
+// TestWatchdogCatchesAStuckTimer: with the deadline timer disabled, a room
+// left waiting past its deadline is failed by the watchdog with reason
+// "deadline" and its pages come back.
+func TestWatchdogCatchesAStuckTimer(t *testing.T) {
+	m := tinyModel(t)
+	rc := testRoomConfig()
+	rc.PrefillTimeout = room.Duration(200 * time.Millisecond)
+	pp := &pair{m: m, expectWatchdog: true}
+	pp.p, pp.pe = newWorker(t, m, room.RolePrefill, 512)
+	pp.d, pp.de = newWorkerCfg(t, m, room.RoleDecode, 512, rc, true)
+	pp.pFree = pp.pe.Stats().PagesTot - pp.pe.Stats().PagesUsed
+	pp.dFree = pp.de.Stats().PagesTot - pp.de.Stats().PagesUsed
+	t.Cleanup(func() { pp.checkQuiet(t) })
+	id := newRoomID()
+	_, dctx := pp.legs(id)
+	ds, err := pp.d.Backend().Submit(dctx, engine.Request{Prompt: prompt(30), MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, pp.d, id, room.PhaseAwaitingKV) // prefill never gets its leg
+	start := time.Now()
+	wantFailed(t, pp.d, id, room.ReasonDeadline)
+	if el := time.Since(start); el > 200*time.Millisecond+watchdogGrace+2*watchdogInterval {
+		t.Errorf("watchdog took %v", el)
+	}
+	if n := pp.d.counters().Failures(room.ReasonDeadline); n != 1 {
+		t.Errorf("deadline failures = %d, want 1", n)
+	}
+	if _, last := drain(t, ds); last.Err == nil {
+		t.Errorf("stream ended without an error: %+v", last)
+	}
+	pp.p.step(room.Event{Kind: room.EventShutdown}) // prefill's parked HELLO room
 }

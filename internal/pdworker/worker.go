@@ -22,6 +22,11 @@ type Config struct {
 	Room     room.Config     // deadlines and limits; Role is set from Role
 	Transfer transfer.Config // listen address, cluster token; Shape is filled in from the engine
 	Logger   *slog.Logger
+
+	// noTimer disables the deadline timer, so tests can show the watchdog
+	// catches what a broken timer would leave behind. Unexported: only
+	// this package's tests set it.
+	noTimer bool
 }
 
 // DefaultRoomConfig returns deadlines that suit one machine: every
@@ -110,7 +115,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("pdworker: %w", err)
 	}
 	w.tr = tr
-	w.wg.Add(2)
+	w.wg.Add(3)
 	go func() {
 		defer w.wg.Done()
 		if err := tr.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -119,7 +124,15 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	}()
 	go func() {
 		defer w.wg.Done()
+		if cfg.noTimer {
+			<-ctx.Done()
+			return
+		}
 		w.timerLoop()
+	}()
+	go func() {
+		defer w.wg.Done()
+		w.watchdogLoop()
 	}()
 	return w, nil
 }
@@ -312,6 +325,34 @@ func (w *Worker) tick() {
 	w.mu.Unlock()
 	for _, e := range more {
 		w.step(e)
+	}
+}
+
+// Watchdog timing: every watchdogInterval the watchdog fails rooms more
+// than watchdogGrace past their deadline. The timer loop fails rooms at
+// their deadline, so in a healthy worker the watchdog never fires; when it
+// does, the failure reason is "deadline" and a bug is in the timer path.
+const (
+	watchdogInterval = time.Second
+	watchdogGrace    = time.Second
+)
+
+func (w *Worker) watchdogLoop() {
+	t := time.NewTicker(watchdogInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		ids := w.m.Overdue(w.now()-room.Instant(watchdogGrace), 0)
+		w.mu.Unlock()
+		for _, id := range ids {
+			w.log.Error("watchdog: room past its deadline; failing it", "room", id)
+			w.step(room.Event{Kind: room.EventWatchdog, Room: id})
+		}
 	}
 }
 
