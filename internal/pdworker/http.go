@@ -35,7 +35,8 @@ func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	hb := w.load()
 	writeJSON(rw, map[string]any{"role": roleName(w.role), "waiting": hb.Waiting, "running": hb.Running,
-		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive})
+		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
+		"transfer_addr": w.TransferAddr()})
 }
 
 // RoomJSON is one room in /debug/rooms.

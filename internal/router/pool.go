@@ -32,6 +32,9 @@ type WorkerStatus struct {
 	PagesUsed  int    `json:"pages_used"`
 	PagesTotal int    `json:"pages_total"`
 	RoomsLive  int    `json:"rooms_live"`
+	// TransferAddr is the worker's transfer address now. A prefill worker
+	// that restarted listens on a new one; the router notices here.
+	TransferAddr string `json:"transfer_addr,omitempty"`
 }
 
 // WorkerInfo is a worker's answer to GET /pd/info. A prefill worker's
@@ -283,6 +286,11 @@ func (p *pool) apply(w *worker, pr probe) {
 		w.haveStatus = pr.status != nil
 		if pr.status != nil {
 			w.status, w.inflightAtPoll = *pr.status, pr.inflight
+			if a := pr.status.TransferAddr; w.role == RolePrefill && a != "" && w.transferAddr != "" && a != w.transferAddr {
+				p.log.Warn("prefill worker's transfer address changed (it restarted); using the new one",
+					"worker", w.url, "old", w.transferAddr, "new", a)
+				w.transferAddr = a
+			}
 		}
 	}
 	switch {

@@ -303,3 +303,27 @@ func TestLegConnectionsAreReused(t *testing.T) {
 		t.Errorf("5 sequential streamed requests opened %d connections to the decode worker, want 1 (the health check's, reused)", n)
 	}
 }
+
+// TestRestartedPrefillNewTransferAddress: a prefill worker that comes back
+// on a new transfer port (a restart) is noticed at the next health round,
+// even when it was never taken out, and decode legs name the new address.
+func TestRestartedPrefillNewTransferAddress(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	body := `{"prompt":"x","max_tokens":1}`
+	c.post(t, "/v1/completions", body)
+	p.nextLeg(t)
+	if got := d.nextLeg(t).hdr.Get(router.HeaderPrefill); got != p.transferAddr() {
+		t.Fatalf("first decode leg names %q, want %q", got, p.transferAddr())
+	}
+	p.mu.Lock()
+	p.status.TransferAddr = "127.0.0.1:1" // the restarted process listens elsewhere
+	p.mu.Unlock()
+	c.rt.CheckNow(context.Background())
+	c.post(t, "/v1/completions", body)
+	p.nextLeg(t)
+	if got := d.nextLeg(t).hdr.Get(router.HeaderPrefill); got != "127.0.0.1:1" {
+		t.Errorf("after the restart the decode leg names %q, want the new address 127.0.0.1:1", got)
+	}
+}
