@@ -1,0 +1,334 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"strings"
+
+	"tandem/internal/room"
+)
+
+// Options configures one run. Everything else comes from Seed.
+type Options struct {
+	Seed uint64
+	// Trace records one line per event, transition and effect (slower);
+	// a failing seed is rerun with it to print what happened.
+	Trace bool
+	// Configure, when set, adjusts every node's room.Config after the
+	// swarm chose it. Tests use it to plant a bug (room.Config.Planted).
+	Configure func(cfg *room.Config)
+	// breakTimers (tests only) never arms a node's timer and skips the
+	// per-step deadline check, so only the watchdog can notice.
+	breakTimers bool
+}
+
+// Violation is a broken invariant: its name, when, and what was seen.
+type Violation struct {
+	Invariant string
+	At        room.Instant
+	Detail    string
+}
+
+// Error returns "at <time>: invariant <name>: <detail>".
+func (v *Violation) Error() string {
+	return fmt.Sprintf("at %v: invariant %s: %s", v.At, v.Invariant, v.Detail)
+}
+
+// Stats counts what a run did, so that tests can check that runs reach
+// far (successes, every kind of fault) and not only that nothing broke.
+type Stats struct {
+	Steps            uint64 // room.Machine.Step calls
+	Requests         int
+	Succeeded        int // clients that got their tokens
+	Failed           int // clients that got an error
+	Disconnected     int // clients that went away first
+	RoomSuccesses    int
+	RoomFailures     map[room.Reason]int
+	FramesSent       int
+	FramesLost       int
+	FramesDuplicated int
+	Crashes          int
+	Partitions       int
+	EarlyAborts      int // ABORT or FAILED stepped on prefill for a room it did not know
+	EarlyAnswered    int // requests and HELLOs for such a room answered at once (the silent pin's race, handled)
+	Collisions       int // requests that reused a room id
+	WatchdogSweeps   int
+	WatchdogProbes   int // EventWatchdog for live rooms not past their deadline
+	Drained          room.Instant
+	End              room.Instant
+}
+
+// Result is what one run found.
+type Result struct {
+	Seed      uint64
+	Swarm     Swarm
+	Stats     Stats
+	Violation *Violation // nil when every invariant held
+	Trace     []string   // with Options.Trace: the run, one line per event, transition and effect
+}
+
+// Report returns the seed, the violation, the parameters and the trace.
+func (r Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d\n", r.Seed)
+	if r.Violation != nil {
+		fmt.Fprintf(&b, "VIOLATION %v\n", r.Violation)
+	}
+	fmt.Fprintf(&b, "%v\n", r.Swarm)
+	for _, line := range r.Trace {
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Run simulates one seed: the whole cluster in one goroutine on a virtual
+// clock, phase one with faults and phase two without, checking every
+// invariant after every step. It never reads the wall clock.
+func Run(o Options) (res Result) {
+	s := newSim(o)
+	defer func() {
+		if p := recover(); p != nil {
+			detail := fmt.Sprint(p)
+			if s.tracing {
+				detail += "\n" + string(debug.Stack())
+			}
+			s.violate("panic", "%s", detail)
+		}
+		res = Result{Seed: o.Seed, Swarm: s.sw, Stats: s.st, Violation: s.v, Trace: s.trace}
+		res.Stats.End = s.now
+	}()
+	s.run()
+	return res
+}
+
+// sim is one run's world.
+type sim struct {
+	opts    Options
+	rng     *rand.Rand
+	sw      Swarm
+	now     room.Instant
+	seq     uint64
+	q       queue
+	nodes   []*node
+	byAddr  map[string]*node
+	reqs    []*request
+	faults  bool // phase one
+	end     room.Instant
+	tracing bool
+	trace   []string
+	names   map[room.ID]string
+	v       *Violation
+	st      Stats
+	// blocked[a][b]: frames from node a to node b are lost; blockGen
+	// counts partitions of the direction, so a stale heartbeat timeout
+	// is recognised.
+	blocked  [][]bool
+	blockGen [][]uint64
+	// linkLast[a][b] is when the last in-order frame from a reaches b;
+	// held[a][b] are frames a partition holds back; broken[a][b] says the
+	// connection was given up during the partition.
+	linkLast [][]room.Instant
+	held     [][][]item
+	broken   [][]bool
+	// verified holds the rooms a decode node verified (DONE matched),
+	// by room and decode node; tokens the first token each room's prefill
+	// computed, by room and prefill node (room ids may collide).
+	verified map[roomAt]bool
+	tokens   map[roomAt]int32
+}
+
+// roomAt is a room on one node.
+type roomAt struct {
+	id   room.ID
+	addr string
+}
+
+func newSim(o Options) *sim {
+	rng := rand.New(rand.NewPCG(o.Seed, 0x73696d756c61746f))
+	s := &sim{opts: o, rng: rng, sw: newSwarm(rng), faults: true, tracing: o.Trace,
+		byAddr: map[string]*node{}, names: map[room.ID]string{}, verified: map[roomAt]bool{}, tokens: map[roomAt]int32{}}
+	s.st.RoomFailures = map[room.Reason]int{}
+	s.end = room.Instant(s.sw.PhaseOne + s.sw.drainBound())
+	for i := range s.sw.Prefills + s.sw.Decodes {
+		role, addr := room.RolePrefill, fmt.Sprintf("p%d", i)
+		if i >= s.sw.Prefills {
+			role, addr = room.RoleDecode, fmt.Sprintf("d%d", i-s.sw.Prefills)
+		}
+		n := &node{idx: i, role: role, addr: addr}
+		s.nodes = append(s.nodes, n)
+		s.byAddr[addr] = n
+	}
+	for range s.nodes {
+		s.blocked = append(s.blocked, make([]bool, len(s.nodes)))
+		s.blockGen = append(s.blockGen, make([]uint64, len(s.nodes)))
+		s.linkLast = append(s.linkLast, make([]room.Instant, len(s.nodes)))
+		s.held = append(s.held, make([][]item, len(s.nodes)))
+		s.broken = append(s.broken, make([]bool, len(s.nodes)))
+	}
+	return s
+}
+
+// run schedules the world, then handles items in (time, sequence) order
+// until a violation, the queue empties, or the drain bound passes.
+func (s *sim) run() {
+	if s.tracing {
+		s.tracef("seed %d: %d prefill and %d decode nodes, %d requests, faults stop at %v, drained by %v",
+			s.opts.Seed, s.sw.Prefills, s.sw.Decodes, s.sw.Requests, room.Instant(s.sw.PhaseOne), s.end)
+	}
+	for _, n := range s.nodes {
+		s.boot(n)
+		if s.rng.Float64() < s.sw.SlowRate {
+			n.slow = int64(2 + s.rng.IntN(s.sw.SlowMax-1))
+		}
+	}
+	s.scheduleRequests()
+	s.scheduleFaults()
+	s.schedule(room.Instant(s.sw.PhaseOne), item{kind: itemPhaseTwo})
+	s.schedule(room.Instant(s.sw.WatchdogPeriod), item{kind: itemWatchdog})
+	for len(s.q) > 0 && s.v == nil {
+		it := s.q.pop()
+		if it.at > s.end {
+			break
+		}
+		s.now = it.at
+		s.handle(&it)
+	}
+	if s.v == nil {
+		s.finalCheck()
+	}
+}
+
+// schedule queues it at instant at (never in the past).
+func (s *sim) schedule(at room.Instant, it item) {
+	s.seq++
+	it.at, it.seq = max(at, s.now), s.seq
+	s.q.push(it)
+}
+
+// after queues it d from now.
+func (s *sim) after(d room.Duration, it item) { s.schedule(s.now+room.Instant(d), it) }
+
+// between returns a duration in [lo, hi].
+func (s *sim) between(lo, hi room.Duration) room.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + room.Duration(s.rng.Int64N(int64(hi-lo)/int64(us)+1))*us
+}
+
+// chance reports true with probability p while faults are on.
+func (s *sim) chance(p float64) bool { return s.faults && p > 0 && s.rng.Float64() < p }
+
+func (s *sim) handle(it *item) {
+	switch it.kind {
+	case itemDispatch:
+		s.dispatch(s.reqs[it.req])
+	case itemLegArrive:
+		s.legArrive(it)
+	case itemLegCancel:
+		s.legCancel(it)
+	case itemLegAnswer:
+		s.legAnswered(it)
+	case itemStream:
+		s.streamStarted(s.reqs[it.req])
+	case itemDisconnect:
+		s.disconnect(s.reqs[it.req])
+	case itemGrace:
+		s.graceOver(s.reqs[it.req])
+	case itemFrame:
+		s.deliver(it)
+	case itemTimer:
+		s.timerFired(it)
+	case itemWatchdog:
+		s.watchdogSweep()
+	case itemCompute:
+		s.chunkDone(it)
+	case itemAdmitted:
+		s.admitted(it)
+	case itemGenerated:
+		s.generated(it)
+	case itemPeerLost:
+		s.peerLost(it)
+	case itemCrash:
+		s.crash(s.nodes[it.node], crashMode(it.gen))
+	case itemRestart:
+		s.restart(s.nodes[it.node])
+	case itemPartition:
+		s.partition(it)
+	case itemHeal:
+		s.heal(it)
+	case itemPhaseTwo:
+		s.phaseTwo()
+	default:
+		s.violate("sim", "unknown item kind %d", it.kind)
+	}
+}
+
+// phaseTwo stops every fault: partitions heal, crashed nodes restart,
+// engines run at full speed, no frame is lost, held back or duplicated,
+// and no client goes away any more.
+func (s *sim) phaseTwo() {
+	s.faults = false
+	if s.tracing {
+		s.tracef("%v phase two: faults stop; every room must end and every page return by %v", s.now, s.end)
+	}
+	for a := range s.nodes {
+		for b := range s.nodes {
+			if s.blocked[a][b] {
+				s.heal(&item{node: int32(a), peer: int32(b)})
+			}
+		}
+	}
+	for _, n := range s.nodes {
+		n.slow = 1
+		if n.up && n.stopping {
+			s.down(n, crashClose) // a graceful shutdown still draining
+		}
+		if !n.up {
+			s.restart(n)
+		}
+	}
+}
+
+// violate records the first broken invariant; the run stops after the
+// current item.
+func (s *sim) violate(invariant, format string, args ...any) {
+	if s.v != nil {
+		return
+	}
+	s.v = &Violation{Invariant: invariant, At: s.now, Detail: s.shorten(fmt.Sprintf(format, args...))}
+	if s.tracing {
+		s.tracef("%v VIOLATION %s: %s", s.now, invariant, s.v.Detail)
+	}
+}
+
+// tracef appends a line to the trace (callers check s.tracing first, so
+// untraced runs format nothing).
+func (s *sim) tracef(format string, args ...any) {
+	s.trace = append(s.trace, s.shorten(fmt.Sprintf(format, args...)))
+}
+
+// shorten replaces each "room=<32 hex digits>" of a known room with its
+// request's name ("room=#3"), so traces can be read.
+func (s *sim) shorten(line string) string {
+	const key = "room="
+	if !strings.Contains(line, key) {
+		return line
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(line, key)
+		if i < 0 || len(line) < i+len(key)+32 {
+			b.WriteString(line)
+			return b.String()
+		}
+		b.WriteString(line[:i+len(key)])
+		line = line[i+len(key):]
+		if id, err := room.ParseID(line[:32]); err == nil && s.names[id] != "" {
+			b.WriteString(s.names[id])
+			line = line[32:]
+		}
+	}
+}

@@ -1,0 +1,320 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"tandem/internal/room"
+)
+
+var (
+	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSim runs (seeds 0..N-1)")
+	seedFlag  = flag.Int64("seed", -1, "run only this seed and print its whole trace")
+)
+
+// TestSim runs seeds 0..-seeds-1 (2,000 by default): each is a whole
+// cluster under the faults its swarm picked, checked after every step, then
+// drained without faults. A failure prints the seed, the broken invariant
+// and the end of the trace, and writes the whole trace to a file; rerun it
+// with -seed N. With -seed N only that seed runs and its trace is printed
+// whether it passes or not.
+func TestSim(t *testing.T) {
+	if *seedFlag >= 0 {
+		res := Run(Options{Seed: uint64(*seedFlag), Trace: true})
+		t.Log(res.Report())
+		if res.Violation != nil {
+			t.Errorf("seed %d: %v", *seedFlag, res.Violation)
+		}
+		return
+	}
+	var total totals
+	start := time.Now()
+	failures := 0
+	for seed := range uint64(*seedsFlag) {
+		res := Run(Options{Seed: seed})
+		total.add(res.Stats)
+		if res.Violation != nil {
+			failures++
+			reportFailure(t, Options{Seed: seed}, res)
+			if failures >= 3 {
+				t.Fatalf("stopping after %d failing seeds", failures)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d seeds in %v (%.0f seeds/s, %.0f steps/s); %s", *seedsFlag, elapsed.Round(time.Millisecond),
+		float64(*seedsFlag)/elapsed.Seconds(), float64(total.Steps)/elapsed.Seconds(), total)
+	if *seedsFlag >= 1000 {
+		total.checkReach(t)
+	}
+}
+
+// totals sums Stats over seeds.
+type totals struct {
+	Stats
+	reasons map[room.Reason]int
+}
+
+func (tt *totals) add(st Stats) {
+	if tt.reasons == nil {
+		tt.reasons = map[room.Reason]int{}
+	}
+	tt.Steps += st.Steps
+	tt.Requests += st.Requests
+	tt.Succeeded += st.Succeeded
+	tt.Failed += st.Failed
+	tt.Disconnected += st.Disconnected
+	tt.RoomSuccesses += st.RoomSuccesses
+	for r, n := range st.RoomFailures {
+		tt.reasons[r] += n
+	}
+	tt.FramesSent += st.FramesSent
+	tt.FramesLost += st.FramesLost
+	tt.FramesDuplicated += st.FramesDuplicated
+	tt.Crashes += st.Crashes
+	tt.Partitions += st.Partitions
+	tt.EarlyAborts += st.EarlyAborts
+	tt.WatchdogSweeps += st.WatchdogSweeps
+	tt.WatchdogProbes += st.WatchdogProbes
+}
+
+func (tt totals) String() string {
+	var reasons []string
+	for _, r := range room.Reasons() {
+		if tt.reasons[r] > 0 {
+			reasons = append(reasons, fmt.Sprintf("%v=%d", r, tt.reasons[r]))
+		}
+	}
+	return fmt.Sprintf("%d steps, %d requests: %d tokens, %d errors, %d disconnected; rooms: %d succeeded, failed %s; "+
+		"frames %d sent, %d lost, %d duplicated; %d crashes, %d partitions, %d early aborts, %d watchdog sweeps, %d probes",
+		tt.Steps, tt.Requests, tt.Succeeded, tt.Failed, tt.Disconnected, tt.RoomSuccesses, strings.Join(reasons, " "),
+		tt.FramesSent, tt.FramesLost, tt.FramesDuplicated, tt.Crashes, tt.Partitions, tt.EarlyAborts, tt.WatchdogSweeps, tt.WatchdogProbes)
+}
+
+// checkReach fails when the runs did not get far: a simulator whose
+// requests all fail, or whose faults never happen, would pass vacuously.
+func (tt totals) checkReach(t *testing.T) {
+	t.Helper()
+	checks := []struct {
+		name     string
+		got, min int
+	}{
+		{"clients that got tokens (%)", 100 * tt.Succeeded / max(tt.Requests, 1), 30},
+		{"clients that got an error", tt.Failed, 1},
+		{"clients that disconnected", tt.Disconnected, 1},
+		{"crashes", tt.Crashes, 1},
+		{"partitions", tt.Partitions, 1},
+		{"frames lost", tt.FramesLost, 1},
+		{"frames duplicated", tt.FramesDuplicated, 1},
+		{"early aborts (ABORT before prefill knew the room)", tt.EarlyAborts, 1},
+		{"watchdog sweeps", tt.WatchdogSweeps, 1},
+		{"watchdog probes", tt.WatchdogProbes, 1},
+		{"distinct failure reasons", len(tt.reasons), 14},
+	}
+	for _, c := range checks {
+		if c.got < c.min {
+			t.Errorf("over all seeds, %s = %d, want at least %d: the simulator does not reach far enough", c.name, c.got, c.min)
+		}
+	}
+}
+
+// reportFailure reruns a failing seed with the trace on, writes the whole
+// report to a file and prints its end and every line about the rooms the
+// violation names.
+func reportFailure(t *testing.T, o Options, res Result) {
+	t.Helper()
+	o.Trace = true
+	traced := Run(o)
+	if traced.Violation == nil || *traced.Violation != *res.Violation {
+		t.Errorf("seed %d: the traced rerun found %v, the first run %v: the simulator is not deterministic", o.Seed, traced.Violation, res.Violation)
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("tandem-sim-seed-%d.txt", o.Seed))
+	if err := os.WriteFile(path, []byte(traced.Report()), 0o644); err != nil {
+		t.Logf("write %s: %v", path, err)
+	}
+	t.Errorf("seed %d: %v\n%s\nwhole trace in %s; replay with: go test ./internal/sim -run 'TestSim$' -seed %d",
+		o.Seed, res.Violation, excerpt(traced, 40), path, o.Seed)
+}
+
+// excerpt returns the trace lines that mention the rooms the violation
+// names (the last tail of them) and the trace's last lines.
+func excerpt(res Result, tail int) string {
+	var rooms []string
+	if res.Violation != nil {
+		for _, f := range strings.Fields(res.Violation.Detail) {
+			if r, ok := strings.CutPrefix(f, "room=#"); ok {
+				rooms = append(rooms, "#"+strings.TrimRight(r, ",.;:)"))
+			}
+		}
+	}
+	var about []string
+	for _, line := range res.Trace {
+		for _, r := range rooms {
+			if strings.Contains(line, "room="+r+" ") || strings.HasSuffix(line, "room="+r) || strings.Contains(line, "router "+r+" ") {
+				about = append(about, line)
+				break
+			}
+		}
+	}
+	if len(about) > tail {
+		about = about[len(about)-tail:]
+	}
+	last := res.Trace[max(0, len(res.Trace)-15):]
+	return fmt.Sprintf("lines about %v:\n%s\nlast lines:\n%s", rooms, strings.Join(about, "\n"), strings.Join(last, "\n"))
+}
+
+// plantEarlyAbort plants SGLang's #24539 behaviour in every Machine.
+func plantEarlyAbort(cfg *room.Config) { cfg.Planted = room.PlantedDropEarlyAbort }
+
+// TestPlantedBugIsCaught plants the silent pin's cause (prefill drops an
+// ABORT for a room it does not know yet) and requires the simulator to
+// fail within the default 2,000 seeds, with the invariant that names it;
+// the same seed without the bug passes.
+func TestPlantedBugIsCaught(t *testing.T) {
+	for seed := range uint64(2000) {
+		res := Run(Options{Seed: seed, Configure: plantEarlyAbort})
+		if res.Violation == nil {
+			continue
+		}
+		if res.Violation.Invariant != "abort_before_request" {
+			t.Errorf("seed %d with the planted bug: %v; want invariant abort_before_request", seed, res.Violation)
+		}
+		if clean := Run(Options{Seed: seed}); clean.Violation != nil {
+			t.Errorf("seed %d without the planted bug: %v; want no violation", seed, clean.Violation)
+		}
+		traced := Run(Options{Seed: seed, Configure: plantEarlyAbort, Trace: true})
+		t.Logf("planted bug caught at seed %d: %v\n%s", seed, res.Violation, excerpt(traced, 40))
+		return
+	}
+	t.Errorf("the planted bug %v survived 2000 seeds: the simulator cannot see the silent pin", room.PlantedDropEarlyAbort)
+}
+
+// regressionSeeds are seeds kept because of what they once found or
+// exercise; each must pass and still reach what it was kept for. A seed's
+// schedule depends on newSwarm and on the order of every random choice:
+// when those change, want fails and the seeds must be found again.
+//
+// No seed has found a bug in package room so far (100,000 seeds, see the
+// package doc). These found a bug in the simulator's own edge model (fixed
+// there), or pin down the silent pin's race handled correctly.
+var regressionSeeds = []struct {
+	seed uint64
+	why  string
+	want func(Stats) bool
+}{
+	{58, "decode's ABORT reached prefill before the room did; the tombstone answered what came later at once",
+		func(st Stats) bool { return st.EarlyAnswered > 0 }},
+	{62, "the same race three times; the first seed that fails with room.PlantedDropEarlyAbort",
+		func(st Stats) bool { return st.EarlyAnswered >= 3 }},
+	{689, "simulator bug, fixed: decode sequences were keyed by room id, so a request reusing an id whose tombstone " +
+		"was evicted (TombstonesMax) replaced the first request's running sequence, whose leg was then never answered (drain)",
+		func(st Stats) bool { return st.Collisions > 0 }},
+	{9280, "the same simulator bug with another schedule", func(st Stats) bool { return st.Collisions > 0 }},
+	{14841, "the same simulator bug with another schedule", func(st Stats) bool { return st.Collisions > 0 }},
+}
+
+func TestRegressionSeeds(t *testing.T) {
+	for _, rs := range regressionSeeds {
+		res := Run(Options{Seed: rs.seed})
+		if res.Violation != nil {
+			reportFailure(t, Options{Seed: rs.seed}, res)
+			continue
+		}
+		if !rs.want(res.Stats) {
+			t.Errorf("seed %d (%s) no longer reaches what it was kept for: %+v", rs.seed, rs.why, res.Stats)
+		}
+	}
+}
+
+// TestDeterministic runs seeds twice, with and without the trace: the same
+// seed must give the same run (and tracing must not change it).
+func TestDeterministic(t *testing.T) {
+	for _, seed := range []uint64{0, 1, 7, 82, 1234} {
+		a := Run(Options{Seed: seed, Trace: true})
+		b := Run(Options{Seed: seed, Trace: true})
+		c := Run(Options{Seed: seed})
+		if !slices.Equal(a.Trace, b.Trace) {
+			t.Errorf("seed %d: two traced runs differ (%d and %d lines)", seed, len(a.Trace), len(b.Trace))
+		}
+		if fmt.Sprint(a.Stats) != fmt.Sprint(c.Stats) {
+			t.Errorf("seed %d: traced run %+v, untraced %+v; want the same", seed, a.Stats, c.Stats)
+		}
+		if len(a.Trace) < 100 {
+			t.Errorf("seed %d: trace has %d lines; want one per event", seed, len(a.Trace))
+		}
+	}
+}
+
+// TestWatchdogCatchesBrokenTimers breaks every node's timer (and the
+// per-step deadline check): in every seed where a room needs a timeout the
+// periodic watchdog must find it past its deadline and fail it with reason
+// deadline, and nothing else may catch it first. In normal runs the same
+// watchdog never fires (TestSim).
+func TestWatchdogCatchesBrokenTimers(t *testing.T) {
+	fired := 0
+	const seeds = 40
+	for seed := range uint64(seeds) {
+		res := Run(Options{Seed: seed, breakTimers: true, Trace: true})
+		if res.Violation == nil {
+			continue // every room of this run ended without a timeout
+		}
+		if res.Violation.Invariant != "watchdog_fired" {
+			t.Errorf("seed %d with broken timers: violation %v, want watchdog_fired", seed, res.Violation)
+			continue
+		}
+		fired++
+		failed := false
+		for _, line := range res.Trace {
+			if strings.Contains(line, "on=watchdog reason=deadline") {
+				failed = true
+				break
+			}
+		}
+		if !failed {
+			t.Errorf("seed %d: the watchdog fired but no room failed with reason deadline in the trace", seed)
+		}
+	}
+	if fired < seeds/4 {
+		t.Errorf("the watchdog fired in %d of %d seeds with broken timers, want at least %d", fired, seeds, seeds/4)
+	}
+}
+
+// TestQueueOrder checks the event queue against a sort by (time,
+// sequence): same-time items keep the order they were scheduled in.
+func TestQueueOrder(t *testing.T) {
+	var q queue
+	var want []item
+	for i := range 500 {
+		it := item{at: room.Instant((i * 7919) % 37), seq: uint64(i + 1)}
+		q.push(it)
+		want = append(want, it)
+	}
+	slices.SortFunc(want, func(a, b item) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return int(a.seq) - int(b.seq)
+	})
+	for i, w := range want {
+		got := q.pop()
+		if got.at != w.at || got.seq != w.seq {
+			t.Fatalf("pop %d = (%v, %d), want (%v, %d)", i, got.at, got.seq, w.at, w.seq)
+		}
+	}
+	if len(q) != 0 {
+		t.Errorf("queue has %d items after popping all", len(q))
+	}
+}
+
+// BenchmarkRun measures seeds per second (one seed per iteration).
+func BenchmarkRun(b *testing.B) {
+	for i := range b.N {
+		Run(Options{Seed: uint64(i)})
+	}
+}
