@@ -89,6 +89,13 @@ func (w *Worker) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
 		w.met.kvDropped("bad_coordinates")
 		return nil
 	}
+	if l.recvSeen == nil {
+		l.recvSeen = make([]bool, len(l.pages)*w.kvCfg.Layers*2)
+	}
+	if l.recvSeen[frameIndex(kv, w.kvCfg.Layers)] {
+		w.met.kvDropped("duplicate")
+		return nil
+	}
 	l.inflight++
 	p := l.pages[kv.Ordinal]
 	if kv.Kind == 0 {
@@ -105,6 +112,7 @@ func (w *Worker) KVDone(peer string, id room.ID, kv kvwire.KV, n int, checksumOK
 	if l != nil && l.inflight > 0 {
 		l.inflight--
 		if checksumOK {
+			l.recvSeen[frameIndex(kv, w.kvCfg.Layers)] = true
 			l.recvBytes += int64(n)
 			ev = room.Event{Kind: room.EventKVReceived, Room: id, Bytes: l.recvBytes}
 		} else {
@@ -133,4 +141,9 @@ func (w *Worker) PeerUp(peer string, hb kvwire.Heartbeat) {}
 func (w *Worker) PeerLost(peer string, err error) {
 	w.log.Warn("peer lost", "peer", peer, "err", err)
 	w.step(room.Event{Kind: room.EventPeerLost, Peer: peer})
+}
+
+// frameIndex numbers a KV frame within its room.
+func frameIndex(kv kvwire.KV, layers int) int {
+	return (int(kv.Ordinal)*layers+int(kv.Layer))*2 + int(kv.Kind)
 }

@@ -78,6 +78,9 @@ type leg struct {
 	inflight      int // KV writes between KVDest and KVDone
 	cancelPending bool
 	recvBytes     int64
+	// recvSeen marks each (ordinal, layer, K/V) frame received, so a
+	// duplicate never counts twice towards DONE's byte check.
+	recvSeen []bool
 }
 
 func newLeg(w *Worker, id room.ID, req engine.Request) *leg {

@@ -532,3 +532,49 @@ func TestWatchdogCatchesAStuckTimer(t *testing.T) {
 	}
 	pp.p.step(room.Event{Kind: room.EventShutdown}) // prefill's parked HELLO room
 }
+
+// TestDuplicateKVFrameCountsOnce: a KV frame that arrives twice is written
+// and counted once, so DONE's byte check cannot be fooled by a duplicate
+// standing in for a lost frame.
+func TestDuplicateKVFrameCountsOnce(t *testing.T) {
+	pp := newPair(t, 512)
+	id := newRoomID()
+	_, dctx := pp.legs(id)
+	ds, err := pp.d.Backend().Submit(dctx, engine.Request{Prompt: prompt(40), MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, pp.d, id, room.PhaseAwaitingKV) // no prefill leg: nothing else is sent
+	page := make([]byte, pp.d.kvCfg.PageBytes())
+	for range 2 {
+		if err := pp.p.tr.SendKV(context.Background(), pp.d.TransferAddr(), id, kvwireKV(0, 0, 0), page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pp.d.mu.Lock()
+		got := pp.d.legs[id].recvBytes
+		pp.d.mu.Unlock()
+		if got == int64(len(page)) {
+			if _, ph, _ := pp.d.roomState(id); ph != room.PhaseReceiving {
+				t.Errorf("phase %v after one KV frame, want receiving", ph)
+			}
+			break
+		}
+		if got > int64(len(page)) || time.Now().After(deadline) {
+			t.Fatalf("received bytes %d after the same frame twice, want %d", got, len(page))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let the duplicate land
+	pp.d.mu.Lock()
+	got := pp.d.legs[id].recvBytes
+	pp.d.mu.Unlock()
+	if got != int64(len(page)) {
+		t.Errorf("received bytes %d after a duplicate, want %d", got, len(page))
+	}
+	ds.Cancel()
+	drain(t, ds)
+	pp.p.step(room.Event{Kind: room.EventShutdown}) // prefill's parked HELLO room
+}
