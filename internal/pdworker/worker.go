@@ -251,6 +251,10 @@ func (w *Worker) applyOne(e room.Effect) (room.Event, bool) {
 		if s := w.submitting; s != nil && s.id == e.Room {
 			s.rejected = &Error{Status: e.Status, Reason: e.Reason, Msg: rejectMessage(e)}
 		}
+	case room.EffectFreePages:
+		// Pages reserved for a room that had already ended: the engine owns
+		// them, and the room's failure cancelled the engine sequence, which
+		// frees them when the engine reaps it. Nothing else to do here.
 	case room.EffectRelease:
 		if l != nil {
 			l.roomDone = true
