@@ -54,7 +54,7 @@ for p in 128 1024 4096; do
   done
 done
 section "KV transfer counters of the tandem up run (prefill side)"
-pref=$(grep -o '"addr":"http://[0-9.:]*","model[^}]*"role":"prefill"' "$dir/up.log" | head -1 | grep -o 'http://[0-9.:]*' || true)
+pref=$(grep -o '\[prefill-0\].*"msg":"serving","addr":"http://[0-9.:]*' "$dir/up.log" | head -1 | grep -o 'http://[0-9.:]*' || true)
 [ -n "$pref" ] && curl -s "$pref/metrics" | grep -E '^tandem_pd_transfer_(bytes_total|seconds_(sum|count))'
 
 section "KV transfer over loopback TCP versus a memory copy of the same bytes (go test -bench)"
