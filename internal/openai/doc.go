@@ -22,8 +22,10 @@
 //     top_logprobs in 0..20, at most 4 stop strings (non-empty, at most
 //     [MaxStopBytes] bytes). Extensions as in vLLM and llama.cpp: top_k
 //     (-1 or 0 off), min_p in [0, 1], repetition_penalty > 0, ignore_eos,
-//     stop_token_ids. max_tokens and max_completion_tokens must be >= 1;
-//     the server checks them against the context length.
+//     stop_token_ids, prompt_logprobs (an integer in 0..20, any of which
+//     turns prompt logprobs on; see [PromptLogprobs]). max_tokens and
+//     max_completion_tokens must be >= 1; the server checks them against
+//     the context length.
 //   - Members that would change the result but are not implemented (tools,
 //     functions, response_format other than text, logit_bias, suffix,
 //     best_of > 1, guided decoding, ...) are rejected with a 400 naming the

@@ -48,6 +48,10 @@ type Common struct {
 	Stream            bool
 	IncludeUsage      bool // stream_options.include_usage
 	IgnoreEOS         bool // extension: keep generating past end-of-generation tokens
+	// PromptLogprobs is prompt_logprobs (vLLM's extension): 0..MaxLogprobs
+	// turns prompt logprobs on; nil when not given. The server reports the
+	// prompt's own tokens only, so values above 0 add nothing today.
+	PromptLogprobs *int
 }
 
 // CompletionRequest is a decoded POST /v1/completions body. Exactly one of
@@ -107,7 +111,6 @@ var harmless = map[string][]string{
 	"chat_template":          {},
 	"chat_template_kwargs":   {`{}`},
 	"add_special_tokens":     {},
-	"prompt_logprobs":        {`0`},
 }
 
 // harmlessOrder is harmless's keys, sorted, so that the first offending
@@ -350,6 +353,13 @@ func (f fields) common(c *Common) *Error {
 			return e
 		}
 		c.Seed = &n
+	}
+	if raw, ok := f.get("prompt_logprobs"); ok {
+		n, e := intIn("prompt_logprobs", raw, 0, MaxLogprobs)
+		if e != nil {
+			return e
+		}
+		c.PromptLogprobs = &n
 	}
 	if raw, ok := f.get("n"); ok {
 		n, e := intIn("n", raw, 1, MaxN)

@@ -34,8 +34,11 @@ func TestDecodeCompletionRequest(t *testing.T) {
 			CompletionRequest{Common: Common{N: 1, MaxTokens: 6, MaxTokensParam: "max_completion_tokens"}, Prompt: "p"}},
 		{"integral float", `{"prompt":"p","max_tokens":16.0}`,
 			CompletionRequest{Common: Common{N: 1, MaxTokens: 16, MaxTokensParam: "max_tokens"}, Prompt: "p"}},
-		{"nulls", `{"prompt":"p","temperature":null,"stop":null,"n":null,"logprobs":null,"seed":null}`,
+		{"nulls", `{"prompt":"p","temperature":null,"stop":null,"n":null,"logprobs":null,"seed":null,"prompt_logprobs":null}`,
 			CompletionRequest{Common: Common{N: 1}, Prompt: "p"}},
+		{"prompt_logprobs 0", `{"prompt":"p","prompt_logprobs":0}`, CompletionRequest{Common: Common{N: 1, PromptLogprobs: in(0)}, Prompt: "p"}},
+		{"prompt_logprobs 20 with echo and logprobs", `{"prompt":"p","prompt_logprobs":20,"echo":true,"logprobs":0}`,
+			CompletionRequest{Common: Common{N: 1, PromptLogprobs: in(20)}, Prompt: "p", Echo: true, Logprobs: in(0)}},
 	}
 	for _, tc := range tests {
 		got, err := DecodeCompletionRequest([]byte(tc.body))
@@ -50,6 +53,7 @@ func TestDecodeCompletionRequest(t *testing.T) {
 }
 
 func TestDecodeChatRequest(t *testing.T) {
+	one := 1
 	tests := []struct {
 		name string
 		body string
@@ -64,6 +68,8 @@ func TestDecodeChatRequest(t *testing.T) {
 		{"logprobs", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":5,"max_completion_tokens":3}`,
 			ChatRequest{Common: Common{N: 1, MaxTokens: 3, MaxTokensParam: "max_completion_tokens"}, Messages: []Message{{"user", "x"}},
 				Logprobs: true, TopLogprobs: 5}},
+		{"prompt_logprobs", `{"messages":[{"role":"user","content":"x"}],"prompt_logprobs":1}`,
+			ChatRequest{Common: Common{N: 1, PromptLogprobs: &one}, Messages: []Message{{"user", "x"}}}},
 	}
 	for _, tc := range tests {
 		got, err := DecodeChatRequest([]byte(tc.body))
@@ -122,6 +128,11 @@ func TestDecodeErrors(t *testing.T) {
 		{false, `{"prompt":"a","stop":"` + strings.Repeat("x", MaxStopBytes+1) + `"}`, "stop", "at most 512"},
 		{false, `{"prompt":"a","logprobs":21}`, "logprobs", "0..20"},
 		{false, `{"prompt":"a","logprobs":true}`, "logprobs", "an integer"},
+		{false, `{"prompt":"a","prompt_logprobs":21}`, "prompt_logprobs", "0..20"},
+		{false, `{"prompt":"a","prompt_logprobs":-1}`, "prompt_logprobs", "0..20"},
+		{false, `{"prompt":"a","prompt_logprobs":"x"}`, "prompt_logprobs", "an integer"},
+		{false, `{"prompt":"a","prompt_logprobs":1.5}`, "prompt_logprobs", "an integer"},
+		{false, `{"prompt":"a","prompt_logprobs":true}`, "prompt_logprobs", "an integer"},
 		{false, `{"prompt":"a","stream":"yes"}`, "stream", "a boolean"},
 		{false, `{"prompt":"a","stream_options":{"include_usage":1}}`, "stream_options.include_usage", "a boolean"},
 		{false, `{"prompt":"a","stream_options":[]}`, "stream_options", "an object"},
@@ -149,6 +160,8 @@ func TestDecodeErrors(t *testing.T) {
 		{true, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "top_logprobs", "requires logprobs"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs", "0..20"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"echo":true}`, "echo", "not supported"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"prompt_logprobs":21}`, "prompt_logprobs", "0..20"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"prompt_logprobs":"x"}`, "prompt_logprobs", "an integer"},
 	}
 	for _, tc := range tests {
 		var err *Error
@@ -203,11 +216,15 @@ func checkDecoded(t *testing.T, c *Common) {
 	if c.TopP != nil && (*c.TopP <= 0 || *c.TopP > 1) {
 		t.Errorf("decoded top_p %v out of range", *c.TopP)
 	}
+	if c.PromptLogprobs != nil && (*c.PromptLogprobs < 0 || *c.PromptLogprobs > MaxLogprobs) {
+		t.Errorf("decoded prompt_logprobs %d out of range", *c.PromptLogprobs)
+	}
 }
 
 func FuzzDecodeCompletionRequest(f *testing.F) {
 	f.Add([]byte(`{"prompt":"hello","max_tokens":4,"stop":["\n"],"n":2,"logprobs":2}`))
 	f.Add([]byte(`{"prompt":[[1,2]],"stream":true,"stream_options":{"include_usage":true}}`))
+	f.Add([]byte(`{"prompt":"a","prompt_logprobs":3,"echo":true,"logprobs":1}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeCompletionRequest(body)
 		if err != nil {

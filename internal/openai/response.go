@@ -29,21 +29,41 @@ type PromptTokensDetails struct {
 
 // CompletionLogprobs is the legacy logprobs object of /v1/completions: one
 // entry per token in each list. TextOffset is the character (rune) offset
-// of each token's text in the choice's text.
+// of each token's text in the choice's text. With echo the lists start with
+// the prompt's tokens: the first one's TokenLogprobs entry is nil (null, as
+// OpenAI sends), and TopLogprobs entries of prompt tokens are nil.
 type CompletionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
 }
 
+// PromptTokenLogprob is one token's entry in prompt_logprobs: its logprob
+// given the prompt before it and its text.
+type PromptTokenLogprob struct {
+	Logprob      float64 `json:"logprob"`
+	DecodedToken string  `json:"decoded_token"`
+}
+
+// PromptLogprobs is the prompt_logprobs member of a choice (vLLM's shape):
+// one entry per prompt token, the first nil (null: nothing precedes it),
+// each other a map from the token id, in decimal, to its
+// PromptTokenLogprob. Only the prompt's own token is reported (no
+// alternatives). The member is last in a choice and left out when not asked
+// for, which is where the PD router splices it in.
+type PromptLogprobs []map[string]PromptTokenLogprob
+
 // CompletionChoice is one choice of a completion or of a streamed chunk.
-// FinishReason is null until the choice ends.
+// FinishReason is null until the choice ends. PromptLogprobs is set when
+// asked for (prompt_logprobs, or echo with logprobs): in each choice of an
+// answer, and in the first chunk of each choice of a stream.
 type CompletionChoice struct {
-	Index        int                 `json:"index"`
-	Text         string              `json:"text"`
-	Logprobs     *CompletionLogprobs `json:"logprobs"`
-	FinishReason *string             `json:"finish_reason"`
+	Index          int                 `json:"index"`
+	Text           string              `json:"text"`
+	Logprobs       *CompletionLogprobs `json:"logprobs"`
+	FinishReason   *string             `json:"finish_reason"`
+	PromptLogprobs PromptLogprobs      `json:"prompt_logprobs,omitempty"`
 }
 
 // CompletionResponse is the body of a /v1/completions answer, and of each
@@ -90,20 +110,25 @@ type ChatDelta struct {
 	Content *string `json:"content,omitempty"`
 }
 
-// ChatChoice is one choice of a chat completion.
+// ChatChoice is one choice of a chat completion. PromptLogprobs is set
+// when prompt_logprobs was asked for.
 type ChatChoice struct {
-	Index        int           `json:"index"`
-	Message      ChatMessage   `json:"message"`
-	Logprobs     *ChatLogprobs `json:"logprobs"`
-	FinishReason *string       `json:"finish_reason"`
+	Index          int            `json:"index"`
+	Message        ChatMessage    `json:"message"`
+	Logprobs       *ChatLogprobs  `json:"logprobs"`
+	FinishReason   *string        `json:"finish_reason"`
+	PromptLogprobs PromptLogprobs `json:"prompt_logprobs,omitempty"`
 }
 
-// ChatChunkChoice is one choice of a streamed chat chunk.
+// ChatChunkChoice is one choice of a streamed chat chunk. PromptLogprobs
+// is set, when asked for, in the first chunk of each choice (the one with
+// the role).
 type ChatChunkChoice struct {
-	Index        int           `json:"index"`
-	Delta        ChatDelta     `json:"delta"`
-	Logprobs     *ChatLogprobs `json:"logprobs"`
-	FinishReason *string       `json:"finish_reason"`
+	Index          int            `json:"index"`
+	Delta          ChatDelta      `json:"delta"`
+	Logprobs       *ChatLogprobs  `json:"logprobs"`
+	FinishReason   *string        `json:"finish_reason"`
+	PromptLogprobs PromptLogprobs `json:"prompt_logprobs,omitempty"`
 }
 
 // ChatResponse is the body of a /v1/chat/completions answer.

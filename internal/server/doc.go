@@ -59,8 +59,28 @@
 //     when asked. Completions use the legacy shape (tokens, token_logprobs,
 //     top_logprobs maps, text_offset in runes of the returned text); chat
 //     uses content [{token, logprob, bytes, top_logprobs}]. Tokens whose
-//     text lies inside a matched stop string are not reported. echo with
-//     logprobs is refused (it would need prompt logprobs).
+//     text lies inside a matched stop string are not reported.
+//   - Prompt logprobs (engine.Request.PromptLogprobs; the engine then skips
+//     the prefix cache) for prompt_logprobs (vLLM's extension, 0..20, on
+//     both endpoints) and for completions' echo with logprobs. Each choice
+//     gets a prompt_logprobs member, last in the choice: null for the first
+//     prompt token, then {"<token id>": {"logprob", "decoded_token"}} per
+//     token — the prompt's own token only: a value above 0 is accepted but
+//     adds no alternatives (the engine reports none), unlike vLLM. Chat
+//     carries it per choice too (vLLM puts it at the top level), where the
+//     PD router reads and splices it. Streamed, it is in each choice's first
+//     chunk (the echo chunk, the chat role chunk, or else the first text
+//     chunk), which therefore waits for the choice's first token. With echo
+//     and logprobs the legacy block starts with the prompt's tokens: the
+//     first token_logprobs entry null as OpenAI sends, top_logprobs null,
+//     text_offset from 0 in the echoed prompt (the tokens' decoded
+//     positions: exact when the prompt is what its tokens decode to, as for
+//     a token-id prompt). Each of n choices computes them. A backend that
+//     brings a count other than one per prompt token fails the request
+//     (500). On a router's decode leg (X-Tandem-Leg: decode) the engine
+//     imports the prompt's K/V and cannot compute them: the member is left
+//     out for the router to splice in the prefill leg's, and echo's prompt
+//     entries have null logprobs.
 //   - Metrics (all prefixed tandem_): engine gauges and counters read from
 //     Backend.Stats at scrape time; per-request counters and the TTFT,
 //     inter-token and end-to-end latency histograms observed by the
@@ -68,13 +88,18 @@
 //
 // # Tests
 //
-// Everything runs against a fake Backend that plays scripted updates over
-// a small synthetic SentencePiece vocabulary (no model needed): the error
+// Most tests run against a fake Backend that plays scripted updates over a
+// small synthetic SentencePiece vocabulary (no model needed): the error
 // table (status, type, param, code, message), stop strings over token
 // boundaries and false prefixes, UTF-8 hold-back, both logprobs shapes,
-// n=2, include_usage, mid-stream engine failures, client disconnects
-// cancelling the stream, metrics names, /health. Chat templates are tested
-// with llama-2, ChatML and llama-3 template sources and the fallback, and
-// with the phi-3 template from the shared vocabulary files when present.
-// The request decoders' fuzz tests live in internal/openai.
+// prompt logprobs (shape and place, streamed first chunks, n=2, echo
+// offsets, decode and prefill legs, wrong counts), n=2, include_usage,
+// mid-stream engine failures, client disconnects cancelling the stream,
+// metrics names, /health. Chat templates are tested with llama-2, ChatML
+// and llama-3 template sources and the fallback, and with the phi-3
+// template from the shared vocabulary files when present. The real engine
+// on a synthesized tiny model serves greedy requests streamed and not, and
+// its prompt logprobs are checked against log-softmax of model.Runner's
+// logits over the whole prompt. The request decoders' fuzz tests live in
+// internal/openai.
 package server

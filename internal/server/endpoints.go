@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -48,9 +49,6 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		e = s.checkModel(req.Model)
 	}
-	if e == nil && req.Echo && req.Logprobs != nil {
-		e = openai.Invalid("echo", openai.CodeUnsupported, "echo together with logprobs is not supported (it needs prompt logprobs).")
-	}
 	if e != nil {
 		writeError(w, e)
 		return
@@ -81,14 +79,56 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	if wantLP {
 		top = *req.Logprobs
 	}
-	p, e := s.plan(&req.Common, prompt, "prompt", s.o.DefaultCompletionTokens, top)
+	// echo with logprobs reports the prompt's tokens too, so it needs the
+	// prompt logprobs (and reports them as prompt_logprobs as well, as vLLM
+	// does; the router reads them there from the prefill leg).
+	echoLP := req.Echo && wantLP
+	p, e := s.plan(&req.Common, prompt, "prompt", s.o.DefaultCompletionTokens, top, req.PromptLogprobs != nil || echoLP)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	p.endpoint = "completions"
-	s.generate(w, r, p, &completionEncoder{tok: tok, logprobs: wantLP, top: top, echo: echo,
-		echoRunes: utf8.RuneCountInString(echo), fingerprint: s.o.SystemFingerprint}, t0)
+	enc := &completionEncoder{tok: tok, logprobs: wantLP, top: top, echo: req.Echo, echoText: echo,
+		echoRunes: utf8.RuneCountInString(echo), fingerprint: s.o.SystemFingerprint}
+	if echoLP {
+		enc.promptOffsets = promptOffsets(tok, prompt, enc.echoRunes)
+	}
+	s.generate(w, r, p, enc, t0)
+}
+
+// promptOffsets returns the rune offset of each prompt token's text in the
+// echoed prompt, as the tokens decode from the start (echoRunes bounds
+// them). They are exact when the prompt text is what its tokens decode to
+// (always for a token-id prompt); otherwise (text the tokenizer normalizes,
+// special tokens written in the prompt) they are the decoded positions,
+// clamped to the echoed text.
+func promptOffsets(tok *tokenizer.Tokenizer, prompt []int32, echoRunes int) []int {
+	d := tok.NewDecoder()
+	off := make([]int, len(prompt))
+	n := 0
+	for i, id := range prompt {
+		off[i] = min(n, echoRunes)
+		n += utf8.RuneCountInString(d.Add(id))
+	}
+	return off
+}
+
+// promptLogprobsDoc builds a choice's prompt_logprobs member from the
+// engine's prompt logprobs (nil for none: a router's decode leg, where the
+// router splices in the prefill leg's).
+func promptLogprobsDoc(tok *tokenizer.Tokenizer, prompt []int32, plp []float32) openai.PromptLogprobs {
+	if plp == nil {
+		return nil
+	}
+	doc := make(openai.PromptLogprobs, len(prompt))
+	for i := 1; i < len(prompt) && i < len(plp); i++ {
+		id := prompt[i]
+		doc[i] = map[string]openai.PromptTokenLogprob{
+			strconv.Itoa(int(id)): {Logprob: logprob(plp[i]), DecodedToken: string(tok.TokenPiece(id))},
+		}
+	}
+	return doc
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +157,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if req.Logprobs {
 		top = req.TopLogprobs
 	}
-	p, e := s.plan(&req.Common, prompt, "messages", 0, top)
+	p, e := s.plan(&req.Common, prompt, "messages", 0, top, req.PromptLogprobs != nil)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -136,12 +176,14 @@ func finishPtr(s string) *string {
 
 // completionEncoder builds /v1/completions documents.
 type completionEncoder struct {
-	tok         *tokenizer.Tokenizer
-	logprobs    bool
-	top         int
-	echo        string // prompt text shown before the completion (echo)
-	echoRunes   int
-	fingerprint string
+	tok           *tokenizer.Tokenizer
+	logprobs      bool
+	top           int
+	echo          bool   // the prompt is shown before the completion
+	echoText      string // the prompt's text
+	echoRunes     int
+	promptOffsets []int // echo with logprobs: each prompt token's rune offset in echoText
+	fingerprint   string
 }
 
 func (e *completionEncoder) doc(p *genPlan, choices []openai.CompletionChoice, u *openai.Usage) *openai.CompletionResponse {
@@ -152,56 +194,72 @@ func (e *completionEncoder) doc(p *genPlan, choices []openai.CompletionChoice, u
 		SystemFingerprint: e.fingerprint, Choices: choices, Usage: u}
 }
 
-func (e *completionEncoder) legacy(toks []tokenRec) *openai.CompletionLogprobs {
+// legacy builds the logprobs object of toks, led by the prompt's tokens
+// when withPrompt (echo): their logprobs from plp (null for the first, and
+// for all when plp is nil), top_logprobs null, offsets in the echoed text.
+func (e *completionEncoder) legacy(p *genPlan, toks []tokenRec, withPrompt bool, plp []float32) *openai.CompletionLogprobs {
 	if !e.logprobs {
 		return nil
 	}
-	lp := &openai.CompletionLogprobs{
-		Tokens:        make([]string, len(toks)),
-		TokenLogprobs: make([]float64, len(toks)),
-		TopLogprobs:   make([]map[string]float64, len(toks)),
-		TextOffset:    make([]int, len(toks)),
+	np := 0
+	if withPrompt && e.promptOffsets != nil {
+		np = len(p.prompt)
 	}
-	for i, t := range toks {
-		lp.Tokens[i] = string(e.tok.TokenPiece(t.ID))
-		lp.TokenLogprobs[i] = logprob(t.Logprob)
-		lp.TextOffset[i] = e.echoRunes + t.runeStart
+	n := np + len(toks)
+	lp := &openai.CompletionLogprobs{
+		Tokens:        make([]string, 0, n),
+		TokenLogprobs: make([]*float64, 0, n),
+		TopLogprobs:   make([]map[string]float64, 0, n),
+		TextOffset:    make([]int, 0, n),
+	}
+	for i := range np {
+		id := p.prompt[i]
+		var x *float64
+		if i > 0 && i < len(plp) {
+			v := logprob(plp[i])
+			x = &v
+		}
+		lp.Tokens = append(lp.Tokens, string(e.tok.TokenPiece(id)))
+		lp.TokenLogprobs = append(lp.TokenLogprobs, x)
+		lp.TopLogprobs = append(lp.TopLogprobs, nil)
+		lp.TextOffset = append(lp.TextOffset, e.promptOffsets[i])
+	}
+	for _, t := range toks {
+		x := logprob(t.Logprob)
+		var m map[string]float64
 		if e.top > 0 {
-			m := make(map[string]float64, len(t.Top))
+			m = make(map[string]float64, len(t.Top))
 			for _, a := range t.Top {
 				m[string(e.tok.TokenPiece(a.ID))] = logprob(a.Logprob)
 			}
-			lp.TopLogprobs[i] = m
 		}
+		lp.Tokens = append(lp.Tokens, string(e.tok.TokenPiece(t.ID)))
+		lp.TokenLogprobs = append(lp.TokenLogprobs, &x)
+		lp.TopLogprobs = append(lp.TopLogprobs, m)
+		lp.TextOffset = append(lp.TextOffset, e.echoRunes+t.runeStart)
 	}
 	return lp
 }
 
-func (e *completionEncoder) opening(p *genPlan) []any {
-	if e.echo == "" {
+func (e *completionEncoder) opening(p *genPlan, i int, plp []float32) any {
+	if !e.echo {
 		return nil
 	}
-	docs := make([]any, len(p.reqs))
-	for i := range p.reqs {
-		var lp *openai.CompletionLogprobs
-		if e.logprobs {
-			lp = e.legacy(nil)
-		}
-		docs[i] = e.doc(p, []openai.CompletionChoice{{Index: i, Text: e.echo, Logprobs: lp}}, nil)
-	}
-	return docs
+	return e.doc(p, []openai.CompletionChoice{{Index: i, Text: e.echoText, Logprobs: e.legacy(p, nil, true, plp),
+		PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, plp)}}, nil)
 }
 
 func (e *completionEncoder) chunk(p *genPlan, pc *piece) any {
-	return e.doc(p, []openai.CompletionChoice{{Index: pc.index, Text: pc.text, Logprobs: e.legacy(pc.toks),
-		FinishReason: finishPtr(pc.finish)}}, nil)
+	return e.doc(p, []openai.CompletionChoice{{Index: pc.index, Text: pc.text, Logprobs: e.legacy(p, pc.toks, false, nil),
+		FinishReason: finishPtr(pc.finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, pc.plp)}}, nil)
 }
 
 func (e *completionEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) any {
 	choices := make([]openai.CompletionChoice, len(res))
 	for i, cr := range res {
-		choices[i] = openai.CompletionChoice{Index: i, Text: e.echo + cr.text.String(), Logprobs: e.legacy(cr.toks),
-			FinishReason: finishPtr(cr.finish)}
+		choices[i] = openai.CompletionChoice{Index: i, Text: e.echoText + cr.text.String(),
+			Logprobs: e.legacy(p, cr.toks, e.echo, cr.plp), FinishReason: finishPtr(cr.finish),
+			PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, cr.plp)}
 	}
 	return e.doc(p, choices, u)
 }
@@ -250,14 +308,11 @@ func (e *chatEncoder) chunkDoc(p *genPlan, choices []openai.ChatChunkChoice, u *
 		SystemFingerprint: e.fingerprint, Choices: choices, Usage: u}
 }
 
-func (e *chatEncoder) opening(p *genPlan) []any {
-	docs := make([]any, len(p.reqs))
-	for i := range p.reqs {
-		empty := ""
-		docs[i] = e.chunkDoc(p, []openai.ChatChunkChoice{{Index: i,
-			Delta: openai.ChatDelta{Role: openai.RoleAssistant, Content: &empty}}}, nil)
-	}
-	return docs
+func (e *chatEncoder) opening(p *genPlan, i int, plp []float32) any {
+	empty := ""
+	return e.chunkDoc(p, []openai.ChatChunkChoice{{Index: i,
+		Delta:          openai.ChatDelta{Role: openai.RoleAssistant, Content: &empty},
+		PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, plp)}}, nil)
 }
 
 func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
@@ -266,7 +321,7 @@ func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 		d.Content = &pc.text
 	}
 	return e.chunkDoc(p, []openai.ChatChunkChoice{{Index: pc.index, Delta: d, Logprobs: e.content(pc.toks),
-		FinishReason: finishPtr(pc.finish)}}, nil)
+		FinishReason: finishPtr(pc.finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, pc.plp)}}, nil)
 }
 
 func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) any {
@@ -274,7 +329,8 @@ func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) a
 	for i, cr := range res {
 		choices[i] = openai.ChatChoice{Index: i,
 			Message:  openai.ChatMessage{Role: openai.RoleAssistant, Content: cr.text.String()},
-			Logprobs: e.content(cr.toks), FinishReason: finishPtr(cr.finish)}
+			Logprobs: e.content(cr.toks), FinishReason: finishPtr(cr.finish),
+			PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, cr.plp)}
 	}
 	return &openai.ChatResponse{ID: p.id, Object: openai.ObjectChatCompletion, Created: p.created, Model: p.model,
 		SystemFingerprint: e.fingerprint, Choices: choices, Usage: u}

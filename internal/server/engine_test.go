@@ -22,6 +22,12 @@ import (
 // EngineBackend.
 func newEngineServer(t *testing.T) (*Server, *engine.Engine) {
 	t.Helper()
+	return newEngineServerWith(t, engine.Config{PageTokens: 16, Pages: 64, PrefixCache: true})
+}
+
+// newEngineServerWith is newEngineServer with the engine configured by cfg.
+func newEngineServerWith(t *testing.T, ecfg engine.Config) (*Server, *engine.Engine) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	cfg, err := synth.Preset("tiny")
 	if err != nil {
@@ -35,7 +41,7 @@ func newEngineServer(t *testing.T) (*Server, *engine.Engine) {
 		t.Fatalf("model.Load: %v", err)
 	}
 	pool := kernels.NewPool(1)
-	e, err := engine.New(model.NewRunner(m, pool), engine.Config{PageTokens: 16, Pages: 64, PrefixCache: true}, nil)
+	e, err := engine.New(model.NewRunner(m, pool), ecfg, nil)
 	if err != nil {
 		t.Fatalf("engine.New: %v", err)
 	}

@@ -29,13 +29,18 @@ type genPlan struct {
 	stops        []string
 	stream       bool
 	includeUsage bool
+	// promptLogprobs: the answer carries prompt logprobs (prompt_logprobs,
+	// or echo with logprobs); the engine is asked for them except on a
+	// router's decode leg.
+	promptLogprobs bool
 }
 
 // plan checks the lengths against the context and builds one engine request
 // per choice. defaultMax is the max_tokens used when the request gives none
 // (0: the rest of the context); it is clamped to the context, while an
-// explicit max_tokens that does not fit is an error.
-func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax int, topLogprobs int) (*genPlan, *openai.Error) {
+// explicit max_tokens that does not fit is an error. promptLogprobs asks
+// each choice's sequence for the prompt's logprobs.
+func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax, topLogprobs int, promptLogprobs bool) (*genPlan, *openai.Error) {
 	ctxLen := s.b.ModelConfig().Context
 	n := len(prompt)
 	switch {
@@ -78,7 +83,8 @@ func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax
 		seed = uint64(*c.Seed)
 	}
 	p := &genPlan{id: newID("cmpl-"), model: s.o.ModelName, created: time.Now().Unix(), prompt: prompt,
-		promptParam: param, stops: c.Stop, stream: c.Stream, includeUsage: c.Stream && c.IncludeUsage}
+		promptParam: param, stops: c.Stop, stream: c.Stream, includeUsage: c.Stream && c.IncludeUsage,
+		promptLogprobs: promptLogprobs}
 	for i := range c.N {
 		q := sp
 		q.Seed = seed + uint64(i)
@@ -89,6 +95,9 @@ func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax
 			StopTokens:  c.StopTokenIDs,
 			IgnoreEOS:   c.IgnoreEOS,
 			TopLogprobs: topLogprobs,
+			// Each choice computes them (the values are the same): every
+			// choice's first chunk carries them without waiting for another.
+			PromptLogprobs: promptLogprobs,
 		})
 	}
 	return p, nil
@@ -100,10 +109,11 @@ type piece struct {
 	text   string
 	toks   []tokenRec
 	final  bool
-	finish string // with final and no err
-	err    error  // with final: the sequence failed
-	tokens int    // with final: completion tokens
-	cached int    // prompt tokens served from the prefix cache
+	finish string    // with final and no err
+	err    error     // with final: the sequence failed
+	tokens int       // with final: completion tokens
+	cached int       // prompt tokens served from the prefix cache
+	plp    []float32 // the prompt's logprobs, on the choice's first piece when asked for
 }
 
 // choiceResult accumulates a choice for a non-streamed answer.
@@ -113,13 +123,17 @@ type choiceResult struct {
 	finish string
 	tokens int
 	cached int
+	plp    []float32 // the prompt's logprobs (nil: not asked for, or a decode leg)
+	opened bool      // streamed: the choice's first chunk went out
 }
 
 // encoder builds one endpoint's documents.
 type encoder interface {
-	// opening returns the chunks streamed before any text.
-	opening(p *genPlan) []any
-	// chunk returns the streamed chunk for a piece.
+	// opening returns choice i's chunk streamed before any of its text
+	// (nil: none), carrying the prompt's logprobs plp when not nil.
+	opening(p *genPlan, i int, plp []float32) any
+	// chunk returns the streamed chunk for a piece (with the prompt's
+	// logprobs when pc.plp is not nil).
 	chunk(p *genPlan, pc *piece) any
 	// answer returns the non-streamed answer.
 	answer(p *genPlan, res []*choiceResult, u *openai.Usage) any
@@ -134,9 +148,16 @@ type encoder interface {
 // them.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, enc encoder, t0 time.Time) {
 	ctx, cancel := context.WithCancel(withLeg(r.Context(), r))
+	// A decode leg imports the prompt's K/V instead of computing it, so it
+	// has no prompt logprobs: the router splices in the prefill leg's.
+	li, isLeg := LegFromContext(ctx)
+	decodeLeg := isLeg && li.Leg == legDecode
 	streams := make([]Stream, 0, len(p.reqs))
 	for i, req := range p.reqs {
 		req.ID = fmt.Sprintf("%s-%d", p.id, i)
+		if decodeLeg {
+			req.PromptLogprobs = false
+		}
 		st, err := s.b.Submit(ctx, req)
 		if err != nil {
 			cancel()
@@ -156,23 +177,32 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		wg.Wait()
 	}()
 	tok := s.b.Tokenizer()
+	wantPLP := -1
+	if p.promptLogprobs && !decodeLeg {
+		wantPLP = len(p.prompt)
+	}
 	for i, st := range streams {
 		c := newChoiceState(tok.NewContinuationDecoder(), p.stops)
-		wg.Go(func() { s.follow(ctx, i, st, c, out, t0) })
+		wg.Go(func() { s.follow(ctx, i, st, c, wantPLP, out, t0) })
 	}
 
-	var sw *sseWriter
-	if p.stream {
-		sw = newSSEWriter(w, s.o.WriteTimeout)
-		for _, doc := range enc.opening(p) {
-			if sw.send(doc) != nil {
-				return
-			}
-		}
-	}
 	res := make([]*choiceResult, len(streams))
 	for i := range res {
 		res[i] = &choiceResult{}
+	}
+	var sw *sseWriter
+	if p.stream {
+		sw = newSSEWriter(w, s.o.WriteTimeout)
+		// With prompt logprobs each choice's opening waits for its first
+		// piece, which brings them.
+		for i, cr := range res {
+			if !p.promptLogprobs {
+				cr.opened = true
+				if doc := enc.opening(p, i, nil); doc != nil && sw.send(doc) != nil {
+					return
+				}
+			}
+		}
 	}
 	for remaining := len(streams); remaining > 0; {
 		var pc piece
@@ -195,11 +225,23 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		}
 		cr := res[pc.index]
 		cr.cached = max(cr.cached, pc.cached)
+		if pc.plp != nil {
+			cr.plp = pc.plp
+		}
 		if pc.final {
 			remaining--
 			cr.finish, cr.tokens = pc.finish, pc.tokens
 		}
 		if sw != nil {
+			if !cr.opened {
+				cr.opened = true
+				if doc := enc.opening(p, pc.index, pc.plp); doc != nil {
+					if sw.send(doc) != nil {
+						return
+					}
+					pc.plp = nil // the opening carried them
+				}
+			}
 			if sw.send(enc.chunk(p, &pc)) != nil {
 				return
 			}
@@ -244,12 +286,16 @@ func streamError(err error) *openai.Error {
 
 // follow reads one stream until it ends, feeding its tokens through the
 // choice's stop-string and UTF-8 hold-back and sending what may be shown.
-// It cancels the stream when it returns, and returns promptly once ctx is
+// With wantPLP >= 0 (the prompt's length) the first update with tokens must
+// bring that many prompt logprobs, which go out on the first piece. It
+// cancels the stream when it returns, and returns promptly once ctx is
 // done.
-func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceState, out chan<- piece, t0 time.Time) {
+func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceState, wantPLP int, out chan<- piece, t0 time.Time) {
 	defer st.Cancel()
+	var plp []float32 // prompt logprobs not yet sent
 	send := func(pc piece) bool {
 		pc.index = index
+		pc.plp, plp = plp, nil
 		select {
 		case out <- pc:
 			return true
@@ -274,6 +320,13 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 			}
 			fail(fmt.Errorf("generation stream: %w", err))
 			return
+		}
+		if wantPLP >= 0 && len(u.Tokens) > 0 {
+			if len(u.PromptLogprobs) != wantPLP {
+				fail(fmt.Errorf("the engine returned %d prompt logprobs for a %d-token prompt", len(u.PromptLogprobs), wantPLP))
+				return
+			}
+			plp, wantPLP = u.PromptLogprobs, -1
 		}
 		if k := len(u.Tokens); k > 0 {
 			now := time.Now()

@@ -15,6 +15,9 @@ const (
 	HeaderPrefill   = "X-Tandem-Prefill"    // decode leg: the prefill worker's transfer address
 )
 
+// legDecode is HeaderLeg's value on a decode leg.
+const legDecode = "decode"
+
 // LegInfo is what the router's headers say about a disaggregated leg.
 type LegInfo struct {
 	Room      string

@@ -76,7 +76,9 @@ func TestBadRequests(t *testing.T) {
 		{"top_p", "POST", "/v1/completions", `{"prompt": "x", "top_p": 1.5}`, nil, false, false, 400, "invalid_request_error", "top_p", "invalid_value", "(0, 1]"},
 		{"presence_penalty", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "presence_penalty": -3}`, nil, false, false, 400, "invalid_request_error", "presence_penalty", "invalid_value", "[-2, 2]"},
 		{"token id outside the vocabulary", "POST", "/v1/completions", `{"prompt": [1, 99999]}`, nil, false, false, 400, "invalid_request_error", "prompt", "invalid_value", "outside this model's vocabulary"},
-		{"echo with logprobs", "POST", "/v1/completions", `{"prompt": "x", "echo": true, "logprobs": 1}`, nil, false, false, 400, "invalid_request_error", "echo", "unsupported_parameter", "not supported"},
+		{"prompt_logprobs over 20", "POST", "/v1/completions", `{"prompt": "x", "prompt_logprobs": 21}`, nil, false, false, 400, "invalid_request_error", "prompt_logprobs", "invalid_value", "0..20"},
+		{"prompt_logprobs negative", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": -1}`, nil, false, false, 400, "invalid_request_error", "prompt_logprobs", "invalid_value", "0..20"},
+		{"prompt_logprobs a string", "POST", "/v1/completions", `{"prompt": "x", "prompt_logprobs": "x"}`, nil, false, false, 400, "invalid_request_error", "prompt_logprobs", "invalid_type", "must be an integer"},
 		{"template raises", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}`, nil, false, false, 400, "invalid_request_error", "messages", "invalid_value", "must alternate"},
 		{"unknown model", "POST", "/v1/completions", `{"model": "gpt-4", "prompt": "x"}`, nil, false, false, 404, "invalid_request_error", "model", "model_not_found", `"gpt-4" does not exist`},
 		{"unknown model id", "GET", "/v1/models/gpt-4", ``, nil, false, false, 404, "invalid_request_error", "model", "model_not_found", "does not exist"},
@@ -293,7 +295,7 @@ func TestCompletionLogprobs(t *testing.T) {
 	lp := r.Choices[0].Logprobs
 	want := &openai.CompletionLogprobs{
 		Tokens:        []string{" Hello", "é", "!"},
-		TokenLogprobs: []float64{-0.5, -1, -1.5},
+		TokenLogprobs: ptrs(-0.5, -1, -1.5),
 		TopLogprobs:   []map[string]float64{{"a": -1, "b": -2}, {"a": -1, "b": -2}, {"a": -1, "b": -2}},
 		TextOffset:    []int{0, 6, 7},
 	}
