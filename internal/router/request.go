@@ -98,12 +98,13 @@ func jsonInt(raw json.RawMessage) (int64, bool) {
 }
 
 // wantsPromptLogprobs reports whether the client asked for prompt
-// logprobs: prompt_logprobs other than 0 or false, or (completions) echo
-// together with logprobs.
+// logprobs: any prompt_logprobs but null or false (0 asks for the prompt
+// tokens' own logprobs, as in vLLM), or (completions) echo together with
+// logprobs.
 func wantsPromptLogprobs(ep endpoint, obj object) bool {
 	if raw, ok := obj.get("prompt_logprobs"); ok {
 		s := string(bytes.TrimSpace(raw))
-		if s != "0" && s != "false" {
+		if s != "null" && s != "false" {
 			return true
 		}
 	}

@@ -112,6 +112,12 @@ func TestPromptLogprobsAreSpliced(t *testing.T) {
 			want:   `{"id":"cmpl-d","object":"text_completion","created":2,"model":"m","choices":[{"index":0,"text":" hello there","logprobs":null,"finish_reason":"length","prompt_logprobs":` + plp + `}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}` + "\n",
 		},
 		{
+			name:   "prompt_logprobs 0 asks for the prompt tokens' own logprobs",
+			client: `{"prompt":"a b","prompt_logprobs":0}`,
+			decode: `{"choices":[{"index":0,"text":" c"}]}`,
+			want:   `{"choices":[{"index":0,"text":" c","prompt_logprobs":` + plp + `}]}`,
+		},
+		{
 			name:   "non-streamed echo with logprobs",
 			client: `{"prompt":"a b","echo":true,"logprobs":0}`,
 			decode: `{"choices":[{"index":0,"text":"a b c"}]}`,
@@ -126,7 +132,7 @@ func TestPromptLogprobsAreSpliced(t *testing.T) {
 		},
 		{
 			name:   "not asked for: untouched",
-			client: `{"prompt":"a b","prompt_logprobs":0,"echo":true}`,
+			client: `{"prompt":"a b","prompt_logprobs":null,"echo":true}`,
 			decode: decodeAnswer,
 			want:   decodeAnswer,
 		},
