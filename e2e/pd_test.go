@@ -41,6 +41,8 @@ func startServe(t *testing.T, model string) string {
 type completion struct {
 	Text   string
 	Tokens []string
+	Top    []string // each token's top_logprobs, as JSON
+	LPs    []string // each token's logprob, as JSON
 	Usage  string
 	Finish string
 }
@@ -49,7 +51,7 @@ type completion struct {
 // not only text, are compared), streamed or not.
 func complete(t *testing.T, base, prompt string, stream bool) completion {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 1,
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 2,
 		"ignore_eos": true, "stream": stream, "stream_options": map[string]any{"include_usage": true}})
 	client := &http.Client{Timeout: 2 * time.Minute}
 	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
@@ -65,7 +67,9 @@ func complete(t *testing.T, base, prompt string, stream bool) completion {
 		Text         string `json:"text"`
 		FinishReason string `json:"finish_reason"`
 		Logprobs     *struct {
-			Tokens []string `json:"tokens"`
+			Tokens        []string          `json:"tokens"`
+			TokenLogprobs []json.RawMessage `json:"token_logprobs"`
+			TopLogprobs   []json.RawMessage `json:"top_logprobs"`
 		} `json:"logprobs"`
 	}
 	type doc struct {
@@ -78,6 +82,12 @@ func complete(t *testing.T, base, prompt string, stream bool) completion {
 			c.Text += ch.Text
 			if ch.Logprobs != nil {
 				c.Tokens = append(c.Tokens, ch.Logprobs.Tokens...)
+				for _, r := range ch.Logprobs.TopLogprobs {
+					c.Top = append(c.Top, string(r))
+				}
+				for _, r := range ch.Logprobs.TokenLogprobs {
+					c.LPs = append(c.LPs, string(r))
+				}
 			}
 			if ch.FinishReason != "" {
 				c.Finish = ch.FinishReason
@@ -154,6 +164,9 @@ func TestPDMatchesServe(t *testing.T) {
 					}
 					if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
 						t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
+					}
+					if strings.Join(got.Top, " ") != strings.Join(want.Top, " ") || strings.Join(got.LPs, " ") != strings.Join(want.LPs, " ") {
+						t.Errorf("%s: logprobs through the router\n%v %v\nserve\n%v %v", what, got.LPs, got.Top, want.LPs, want.Top)
 					}
 					if got.Finish != want.Finish || got.Usage != want.Usage {
 						t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)

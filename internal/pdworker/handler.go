@@ -3,6 +3,7 @@ package pdworker
 import (
 	"tandem/internal/kvwire"
 	"tandem/internal/room"
+	"tandem/internal/sample"
 )
 
 // The Worker is the transport's Handler: the methods below run on the
@@ -28,6 +29,14 @@ func (w *Worker) Frame(peer string, h kvwire.Header, payload []byte) {
 			return
 		}
 		ev.Kind, ev.Token, ev.Logprob = room.EventFirstToken, f.Token, f.Logprob
+		w.mu.Lock()
+		if l := w.legs[ev.Room]; l != nil && l.peer == peer {
+			l.firstTop = l.firstTop[:0]
+			for _, tl := range f.Top {
+				l.firstTop = append(l.firstTop, sample.TokenLogprob{ID: tl.ID, Logprob: tl.Logprob})
+			}
+		}
+		w.mu.Unlock()
 	case kvwire.TypeDone:
 		var d kvwire.Done
 		if !w.decode(peer, h, payload, &d) {

@@ -10,6 +10,7 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/kvcache"
 	"tandem/internal/room"
+	"tandem/internal/sample"
 )
 
 // Error is a disaggregation failure as the router's HTTP leg sees it. The
@@ -81,6 +82,9 @@ type leg struct {
 	// recvSeen marks each (ordinal, layer, K/V) frame received, so a
 	// duplicate never counts twice towards DONE's byte check.
 	recvSeen []bool
+	// firstTop holds the first token's alternatives from FIRST_TOKEN, for
+	// the Resume that follows DONE.
+	firstTop []sample.TokenLogprob
 }
 
 func newLeg(w *Worker, id room.ID, req engine.Request) *leg {

@@ -136,7 +136,13 @@ func (w *Worker) sendControl(e room.Effect) {
 	case room.FrameAlloc:
 		payload = (&kvwire.Alloc{Pages: e.Pages}).AppendTo(nil)
 	case room.FrameFirstToken:
-		payload = (&kvwire.FirstToken{Token: e.Token, Logprob: e.Logprob}).AppendTo(nil)
+		ft := kvwire.FirstToken{Token: e.Token, Logprob: e.Logprob}
+		if l := w.legs[e.Room]; l != nil && len(l.first.Tokens) > 0 {
+			for _, tl := range l.first.Tokens[0].Top {
+				ft.Top = append(ft.Top, kvwire.TopLogprob{ID: tl.ID, Logprob: tl.Logprob})
+			}
+		}
+		payload = ft.AppendTo(nil)
 	case room.FrameDone:
 		payload = (&kvwire.Done{PageCount: uint32(e.PageCount), Bytes: uint64(e.Bytes)}).AppendTo(nil)
 	case room.FrameAbort:

@@ -234,7 +234,11 @@ func (w *Worker) applyOne(e room.Effect) (room.Event, bool) {
 	case room.EffectResume:
 		if l != nil && l.h != nil {
 			l.resumed = true
-			if err := l.h.Resume(engine.Token{ID: e.Token, Logprob: e.Logprob}); err != nil {
+			tok := engine.Token{ID: e.Token, Logprob: e.Logprob}
+			if n := l.req.TopLogprobs; n > 0 {
+				tok.Top = l.firstTop[:min(n, len(l.firstTop))]
+			}
+			if err := l.h.Resume(tok); err != nil {
 				w.log.Error("resume failed", "room", e.Room, "err", err)
 			}
 		}
