@@ -50,61 +50,6 @@ func bpeDecodeText(text string) string {
 	return string(b)
 }
 
-// bpeBigram is a candidate merge of two adjacent symbols.
-type bpeBigram struct {
-	rank        int32
-	left, right int32
-	size        int32
-}
-
-// bpeQueue is a min-heap: lowest rank first, then the leftmost pair.
-type bpeQueue []bpeBigram
-
-func (q bpeQueue) before(i, j int) bool {
-	if q[i].rank != q[j].rank {
-		return q[i].rank < q[j].rank
-	}
-	return q[i].left < q[j].left
-}
-
-func (q *bpeQueue) push(b bpeBigram) {
-	*q = append(*q, b)
-	h := *q
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !h.before(i, p) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-func (q *bpeQueue) pop() bpeBigram {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(h) && h.before(r, l) {
-			m = r
-		}
-		if !h.before(m, i) {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	*q = h
-	return top
-}
-
 // encodeBPE tokenizes one text fragment (llama.cpp's
 // llm_tokenizer_bpe_session): pre-tokenize into words, map each word's
 // bytes through the GPT-2 table, merge adjacent symbols by lowest merge
@@ -113,7 +58,7 @@ func (q *bpeQueue) pop() bpeBigram {
 func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
 	var sb strings.Builder
 	var syms []symbol
-	var q bpeQueue
+	var q mergeQueue[int32]
 	for _, w := range t.pre.split(text) {
 		sb.Reset()
 		for i := 0; i < len(w); i++ {
@@ -137,7 +82,7 @@ func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
 			if !ok {
 				return
 			}
-			q.push(bpeBigram{rank: rank, left: left, right: right, size: l.n + r.n})
+			q.push(bigram[int32]{key: rank, left: left, right: right, size: l.n + r.n})
 		}
 		for i := int32(1); i < int32(len(syms)); i++ {
 			add(i-1, i)

@@ -345,6 +345,83 @@ type customStage struct {
 
 const outOfRange = -1
 
+// customSplit is what the hand-coded splitters share: it walks the piece
+// cpts[ini:end] and collects the lengths of the words cut from it.
+type customSplit struct {
+	cpts     []rune
+	ini, end int
+	prev     int   // where the last word ended
+	out      []int // word lengths
+}
+
+// get is the code point at p, or outOfRange outside the piece.
+func (s *customSplit) get(p int) rune {
+	if p >= s.ini && p < s.end {
+		return s.cpts[p]
+	}
+	return outOfRange
+}
+
+// flags is cptFlags of the code point at p, or 0 outside the piece.
+func (s *customSplit) flags(p int) uint8 {
+	if p >= s.ini && p < s.end {
+		return cptFlags(s.cpts[p])
+	}
+	return 0
+}
+
+// add ends a word at e, dropping it when empty, and returns its length.
+func (s *customSplit) add(e int) int {
+	l := e - s.prev
+	if l > 0 {
+		s.out = append(s.out, l)
+	}
+	s.prev = e
+	return l
+}
+
+// contraction is the length of the match of 's|'t|'re|'ve|'m|'ll|'d at
+// pos, case-insensitive when fold is set, or 0 when there is none.
+func (s *customSplit) contraction(pos int, fold bool) int {
+	if s.get(pos) != '\'' || pos+1 >= s.end {
+		return 0
+	}
+	next := s.get(pos + 1)
+	if fold {
+		next = unicode.ToLower(next)
+	}
+	if next == 's' || next == 't' || next == 'm' || next == 'd' {
+		return 2
+	}
+	if pos+2 < s.end {
+		nn := s.get(pos + 2)
+		if fold {
+			nn = unicode.ToLower(nn)
+		}
+		if (next == 'r' && nn == 'e') || (next == 'v' && nn == 'e') || (next == 'l' && nn == 'l') {
+			return 3
+		}
+	}
+	return 0
+}
+
+// spaces ends a step of a splitter at pos, where nws white spaces start and
+// no other alternative matched: \s+(?!\S), which leaves the last of several
+// white spaces for the next word unless the piece ends with them; else
+// \s+; else the single code point at pos. It returns the new position.
+func (s *customSplit) spaces(pos, nws int) int {
+	switch {
+	case nws > 1 && s.get(pos+nws) != outOfRange:
+		pos += nws - 1
+	case nws > 0:
+		pos += nws
+	default:
+		pos++
+	}
+	s.add(pos)
+	return pos
+}
+
 func (s *customStage) split(in *splitInput, pieces []int) []int {
 	out := make([]int, 0, len(pieces))
 	cpts := in.cpts
@@ -365,48 +442,18 @@ func (s *customStage) split(in *splitInput, pieces []int) []int {
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
 // (llama.cpp's unicode_regex_split_custom_gpt2), appending piece lengths.
 func splitGPT2(cpts []rune, ini, end int, out []int) []int {
-	get := func(p int) rune {
-		if p >= ini && p < end {
-			return cpts[p]
-		}
-		return outOfRange
-	}
-	flags := func(p int) uint8 {
-		if p >= ini && p < end {
-			return cptFlags(cpts[p])
-		}
-		return 0
-	}
-	prev := ini
-	add := func(e int) int {
-		l := e - prev
-		if l > 0 {
-			out = append(out, l)
-		}
-		prev = e
-		return l
-	}
+	sp := customSplit{cpts: cpts, ini: ini, end: end, prev: ini, out: out}
 	const wln = flagSpace | flagLetter | flagNumber
 	for pos := ini; pos < end; {
-		c, f := get(pos), flags(pos)
+		c, f := sp.get(pos), sp.flags(pos)
 		// 's|'t|'re|'ve|'m|'ll|'d
-		if c == '\'' && pos+1 < end {
-			next := get(pos + 1)
-			if next == 's' || next == 't' || next == 'm' || next == 'd' {
-				pos += add(pos + 2)
-				continue
-			}
-			if pos+2 < end {
-				nn := get(pos + 2)
-				if (next == 'r' && nn == 'e') || (next == 'v' && nn == 'e') || (next == 'l' && nn == 'l') {
-					pos += add(pos + 3)
-					continue
-				}
-			}
+		if n := sp.contraction(pos, false); n > 0 {
+			pos += sp.add(pos + n)
+			continue
 		}
 		f2 := f
 		if c == ' ' {
-			f2 = flags(pos + 1)
+			f2 = sp.flags(pos + 1)
 		}
 		// ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+'
 		var class uint8
@@ -425,7 +472,7 @@ func splitGPT2(cpts []rune, ini, end int, out []int) []int {
 				pos++
 			}
 			for {
-				g := flags(pos)
+				g := sp.flags(pos)
 				if class == 0 {
 					if g&wln != 0 || g == 0 {
 						break
@@ -435,28 +482,16 @@ func splitGPT2(cpts []rune, ini, end int, out []int) []int {
 				}
 				pos++
 			}
-			add(pos)
+			sp.add(pos)
 			continue
 		}
 		nws := 0
-		for flags(pos+nws)&flagSpace != 0 {
+		for sp.flags(pos+nws)&flagSpace != 0 {
 			nws++
 		}
-		// '\s+(?!\S)': leave the last white space for the next word
-		if nws > 1 && get(pos+nws) != outOfRange {
-			pos += nws - 1
-			add(pos)
-			continue
-		}
-		if nws > 0 {
-			pos += nws
-			add(pos)
-			continue
-		}
-		pos++
-		add(pos)
+		pos = sp.spaces(pos, nws)
 	}
-	return out
+	return sp.out
 }
 
 // splitLlama3 splits cpts[ini:end] like the llama3 regex (or qwen2's when
@@ -465,73 +500,43 @@ func splitGPT2(cpts []rune, ini, end int, out []int) []int {
 // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // (llama.cpp's unicode_regex_split_custom_llama3).
 func splitLlama3(cpts []rune, ini, end, maxDigits int, out []int) []int {
-	get := func(p int) rune {
-		if p >= ini && p < end {
-			return cpts[p]
-		}
-		return outOfRange
-	}
-	flags := func(p int) uint8 {
-		if p >= ini && p < end {
-			return cptFlags(cpts[p])
-		}
-		return 0
-	}
-	prev := ini
-	add := func(e int) int {
-		l := e - prev
-		if l > 0 {
-			out = append(out, l)
-		}
-		prev = e
-		return l
-	}
+	sp := customSplit{cpts: cpts, ini: ini, end: end, prev: ini, out: out}
 	const wln = flagSpace | flagLetter | flagNumber
 	for pos := ini; pos < end; {
-		c, f := get(pos), flags(pos)
+		c, f := sp.get(pos), sp.flags(pos)
 		// (?i:'s|'t|'re|'ve|'m|'ll|'d)
-		if c == '\'' && pos+1 < end {
-			next := unicode.ToLower(get(pos + 1))
-			if next == 's' || next == 't' || next == 'm' || next == 'd' {
-				pos += add(pos + 2)
-				continue
-			}
-			if pos+2 < end {
-				nn := unicode.ToLower(get(pos + 2))
-				if (next == 'r' && nn == 'e') || (next == 'v' && nn == 'e') || (next == 'l' && nn == 'l') {
-					pos += add(pos + 3)
-					continue
-				}
-			}
+		if n := sp.contraction(pos, true); n > 0 {
+			pos += sp.add(pos + n)
+			continue
 		}
 		// [^\r\n\p{L}\p{N}]?\p{L}+
 		if !(c == '\r' || c == '\n' || f&flagNumber != 0) {
-			if f&flagLetter != 0 || flags(pos+1)&flagLetter != 0 {
+			if f&flagLetter != 0 || sp.flags(pos+1)&flagLetter != 0 {
 				pos++
-				for flags(pos)&flagLetter != 0 {
+				for sp.flags(pos)&flagLetter != 0 {
 					pos++
 				}
-				add(pos)
+				sp.add(pos)
 				continue
 			}
 		}
 		// \p{N}{1,3}
 		if f&flagNumber != 0 {
 			run := pos
-			for flags(pos)&flagNumber != 0 {
+			for sp.flags(pos)&flagNumber != 0 {
 				pos++
 				if pos-run >= maxDigits {
-					add(pos)
+					sp.add(pos)
 					run = pos
 				}
 			}
-			add(pos)
+			sp.add(pos)
 			continue
 		}
 		// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
 		f2 := f
 		if c == ' ' {
-			f2 = flags(pos + 1)
+			f2 = sp.flags(pos + 1)
 		}
 		if f2&wln == 0 && f != 0 {
 			if c == ' ' {
@@ -539,17 +544,17 @@ func splitLlama3(cpts []rune, ini, end, maxDigits int, out []int) []int {
 			}
 			for f2&wln == 0 && f2 != 0 {
 				pos++
-				f2 = flags(pos)
+				f2 = sp.flags(pos)
 			}
-			for c2 := get(pos); c2 == '\r' || c2 == '\n'; c2 = get(pos) {
+			for c2 := sp.get(pos); c2 == '\r' || c2 == '\n'; c2 = sp.get(pos) {
 				pos++
 			}
-			add(pos)
+			sp.add(pos)
 			continue
 		}
 		nws, lastRN := 0, 0
-		for flags(pos+nws)&flagSpace != 0 {
-			if c2 := get(pos + nws); c2 == '\r' || c2 == '\n' {
+		for sp.flags(pos+nws)&flagSpace != 0 {
+			if c2 := sp.get(pos + nws); c2 == '\r' || c2 == '\n' {
 				lastRN = pos + nws + 1
 			}
 			nws++
@@ -557,25 +562,12 @@ func splitLlama3(cpts []rune, ini, end, maxDigits int, out []int) []int {
 		// \s*[\r\n]+
 		if lastRN > 0 {
 			pos = lastRN
-			add(pos)
+			sp.add(pos)
 			continue
 		}
-		// \s+(?!\S)
-		if nws > 1 && get(pos+nws) != outOfRange {
-			pos += nws - 1
-			add(pos)
-			continue
-		}
-		// \s+
-		if nws > 0 {
-			pos += nws
-			add(pos)
-			continue
-		}
-		pos++
-		add(pos)
+		pos = sp.spaces(pos, nws)
 	}
-	return out
+	return sp.out
 }
 
 // Class bodies that llama.cpp substitutes for \p{…} in collapsed regexes:

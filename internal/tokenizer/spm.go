@@ -27,61 +27,6 @@ func splitSymbols(text string, syms []symbol) []symbol {
 	return syms
 }
 
-// spmBigram is a candidate merge of two adjacent symbols.
-type spmBigram struct {
-	score       float32
-	left, right int32
-	size        int32
-}
-
-// spmQueue is a max-heap: higher score first, then the leftmost pair.
-type spmQueue []spmBigram
-
-func (q spmQueue) before(i, j int) bool {
-	if q[i].score != q[j].score {
-		return q[i].score > q[j].score
-	}
-	return q[i].left < q[j].left
-}
-
-func (q *spmQueue) push(b spmBigram) {
-	*q = append(*q, b)
-	h := *q
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !h.before(i, p) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-}
-
-func (q *spmQueue) pop() spmBigram {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(h) && h.before(r, l) {
-			m = r
-		}
-		if !h.before(m, i) {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	*q = h
-	return top
-}
-
 // encodeSPM tokenizes one fragment whose spaces are already "▁"
 // (llama.cpp's llm_tokenizer_spm_session): start from characters, merge the
 // adjacent pair whose concatenation is the highest-scoring token (leftmost
@@ -92,7 +37,7 @@ func (t *Tokenizer) encodeSPM(text string, out []int32) []int32 {
 	if len(syms) == 0 {
 		return out
 	}
-	q := make(spmQueue, 0, len(syms))
+	q := make(mergeQueue[float32], 0, len(syms))
 	tryAdd := func(left, right int32) {
 		if left < 0 || right < 0 {
 			return
@@ -107,7 +52,7 @@ func (t *Tokenizer) encodeSPM(text string, out []int32) []int32 {
 		if t.v.Scores != nil {
 			score = t.v.Scores[id]
 		}
-		q.push(spmBigram{score: score, left: left, right: right, size: int32(len(s))})
+		q.push(bigram[float32]{key: -score, left: left, right: right, size: int32(len(s))})
 	}
 	for i := int32(1); i < int32(len(syms)); i++ {
 		tryAdd(i-1, i)
