@@ -15,7 +15,8 @@ t="$dir/tandem"
 shared=${TANDEM_SHARED:-../shared}
 vocab=()
 [ -f "$shared/models/llama-2-tiny-random.gguf" ] && vocab=(--vocab-from "$shared/models/llama-2-tiny-random.gguf")
-[ -f "$dir/110m-q8_0.gguf" ] || "$t" model synth --preset 110m --type q8_0 --context 8192 "${vocab[@]}" -o "$dir/110m-q8_0.gguf"
+[ -f "$dir/110m-q8_0.gguf" ] || "$t" model synth --preset 110m --type q8_0 "${vocab[@]}" -o "$dir/110m-q8_0.gguf"
+[ -f "$dir/110m-q8_0-8k.gguf" ] || "$t" model synth --preset 110m --type q8_0 --context 8192 "${vocab[@]}" -o "$dir/110m-q8_0-8k.gguf"
 [ -f "$dir/1b-q8_0.gguf" ] || "$t" model synth --preset 1b --type q8_0 "${vocab[@]}" -o "$dir/1b-q8_0.gguf"
 
 section() { printf '\n== %s\n' "$*"; }
@@ -32,6 +33,7 @@ fi
 
 wait_health() { for _ in $(seq 1 600); do curl -sf "$1/health" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no health at $1" >&2; return 1; }
 
+if [ "${SKIP_SERVE:-}" = "" ]; then
 section "serving: tandem bench serve against tandem serve (110m q8_0, prompt ~256 words, 128 tokens)"
 "$t" serve --model "$dir/110m-q8_0.gguf" --port 18801 --log-format json 2>"$dir/serve.log" &
 spid=$!
@@ -41,11 +43,18 @@ for c in 1 8; do
   printf 'concurrency %d: ' "$c"
   "$t" bench serve --url http://127.0.0.1:18801 --concurrency "$c" --requests $((c * 4)) --prompt-tokens 256 --gen-tokens 128 --format json
 done
+kill $spid; wait $spid 2>/dev/null || true
+fi
 
-section "time to first token: tandem up (1 prefill, 1 decode) versus tandem serve (110m q8_0, 16 generated tokens, 3 requests each)"
-"$t" up --model "$dir/110m-q8_0.gguf" --port 18802 --threads 1 --log-format json 2>"$dir/up.log" &
+# Same compute on both sides: serve gets one thread, as each tandem up
+# worker does (the prefill worker alone computes the prompt).
+section "time to first token: tandem up (1 prefill, 1 decode, 1 thread each) versus tandem serve (1 thread) (110m q8_0 8k context, 16 generated tokens, 3 requests each)"
+"$t" serve --model "$dir/110m-q8_0-8k.gguf" --port 18801 --threads 1 --log-format json 2>"$dir/serve1.log" &
+spid=$!
+"$t" up --model "$dir/110m-q8_0-8k.gguf" --port 18802 --threads 1 --log-format json 2>"$dir/up.log" &
 upid=$!
 trap 'kill $spid 2>/dev/null || true; kill -INT $upid 2>/dev/null || true; wait $upid 2>/dev/null || true' EXIT
+wait_health http://127.0.0.1:18801
 wait_health http://127.0.0.1:18802
 for p in 128 1024 4096; do
   for target in serve:18801 up:18802; do
