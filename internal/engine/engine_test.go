@@ -6,50 +6,24 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/fixture"
 	"tandem/internal/generate"
 	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/sample"
-	"tandem/internal/synth"
 	"tandem/internal/tensor"
 )
 
-var (
-	tinyOnce sync.Once
-	tinyPath string
-	tinyErr  error
-)
-
-// tinyModel synthesizes the tiny Q8_0 preset once per test binary.
+// tinyModel loads the synthesized tiny Q8_0 model.
 func tinyModel(t *testing.T) *model.Model {
 	t.Helper()
-	tinyOnce.Do(func() {
-		dir, err := tempDirForPackage()
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		tinyPath = filepath.Join(dir, "tiny-q8_0.gguf")
-		cfg, _ := synth.Preset("tiny")
-		tinyErr = synth.Write(tinyPath, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 7})
-	})
-	if tinyErr != nil {
-		t.Fatal(tinyErr)
-	}
-	m, err := model.Load(tinyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return fixture.Tiny(t, tensor.Q8_0, 7)
 }
 
 func newEngine(t *testing.T, m *model.Model, cfg engine.Config) *engine.Engine {

@@ -5,52 +5,25 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/fixture"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
 	"tandem/internal/room"
 	"tandem/internal/server"
-	"tandem/internal/synth"
 	"tandem/internal/tensor"
 	"tandem/internal/transfer"
-)
-
-var (
-	modelOnce sync.Once
-	modelFile string
-	modelErr  error
 )
 
 const heartbeat = 50 * time.Millisecond
 
 func tinyModel(t *testing.T) *model.Model {
 	t.Helper()
-	modelOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tandem-pdworker-test")
-		if err != nil {
-			modelErr = err
-			return
-		}
-		modelFile = filepath.Join(dir, "tiny.gguf")
-		cfg, _ := synth.Preset("tiny")
-		modelErr = synth.Write(modelFile, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 5})
-	})
-	if modelErr != nil {
-		t.Fatal(modelErr)
-	}
-	m, err := model.Load(modelFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return fixture.Tiny(t, tensor.Q8_0, 5)
 }
 
 // pair is a prefill and a decode worker connected over loopback TCP.
@@ -507,7 +480,11 @@ func TestWatchdogCatchesAStuckTimer(t *testing.T) {
 	rc := testRoomConfig()
 	rc.PrefillTimeout = room.Duration(200 * time.Millisecond)
 	pp := &pair{m: m, expectWatchdog: true}
-	pp.p, pp.pe = newWorker(t, m, room.RolePrefill, 512)
+	// prefill waits long for the router's leg, so its own timeout cannot
+	// end the room (with an ABORT to decode) before decode's watchdog does
+	prc := testRoomConfig()
+	prc.RequestTimeout = room.Duration(30 * time.Second)
+	pp.p, pp.pe = newWorkerCfg(t, m, room.RolePrefill, 512, prc, false)
 	pp.d, pp.de = newWorkerCfg(t, m, room.RoleDecode, 512, rc, true)
 	pp.pFree = pp.pe.Stats().PagesTot - pp.pe.Stats().PagesUsed
 	pp.dFree = pp.de.Stats().PagesTot - pp.de.Stats().PagesUsed
