@@ -27,10 +27,12 @@
 //
 //   - Exactly one outcome per client request: decode's whole answer (byte
 //     for byte for n = 1, plus prefill's prompt logprobs spliced into the
-//     first chunk or into each choice when the client asked for them), or
-//     one error. Before anything was sent that error is an OpenAI error
-//     document whose message names the failed leg and worker and carries
-//     the worker's message (502 for a worker failure, 504 for a timeout,
+//     first chunk or into each choice when the client asked for them, and
+//     with echo and logprobs the prompt's entries of the legacy
+//     token_logprobs, null from decode, filled from them), or one error.
+//     Before anything was sent that error is an OpenAI error document
+//     whose message names the failed leg and worker and carries the
+//     worker's message (502 for a worker failure, 504 for a timeout,
 //     the worker's own 4xx); after, one `data: {"error":...}` event and no
 //     [DONE].
 //   - A failed leg cancels the other at once; a client that goes away

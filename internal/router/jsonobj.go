@@ -16,8 +16,8 @@ type member struct {
 
 // object is a JSON object kept in source order, each value as the exact
 // bytes the peer sent. The router edits a few members of worker answers and
-// client bodies (stream, max_tokens, n, seed, index, id, prompt_logprobs)
-// and must leave everything else byte for byte as it was.
+// client bodies (stream, max_tokens, n, seed, index, id, prompt_logprobs,
+// the prompt's entries of logprobs.token_logprobs) and must leave everything else byte for byte as it was.
 type object []member
 
 var errNotObject = errors.New("not a JSON object")

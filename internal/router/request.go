@@ -37,6 +37,7 @@ type clientRequest struct {
 	stream             bool
 	includeUsage       bool
 	wantPromptLogprobs bool
+	echoLogprobs       bool // completions with echo and logprobs: the legacy block starts with the prompt
 	requestID          string
 	mergedID           string // id of the merged answer when n > 1
 }
@@ -78,6 +79,7 @@ func parseRequest(ep endpoint, body []byte) (*clientRequest, *openai.Error) {
 		}
 	}
 	r.wantPromptLogprobs = wantsPromptLogprobs(ep, obj)
+	r.echoLogprobs = wantsEchoLogprobs(ep, obj)
 	return r, nil
 }
 
@@ -108,6 +110,13 @@ func wantsPromptLogprobs(ep endpoint, obj object) bool {
 			return true
 		}
 	}
+	return wantsEchoLogprobs(ep, obj)
+}
+
+// wantsEchoLogprobs reports whether a completions request asks for echo
+// together with logprobs, so that the legacy logprobs block of the answer
+// starts with the prompt's tokens.
+func wantsEchoLogprobs(ep endpoint, obj object) bool {
 	if ep.chat {
 		return false
 	}

@@ -451,6 +451,9 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 		}
 		if first && f.plp != nil {
 			c = c.set("prompt_logprobs", f.plp)
+			if req.echoLogprobs {
+				c = fillEchoLogprobs(c, f.plp)
+			}
 		}
 		return c
 	})
@@ -476,6 +479,9 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 		}
 		if f.plp != nil {
 			c = c.set("prompt_logprobs", f.plp)
+			if req.echoLogprobs {
+				c = fillEchoLogprobs(c, f.plp)
+			}
 		}
 		return c
 	})
