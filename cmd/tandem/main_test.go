@@ -99,3 +99,15 @@ func TestSynthInfoGenerateBench(t *testing.T) {
 		}
 	}
 }
+
+// TestModelInfoVocabOnly: model info describes files Tandem cannot run
+// (a vocabulary-only GPT-2 file) instead of failing.
+func TestModelInfoVocabOnly(t *testing.T) {
+	p := testenv.Shared(t, "testdata/tokenizer/ggml-vocab-gpt-2.gguf")
+	out := run(t, "model", "info", p)
+	for _, want := range []string{"architecture  gpt2 (tandem cannot run it", "vocabulary    50257 tokens, gpt2 tokenizer, pre-tokenizer gpt-2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("model info lacks %q:\n%s", want, out)
+		}
+	}
+}

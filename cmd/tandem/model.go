@@ -38,24 +38,22 @@ func modelInfoCmd() *cobra.Command {
 }
 
 func printInfo(w io.Writer, path string, f *gguf.File) error {
-	cfg, err := model.ConfigFromMetadata(f)
-	if err != nil {
-		return err
-	}
-	voc, err := tokenizer.VocabFromMetadata(f)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(w, "file          %s (GGUF v%d, %d tensors, %d metadata keys)\n", path, f.Version, len(f.Tensors), len(f.KV))
-	fmt.Fprintf(w, "name          %s\n", cfg.Name)
-	fmt.Fprintf(w, "architecture  %s\n", cfg.Arch)
-	fmt.Fprintf(w, "embedding     %d\n", cfg.Dim)
-	fmt.Fprintf(w, "layers        %d\n", cfg.Layers)
-	fmt.Fprintf(w, "heads         %d (kv %d, head dim %d)\n", cfg.Heads, cfg.KVHeads, cfg.HeadDim)
-	fmt.Fprintf(w, "feed forward  %d\n", cfg.FF)
-	fmt.Fprintf(w, "context       %d\n", cfg.Context)
-	fmt.Fprintf(w, "rope          %s, %d dims, base %g, scale %g\n", cfg.RopeStyle, cfg.RopeDim, cfg.RopeBase, cfg.RopeScale)
-	fmt.Fprintf(w, "norm eps      %g\n", cfg.NormEps)
+	if cfg, err := model.ConfigFromMetadata(f); err != nil {
+		// Still describe the file: vocabulary-only and foreign files are
+		// worth inspecting too.
+		fmt.Fprintf(w, "architecture  %s (tandem cannot run it: %v)\n", f.Architecture(), err)
+	} else {
+		fmt.Fprintf(w, "name          %s\n", cfg.Name)
+		fmt.Fprintf(w, "architecture  %s\n", cfg.Arch)
+		fmt.Fprintf(w, "embedding     %d\n", cfg.Dim)
+		fmt.Fprintf(w, "layers        %d\n", cfg.Layers)
+		fmt.Fprintf(w, "heads         %d (kv %d, head dim %d)\n", cfg.Heads, cfg.KVHeads, cfg.HeadDim)
+		fmt.Fprintf(w, "feed forward  %d\n", cfg.FF)
+		fmt.Fprintf(w, "context       %d\n", cfg.Context)
+		fmt.Fprintf(w, "rope          %s, %d dims, base %g, scale %g\n", cfg.RopeStyle, cfg.RopeDim, cfg.RopeBase, cfg.RopeScale)
+		fmt.Fprintf(w, "norm eps      %g\n", cfg.NormEps)
+	}
 	var params, bytes uint64
 	counts := map[tensor.Type]int{}
 	for _, t := range f.Tensors {
@@ -70,16 +68,20 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 	sort.Strings(types)
 	fmt.Fprintf(w, "parameters    %d (%.1f MiB of tensor data)\n", params, float64(bytes)/(1<<20))
 	fmt.Fprintf(w, "tensor types  %s\n", strings.Join(types, ", "))
-	pre := voc.Pre
-	if pre == "" {
-		pre = "default"
-	}
-	fmt.Fprintf(w, "vocabulary    %d tokens, %s tokenizer, pre-tokenizer %s, bos %d, eos %d, add bos %v\n",
-		len(voc.Tokens), voc.Model, pre, voc.BOS, voc.EOS, voc.AddBOS)
-	if voc.ChatTemplate == "" {
-		fmt.Fprintf(w, "chat template (none)\n")
+	if voc, err := tokenizer.VocabFromMetadata(f); err != nil {
+		fmt.Fprintf(w, "vocabulary    (unreadable: %v)\n", err)
 	} else {
-		fmt.Fprintf(w, "chat template\n%s\n", voc.ChatTemplate)
+		pre := voc.Pre
+		if pre == "" {
+			pre = "default"
+		}
+		fmt.Fprintf(w, "vocabulary    %d tokens, %s tokenizer, pre-tokenizer %s, bos %d, eos %d, add bos %v\n",
+			len(voc.Tokens), voc.Model, pre, voc.BOS, voc.EOS, voc.AddBOS)
+		if voc.ChatTemplate == "" {
+			fmt.Fprintf(w, "chat template (none)\n")
+		} else {
+			fmt.Fprintf(w, "chat template\n%s\n", voc.ChatTemplate)
+		}
 	}
 	fmt.Fprintln(w, "tensors")
 	for _, t := range f.Tensors {
