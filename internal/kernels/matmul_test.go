@@ -221,9 +221,9 @@ func TestMatMulBatchInvariant(t *testing.T) {
 		p := NewPool(2)
 		defer p.Close()
 		for _, wt := range weightTypes {
-			// Row lengths for every loop shape: one block, odd block
+			// Row lengths for every loop shape: one block, even and odd block
 			// counts, float rows below and between the vector widths.
-			ins := []int{wt.BlockSize(), 3 * wt.BlockSize(), 512}
+			ins := []int{wt.BlockSize(), 2 * wt.BlockSize(), 3 * wt.BlockSize(), 512}
 			if wt.BlockSize() == 1 {
 				ins = []int{5, 37, 100, 200, 512}
 			}

@@ -910,21 +910,115 @@ TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
 	VZEROUPPER
 	RET
 
+// The Q8_0 VNNI four-token kernel works on two blocks at a time in ZMM
+// registers: the low half of a lane group holds the even block (the one-token
+// kernel's first accumulator), the high half the odd block (its second), so
+// each float lane sees the same operations in the same order as in
+// dotQ8_0VNNI. Z0-Z3 accumulate tokens 0-3; Z8 = the pair's weight quants,
+// Z9 = their lane corrections; K1 selects the high half, K2 the low one;
+// Z16-Z19 are the VPERMPS indexes of tokens 0-3 (t in the low half, 4+t in
+// the high one).
+
+// X4ZTOKEN adds token T's two blocks (record at 0(R10), 144(R10)) to ACC;
+// Z15 holds the eight scale products d_w·d_a (the pair's even block for
+// tokens 0-3, then its odd block) and Z16+T picks token T's two.
+#define X4ZTOKEN(T, IDX, ACC) \
+	VMOVDQU      (16+32*T)(R10), Y12;            \
+	VINSERTI64X4 $1, (160+32*T)(R10), Z12, Z12;  \
+	VMOVDQA64    Z9, Z11;                        \
+	VPDPBUSD     Z8, Z12, Z11;                   \
+	VCVTDQ2PS    Z11, Z11;                       \
+	VPERMPS      Z15, IDX, Z12;                  \
+	VFMADD231PS  Z12, Z11, ACC
+
+// X4ZTAIL adds token T's last (even) block to the low half of ACC (Y8, Y9,
+// Y10 as for X4TOKEN_VNNI).
+#define X4ZTAIL(T, ACC) \
+	VMOVDQU      (16+32*T)(R10), Y12;  \
+	VMOVDQA      Y9, Y11;              \
+	VPDPBUSD     Y8, Y12, Y11;         \
+	VCVTDQ2PS    Y11, Y11;             \
+	VBROADCASTSS (4*T)(R10), Y12;      \
+	VMULPS       Y12, Y10, Y12;        \
+	VFMADD231PS  Z12, Z11, K2, ACC
+
+// X4ZSTORE adds ACC's odd half to its even half (as X4STORE does), reduces
+// it, stores the result at (BX) and advances BX by DX.
+#define X4ZSTORE(ACC, Y, X) \
+	VEXTRACTF64X4 $1, ACC, Y4; \
+	VADDPS        Y4, Y, Y;    \
+	HSUM8(Y, X, X8);           \
+	VMOVSS        X, (BX);     \
+	ADDQ          DX, BX
+
 // func dotQ8_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
 TEXT ·dotQ8_0x4VNNI(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
-	MOVQ a+8(FP), DI
-	MOVQ arb+16(FP), R8
-	LEAQ (R8)(R8*2), R9
-	MOVQ prep+24(FP), R10
-	MOVQ nb+32(FP), CX
-	BYTES($0x80808080, Y14, X14)
-	VPXOR Y13, Y13, Y13
-	X4BODY2(X4WQ8_0, X4WVNNI, X4TOKEN_VNNI, 34, 68)
+	MOVQ         w+0(FP), SI
+	MOVQ         prep+24(FP), R10
+	MOVQ         nb+32(FP), CX
+	MOVL         $0xFF00, AX
+	KMOVW        AX, K1
+	MOVL         $0x00FF, AX
+	KMOVW        AX, K2
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z14
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z16, Z16, Z16
+	MOVL         $4, AX
+	VPBROADCASTD AX, K1, Z16
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z20
+	VPADDD       Z20, Z16, Z17
+	VPADDD       Z20, Z17, Z18
+	VPADDD       Z20, Z18, Z19
+	CMPQ         CX, $2
+	JB           one
+
+loop2:
+	VMOVDQU       2(SI), Y8
+	VINSERTI64X4  $1, 36(SI), Z8, Z8
+	VPXORD        Z9, Z9, Z9
+	VPDPBUSD      Z8, Z14, Z9
+	VPSUBD        Z9, Z13, Z9
+	VPBROADCASTW  0(SI), X10
+	VPBROADCASTW  34(SI), X11
+	VPUNPCKLQDQ   X11, X10, X10
+	VCVTPH2PS     X10, Y10
+	VMOVUPS       0(R10), X11
+	VINSERTF128   $1, 144(R10), Y11, Y11
+	VMULPS        Y11, Y10, Y15
+	X4ZTOKEN(0, Z16, Z0)
+	X4ZTOKEN(1, Z17, Z1)
+	X4ZTOKEN(2, Z18, Z2)
+	X4ZTOKEN(3, Z19, Z3)
+	ADDQ          $68, SI
+	ADDQ          $288, R10
+	SUBQ          $2, CX
+	CMPQ          CX, $2
+	JAE           loop2
+
+one:
+	TESTQ CX, CX
+	JEQ   reduce
+	X4WQ8_0(0)
+	X4WVNNI(0)
+	X4ZTAIL(0, Z0)
+	X4ZTAIL(1, Z1)
+	X4ZTAIL(2, Z2)
+	X4ZTAIL(3, Z3)
+
+reduce:
 	MOVQ y+40(FP), BX
 	MOVQ ystride+48(FP), DX
 	SHLQ $2, DX
-	X4STOREALL
+	X4ZSTORE(Z0, Y0, X0)
+	X4ZSTORE(Z1, Y1, X1)
+	X4ZSTORE(Z2, Y2, X2)
+	X4ZSTORE(Z3, Y3, X3)
 	VZEROUPPER
 	RET
 
