@@ -231,7 +231,9 @@ func (e *Engine) run(steps []step) {
 		batch[i] = model.Seq{Tokens: s.tokens[s.computed : s.computed+st.take], Pos: s.computed, Pages: s.pages,
 			AllLogits: s.req.PromptLogprobs && !s.lpDone && s.computed < s.nPrompt}
 	}
+	e.r.SetLayerHook(e.sinkHook(steps))
 	out, err := e.r.Forward(e.kv, batch)
+	e.r.SetLayerHook(nil)
 	e.mu.Lock()
 	e.stats.Steps++
 	e.mu.Unlock()
@@ -253,9 +255,6 @@ func (e *Engine) run(steps []step) {
 			logits = logits[(st.take-1)*vocab:]
 		}
 		s.computed += st.take
-		if s.req.KVSink != nil && s.computed <= s.nPrompt {
-			s.req.KVSink.Computed(e.kv, s.pages, s.computed, s.computed == s.nPrompt)
-		}
 		if s.computed < len(s.tokens) {
 			continue // more prompt to go
 		}
@@ -268,6 +267,27 @@ func (e *Engine) run(steps []step) {
 	}
 	if len(ended) > 0 {
 		e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return slices.Contains(ended, s) })
+	}
+}
+
+// sinkHook returns the layer hook that feeds this step's K/V sinks, or nil
+// when no sequence in the step exports its prompt.
+func (e *Engine) sinkHook(steps []step) func(layer int) {
+	var sinks []step
+	for _, st := range steps {
+		if st.s.req.KVSink != nil && st.s.computed < st.s.nPrompt {
+			sinks = append(sinks, st)
+		}
+	}
+	if len(sinks) == 0 {
+		return nil
+	}
+	return func(layer int) {
+		for _, st := range sinks {
+			s := st.s
+			done := s.computed + st.take
+			s.req.KVSink.LayerComputed(e.kv, s.pages, layer, done, done == s.nPrompt)
+		}
 	}
 }
 

@@ -11,30 +11,37 @@ import (
 	"tandem/internal/kvcache"
 )
 
-// pageCopy is a test KVSink: it copies every page of the prompt as soon as
-// the page is complete (or the prompt ends), layer by layer.
+// pageCopy is a test KVSink: it copies every page of the prompt, layer by
+// layer, as soon as the page is complete in that layer (or the prompt ends).
 type pageCopy struct {
 	mu    sync.Mutex
 	pages [][][2][]byte // [ordinal][layer]{K, V}
+	sent  []int         // per layer: pages copied
 	calls int
+	order []int // layers in call order, to check 0, 1, ... per step
 }
 
-func (c *pageCopy) Computed(kv *kvcache.Cache, pages []int32, computed int, final bool) {
+func (c *pageCopy) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed int, final bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
+	c.order = append(c.order, layer)
+	layers := kv.Config().Layers
+	if c.sent == nil {
+		c.sent = make([]int, layers)
+	}
 	pt := kv.Config().PageTokens
 	full := computed / pt
 	if final {
 		full = kv.Config().PagesFor(computed)
 	}
-	for ord := len(c.pages); ord < full; ord++ {
-		layers := make([][2][]byte, kv.Config().Layers)
-		for l := range layers {
-			layers[l] = [2][]byte{slices.Clone(kv.KPage(l, pages[ord])), slices.Clone(kv.VPage(l, pages[ord]))}
-		}
-		c.pages = append(c.pages, layers)
+	for len(c.pages) < full {
+		c.pages = append(c.pages, make([][2][]byte, layers))
 	}
+	for ord := c.sent[layer]; ord < full; ord++ {
+		c.pages[ord][layer] = [2][]byte{slices.Clone(kv.KPage(layer, pages[ord])), slices.Clone(kv.VPage(layer, pages[ord]))}
+	}
+	c.sent[layer] = max(c.sent[layer], full)
 }
 
 // TestExportImportMatchesColocated runs the prompt on one engine, ships its
@@ -85,8 +92,16 @@ func TestExportImportMatchesColocated(t *testing.T) {
 		if dl.Finish != engine.FinishLength {
 			t.Errorf("decode final update %+v", dl)
 		}
-		if sink.calls < 1 || (n > 32 && sink.calls < 2) {
-			t.Errorf("prompt %d: sink called %d times, want once per prefill chunk", n, sink.calls)
+		layers := m.Config.Layers
+		steps := (n + 31) / 32 // MaxBatchTokens 32
+		if sink.calls != steps*layers {
+			t.Errorf("prompt %d: sink called %d times, want once per layer per prefill step (%d)", n, sink.calls, steps*layers)
+		}
+		for i, l := range sink.order {
+			if l != i%layers {
+				t.Errorf("prompt %d: call %d was for layer %d, want %d (layers in order each step)", n, i, l, i%layers)
+				break
+			}
 		}
 	}
 }

@@ -55,13 +55,15 @@ type Request struct {
 
 // KVSink receives a sequence's prompt K/V while it is being computed.
 type KVSink interface {
-	// Computed is called from the step loop after each step that advanced
-	// the prompt: pages now hold K/V for positions [0, computed) in every
-	// layer. final is true on the step that completed the prompt; the first
-	// token follows in the Handle. The sink must copy what it needs before
-	// returning and must not block on the network: the pages may be
-	// reused once the sequence ends.
-	Computed(kv *kvcache.Cache, pages []int32, computed int, final bool)
+	// LayerComputed is called from the step loop, during a step that
+	// advances the prompt, as soon as layer layer's K/V rows of the step
+	// are in the cache: pages now hold that layer's K/V for positions
+	// [0, computed). final is true in the step that completes the prompt;
+	// the first token follows in the Handle. Calls come for layers 0, 1,
+	// ... in order, once per step. The sink must copy what it needs before
+	// returning and must not block on the network: later layers of the
+	// step wait for it, and the pages may be reused once the sequence ends.
+	LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed int, final bool)
 }
 
 // Import is how a decode worker fills a sequence's prompt K/V itself.

@@ -36,7 +36,17 @@ type Runner struct {
 	rope                               []float32 // per token: cos, sin pairs
 	tokPos                             []int     // per token: position
 	tokSeq                             []int     // per token: sequence index
+
+	layerHook func(layer int)
 }
+
+// SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
+// the step are in the cache, before that layer's attention runs (nil: no
+// hook). It runs on the caller's goroutine between layers, so it may read
+// the step's pages of layer l but must not block for long: the next layers
+// wait for it. Disaggregated prefill uses it to ship each layer's pages
+// while the rest of the step computes.
+func (r *Runner) SetLayerHook(hook func(layer int)) { r.layerHook = hook }
 
 // NewRunner returns a Runner that computes on pool.
 func NewRunner(m *Model, pool *kernels.Pool) *Runner {
@@ -253,6 +263,9 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		pages := seqs[r.tokSeq[t]].Pages
 		storeRow(kv.KRow(l, pages, r.tokPos[t]), r.k[t*kvDim:(t+1)*kvDim], kv.Config().DType)
 		storeRow(kv.VRow(l, pages, r.tokPos[t]), r.v[t*kvDim:(t+1)*kvDim], kv.Config().DType)
+	}
+	if r.layerHook != nil {
+		r.layerHook(l)
 	}
 	r.attention(kv, l, seqs, n)
 	r.matmul(&ly.O, r.attn, n, r.out)

@@ -70,7 +70,7 @@ type leg struct {
 
 	// prefill sink state (touched only by the engine loop once computing)
 	pageCount int
-	sentPages int
+	sentPages []int // per layer: pages shipped
 	sentBytes int64
 
 	// decode receive state

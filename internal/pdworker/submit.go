@@ -138,36 +138,39 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 	}
 }
 
-// sink is the prefill side's engine.KVSink: it copies each finished page,
-// layer by layer, into KV frames for the decode worker.
+// sink is the prefill side's engine.KVSink: as soon as a layer of a
+// prefill step is in the cache, it copies that layer's finished pages into
+// KV frames for the decode worker, so the transfer of layer l overlaps the
+// compute of the layers after it.
 type sink struct {
 	w *Worker
 	l *leg
 }
 
-// Computed runs on the engine's step loop.
-func (s *sink) Computed(kv *kvcache.Cache, pages []int32, computed int, final bool) {
+// LayerComputed runs on the engine's step loop.
+func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed int, final bool) {
 	l := s.l
+	if l.sentPages == nil {
+		l.sentPages = make([]int, kv.Config().Layers)
+	}
 	full := computed / kv.Config().PageTokens
 	if final {
 		full = kv.Config().PagesFor(computed)
 	}
 	full = min(full, l.pageCount, len(pages))
-	if full <= l.sentPages {
+	if full <= l.sentPages[layer] {
 		return
 	}
-	frames := make([]outFrame, 0, (full-l.sentPages)*kv.Config().Layers*2)
+	frames := make([]outFrame, 0, 2*(full-l.sentPages[layer]))
 	var bytes int64
-	for ord := l.sentPages; ord < full; ord++ {
-		for layer := range kv.Config().Layers {
-			for kind, page := range [2][]byte{kv.KPage(layer, pages[ord]), kv.VPage(layer, pages[ord])} {
-				frames = append(frames, outFrame{room: l.id, kv: &kvwire.KV{Layer: uint16(layer), Kind: kvwire.KVKind(kind), Ordinal: uint32(ord)},
-					data: slices.Clone(page)})
-				bytes += int64(len(page))
-			}
+	for ord := l.sentPages[layer]; ord < full; ord++ {
+		for kind, page := range [2][]byte{kv.KPage(layer, pages[ord]), kv.VPage(layer, pages[ord])} {
+			frames = append(frames, outFrame{room: l.id, kv: &kvwire.KV{Layer: uint16(layer), Kind: kvwire.KVKind(kind), Ordinal: uint32(ord)},
+				data: slices.Clone(page)})
+			bytes += int64(len(page))
 		}
 	}
-	l.sentPages = full
+	l.sentPages[layer] = full
 	l.sentBytes += bytes
 	if !s.w.enqueue(l.peer, frames...) {
 		s.w.step(room.Event{Kind: room.EventEngineError, Room: l.id})
