@@ -1,8 +1,7 @@
 package kernels
 
 import (
-	"fmt"
-
+	"tandem/internal/invariant"
 	"tandem/internal/tensor"
 )
 
@@ -55,15 +54,15 @@ func QuantizeActivation(vt tensor.Type, src []float32, dst []byte) {
 		f = active.Load().quantize[vt]
 	}
 	if f == nil {
-		panic(fmt.Sprintf("kernels.QuantizeActivation: %s is not a vec dot type", vt))
+		invariant.Failf("kernels", "QuantizeActivation: %s is not a vec dot type", vt)
 	}
 	need, err := vt.RowBytes(len(src))
 	if err != nil {
-		panic(fmt.Sprintf("kernels.QuantizeActivation: %v", err))
+		invariant.Failf("kernels", "QuantizeActivation: %v", err)
 	}
 	if len(dst) < need {
-		panic(fmt.Sprintf("kernels.QuantizeActivation: dst has %d bytes, %d %s elements need %d",
-			len(dst), len(src), vt, need))
+		invariant.Failf("kernels", "QuantizeActivation: dst has %d bytes, %d %s elements need %d",
+			len(dst), len(src), vt, need)
 	}
 	f(src, dst[:need])
 }
@@ -82,16 +81,16 @@ func VecDot(wt tensor.Type, n int, w, a []byte) float32 {
 		f = active.Load().vecDot[wt]
 	}
 	if f == nil {
-		panic(fmt.Sprintf("kernels.VecDot: weight type %s is not supported", wt))
+		invariant.Failf("kernels", "VecDot: weight type %s is not supported", wt)
 	}
 	wb, err := wt.RowBytes(n)
 	if err != nil {
-		panic(fmt.Sprintf("kernels.VecDot: %v", err))
+		invariant.Failf("kernels", "VecDot: %v", err)
 	}
 	ab, _ := VecDotType(wt).RowBytes(n)
 	if len(w) < wb || len(a) < ab {
-		panic(fmt.Sprintf("kernels.VecDot: %d %s elements need %d weight and %d activation bytes, got %d and %d",
-			n, wt, wb, ab, len(w), len(a)))
+		invariant.Failf("kernels", "VecDot: %d %s elements need %d weight and %d activation bytes, got %d and %d",
+			n, wt, wb, ab, len(w), len(a))
 	}
 	if n == 0 {
 		return 0

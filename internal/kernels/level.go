@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"tandem/internal/invariant"
 	"tandem/internal/tensor"
 )
 
@@ -174,7 +175,7 @@ func CheckLevel(l Level) error {
 // already running finish at the level they started with.
 func SetLevel(l Level) (restore func()) {
 	if err := CheckLevel(l); err != nil {
-		panic(err)
+		invariant.Failf("kernels", "SetLevel: %v", err)
 	}
 	setLevelMu.Lock()
 	defer setLevelMu.Unlock()

@@ -1,8 +1,7 @@
 package kernels
 
 import (
-	"fmt"
-
+	"tandem/internal/invariant"
 	"tandem/internal/tensor"
 )
 
@@ -71,15 +70,15 @@ func (m *matmulState) init() {
 // short: shapes are checked against the file when a model is loaded.
 func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok int, y []float32) {
 	if !Supported(wt) {
-		panic(fmt.Sprintf("kernels.MatMul: weight type %s is not supported", wt))
+		invariant.Failf("kernels", "MatMul: weight type %s is not supported", wt)
 	}
 	wrb, err := wt.RowBytes(nIn)
 	if err != nil || nOut < 0 || nTok < 0 {
-		panic(fmt.Sprintf("kernels.MatMul: bad shape %s [%d, %d] × %d tokens: %v", wt, nIn, nOut, nTok, err))
+		invariant.Failf("kernels", "MatMul: bad shape %s [%d, %d] × %d tokens: %v", wt, nIn, nOut, nTok, err)
 	}
 	if len(w) < nOut*wrb || len(x) < nTok*nIn || len(y) < nTok*nOut {
-		panic(fmt.Sprintf("kernels.MatMul: %s [%d, %d] × %d tokens needs %d weight bytes, %d inputs, %d outputs; got %d, %d, %d",
-			wt, nIn, nOut, nTok, nOut*wrb, nTok*nIn, nTok*nOut, len(w), len(x), len(y)))
+		invariant.Failf("kernels", "MatMul: %s [%d, %d] × %d tokens needs %d weight bytes, %d inputs, %d outputs; got %d, %d, %d",
+			wt, nIn, nOut, nTok, nOut*wrb, nTok*nIn, nTok*nOut, len(w), len(x), len(y))
 	}
 	if nOut == 0 || nTok == 0 {
 		return

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"tandem/internal/invariant"
 )
 
 // MaxThreads is the most worker goroutines a Pool runs; NewPool clamps
@@ -113,7 +115,7 @@ func (p *Pool) Parallel(n int, fn func(lo, hi int)) {
 
 func (p *Pool) checkOpen() {
 	if p.closed {
-		panic("kernels: Pool used after Close")
+		invariant.Failf("kernels", "Pool used after Close")
 	}
 }
 

@@ -3,24 +3,23 @@ package room
 import (
 	"errors"
 	"fmt"
+
+	"tandem/internal/invariant"
 )
 
 // invariantf builds the panic value for a broken invariant: a bug in this
 // package, never bad input.
-func invariantf(format string, args ...any) string {
-	return "room: broken invariant: " + fmt.Sprintf(format, args...)
-}
 
 // checkStep runs after every Step: the cheap global checks and the room the
 // event named. It panics on a broken invariant. checkAll, run by the tests
 // and the simulator, checks every room.
 func (m *Machine) checkStep(id ID) {
 	if err := m.checkLimits(); err != nil {
-		panic(invariantf("%v", err))
+		invariant.Failf("room", "%v", err)
 	}
 	if r := m.rooms[id]; r != nil {
 		if err := m.checkRoom(r); err != nil {
-			panic(invariantf("%v", err))
+			invariant.Failf("room", "%v", err)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package room
 import (
 	"cmp"
 	"slices"
+
+	"tandem/internal/invariant"
 )
 
 // phaseTable gives each live phase its state, the role that uses it and the
@@ -42,7 +44,8 @@ func (m *Machine) timeout(p Phase) Duration {
 	case PhaseAdmission:
 		return m.cfg.AdmissionTimeout
 	}
-	panic(invariantf("no timeout for phase %v", p))
+	invariant.Failf("room", "no timeout for phase %v", p)
+	return 0
 }
 
 // create makes a live room in phase p.
@@ -57,7 +60,7 @@ func (m *Machine) create(now Instant, id ID, p Phase, on EventKind) *room {
 // move puts a live room into phase p with that phase's deadline from now.
 func (m *Machine) move(now Instant, r *room, p Phase, on EventKind) {
 	if phaseTable[p].role != m.cfg.Role || r.state.Terminal() {
-		panic(invariantf("room %v: move %v/%v -> %v on %v", r.id, r.state, r.phase, p, on))
+		invariant.Failf("room", "room %v: move %v/%v -> %v on %v", r.id, r.state, r.phase, p, on)
 	}
 	from, fromPhase := r.state, r.phase
 	if from != 0 {
@@ -138,7 +141,7 @@ func (m *Machine) noticeFrame(reason Reason) FrameKind {
 // remembers it as a tombstone.
 func (m *Machine) finish(now Instant, r *room, to State, reason Reason, on EventKind) {
 	if r.state.Terminal() || r.released || !to.Terminal() {
-		panic(invariantf("room %v: finish %v -> %v twice or to a live state", r.id, r.state, to))
+		invariant.Failf("room", "room %v: finish %v -> %v twice or to a live state", r.id, r.state, to)
 	}
 	from, fromPhase := r.state, r.phase
 	if r.heapIdx >= 0 {
@@ -191,7 +194,7 @@ func (m *Machine) forgetOldest() {
 	m.tombs[m.tombHead] = nil
 	m.tombHead++
 	if m.rooms[r.id] != r {
-		panic(invariantf("room %v: tombstone is not the room on record", r.id))
+		invariant.Failf("room", "room %v: tombstone is not the room on record", r.id)
 	}
 	delete(m.rooms, r.id)
 	if m.tombHead >= 64 && 2*m.tombHead >= len(m.tombs) {

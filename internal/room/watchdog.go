@@ -3,6 +3,8 @@ package room
 import (
 	"cmp"
 	"slices"
+
+	"tandem/internal/invariant"
 )
 
 // The watchdog: a second line of defence behind Tick. The edge runs it
@@ -28,7 +30,7 @@ func (m *Machine) watchdog(now Instant, r *room) Outcome {
 		return OutcomeRejected
 	}
 	if r.state.Terminal() {
-		panic(invariantf("room %v: watchdog on terminal room", r.id))
+		invariant.Failf("room", "room %v: watchdog on terminal room", r.id)
 	}
 	m.fail(now, r, ReasonDeadline, EventWatchdog)
 	return OutcomeApplied
