@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
@@ -38,6 +39,28 @@ type Runner struct {
 	tokSeq                             []int     // per token: sequence index
 
 	layerHook func(layer int)
+	// attnPool recycles attention scratch between steps and layers, so a
+	// decode step allocates nothing per layer.
+	attnPool sync.Pool
+}
+
+// attnScratch is one attention job chunk's working memory.
+type attnScratch struct {
+	scores   []float32
+	p16, q16 []uint16
+}
+
+func (a *attnScratch) grow(positions, headDim int) ([]float32, []uint16, []uint16) {
+	if cap(a.scores) < positions {
+		// room to grow: decode adds one position per step
+		n := max(positions, 2*cap(a.scores), 256)
+		a.scores = make([]float32, n)
+		a.p16 = make([]uint16, n)
+	}
+	if cap(a.q16) < headDim {
+		a.q16 = make([]uint16, headDim)
+	}
+	return a.scores[:positions], a.p16[:positions], a.q16[:headDim]
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
@@ -50,7 +73,9 @@ func (r *Runner) SetLayerHook(hook func(layer int)) { r.layerHook = hook }
 
 // NewRunner returns a Runner that computes on pool.
 func NewRunner(m *Model, pool *kernels.Pool) *Runner {
-	return &Runner{m: m, pool: pool}
+	r := &Runner{m: m, pool: pool}
+	r.attnPool.New = func() any { return new(attnScratch) }
+	return r
 }
 
 // Model returns the runner's model.
@@ -316,9 +341,9 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		maxLen = max(maxLen, r.tokPos[t]+1)
 	}
 	r.pool.Parallel(n*c.Heads, func(lo, hi int) {
-		scores := make([]float32, maxLen)
-		p16 := make([]uint16, maxLen)
-		q16 := make([]uint16, c.HeadDim)
+		sc0 := r.attnPool.Get().(*attnScratch)
+		defer r.attnPool.Put(sc0)
+		scores, p16, q16 := sc0.grow(maxLen, c.HeadDim)
 		for job := lo; job < hi; job++ {
 			t, h := job/c.Heads, job%c.Heads
 			pages := seqs[r.tokSeq[t]].Pages
