@@ -3,6 +3,7 @@ package kvcache
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"tandem/internal/tensor"
@@ -129,28 +130,33 @@ func (c *Cache) Ref(pages []int32) error {
 }
 
 // Release drops one holder from each page; a page whose last holder leaves
-// goes back to the free list. Releasing a page nobody holds is an error and
-// changes nothing, so double frees are caught rather than corrupting counts.
+// goes back to the free list. Releasing a page nobody holds (or listing a
+// page more times than it has holders) is an error and changes nothing, so
+// double frees are caught rather than corrupting counts. It is linear in
+// len(pages).
 func (c *Cache) Release(pages []int32) error {
 	for i, p := range pages {
 		if err := c.checkHeld(p); err != nil {
+			// undo the drops made so far: nothing changes on error
+			for _, q := range pages[:i] {
+				c.refs[q]++
+			}
+			if p >= 0 && int(p) < len(c.refs) && slices.Contains(pages[:i], p) {
+				err = fmt.Errorf("page %d is listed more times than it has holders", p)
+			}
 			return fmt.Errorf("release: %w", err)
 		}
-		// A page listed twice must have two holders.
-		n := int32(0)
-		for _, q := range pages[:i+1] {
-			if q == p {
-				n++
-			}
-		}
-		if n > c.refs[p] {
-			return fmt.Errorf("release: page %d listed %d times but has %d holders", p, n, c.refs[p])
+		c.refs[p]--
+	}
+	for _, p := range pages {
+		if c.refs[p] == 0 {
+			c.refs[p] = -1 // mark so a page listed twice is freed once
+			c.free = append(c.free, p)
 		}
 	}
 	for _, p := range pages {
-		c.refs[p]--
-		if c.refs[p] == 0 {
-			c.free = append(c.free, p)
+		if c.refs[p] < 0 {
+			c.refs[p] = 0
 		}
 	}
 	return nil

@@ -83,3 +83,41 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseListedTwiceWithTwoHolders(t *testing.T) {
+	kv, _ := kvcache.New(cfg())
+	a, _ := kv.Alloc(2)
+	if err := kv.Ref(a[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Release([]int32{a[0], a[1], a[0]}); err != nil {
+		t.Fatalf("Release of a page listed twice with two holders: %v", err)
+	}
+	if kv.FreeCount() != 8 || kv.Refs(a[0]) != 0 {
+		t.Errorf("after release: free %d refs %d, want 8 and 0 (page freed exactly once)", kv.FreeCount(), kv.Refs(a[0]))
+	}
+	b, _ := kv.Alloc(8)
+	seen := map[int32]bool{}
+	for _, p := range b {
+		if seen[p] {
+			t.Fatalf("page %d handed out twice: it was put on the free list twice", p)
+		}
+		seen[p] = true
+	}
+}
+
+func TestReleaseErrorChangesNothing(t *testing.T) {
+	kv, _ := kvcache.New(cfg())
+	a, _ := kv.Alloc(3)
+	if err := kv.Release([]int32{a[0], a[1], 99}); err == nil {
+		t.Fatal("Release with an out-of-range page succeeded")
+	}
+	for _, p := range a {
+		if kv.Refs(p) != 1 {
+			t.Errorf("page %d has %d holders after a failed release, want 1", p, kv.Refs(p))
+		}
+	}
+	if kv.FreeCount() != 5 {
+		t.Errorf("free %d after a failed release, want 5", kv.FreeCount())
+	}
+}
