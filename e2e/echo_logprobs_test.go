@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestEchoLogprobsThroughRouter: a greedy completion with echo and
@@ -59,20 +54,10 @@ type echoAnswer struct {
 // logprobs 1, streamed or not.
 func echoCompletion(t *testing.T, base, prompt string, stream bool) echoAnswer {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true,
+	docs := completionDocs(t, base, map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true,
 		"echo": true, "logprobs": 1, "stream": stream})
-	client := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s/v1/completions: %v", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s/v1/completions: %s: %s", base, resp.Status, b)
-	}
 	var a echoAnswer
-	add := func(doc []byte) {
+	for _, doc := range docs {
 		var d struct {
 			Choices []struct {
 				Text     string `json:"text"`
@@ -97,26 +82,5 @@ func echoCompletion(t *testing.T, base, prompt string, stream bool) echoAnswer {
 			}
 		}
 	}
-	if !stream {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("read the answer from %s: %v", base, err)
-		}
-		add(b)
-		return a
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			return a
-		}
-		add([]byte(line))
-	}
-	t.Fatalf("stream from %s ended without [DONE] (%v)", base, sc.Err())
 	return a
 }

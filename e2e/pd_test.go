@@ -47,12 +47,12 @@ type completion struct {
 	Finish string
 }
 
-// complete posts a greedy completion with per-token logprobs (so tokens,
-// not only text, are compared), streamed or not.
-func complete(t *testing.T, base, prompt string, stream bool) completion {
+// completionDocs posts req to base's /v1/completions and returns the JSON
+// documents of the answer: the one body, or each streamed `data:` chunk
+// (the stream must end with [DONE]). A status other than 200 fails the test.
+func completionDocs(t *testing.T, base string, req map[string]any) [][]byte {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 2,
-		"ignore_eos": true, "stream": stream, "stream_options": map[string]any{"include_usage": true}})
+	body, _ := json.Marshal(req)
 	client := &http.Client{Timeout: 2 * time.Minute}
 	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -63,21 +63,53 @@ func complete(t *testing.T, base, prompt string, stream bool) completion {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("POST %s/v1/completions: %s: %s", base, resp.Status, b)
 	}
-	type choice struct {
-		Text         string `json:"text"`
-		FinishReason string `json:"finish_reason"`
-		Logprobs     *struct {
-			Tokens        []string          `json:"tokens"`
-			TokenLogprobs []json.RawMessage `json:"token_logprobs"`
-			TopLogprobs   []json.RawMessage `json:"top_logprobs"`
-		} `json:"logprobs"`
+	if stream, _ := req["stream"].(bool); !stream {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("read the answer from %s: %v", base, err)
+		}
+		return [][]byte{b}
 	}
-	type doc struct {
-		Choices []choice        `json:"choices"`
-		Usage   json.RawMessage `json:"usage"`
+	var docs [][]byte
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<22)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			return docs
+		}
+		docs = append(docs, []byte(line))
 	}
+	t.Fatalf("stream from %s ended without [DONE] (%v)", base, sc.Err())
+	return nil
+}
+
+// complete posts a greedy completion with per-token logprobs (so tokens,
+// not only text, are compared), streamed or not.
+func complete(t *testing.T, base, prompt string, stream bool) completion {
+	t.Helper()
+	docs := completionDocs(t, base, map[string]any{"prompt": prompt, "max_tokens": 24, "temperature": 0, "logprobs": 2,
+		"ignore_eos": true, "stream": stream, "stream_options": map[string]any{"include_usage": true}})
 	var c completion
-	add := func(d doc) {
+	for _, b := range docs {
+		var d struct {
+			Choices []struct {
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+				Logprobs     *struct {
+					Tokens        []string          `json:"tokens"`
+					TokenLogprobs []json.RawMessage `json:"token_logprobs"`
+					TopLogprobs   []json.RawMessage `json:"top_logprobs"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+			Usage json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("answer from %s %q: %v", base, b, err)
+		}
 		for _, ch := range d.Choices {
 			c.Text += ch.Text
 			if ch.Logprobs != nil {
@@ -96,34 +128,6 @@ func complete(t *testing.T, base, prompt string, stream bool) completion {
 		if len(d.Usage) > 0 && string(d.Usage) != "null" {
 			c.Usage = string(d.Usage)
 		}
-	}
-	if !stream {
-		var d doc
-		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-			t.Fatal(err)
-		}
-		add(d)
-		return c
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sawDone := false
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			sawDone = true
-			break
-		}
-		var d doc
-		if err := json.Unmarshal([]byte(line), &d); err != nil {
-			t.Fatalf("stream chunk %q: %v", line, err)
-		}
-		add(d)
-	}
-	if !sawDone {
-		t.Fatalf("stream from %s ended without [DONE]", base)
 	}
 	return c
 }

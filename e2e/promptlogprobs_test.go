@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestPromptLogprobsThroughRouter: a greedy completion with
@@ -90,40 +86,12 @@ func summarize(t *testing.T, docs []string) streamSummary {
 // created, keeping member order.
 func promptLogprobsDocs(t *testing.T, base, prompt string, stream bool) []string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": true,
-		"prompt_logprobs": 1, "stream": stream})
-	client := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := client.Post(base+"/v1/completions", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s/v1/completions: %v", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s/v1/completions: %s: %s", base, resp.Status, b)
-	}
-	if !stream {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("read the answer from %s: %v", base, err)
-		}
-		return []string{withoutIDs(t, b)}
-	}
 	var docs []string
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			return docs
-		}
-		docs = append(docs, withoutIDs(t, []byte(line)))
+	for _, b := range completionDocs(t, base, map[string]any{"prompt": prompt, "max_tokens": 8, "temperature": 0,
+		"ignore_eos": true, "prompt_logprobs": 1, "stream": stream}) {
+		docs = append(docs, withoutIDs(t, b))
 	}
-	t.Fatalf("stream from %s ended without [DONE] (%v)", base, sc.Err())
-	return nil
+	return docs
 }
 
 // withoutIDs re-encodes a JSON object without its top-level id and created
