@@ -112,16 +112,7 @@ func (m *Machine) decodeAdmitted(now Instant, r *room, ev Event) Outcome {
 // decodeKVReceived records KV stored (Bytes so far, never less than before):
 // the first moves the room to Receiving, each restarts the progress deadline.
 func (m *Machine) decodeKVReceived(now Instant, r *room, ev Event) Outcome {
-	if !receiving(r) || ev.Bytes < r.bytes {
-		return OutcomeRejected
-	}
-	r.bytes = ev.Bytes
-	if r.phase == PhaseAwaitingKV {
-		m.move(now, r, PhaseReceiving, ev.Kind)
-	} else {
-		m.refresh(now, r)
-	}
-	return OutcomeApplied
+	return m.progress(now, r, ev, receiving(r), PhaseAwaitingKV, PhaseReceiving)
 }
 
 // decodeDone verifies DONE against what arrived (page count, first token,

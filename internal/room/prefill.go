@@ -156,12 +156,20 @@ func (m *Machine) startCompute(now Instant, r *room, on EventKind) {
 // before) while the compute runs: the first moves the room to Sending, each
 // restarts the progress deadline.
 func (m *Machine) prefillKVSent(now Instant, r *room, ev Event) Outcome {
-	if !r.computing || ev.Bytes < r.bytes {
+	return m.progress(now, r, ev, r.computing, PhaseComputing, PhaseSending)
+}
+
+// progress records transfer progress on either side: ev.Bytes is the total
+// so far and never goes down. The first report moves the room from phase
+// before to phase during; each restarts the progress deadline. ok says the
+// room is in a state that moves KV at all.
+func (m *Machine) progress(now Instant, r *room, ev Event, ok bool, before, during Phase) Outcome {
+	if !ok || ev.Bytes < r.bytes {
 		return OutcomeRejected
 	}
 	r.bytes = ev.Bytes
-	if r.phase == PhaseComputing {
-		m.move(now, r, PhaseSending, ev.Kind)
+	if r.phase == before {
+		m.move(now, r, during, ev.Kind)
 	} else {
 		m.refresh(now, r)
 	}
