@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 func serveCmd() *cobra.Command {

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/engine"
+	"tandem/internal/pd/room"
 	"tandem/internal/pdworker"
-	"tandem/internal/room"
 	"tandem/internal/server"
 	"tandem/internal/transfer"
 )

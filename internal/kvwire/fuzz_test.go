@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the FuzzReadFrame seed corpus in testdata/fuzz/FuzzReadFrame")

@@ -6,7 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Magic is the first field of every header: the bytes "TDKV" read as a

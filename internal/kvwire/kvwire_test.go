@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 var testRoom = room.ID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Payload is the decoded body of one frame type. AppendTo appends the

@@ -3,7 +3,7 @@ package kvwire
 import (
 	"fmt"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Type is a frame type: the header's type byte. The set is closed for a

@@ -2,7 +2,7 @@ package pdworker
 
 import (
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 func kvwireKV(layer uint16, kind kvwire.KVKind, ord uint32) kvwire.KV {

@@ -2,7 +2,7 @@ package pdworker
 
 import (
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/sample"
 )
 

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Handler serves the worker's disaggregation endpoints:

@@ -9,7 +9,7 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/kvcache"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/sample"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // metrics are the worker's Prometheus figures. Counters and histograms are

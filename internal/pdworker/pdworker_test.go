@@ -13,7 +13,7 @@ import (
 	"tandem/internal/fixture"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/server"
 	"tandem/internal/tensor"
 	"tandem/internal/transfer"

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // queueBytesMax bounds the KV bytes waiting to be sent to one peer; a sink

@@ -10,7 +10,7 @@ import (
 	"tandem/internal/kvcache"
 	"tandem/internal/kvwire"
 	"tandem/internal/model"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/server"
 	"tandem/internal/tokenizer"
 )

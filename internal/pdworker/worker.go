@@ -12,7 +12,7 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/kvcache"
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )
 

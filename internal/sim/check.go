@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"slices"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // The invariants. checkStep runs after every Step, checkDeadline after

@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // The simulated engines. Prefill runs prompts, PrefillSlots at a time in

@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // The fake transport between prefill and decode nodes. A frame becomes a

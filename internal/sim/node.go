@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // A node is one worker: a real *room.Machine for its role, the edge that

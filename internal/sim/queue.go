@@ -1,6 +1,6 @@
 package sim
 
-import "tandem/internal/room"
+import "tandem/internal/pd/room"
 
 // itemKind names what a queued item does when its time comes.
 type itemKind uint8

@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // The router model. Per client request it mints a room id, picks a prefill

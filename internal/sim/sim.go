@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Options configures one run. Everything else comes from Seed.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 var (

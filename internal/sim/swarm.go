@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Units of the virtual clock.

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // traceStep appends one line for a Step (time, node and incarnation,

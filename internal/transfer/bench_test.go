@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )
 

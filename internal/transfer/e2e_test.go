@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )
 

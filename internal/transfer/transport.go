@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"tandem/internal/kvwire"
-	"tandem/internal/room"
+	"tandem/internal/pd/room"
 )
 
 // Handler receives what arrives from peers. The worker edge implements it.
