@@ -27,7 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/transfer"
 )
 

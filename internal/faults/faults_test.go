@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/transfer"
 )
 

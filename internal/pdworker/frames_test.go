@@ -1,7 +1,7 @@
 package pdworker
 
 import (
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 

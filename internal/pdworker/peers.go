@@ -3,7 +3,7 @@ package pdworker
 import (
 	"sync"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 

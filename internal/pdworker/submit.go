@@ -8,8 +8,8 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/kvcache"
-	"tandem/internal/kvwire"
 	"tandem/internal/model"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
 	"tandem/internal/tokenizer"

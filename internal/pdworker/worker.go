@@ -11,7 +11,7 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/kvcache"
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )

@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 )
 
 // Limits and defaults. Every queue and map of the transport is bounded by

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 )
 
 // conn is one authenticated connection to a peer.

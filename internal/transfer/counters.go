@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 )
 
 // counter indexes Transport.counters.

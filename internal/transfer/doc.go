@@ -2,7 +2,7 @@
 // over TCP: connections, the authenticated handshake, heartbeats, peer
 // liveness and the multiplexing of every room between two workers onto
 // one connection. It is the transport edge: it owns goroutines and
-// sockets; the frame format is internal/kvwire and the protocol's rules
+// sockets; the frame format is internal/pd/kvwire and the protocol's rules
 // are the room core's.
 //
 // # Place in the data flow

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )

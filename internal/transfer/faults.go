@@ -3,7 +3,7 @@ package transfer
 import (
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 )
 
 // Faults injects failures into a Transport's connections for tests of the

@@ -9,7 +9,7 @@ import (
 	"net"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 )
 
 // The handshake (every connection starts with it; nothing else is

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 )
 
 // errReplaced closes a connection superseded by a newer one from the

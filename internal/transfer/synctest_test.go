@@ -14,7 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/transfer"
 )

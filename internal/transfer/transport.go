@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 

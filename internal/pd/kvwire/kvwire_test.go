@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 

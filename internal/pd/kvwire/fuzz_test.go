@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"tandem/internal/kvwire"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 
