@@ -5,7 +5,7 @@ package main
 import (
 	"github.com/spf13/pflag"
 
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 // registerFaultFlags adds nothing: fault injection exists only in binaries

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/faults"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 // registerFaultFlags adds --inject-faults to the worker roles. This file

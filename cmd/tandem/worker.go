@@ -18,9 +18,9 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
+	"tandem/internal/pd/transfer"
 	"tandem/internal/pdworker"
 	"tandem/internal/server"
-	"tandem/internal/transfer"
 )
 
 // workerFlags are the flags of every command that serves a model over HTTP:

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"tandem/internal/pd/kvwire"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 // Spec is a parsed fault specification.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"tandem/internal/pd/kvwire"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 func TestParse(t *testing.T) {

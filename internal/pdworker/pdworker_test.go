@@ -14,9 +14,9 @@ import (
 	"tandem/internal/kernels"
 	"tandem/internal/model"
 	"tandem/internal/pd/room"
+	"tandem/internal/pd/transfer"
 	"tandem/internal/server"
 	"tandem/internal/tensor"
-	"tandem/internal/transfer"
 )
 
 const heartbeat = 50 * time.Millisecond

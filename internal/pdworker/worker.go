@@ -13,7 +13,7 @@ import (
 	"tandem/internal/kvcache"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 // Config configures a Worker.

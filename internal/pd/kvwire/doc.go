@@ -4,7 +4,7 @@
 //
 // # Place in the data flow
 //
-// internal/transfer owns the TCP connections. It reads every frame's
+// internal/pd/transfer owns the TCP connections. It reads every frame's
 // fixed header with [ReadHeader], reads the payload the header announces,
 // and decodes it with the payload types here ([AuthHello] ... [Failed]).
 // The worker edges build payloads with AppendTo and hand them to the

@@ -16,7 +16,7 @@ import (
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 const interval = time.Second // the pipe configs' heartbeat interval

@@ -19,7 +19,7 @@ import (
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 const patience = 10 * time.Second

@@ -9,7 +9,7 @@ import (
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 // sink is a Handler that stores KV data into one page and counts.

@@ -12,7 +12,7 @@ import (
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
-	"tandem/internal/transfer"
+	"tandem/internal/pd/transfer"
 )
 
 var token = []byte("test-cluster-token-0123456789")
