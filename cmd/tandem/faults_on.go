@@ -8,14 +8,14 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tandem/internal/faults"
+	"tandem/internal/pd/faults"
 	"tandem/internal/pd/transfer"
 )
 
 // registerFaultFlags adds --inject-faults to the worker roles. This file
 // is compiled only with -tags tandemfaults (failure tests).
 func registerFaultFlags(fs *pflag.FlagSet, f *pdFlags) {
-	fs.StringVar(&f.faultSpec, "inject-faults", "", "TEST BUILD ONLY: inject transfer faults, e.g. drop=0.01,delay=0.1:20ms,cut=0.001,seed=3 (see internal/faults)")
+	fs.StringVar(&f.faultSpec, "inject-faults", "", "TEST BUILD ONLY: inject transfer faults, e.g. drop=0.01,delay=0.1:20ms,cut=0.001,seed=3 (see internal/pd/faults)")
 }
 
 func (f *pdFlags) faults() (transfer.Faults, error) {
