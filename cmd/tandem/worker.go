@@ -19,7 +19,7 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
-	"tandem/internal/pdworker"
+	"tandem/internal/pd/worker"
 	"tandem/internal/server"
 )
 
@@ -126,7 +126,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	backend := server.EngineBackend(e)
-	var pw *pdworker.Worker
+	var pw *worker.Worker
 	if pd != nil {
 		tok, err := pd.token()
 		if err != nil {
@@ -136,8 +136,8 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		if err != nil {
 			return err
 		}
-		rc := pdworker.DefaultRoomConfig()
-		pw, err = pdworker.New(e, pdworker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
+		rc := worker.DefaultRoomConfig()
+		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
 			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
 			HeartbeatInterval: pd.heartbeat, Faults: inj}})
 		if err != nil {

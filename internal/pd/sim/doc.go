@@ -7,7 +7,7 @@
 //
 // # Where it sits
 //
-// The binaries run room.Machine inside internal/pdworker's edge (HTTP legs,
+// The binaries run room.Machine inside internal/pd/worker's edge (HTTP legs,
 // transport, engine, timer goroutine). The simulator replaces everything
 // around the Machine with a model that carries out the same effects the
 // same way — EffectSend becomes a frame to the peer, EffectStartCompute a

@@ -7,7 +7,7 @@ import (
 )
 
 // A node is one worker: a real *room.Machine for its role, the edge that
-// carries out the machine's effects the way internal/pdworker does, a
+// carries out the machine's effects the way internal/pd/worker does, a
 // simulated engine and a timer. A crash drops all of it; a restart starts a
 // fresh incarnation (epoch), and items meant for an old one are dropped.
 

@@ -27,4 +27,4 @@
 // goroutine only while the room accepts KV; a room that fails while a write is
 // in flight releases its pages only after that write completes ("pages of an
 // aborted transfer are not reused until the writer stopped").
-package pdworker
+package worker

@@ -1,4 +1,4 @@
-package pdworker
+package worker
 
 import (
 	"tandem/internal/pd/kvwire"
