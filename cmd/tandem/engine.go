@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
-	"tandem/internal/tensor"
 )
 
 // engineFlags are the flags every command that runs the engine shares.

@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/gguf"
 	"tandem/internal/model"
 	"tandem/internal/synth"
-	"tandem/internal/tensor"
 	"tandem/internal/tokenizer"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"tandem/internal/cluster"
+	"tandem/internal/engine/tensor"
 	"tandem/internal/synth"
-	"tandem/internal/tensor"
 )
 
 func upCmd() *cobra.Command {

@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/sample"
-	"tandem/internal/tensor"
 )
 
 // EngineOptions configures an engine benchmark.

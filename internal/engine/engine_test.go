@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/generate"
 	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/sample"
-	"tandem/internal/tensor"
 )
 
 // tinyModel loads the synthesized tiny Q8_0 model.

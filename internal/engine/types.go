@@ -4,9 +4,9 @@ import (
 	"errors"
 	"time"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kvcache"
 	"tandem/internal/sample"
-	"tandem/internal/tensor"
 )
 
 // Errors that Submit returns; callers map them to HTTP statuses with errors.Is.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // KV is one metadata entry.

@@ -6,7 +6,7 @@ import (
 	"math"
 	"math/bits"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // magic is the first four bytes of every GGUF file.

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // Writer builds a GGUF version 3 file: metadata entries and tensors are

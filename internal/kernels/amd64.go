@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/cpu"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // detectCPU reads the CPU features (x/sys/cpu also checks that the OS saves

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // benchLevels runs f as a sub-benchmark per level the CPU has.

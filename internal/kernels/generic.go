@@ -5,7 +5,7 @@ import (
 	"math"
 	"unsafe"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // Block byte sizes (tensor's type table is the source of truth; the tests

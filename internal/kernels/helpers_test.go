@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 	"tandem/internal/testenv"
 )
 

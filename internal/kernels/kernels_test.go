@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 func TestBlockSizesMatchTensor(t *testing.T) {

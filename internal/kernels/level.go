@@ -6,8 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/invariant"
-	"tandem/internal/tensor"
 )
 
 // Level is an instruction-set level the kernels can run at. Higher levels

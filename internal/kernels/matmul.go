@@ -1,8 +1,8 @@
 package kernels
 
 import (
+	"tandem/internal/engine/tensor"
 	"tandem/internal/invariant"
-	"tandem/internal/tensor"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // actErrBound returns, per element of x, a bound on |x - decoded

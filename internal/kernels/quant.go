@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // quantizeF32 stores src as little-endian float32s.

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // refQuantQ8 is a plain restatement of ggml's quantize_row_q8_0_ref (and,

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // ErrNoPages is returned by Alloc when fewer pages are free than asked for.

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kvcache"
-	"tandem/internal/tensor"
 )
 
 func cfg() kvcache.Config {

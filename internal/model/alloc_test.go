@@ -9,10 +9,10 @@ import (
 	"runtime"
 	"testing"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
-	"tandem/internal/tensor"
 )
 
 // TestDecodeStepMemory: a decode step late in a long sequence allocates

@@ -5,9 +5,9 @@ import (
 	"math"
 	"sync"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
-	"tandem/internal/tensor"
 )
 
 // Seq is one sequence's share of a forward step.

@@ -3,9 +3,9 @@ package model
 import (
 	"fmt"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/gguf"
 	"tandem/internal/kernels"
-	"tandem/internal/tensor"
 	"tandem/internal/tokenizer"
 )
 

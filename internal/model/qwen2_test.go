@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/gguf"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
-	"tandem/internal/tensor"
 )
 
 var qwen2Out = flag.String("qwen2-out", "", "write the synthesized qwen2 test model to this path (to run llama.cpp on it by hand)")

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
-	"tandem/internal/tensor"
 	"tandem/internal/testenv"
 )
 

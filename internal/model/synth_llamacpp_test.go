@@ -4,10 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
-	"tandem/internal/tensor"
 )
 
 // TestQuantizedMatchesLlamaCpp: greedy output on synthesized tiny models

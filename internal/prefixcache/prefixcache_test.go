@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kvcache"
-	"tandem/internal/tensor"
 )
 
 const testPT = 4 // tokens per page in the tests

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
 	"tandem/internal/openai"
 	"tandem/internal/synth"
-	"tandem/internal/tensor"
 )
 
 // newEngineServer synthesizes the tiny model and serves it through

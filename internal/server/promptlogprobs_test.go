@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/tensor"
 	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/openai"
 	"tandem/internal/sample"
-	"tandem/internal/tensor"
 	"tandem/internal/tokenizer"
 )
 

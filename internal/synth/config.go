@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // Config is the shape of a synthesized Llama model.

@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"tandem/internal/tensor"
+	"tandem/internal/engine/tensor"
 )
 
 // K-quant weights are drawn directly as blocks instead of quantizing random

@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"sync"
 
+	"tandem/internal/engine/tensor"
 	"tandem/internal/gguf"
-	"tandem/internal/tensor"
 )
 
 // Options says what Write produces.

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/server"
-	"tandem/internal/tensor"
 )
 
 const heartbeat = 50 * time.Millisecond
