@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/gguf"
 	"tandem/internal/model"
 	"tandem/internal/synth"
 	"tandem/internal/tokenizer"

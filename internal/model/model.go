@@ -3,8 +3,8 @@ package model
 import (
 	"fmt"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/gguf"
 	"tandem/internal/kernels"
 	"tandem/internal/tokenizer"
 )

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/gguf"
 	"tandem/internal/kernels"
 	"tandem/internal/model"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"tandem/internal/gguf"
+	"tandem/internal/engine/gguf"
 	"tandem/internal/openai"
 	"tandem/internal/testenv"
 )

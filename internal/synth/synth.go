@@ -9,8 +9,8 @@ import (
 	"runtime"
 	"sync"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/gguf"
 )
 
 // Options says what Write produces.

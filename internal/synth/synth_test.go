@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/gguf"
 	"tandem/internal/testenv"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"tandem/internal/gguf"
+	"tandem/internal/engine/gguf"
 )
 
 // Token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type).

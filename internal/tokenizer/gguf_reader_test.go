@@ -11,7 +11,7 @@ import (
 
 // testGGUF is a minimal GGUF key/value reader for these tests only: it
 // reads the header and the KV section (arrays included) and stops before
-// the tensor infos. It implements Metadata until internal/gguf replaces it.
+// the tensor infos. It implements Metadata until internal/engine/gguf replaces it.
 type testGGUF struct {
 	kv map[string]any
 }

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/gguf"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the FuzzParse seed corpus in testdata/fuzz/FuzzParse")
