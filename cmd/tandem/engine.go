@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kernels"
 	"tandem/internal/model"
 )
 

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/generate"
-	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/sample"

@@ -9,9 +9,9 @@ import (
 	"runtime"
 	"testing"
 
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/kernels"
 	"tandem/internal/model"
 )
 

@@ -5,8 +5,8 @@ import (
 	"math"
 	"sync"
 
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"tandem/internal/engine/gguf"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kernels"
 	"tandem/internal/tokenizer"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"tandem/internal/engine/gguf"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/kernels"
 	"tandem/internal/model"
 )
 

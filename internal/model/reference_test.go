@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kernels"
 	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/testenv"

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/kernels"
 	"tandem/internal/model"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kernels"
 	"tandem/internal/model"
 	"tandem/internal/openai"
 	"tandem/internal/synth"

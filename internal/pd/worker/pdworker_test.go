@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/kernels"
 	"tandem/internal/model"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
