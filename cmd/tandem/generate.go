@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/generate"
-	"tandem/internal/kvcache"
 	"tandem/internal/sample"
 )
 

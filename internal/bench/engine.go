@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/sample"
 )

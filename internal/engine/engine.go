@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"tandem/internal/kvcache"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/prefixcache"
 	"tandem/internal/sample"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"tandem/internal/engine"
-	"tandem/internal/kvcache"
+	"tandem/internal/engine/kvcache"
 )
 
 // pageCopy is a test KVSink: it copies every page of the prompt, layer by

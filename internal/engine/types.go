@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 	"tandem/internal/sample"
 )
 

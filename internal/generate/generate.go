@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"tandem/internal/kvcache"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/sample"
 )

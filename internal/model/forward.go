@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 )
 
 // Seq is one sequence's share of a forward step.

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/testenv"
 )

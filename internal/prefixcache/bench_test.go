@@ -4,8 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 )
 
 // Benchmark tree: benchPrompts prompts of benchPromptPages pages of

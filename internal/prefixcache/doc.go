@@ -4,7 +4,7 @@
 // # Where it sits
 //
 // The engine's step loop owns one Cache next to its paged KV arena
-// (internal/kvcache). When a request arrives, the engine calls Match with the
+// (internal/engine/kvcache). When a request arrives, the engine calls Match with the
 // prompt; the returned pages already hold the KV of the first
 // len(pages)*PageTokens prompt tokens, so prefill starts after them and
 // usage.prompt_tokens_details.cached_tokens is len(pages)*PageTokens. After

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 )
 
 const testPT = 4 // tokens per page in the tests

@@ -10,8 +10,8 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/openai"
 	"tandem/internal/sample"

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"tandem/internal/engine"
-	"tandem/internal/kvcache"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/pd/room"
 	"tandem/internal/sample"
 )

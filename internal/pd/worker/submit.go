@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"tandem/internal/engine"
-	"tandem/internal/kvcache"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/model"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"tandem/internal/engine"
-	"tandem/internal/kvcache"
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/kvcache"
 )
 
 func cfg() kvcache.Config {
