@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/model"
 )
 
 // engineFlags are the flags every command that runs the engine shares.

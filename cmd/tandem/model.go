@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"tandem/internal/engine/gguf"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/model"
 	"tandem/internal/synth"
 	"tandem/internal/tokenizer"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/model"
 	"tandem/internal/sample"
 )
 

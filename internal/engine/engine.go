@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"tandem/internal/engine/kvcache"
-	"tandem/internal/model"
+	"tandem/internal/engine/model"
 	"tandem/internal/prefixcache"
 	"tandem/internal/sample"
 )

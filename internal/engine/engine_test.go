@@ -13,10 +13,10 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/generate"
-	"tandem/internal/model"
 	"tandem/internal/sample"
 )
 

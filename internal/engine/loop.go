@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"tandem/internal/model"
+	"tandem/internal/engine/model"
 	"tandem/internal/sample"
 )
 

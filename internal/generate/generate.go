@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"tandem/internal/engine/kvcache"
-	"tandem/internal/model"
+	"tandem/internal/engine/model"
 	"tandem/internal/sample"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"tandem/internal/engine"
-	"tandem/internal/model"
+	"tandem/internal/engine/model"
 	"tandem/internal/tokenizer"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/model"
 	"tandem/internal/openai"
 	"tandem/internal/synth"
 )

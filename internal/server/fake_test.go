@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tandem/internal/engine"
-	"tandem/internal/model"
+	"tandem/internal/engine/model"
 	"tandem/internal/sample"
 	"tandem/internal/tokenizer"
 )

@@ -11,9 +11,9 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/model"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/server"

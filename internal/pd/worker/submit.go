@@ -8,7 +8,7 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
-	"tandem/internal/model"
+	"tandem/internal/engine/model"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"

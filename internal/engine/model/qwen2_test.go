@@ -12,9 +12,9 @@ import (
 
 	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/model"
 )
 
 var qwen2Out = flag.String("qwen2-out", "", "write the synthesized qwen2 test model to this path (to run llama.cpp on it by hand)")

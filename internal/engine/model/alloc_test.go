@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/model"
 )
 
 // TestDecodeStepMemory: a decode step late in a long sequence allocates

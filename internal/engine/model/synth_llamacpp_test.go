@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
-	"tandem/internal/model"
 )
 
 // TestQuantizedMatchesLlamaCpp: greedy output on synthesized tiny models

@@ -11,8 +11,8 @@ import (
 
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/model"
 	"tandem/internal/testenv"
 )
 
