@@ -12,7 +12,7 @@ import (
 
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
-	"tandem/internal/prefixcache"
+	"tandem/internal/engine/prefixcache"
 	"tandem/internal/sample"
 )
 
