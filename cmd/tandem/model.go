@@ -11,8 +11,8 @@ import (
 	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/engine/tokenizer"
 	"tandem/internal/synth"
-	"tandem/internal/tokenizer"
 )
 
 func modelCmd() *cobra.Command {

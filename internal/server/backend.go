@@ -5,7 +5,7 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/model"
-	"tandem/internal/tokenizer"
+	"tandem/internal/engine/tokenizer"
 )
 
 // Stream is one generating sequence as the handlers see it.

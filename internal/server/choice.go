@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 
 	"tandem/internal/engine"
-	"tandem/internal/tokenizer"
+	"tandem/internal/engine/tokenizer"
 )
 
 // tokenRec is one generated token with where its text landed in the

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tandem/internal/engine/tokenizer"
 	"tandem/internal/openai"
-	"tandem/internal/tokenizer"
 )
 
 // start does what both generation endpoints do first: refuse when not

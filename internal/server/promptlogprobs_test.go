@@ -13,9 +13,9 @@ import (
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/engine/tokenizer"
 	"tandem/internal/openai"
 	"tandem/internal/sample"
-	"tandem/internal/tokenizer"
 )
 
 func ptrs(xs ...float64) []*float64 {

@@ -6,7 +6,7 @@ import (
 	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/tokenizer"
+	"tandem/internal/engine/tokenizer"
 )
 
 // Linear is a weight matrix used as y = W·x: Out rows of In elements of Type,

@@ -9,10 +9,10 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
+	"tandem/internal/engine/tokenizer"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
-	"tandem/internal/tokenizer"
 )
 
 // Backend returns the server.Backend for this worker's HTTP API: requests
