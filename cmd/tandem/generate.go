@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/sample"
 	"tandem/internal/generate"
-	"tandem/internal/sample"
 )
 
 func generateCmd() *cobra.Command {

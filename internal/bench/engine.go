@@ -8,8 +8,8 @@ import (
 
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
+	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/sample"
 )
 
 // EngineOptions configures an engine benchmark.

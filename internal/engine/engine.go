@@ -13,7 +13,7 @@ import (
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/prefixcache"
-	"tandem/internal/sample"
+	"tandem/internal/engine/sample"
 )
 
 // Limits on configuration values, so a mistyped flag fails at start-up.

@@ -14,10 +14,10 @@ import (
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
+	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/generate"
-	"tandem/internal/sample"
 )
 
 // tinyModel loads the synthesized tiny Q8_0 model.

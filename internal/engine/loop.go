@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"tandem/internal/engine/model"
-	"tandem/internal/sample"
+	"tandem/internal/engine/sample"
 )
 
 // step is one sequence's share of a forward step.

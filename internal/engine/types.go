@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/sample"
 )
 
 // Errors that Submit returns; callers map them to HTTP statuses with errors.Is.

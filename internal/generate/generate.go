@@ -7,7 +7,7 @@ import (
 
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
-	"tandem/internal/sample"
+	"tandem/internal/engine/sample"
 )
 
 // Options configures a generation.

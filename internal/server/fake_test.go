@@ -15,8 +15,8 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/model"
+	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tokenizer"
-	"tandem/internal/sample"
 )
 
 // testVocab is a small SentencePiece vocabulary: specials, the 256 byte

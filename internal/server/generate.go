@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"tandem/internal/engine"
+	"tandem/internal/engine/sample"
 	"tandem/internal/openai"
-	"tandem/internal/sample"
 )
 
 // genPlan is a checked generation request, ready to submit.

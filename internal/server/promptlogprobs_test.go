@@ -12,10 +12,10 @@ import (
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
+	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/engine/tokenizer"
 	"tandem/internal/openai"
-	"tandem/internal/sample"
 )
 
 func ptrs(xs ...float64) []*float64 {

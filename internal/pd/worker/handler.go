@@ -1,9 +1,9 @@
 package worker
 
 import (
+	"tandem/internal/engine/sample"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
-	"tandem/internal/sample"
 )
 
 // The Worker is the transport's Handler: the methods below run on the

@@ -9,8 +9,8 @@ import (
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/sample"
 	"tandem/internal/pd/room"
-	"tandem/internal/sample"
 )
 
 // Error is a disaggregation failure as the router's HTTP leg sees it. The
