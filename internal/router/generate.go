@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"tandem/internal/openai"
+	"tandem/internal/api/openai"
 )
 
 // serveGeneration answers one /v1/completions or /v1/chat/completions

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tandem/internal/openai"
+	"tandem/internal/api/openai"
 )
 
 // Headers the router sends on both legs.

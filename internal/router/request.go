@@ -8,7 +8,7 @@ import (
 	"math"
 	"strconv"
 
-	"tandem/internal/openai"
+	"tandem/internal/api/openai"
 )
 
 // endpoint is one generation endpoint the router fronts.

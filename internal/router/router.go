@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"tandem/internal/openai"
+	"tandem/internal/api/openai"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"tandem/internal/openai"
+	"tandem/internal/api/openai"
 )
 
 // reply is what a sample hands the client writer.

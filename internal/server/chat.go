@@ -6,8 +6,8 @@ import (
 
 	"github.com/ardanlabs/jinja"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
-	"tandem/internal/openai"
 )
 
 // Fallback chat format, used when a model has no tokenizer.chat_template

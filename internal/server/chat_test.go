@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine/gguf"
-	"tandem/internal/openai"
 	"tandem/internal/testenv"
 )
 

@@ -101,5 +101,5 @@
 // on a synthesized tiny model serves greedy requests streamed and not, and
 // its prompt logprobs are checked against log-softmax of model.Runner's
 // logits over the whole prompt. The request decoders' fuzz tests live in
-// internal/openai.
+// internal/api/openai.
 package server

@@ -6,8 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
-	"tandem/internal/openai"
 )
 
 // start does what both generation endpoints do first: refuse when not

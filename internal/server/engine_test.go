@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
-	"tandem/internal/openai"
 	"tandem/internal/synth"
 )
 

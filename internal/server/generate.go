@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/sample"
-	"tandem/internal/openai"
 )
 
 // genPlan is a checked generation request, ready to submit.

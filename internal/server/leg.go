@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"tandem/internal/openai"
+	"tandem/internal/api/openai"
 )
 
 // Headers the router sets on the legs of a disaggregated request.

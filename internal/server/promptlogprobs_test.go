@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
@@ -15,7 +16,6 @@ import (
 	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/engine/tokenizer"
-	"tandem/internal/openai"
 )
 
 func ptrs(xs ...float64) []*float64 {

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine"
-	"tandem/internal/openai"
 )
 
 // Defaults for Options fields left zero.

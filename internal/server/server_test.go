@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine"
-	"tandem/internal/openai"
 )
 
 type errorDoc struct {
