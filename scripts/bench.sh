@@ -67,4 +67,4 @@ pref=$(grep -o '\[prefill-0\].*"msg":"serving","addr":"http://[0-9.:]*' "$dir/up
 [ -n "$pref" ] && curl -s "$pref/metrics" | grep -E '^tandem_pd_transfer_(bytes_total|seconds_(sum|count))'
 
 section "KV transfer over loopback TCP versus a memory copy of the same bytes (go test -bench)"
-go test -run '^$' -bench 'SendKV|Memcpy' -benchtime 300ms ./internal/transfer | grep -E '^Benchmark'
+go test -run '^$' -bench 'SendKV|Memcpy' -benchtime 300ms ./internal/pd/transfer | grep -E '^Benchmark'

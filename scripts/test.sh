@@ -13,7 +13,7 @@ if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 
 echo "== go vet"
 go vet ./...
-go vet -tags tandemfaults ./cmd/tandem ./internal/faults
+go vet -tags tandemfaults ./cmd/tandem ./internal/pd/faults
 
 if command -v staticcheck >/dev/null 2>&1; then
   echo "== staticcheck"
@@ -21,8 +21,8 @@ if command -v staticcheck >/dev/null 2>&1; then
 fi
 
 echo "== go test -race (concurrent packages)"
-go test -race -count=1 ./internal/kernels/ ./internal/model/ ./internal/kvcache/ ./internal/engine/ \
-  ./internal/pdworker/ ./internal/transfer/ ./internal/router/ ./internal/server/ ./internal/prefixcache/ ./internal/loadgen/
+go test -race -count=1 ./internal/engine/kernels/ ./internal/engine/model/ ./internal/engine/kvcache/ ./internal/engine/ \
+  ./internal/pd/worker/ ./internal/pd/transfer/ ./internal/router/ ./internal/server/ ./internal/engine/prefixcache/ ./internal/loadgen/
 
 echo "== go test"
 go test -count=1 ./...

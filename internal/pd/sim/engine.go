@@ -12,7 +12,7 @@ import (
 // generates tokens, then frees the pages. Pages are counted and must all
 // come back.
 
-// startCompute submits the prompt: pdworker's startCompute, which refuses
+// startCompute submits the prompt: the worker's startCompute, which refuses
 // a page count that does not fit the prompt and reports the compute
 // started.
 func (s *sim) startCompute(n *node, l *nodeLeg, e room.Effect) (room.Event, bool) {

@@ -156,7 +156,7 @@ func (s *sim) deliver(it *item) {
 	s.storeKV(n, it)
 }
 
-// storeKV is the decode edge storing one KV frame (pdworker's KVDest and
+// storeKV is the decode edge storing one KV frame (the worker's KVDest and
 // KVDone): only for a room with pages that is receiving from this peer;
 // anything else is discarded and the room is not touched. A chunk stored
 // twice is counted once, so a duplicated frame cannot stand in for a lost

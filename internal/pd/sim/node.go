@@ -25,7 +25,7 @@ type node struct {
 	slow     int64 // engine slowness factor (1: healthy)
 	m        *room.Machine
 
-	legs       map[room.ID]*nodeLeg // rooms with a router leg here (pdworker's legs)
+	legs       map[room.ID]*nodeLeg // rooms with a router leg here (the worker's legs)
 	legList    []*nodeLeg           // every leg this incarnation took, in order
 	submitting *nodeLeg             // the leg whose EventRequest is being stepped
 	timerArmed bool
@@ -51,7 +51,7 @@ type nodeLeg struct {
 	leg       int8
 	answered  bool
 	rejected  bool
-	roomDone  bool   // the room released (pdworker's roomDone)
+	roomDone  bool   // the room released (the worker's roomDone)
 	allocated bool   // decode: ALLOC sent, KV may land in the pages
 	chunks    uint32 // decode: distinct KV chunks stored (bit i: chunk i)
 	recvBytes int64
@@ -146,7 +146,7 @@ func (n *node) trackOf(id room.ID) *roomTrack {
 	return t
 }
 
-// legArrive is a router leg's HTTP request reaching its node: pdworker's
+// legArrive is a router leg's HTTP request reaching its node: the worker's
 // submit. A node that is down refuses the connection.
 func (s *sim) legArrive(it *item) {
 	r, k := s.reqs[it.req], it.leg
@@ -177,7 +177,7 @@ func (s *sim) legArrive(it *item) {
 }
 
 // legCancel is the router's cancel reaching the node that took the leg:
-// pdworker's clientAbort. Before the room ends it is EventClientAbort;
+// the worker's clientAbort. Before the room ends it is EventClientAbort;
 // after decode resumed it ends the running sequence.
 func (s *sim) legCancel(it *item) {
 	r, k := s.reqs[it.req], it.leg
@@ -213,7 +213,7 @@ func (s *sim) answerLeg(n *node, l *nodeLeg, ok bool, note string) {
 
 // step applies one event to n's machine, checks it, carries out the
 // effects, and steps the follow-up events the edge produces (an engine
-// that refuses a prompt, a compute that started), as pdworker does.
+// that refuses a prompt, a compute that started), as the worker does.
 func (s *sim) step(n *node, ev room.Event) room.Outcome {
 	pending := []room.Event{ev}
 	var first room.Outcome
@@ -338,7 +338,7 @@ func (s *sim) release(n *node, l *nodeLeg, e room.Effect) {
 }
 
 // armTimer sets the node's one timer to the machine's next deadline, late
-// by up to TimerLateMax, as pdworker's timer loop does.
+// by up to TimerLateMax, as the worker's timer loop does.
 func (s *sim) armTimer(n *node) {
 	next, ok := n.m.NextDeadline()
 	if !ok || (n.timerArmed && n.timerAt <= next) {

@@ -1,4 +1,4 @@
-// Package pdworker is the edge of a disaggregated worker: it drives the
+// Package worker is the edge of a disaggregated worker: it drives the
 // pure room core (package room) with real inputs — the router's HTTP legs,
 // frames from the transport, the engine's progress, a timer — and carries
 // out the core's effects: frames to send, engine requests to start, resume

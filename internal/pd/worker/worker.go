@@ -81,7 +81,7 @@ type Worker struct {
 // timer. Close stops them.
 func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	if cfg.Role != room.RolePrefill && cfg.Role != room.RoleDecode {
-		return nil, fmt.Errorf("pdworker: role must be prefill or decode")
+		return nil, fmt.Errorf("worker: role must be prefill or decode")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -90,7 +90,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	cfg.Room.Role = cfg.Role
 	m, err := room.New(cfg.Room)
 	if err != nil {
-		return nil, fmt.Errorf("pdworker: %w", err)
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	kvc := eng.KVCache().Config()
 	mc := eng.Model().Config
@@ -112,7 +112,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	tr, err := transfer.New(cfg.Transfer, w)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("pdworker: %w", err)
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w.tr = tr
 	w.wg.Add(3)
