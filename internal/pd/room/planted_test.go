@@ -78,7 +78,7 @@ func TestPlantedBugString(t *testing.T) {
 // it none may set the field (New and the prefill role only read it). So no
 // flag, environment variable or configuration file can plant a bug.
 func TestPlantedOnlyInTests(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("module root %s: %v", root, err)
 	}
