@@ -145,11 +145,19 @@ func startServer(t *testing.T) string {
 // when the test ends and logs its output if the test failed.
 func startProcess(t *testing.T, port int, args ...string) string {
 	t.Helper()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	var out lockedBuffer
+	return startProcessOut(t, port, &out, &out, args...)
+}
+
+// startProcessOut is startProcess with the child's stdout and stderr
+// written to the given buffers (they may be the same one).
+func startProcessOut(t *testing.T, port int, stdout, stderr *lockedBuffer, args ...string) string {
+	t.Helper()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(binPath, args...)
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	out := stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start tandem %s: %v", args[0], err)
 	}

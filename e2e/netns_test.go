@@ -24,8 +24,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"tandem/internal/router"
 )
 
 // The multi-host test's topology: four network namespaces made by the test.
@@ -260,41 +258,6 @@ func waitHealthy(t *testing.T, c *http.Client, p *nsProc) {
 			t.Fatalf("%s: GET /health did not answer 200 within %v (last: %v)", p.name, nsStartTimeout, err)
 		}
 	}
-}
-
-// debugGet fetches a /debug/* document. It is the one place that builds
-// those requests, so a credential header goes here when /debug/* needs one.
-func debugGet(ctx context.Context, c *http.Client, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, b)
-	}
-	return b, nil
-}
-
-// roomTable reads base's /debug/rooms (a worker's or the router's).
-func roomTable(ctx context.Context, c *http.Client, base string) (router.Process, error) {
-	var p router.Process
-	b, err := debugGet(ctx, c, base+"/debug/rooms")
-	if err != nil {
-		return p, err
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return p, fmt.Errorf("decode %s/debug/rooms: %w", base, err)
-	}
-	return p, nil
 }
 
 // nsOutcome is how one request ended: "ok", or the HTTP status and the
@@ -563,18 +526,6 @@ func TestNetnsPartition(t *testing.T) {
 }
 
 func first(v float64, _ bool) float64 { return v }
-
-// waitFor polls cond until it holds, failing the test after nsStartTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(nsStartTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not seen within %v", what, nsStartTimeout)
-		}
-		time.Sleep(nsPoll / 10)
-	}
-}
 
 // quiet returns nil when every room in the router's and every worker's
 // /debug/rooms is terminal and every worker has no KV page in use and no
