@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"tandem/internal/cluster"
 )
 
 // The multi-host test's topology: four network namespaces made by the test.
@@ -236,27 +238,15 @@ func startInNetns(t *testing.T, n *netns, role, name, url, token string, args ..
 	return p
 }
 
-// waitHealthy polls p's /health until it answers 200.
+// waitHealthy waits until p's /health answers 200.
 func waitHealthy(t *testing.T, c *http.Client, p *nsProc) {
 	t.Helper()
-	deadline := time.Now().Add(nsStartTimeout)
-	for {
-		resp, err := c.Get(p.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			err = errors.New(resp.Status)
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited while starting: %v\n%s", p.name, p.err, p.out.String())
-		case <-time.After(nsPoll):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: GET /health did not answer 200 within %v (last: %v)", p.name, nsStartTimeout, err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), nsStartTimeout)
+	defer cancel()
+	if err := cluster.WaitHealthy(ctx, c, p.url, p.done); errors.Is(err, cluster.ErrExited) {
+		t.Fatalf("%s exited while starting: %v\n%s", p.name, p.err, p.out.String())
+	} else if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
 	}
 }
 

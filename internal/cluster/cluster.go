@@ -123,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		if i >= o.Prefill {
 			role, idx = "decode", i-o.Prefill
 		}
-		port, err := freePort(o.Host)
+		port, err := FreePort(o.Host)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -150,7 +150,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	rport := o.Port
 	if rport == 0 {
 		var err error
-		if rport, err = freePort(o.Host); err != nil {
+		if rport, err = FreePort(o.Host); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -176,10 +176,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-// freePort asks the kernel for a free TCP port. Another process could take
-// it before the child binds it; the child then fails to start and Start
-// reports it.
-func freePort(host string) (int, error) {
+// FreePort asks the kernel for a free TCP port on host. Another process
+// could take it before the caller binds it; a child then fails to start,
+// and Start reports it.
+func FreePort(host string) (int, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("cluster: find a free port: %w", err)
@@ -283,33 +283,65 @@ func jsonLine(name string, line []byte, now time.Time) []byte {
 }
 
 func (c *Cluster) waitHealthy(ctx context.Context, ps []*Proc) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(healthTimeout)
+	client := &http.Client{Timeout: healthRequestTimeout}
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
 	for _, p := range ps {
-		for {
-			resp, err := client.Get(p.URL + "/health")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		if err := WaitHealthy(ctx, client, p.URL, exited); err != nil {
 			p.mu.Lock()
-			exited := p.exited
+			exitErr := p.exitErr
 			p.mu.Unlock()
-			select {
-			case <-exited:
-				return fmt.Errorf("cluster: %s exited before it was healthy: %v", p.Name, p.exitErr)
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			if errors.Is(err, ErrExited) {
+				return fmt.Errorf("cluster: %s exited before it was healthy: %v", p.Name, exitErr)
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("cluster: %s not healthy at %s/health after %s", p.Name, p.URL, healthTimeout)
-			}
+			return fmt.Errorf("cluster: %s: %w", p.Name, err)
 		}
 	}
 	return nil
+}
+
+// Health polling.
+const (
+	healthPoll           = 100 * time.Millisecond // between GET /health attempts
+	healthRequestTimeout = 2 * time.Second        // the client timeout Start uses for each attempt
+)
+
+// ErrExited is what WaitHealthy returns when the process exited first.
+var ErrExited = errors.New("the process exited")
+
+// WaitHealthy polls GET base+"/health" with c every 100 ms until it answers
+// 200. It returns ErrExited when exited is closed first (nil: never), and
+// an error naming the last failure when ctx ends first; give ctx a
+// deadline.
+func WaitHealthy(ctx context.Context, c *http.Client, base string, exited <-chan struct{}) error {
+	last := errors.New("no answer yet")
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+		if err != nil {
+			return fmt.Errorf("health check of %s: %w", base, err)
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if ctx.Err() == nil {
+			last = err
+		}
+		select {
+		case <-exited:
+			return ErrExited
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy at %s/health (%w; last: %v)", base, context.Cause(ctx), last)
+		case <-time.After(healthPoll):
+		}
+	}
 }
 
 // Kill sends SIGKILL to the named process (for failure tests) and waits

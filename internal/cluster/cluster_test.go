@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,9 @@ import (
 // tandem child (see fakeChild) instead of running the tests.
 const fakeEnv = "TANDEM_CLUSTER_TEST_FAKE_CHILD"
 
+// fakeFailEnv makes a fake child exit 4 at once.
+const fakeFailEnv = "TANDEM_CLUSTER_TEST_FAKE_FAIL"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(fakeEnv) != "" {
 		os.Exit(fakeChild(os.Args[1:]))
@@ -34,6 +38,10 @@ func TestMain(m *testing.M) {
 // empty JSON object on stdout), answers GET /health, exits 3 on GET /exit
 // and exits 0 on SIGTERM.
 func fakeChild(args []string) int {
+	if os.Getenv(fakeFailEnv) != "" {
+		fmt.Fprintln(os.Stderr, "fake child: failing at start on purpose")
+		return 4
+	}
 	var host, port string
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
@@ -163,6 +171,46 @@ func TestTextLogFormat(t *testing.T) {
 	}
 	if n < 3*len(c.Procs()) {
 		t.Errorf("%d lines, want at least %d:\n%s", n, 3*len(c.Procs()), out.String())
+	}
+}
+
+// TestStartReportsEarlyExit: a child that exits before it is healthy
+// makes Start fail at once, saying so, with nothing left running.
+func TestStartReportsEarlyExit(t *testing.T) {
+	t.Setenv(fakeEnv, "1")
+	t.Setenv(fakeFailEnv, "1")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exits []Exit
+	var mu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = Start(ctx, Options{Binary: bin, Model: "unused.gguf", Prefill: 1, Decode: 1,
+		OnExit: func(e Exit) { mu.Lock(); exits = append(exits, e); mu.Unlock() }})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was healthy") || !strings.Contains(err.Error(), "exit status 4") {
+		t.Fatalf("Start = %v, want an error saying prefill-0 exited with status 4 before it was healthy", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(exits) != 2 {
+		t.Errorf("exits reported %+v, want both workers (the router never started)", exits)
+	}
+}
+
+// TestWaitHealthyTimesOut: with nothing listening, WaitHealthy returns
+// when ctx ends, naming the last failure.
+func TestWaitHealthyTimesOut(t *testing.T) {
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = WaitHealthy(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d", port), nil)
+	if err == nil || errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "not healthy") {
+		t.Fatalf("WaitHealthy on a cancelled context = %v, want a not-healthy error", err)
 	}
 }
 
