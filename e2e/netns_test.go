@@ -400,8 +400,9 @@ func (l *nsLoad) watch() <-chan time.Time {
 // process must be terminal and every worker's KV pages free. It logs the
 // requests by outcome, the rooms failed by reason and the recovery times.
 func TestNetnsPartition(t *testing.T) {
+	skipShort(t)
+	n := makeNetns(t) // skips where namespaces cannot be made, before the build
 	setup(t)
-	n := makeNetns(t)
 	token := "netns-test-token-0123456789abcdef"
 	client := &http.Client{Transport: &http.Transport{DialContext: n.dialer("rt"), MaxIdleConnsPerHost: 2 * nsClients}}
 	t.Cleanup(client.CloseIdleConnections)
