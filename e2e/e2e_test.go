@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"tandem/internal/cluster"
 )
 
 // Limits of the harness.
@@ -120,12 +121,11 @@ func (b *lockedBuffer) String() string {
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreePort("127.0.0.1")
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // startServer runs `tandem serve` on the tiny model and returns its base
@@ -145,11 +145,19 @@ func startServer(t *testing.T) string {
 // when the test ends and logs its output if the test failed.
 func startProcess(t *testing.T, port int, args ...string) string {
 	t.Helper()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	var out lockedBuffer
+	return startProcessOut(t, port, &out, &out, args...)
+}
+
+// startProcessOut is startProcess with the child's stdout and stderr
+// written to the given buffers (they may be the same one).
+func startProcessOut(t *testing.T, port int, stdout, stderr *lockedBuffer, args ...string) string {
+	t.Helper()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(binPath, args...)
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	out := stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start tandem %s: %v", args[0], err)
 	}
@@ -180,31 +188,14 @@ func startProcess(t *testing.T, port int, args ...string) string {
 		}
 	})
 
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(healthTimeout)
-	for {
-		resp, err := client.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("tandem %s exited while starting: %v\n%s", args[0], waitErr, out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			last := "no answer"
-			if err != nil {
-				last = err.Error()
-			} else {
-				last = resp.Status
-			}
-			t.Fatalf("GET %s/health did not answer 200 within %v (last: %s)", base, healthTimeout, last)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	if err := cluster.WaitHealthy(ctx, &http.Client{Timeout: 2 * time.Second}, base, done); errors.Is(err, cluster.ErrExited) {
+		t.Fatalf("tandem %s exited while starting: %v\n%s", args[0], waitErr, out.String())
+	} else if err != nil {
+		t.Fatalf("tandem %s: %v", args[0], err)
 	}
+	return base
 }
 
 // runTandem runs the binary with args and returns its stdout; a non-zero

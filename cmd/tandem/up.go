@@ -33,6 +33,7 @@ all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
 			if err != nil {
 				return err
 			}
+			log = log.With("proc", "up") // children's lines carry their own name in "proc"
 			if o.Model == "" {
 				if o.Model, err = defaultModel(); err != nil {
 					return err
@@ -47,23 +48,21 @@ all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
 			}
 			o.WorkerArgs = append(o.WorkerArgs, "--log-format", logFormat)
 			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat)
-			o.Output, o.Logger = os.Stderr, log
+			o.Output, o.Logger, o.LogFormat = os.Stderr, log, logFormat
+			o.OnExit = func(e cluster.Exit) {
+				if !e.Requested {
+					log.Warn("a cluster process exited; the router takes dead workers out of rotation", "name", e.Name, "err", e.Err)
+				}
+			}
 			c, err := cluster.Start(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			defer c.Stop()
 			fmt.Fprintf(cmd.OutOrStdout(), "tandem is up: %s (%d prefill, %d decode); Ctrl-C stops it\n", c.RouterURL(), o.Prefill, o.Decode)
-			exited := c.Exited()
-			for {
-				select {
-				case <-cmd.Context().Done():
-					log.Info("stopping the cluster")
-					return nil
-				case name := <-exited:
-					log.Warn("a cluster process exited; the router takes dead workers out of rotation", "name", name)
-				}
-			}
+			<-cmd.Context().Done()
+			log.Info("stopping the cluster")
+			return nil
 		},
 	}
 	fs := cmd.Flags()

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,30 +29,50 @@ const (
 
 // Options configures a cluster.
 type Options struct {
-	Binary      string   // the tandem executable
-	Model       string   // GGUF path every worker loads
-	Prefill     int      // prefill workers (>= 1)
-	Decode      int      // decode workers (>= 1)
-	Host        string   // address everything binds (default 127.0.0.1)
-	Port        int      // router port (0: any free port)
-	WorkerArgs  []string // extra flags for every worker (e.g. --threads 1)
-	RouterArgs  []string // extra flags for the router
-	Token       string   // cluster token (default: 32 random bytes, hex)
-	Output      io.Writer
+	Binary     string   // the tandem executable
+	Model      string   // GGUF path every worker loads
+	Prefill    int      // prefill workers (>= 1)
+	Decode     int      // decode workers (>= 1)
+	Host       string   // address everything binds (default 127.0.0.1)
+	Port       int      // router port (0: any free port)
+	WorkerArgs []string // extra flags for every worker (e.g. --threads 1)
+	RouterArgs []string // extra flags for the router
+	Token      string   // cluster token (default: 32 random bytes, hex)
+	Output     io.Writer
+	// LogFormat is how children's output lines are written to Output:
+	// "text" (default) prefixes each line with "[name] "; "json" adds a
+	// "proc" member naming the child to each line that is a JSON object,
+	// and wraps any other line in one ({"time","level","msg","proc"}), so
+	// every line written is a JSON object.
+	LogFormat   string
 	Logger      *slog.Logger
 	StopTimeout time.Duration // how long children get after SIGTERM before SIGKILL (default 10s)
+	// OnExit, when set, is called once for every exit of every child,
+	// including a child started again by Restart, from the goroutine that
+	// waited for it. It must not block for long: Stop waits for it.
+	OnExit func(Exit)
+}
+
+// Exit describes one exit of a child process.
+type Exit struct {
+	Name string // the process's name, e.g. "decode-0"
+	Err  error  // what exec.Cmd.Wait returned: nil for a clean exit
+	// Requested is true when Stop or Kill asked for the exit, false when
+	// the process exited on its own (a crash, or a signal from elsewhere).
+	Requested bool
 }
 
 // Proc is one child process.
 type Proc struct {
-	Name    string // "prefill-0", "decode-1", "router"
-	Role    string // "prefill", "decode", "router"
-	URL     string // http://host:port
-	args    []string
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	exitErr error
+	Name      string // "prefill-0", "decode-1", "router"
+	Role      string // "prefill", "decode", "router"
+	URL       string // http://host:port
+	args      []string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	exitErr   error
+	requested bool // Stop or Kill signalled the current run
 }
 
 // Cluster is a running deployment.
@@ -59,6 +81,7 @@ type Cluster struct {
 	procs []*Proc
 	env   []string
 	wg    sync.WaitGroup
+	outMu sync.Mutex // serializes writes to o.Output from the copiers
 }
 
 // Start launches the workers, waits for them, then the router, and returns
@@ -69,6 +92,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
+	}
+	switch o.LogFormat {
+	case "":
+		o.LogFormat = "text"
+	case "text", "json":
+	default:
+		return nil, fmt.Errorf("cluster: log format %q is not supported: use text or json", o.LogFormat)
 	}
 	if o.Output == nil {
 		o.Output = io.Discard
@@ -93,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		if i >= o.Prefill {
 			role, idx = "decode", i-o.Prefill
 		}
-		port, err := freePort(o.Host)
+		port, err := FreePort(o.Host)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -120,7 +150,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	rport := o.Port
 	if rport == 0 {
 		var err error
-		if rport, err = freePort(o.Host); err != nil {
+		if rport, err = FreePort(o.Host); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -146,10 +176,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-// freePort asks the kernel for a free TCP port. Another process could take
-// it before the child binds it; the child then fails to start and Start
-// reports it.
-func freePort(host string) (int, error) {
+// FreePort asks the kernel for a free TCP port on host. Another process
+// could take it before the caller binds it; a child then fails to start,
+// and Start reports it.
+func FreePort(host string) (int, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("cluster: find a free port: %w", err)
@@ -176,55 +206,142 @@ func (c *Cluster) launch(p *Proc) error {
 		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
 	}
 	p.mu.Lock()
-	p.cmd, p.exited, p.exitErr = cmd, make(chan struct{}), nil
+	p.cmd, p.exited, p.exitErr, p.requested = cmd, make(chan struct{}), nil, false
 	exited := p.exited
 	p.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc.Buffer(make([]byte, 64<<10), lineMax)
 		for sc.Scan() {
-			fmt.Fprintf(c.o.Output, "[%s] %s\n", p.Name, sc.Text())
+			c.writeLine(p.Name, sc.Bytes())
+		}
+		if err := sc.Err(); err != nil {
+			// A line over lineMax: keep draining so the child never
+			// blocks on a full pipe.
+			c.o.Logger.Warn("child output unreadable; discarding the rest", "name", p.Name, "err", err)
+			_, _ = io.Copy(io.Discard, out)
 		}
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.exitErr = err
+		requested := p.requested
 		p.mu.Unlock()
 		close(exited)
-		c.o.Logger.Info("process exited", "name", p.Name, "err", err)
+		c.o.Logger.Info("process exited", "name", p.Name, "err", err, "requested", requested)
+		if c.o.OnExit != nil {
+			c.o.OnExit(Exit{Name: p.Name, Err: err, Requested: requested})
+		}
 	}()
 	return nil
 }
 
+// lineMax is the longest child output line copied to Output.
+const lineMax = 1 << 20
+
+// writeLine writes one line of the named child's output to Output in the
+// cluster's log format.
+func (c *Cluster) writeLine(name string, line []byte) {
+	var b []byte
+	if c.o.LogFormat == "json" {
+		b = jsonLine(name, line, time.Now())
+	} else {
+		b = fmt.Appendf(nil, "[%s] %s", name, line)
+	}
+	b = append(b, '\n')
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	_, _ = c.o.Output.Write(b)
+}
+
+// jsonLine returns line as a JSON object with a "proc" member set to name.
+// A line that is a JSON object gets the member inserted first; any other
+// line (a panic trace, a usage message) becomes the "msg" of a new object
+// at level WARN, stamped with now.
+func jsonLine(name string, line []byte, now time.Time) []byte {
+	proc, _ := json.Marshal(name)
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) >= 2 && trimmed[0] == '{' {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(trimmed, &probe) == nil {
+			b := append([]byte(`{"proc":`), proc...)
+			rest := bytes.TrimSpace(trimmed[1:])
+			if rest[0] != '}' {
+				b = append(b, ',')
+			}
+			return append(b, rest...)
+		}
+	}
+	b, _ := json.Marshal(struct {
+		Time  string `json:"time"`
+		Level string `json:"level"`
+		Msg   string `json:"msg"`
+		Proc  string `json:"proc"`
+	}{now.Format(time.RFC3339Nano), "WARN", string(line), name})
+	return b
+}
+
 func (c *Cluster) waitHealthy(ctx context.Context, ps []*Proc) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(healthTimeout)
+	client := &http.Client{Timeout: healthRequestTimeout}
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
 	for _, p := range ps {
-		for {
-			resp, err := client.Get(p.URL + "/health")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		if err := WaitHealthy(ctx, client, p.URL, exited); err != nil {
 			p.mu.Lock()
-			exited := p.exited
+			exitErr := p.exitErr
 			p.mu.Unlock()
-			select {
-			case <-exited:
-				return fmt.Errorf("cluster: %s exited before it was healthy: %v", p.Name, p.exitErr)
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			if errors.Is(err, ErrExited) {
+				return fmt.Errorf("cluster: %s exited before it was healthy: %v", p.Name, exitErr)
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("cluster: %s not healthy at %s/health after %s", p.Name, p.URL, healthTimeout)
-			}
+			return fmt.Errorf("cluster: %s: %w", p.Name, err)
 		}
 	}
 	return nil
+}
+
+// Health polling.
+const (
+	healthPoll           = 100 * time.Millisecond // between GET /health attempts
+	healthRequestTimeout = 2 * time.Second        // the client timeout Start uses for each attempt
+)
+
+// ErrExited is what WaitHealthy returns when the process exited first.
+var ErrExited = errors.New("the process exited")
+
+// WaitHealthy polls GET base+"/health" with c every 100 ms until it answers
+// 200. It returns ErrExited when exited is closed first (nil: never), and
+// an error naming the last failure when ctx ends first; give ctx a
+// deadline.
+func WaitHealthy(ctx context.Context, c *http.Client, base string, exited <-chan struct{}) error {
+	last := errors.New("no answer yet")
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+		if err != nil {
+			return fmt.Errorf("health check of %s: %w", base, err)
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		if ctx.Err() == nil {
+			last = err
+		}
+		select {
+		case <-exited:
+			return ErrExited
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy at %s/health (%w; last: %v)", base, context.Cause(ctx), last)
+		case <-time.After(healthPoll):
+		}
+	}
 }
 
 // Kill sends SIGKILL to the named process (for failure tests) and waits
@@ -236,6 +353,7 @@ func (c *Cluster) Kill(name string) error {
 	}
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
+	p.requested = true
 	p.mu.Unlock()
 	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("cluster: kill %s: %w", name, err)
@@ -294,6 +412,9 @@ func (c *Cluster) Stop() {
 			continue
 		default:
 		}
+		p.mu.Lock()
+		p.requested = true
+		p.mu.Unlock()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -303,20 +424,4 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.wg.Wait()
-}
-
-// Exited returns a channel closed when any process exits; used by `tandem
-// up` to report a crash.
-func (c *Cluster) Exited() <-chan string {
-	ch := make(chan string, len(c.procs))
-	for _, p := range c.procs {
-		p.mu.Lock()
-		exited := p.exited
-		p.mu.Unlock()
-		go func() {
-			<-exited
-			ch <- p.Name
-		}()
-	}
-	return ch
 }

@@ -75,7 +75,7 @@ func newStatsCollector(b Backend) *statsCollector {
 		waiting:   d("tandem_num_requests_waiting", "Sequences queued for admission."),
 		running:   d("tandem_num_requests_running", "Sequences in the running batch."),
 		pagesUsed: d("tandem_kv_pages_used", "KV cache pages in use (sequences and prefix cache)."),
-		pagesTot:  d("tandem_kv_pages_total", "KV cache pages in the arena."),
+		pagesTot:  d("tandem_kv_pages", "KV cache pages in the arena (in use or free)."),
 		oldest:    d("tandem_oldest_waiting_seconds", "Age of the oldest queued sequence."),
 		prompt:    d("tandem_prompt_tokens_total", "Prompt tokens computed or reused."),
 		generated: d("tandem_generation_tokens_total", "Tokens generated."),

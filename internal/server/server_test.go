@@ -538,7 +538,7 @@ func TestMetrics(t *testing.T) {
 	rec := do(s.Handler(), "GET", "/metrics", "")
 	body := rec.Body.String()
 	for _, want := range []string{
-		"tandem_num_requests_waiting 1", "tandem_num_requests_running 2", "tandem_kv_pages_used 3", "tandem_kv_pages_total 40",
+		"tandem_num_requests_waiting 1", "tandem_num_requests_running 2", "tandem_kv_pages_used 3", "tandem_kv_pages 40",
 		"tandem_prompt_tokens_total 6", "tandem_generation_tokens_total 7", "tandem_prefix_cache_hit_tokens_total 5",
 		"tandem_preemptions_total 8", "tandem_engine_steps_total 9",
 		`tandem_http_requests_total{endpoint="completions",status="200"} 1`,

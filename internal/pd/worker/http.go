@@ -29,14 +29,14 @@ func writeJSON(rw http.ResponseWriter, v any) {
 }
 
 func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
-	writeJSON(rw, map[string]any{"role": roleName(w.role), "transfer_addr": w.TransferAddr(), "model": w.eng.Model().Config.Name})
+	writeJSON(rw, map[string]any{"role": roleName(w.role), "transfer_addr": w.tr.AdvertiseAddr(), "model": w.eng.Model().Config.Name})
 }
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	hb := w.load()
 	writeJSON(rw, map[string]any{"role": roleName(w.role), "waiting": hb.Waiting, "running": hb.Running,
 		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
-		"transfer_addr": w.TransferAddr()})
+		"transfer_addr": w.tr.AdvertiseAddr()})
 }
 
 // RoomJSON is one room in /debug/rooms.

@@ -1,0 +1,297 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeEnv, when set in the environment, makes the test binary act as a
+// tandem child (see fakeChild) instead of running the tests.
+const fakeEnv = "TANDEM_CLUSTER_TEST_FAKE_CHILD"
+
+// fakeFailEnv makes a fake child exit 4 at once.
+const fakeFailEnv = "TANDEM_CLUSTER_TEST_FAKE_FAIL"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEnv) != "" {
+		os.Exit(fakeChild(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeChild stands in for `tandem prefill|decode|route`: it reads --host
+// and --port, logs a few lines (slog JSON on stderr, a plain line and an
+// empty JSON object on stdout), answers GET /health, exits 3 on GET /exit
+// and exits 0 on SIGTERM.
+func fakeChild(args []string) int {
+	if os.Getenv(fakeFailEnv) != "" {
+		fmt.Fprintln(os.Stderr, "fake child: failing at start on purpose")
+		return 4
+	}
+	var host, port string
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--host":
+			host = args[i+1]
+		case "--port":
+			port = args[i+1]
+		}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake child:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log.Info("listening", "addr", ln.Addr().String(), "role", args[0], "token_set", os.Getenv("TANDEM_CLUSTER_TOKEN") != "")
+	fmt.Println("a plain line, not JSON")
+	fmt.Println("{}")
+	fmt.Println("[1, 2]")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	exit := make(chan int, 1)
+	mux.HandleFunc("GET /exit", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		exit <- 3
+	})
+	go func() { _ = http.Serve(ln, mux) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	select {
+	case <-sig:
+		log.Info("stopping")
+		return 0
+	case code := <-exit:
+		log.Error("exiting on request", "code", code)
+		return code
+	}
+}
+
+// syncBuffer is an io.Writer safe for the cluster's copiers and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startFake starts a 1 prefill + 1 decode cluster of fake children.
+func startFake(t *testing.T, o Options) *Cluster {
+	t.Helper()
+	t.Setenv(fakeEnv, "1")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Binary, o.Model, o.Prefill, o.Decode = bin, "unused.gguf", 1, 1
+	o.StopTimeout = 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// TestJSONLogFormat: with LogFormat "json" every line the cluster writes
+// is a JSON object whose "proc" member names the child, whether the child
+// wrote a JSON log line, an empty object, a JSON array or plain text.
+func TestJSONLogFormat(t *testing.T) {
+	var out syncBuffer
+	c := startFake(t, Options{Output: &out, LogFormat: "json"})
+	c.Stop()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	seen := map[string]map[string]int{} // proc -> msg -> count
+	for i, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %d is not a JSON object: %v\n%s", i+1, err, l)
+		}
+		proc, ok := m["proc"].(string)
+		if !ok {
+			t.Fatalf("line %d has no string \"proc\" member: %s", i+1, l)
+		}
+		msg, _ := m["msg"].(string)
+		if seen[proc] == nil {
+			seen[proc] = map[string]int{}
+		}
+		seen[proc][msg]++
+	}
+	for _, p := range c.Procs() {
+		for _, msg := range []string{"listening", "a plain line, not JSON", "[1, 2]", "", "stopping"} {
+			if seen[p.Name][msg] != 1 {
+				t.Errorf("%s: %d lines with msg %q, want 1 (all lines: %v)", p.Name, seen[p.Name][msg], msg, seen[p.Name])
+			}
+		}
+	}
+}
+
+// TestTextLogFormat: the default format prefixes each line with [name].
+func TestTextLogFormat(t *testing.T) {
+	var out syncBuffer
+	c := startFake(t, Options{Output: &out})
+	c.Stop()
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	n := 0
+	for sc.Scan() {
+		n++
+		ok := false
+		for _, p := range c.Procs() {
+			ok = ok || strings.HasPrefix(sc.Text(), "["+p.Name+"] ")
+		}
+		if !ok {
+			t.Errorf("line %q has no [name] prefix", sc.Text())
+		}
+	}
+	if n < 3*len(c.Procs()) {
+		t.Errorf("%d lines, want at least %d:\n%s", n, 3*len(c.Procs()), out.String())
+	}
+}
+
+// TestStartReportsEarlyExit: a child that exits before it is healthy
+// makes Start fail at once, saying so, with nothing left running.
+func TestStartReportsEarlyExit(t *testing.T) {
+	t.Setenv(fakeEnv, "1")
+	t.Setenv(fakeFailEnv, "1")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exits []Exit
+	var mu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = Start(ctx, Options{Binary: bin, Model: "unused.gguf", Prefill: 1, Decode: 1,
+		OnExit: func(e Exit) { mu.Lock(); exits = append(exits, e); mu.Unlock() }})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was healthy") || !strings.Contains(err.Error(), "exit status 4") {
+		t.Fatalf("Start = %v, want an error saying prefill-0 exited with status 4 before it was healthy", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(exits) != 2 {
+		t.Errorf("exits reported %+v, want both workers (the router never started)", exits)
+	}
+}
+
+// TestWaitHealthyTimesOut: with nothing listening, WaitHealthy returns
+// when ctx ends, naming the last failure.
+func TestWaitHealthyTimesOut(t *testing.T) {
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = WaitHealthy(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d", port), nil)
+	if err == nil || errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "not healthy") {
+		t.Fatalf("WaitHealthy on a cancelled context = %v, want a not-healthy error", err)
+	}
+}
+
+func TestBadLogFormat(t *testing.T) {
+	if _, err := Start(context.Background(), Options{Prefill: 1, Decode: 1, LogFormat: "xml"}); err == nil {
+		t.Fatal("Start accepted log format xml")
+	}
+}
+
+// TestOnExitSeesRestartedProcess: OnExit reports a Kill as requested, and
+// a process started again by Restart that then exits on its own is seen,
+// with its exit status, as not requested. Stop reports each child once.
+func TestOnExitSeesRestartedProcess(t *testing.T) {
+	exits := make(chan Exit, 16)
+	c := startFake(t, Options{OnExit: func(e Exit) { exits <- e }})
+	next := func() Exit {
+		t.Helper()
+		select {
+		case e := <-exits:
+			return e
+		case <-time.After(time.Minute):
+			t.Fatal("no exit reported within a minute")
+			return Exit{}
+		}
+	}
+	if err := c.Kill("decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e.Name != "decode-0" || !e.Requested {
+		t.Fatalf("after Kill: %+v, want decode-0 requested", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Restart(ctx, "decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	for _, p := range c.Procs() {
+		if p.Name == "decode-0" {
+			url = p.URL
+		}
+	}
+	resp, err := http.Get(url + "/exit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e := next()
+	if e.Name != "decode-0" || e.Requested || e.Err == nil || !strings.Contains(e.Err.Error(), "exit status 3") {
+		t.Fatalf("restarted process exiting on its own: %+v, want decode-0, not requested, exit status 3", e)
+	}
+	c.Stop()
+	got := map[string]bool{}
+	for range len(c.Procs()) - 1 { // decode-0 is already down
+		e := next()
+		if !e.Requested {
+			t.Errorf("Stop's exit of %s reported as not requested", e.Name)
+		}
+		got[e.Name] = true
+	}
+	if !got["prefill-0"] || !got["router"] {
+		t.Errorf("Stop reported %v, want prefill-0 and router", got)
+	}
+	select {
+	case e := <-exits:
+		t.Errorf("extra exit reported: %+v", e)
+	default:
+	}
+}
+
+func TestJSONLine(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ in, want string }{
+		{`{"level":"INFO","msg":"hi"}`, `{"proc":"p-0","level":"INFO","msg":"hi"}`},
+		{` { } `, `{"proc":"p-0"}`},
+		{`{"a":1`, `{"time":"2026-12-01T00:00:00Z","level":"WARN","msg":"{\"a\":1","proc":"p-0"}`},
+		{`panic: boom`, `{"time":"2026-12-01T00:00:00Z","level":"WARN","msg":"panic: boom","proc":"p-0"}`},
+		{``, `{"time":"2026-12-01T00:00:00Z","level":"WARN","msg":"","proc":"p-0"}`},
+	} {
+		if got := string(jsonLine("p-0", []byte(tc.in), now)); got != tc.want {
+			t.Errorf("jsonLine(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
