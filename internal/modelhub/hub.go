@@ -384,12 +384,14 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 			return "", 0, fmt.Errorf("download %s: %w", cur, err)
 		}
 		if first != offset {
-			return "", 0, fmt.Errorf("download %s: asked for bytes from %d, got a range from %d", cur, offset, first)
+			os.Remove(partial)
+			return "", 0, fmt.Errorf("download %s: asked for bytes from %d, got a range from %d; the partial download was deleted: run the pull again to start over", cur, offset, first)
 		}
 		if total < 0 {
 			total = size
 		} else if size >= 0 && size != total {
-			return "", 0, fmt.Errorf("download %s: Content-Range says %d bytes, the hub said %d", cur, size, total)
+			os.Remove(partial)
+			return "", 0, fmt.Errorf("download %s: Content-Range says %d bytes, the hub said %d; the partial download was deleted: run the pull again to start over", cur, size, total)
 		}
 		h.log().Info("resuming download", "file", file, "from", offset, "total", total)
 	}

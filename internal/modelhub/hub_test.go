@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"tandem/internal/modelhub"
 	"tandem/internal/modelhub/hubtest"
@@ -273,4 +274,23 @@ func TestPullGitBlobETag(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBlob(t, e, content)
+}
+
+func TestPullGivesUpOnStall(t *testing.T) {
+	s, h, files := setup(t)
+	s.HangNext(1000)
+	h.StallTimeout = 100 * time.Millisecond
+	ref := "hf.co/" + repo + ":Q8_0"
+	_, err := h.Pull(context.Background(), ref)
+	if err == nil || !strings.Contains(err.Error(), "nothing received for 100ms") || !strings.Contains(err.Error(), "resume") {
+		t.Fatalf("stalled download: err %v", err)
+	}
+	e, err := h.Pull(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBlob(t, e, files["model-Q8_0.gguf"])
+	if rg := s.Stats().Ranges; len(rg) != 2 || rg[1] != "bytes=1000-" {
+		t.Fatalf("Range headers %q, want the second pull to resume from 1000", rg)
+	}
 }

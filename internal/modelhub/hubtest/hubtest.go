@@ -22,12 +22,13 @@ import (
 type Server struct {
 	Hub, CDN *httptest.Server
 
-	mu      sync.Mutex
-	repos   map[string]*repo
-	blobs   map[string][]byte // by sha256 hex
-	cutNext int64
-	noRange bool
-	stats   Stats
+	mu       sync.Mutex
+	repos    map[string]*repo
+	blobs    map[string][]byte // by sha256 hex
+	cutNext  int64
+	hangNext int64
+	noRange  bool
+	stats    Stats
 }
 
 type repo struct {
@@ -109,6 +110,14 @@ func (s *Server) CutNext(n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cutNext = n
+}
+
+// HangNext makes the next CDN response send n body bytes and then nothing
+// until the client gives up.
+func (s *Server) HangNext(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hangNext = n
 }
 
 // NoRange makes the CDN ignore Range headers and answer 200 with the whole file.
@@ -198,8 +207,8 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	s.stats.CDNAuth = append(s.stats.CDNAuth, r.Header.Get("Authorization"))
 	s.stats.Ranges = append(s.stats.Ranges, r.Header.Get("Range"))
 	data, ok := s.blobs[strings.TrimPrefix(r.URL.Path, "/blobs/")]
-	cut, noRange := s.cutNext, s.noRange
-	s.cutNext = 0
+	cut, hang, noRange := s.cutNext, s.hangNext, s.noRange
+	s.cutNext, s.hangNext = 0, 0
 	s.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
@@ -229,6 +238,14 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 			f.Flush()
 		}
 		panic(http.ErrAbortHandler) // close the connection mid-body
+	}
+	if hang > 0 && hang < int64(len(body)) {
+		w.Write(body[:hang])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		<-r.Context().Done()
+		return
 	}
 	w.Write(body)
 }
