@@ -37,7 +37,7 @@ func benchEngineCmd() *cobra.Command {
 				return err
 			}
 			o.PageTokens = ef.pageTokens
-			r, pool, closeAll, err := ef.open()
+			r, pool, closeAll, err := ef.open(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/pflag"
@@ -19,7 +20,7 @@ type engineFlags struct {
 }
 
 func (f *engineFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.model, "model", "", "path of a GGUF model file")
+	fs.StringVar(&f.model, "model", "", "GGUF model: a file path, or a hub reference (hf.co/ORG/REPO[:QUANT]) pulled on first use")
 	fs.IntVar(&f.threads, "threads", 0, "compute threads (0: all cores)")
 	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16 or f32")
 	fs.IntVar(&f.pageTokens, "page-tokens", 16, "token positions per KV cache page")
@@ -35,13 +36,18 @@ func (f *engineFlags) kvDType() (tensor.Type, error) {
 	return 0, fmt.Errorf("--kv-type %q is not supported: use f16 or f32", f.kvType)
 }
 
-// open loads the model and starts a runner on a new thread pool; the caller
-// closes both through the returned function.
-func (f *engineFlags) open() (*model.Runner, *kernels.Pool, func(), error) {
+// open loads the model (pulling a hub reference into the cache first, see
+// resolveModel) and starts a runner on a new thread pool; the caller closes
+// both through the returned function.
+func (f *engineFlags) open(ctx context.Context) (*model.Runner, *kernels.Pool, func(), error) {
 	if f.model == "" {
-		return nil, nil, nil, fmt.Errorf("--model is required: give the path of a GGUF file (or make one with `tandem model synth`)")
+		return nil, nil, nil, fmt.Errorf("--model is required: give the path of a GGUF file or a hub reference such as hf.co/ORG/REPO:Q4_K_M (or make one with `tandem model synth`)")
 	}
-	m, err := model.Load(f.model)
+	path, err := resolveModel(ctx, f.model)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := model.Load(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}

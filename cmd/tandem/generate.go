@@ -31,7 +31,7 @@ func generateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, _, closeAll, err := ef.open()
+			r, _, closeAll, err := ef.open(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -39,6 +39,8 @@ all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
 					return err
 				}
 				log.Info("no --model given: using a synthesized random-weight model", "path", o.Model)
+			} else if o.Model, err = resolveModel(cmd.Context(), o.Model); err != nil {
+				return err // a hub reference is pulled once here, not by every worker
 			}
 			if o.Binary, err = os.Executable(); err != nil {
 				return fmt.Errorf("find the tandem executable: %w", err)
@@ -66,7 +68,7 @@ all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Model, "model", "", "GGUF model every worker loads (default: a synthesized tiny model)")
+	fs.StringVar(&o.Model, "model", "", "GGUF model every worker loads: a path or a hub reference (default: a synthesized tiny model)")
 	fs.IntVar(&o.Prefill, "prefill", 1, "prefill workers")
 	fs.IntVar(&o.Decode, "decode", 1, "decode workers")
 	fs.StringVar(&o.Host, "host", "127.0.0.1", "address every process binds")

@@ -112,7 +112,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		return err
 	}
 	f.cfg.KVType, f.cfg.PageTokens = kvType, f.ef.pageTokens
-	r, pool, closeAll, err := f.ef.open()
+	r, pool, closeAll, err := f.ef.open(ctx)
 	if err != nil {
 		return err
 	}
