@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/inspect"
 	"tandem/internal/router"
 )
 
@@ -82,10 +83,10 @@ func (ob *observer) name(p router.Process) string {
 // poll fetches /debug/cluster once and records overdue rooms, unreadable
 // tables and live-room counts.
 func (ob *observer) poll(ctx context.Context) (*router.Cluster, error) {
-	raw, err := router.FetchCluster(ctx, ob.client, ob.base)
+	raw, err := inspect.FetchCluster(ctx, ob.client, ob.base)
 	var cl *router.Cluster
 	if err == nil {
-		cl, err = router.ParseCluster(raw)
+		cl, err = inspect.ParseCluster(raw)
 	}
 	now := time.Now()
 	ob.mu.Lock()

@@ -55,7 +55,7 @@
 // /debug/rooms (its live and recently finished request records with
 // state, open legs, deadline, bytes and history) and /debug/cluster (its
 // records and every worker's /debug/rooms as one document), which
-// [Inspect] (`tandem inspect`) prints as tables, flagging rooms past their
+// package inspect (`tandem inspect`) prints as tables, flagging rooms past their
 // deadline.
 //
 // # Limits
@@ -74,6 +74,6 @@
 // decode fails before and during the stream, client disconnect, silent
 // leg) with the other leg seen cancelled by its worker; health out and back
 // in; least-loaded picks and burst spreading; n > 1 merging; the retry rule;
-// /debug/cluster fan-out; metrics; inspect's tables and exit status on a
-// canned document. The SSE reader and JSON member editor are fuzzed.
+// /debug/cluster fan-out; metrics.
+// The SSE reader and JSON member editor are fuzzed.
 package router

@@ -3,6 +3,7 @@ package router
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -253,3 +254,18 @@ func roomLocked(r *record, now time.Time) Room {
 
 // millis is d in milliseconds, to the microsecond.
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Terminal reports whether the room has ended: the router's done and
+// failed, the workers' Success/Succeeded and Failed (any case).
+func (r Room) Terminal() bool {
+	switch strings.ToLower(r.State) {
+	case "done", "failed", "success", "succeeded":
+		return true
+	}
+	return false
+}
+
+// Overdue reports whether a room that has not ended is past its deadline.
+func (r Room) Overdue() bool {
+	return !r.Terminal() && r.DeadlineInMS != nil && *r.DeadlineInMS < 0
+}

@@ -1,4 +1,8 @@
-package router
+// Package inspect is the `tandem inspect` client: it fetches a router's
+// GET /debug/cluster document (the router's request records and every
+// worker's /debug/rooms) and prints it as one table per process, or as
+// indented JSON, and reports rooms that are past their deadline.
+package inspect
 
 import (
 	"bytes"
@@ -12,14 +16,28 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"tandem/internal/router"
 )
+
+type (
+	// Cluster is the /debug/cluster document.
+	Cluster = router.Cluster
+	// Process is one process's entry of a Cluster.
+	Process = router.Process
+	// Room is one room of a Process.
+	Room = router.Room
+)
+
+// clusterBytesMax bounds the /debug/cluster document Inspect reads.
+const clusterBytesMax = 128 << 20
 
 // ErrOverdue is what Inspect's error wraps when some room that has not
 // ended is past its deadline.
 var ErrOverdue = errors.New("rooms are past their deadline")
 
-// InspectOptions says what Inspect prints.
-type InspectOptions struct {
+// Options says what Inspect prints.
+type Options struct {
 	// Format is "text" (a table per process) or "json" (the document,
 	// indented).
 	Format string
@@ -30,7 +48,7 @@ type InspectOptions struct {
 // Inspect fetches GET {base}/debug/cluster with c, prints it to w as
 // o.Format says, and returns an error wrapping ErrOverdue when any room
 // that has not ended is past its deadline.
-func Inspect(ctx context.Context, c *http.Client, base string, o InspectOptions, w io.Writer) error {
+func Inspect(ctx context.Context, c *http.Client, base string, o Options, w io.Writer) error {
 	if o.Format != "text" && o.Format != "json" {
 		return fmt.Errorf("inspect: format %q is not supported: use text or json", o.Format)
 	}
@@ -88,7 +106,7 @@ func FetchCluster(ctx context.Context, c *http.Client, base string) ([]byte, err
 		return nil, fmt.Errorf("inspect: get %s: %w", u, err)
 	}
 	defer resp.Body.Close()
-	body, err := readAllMax(resp.Body, 4*debugBodyBytesMax)
+	body, err := readAllMax(resp.Body, clusterBytesMax)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: get %s: %w", u, err)
 	}
@@ -125,21 +143,6 @@ func ParseCluster(b []byte) (*Cluster, error) {
 		cl.Processes = append(cl.Processes, p)
 	}
 	return cl, nil
-}
-
-// Terminal reports whether the room has ended: the router's done and
-// failed, the workers' Success/Succeeded and Failed (any case).
-func (r Room) Terminal() bool {
-	switch strings.ToLower(r.State) {
-	case "done", "failed", "success", "succeeded":
-		return true
-	}
-	return false
-}
-
-// Overdue reports whether a room that has not ended is past its deadline.
-func (r Room) Overdue() bool {
-	return !r.Terminal() && r.DeadlineInMS != nil && *r.DeadlineInMS < 0
 }
 
 // WriteTables writes one table per process: room, request, state/phase,
@@ -263,4 +266,28 @@ func formatBytes(n int64) string {
 		f /= unit
 	}
 	return fmt.Sprintf("%.1fTiB", f)
+}
+
+// readAllMax reads r to its end, failing past limit bytes.
+func readAllMax(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read answer: over %d bytes", limit)
+	}
+	return b, nil
+}
+
+// clip shortens s to at most n bytes for a message, on a rune boundary.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
 }
