@@ -17,16 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"tandem/internal/router"
-)
-
-type (
-	// Cluster is the /debug/cluster document.
-	Cluster = router.Cluster
-	// Process is one process's entry of a Cluster.
-	Process = router.Process
-	// Room is one room of a Process.
-	Room = router.Room
+	"tandem/internal/pd/debugdoc"
 )
 
 // clusterBytesMax bounds the /debug/cluster document Inspect reads.
@@ -119,16 +110,16 @@ func FetchCluster(ctx context.Context, c *http.Client, base string) ([]byte, err
 // ParseCluster decodes a /debug/cluster document. Each process is decoded
 // on its own: one that does not decode is kept with Error saying why, so
 // one odd worker does not hide the others.
-func ParseCluster(b []byte) (*Cluster, error) {
+func ParseCluster(b []byte) (*debugdoc.Cluster, error) {
 	var doc struct {
 		Processes []json.RawMessage `json:"processes"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("inspect: decode the cluster document: %w", err)
 	}
-	cl := &Cluster{Processes: make([]Process, 0, len(doc.Processes))}
+	cl := &debugdoc.Cluster{Processes: make([]debugdoc.Rooms, 0, len(doc.Processes))}
 	for i, raw := range doc.Processes {
-		var p Process
+		var p debugdoc.Rooms
 		if err := json.Unmarshal(raw, &p); err != nil {
 			var id struct {
 				Worker string `json:"worker"`
@@ -138,7 +129,7 @@ func ParseCluster(b []byte) (*Cluster, error) {
 			if id.Worker == "" {
 				id.Worker = fmt.Sprintf("process %d", i)
 			}
-			p = Process{Worker: id.Worker, Role: id.Role, Error: fmt.Sprintf("its room table does not decode: %v", err)}
+			p = debugdoc.Rooms{Worker: id.Worker, Role: id.Role, Error: fmt.Sprintf("its room table does not decode: %v", err)}
 		}
 		cl.Processes = append(cl.Processes, p)
 	}
@@ -148,7 +139,7 @@ func ParseCluster(b []byte) (*Cluster, error) {
 // WriteTables writes one table per process: room, request, state/phase,
 // age, peer, bytes, and a FLAG column marking rooms past their deadline
 // ("OVERDUE 3.2s"). Only rooms that have not ended are listed unless all.
-func WriteTables(w io.Writer, c *Cluster, all bool) error {
+func WriteTables(w io.Writer, c *debugdoc.Cluster, all bool) error {
 	var b bytes.Buffer
 	for i, p := range c.Processes {
 		if i > 0 {
@@ -206,7 +197,7 @@ func orDash(s string) string {
 	return s
 }
 
-func stateText(r Room) string {
+func stateText(r debugdoc.Room) string {
 	s := orDash(r.State)
 	if r.Phase != "" {
 		s += "/" + r.Phase
@@ -217,7 +208,7 @@ func stateText(r Room) string {
 	return s
 }
 
-func peerText(r Room) string {
+func peerText(r debugdoc.Room) string {
 	if r.Peer != "" {
 		return r.Peer
 	}
@@ -227,9 +218,9 @@ func peerText(r Room) string {
 	return ""
 }
 
-func flagText(r Room) string {
+func flagText(r debugdoc.Room) string {
 	if r.Overdue() {
-		return "OVERDUE " + formatMS(-*r.DeadlineInMS)
+		return "OVERDUE " + formatMS(r.PastDeadlineMS())
 	}
 	return ""
 }

@@ -116,3 +116,18 @@ func TestParseClusterKeepsOtherProcessesWhenOneIsOdd(t *testing.T) {
 		t.Errorf("ParseCluster = %+v, want a with an error and b fine", cl.Processes)
 	}
 }
+
+// TestInspectAllowsTheWatchdogGrace: a room less than the worker
+// watchdog's grace (1 s) past its deadline is not flagged: the worker's
+// timer may not have run yet, and it fails the room itself within the
+// grace.
+func TestInspectAllowsTheWatchdogGrace(t *testing.T) {
+	justLate := strings.Replace(cannedCluster, `"deadline_in_ms":-3200.25`, `"deadline_in_ms":-500`, 1)
+	var out bytes.Buffer
+	if err := inspect.Inspect(context.Background(), http.DefaultClient, serveDoc(t, justLate), inspect.Options{Format: "text"}, &out); err != nil {
+		t.Errorf("Inspect with a room 500 ms past its deadline = %v, want nil: the watchdog allows 1 s", err)
+	}
+	if strings.Contains(out.String(), "OVERDUE") {
+		t.Errorf("Inspect flagged a room within the watchdog's grace:\n%s", out.String())
+	}
+}

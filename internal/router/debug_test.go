@@ -18,7 +18,7 @@ func TestDebugRoomsAndCluster(t *testing.T) {
 	p := newFake(t, "prefill", answer(200, prefillAnswer))
 	decodeStream := []string{"data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n", "data: [DONE]\n\n"}
 	d := newFake(t, "decode", stream(decodeStream...))
-	p.rooms = `{"role":"prefill","transfer_addr":"p:9","live":1,"rooms":[{"id":"0123456789abcdef0123456789abcdef","request_id":"req-1","state":"bootstrapping","phase":"awaiting_alloc","peer":"d:7","age_ms":900,"deadline_in_ms":-100,"bytes":0,"history":[]}]}`
+	p.rooms = `{"role":"prefill","transfer_addr":"p:9","live":1,"rooms":[{"id":"0123456789abcdef0123456789abcdef","request_id":"req-1","state":"bootstrapping","phase":"awaiting_alloc","peer":"d:7","age_ms":900,"deadline_in_ms":-1100,"bytes":0,"history":[]}]}`
 	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
 	if status, body := c.post(t, "/v1/completions", `{"prompt":"x","stream":true}`); status != 200 {
 		t.Fatalf("POST = %d %s", status, body)
@@ -32,8 +32,8 @@ func TestDebugRoomsAndCluster(t *testing.T) {
 	for _, h := range r.History {
 		events = append(events, h.Event)
 	}
-	if !roomPattern.MatchString(r.ID) || r.State != "done" || r.Prefill != p.url() || r.Decode != d.url() || r.Bytes != int64(len(strings.Join(decodeStream, ""))) || r.DeadlineInMS != nil {
-		t.Errorf("router room = %+v, want done, both workers named, decode's bytes counted, no deadline", r)
+	if !roomPattern.MatchString(r.ID) || r.State != "succeeded" || r.Prefill != p.url() || r.Decode != d.url() || r.Bytes != int64(len(strings.Join(decodeStream, ""))) || r.DeadlineInMS != nil {
+		t.Errorf("router room = %+v, want succeeded, both workers named, decode's bytes counted, no deadline", r)
 	}
 	got := strings.Join(events, ",")
 	if !strings.HasPrefix(got, "dispatched,") || !strings.Contains(got, "prefill_ok") || !strings.Contains(got, "decode_ok") ||
@@ -61,8 +61,8 @@ func TestDebugRoomsAndCluster(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = inspect.Inspect(context.Background(), http.DefaultClient, strings.TrimPrefix(c.srv.URL, "http://"), inspect.Options{Format: "text"}, &out)
-	if !errors.Is(err, inspect.ErrOverdue) || !strings.Contains(out.String(), "OVERDUE 100ms") {
-		t.Errorf("Inspect(router) = %v, printed\n%s\nwant the prefill room flagged OVERDUE 100ms", err, out.String())
+	if !errors.Is(err, inspect.ErrOverdue) || !strings.Contains(out.String(), "OVERDUE 1.1s") {
+		t.Errorf("Inspect(router) = %v, printed\n%s\nwant the prefill room flagged OVERDUE 1.1s", err, out.String())
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tandem/internal/pd/debugdoc"
 )
 
 // Role is the part a worker plays in the handoff: "prefill" or "decode".
@@ -179,6 +181,18 @@ func (p *pool) healthyCount(role Role) int {
 		}
 	}
 	return n
+}
+
+// debugWorkers returns every worker's health for /debug/rooms.
+func (p *pool) debugWorkers() []debugdoc.Worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []debugdoc.Worker
+	for _, w := range append(append([]*worker(nil), p.byRo[RolePrefill]...), p.byRo[RoleDecode]...) {
+		out = append(out, debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
+			Breaker: "closed", Inflight: w.inflight})
+	}
+	return out
 }
 
 // transferAddr returns a prefill worker's transfer address, if known.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router"
 )
 
@@ -31,7 +32,7 @@ func TestRetryOnAnotherPairWhenNoWorkerSawTheRoom(t *testing.T) {
 		t.Errorf("/metrics does not count one retry")
 	}
 	rooms := routerRooms(t, c)
-	if len(rooms) != 2 || rooms[0].State != "done" || rooms[1].State != "failed" || !strings.Contains(rooms[1].Reason, "may be retried") || rooms[0].ID == rooms[1].ID {
+	if len(rooms) != 2 || rooms[0].State != "succeeded" || rooms[1].State != "failed" || !strings.Contains(rooms[1].Reason, "may be retried") || rooms[0].ID == rooms[1].ID {
 		t.Errorf("router rooms = %+v, want the retry done under a new room and the first attempt failed as retryable", rooms)
 	}
 }
@@ -99,10 +100,10 @@ func TestPrefillFailureAfterDecodeAnsweredKeepsTheAnswer(t *testing.T) {
 }
 
 // routerRooms reads the router's /debug/rooms.
-func routerRooms(t *testing.T, c *cluster) []router.Room {
+func routerRooms(t *testing.T, c *cluster) []debugdoc.Room {
 	t.Helper()
 	status, body := c.get(t, "/debug/rooms")
-	var p router.Process
+	var p debugdoc.Rooms
 	if err := json.Unmarshal([]byte(body), &p); status != 200 || err != nil {
 		t.Fatalf("GET /debug/rooms = %d %s (%v)", status, body, err)
 	}

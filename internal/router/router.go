@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tandem/internal/api/openai"
+	"tandem/internal/pd/debugdoc"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -424,8 +425,14 @@ func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rt.roomsDoc())
 }
 
-func (rt *Router) roomsDoc() Process {
-	return Process{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot()}
+func (rt *Router) roomsDoc() debugdoc.Rooms {
+	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.pool.debugWorkers()}
+	for _, r := range doc.Rooms {
+		if !r.Terminal() {
+			doc.Live++
+		}
+	}
+	return doc
 }
 
 // serveCluster answers the router's table and every worker's
@@ -459,7 +466,7 @@ func (rt *Router) serveCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 // fetchRooms returns one worker's /debug/rooms document with its URL as
-// "worker" (and its configured role, if it gave none), or a Process
+// "worker" (and its configured role, if it gave none), or a document
 // holding the error.
 func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json.RawMessage {
 	u := wk.url + "/debug/rooms"
@@ -467,7 +474,7 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 		u += "?" + query
 	}
 	errDoc := func(err error) json.RawMessage {
-		b, _ := json.Marshal(Process{Worker: wk.url, Role: string(wk.role), Error: err.Error(), Rooms: []Room{}})
+		b, _ := json.Marshal(debugdoc.Rooms{Worker: wk.url, Role: string(wk.role), Error: err.Error(), Rooms: []debugdoc.Room{}})
 		return b
 	}
 	ctx, cancel := context.WithTimeout(ctx, debugFetchTimeout)
