@@ -22,11 +22,13 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	t0 := time.Now()
 	body, e := rt.readBody(w, r)
 	if e != nil {
+		rt.log.Debug("request rejected", "endpoint", ep.name, "status", e.Status, "err", e.Message)
 		writeErrorTo(w, e)
 		return
 	}
 	req, e := parseRequest(ep, body)
 	if e != nil {
+		rt.log.Debug("request rejected", "endpoint", ep.name, "status", e.Status, "err", e.Message)
 		writeErrorTo(w, e)
 		return
 	}

@@ -108,6 +108,16 @@ func (p *pool) all() []*worker {
 // errNoWorker is the cause of a pick that found no healthy worker.
 var errNoWorker = errors.New("no healthy worker")
 
+// publicError is err's text for a client: a noWorkerError's Public, else
+// a phrase that names no worker.
+func publicError(err error) string {
+	var nw *noWorkerError
+	if errors.As(err, &nw) {
+		return nw.Public()
+	}
+	return "no worker could be picked"
+}
+
 // pick chooses the least loaded healthy worker of role, never one in
 // exclude and one in avoid only when no other is left, breaking ties
 // round-robin, and counts a leg on it (release undoes that).
@@ -129,7 +139,7 @@ func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
 		}
 	}
 	if len(best) == 0 {
-		return nil, fmt.Errorf("pick %s worker: %w", role, p.noneReason(role, exclude))
+		return nil, p.noneReason(role, exclude)
 	}
 	w := best[p.rr[role]%len(best)]
 	p.rr[role]++
@@ -138,18 +148,44 @@ func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
 	return w, nil
 }
 
+// noWorkerError is a pick that found no worker: Error names each worker
+// and its problem (for the log), Public only counts them (for clients).
+type noWorkerError struct {
+	role                 Role
+	configured, excluded int
+	detail               string
+}
+
+func (e *noWorkerError) Error() string {
+	return fmt.Sprintf("pick %s worker: %v of role %s (%d configured; %s)", e.role, errNoWorker, e.role, e.configured, e.detail)
+}
+
+func (e *noWorkerError) Unwrap() error { return errNoWorker }
+
+// Public says what a client is told: the role and the counts, no URLs.
+func (e *noWorkerError) Public() string {
+	s := fmt.Sprintf("%v of role %s (%d configured", errNoWorker, e.role, e.configured)
+	if e.excluded > 0 {
+		s += fmt.Sprintf(", %d already failed this request", e.excluded)
+	}
+	return s + ")"
+}
+
 // noneReason explains why no worker of role can be picked. Callers hold mu.
-func (p *pool) noneReason(role Role, exclude []*worker) error {
+func (p *pool) noneReason(role Role, exclude []*worker) *noWorkerError {
 	ws := p.byRo[role]
 	parts := make([]string, 0, len(ws))
+	e := &noWorkerError{role: role, configured: len(ws)}
 	for _, w := range ws {
 		why := w.problem
 		if containsWorker(exclude, w) {
 			why = "already failed this request"
+			e.excluded++
 		}
 		parts = append(parts, w.url+": "+why)
 	}
-	return fmt.Errorf("%w of role %s (%d configured; %s)", errNoWorker, role, len(ws), strings.Join(parts, "; "))
+	e.detail = strings.Join(parts, "; ")
+	return e
 }
 
 func containsWorker(list []*worker, w *worker) bool {

@@ -212,8 +212,11 @@ func (rt *Router) Handler() http.Handler { return rt.handler }
 
 // HTTPServer returns an http.Server for addr with the router's handler:
 // headers must arrive within 10 s, idle connections close after 2 min,
-// headers are limited to 64 KiB. It has no overall write timeout (streams
-// are long); the handlers bound body reads and each write.
+// headers are limited to 64 KiB. It has no overall read or write timeout:
+// either would cut long streams (a read deadline that passes cancels the
+// request). Instead every handler bounds its request body by BodyTimeout
+// (a body that stalls gets 408 and its connection closed; the deadline is
+// lifted once the body is in) and each write by WriteTimeout.
 func (rt *Router) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -322,6 +325,12 @@ func (rt *Router) wrap(r route) http.Handler {
 			}
 			rt.met.requests.WithLabelValues(r.name, fmt.Sprint(status)).Inc()
 		}()
+		if req.ContentLength != 0 {
+			// A body must arrive within BodyTimeout, whether the handler
+			// reads it or the server discards it afterwards; readBody lifts
+			// the deadline once it has the whole body.
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(rt.o.BodyTimeout))
+		}
 		if r.methods != nil && !containsString(r.methods, req.Method) {
 			rec.Header().Set("Allow", allowed)
 			writeErrorTo(rec, openai.MethodNotAllowed(req.Method, req.URL.Path, allowed))
@@ -391,26 +400,31 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	d, err := rt.pool.pick(RoleDecode, nil, nil)
 	if err != nil {
-		writeErrorTo(w, openai.Unavailable(err.Error()))
+		rt.log.Warn("no decode worker for /v1/models", "err", err)
+		writeErrorTo(w, openai.Unavailable(publicError(err)))
 		return
 	}
 	defer rt.pool.release(d)
 	ctx, cancel := context.WithTimeout(r.Context(), modelsTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.Path, nil)
+	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.EscapedPath(), nil)
 	if err != nil {
 		writeErrorTo(w, openai.Internal(err.Error()))
 		return
 	}
 	resp, err := rt.probeClient.Do(req)
 	if err != nil {
-		writeErrorTo(w, (&legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}).clientError())
+		le := &legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}
+		rt.log.Warn("models request failed", "worker", d.url, "err", le)
+		writeErrorTo(w, le.clientError())
 		return
 	}
 	defer resp.Body.Close()
 	body, err := readAllMax(resp.Body, modelsBodyBytesMax)
 	if err != nil {
-		writeErrorTo(w, (&legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}).clientError())
+		le := &legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}
+		rt.log.Warn("models request failed", "worker", d.url, "err", le)
+		writeErrorTo(w, le.clientError())
 		return
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
@@ -508,22 +522,34 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 	return obj.marshal()
 }
 
-// readBody reads a request body within the size and time limits.
+// readBody reads a request body within the size and time limits. The
+// read deadline is lifted only when the whole body arrived: while a
+// stream is answered the server's background read must not time out,
+// but after a failed read the server must not wait without limit for the
+// rest of the body (it tries to read it after the handler returns, to
+// reuse the connection), so the deadline stays.
 func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
 	if r.ContentLength > rt.o.MaxBodyBytes {
 		return nil, openai.TooLarge(rt.o.MaxBodyBytes)
 	}
 	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(rt.o.BodyTimeout)); err == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
+	rc.SetReadDeadline(time.Now().Add(rt.o.BodyTimeout)) // wrap set it already; start the clock again
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.o.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, openai.TooLarge(rt.o.MaxBodyBytes)
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, &openai.Error{Status: http.StatusRequestTimeout, Type: openai.TypeInvalidRequest, Code: codeBodyTimeout,
+				Message: fmt.Sprintf("The request body did not arrive within %s.", rt.o.BodyTimeout)}
 		}
 		return nil, openai.Invalid("", openai.CodeInvalidJSON, "Could not read the request body: %v.", err)
 	}
+	rc.SetReadDeadline(time.Time{})
 	return body, nil
 }
+
+// codeBodyTimeout is the error code of a request whose body was too slow.
+const codeBodyTimeout = "body_timeout"

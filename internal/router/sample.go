@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"sync"
@@ -105,18 +106,21 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
 	p, err := rt.pool.pick(RolePrefill, exclude, avoid)
 	if err != nil {
-		return attemptResult{err: openai.Unavailable(err.Error()), pickFailed: true}
+		return rt.pickFailed(s, err)
 	}
 	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
 	if err != nil {
 		rt.pool.release(p)
-		return attemptResult{err: openai.Unavailable(err.Error()), pickFailed: true}
+		return rt.pickFailed(s, err)
 	}
 	addr, err := rt.prefillAddr(ctx, p)
 	if err != nil {
 		rt.pool.release(p)
 		rt.pool.release(d)
-		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err}
+		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err,
+			public: "the prefill worker's transfer address could not be learned"}
+		rt.log.Warn("cannot learn a prefill worker's transfer address; trying another pair",
+			"request", s.req.requestID, "sample", s.i, "worker", p.url, "err", err)
 		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
 		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
 	}
@@ -167,8 +171,20 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		reason += "; no worker saw the room, so the sample may be retried on another pair"
 	}
 	rt.recs.finish(rec, false, reason)
-	rt.log.Warn("sample failed", "request", s.req.requestID, "room", room, "sample", s.i, "err", le)
+	level := slog.LevelWarn
+	if le.clientFault() {
+		level = slog.LevelInfo // the worker refused the request: the client's doing, not a failure
+	}
+	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", room, "sample", s.i,
+		"leg", le.leg, "worker", le.worker, "err", le)
 	return res
+}
+
+// pickFailed is an attempt that found no pair: the client is told the
+// role and counts, the log names every worker's problem.
+func (rt *Router) pickFailed(s *sample, err error) attemptResult {
+	rt.log.Warn("no pair for a sample", "request", s.req.requestID, "sample", s.i, "err", err)
+	return attemptResult{err: openai.Unavailable(publicError(err)), pickFailed: true}
 }
 
 // reasonFor names why a request's context ended, for records.
