@@ -107,4 +107,3 @@ func TestClientFaultsAreNotWarnings(t *testing.T) {
 		t.Errorf("log has %d DEBUG lines for the router's own 400, want 1:\n%s", len(got), lb.String())
 	}
 }
-
