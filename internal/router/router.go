@@ -60,6 +60,14 @@ type Options struct {
 	MaxRequests int
 	// FinishedRecords is how many finished rooms /debug/rooms keeps.
 	FinishedRecords int
+	// APIKey, when set, is required on every /v1/ request as
+	// "Authorization: Bearer APIKey" (401 otherwise); /health, /metrics and
+	// /debug/* stay open.
+	APIKey string
+	// AllowedOrigins are the browser origins ("https://app.example:8443",
+	// or "*" for any) that get CORS headers and preflight answers; none:
+	// no CORS headers at all.
+	AllowedOrigins []string
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -77,6 +85,7 @@ type Router struct {
 	legClient   *http.Client
 	probeClient *http.Client
 	active      atomic.Int64
+	front       front
 	handler     http.Handler
 }
 
@@ -101,6 +110,10 @@ func New(o Options) (*Router, error) {
 			}
 		}
 	}
+	fr, err := newFront(o)
+	if err != nil {
+		return nil, err
+	}
 	met, err := newMetrics(o.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
@@ -121,6 +134,7 @@ func New(o Options) (*Router, error) {
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		probeClient: &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
+		front:       fr,
 	}
 	rt.pool = newPool(o.Logger, met, prefill, decode)
 	rt.handler = rt.routes()
@@ -313,10 +327,15 @@ func (r *recorder) Flush() {
 	}
 }
 
-// wrap checks the method and counts the answer.
+// wrap gives the request its id (echoed in X-Request-Id), answers CORS
+// preflights, bounds the body's arrival, checks the method and the API
+// key, and counts the answer.
 func (rt *Router) wrap(r route) http.Handler {
 	allowed := strings.Join(r.methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rid := requestID(req)
+		req = req.WithContext(context.WithValue(req.Context(), requestIDKey{}, rid))
+		w.Header().Set(HeaderClientRequestID, rid)
 		rec := &recorder{ResponseWriter: w}
 		defer func() {
 			status := rec.status
@@ -331,9 +350,18 @@ func (rt *Router) wrap(r route) http.Handler {
 			// the deadline once it has the whole body.
 			http.NewResponseController(w).SetReadDeadline(time.Now().Add(rt.o.BodyTimeout))
 		}
+		if rt.front.cors(rec, req, r.methods) {
+			return
+		}
 		if r.methods != nil && !containsString(r.methods, req.Method) {
 			rec.Header().Set("Allow", allowed)
 			writeErrorTo(rec, openai.MethodNotAllowed(req.Method, req.URL.Path, allowed))
+			return
+		}
+		if !rt.front.authorized(req) {
+			rt.log.Info("request refused: missing or wrong API key", "request", rid, "path", req.URL.Path)
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="tandem"`)
+			writeErrorTo(rec, unauthorized())
 			return
 		}
 		r.h(rec, req)
@@ -400,7 +428,7 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	d, err := rt.pool.pick(RoleDecode, nil, nil)
 	if err != nil {
-		rt.log.Warn("no decode worker for /v1/models", "err", err)
+		rt.log.Warn("no decode worker for /v1/models", "request", requestIDOf(r.Context()), "err", err)
 		writeErrorTo(w, openai.Unavailable(publicError(err)))
 		return
 	}
@@ -415,7 +443,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	resp, err := rt.probeClient.Do(req)
 	if err != nil {
 		le := &legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}
-		rt.log.Warn("models request failed", "worker", d.url, "err", le)
+		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
 		writeErrorTo(w, le.clientError())
 		return
 	}
@@ -423,7 +451,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	body, err := readAllMax(resp.Body, modelsBodyBytesMax)
 	if err != nil {
 		le := &legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}
-		rt.log.Warn("models request failed", "worker", d.url, "err", le)
+		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
 		writeErrorTo(w, le.clientError())
 		return
 	}
