@@ -74,6 +74,10 @@ both workers and written in every log line and /debug/rooms entry.`,
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	fs.IntVar(&o.MaxRequests, "max-requests", router.DefaultMaxRequests, "requests in flight before new ones get 429")
 	fs.IntVar(&o.FinishedRecords, "debug-records", router.DefaultFinishedRecords, "finished requests /debug/rooms keeps")
+	fs.IntVar(&o.BreakerFailures, "breaker-failures", router.DefaultBreakerFailures,
+		"consecutive failed legs that open a worker's circuit breaker (no legs until a probe leg succeeds)")
+	fs.DurationVar(&o.BreakerCooldown, "breaker-cooldown", router.DefaultBreakerCooldown,
+		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
 	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health, /metrics, /debug stay open")
 	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")

@@ -183,7 +183,11 @@ func (l *leg) close(err *legError) {
 	l.once.Do(func() {
 		l.timer.Stop()
 		l.cancel(errLegClosed)
-		l.rt.pool.release(l.w)
+		why := ""
+		if err != nil {
+			why = err.Error()
+		}
+		l.rt.pool.done(l.w, legOutcome(err), why)
 		l.rt.met.legSeconds.WithLabelValues(l.w.url, string(l.role)).Observe(time.Since(l.start).Seconds())
 		switch {
 		case err == nil:

@@ -50,4 +50,6 @@ const (
 	DefaultWriteTimeout    = 30 * time.Second
 	DefaultFinishedRecords = 1024
 	DefaultMaxRequests     = 4096
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 2 * time.Second
 )

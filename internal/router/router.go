@@ -60,6 +60,13 @@ type Options struct {
 	MaxRequests int
 	// FinishedRecords is how many finished rooms /debug/rooms keeps.
 	FinishedRecords int
+	// BreakerFailures consecutive failed legs open a worker's circuit
+	// breaker (so does a failure rate of half its last 20 legs); while it
+	// is open the worker gets no legs. After BreakerCooldown one probe leg
+	// goes through: its success closes the breaker, its failure opens it
+	// again.
+	BreakerFailures int
+	BreakerCooldown time.Duration
 	// APIKey, when set, is required on every /v1/ request as
 	// "Authorization: Bearer APIKey" (401 otherwise); /health, /metrics and
 	// /debug/* stay open.
@@ -136,7 +143,7 @@ func New(o Options) (*Router, error) {
 		recs:        newRecords(o.FinishedRecords, time.Now),
 		front:       fr,
 	}
-	rt.pool = newPool(o.Logger, met, prefill, decode)
+	rt.pool = newPool(o.Logger, met, breakerConfig{threshold: o.BreakerFailures, cooldown: o.BreakerCooldown, now: time.Now}, prefill, decode)
 	rt.handler = rt.routes()
 	return rt, nil
 }
@@ -162,6 +169,7 @@ func (o *Options) defaults() error {
 		{"request timeout", &o.RequestTimeout, DefaultRequestTimeout},
 		{"body timeout", &o.BodyTimeout, DefaultBodyTimeout},
 		{"write timeout", &o.WriteTimeout, DefaultWriteTimeout},
+		{"breaker cooldown", &o.BreakerCooldown, DefaultBreakerCooldown},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("new router: the %s is negative (%s)", d.name, *d.v)
@@ -181,6 +189,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("new router: the request limit is negative (%d)", o.MaxRequests)
 	case o.MaxRequests == 0:
 		o.MaxRequests = DefaultMaxRequests
+	}
+	switch {
+	case o.BreakerFailures < 0:
+		return fmt.Errorf("new router: the breaker failure count is negative (%d)", o.BreakerFailures)
+	case o.BreakerFailures == 0:
+		o.BreakerFailures = DefaultBreakerFailures
 	}
 	switch {
 	case o.FinishedRecords < 0:

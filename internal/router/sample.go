@@ -115,7 +115,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	}
 	addr, err := rt.prefillAddr(ctx, p)
 	if err != nil {
-		rt.pool.release(p)
+		rt.pool.done(p, outcomeFailure, err.Error())
 		rt.pool.release(d)
 		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err,
 			public: "the prefill worker's transfer address could not be learned"}
@@ -140,7 +140,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	wg.Go(func() {
 		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, RoleDecode, addr), dch)
 	})
-	f := &follower{rt: rt, s: s, rec: rec}
+	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
 	le := f.follow(ctx, pch, dch)
 	switch {
 	case le != nil:
@@ -322,14 +322,15 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 // follower follows one attempt's two legs and turns decode's answer into
 // replies for the writer.
 type follower struct {
-	rt        *Router
-	s         *sample
-	rec       *record
-	plp       json.RawMessage // prefill's prompt logprobs, once it answered
-	seenData  bool            // a data event went out (the first gets the prompt logprobs)
-	delivered bool            // part of decode's answer went to the writer
-	usage     *openai.Usage
-	usageTpl  object
+	rt           *Router
+	s            *sample
+	rec          *record
+	decodeWorker *worker
+	plp          json.RawMessage // prefill's prompt logprobs, once it answered
+	seenData     bool            // a data event went out (the first gets the prompt logprobs)
+	delivered    bool            // part of decode's answer went to the writer
+	usage        *openai.Usage
+	usageTpl     object
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -405,7 +406,11 @@ func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
 // decodeFail is a decode leg failure found in its answer's content.
 func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
 	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
-	return &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	le := &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	if legOutcome(le) == outcomeFailure {
+		f.rt.pool.failed(f.decodeWorker, le.Error())
+	}
+	return le
 }
 
 // format turns one step of decode's answer into a reply (nil: nothing for
