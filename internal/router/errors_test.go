@@ -77,8 +77,8 @@ func TestClientErrorsNameNoWorker(t *testing.T) {
 	if status != 503 || strings.Contains(body, dead) || !strings.Contains(body, "no healthy worker of role decode") {
 		t.Errorf("no decode worker left: client got %d %s, want 503 naming the role and no address", status, body)
 	}
-	if got := lb.lines("no pair", d.url()); len(got) != 1 {
-		t.Errorf("log has %d no-pair lines naming %s, want 1", len(got), d.url())
+	if got := lb.lines("no pair", d.url()); len(got) == 0 {
+		t.Errorf("log has no no-pair line naming %s", d.url())
 	}
 }
 

@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"endpoint"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tandem_router_retries_total",
-			Help: "Samples sent to a second pair because no worker could have seen the first attempt.",
+			Help: "Samples sent to another pair because an attempt failed before anything of it reached the client.",
 		}),
 	}
 	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -68,14 +68,15 @@ type decodeEvent struct {
 // attemptResult is how one attempt of a sample ended.
 type attemptResult struct {
 	err        *openai.Error // nil: the sample was answered, or the request context ended
-	retry      bool          // no worker can have seen the room: another pair may be tried
+	retry      bool          // nothing reached the client: another pair may be tried
 	pickFailed bool          // no pair could be picked
 	failed     []*worker     // workers not to pick on a retry: their leg failed
 	partner    []*worker     // workers to pick on a retry only if there is no other: their leg was cut short
 }
 
-// runSample runs sample s to its end, trying a second pair only when the
-// first attempt failed before any worker could have seen its room. It
+// runSample runs sample s to its end, trying another pair (up to
+// attemptsMax in all) when an attempt failed before anything of it reached
+// the client (see retryable). It
 // sends exactly one error, or the sample's answer, to the writer (nothing
 // once ctx is done).
 func (rt *Router) runSample(ctx context.Context, s *sample) {
@@ -95,8 +96,8 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 		}
 		last = res.err
 		rt.met.retries.Inc()
-		rt.log.Warn("retrying a sample on another pair; no worker saw the first attempt",
-			"request", s.req.requestID, "sample", s.i, "err", res.err.Message)
+		rt.log.Warn("retrying a sample on another pair; nothing of it reached the client",
+			"request", s.req.requestID, "sample", s.i, "attempt", try+1, "err", res.err.Message)
 		exclude = append(exclude, res.failed...)
 		avoid = append(avoid, res.partner...)
 	}
@@ -165,10 +166,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if le.leg == RoleDecode {
 		res.failed, res.partner = res.partner, res.failed
 	}
-	res.retry = le.kind == kindUnreachable && !pl.sent.Load() && !dl.sent.Load()
+	res.retry = retryable(le, f.delivered)
 	reason := le.Error()
 	if res.retry {
-		reason += "; no worker saw the room, so the sample may be retried on another pair"
+		reason += "; nothing reached the client, so the sample may be retried on another pair"
 	}
 	rt.recs.finish(rec, false, reason)
 	level := slog.LevelWarn
@@ -185,6 +186,16 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 func (rt *Router) pickFailed(s *sample, err error) attemptResult {
 	rt.log.Warn("no pair for a sample", "request", s.req.requestID, "sample", s.i, "err", err)
 	return attemptResult{err: openai.Unavailable(publicError(err)), pickFailed: true}
+}
+
+// retryable reports whether a sample whose attempt failed with le may be
+// sent to another pair: nothing of it reached the client (so nothing is
+// replayed), and the failure is a worker's (the connection, a 5xx, a
+// broken or failed answer), not the client's (a 4xx), a cancellation or a
+// timeout (which already took the leg timeout). The attempt's room is
+// dead: its other leg was cancelled, and the retry gets a new room id.
+func retryable(le *legError, delivered bool) bool {
+	return !delivered && !le.cancelled && !le.clientFault() && le.kind != kindTimeout && le.status != http.StatusGatewayTimeout
 }
 
 // reasonFor names why a request's context ended, for records.
