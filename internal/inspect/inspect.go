@@ -157,6 +157,7 @@ func WriteTables(w io.Writer, c *debugdoc.Cluster, all bool) error {
 			continue
 		}
 		fmt.Fprintf(&b, ": %d live, %d finished\n", live, len(p.Rooms)-live)
+		writeWorkers(&b, p.Workers)
 		shown := 0
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ROOM\tREQUEST\tSTATE/PHASE\tAGE\tPEER\tBYTES\tFLAG")
@@ -185,6 +186,25 @@ func WriteTables(w io.Writer, c *debugdoc.Cluster, all bool) error {
 		return fmt.Errorf("inspect: write: %w", err)
 	}
 	return nil
+}
+
+// writeWorkers lists the workers (of a router's entry) that are out of
+// service or whose circuit breaker is not closed, one line each.
+func writeWorkers(b *bytes.Buffer, ws []debugdoc.Worker) {
+	for _, w := range ws {
+		if w.Healthy && w.Breaker == "closed" {
+			continue
+		}
+		fmt.Fprintf(b, "worker %s (%s):", w.URL, w.Role)
+		if !w.Healthy {
+			b.WriteString(" out")
+			if w.Problem != "" {
+				fmt.Fprintf(b, " (%s)", clip(w.Problem, 80))
+			}
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, " breaker %s\n", w.Breaker)
+	}
 }
 
 // trailingSpace matches the padding tabwriter leaves at the end of a line.
