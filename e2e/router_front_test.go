@@ -75,7 +75,7 @@ func routerPost(t *testing.T, c *http.Client, url, body string, hdr map[string]s
 // worker, and its circuit breaker opens after at most 3 of them.
 func TestRouterKilledDecodeWorkerIsRetried(t *testing.T) {
 	setup(t)
-	cl := startRouterCluster(t, "--health-interval", "1h")
+	cl := startRouterCluster(t, "--health-interval", "1h", "--breaker-cooldown", "1h") // no probe leg during the test
 	base := cl.RouterURL()
 	dead := procURL(t, cl, "decode-0")
 	if err := cl.Kill("decode-0"); err != nil {

@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/router"
 )
 
 // metricValue returns the value of one series in a /metrics body (0 when
@@ -33,7 +35,8 @@ func TestKilledDecodeWorkerGetsAHandfulOfLegs(t *testing.T) {
 	p := newFake(t, "prefill", answer(200, prefillAnswer))
 	d1 := newFake(t, "decode", answer(200, decodeAnswer))
 	d2 := newFake(t, "decode", answer(200, decodeAnswer))
-	c := newCluster(t, []*fake{p}, []*fake{d1, d2}, nil)
+	// A cool-down longer than the test: no probe leg goes to d1 however slow the machine.
+	c := newCluster(t, []*fake{p}, []*fake{d1, d2}, func(o *router.Options) { o.BreakerCooldown = time.Hour })
 	d1.srv.Close() // killed after the health round: the router still thinks it is in
 	const requests = 20
 	ok := 0

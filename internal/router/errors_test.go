@@ -85,9 +85,16 @@ func TestClientErrorsNameNoWorker(t *testing.T) {
 // TestClientFaultsAreNotWarnings: a 400 answered by a worker, and a
 // request the router itself rejects, are logged below WARN.
 func TestClientFaultsAreNotWarnings(t *testing.T) {
-	p := newFake(t, "prefill", answer(400, `{"error":{"message":"max_tokens is too large","type":"invalid_request_error","param":"max_tokens","code":null}}`))
+	decodeGot := make(chan struct{})
+	p := newFake(t, "prefill", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		<-decodeGot // answer once decode holds its leg, so that the router must cancel it
+		writeJSONBody(w, 400, `{"error":{"message":"max_tokens is too large","type":"invalid_request_error","param":"max_tokens","code":null}}`)
+	})
 	d := newFake(t, "decode", nil)
-	d.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { d.waitCancel(r) }
+	d.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		close(decodeGot)
+		d.waitCancel(r)
+	}
 	var lb logBuffer
 	c := newCluster(t, []*fake{p}, []*fake{d}, withLog(&lb))
 	if status, body := c.post(t, "/v1/completions", `{"prompt":"x","max_tokens":1000000}`); status != 400 {
