@@ -14,7 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"tandem/internal/router"
+	"tandem/internal/inspect"
+	"tandem/internal/pd/debugdoc"
 )
 
 // The chaos soak's view of the cluster: the router's /debug/cluster (its
@@ -25,7 +26,7 @@ import (
 type overdueSighting struct {
 	at      time.Time
 	process string
-	room    router.Room
+	room    debugdoc.Room
 }
 
 // observer polls /debug/cluster and remembers what must never be seen.
@@ -72,7 +73,7 @@ func (ob *observer) pollMetrics(ctx context.Context) {
 }
 
 // name returns the process name of a /debug/cluster entry.
-func (ob *observer) name(p router.Process) string {
+func (ob *observer) name(p debugdoc.Rooms) string {
 	if n, ok := ob.names[p.Worker]; ok {
 		return n
 	}
@@ -81,11 +82,11 @@ func (ob *observer) name(p router.Process) string {
 
 // poll fetches /debug/cluster once and records overdue rooms, unreadable
 // tables and live-room counts.
-func (ob *observer) poll(ctx context.Context) (*router.Cluster, error) {
-	raw, err := router.FetchCluster(ctx, ob.client, ob.base)
-	var cl *router.Cluster
+func (ob *observer) poll(ctx context.Context) (*debugdoc.Cluster, error) {
+	raw, err := inspect.FetchCluster(ctx, ob.client, ob.base)
+	var cl *debugdoc.Cluster
 	if err == nil {
-		cl, err = router.ParseCluster(raw)
+		cl, err = inspect.ParseCluster(raw)
 	}
 	now := time.Now()
 	ob.mu.Lock()
@@ -134,7 +135,7 @@ func (ob *observer) run(ctx context.Context, interval time.Duration) {
 }
 
 // roomJSON renders a room with its history for failure messages.
-func roomJSON(r router.Room) string {
+func roomJSON(r debugdoc.Room) string {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Sprintf("%+v", r)
@@ -381,7 +382,7 @@ func reasonKey(reason string, names map[string]string) string {
 }
 
 // roomCounts counts a process's rooms by "state" or "state: reason".
-func roomCounts(p router.Process, names map[string]string) map[string]int {
+func roomCounts(p debugdoc.Rooms, names map[string]string) map[string]int {
 	out := map[string]int{}
 	for _, r := range p.Rooms {
 		k := r.State

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"tandem/internal/cluster"
-	"tandem/internal/router"
+	"tandem/internal/pd/debugdoc"
 )
 
 // The chaos soak's size and mix. CI runs the defaults; scripts/chaos.sh
@@ -98,7 +98,7 @@ func TestChaosSoak(t *testing.T) {
 	cl, err := cluster.Start(startCtx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 2, Decode: 2,
 		WorkerArgs: []string{"--threads", "1", "--prefix-cache=false", "--kv-pages", strconv.Itoa(*chaosKVPages),
 			"--max-batch-tokens", strconv.Itoa(chaosWorkerBatch)},
-		RouterArgs: []string{"--debug-records", strconv.Itoa(4*n + 64)}, // n <= 2 samples, <= 2 attempts each
+		RouterArgs: []string{"--debug-records", strconv.Itoa(6*n + 64)}, // n <= 2 samples, <= 3 attempts each
 		Output:     &out})
 	if err != nil {
 		t.Fatalf("start the cluster: %v\n%s", err, out.String())
@@ -212,7 +212,7 @@ func TestChaosSoak(t *testing.T) {
 	settleStart := time.Now()
 	bound := settleStart.Add(chaosSettleMin)
 	var (
-		final     *router.Cluster
+		final     *debugdoc.Cluster
 		finalErr  error
 		gauges    map[string]workerGauges
 		gaugesErr error
@@ -344,7 +344,7 @@ func TestChaosSoak(t *testing.T) {
 		for _, p := range final.Processes {
 			if p.Role == "router" {
 				for _, r := range p.Rooms {
-					if r.State == "done" {
+					if r.State == debugdoc.StateSucceeded {
 						routerDone++
 					}
 				}
@@ -369,7 +369,7 @@ func TestChaosSoak(t *testing.T) {
 
 // exampleRooms lists, for each process, the newest room of each final
 // state/reason with its history.
-func exampleRooms(c *router.Cluster, ob *observer) string {
+func exampleRooms(c *debugdoc.Cluster, ob *observer) string {
 	var b strings.Builder
 	for _, p := range c.Processes {
 		seen := map[string]bool{}
@@ -411,7 +411,7 @@ func copyCounts[V int | float64](m map[string]V) map[string]V {
 	return out
 }
 
-func allTerminal(c *router.Cluster) bool {
+func allTerminal(c *debugdoc.Cluster) bool {
 	for _, p := range c.Processes {
 		if p.Error != "" {
 			return false
@@ -582,7 +582,7 @@ type chaosSummary struct {
 	legsKnown                    bool
 	overdue, polls               int
 	procErrors                   map[string]int
-	final                        *router.Cluster
+	final                        *debugdoc.Cluster
 	names                        map[string]string
 	workers                      []*cluster.Proc
 	gauges                       map[string]workerGauges

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tandem/internal/router"
+	"tandem/internal/pd/debugdoc"
 )
 
 // debugGet fetches a /debug/* document. It is the one place that builds
@@ -35,8 +35,8 @@ func debugGet(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 }
 
 // roomTable reads base's /debug/rooms (a worker's or the router's).
-func roomTable(ctx context.Context, c *http.Client, base string) (router.Process, error) {
-	var p router.Process
+func roomTable(ctx context.Context, c *http.Client, base string) (debugdoc.Rooms, error) {
+	var p debugdoc.Rooms
 	b, err := debugGet(ctx, c, base+"/debug/rooms")
 	if err != nil {
 		return p, err

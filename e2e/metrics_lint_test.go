@@ -13,7 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"tandem/internal/router"
+	"tandem/internal/inspect"
+	"tandem/internal/pd/debugdoc"
 )
 
 // lintMetrics runs promlint (the linter behind `promtool check metrics`)
@@ -81,17 +82,17 @@ func TestMetricsLint(t *testing.T) {
 // clusterWorkers returns the workers listed in the router's /debug/cluster
 // (Worker is each one's base URL); it fails the test unless there is at
 // least one prefill and one decode worker.
-func clusterWorkers(t *testing.T, c *http.Client, base string) []router.Process {
+func clusterWorkers(t *testing.T, c *http.Client, base string) []debugdoc.Rooms {
 	t.Helper()
 	b, err := debugGet(context.Background(), c, base+"/debug/cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := router.ParseCluster(b)
+	cl, err := inspect.ParseCluster(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ws []router.Process
+	var ws []debugdoc.Rooms
 	roles := map[string]int{}
 	for _, p := range cl.Processes {
 		if p.Role == "prefill" || p.Role == "decode" {

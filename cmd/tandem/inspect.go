@@ -6,12 +6,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"tandem/internal/router"
+	"tandem/internal/inspect"
 )
 
 func inspectCmd() *cobra.Command {
 	var (
-		o       router.InspectOptions
+		o       inspect.Options
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -26,7 +26,7 @@ assert that none is stuck.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := &http.Client{Timeout: timeout}
-			return router.Inspect(cmd.Context(), c, args[0], o, cmd.OutOrStdout())
+			return inspect.Inspect(cmd.Context(), c, args[0], o, cmd.OutOrStdout())
 		},
 	}
 	fs := cmd.Flags()

@@ -37,7 +37,13 @@ ones (GET /health every --health-interval) by the load they report
 A failed leg cancels the other; the client gets one error naming the leg and
 the worker. Besides the API it serves GET /health, /metrics (Prometheus),
 /debug/rooms (its own request records) and /debug/cluster (its records and
-every worker's room table, for ` + "`tandem inspect`" + `).`,
+every worker's room table, for ` + "`tandem inspect`" + `).
+
+With --api-key (or $TANDEM_API_KEY) every /v1/ request needs
+"Authorization: Bearer KEY". --allowed-origins turns on CORS for those browser
+origins. A client's X-Request-Id (up to 128 printable characters) is adopted as
+the request id, or one is minted; either way it is echoed on the answer, sent to
+both workers and written in every log line and /debug/rooms entry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := routeLogger(logFormat)
@@ -45,6 +51,9 @@ every worker's room table, for ` + "`tandem inspect`" + `).`,
 				return err
 			}
 			o.Logger = log
+			if o.APIKey == "" {
+				o.APIKey = os.Getenv("TANDEM_API_KEY")
+			}
 			rt, err := router.New(o)
 			if err != nil {
 				return err
@@ -65,6 +74,12 @@ every worker's room table, for ` + "`tandem inspect`" + `).`,
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", router.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	fs.IntVar(&o.MaxRequests, "max-requests", router.DefaultMaxRequests, "requests in flight before new ones get 429")
 	fs.IntVar(&o.FinishedRecords, "debug-records", router.DefaultFinishedRecords, "finished requests /debug/rooms keeps")
+	fs.IntVar(&o.BreakerFailures, "breaker-failures", router.DefaultBreakerFailures,
+		"consecutive failed legs that open a worker's circuit breaker (no legs until a probe leg succeeds)")
+	fs.DurationVar(&o.BreakerCooldown, "breaker-cooldown", router.DefaultBreakerCooldown,
+		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
+	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health, /metrics, /debug stay open")
+	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
 	cmd.MarkFlagRequired("prefill")

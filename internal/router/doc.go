@@ -31,17 +31,19 @@
 //     with echo and logprobs the prompt's entries of the legacy
 //     token_logprobs, null from decode, filled from them), or one error.
 //     Before anything was sent that error is an OpenAI error document
-//     whose message names the failed leg and worker and carries the
-//     worker's message (502 for a worker failure, 504 for a timeout,
-//     the worker's own 4xx); after, one `data: {"error":...}` event and no
-//     [DONE].
+//     whose message names the failed leg and carries the worker's message
+//     (but never a worker's URL or address: those go to the log line) (502
+//     for a worker failure, 504 for a timeout, the worker's own 4xx); after,
+//     one `data: {"error":...}` event and no [DONE].
 //   - A failed leg cancels the other at once; a client that goes away
 //     cancels both. A prefill failure after decode began answering does not
 //     fail the sample: decode can only answer once the KV arrived.
-//   - A room id is used once. A sample is sent to a second pair only when
-//     no worker can have seen the first attempt's room (its transfer
-//     address could not be learned, or neither leg's request was written),
-//     and with a new room id.
+//   - A room id is used once. A sample whose attempt failed before
+//     anything of it reached the client, for a reason that is a worker's
+//     (not a 4xx, a cancellation or a timeout), is sent to another pair
+//     under a new room id, up to three pairs in all; the failed attempt's
+//     other leg is cancelled, so its prefill work is discarded, and
+//     nothing the client saw is replayed.
 //   - Every goroutine has an owner that waits for it: the handler waits for
 //     its samples, each sample for its two legs.
 //
@@ -50,12 +52,27 @@
 // Run polls GET /health (and /pd/status, and /pd/info until known) on every
 // worker each HealthInterval; two consecutive failures take a worker out,
 // one success puts it back, a worker that reports the other role stays out.
+// Between rounds each worker's circuit breaker (breaker.go) watches its
+// legs: BreakerFailures consecutive failed legs (or half of the last 20)
+// open it and the worker gets no legs; after BreakerCooldown one probe leg
+// goes through, and its success closes the breaker.
+//
+// # Front door
+//
+// Options.APIKey requires "Authorization: Bearer KEY" on /v1/ (401
+// otherwise); Options.AllowedOrigins turns on CORS (preflights answered,
+// Access-Control-Allow-Origin on answers). Every request gets an id, the
+// client's X-Request-Id when it is valid, else a minted one; it is echoed
+// in X-Request-Id, sent to both legs as X-Tandem-Request-Id, and appears in
+// the request's log lines and /debug/rooms entries. A request body must
+// arrive within BodyTimeout (408, and the connection closes).
 // The router serves GET /health (503 naming the missing role), /metrics
 // (its own registry), /v1/models (from a healthy decode worker),
 // /debug/rooms (its live and recently finished request records with
-// state, open legs, deadline, bytes and history) and /debug/cluster (its
-// records and every worker's /debug/rooms as one document), which
-// [Inspect] (`tandem inspect`) prints as tables, flagging rooms past their
+// state, open legs, deadline, bytes and history, and its workers' health
+// and breaker states) and /debug/cluster (its records and every worker's
+// /debug/rooms as one document; the schema is package debugdoc), which
+// package inspect (`tandem inspect`) prints as tables, flagging rooms past their
 // deadline.
 //
 // # Limits
@@ -73,7 +90,9 @@
 // (streamed and not) and the splice; each failure path (prefill fails,
 // decode fails before and during the stream, client disconnect, silent
 // leg) with the other leg seen cancelled by its worker; health out and back
-// in; least-loaded picks and burst spreading; n > 1 merging; the retry rule;
-// /debug/cluster fan-out; metrics; inspect's tables and exit status on a
-// canned document. The SSE reader and JSON member editor are fuzzed.
+// in; the circuit breaker (a killed worker gets at most its threshold of
+// legs); least-loaded picks and burst spreading; n > 1 merging; retries;
+// the API key, CORS, request ids and slow bodies;
+// /debug/cluster fan-out; metrics.
+// The SSE reader and JSON member editor are fuzzed.
 package router

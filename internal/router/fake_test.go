@@ -85,6 +85,10 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":"m-%s","object":"model"}]}`, role)
 	})
+	mux.HandleFunc("GET /v1/models/{id}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"id": r.PathValue("id"), "object": "model"})
+	})
 	leg := func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f.got <- legReq{path: r.URL.Path, body: body, hdr: r.Header.Clone()}

@@ -20,18 +20,22 @@ import (
 // no [DONE]).
 func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	t0 := time.Now()
+	rid := requestIDOf(r.Context())
 	body, e := rt.readBody(w, r)
 	if e != nil {
+		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
 		writeErrorTo(w, e)
 		return
 	}
-	req, e := parseRequest(ep, body)
+	req, e := parseRequest(ep, body, rid)
 	if e != nil {
+		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
 		writeErrorTo(w, e)
 		return
 	}
 	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
 		rt.active.Add(-1)
+		rt.log.Info("request refused: too many in flight", "request", rid, "limit", rt.o.MaxRequests)
 		writeErrorTo(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
 		return
 	}

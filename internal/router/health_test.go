@@ -41,8 +41,8 @@ func TestHealthTakesADeadWorkerOutAndPutsItBack(t *testing.T) {
 	}
 	// Out: a request gets 503 naming the missing role; back in: it succeeds.
 	status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`)
-	if msg, _, _ := errorDoc(t, body); status != 503 || !strings.Contains(msg, "decode") || !strings.Contains(msg, d.url()) {
-		t.Errorf("with the decode worker out: POST = %d %q, want 503 naming the decode role and worker", status, msg)
+	if msg, _, _ := errorDoc(t, body); status != 503 || !strings.Contains(msg, "decode") || strings.Contains(msg, d.url()) {
+		t.Errorf("with the decode worker out: POST = %d %q, want 503 naming the decode role, not the worker", status, msg)
 	}
 	d.healthy.Store(true)
 	c.rt.CheckNow(ctx)
@@ -86,11 +86,15 @@ func TestNoHealthyWorkers(t *testing.T) {
 func TestRoleMismatchKeepsWorkerOut(t *testing.T) {
 	p := newFake(t, "decode", answer(200, prefillAnswer)) // a decode worker given as --prefill
 	d := newFake(t, "decode", answer(200, decodeAnswer))
-	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	var lb logBuffer
+	c := newCluster(t, []*fake{p}, []*fake{d}, withLog(&lb))
 	c.rt.CheckNow(context.Background())
 	status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`)
-	if msg, _, _ := errorDoc(t, body); status != 503 || !strings.Contains(msg, "says it is a decode worker") {
-		t.Errorf("POST = %d %q, want 503 saying the prefill worker is a decode worker", status, msg)
+	if msg, _, _ := errorDoc(t, body); status != 503 || !strings.Contains(msg, "no healthy worker of role prefill") {
+		t.Errorf("POST = %d %q, want 503: no healthy prefill worker", status, msg)
+	}
+	if got := lb.lines("says it is a decode worker", p.url()); len(got) == 0 {
+		t.Errorf("the log does not say that %s is a decode worker:\n%s", p.url(), lb.String())
 	}
 }
 
@@ -124,6 +128,19 @@ func TestModelsAreProxiedFromDecode(t *testing.T) {
 	status, body := c.get(t, "/v1/models")
 	if status != 200 || !strings.Contains(body, `"m-decode"`) {
 		t.Errorf("GET /v1/models = %d %s, want the decode worker's list", status, body)
+	}
+}
+
+// TestModelIDWithEscapedSlash: /v1/models/{id} reaches the worker with
+// the path as the client escaped it, so an id like org/model (%2F) is one
+// segment there too.
+func TestModelIDWithEscapedSlash(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	status, body := c.get(t, "/v1/models/org%2Fmodel")
+	if status != 200 || !strings.Contains(body, `"id":"org/model"`) {
+		t.Errorf("GET /v1/models/org%%2Fmodel = %d %s, want 200 with id org/model", status, body)
 	}
 }
 

@@ -55,7 +55,7 @@ func TestJSONInt(t *testing.T) {
 
 func TestSampleBodies(t *testing.T) {
 	client := `{"prompt":"x","n":2,"seed":9,"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":40}`
-	r, e := parseRequest(endpointCompletions, []byte(client))
+	r, e := parseRequest(endpointCompletions, []byte(client), "req-t")
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -69,7 +69,7 @@ func TestSampleBodies(t *testing.T) {
 	if want := `{"prompt":"x","n":1,"seed":10,"stream":false,"max_completion_tokens":1,"max_tokens":1}`; string(pre) != want {
 		t.Errorf("prefill body of sample 1 = %s, want %s", pre, want)
 	}
-	one, _ := parseRequest(endpointChat, []byte(`{"messages":[]}`))
+	one, _ := parseRequest(endpointChat, []byte(`{"messages":[]}`), "req-t")
 	dec, pre = one.bodies(0)
 	if string(dec) != `{"messages":[]}` || !strings.Contains(string(pre), `"max_completion_tokens":1`) {
 		t.Errorf("chat n=1 bodies = %s, %s; want the client's body, and max_completion_tokens 1 for prefill", dec, pre)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +50,8 @@ type legError struct {
 	status    int           // the worker's HTTP status for kindStatus, else 0
 	api       *openai.Error // the worker's error document, if any
 	cause     error
-	cancelled bool // the router or the client ended the leg; not the worker's failure
+	public    string // what the client is told instead of cause, when cause names the worker
+	cancelled bool   // the router or the client ended the leg; not the worker's failure
 }
 
 // Error names the leg, the worker and the failure.
@@ -68,16 +71,48 @@ func (e *legError) detail() string {
 	return e.kind
 }
 
+// publicDetail is detail without anything that names a worker: the
+// worker's own error message, the router's own causes, or, for a failure
+// of the connection (whose text carries addresses), a phrase for its kind.
+func (e *legError) publicDetail() string {
+	switch {
+	case e.api != nil && e.status != 0:
+		return fmt.Sprintf("%s (status %d)", e.api.Message, e.status)
+	case e.api != nil:
+		return e.api.Message
+	case e.public != "":
+		return e.public
+	case e.cause != nil && !namesAPeer(e.cause):
+		return e.cause.Error()
+	case e.kind == kindUnreachable:
+		return "the worker could not be reached"
+	case e.kind == kindStream:
+		return "the connection to the worker broke"
+	}
+	return e.kind
+}
+
+// namesAPeer reports whether err's text may carry a worker's URL or
+// address: errors of the HTTP client, of the network, and of the probes
+// (which name the URL they fetched).
+func namesAPeer(err error) bool {
+	var ue *url.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	var ae *net.AddrError
+	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de) || errors.As(err, &ae)
+}
+
 // clientError is what the client gets for this failure: the worker's
 // status for its 4xx answers (with its type, param and code), 504 for a
-// timeout, else 502. The message names the leg and worker and carries the
-// worker's message.
+// timeout, else 502. The message names the leg and carries the worker's
+// message, but not the worker's URL (that goes to the log).
 func (e *legError) clientError() *openai.Error {
-	msg := fmt.Sprintf("The %s leg (worker %s) failed: %s", e.leg, e.worker, e.detail())
+	msg := fmt.Sprintf("The %s leg failed: %s", e.leg, e.publicDetail())
 	switch {
 	case e.kind == kindTimeout || e.status == http.StatusGatewayTimeout:
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout, Message: msg}
-	case e.kind == kindStatus && e.status >= 400 && e.status < 500:
+	case e.clientFault():
 		oe := &openai.Error{Status: e.status, Type: openai.TypeInvalidRequest, Message: msg}
 		if e.api != nil {
 			oe.Param, oe.Code = e.api.Param, e.api.Code
@@ -92,6 +127,13 @@ func (e *legError) clientError() *openai.Error {
 		code = e.api.Code
 	}
 	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: code, Message: msg}
+}
+
+// clientFault reports whether the worker answered with a 4xx status: the
+// request (or the room it carried) was refused, which is not a sign that
+// the worker is failing.
+func (e *legError) clientFault() bool {
+	return e.kind == kindStatus && e.status >= 400 && e.status < 500
 }
 
 // Error codes of the router's own errors.
@@ -141,7 +183,11 @@ func (l *leg) close(err *legError) {
 	l.once.Do(func() {
 		l.timer.Stop()
 		l.cancel(errLegClosed)
-		l.rt.pool.release(l.w)
+		why := ""
+		if err != nil {
+			why = err.Error()
+		}
+		l.rt.pool.done(l.w, legOutcome(err), why)
 		l.rt.met.legSeconds.WithLabelValues(l.w.url, string(l.role)).Observe(time.Since(l.start).Seconds())
 		switch {
 		case err == nil:

@@ -22,8 +22,8 @@ const (
 	// historyMax bounds the transitions kept per request record.
 	historyMax = 32
 	// attemptsMax is how many pairs one sample may be sent to: a retry is
-	// allowed only when no worker can have seen the first attempt's room.
-	attemptsMax = 2
+	// allowed only when nothing of the failed attempt reached the client.
+	attemptsMax = 3
 	// healthFailuresMax consecutive failed probes take a worker out.
 	healthFailuresMax = 2
 	// prefillGraceMax is how long a sample whose decode leg finished waits
@@ -50,4 +50,6 @@ const (
 	DefaultWriteTimeout    = 30 * time.Second
 	DefaultFinishedRecords = 1024
 	DefaultMaxRequests     = 4096
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 2 * time.Second
 )

@@ -26,6 +26,9 @@ type metrics struct {
 	ttft           *prometheus.HistogramVec // endpoint
 	e2e            *prometheus.HistogramVec // endpoint
 	retries        prometheus.Counter
+
+	breakerState       *prometheus.GaugeVec   // worker, role: 0 closed, 1 half open, 2 open
+	breakerTransitions *prometheus.CounterVec // worker, role, to
 }
 
 var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}
@@ -70,11 +73,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"endpoint"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tandem_router_retries_total",
-			Help: "Samples sent to a second pair because no worker could have seen the first attempt.",
+			Help: "Samples sent to another pair because an attempt failed before anything of it reached the client.",
 		}),
 	}
+	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tandem_router_worker_breaker_state",
+		Help: "Each worker's circuit breaker: 0 closed (picked), 1 half open (one probe leg out), 2 open (out after failed legs).",
+	}, wl)
+	m.breakerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tandem_router_worker_breaker_transitions_total",
+		Help: "Circuit breaker state changes per worker, by the state entered (open, half_open, closed).",
+	}, []string{"worker", "role", "to"})
 	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.workerInflight,
-		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries} {
+		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries, m.breakerState, m.breakerTransitions} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register router metrics: %w", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tandem/internal/pd/debugdoc"
 )
 
 // Role is the part a worker plays in the handoff: "prefill" or "decode".
@@ -60,7 +62,8 @@ type worker struct {
 	inflightAtPoll int // inflight when status was read
 	transferAddr   string
 	model          string
-	infoProblem    string // the last /pd/info failure, logged once
+	infoProblem    string  // the last /pd/info failure, logged once
+	br             breaker // passive health from the router's own legs
 }
 
 // load is the worker's reported queue plus the legs the router sent (or
@@ -75,15 +78,26 @@ func (w *worker) load() int {
 
 // pool holds the workers of both roles. It is safe for concurrent use.
 type pool struct {
-	log  *slog.Logger
-	met  *metrics
-	mu   sync.Mutex
-	byRo map[Role][]*worker // in configured order
-	rr   map[Role]int       // round-robin counter for ties
+	log       *slog.Logger
+	met       *metrics
+	now       func() time.Time
+	threshold int           // consecutive failed legs that open a breaker
+	cooldown  time.Duration // how long an open breaker keeps a worker out
+	mu        sync.Mutex
+	byRo      map[Role][]*worker // in configured order
+	rr        map[Role]int       // round-robin counter for ties
 }
 
-func newPool(log *slog.Logger, met *metrics, prefill, decode []string) *pool {
-	p := &pool{log: log, met: met, byRo: map[Role][]*worker{}, rr: map[Role]int{}}
+// breakerConfig is what newPool needs to know of the circuit breakers.
+type breakerConfig struct {
+	threshold int
+	cooldown  time.Duration
+	now       func() time.Time
+}
+
+func newPool(log *slog.Logger, met *metrics, bc breakerConfig, prefill, decode []string) *pool {
+	p := &pool{log: log, met: met, now: bc.now, threshold: bc.threshold, cooldown: bc.cooldown,
+		byRo: map[Role][]*worker{}, rr: map[Role]int{}}
 	for _, r := range []struct {
 		role Role
 		urls []string
@@ -93,6 +107,7 @@ func newPool(log *slog.Logger, met *metrics, prefill, decode []string) *pool {
 			p.byRo[r.role] = append(p.byRo[r.role], w)
 			met.workerHealthy.WithLabelValues(u, string(r.role)).Set(0)
 			met.workerInflight.WithLabelValues(u, string(r.role)).Set(0)
+			met.breakerState.WithLabelValues(u, string(r.role)).Set(float64(breakerClosed))
 		}
 	}
 	return p
@@ -106,16 +121,29 @@ func (p *pool) all() []*worker {
 // errNoWorker is the cause of a pick that found no healthy worker.
 var errNoWorker = errors.New("no healthy worker")
 
-// pick chooses the least loaded healthy worker of role, never one in
-// exclude and one in avoid only when no other is left, breaking ties
-// round-robin, and counts a leg on it (release undoes that).
+// publicError is err's text for a client: a noWorkerError's Public, else
+// a phrase that names no worker.
+func publicError(err error) string {
+	var nw *noWorkerError
+	if errors.As(err, &nw) {
+		return nw.Public()
+	}
+	return "no worker could be picked"
+}
+
+// pick chooses the least loaded healthy worker of role whose circuit
+// breaker lets a leg through, never one in exclude and one in avoid only
+// when no other is left, breaking ties round-robin, and counts a leg on it
+// (release undoes that). A worker picked while its breaker is open (past
+// its cool-down) gets the one half-open probe leg.
 func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.now()
 	var best []*worker
 	bestLoad, bestAvoided := 0, true
 	for _, w := range p.byRo[role] {
-		if !w.healthy || containsWorker(exclude, w) {
+		if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
 			continue
 		}
 		l, avoided := w.load(), containsWorker(avoid, w)
@@ -127,27 +155,61 @@ func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
 		}
 	}
 	if len(best) == 0 {
-		return nil, fmt.Errorf("pick %s worker: %w", role, p.noneReason(role, exclude))
+		return nil, p.noneReason(role, exclude)
 	}
 	w := best[p.rr[role]%len(best)]
 	p.rr[role]++
+	if w.br.state != breakerClosed {
+		p.moveLocked(w, breakerHalfOpen)
+		w.br.probing = true
+	}
 	w.inflight++
 	p.met.workerInflight.WithLabelValues(w.url, string(role)).Set(float64(w.inflight))
 	return w, nil
 }
 
+// noWorkerError is a pick that found no worker: Error names each worker
+// and its problem (for the log), Public only counts them (for clients).
+type noWorkerError struct {
+	role                 Role
+	configured, excluded int
+	detail               string
+}
+
+func (e *noWorkerError) Error() string {
+	return fmt.Sprintf("pick %s worker: %v of role %s (%d configured; %s)", e.role, errNoWorker, e.role, e.configured, e.detail)
+}
+
+func (e *noWorkerError) Unwrap() error { return errNoWorker }
+
+// Public says what a client is told: the role and the counts, no URLs.
+func (e *noWorkerError) Public() string {
+	s := fmt.Sprintf("%v of role %s (%d configured", errNoWorker, e.role, e.configured)
+	if e.excluded > 0 {
+		s += fmt.Sprintf(", %d already failed this request", e.excluded)
+	}
+	return s + ")"
+}
+
 // noneReason explains why no worker of role can be picked. Callers hold mu.
-func (p *pool) noneReason(role Role, exclude []*worker) error {
+func (p *pool) noneReason(role Role, exclude []*worker) *noWorkerError {
 	ws := p.byRo[role]
 	parts := make([]string, 0, len(ws))
+	e := &noWorkerError{role: role, configured: len(ws)}
+	now := p.now()
 	for _, w := range ws {
 		why := w.problem
+		if w.healthy && !w.br.pickable(now, p.cooldown) {
+			why = w.br.problem(now, p.cooldown)
+		}
 		if containsWorker(exclude, w) {
 			why = "already failed this request"
+			e.excluded++
 		}
 		parts = append(parts, w.url+": "+why)
 	}
-	return fmt.Errorf("%w of role %s (%d configured; %s)", errNoWorker, role, len(ws), strings.Join(parts, "; "))
+	e.detail = strings.Join(parts, "; ")
+	return e
 }
 
 func containsWorker(list []*worker, w *worker) bool {
@@ -159,13 +221,54 @@ func containsWorker(list []*worker, w *worker) bool {
 	return false
 }
 
-// release ends a leg counted by pick.
-func (p *pool) release(w *worker) {
+// release ends a leg counted by pick that told nothing about the worker
+// (it was never sent, or was cancelled).
+func (p *pool) release(w *worker) { p.done(w, outcomeNeutral, "") }
+
+// done ends a leg counted by pick and feeds its outcome to w's circuit
+// breaker; why is the failure, for the log.
+func (p *pool) done(w *worker, o outcome, why string) {
 	p.mu.Lock()
 	w.inflight--
 	n := w.inflight
+	if to := w.br.record(o, p.threshold, why); to != w.br.state {
+		p.moveLocked(w, to)
+	}
 	p.mu.Unlock()
 	p.met.workerInflight.WithLabelValues(w.url, string(w.role)).Set(float64(n))
+}
+
+// failed feeds a failure found in a leg's answer (after its request
+// succeeded: an error event, a malformed chunk) to w's circuit breaker.
+func (p *pool) failed(w *worker, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to := w.br.record(outcomeFailure, p.threshold, why); to != w.br.state {
+		p.moveLocked(w, to)
+	}
+}
+
+// moveLocked moves w's breaker to state to, counting and logging the
+// transition. Callers hold mu.
+func (p *pool) moveLocked(w *worker, to breakerState) {
+	from := w.br.state
+	if from == to {
+		return
+	}
+	w.br.state, w.br.probing = to, false
+	switch to {
+	case breakerOpen:
+		w.br.openedAt = p.now()
+		p.log.Warn("circuit breaker open: worker out until a probe leg succeeds", "worker", w.url, "role", w.role,
+			"from", from, "consecutive_failures", w.br.consecutive, "cooldown", p.cooldown, "err", w.br.why)
+	case breakerClosed:
+		w.br.reset()
+		p.log.Info("circuit breaker closed: worker back", "worker", w.url, "role", w.role)
+	case breakerHalfOpen:
+		p.log.Info("circuit breaker half open: sending a probe leg", "worker", w.url, "role", w.role)
+	}
+	p.met.breakerState.WithLabelValues(w.url, string(w.role)).Set(float64(to))
+	p.met.breakerTransitions.WithLabelValues(w.url, string(w.role), to.String()).Inc()
 }
 
 // healthyCount returns how many workers of role are in.
@@ -179,6 +282,18 @@ func (p *pool) healthyCount(role Role) int {
 		}
 	}
 	return n
+}
+
+// debugWorkers returns every worker's health for /debug/rooms.
+func (p *pool) debugWorkers() []debugdoc.Worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []debugdoc.Worker
+	for _, w := range append(append([]*worker(nil), p.byRo[RolePrefill]...), p.byRo[RoleDecode]...) {
+		out = append(out, debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
+			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight})
+	}
+	return out
 }
 
 // transferAddr returns a prefill worker's transfer address, if known.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,7 +16,7 @@ func testPool(t *testing.T, urls ...string) *pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPool(slog.New(slog.NewTextHandler(io.Discard, nil)), met, nil, urls)
+	p := newPool(slog.New(slog.NewTextHandler(io.Discard, nil)), met, breakerConfig{threshold: 3, cooldown: time.Second, now: time.Now}, nil, urls)
 	for _, w := range p.byRo[RoleDecode] {
 		w.healthy = true
 	}

@@ -5,63 +5,16 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"tandem/internal/pd/debugdoc"
 )
-
-// Process is one process's room table: the document GET /debug/rooms
-// answers on the router and on every worker, and one entry of a [Cluster].
-// Error is set instead of Rooms when the router could not read a worker's
-// table.
-type Process struct {
-	Worker string `json:"worker"`
-	Role   string `json:"role"`
-	Error  string `json:"error,omitempty"`
-	Rooms  []Room `json:"rooms"`
-}
-
-// Room is one room as a process sees it. On the router a room is one
-// sample of one client request sent to one prefill and decode pair; its
-// Prefill and Decode name the pair, Peer is empty and Bytes counts decode's
-// answer as received. DeadlineInMS is how
-// long until the room's current deadline (negative: past due), nil for a
-// terminal room or one without a deadline.
-type Room struct {
-	ID           string       `json:"id"`
-	RequestID    string       `json:"request_id"`
-	State        string       `json:"state"`
-	Phase        string       `json:"phase"`
-	Reason       string       `json:"reason"`
-	Peer         string       `json:"peer"`
-	Prefill      string       `json:"prefill,omitempty"`
-	Decode       string       `json:"decode,omitempty"`
-	AgeMS        float64      `json:"age_ms"`
-	DeadlineInMS *float64     `json:"deadline_in_ms"`
-	Bytes        int64        `json:"bytes"`
-	History      []Transition `json:"history"`
-}
-
-// Transition is one entry of a room's history: AtMS is milliseconds since
-// the room was created; Phase, the phase entered, is set by workers.
-type Transition struct {
-	AtMS   float64 `json:"at_ms"`
-	From   string  `json:"from"`
-	To     string  `json:"to"`
-	Phase  string  `json:"phase,omitempty"`
-	Event  string  `json:"event"`
-	Reason string  `json:"reason"`
-}
-
-// Cluster is the document GET /debug/cluster answers: the router's table
-// first, then each worker's, prefill workers before decode workers.
-type Cluster struct {
-	Processes []Process `json:"processes"`
-}
 
 // The router's request states.
 const (
-	stateDispatched = "dispatched" // the pair is picked and both legs are sent
-	stateStreaming  = "streaming"  // the first bytes went to the client
-	stateDone       = "done"       // the decode leg's answer reached its end
-	stateFailed     = "failed"     // a leg failed, the client left, or the deadline passed
+	stateDispatched = "dispatched"            // the pair is picked and both legs are sent
+	stateStreaming  = "streaming"             // the first bytes went to the client
+	stateDone       = debugdoc.StateSucceeded // the decode leg's answer reached its end
+	stateFailed     = debugdoc.StateFailed    // a leg failed, the client left, or the deadline passed
 )
 
 // record is the router's view of one room. Its fields are guarded by
@@ -74,7 +27,7 @@ type record struct {
 	requestDeadline           time.Time
 	legDeadline               map[Role]time.Time // open legs only
 	bytes                     int64
-	history                   []Transition
+	history                   []debugdoc.Transition
 	dropped                   int // history entries over historyMax
 }
 
@@ -99,7 +52,7 @@ func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTi
 	r := &record{room: room, requestID: requestID, endpoint: endpoint, prefill: prefill, decode: decode,
 		start: now, state: stateDispatched, requestDeadline: requestDeadline,
 		legDeadline: map[Role]time.Time{RolePrefill: now.Add(legTimeout), RoleDecode: now.Add(legTimeout)}}
-	r.history = append(r.history, Transition{From: "", To: stateDispatched, Event: "dispatched"})
+	r.history = append(r.history, debugdoc.Transition{From: "", To: stateDispatched, Event: "dispatched"})
 	rs.mu.Lock()
 	rs.live[room] = r
 	rs.mu.Unlock()
@@ -112,7 +65,7 @@ func (rs *records) addLocked(r *record, to, event, reason string) {
 		r.dropped++
 		return
 	}
-	r.history = append(r.history, Transition{AtMS: millis(rs.now().Sub(r.start)), From: r.state, To: to,
+	r.history = append(r.history, debugdoc.Transition{AtMS: millis(rs.now().Sub(r.start)), From: r.state, To: to,
 		Event: event, Reason: reason})
 }
 
@@ -202,7 +155,7 @@ func phaseLocked(r *record) string {
 
 // snapshot returns the live rooms (oldest first) then the finished ones
 // (newest first).
-func (rs *records) snapshot() []Room {
+func (rs *records) snapshot() []debugdoc.Room {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	now := rs.now()
@@ -216,7 +169,7 @@ func (rs *records) snapshot() []Room {
 		}
 		return cmp.Compare(a.room, b.room)
 	})
-	out := make([]Room, 0, len(live)+len(rs.ring))
+	out := make([]debugdoc.Room, 0, len(live)+len(rs.ring))
 	for _, r := range live {
 		out = append(out, roomLocked(r, now))
 	}
@@ -228,8 +181,8 @@ func (rs *records) snapshot() []Room {
 }
 
 // roomLocked renders a record. Callers hold mu.
-func roomLocked(r *record, now time.Time) Room {
-	room := Room{ID: r.room, RequestID: r.requestID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
+func roomLocked(r *record, now time.Time) debugdoc.Room {
+	room := debugdoc.Room{ID: r.room, RequestID: r.requestID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
 		Prefill: r.prefill, Decode: r.decode, AgeMS: millis(now.Sub(r.start)), Bytes: r.bytes,
 		History: slices.Clone(r.history)}
 	if r.state != stateDone && r.state != stateFailed {
@@ -245,7 +198,7 @@ func roomLocked(r *record, now time.Time) Room {
 		}
 	}
 	if r.dropped > 0 {
-		room.History = append(room.History, Transition{AtMS: room.AgeMS, From: r.state, To: r.state,
+		room.History = append(room.History, debugdoc.Transition{AtMS: room.AgeMS, From: r.state, To: r.state,
 			Event: "history_truncated", Reason: "more transitions than the history keeps"})
 	}
 	return room

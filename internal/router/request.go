@@ -42,14 +42,15 @@ type clientRequest struct {
 	mergedID           string // id of the merged answer when n > 1
 }
 
-// parseRequest reads the members the router acts on. Errors are 400s in
+// parseRequest reads the members the router acts on; requestID is the
+// id wrap gave the request. Errors are 400s in
 // OpenAI's shape naming the member.
-func parseRequest(ep endpoint, body []byte) (*clientRequest, *openai.Error) {
+func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *openai.Error) {
 	obj, err := parseObject(body)
 	if err != nil {
 		return nil, openai.Invalid("", openai.CodeInvalidJSON, "The request body must be one JSON object: %v.", err)
 	}
-	r := &clientRequest{ep: ep, body: body, obj: obj, n: 1, requestID: "req-" + randomHex(12),
+	r := &clientRequest{ep: ep, body: body, obj: obj, n: 1, requestID: requestID,
 		mergedID: ep.idPrefix + randomHex(12)}
 	if raw, ok := obj.get("n"); ok {
 		n, ok := jsonInt(raw)

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router"
 )
 
@@ -31,21 +33,102 @@ func TestRetryOnAnotherPairWhenNoWorkerSawTheRoom(t *testing.T) {
 		t.Errorf("/metrics does not count one retry")
 	}
 	rooms := routerRooms(t, c)
-	if len(rooms) != 2 || rooms[0].State != "done" || rooms[1].State != "failed" || !strings.Contains(rooms[1].Reason, "may be retried") || rooms[0].ID == rooms[1].ID {
+	if len(rooms) != 2 || rooms[0].State != "succeeded" || rooms[1].State != "failed" || !strings.Contains(rooms[1].Reason, "may be retried") || rooms[0].ID == rooms[1].ID {
 		t.Errorf("router rooms = %+v, want the retry done under a new room and the first attempt failed as retryable", rooms)
 	}
 }
 
-func TestNoRetryOnceALegWasSent(t *testing.T) {
-	p := newFake(t, "prefill", answer(502, `{"error":{"message":"transfer failed"}}`))
+// TestRetryAfterAFailureBeforeAnyToken: a decode leg that fails after
+// both workers got the room, but before anything reached the client, is
+// retried on another pair under a new room; the first attempt's prefill
+// leg is cancelled.
+func TestRetryAfterAFailureBeforeAnyToken(t *testing.T) {
+	decodeGot := make(chan struct{})
+	p1 := newFake(t, "prefill", nil)
+	p1.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { p1.waitCancel(r) }
 	p2 := newFake(t, "prefill", answer(200, prefillAnswer))
 	p2.setStatus(5, 0)
-	d := newFake(t, "decode", nil)
-	d.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { d.waitCancel(r) }
-	c := newCluster(t, []*fake{p, p2}, []*fake{d}, nil)
+	d1 := newFake(t, "decode", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		<-decodeGot
+		writeJSONBody(w, 500, `{"error":{"message":"engine failed","type":"server_error"}}`)
+	})
+	d2 := newFake(t, "decode", answer(200, decodeAnswer))
+	d2.setStatus(5, 0)
+	c := newCluster(t, []*fake{p1, p2}, []*fake{d1, d2}, nil)
+	go func() { p1.nextLeg(t); close(decodeGot) }() // d1 fails once p1 has the room
 	status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`)
-	if status != 502 || len(p2.got) != 0 {
-		t.Errorf("prefill failed after it got the room: %d %s, second prefill got %d legs; want 502 and no retry", status, body, len(p2.got))
+	if status != 200 || body != decodeAnswer {
+		t.Fatalf("POST = %d %s, want 200 and the second pair's answer", status, body)
+	}
+	first := p1.expectCancel(t)
+	if l := p2.nextLeg(t); l.hdr.Get(router.HeaderRoom) == first {
+		t.Errorf("the retry reused room %s", first)
+	}
+	d2.nextLeg(t)
+	_, m := c.get(t, "/metrics")
+	if !strings.Contains(m, "tandem_router_retries_total 1") {
+		t.Errorf("/metrics does not count one retry")
+	}
+	rooms := routerRooms(t, c)
+	if len(rooms) != 2 || rooms[0].State != "succeeded" || rooms[1].State != "failed" || rooms[1].ID != first || !strings.Contains(rooms[1].Reason, "may be retried") {
+		t.Errorf("router rooms = %+v, want the retry succeeded and the first attempt failed as retryable", rooms)
+	}
+}
+
+// TestNoRetry: a client's fault, a failure after the client got part of
+// the answer, and a timeout are not retried.
+func TestNoRetry(t *testing.T) {
+	first := "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n"
+	for _, tc := range []struct {
+		name       string
+		gen        func(w http.ResponseWriter, r *http.Request, _ []byte)
+		client     string
+		wantStatus int
+		opts       func(*router.Options)
+	}{
+		{"worker says 400", answer(400, `{"error":{"message":"bad max_tokens","type":"invalid_request_error"}}`), `{"prompt":"x"}`, 400, nil},
+		{"cut after the first token", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+			writeEvents(w, first)
+			panic(http.ErrAbortHandler)
+		}, `{"prompt":"x","stream":true}`, 200, nil},
+		{"leg timeout", func(w http.ResponseWriter, r *http.Request, _ []byte) { <-r.Context().Done() }, `{"prompt":"x"}`, 504,
+			func(o *router.Options) { o.LegTimeout = 100 * time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newFake(t, "prefill", answer(200, prefillAnswer))
+			p2 := newFake(t, "prefill", answer(200, prefillAnswer))
+			p2.setStatus(5, 0)
+			d := newFake(t, "decode", tc.gen)
+			d2 := newFake(t, "decode", answer(200, decodeAnswer))
+			d2.setStatus(5, 0)
+			c := newCluster(t, []*fake{p, p2}, []*fake{d, d2}, tc.opts)
+			status, body := c.post(t, "/v1/completions", tc.client)
+			if status != tc.wantStatus || len(d2.got) != 0 || len(p2.got) != 0 {
+				t.Errorf("client got %d %s, second pair got %d+%d legs; want %d and no retry", status, body, len(p2.got), len(d2.got), tc.wantStatus)
+			}
+		})
+	}
+}
+
+// TestRetriesAreBounded: a sample is sent to at most three pairs.
+func TestRetriesAreBounded(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	var ds []*fake
+	for range 4 {
+		ds = append(ds, newFake(t, "decode", answer(500, `{"error":{"message":"engine failed"}}`)))
+	}
+	c := newCluster(t, []*fake{p}, ds, nil)
+	status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`)
+	legs := 0
+	for _, d := range ds {
+		legs += len(d.got)
+	}
+	if msg, _, _ := errorDoc(t, body); status != 502 || legs != 3 || !strings.Contains(msg, "engine failed") {
+		t.Errorf("every decode worker fails: client got %d %q after %d decode legs, want 502 with the worker's message after 3", status, msg, legs)
+	}
+	_, m := c.get(t, "/metrics")
+	if !strings.Contains(m, "tandem_router_retries_total 2") {
+		t.Errorf("/metrics does not count two retries")
 	}
 }
 
@@ -99,10 +182,10 @@ func TestPrefillFailureAfterDecodeAnsweredKeepsTheAnswer(t *testing.T) {
 }
 
 // routerRooms reads the router's /debug/rooms.
-func routerRooms(t *testing.T, c *cluster) []router.Room {
+func routerRooms(t *testing.T, c *cluster) []debugdoc.Room {
 	t.Helper()
 	status, body := c.get(t, "/debug/rooms")
-	var p router.Process
+	var p debugdoc.Rooms
 	if err := json.Unmarshal([]byte(body), &p); status != 200 || err != nil {
 		t.Fatalf("GET /debug/rooms = %d %s (%v)", status, body, err)
 	}

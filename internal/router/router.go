@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tandem/internal/api/openai"
+	"tandem/internal/pd/debugdoc"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -59,6 +60,21 @@ type Options struct {
 	MaxRequests int
 	// FinishedRecords is how many finished rooms /debug/rooms keeps.
 	FinishedRecords int
+	// BreakerFailures consecutive failed legs open a worker's circuit
+	// breaker (so does a failure rate of half its last 20 legs); while it
+	// is open the worker gets no legs. After BreakerCooldown one probe leg
+	// goes through: its success closes the breaker, its failure opens it
+	// again.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// APIKey, when set, is required on every /v1/ request as
+	// "Authorization: Bearer APIKey" (401 otherwise); /health, /metrics and
+	// /debug/* stay open.
+	APIKey string
+	// AllowedOrigins are the browser origins ("https://app.example:8443",
+	// or "*" for any) that get CORS headers and preflight answers; none:
+	// no CORS headers at all.
+	AllowedOrigins []string
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -76,6 +92,7 @@ type Router struct {
 	legClient   *http.Client
 	probeClient *http.Client
 	active      atomic.Int64
+	front       front
 	handler     http.Handler
 }
 
@@ -100,6 +117,10 @@ func New(o Options) (*Router, error) {
 			}
 		}
 	}
+	fr, err := newFront(o)
+	if err != nil {
+		return nil, err
+	}
 	met, err := newMetrics(o.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
@@ -120,8 +141,9 @@ func New(o Options) (*Router, error) {
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		probeClient: &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
+		front:       fr,
 	}
-	rt.pool = newPool(o.Logger, met, prefill, decode)
+	rt.pool = newPool(o.Logger, met, breakerConfig{threshold: o.BreakerFailures, cooldown: o.BreakerCooldown, now: time.Now}, prefill, decode)
 	rt.handler = rt.routes()
 	return rt, nil
 }
@@ -147,6 +169,7 @@ func (o *Options) defaults() error {
 		{"request timeout", &o.RequestTimeout, DefaultRequestTimeout},
 		{"body timeout", &o.BodyTimeout, DefaultBodyTimeout},
 		{"write timeout", &o.WriteTimeout, DefaultWriteTimeout},
+		{"breaker cooldown", &o.BreakerCooldown, DefaultBreakerCooldown},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("new router: the %s is negative (%s)", d.name, *d.v)
@@ -166,6 +189,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("new router: the request limit is negative (%d)", o.MaxRequests)
 	case o.MaxRequests == 0:
 		o.MaxRequests = DefaultMaxRequests
+	}
+	switch {
+	case o.BreakerFailures < 0:
+		return fmt.Errorf("new router: the breaker failure count is negative (%d)", o.BreakerFailures)
+	case o.BreakerFailures == 0:
+		o.BreakerFailures = DefaultBreakerFailures
 	}
 	switch {
 	case o.FinishedRecords < 0:
@@ -211,8 +240,11 @@ func (rt *Router) Handler() http.Handler { return rt.handler }
 
 // HTTPServer returns an http.Server for addr with the router's handler:
 // headers must arrive within 10 s, idle connections close after 2 min,
-// headers are limited to 64 KiB. It has no overall write timeout (streams
-// are long); the handlers bound body reads and each write.
+// headers are limited to 64 KiB. It has no overall read or write timeout:
+// either would cut long streams (a read deadline that passes cancels the
+// request). Instead every handler bounds its request body by BodyTimeout
+// (a body that stalls gets 408 and its connection closed; the deadline is
+// lifted once the body is in) and each write by WriteTimeout.
 func (rt *Router) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -309,10 +341,15 @@ func (r *recorder) Flush() {
 	}
 }
 
-// wrap checks the method and counts the answer.
+// wrap gives the request its id (echoed in X-Request-Id), answers CORS
+// preflights, bounds the body's arrival, checks the method and the API
+// key, and counts the answer.
 func (rt *Router) wrap(r route) http.Handler {
 	allowed := strings.Join(r.methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rid := requestID(req)
+		req = req.WithContext(context.WithValue(req.Context(), requestIDKey{}, rid))
+		w.Header().Set(HeaderClientRequestID, rid)
 		rec := &recorder{ResponseWriter: w}
 		defer func() {
 			status := rec.status
@@ -321,9 +358,24 @@ func (rt *Router) wrap(r route) http.Handler {
 			}
 			rt.met.requests.WithLabelValues(r.name, fmt.Sprint(status)).Inc()
 		}()
+		if req.ContentLength != 0 {
+			// A body must arrive within BodyTimeout, whether the handler
+			// reads it or the server discards it afterwards; readBody lifts
+			// the deadline once it has the whole body.
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(rt.o.BodyTimeout))
+		}
+		if rt.front.cors(rec, req, r.methods) {
+			return
+		}
 		if r.methods != nil && !containsString(r.methods, req.Method) {
 			rec.Header().Set("Allow", allowed)
 			writeErrorTo(rec, openai.MethodNotAllowed(req.Method, req.URL.Path, allowed))
+			return
+		}
+		if !rt.front.authorized(req) {
+			rt.log.Info("request refused: missing or wrong API key", "request", rid, "path", req.URL.Path)
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="tandem"`)
+			writeErrorTo(rec, unauthorized())
 			return
 		}
 		r.h(rec, req)
@@ -390,26 +442,31 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	d, err := rt.pool.pick(RoleDecode, nil, nil)
 	if err != nil {
-		writeErrorTo(w, openai.Unavailable(err.Error()))
+		rt.log.Warn("no decode worker for /v1/models", "request", requestIDOf(r.Context()), "err", err)
+		writeErrorTo(w, openai.Unavailable(publicError(err)))
 		return
 	}
 	defer rt.pool.release(d)
 	ctx, cancel := context.WithTimeout(r.Context(), modelsTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.Path, nil)
+	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.EscapedPath(), nil)
 	if err != nil {
 		writeErrorTo(w, openai.Internal(err.Error()))
 		return
 	}
 	resp, err := rt.probeClient.Do(req)
 	if err != nil {
-		writeErrorTo(w, (&legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}).clientError())
+		le := &legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}
+		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
+		writeErrorTo(w, le.clientError())
 		return
 	}
 	defer resp.Body.Close()
 	body, err := readAllMax(resp.Body, modelsBodyBytesMax)
 	if err != nil {
-		writeErrorTo(w, (&legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}).clientError())
+		le := &legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}
+		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
+		writeErrorTo(w, le.clientError())
 		return
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
@@ -424,8 +481,14 @@ func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rt.roomsDoc())
 }
 
-func (rt *Router) roomsDoc() Process {
-	return Process{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot()}
+func (rt *Router) roomsDoc() debugdoc.Rooms {
+	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.pool.debugWorkers()}
+	for _, r := range doc.Rooms {
+		if !r.Terminal() {
+			doc.Live++
+		}
+	}
+	return doc
 }
 
 // serveCluster answers the router's table and every worker's
@@ -459,7 +522,7 @@ func (rt *Router) serveCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 // fetchRooms returns one worker's /debug/rooms document with its URL as
-// "worker" (and its configured role, if it gave none), or a Process
+// "worker" (and its configured role, if it gave none), or a document
 // holding the error.
 func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json.RawMessage {
 	u := wk.url + "/debug/rooms"
@@ -467,7 +530,7 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 		u += "?" + query
 	}
 	errDoc := func(err error) json.RawMessage {
-		b, _ := json.Marshal(Process{Worker: wk.url, Role: string(wk.role), Error: err.Error(), Rooms: []Room{}})
+		b, _ := json.Marshal(debugdoc.Rooms{Worker: wk.url, Role: string(wk.role), Error: err.Error(), Rooms: []debugdoc.Room{}})
 		return b
 	}
 	ctx, cancel := context.WithTimeout(ctx, debugFetchTimeout)
@@ -501,22 +564,34 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 	return obj.marshal()
 }
 
-// readBody reads a request body within the size and time limits.
+// readBody reads a request body within the size and time limits. The
+// read deadline is lifted only when the whole body arrived: while a
+// stream is answered the server's background read must not time out,
+// but after a failed read the server must not wait without limit for the
+// rest of the body (it tries to read it after the handler returns, to
+// reuse the connection), so the deadline stays.
 func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
 	if r.ContentLength > rt.o.MaxBodyBytes {
 		return nil, openai.TooLarge(rt.o.MaxBodyBytes)
 	}
 	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(rt.o.BodyTimeout)); err == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
+	rc.SetReadDeadline(time.Now().Add(rt.o.BodyTimeout)) // wrap set it already; start the clock again
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.o.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, openai.TooLarge(rt.o.MaxBodyBytes)
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, &openai.Error{Status: http.StatusRequestTimeout, Type: openai.TypeInvalidRequest, Code: codeBodyTimeout,
+				Message: fmt.Sprintf("The request body did not arrive within %s.", rt.o.BodyTimeout)}
 		}
 		return nil, openai.Invalid("", openai.CodeInvalidJSON, "Could not read the request body: %v.", err)
 	}
+	rc.SetReadDeadline(time.Time{})
 	return body, nil
 }
+
+// codeBodyTimeout is the error code of a request whose body was too slow.
+const codeBodyTimeout = "body_timeout"

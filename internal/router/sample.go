@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"sync"
@@ -67,14 +68,15 @@ type decodeEvent struct {
 // attemptResult is how one attempt of a sample ended.
 type attemptResult struct {
 	err        *openai.Error // nil: the sample was answered, or the request context ended
-	retry      bool          // no worker can have seen the room: another pair may be tried
+	retry      bool          // nothing reached the client: another pair may be tried
 	pickFailed bool          // no pair could be picked
 	failed     []*worker     // workers not to pick on a retry: their leg failed
 	partner    []*worker     // workers to pick on a retry only if there is no other: their leg was cut short
 }
 
-// runSample runs sample s to its end, trying a second pair only when the
-// first attempt failed before any worker could have seen its room. It
+// runSample runs sample s to its end, trying another pair (up to
+// attemptsMax in all) when an attempt failed before anything of it reached
+// the client (see retryable). It
 // sends exactly one error, or the sample's answer, to the writer (nothing
 // once ctx is done).
 func (rt *Router) runSample(ctx context.Context, s *sample) {
@@ -94,8 +96,8 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 		}
 		last = res.err
 		rt.met.retries.Inc()
-		rt.log.Warn("retrying a sample on another pair; no worker saw the first attempt",
-			"request", s.req.requestID, "sample", s.i, "err", res.err.Message)
+		rt.log.Warn("retrying a sample on another pair; nothing of it reached the client",
+			"request", s.req.requestID, "sample", s.i, "attempt", try+1, "err", res.err.Message)
 		exclude = append(exclude, res.failed...)
 		avoid = append(avoid, res.partner...)
 	}
@@ -105,18 +107,21 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
 	p, err := rt.pool.pick(RolePrefill, exclude, avoid)
 	if err != nil {
-		return attemptResult{err: openai.Unavailable(err.Error()), pickFailed: true}
+		return rt.pickFailed(s, err)
 	}
 	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
 	if err != nil {
 		rt.pool.release(p)
-		return attemptResult{err: openai.Unavailable(err.Error()), pickFailed: true}
+		return rt.pickFailed(s, err)
 	}
 	addr, err := rt.prefillAddr(ctx, p)
 	if err != nil {
-		rt.pool.release(p)
+		rt.pool.done(p, outcomeFailure, err.Error())
 		rt.pool.release(d)
-		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err}
+		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err,
+			public: "the prefill worker's transfer address could not be learned"}
+		rt.log.Warn("cannot learn a prefill worker's transfer address; trying another pair",
+			"request", s.req.requestID, "sample", s.i, "worker", p.url, "err", err)
 		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
 		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
 	}
@@ -136,7 +141,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	wg.Go(func() {
 		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, RoleDecode, addr), dch)
 	})
-	f := &follower{rt: rt, s: s, rec: rec}
+	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
 	le := f.follow(ctx, pch, dch)
 	switch {
 	case le != nil:
@@ -161,14 +166,36 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if le.leg == RoleDecode {
 		res.failed, res.partner = res.partner, res.failed
 	}
-	res.retry = le.kind == kindUnreachable && !pl.sent.Load() && !dl.sent.Load()
+	res.retry = retryable(le, f.delivered)
 	reason := le.Error()
 	if res.retry {
-		reason += "; no worker saw the room, so the sample may be retried on another pair"
+		reason += "; nothing reached the client, so the sample may be retried on another pair"
 	}
 	rt.recs.finish(rec, false, reason)
-	rt.log.Warn("sample failed", "request", s.req.requestID, "room", room, "sample", s.i, "err", le)
+	level := slog.LevelWarn
+	if le.clientFault() {
+		level = slog.LevelInfo // the worker refused the request: the client's doing, not a failure
+	}
+	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", room, "sample", s.i,
+		"leg", le.leg, "worker", le.worker, "err", le)
 	return res
+}
+
+// pickFailed is an attempt that found no pair: the client is told the
+// role and counts, the log names every worker's problem.
+func (rt *Router) pickFailed(s *sample, err error) attemptResult {
+	rt.log.Warn("no pair for a sample", "request", s.req.requestID, "sample", s.i, "err", err)
+	return attemptResult{err: openai.Unavailable(publicError(err)), pickFailed: true}
+}
+
+// retryable reports whether a sample whose attempt failed with le may be
+// sent to another pair: nothing of it reached the client (so nothing is
+// replayed), and the failure is a worker's (the connection, a 5xx, a
+// broken or failed answer), not the client's (a 4xx), a cancellation or a
+// timeout (which already took the leg timeout). The attempt's room is
+// dead: its other leg was cancelled, and the retry gets a new room id.
+func retryable(le *legError, delivered bool) bool {
+	return !delivered && !le.cancelled && !le.clientFault() && le.kind != kindTimeout && le.status != http.StatusGatewayTimeout
 }
 
 // reasonFor names why a request's context ended, for records.
@@ -306,14 +333,15 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 // follower follows one attempt's two legs and turns decode's answer into
 // replies for the writer.
 type follower struct {
-	rt        *Router
-	s         *sample
-	rec       *record
-	plp       json.RawMessage // prefill's prompt logprobs, once it answered
-	seenData  bool            // a data event went out (the first gets the prompt logprobs)
-	delivered bool            // part of decode's answer went to the writer
-	usage     *openai.Usage
-	usageTpl  object
+	rt           *Router
+	s            *sample
+	rec          *record
+	decodeWorker *worker
+	plp          json.RawMessage // prefill's prompt logprobs, once it answered
+	seenData     bool            // a data event went out (the first gets the prompt logprobs)
+	delivered    bool            // part of decode's answer went to the writer
+	usage        *openai.Usage
+	usageTpl     object
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -389,7 +417,11 @@ func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
 // decodeFail is a decode leg failure found in its answer's content.
 func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
 	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
-	return &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	le := &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	if legOutcome(le) == outcomeFailure {
+		f.rt.pool.failed(f.decodeWorker, le.Error())
+	}
+	return le
 }
 
 // format turns one step of decode's answer into a reply (nil: nothing for

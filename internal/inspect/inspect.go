@@ -1,4 +1,8 @@
-package router
+// Package inspect is the `tandem inspect` client: it fetches a router's
+// GET /debug/cluster document (the router's request records and every
+// worker's /debug/rooms) and prints it as one table per process, or as
+// indented JSON, and reports rooms that are past their deadline.
+package inspect
 
 import (
 	"bytes"
@@ -12,14 +16,19 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"tandem/internal/pd/debugdoc"
 )
+
+// clusterBytesMax bounds the /debug/cluster document Inspect reads.
+const clusterBytesMax = 128 << 20
 
 // ErrOverdue is what Inspect's error wraps when some room that has not
 // ended is past its deadline.
 var ErrOverdue = errors.New("rooms are past their deadline")
 
-// InspectOptions says what Inspect prints.
-type InspectOptions struct {
+// Options says what Inspect prints.
+type Options struct {
 	// Format is "text" (a table per process) or "json" (the document,
 	// indented).
 	Format string
@@ -30,7 +39,7 @@ type InspectOptions struct {
 // Inspect fetches GET {base}/debug/cluster with c, prints it to w as
 // o.Format says, and returns an error wrapping ErrOverdue when any room
 // that has not ended is past its deadline.
-func Inspect(ctx context.Context, c *http.Client, base string, o InspectOptions, w io.Writer) error {
+func Inspect(ctx context.Context, c *http.Client, base string, o Options, w io.Writer) error {
 	if o.Format != "text" && o.Format != "json" {
 		return fmt.Errorf("inspect: format %q is not supported: use text or json", o.Format)
 	}
@@ -88,7 +97,7 @@ func FetchCluster(ctx context.Context, c *http.Client, base string) ([]byte, err
 		return nil, fmt.Errorf("inspect: get %s: %w", u, err)
 	}
 	defer resp.Body.Close()
-	body, err := readAllMax(resp.Body, 4*debugBodyBytesMax)
+	body, err := readAllMax(resp.Body, clusterBytesMax)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: get %s: %w", u, err)
 	}
@@ -101,16 +110,16 @@ func FetchCluster(ctx context.Context, c *http.Client, base string) ([]byte, err
 // ParseCluster decodes a /debug/cluster document. Each process is decoded
 // on its own: one that does not decode is kept with Error saying why, so
 // one odd worker does not hide the others.
-func ParseCluster(b []byte) (*Cluster, error) {
+func ParseCluster(b []byte) (*debugdoc.Cluster, error) {
 	var doc struct {
 		Processes []json.RawMessage `json:"processes"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("inspect: decode the cluster document: %w", err)
 	}
-	cl := &Cluster{Processes: make([]Process, 0, len(doc.Processes))}
+	cl := &debugdoc.Cluster{Processes: make([]debugdoc.Rooms, 0, len(doc.Processes))}
 	for i, raw := range doc.Processes {
-		var p Process
+		var p debugdoc.Rooms
 		if err := json.Unmarshal(raw, &p); err != nil {
 			var id struct {
 				Worker string `json:"worker"`
@@ -120,32 +129,17 @@ func ParseCluster(b []byte) (*Cluster, error) {
 			if id.Worker == "" {
 				id.Worker = fmt.Sprintf("process %d", i)
 			}
-			p = Process{Worker: id.Worker, Role: id.Role, Error: fmt.Sprintf("its room table does not decode: %v", err)}
+			p = debugdoc.Rooms{Worker: id.Worker, Role: id.Role, Error: fmt.Sprintf("its room table does not decode: %v", err)}
 		}
 		cl.Processes = append(cl.Processes, p)
 	}
 	return cl, nil
 }
 
-// Terminal reports whether the room has ended: the router's done and
-// failed, the workers' Success/Succeeded and Failed (any case).
-func (r Room) Terminal() bool {
-	switch strings.ToLower(r.State) {
-	case "done", "failed", "success", "succeeded":
-		return true
-	}
-	return false
-}
-
-// Overdue reports whether a room that has not ended is past its deadline.
-func (r Room) Overdue() bool {
-	return !r.Terminal() && r.DeadlineInMS != nil && *r.DeadlineInMS < 0
-}
-
 // WriteTables writes one table per process: room, request, state/phase,
 // age, peer, bytes, and a FLAG column marking rooms past their deadline
 // ("OVERDUE 3.2s"). Only rooms that have not ended are listed unless all.
-func WriteTables(w io.Writer, c *Cluster, all bool) error {
+func WriteTables(w io.Writer, c *debugdoc.Cluster, all bool) error {
 	var b bytes.Buffer
 	for i, p := range c.Processes {
 		if i > 0 {
@@ -163,6 +157,7 @@ func WriteTables(w io.Writer, c *Cluster, all bool) error {
 			continue
 		}
 		fmt.Fprintf(&b, ": %d live, %d finished\n", live, len(p.Rooms)-live)
+		writeWorkers(&b, p.Workers)
 		shown := 0
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ROOM\tREQUEST\tSTATE/PHASE\tAGE\tPEER\tBYTES\tFLAG")
@@ -193,6 +188,25 @@ func WriteTables(w io.Writer, c *Cluster, all bool) error {
 	return nil
 }
 
+// writeWorkers lists the workers (of a router's entry) that are out of
+// service or whose circuit breaker is not closed, one line each.
+func writeWorkers(b *bytes.Buffer, ws []debugdoc.Worker) {
+	for _, w := range ws {
+		if w.Healthy && w.Breaker == "closed" {
+			continue
+		}
+		fmt.Fprintf(b, "worker %s (%s):", w.URL, w.Role)
+		if !w.Healthy {
+			b.WriteString(" out")
+			if w.Problem != "" {
+				fmt.Fprintf(b, " (%s)", clip(w.Problem, 80))
+			}
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, " breaker %s\n", w.Breaker)
+	}
+}
+
 // trailingSpace matches the padding tabwriter leaves at the end of a line.
 var trailingSpace = regexp.MustCompile(` +\n`)
 
@@ -203,7 +217,7 @@ func orDash(s string) string {
 	return s
 }
 
-func stateText(r Room) string {
+func stateText(r debugdoc.Room) string {
 	s := orDash(r.State)
 	if r.Phase != "" {
 		s += "/" + r.Phase
@@ -214,7 +228,7 @@ func stateText(r Room) string {
 	return s
 }
 
-func peerText(r Room) string {
+func peerText(r debugdoc.Room) string {
 	if r.Peer != "" {
 		return r.Peer
 	}
@@ -224,9 +238,9 @@ func peerText(r Room) string {
 	return ""
 }
 
-func flagText(r Room) string {
+func flagText(r debugdoc.Room) string {
 	if r.Overdue() {
-		return "OVERDUE " + formatMS(-*r.DeadlineInMS)
+		return "OVERDUE " + formatMS(r.PastDeadlineMS())
 	}
 	return ""
 }
@@ -263,4 +277,28 @@ func formatBytes(n int64) string {
 		f /= unit
 	}
 	return fmt.Sprintf("%.1fTiB", f)
+}
+
+// readAllMax reads r to its end, failing past limit bytes.
+func readAllMax(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read answer: over %d bytes", limit)
+	}
+	return b, nil
+}
+
+// clip shortens s to at most n bytes for a message, on a rune boundary.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
 }

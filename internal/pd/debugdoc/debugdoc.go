@@ -1,0 +1,132 @@
+// Package debugdoc is the one schema of Tandem's room tables: the JSON of
+// GET /debug/rooms (on every worker and on the router) and of the router's
+// GET /debug/cluster. The worker (package worker) and the router write it;
+// `tandem inspect`, the router's fan-out and the e2e tests read it.
+//
+// The member names are the ones the workers emitted before this package
+// existed, so no reader sees a change on the wire. Members only the router
+// fills (Rooms.Worker, Rooms.Error, Rooms.Workers, Room.Prefill,
+// Room.Decode) are omitted when empty.
+package debugdoc
+
+import "time"
+
+// The two terminal states. Workers name their rooms' states after
+// room.State ("bootstrapping", "waiting_for_input", "transferring",
+// "succeeded", "failed"); the router's request records use "dispatched",
+// "streaming", "succeeded" and "failed".
+const (
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+)
+
+// watchdogGrace is how far past its deadline a room may be before Overdue
+// reports it: the worker's watchdog waits as long before it fails a room
+// its timer missed (internal/pd/worker's watchdogGrace), so a poll that
+// lands between a deadline passing and the timer firing does not flag a
+// healthy room. It is to be unified with the constant internal/pd/room
+// exports for it.
+const watchdogGrace = time.Second
+
+// Rooms is one process's room table: the document GET /debug/rooms
+// answers, and one entry of a Cluster.
+type Rooms struct {
+	// Worker names the process: the router's name, or (in a Cluster) the
+	// worker's URL, which the router adds. A worker's own document has none.
+	Worker string `json:"worker,omitempty"`
+	// Role is "prefill", "decode" or "router".
+	Role string `json:"role"`
+	// TransferAddr is a worker's transfer address ("" on the router).
+	TransferAddr string `json:"transfer_addr"`
+	// Live is how many rooms have not ended.
+	Live int `json:"live"`
+	// Error is set, and Rooms empty, when the router could not read this
+	// worker's table.
+	Error string `json:"error,omitempty"`
+	// Rooms lists the live rooms, then recently finished ones.
+	Rooms []Room `json:"rooms"`
+	// Workers is the router's view of its workers (health and circuit
+	// breaker); only the router's entry has it.
+	Workers []Worker `json:"workers,omitempty"`
+}
+
+// Room is one room as a process sees it. On the router a room is one
+// attempt of one sample of a client request, sent to one prefill and
+// decode pair: Prefill and Decode name the pair, Peer is empty and Bytes
+// counts decode's answer as received.
+type Room struct {
+	ID        string `json:"id"`
+	RequestID string `json:"request_id"`
+	State     string `json:"state"`
+	Phase     string `json:"phase"`
+	Reason    string `json:"reason,omitempty"`
+	Peer      string `json:"peer"`
+	Prefill   string `json:"prefill,omitempty"`
+	Decode    string `json:"decode,omitempty"`
+	// AgeMS is milliseconds since the room was created.
+	AgeMS float64 `json:"age_ms"`
+	// DeadlineInMS is milliseconds until the room's current deadline
+	// (negative: past due); absent for terminal rooms and rooms without one.
+	DeadlineInMS *float64     `json:"deadline_in_ms,omitempty"`
+	Bytes        int64        `json:"bytes"`
+	History      []Transition `json:"history"`
+}
+
+// Transition is one entry of a room's history.
+type Transition struct {
+	// AtMS is milliseconds since the room was created.
+	AtMS float64 `json:"at_ms"`
+	From string  `json:"from"`
+	To   string  `json:"to"`
+	// Phase is the phase entered (workers; "" on the router).
+	Phase  string `json:"phase"`
+	Event  string `json:"event"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Worker is the router's view of one worker in its /debug/rooms and
+// /debug/cluster entry.
+type Worker struct {
+	URL  string `json:"url"`
+	Role string `json:"role"`
+	// Healthy: the worker passes its health checks.
+	Healthy bool `json:"healthy"`
+	// Problem is the last health probe's failure, if any.
+	Problem string `json:"problem,omitempty"`
+	// Breaker is the circuit breaker's state: "closed", "open" or
+	// "half_open".
+	Breaker string `json:"breaker"`
+	// Failures is the breaker's count of consecutive failed legs.
+	Failures int `json:"failures"`
+	// Inflight is the router's open legs on the worker.
+	Inflight int `json:"inflight"`
+}
+
+// Cluster is the document GET /debug/cluster answers on the router: its
+// own table first, then each worker's, prefill workers before decode
+// workers.
+type Cluster struct {
+	Processes []Rooms `json:"processes"`
+}
+
+// Terminal reports whether the room has ended (succeeded or failed).
+func (r Room) Terminal() bool { return r.State == StateSucceeded || r.State == StateFailed }
+
+// Overdue reports whether a room that has not ended is more than the
+// watchdog's grace (1 s) past its deadline.
+func (r Room) Overdue() bool { return r.OverdueBy(watchdogGrace) }
+
+// OverdueBy reports whether a room that has not ended is more than grace
+// past its deadline.
+func (r Room) OverdueBy(grace time.Duration) bool {
+	return !r.Terminal() && r.DeadlineInMS != nil && *r.DeadlineInMS < -float64(grace)/float64(time.Millisecond)
+}
+
+// PastDeadlineMS returns how many milliseconds a room that has not ended
+// is past its deadline (0 when it is not, or has none).
+func (r Room) PastDeadlineMS() float64 {
+	if r.Terminal() || r.DeadlineInMS == nil || *r.DeadlineInMS >= 0 {
+		return 0
+	}
+	return -*r.DeadlineInMS
+}

@@ -1,0 +1,116 @@
+package router_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"tandem/internal/router"
+)
+
+// logBuffer collects a router's log lines; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lines returns the log lines that contain every one of words.
+func (l *logBuffer) lines(words ...string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		ok := line != ""
+		for _, w := range words {
+			ok = ok && strings.Contains(line, w)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// withLog makes the router log to a buffer, at debug level.
+func withLog(lb *logBuffer) func(*router.Options) {
+	return func(o *router.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+}
+
+// TestClientErrorsNameNoWorker: what a client gets when a leg fails, or
+// when no worker is left, says which leg failed but not the worker's URL
+// or address; the log line has the URL.
+func TestClientErrorsNameNoWorker(t *testing.T) {
+	p := newFake(t, "prefill", nil)
+	p.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { p.waitCancel(r) }
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	var lb logBuffer
+	c := newCluster(t, []*fake{p}, []*fake{d}, withLog(&lb))
+	dead := strings.TrimPrefix(d.url(), "http://")
+	d.srv.Close() // the decode worker dies after the health round: its leg is refused
+	status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`)
+	msg, _, _ := errorDoc(t, body)
+	if status != 502 || !strings.Contains(msg, "decode leg") || strings.Contains(body, dead) || strings.Contains(body, "127.0.0.1") {
+		t.Errorf("decode worker refused: client got %d %s, want 502 naming the decode leg and no address", status, body)
+	}
+	if got := lb.lines("level=WARN", "sample failed", d.url()); len(got) != 1 {
+		t.Errorf("log has %d WARN sample-failed lines naming %s, want 1:\n%s", len(got), d.url(), lb.String())
+	}
+	for range 2 { // two failed probes take it out
+		c.rt.CheckNow(t.Context())
+	}
+	status, body = c.post(t, "/v1/completions", `{"prompt":"x"}`)
+	if status != 503 || strings.Contains(body, dead) || !strings.Contains(body, "no healthy worker of role decode") {
+		t.Errorf("no decode worker left: client got %d %s, want 503 naming the role and no address", status, body)
+	}
+	if got := lb.lines("no pair", d.url()); len(got) == 0 {
+		t.Errorf("log has no no-pair line naming %s", d.url())
+	}
+}
+
+// TestClientFaultsAreNotWarnings: a 400 answered by a worker, and a
+// request the router itself rejects, are logged below WARN.
+func TestClientFaultsAreNotWarnings(t *testing.T) {
+	decodeGot := make(chan struct{})
+	p := newFake(t, "prefill", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		<-decodeGot // answer once decode holds its leg, so that the router must cancel it
+		writeJSONBody(w, 400, `{"error":{"message":"max_tokens is too large","type":"invalid_request_error","param":"max_tokens","code":null}}`)
+	})
+	d := newFake(t, "decode", nil)
+	d.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		close(decodeGot)
+		d.waitCancel(r)
+	}
+	var lb logBuffer
+	c := newCluster(t, []*fake{p}, []*fake{d}, withLog(&lb))
+	if status, body := c.post(t, "/v1/completions", `{"prompt":"x","max_tokens":1000000}`); status != 400 {
+		t.Fatalf("worker answered 400: client got %d %s, want 400", status, body)
+	}
+	d.expectCancel(t)
+	if status, body := c.post(t, "/v1/completions", `{"prompt":"x","n":99}`); status != 400 {
+		t.Fatalf("n 99: client got %d %s, want 400", status, body)
+	}
+	if w := lb.lines("level=WARN"); len(w) != 0 {
+		t.Errorf("client faults were logged as warnings:\n%s", strings.Join(w, "\n"))
+	}
+	if got := lb.lines("level=INFO", "sample failed", p.url(), "max_tokens is too large"); len(got) != 1 {
+		t.Errorf("log has %d INFO lines for the worker's 400, want 1:\n%s", len(got), lb.String())
+	}
+	if got := lb.lines("level=DEBUG", "rejected", "n must be"); len(got) != 1 {
+		t.Errorf("log has %d DEBUG lines for the router's own 400, want 1:\n%s", len(got), lb.String())
+	}
+}
