@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/router"
 )
 
@@ -23,6 +24,7 @@ func routeCmd() *cobra.Command {
 		port      int
 		grace     time.Duration
 		logFormat string
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "route --prefill URL... --decode URL... [--port 8000]",
@@ -37,7 +39,10 @@ ones (GET /health every --health-interval) by the load they report
 A failed leg cancels the other; the client gets one error naming the leg and
 the worker. Besides the API it serves GET /health, /metrics (Prometheus),
 /debug/rooms (its own request records) and /debug/cluster (its records and
-every worker's room table, for ` + "`tandem inspect`" + `).`,
+every worker's room table, for ` + "`tandem inspect`" + `); /debug/* needs the
+cluster credential. It signs every leg with a key derived from the cluster
+token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file), which it needs: the
+workers refuse unsigned requests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := routeLogger(logFormat)
@@ -45,6 +50,13 @@ every worker's room table, for ` + "`tandem inspect`" + `).`,
 				return err
 			}
 			o.Logger = log
+			tok, err := clusterToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			if o.LegKeys, err = leg.NewKeys(tok); err != nil {
+				return err
+			}
 			rt, err := router.New(o)
 			if err != nil {
 				return err
@@ -67,6 +79,7 @@ every worker's room table, for ` + "`tandem inspect`" + `).`,
 	fs.IntVar(&o.FinishedRecords, "debug-records", router.DefaultFinishedRecords, "finished requests /debug/rooms keeps")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&tokenFile, "cluster-token-file", "", "file holding the workers' cluster token, which signs legs (default: $TANDEM_CLUSTER_TOKEN)")
 	cmd.MarkFlagRequired("prefill")
 	cmd.MarkFlagRequired("decode")
 	return cmd

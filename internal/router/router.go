@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 )
 
@@ -59,6 +60,10 @@ type Options struct {
 	MaxRequests int
 	// FinishedRecords is how many finished rooms /debug/rooms keeps.
 	FinishedRecords int
+	// LegKeys, from the cluster token, sign every leg and authenticate the
+	// router to the workers' /pd/* and /debug/*; the router's own /debug/*
+	// then requires their credential. nil: nothing signed or required.
+	LegKeys *apileg.Keys
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -118,7 +123,7 @@ func New(o Options) (*Router, error) {
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	rt := &Router{o: o, log: o.Logger, reg: o.Registry, met: met, transport: tr,
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
-		probeClient: &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
+		probeClient: &http.Client{Transport: o.LegKeys.Transport(tr), CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
 	}
 	rt.pool = newPool(o.Logger, met, prefill, decode)
@@ -270,8 +275,8 @@ func (rt *Router) routes() http.Handler {
 		"/v1/models/{id}":      {"models", get, rt.serveModels},
 		"/health":              {"health", get, rt.serveHealth},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/debug/rooms":         {"debug", get, rt.serveRooms},
-		"/debug/cluster":       {"debug", get, rt.serveCluster},
+		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
+		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
 		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { writeErrorTo(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))
