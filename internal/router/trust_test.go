@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"tandem/internal/api/leg"
 	"tandem/internal/router"
@@ -17,15 +17,33 @@ import (
 // cluster credential on /pd/* and /debug/*, the leg signature on
 // generation requests.
 type strictWorker struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	legs    []leg.Info
-	refused []string
+	srv  *httptest.Server
+	legs chan strictLeg // every generation request, in arrival order
+}
+
+// strictLeg is a generation request a strictWorker got: its verified
+// headers, or why it was refused.
+type strictLeg struct {
+	info leg.Info
+	err  error
+}
+
+// next returns the next generation request w got, failing the test after
+// a long while.
+func (w *strictWorker) next(t *testing.T) strictLeg {
+	t.Helper()
+	select {
+	case l := <-w.legs:
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatalf("worker %s received no leg", w.srv.URL)
+		return strictLeg{}
+	}
 }
 
 func newStrictWorker(t *testing.T, keys *leg.Keys, role, answer string) *strictWorker {
 	t.Helper()
-	sw := &strictWorker{}
+	sw := &strictWorker{legs: make(chan strictLeg, 16)}
 	pd := http.NewServeMux()
 	pd.HandleFunc("GET /pd/status", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(router.WorkerStatus{Role: role})
@@ -43,13 +61,7 @@ func newStrictWorker(t *testing.T, keys *leg.Keys, role, answer string) *strictW
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		li, err := keys.Verify(r.Method, r.URL.Path, r.Header, body)
-		sw.mu.Lock()
-		if err != nil {
-			sw.refused = append(sw.refused, err.Error())
-		} else {
-			sw.legs = append(sw.legs, li)
-		}
-		sw.mu.Unlock()
+		sw.legs <- strictLeg{li, err}
 		if err != nil {
 			http.Error(w, `{"error":{"message":"unsigned"}}`, http.StatusUnauthorized)
 			return
@@ -81,16 +93,13 @@ func TestRouterSignsLegsAndSendsCredential(t *testing.T) {
 	if status != 200 || body != decodeAnswer {
 		t.Fatalf("POST /v1/completions = %d %q, want 200 and decode's answer", status, body)
 	}
-	p.mu.Lock()
-	d.mu.Lock()
-	if len(p.refused)+len(d.refused) != 0 || len(p.legs) != 1 || len(d.legs) != 1 {
-		t.Errorf("workers refused %q %q, served %v %v; want one signed leg each", p.refused, d.refused, p.legs, d.legs)
-	} else if pl, dl := p.legs[0], d.legs[0]; pl.Leg != "prefill" || dl.Leg != "decode" || pl.Room != dl.Room ||
-		dl.Prefill != "127.0.0.1:9" || pl.Prefill != "" {
-		t.Errorf("signed legs %+v and %+v: want one room, decode naming the prefill address from /pd/info", pl, dl)
+	pl, dl := p.next(t), d.next(t)
+	if pl.err != nil || dl.err != nil {
+		t.Errorf("the workers refused the legs: prefill %v, decode %v; want both signed", pl.err, dl.err)
+	} else if pl.info.Leg != "prefill" || dl.info.Leg != "decode" || pl.info.Room != dl.info.Room ||
+		dl.info.Prefill != "127.0.0.1:9" || pl.info.Prefill != "" {
+		t.Errorf("signed legs %+v and %+v: want one room, decode naming the prefill address from /pd/info", pl.info, dl.info)
 	}
-	p.mu.Unlock()
-	d.mu.Unlock()
 
 	for _, path := range []string{"/debug/rooms", "/debug/cluster"} {
 		if status, body := c.get(t, path); status != http.StatusUnauthorized || !strings.Contains(body, "invalid_api_key") {
