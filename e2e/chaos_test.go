@@ -95,7 +95,7 @@ func TestChaosSoak(t *testing.T) {
 	var out lockedBuffer
 	startCtx, cancelStart := context.WithTimeout(context.Background(), chaosStartTimeout)
 	defer cancelStart()
-	cl, err := cluster.Start(startCtx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 2, Decode: 2,
+	cl, err := cluster.Start(startCtx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 2, Decode: 2, Token: e2eClusterToken,
 		WorkerArgs: []string{"--threads", "1", "--prefix-cache=false", "--kv-pages", strconv.Itoa(*chaosKVPages),
 			"--max-batch-tokens", strconv.Itoa(chaosWorkerBatch)},
 		RouterArgs: []string{"--debug-records", strconv.Itoa(6*n + 64)}, // n <= 2 samples, <= 3 attempts each
@@ -137,6 +137,7 @@ func TestChaosSoak(t *testing.T) {
 
 	// Watch the cluster during the load.
 	ob := newObserver(base, names, workerURLs)
+	ob.client.Transport = e2eKeys(t).Transport(nil) // /debug/cluster needs the cluster credential
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	pollDone := make(chan struct{})
 	go func() {
@@ -477,6 +478,7 @@ func runInspect(base string) (string, error) {
 	defer cancel()
 	var b bytes.Buffer
 	cmd := exec.CommandContext(ctx, binPath, "inspect", base)
+	cmd.Env = append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+e2eClusterToken)
 	cmd.Stdout, cmd.Stderr = &b, &b
 	err := cmd.Run()
 	return b.String(), err

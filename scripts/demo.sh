@@ -8,6 +8,8 @@ export PATH="/usr/local/go/bin:$PATH"
 go build -o tandem ./cmd/tandem
 model=${1:-}
 port=${PORT:-8000}
+# The cluster token: tandem up shares it with every process, inspect needs it.
+export TANDEM_CLUSTER_TOKEN=${TANDEM_CLUSTER_TOKEN:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}
 args=(up --port "$port")
 [ -n "$model" ] && args+=(--model "$model")
 ./tandem "${args[@]}" &

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/inspect"
 )
 
 func inspectCmd() *cobra.Command {
 	var (
-		o       inspect.Options
-		timeout time.Duration
+		o         inspect.Options
+		timeout   time.Duration
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect URL [--format text|json] [--all]",
@@ -22,10 +26,21 @@ every worker's room table) and prints a table per process: room, request,
 state/phase, age, peer, bytes, and a FLAG column marking rooms that have not
 ended and are past their deadline ("OVERDUE 3.2s"). Only live rooms are listed
 unless --all. The exit status is 1 when any room is overdue, so scripts can
-assert that none is stuck.`,
+assert that none is stuck. /debug/cluster needs the cluster credential, derived
+from the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := &http.Client{Timeout: timeout}
+			var keys *leg.Keys
+			if tokenFile != "" || os.Getenv("TANDEM_CLUSTER_TOKEN") != "" {
+				tok, err := clusterToken(tokenFile)
+				if err != nil {
+					return err
+				}
+				if keys, err = leg.NewKeys(tok); err != nil {
+					return err
+				}
+			}
+			c := &http.Client{Timeout: timeout, Transport: inspectTransport{keys.Transport(nil), keys != nil}}
 			return inspect.Inspect(cmd.Context(), c, args[0], o, cmd.OutOrStdout())
 		},
 	}
@@ -33,5 +48,25 @@ assert that none is stuck.`,
 	fs.StringVar(&o.Format, "format", "text", "output: text (tables) or json (the document)")
 	fs.BoolVar(&o.All, "all", false, "list finished rooms too")
 	fs.DurationVar(&timeout, "timeout", 10*time.Second, "limit for fetching the document")
+	fs.StringVar(&tokenFile, "cluster-token-file", "", "file holding the cluster token, for the /debug credential (default: $TANDEM_CLUSTER_TOKEN)")
 	return cmd
+}
+
+// inspectTransport turns a 401 from the router into an error that says
+// where the credential comes from.
+type inspectTransport struct {
+	base      http.RoundTripper
+	haveToken bool
+}
+
+func (t inspectTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	resp.Body.Close()
+	if t.haveToken {
+		return nil, fmt.Errorf("%s answered 401: the cluster token given ($TANDEM_CLUSTER_TOKEN or --cluster-token-file) is not the router's", r.URL)
+	}
+	return nil, fmt.Errorf("%s answered 401: it needs the cluster credential; set $TANDEM_CLUSTER_TOKEN or --cluster-token-file to the cluster token", r.URL)
 }

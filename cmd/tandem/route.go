@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/router"
 )
 
@@ -23,6 +24,7 @@ func routeCmd() *cobra.Command {
 		port      int
 		grace     time.Duration
 		logFormat string
+		tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "route --prefill URL... --decode URL... [--port 8000]",
@@ -34,8 +36,8 @@ each choice is its own prefill/decode pair. Workers are picked among the healthy
 ones (GET /health every --health-interval) by the load they report
 (GET /pd/status) plus the legs the router has open on them.
 
-A failed leg cancels the other; the client gets one error naming the leg and
-the worker. Besides the API it serves GET /health, /metrics (Prometheus),
+A failed leg cancels the other; the client gets one error naming the leg (the
+worker's address goes to the log, not to the client). Besides the API it serves GET /health, /metrics (Prometheus),
 /debug/rooms (its own request records) and /debug/cluster (its records and
 every worker's room table, for ` + "`tandem inspect`" + `).
 
@@ -43,7 +45,11 @@ With --api-key (or $TANDEM_API_KEY) every /v1/ request needs
 "Authorization: Bearer KEY". --allowed-origins turns on CORS for those browser
 origins. A client's X-Request-Id (up to 128 printable characters) is adopted as
 the request id, or one is minted; either way it is echoed on the answer, sent to
-both workers and written in every log line and /debug/rooms entry.`,
+both workers and written in every log line and /debug/rooms entry.
+
+/debug/* needs the cluster credential. The router signs every leg with a key
+derived from the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file),
+which it needs: the workers refuse unsigned requests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := routeLogger(logFormat)
@@ -53,6 +59,13 @@ both workers and written in every log line and /debug/rooms entry.`,
 			o.Logger = log
 			if o.APIKey == "" {
 				o.APIKey = os.Getenv("TANDEM_API_KEY")
+			}
+			tok, err := clusterToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			if o.LegKeys, err = leg.NewKeys(tok); err != nil {
+				return err
 			}
 			rt, err := router.New(o)
 			if err != nil {
@@ -78,10 +91,11 @@ both workers and written in every log line and /debug/rooms entry.`,
 		"consecutive failed legs that open a worker's circuit breaker (no legs until a probe leg succeeds)")
 	fs.DurationVar(&o.BreakerCooldown, "breaker-cooldown", router.DefaultBreakerCooldown,
 		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
-	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health, /metrics, /debug stay open")
+	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health and /metrics stay open")
 	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	fs.StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&tokenFile, "cluster-token-file", "", "file holding the workers' cluster token, which signs legs (default: $TANDEM_CLUSTER_TOKEN)")
 	cmd.MarkFlagRequired("prefill")
 	cmd.MarkFlagRequired("decode")
 	return cmd

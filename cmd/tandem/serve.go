@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"tandem/internal/pd/room"
@@ -13,14 +15,19 @@ func serveCmd() *cobra.Command {
 		Short: "Serve a model over an OpenAI-compatible HTTP API (colocated prefill and decode)",
 		Long: `Serve loads a GGUF model, runs the continuous-batching engine and answers
 POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health
-and GET /metrics (Prometheus). SIGINT or SIGTERM stops taking requests, lets
+and GET /metrics (Prometheus). With --api-key (or $TANDEM_API_KEY) every /v1/*
+request needs "Authorization: Bearer KEY"; /health and /metrics stay open. SIGINT or SIGTERM stops taking requests, lets
 running ones finish for --shutdown-grace, then ends the rest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.apiKey == "" {
+				f.apiKey = os.Getenv("TANDEM_API_KEY")
+			}
 			return runWorker(cmd.Context(), &f, 0, nil)
 		},
 	}
 	f.register(cmd.Flags(), 8000)
+	cmd.Flags().StringVar(&f.apiKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\" on /v1/* (default: $TANDEM_API_KEY; none: open)")
 	return cmd
 }
 
@@ -41,8 +48,9 @@ func pdWorkerCmd(role room.Role) *cobra.Command {
 		Use:   name + " --model M --port P",
 		Short: "Run a " + name + " worker of a disaggregated cluster",
 		Long: "A " + name + " worker " + what + ".\n" +
-			"It serves the same HTTP API as `tandem serve`; requests from a router carry the room headers.\n" +
-			"Peers authenticate with the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file).",
+			"It serves the same HTTP API as `tandem serve`, but only to its router: a generation request without the\n" +
+			"router's leg signature gets 401, and /pd/* and /debug/* need the cluster credential (see docs/security.md).\n" +
+			"Peers and the router authenticate with the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runWorker(cmd.Context(), &f, role, &pd)

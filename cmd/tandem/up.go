@@ -23,10 +23,12 @@ func upCmd() *cobra.Command {
 		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
 		Short: "Start a router and N prefill + M decode workers on this machine",
 		Long: `Up starts a whole disaggregated cluster as child processes: prefill workers,
-decode workers and a router in front of them, sharing a fresh cluster token.
-It prints the router's URL once everything answers /health, and stops them
-all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
-(cached under the user cache folder) so it runs on a fresh machine.`,
+decode workers and a router in front of them, sharing one cluster token:
+$TANDEM_CLUSTER_TOKEN when set (export it to run ` + "`tandem inspect`" + ` against
+the cluster), else a fresh random one. It prints the router's URL once
+everything answers /health, and stops them all on Ctrl-C. With no --model it
+synthesizes a small random-weight Llama (cached under the user cache folder)
+so it runs on a fresh machine.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat)
@@ -56,6 +58,7 @@ all on Ctrl-C. With no --model it synthesizes a small random-weight Llama
 					log.Warn("a cluster process exited; the router takes dead workers out of rotation", "name", e.Name, "err", e.Err)
 				}
 			}
+			o.Token = os.Getenv("TANDEM_CLUSTER_TOKEN") // "": a fresh random one
 			c, err := cluster.Start(cmd.Context(), o)
 			if err != nil {
 				return err

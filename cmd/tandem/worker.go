@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/pflag"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
@@ -34,6 +35,7 @@ type workerFlags struct {
 	maxBody   int64
 	grace     time.Duration
 	logFormat string
+	apiKey    string // tandem serve only: required bearer token on /v1/*
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
@@ -80,10 +82,15 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	registerFaultFlags(fs, f)
 }
 
-func (f *pdFlags) token() ([]byte, error) {
+func (f *pdFlags) token() ([]byte, error) { return clusterToken(f.tokenFile) }
+
+// clusterToken reads the cluster token from file, or from
+// $TANDEM_CLUSTER_TOKEN when file is "", and requires one of at least
+// leg.TokenMin characters. Workers, the router and inspect share it.
+func clusterToken(file string) ([]byte, error) {
 	var tok string
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
+	if file != "" {
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("read --cluster-token-file: %w", err)
 		}
@@ -91,8 +98,8 @@ func (f *pdFlags) token() ([]byte, error) {
 	} else {
 		tok = os.Getenv("TANDEM_CLUSTER_TOKEN")
 	}
-	if len(tok) < 16 {
-		return nil, fmt.Errorf("a cluster token of at least 16 characters is required: set TANDEM_CLUSTER_TOKEN or --cluster-token-file (tandem up makes one)")
+	if len(tok) < leg.TokenMin {
+		return nil, fmt.Errorf("a cluster token of at least %d characters is required: set TANDEM_CLUSTER_TOKEN or --cluster-token-file (tandem up makes one)", leg.TokenMin)
 	}
 	return []byte(tok), nil
 }
@@ -126,10 +133,16 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	backend := server.EngineBackend(e)
-	var pw *worker.Worker
+	var (
+		pw   *worker.Worker
+		keys *leg.Keys
+	)
 	if pd != nil {
 		tok, err := pd.token()
 		if err != nil {
+			return err
+		}
+		if keys, err = leg.NewKeys(tok); err != nil {
 			return err
 		}
 		inj, err := pd.faults()
@@ -149,15 +162,13 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		}
 		backend = pw.Backend()
 	}
-	srv := server.New(backend, server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody})
-	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
-	if pw != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/pd/", pw.Handler())
-		mux.Handle("/debug/", pw.Handler())
-		mux.Handle("/", srv.Handler())
-		hs.Handler = mux
+	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys}
+	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
+		guarded := keys.RequireCredential(pw.Handler())
+		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}
 	}
+	srv := server.New(backend, so)
+	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	ln, err := net.Listen("tcp", hs.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", hs.Addr, err)

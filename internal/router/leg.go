@@ -15,15 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 )
 
-// Headers the router sends on both legs.
+// Headers the router sends on both legs (declared in package leg).
 const (
-	HeaderRoom      = "X-Tandem-Room"       // the room id, 32 hex digits
-	HeaderRequestID = "X-Tandem-Request-Id" // the router's request id
-	HeaderLeg       = "X-Tandem-Leg"        // "prefill" or "decode"
-	HeaderPrefill   = "X-Tandem-Prefill"    // decode leg only: the prefill worker's transfer address
+	HeaderRoom      = apileg.HeaderRoom
+	HeaderRequestID = apileg.HeaderRequestID
+	HeaderLeg       = apileg.HeaderLeg
+	HeaderPrefill   = apileg.HeaderPrefill // decode leg only
 )
 
 // Causes of cancelled leg and request contexts.
@@ -248,6 +249,7 @@ func (l *leg) do(path string, body []byte, stream bool, hdr map[string]string) (
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	l.rt.o.LegKeys.Sign(req.Header, req.Method, req.URL.Path, body)
 	l.rt.met.workerRequests.WithLabelValues(l.w.url, string(l.role)).Inc()
 	resp, err := l.rt.legClient.Do(req)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/pd/debugdoc"
 )
@@ -68,13 +69,17 @@ type Options struct {
 	BreakerFailures int
 	BreakerCooldown time.Duration
 	// APIKey, when set, is required on every /v1/ request as
-	// "Authorization: Bearer APIKey" (401 otherwise); /health, /metrics and
-	// /debug/* stay open.
+	// "Authorization: Bearer APIKey" (401 otherwise); /health and /metrics stay
+	// open; /debug/* needs the cluster credential (LegKeys).
 	APIKey string
 	// AllowedOrigins are the browser origins ("https://app.example:8443",
 	// or "*" for any) that get CORS headers and preflight answers; none:
 	// no CORS headers at all.
 	AllowedOrigins []string
+	// LegKeys, from the cluster token, sign every leg and authenticate the
+	// router to the workers' /pd/* and /debug/*; the router's own /debug/*
+	// then requires their credential. nil: nothing signed or required.
+	LegKeys *apileg.Keys
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -139,7 +144,7 @@ func New(o Options) (*Router, error) {
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	rt := &Router{o: o, log: o.Logger, reg: o.Registry, met: met, transport: tr,
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
-		probeClient: &http.Client{Transport: tr, CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
+		probeClient: &http.Client{Transport: o.LegKeys.Transport(tr), CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
 		front:       fr,
 	}
@@ -302,8 +307,8 @@ func (rt *Router) routes() http.Handler {
 		"/v1/models/{id}":      {"models", get, rt.serveModels},
 		"/health":              {"health", get, rt.serveHealth},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/debug/rooms":         {"debug", get, rt.serveRooms},
-		"/debug/cluster":       {"debug", get, rt.serveCluster},
+		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
+		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
 		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { writeErrorTo(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))

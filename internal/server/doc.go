@@ -33,8 +33,13 @@
 //     full, 503 not ready or shutting down, 500 otherwise. A handler panic
 //     is logged and answered with a 500; the process keeps running.
 //   - Writes to clients carry deadlines (Options.WriteTimeout per chunk or
-//     answer) and body reads a deadline (Options.BodyTimeout), so a slow
-//     client cannot pin a sequence forever.
+//     answer) and every request body a deadline (Options.BodyTimeout from
+//     the headers, also where the handler does not read it), so a slow
+//     client cannot pin a sequence or a connection forever.
+//   - Authorization comes before any work: Options.APIKey is checked
+//     before the body is read, and with Options.LegKeys (a PD worker) the
+//     router's leg signature over the raw body before it is parsed (401
+//     otherwise). Without LegKeys the X-Tandem-* headers are ignored.
 //
 // # Choices made
 //

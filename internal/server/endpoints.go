@@ -10,19 +10,22 @@ import (
 	"tandem/internal/engine/tokenizer"
 )
 
-// start does what both generation endpoints do first: refuse when not
-// ready, read the body.
-func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// start does what both generation endpoints do first, before any work on
+// the request (wrap has checked the API key): refuse when not ready, read
+// the body, check the leg signature over it (see authorize). It returns
+// the body and the request to go on with (carrying the verified leg).
+func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, *http.Request, bool) {
 	if !s.ready.Load() {
 		writeError(w, openai.Unavailable("the model is not ready (loading or shutting down)"))
-		return nil, false
+		return nil, nil, false
 	}
 	body, e := s.readBody(w, r)
 	if e != nil {
 		writeError(w, e)
-		return nil, false
+		return nil, nil, false
 	}
-	return body, true
+	r, ok := s.authorize(w, r, body)
+	return body, r, ok
 }
 
 func (s *Server) checkModel(model string) *openai.Error {
@@ -41,7 +44,7 @@ func (s *Server) vocabSize() int {
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	body, ok := s.start(w, r)
+	body, r, ok := s.start(w, r)
 	if !ok {
 		return
 	}
@@ -133,7 +136,7 @@ func promptLogprobsDoc(tok *tokenizer.Tokenizer, prompt []int32, plp []float32) 
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	body, ok := s.start(w, r)
+	body, r, ok := s.start(w, r)
 	if !ok {
 		return
 	}

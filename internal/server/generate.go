@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/sample"
@@ -147,11 +148,11 @@ type encoder interface {
 // follow goroutine, each of which cancels its stream; generate waits for
 // them.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, enc encoder, t0 time.Time) {
-	ctx, cancel := context.WithCancel(withLeg(r.Context(), r))
+	ctx, cancel := context.WithCancel(r.Context())
 	// A decode leg imports the prompt's K/V instead of computing it, so it
 	// has no prompt logprobs: the router splices in the prefill leg's.
 	li, isLeg := LegFromContext(ctx)
-	decodeLeg := isLeg && li.Leg == legDecode
+	decodeLeg := isLeg && li.Leg == leg.KindDecode
 	streams := make([]Stream, 0, len(p.reqs))
 	for i, req := range p.reqs {
 		req.ID = fmt.Sprintf("%s-%d", p.id, i)

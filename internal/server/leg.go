@@ -4,51 +4,47 @@ import (
 	"context"
 	"net/http"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 )
 
-// Headers the router sets on the legs of a disaggregated request.
-const (
-	HeaderRoom      = "X-Tandem-Room"       // the room id, 32 hex digits
-	HeaderRequestID = "X-Tandem-Request-Id" // the router's request id
-	HeaderLeg       = "X-Tandem-Leg"        // "prefill" or "decode"
-	HeaderPrefill   = "X-Tandem-Prefill"    // decode leg: the prefill worker's transfer address
-)
-
-// legDecode is HeaderLeg's value on a decode leg.
-const legDecode = "decode"
-
-// LegInfo is what the router's headers say about a disaggregated leg.
-type LegInfo struct {
-	Room      string
-	RequestID string
-	Leg       string
-	Prefill   string
-}
-
-type legKey struct{}
+// LegInfo is what a verified router leg's headers say (see package leg).
+type LegInfo = leg.Info
 
 // LegFromContext returns the leg headers of the request a Backend.Submit
-// serves, if the request came from a router.
-func LegFromContext(ctx context.Context) (LegInfo, bool) {
-	li, ok := ctx.Value(legKey{}).(LegInfo)
-	return li, ok
-}
+// serves, if the request is a router leg whose signature verified.
+func LegFromContext(ctx context.Context) (LegInfo, bool) { return leg.FromContext(ctx) }
 
-// WithLeg returns ctx carrying li, as the HTTP handlers pass a router leg's
-// headers to Backend.Submit (tests of backends use it directly).
-func WithLeg(ctx context.Context, li LegInfo) context.Context {
-	return context.WithValue(ctx, legKey{}, li)
-}
+// WithLeg returns ctx carrying li, as the HTTP handlers pass a verified
+// router leg to Backend.Submit (tests of backends use it directly).
+func WithLeg(ctx context.Context, li LegInfo) context.Context { return leg.NewContext(ctx, li) }
 
-// withLeg attaches the router's leg headers, when present, to ctx.
-func withLeg(ctx context.Context, r *http.Request) context.Context {
-	li := LegInfo{Room: r.Header.Get(HeaderRoom), RequestID: r.Header.Get(HeaderRequestID),
-		Leg: r.Header.Get(HeaderLeg), Prefill: r.Header.Get(HeaderPrefill)}
-	if li.Room == "" && li.Leg == "" {
-		return ctx
+// authorize runs before anything else a generation request costs: with an
+// API key it requires the bearer token (before the body is read); with leg
+// keys it requires the router's signature over the raw body, and returns
+// r carrying the verified leg. Without leg keys, X-Tandem-* headers are
+// ignored: a client cannot claim to be a leg.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, body []byte) (*http.Request, bool) {
+	if s.o.LegKeys == nil {
+		return r, true
 	}
-	return WithLeg(ctx, li)
+	li, err := s.o.LegKeys.Verify(r.Method, r.URL.Path, r.Header, body)
+	if err != nil {
+		leg.WriteUnauthorized(w, leg.Unauthorized("This is a prefill or decode worker: it serves only legs its router signed "+
+			"with the cluster token; send requests to the router (%v).", err))
+		return nil, false
+	}
+	return r.WithContext(WithLeg(r.Context(), li)), true
+}
+
+// checkAPIKey answers 401 and returns false when the server has an API key
+// and r does not carry it as a bearer token.
+func (s *Server) checkAPIKey(w http.ResponseWriter, r *http.Request) bool {
+	if s.o.APIKey == "" || leg.CheckBearer(r.Header, s.o.APIKey) {
+		return true
+	}
+	leg.WriteUnauthorized(w, leg.Unauthorized("Incorrect or missing API key: send Authorization: Bearer <the key given to --api-key or $TANDEM_API_KEY>."))
+	return false
 }
 
 // statusError is an error that knows the HTTP status it should be

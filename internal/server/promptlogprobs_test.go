@@ -261,11 +261,10 @@ func TestPromptLogprobsDecodeLeg(t *testing.T) {
 			ups[0].PromptLogprobs = plpValues
 		}
 		b := newFake(t, tok, ups)
-		s, _ := newTestServer(t, b, Options{})
-		hr := httptest.NewRequest("POST", "/v1/completions",
-			strings.NewReader(`{"prompt":`+pj+`,"prompt_logprobs":1,"echo":true,"logprobs":0}`))
-		hr.Header.Set(HeaderLeg, leg)
-		hr.Header.Set(HeaderRoom, strings.Repeat("ab", 16))
+		keys := testLegKeys(t)
+		s, _ := newTestServer(t, b, Options{LegKeys: keys})
+		hr := signedLeg(t, keys, "/v1/completions", `{"prompt":`+pj+`,"prompt_logprobs":1,"echo":true,"logprobs":0}`,
+			LegInfo{Room: strings.Repeat("ab", 16), RequestID: "req-1", Leg: leg, Prefill: "127.0.0.1:1"})
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, hr)
 		if rec.Code != 200 {

@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 )
@@ -51,6 +53,20 @@ type Options struct {
 	DefaultCompletionTokens int
 	// SystemFingerprint, if set, is reported in every answer.
 	SystemFingerprint string
+	// LegKeys, when set (a prefill or decode worker), makes every
+	// generation request prove that the router sent it: a request without
+	// a valid leg signature (package leg) gets 401 once its body is read,
+	// before it is parsed or reaches the Backend. Without LegKeys the
+	// X-Tandem-* headers are ignored.
+	LegKeys *leg.Keys
+	// APIKey, when set, is required on every /v1/* request as
+	// "Authorization: Bearer APIKey" (401 otherwise, before the body is
+	// read), as vLLM's --api-key. /health and /metrics stay open.
+	APIKey string
+	// Mounts are more handlers served beside the API, by ServeMux pattern
+	// (a PD worker's "/pd/" and "/debug/"); they get the body deadline but
+	// not the API's metrics or method checks.
+	Mounts map[string]http.Handler
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -115,10 +131,11 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // HTTPServer returns an http.Server for addr with s's handler and
-// conservative timeouts: headers must arrive within 10 s, idle keep-alive
-// connections close after 2 min, headers are limited to 64 KiB. It has no
-// overall read or write timeout (streams are long); the handlers bound body
-// reads and each write themselves.
+// conservative timeouts: headers must arrive within 10 s, a request body
+// within BodyTimeout of its headers, idle keep-alive connections close
+// after 2 min, headers are limited to 64 KiB. It has no overall read or
+// write timeout (ReadTimeout would also cancel long streams, and streams
+// are long); the handler bounds body reads and each write itself.
 func (s *Server) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
@@ -152,7 +169,25 @@ func (s *Server) routes() http.Handler {
 	add("/", route{"other", nil, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, openai.NotFound(r.URL.Path))
 	}})
-	return mux
+	for pattern, h := range s.o.Mounts {
+		mux.Handle(pattern, h)
+	}
+	return s.bodyDeadline(mux)
+}
+
+// bodyDeadline gives every request that has a body BodyTimeout from its
+// headers to send all of it. The generation handlers lift the deadline
+// once they have read the body (a deadline left on the connection would
+// end a long stream); any other handler leaves it, so a body it does not
+// read, which net/http would discard after the answer, cannot trickle in
+// forever and hold the connection.
+func (s *Server) bodyDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.o.BodyTimeout))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // recorder remembers the status written, for metrics and for the panic
@@ -212,6 +247,9 @@ func (s *Server) wrap(rt route) http.Handler {
 			}
 			s.met.requests.WithLabelValues(rt.name, fmt.Sprint(status)).Inc()
 		}()
+		if strings.HasPrefix(r.URL.Path, "/v1/") && !s.checkAPIKey(rec, r) {
+			return
+		}
 		if rt.methods != nil && !contains(rt.methods, r.Method) {
 			rec.Header().Set("Allow", allowed)
 			writeError(rec, openai.MethodNotAllowed(r.Method, r.URL.Path, allowed))
@@ -272,16 +310,17 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.modelEntry())
 }
 
-// readBody reads a request body within the size and time limits.
+// readBody reads a request body within the size limit and the deadline
+// bodyDeadline set. It lifts the deadline only when the whole body was
+// read: after a failure the connection must not wait for the rest.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
 	if r.ContentLength > s.o.MaxBodyBytes {
 		return nil, openai.TooLarge(s.o.MaxBodyBytes)
 	}
-	rc := http.NewResponseController(w)
-	if err := rc.SetReadDeadline(time.Now().Add(s.o.BodyTimeout)); err == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes))
+	if err == nil {
+		http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
