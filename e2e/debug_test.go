@@ -9,16 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
 )
 
-// debugGet fetches a /debug/* document. It is the one place that builds
-// those requests, so a credential header goes here when /debug/* needs one.
+// debugGet fetches a /debug/* document with the cluster credential of
+// e2eClusterToken (every cluster these tests start has that token).
 func debugGet(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
+	keys, err := leg.NewKeys([]byte(e2eClusterToken))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", keys.Credential())
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err

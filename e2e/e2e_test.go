@@ -155,6 +155,7 @@ func startProcessOut(t *testing.T, port int, stdout, stderr *lockedBuffer, args 
 	t.Helper()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+e2eClusterToken) // so debugGet's credential is the cluster's
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	out := stderr

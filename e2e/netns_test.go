@@ -403,7 +403,7 @@ func TestNetnsPartition(t *testing.T) {
 	skipShort(t)
 	n := makeNetns(t) // skips where namespaces cannot be made, before the build
 	setup(t)
-	token := "netns-test-token-0123456789abcdef"
+	token := e2eClusterToken
 	client := &http.Client{Transport: &http.Transport{DialContext: n.dialer("rt"), MaxIdleConnsPerHost: 2 * nsClients}}
 	t.Cleanup(client.CloseIdleConnections)
 	workerArgs := func(role, txIP string) []string {
