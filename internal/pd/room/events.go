@@ -8,9 +8,9 @@ package room
 // by Step).
 var (
 	prefillEvents = kindSet(EventRequest, EventClientAbort, EventHello, EventAlloc, EventComputeStarted,
-		EventKVSent, EventComputeDone, EventDoneAck, EventAbort, EventFailed, EventEngineError)
+		EventKVSent, EventComputeDone, EventDoneAck, EventAbort, EventFailed, EventEngineError, EventSendFailed)
 	decodeEvents = kindSet(EventRequest, EventClientAbort, EventHelloAck, EventAdmitted, EventKVReceived,
-		EventFirstToken, EventDone, EventAbort, EventFailed, EventChecksumError, EventEngineError)
+		EventFirstToken, EventDone, EventAbort, EventFailed, EventChecksumError, EventEngineError, EventSendFailed)
 	frameEvents = kindSet(EventHello, EventHelloAck, EventAlloc, EventFirstToken, EventDone, EventDoneAck,
 		EventAbort, EventFailed)
 	// answeredEvents are the frames whose sender waits for an answer; only

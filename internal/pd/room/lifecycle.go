@@ -97,8 +97,9 @@ func (m *Machine) note(now Instant, r *room, on EventKind) {
 // record appends t to the room's bounded history and, when ready, to Ready.
 func (m *Machine) record(r *room, t Transition, ready bool) {
 	if len(r.history) == historyMax {
-		copy(r.history, r.history[1:])
-		r.history = r.history[:historyMax-1]
+		// Never overwrite an entry: RoomInfo.History shares the backing
+		// array (see info), so the oldest is dropped into a new one.
+		r.history = slices.Clip(r.history[1:])
 	}
 	r.history = append(r.history, t)
 	if ready {

@@ -193,6 +193,23 @@ func (m *Machine) Rooms() []RoomInfo {
 	return out
 }
 
+// LiveRoom is a live room's state and age, for queue gauges.
+type LiveRoom struct {
+	ID      ID
+	State   State
+	Created Instant
+}
+
+// LiveRooms returns every live room's state and creation time, in no
+// particular order: O(live rooms), without copying histories.
+func (m *Machine) LiveRooms() []LiveRoom {
+	out := make([]LiveRoom, len(m.live))
+	for i, r := range m.live {
+		out[i] = LiveRoom{ID: r.id, State: r.state, Created: r.created}
+	}
+	return out
+}
+
 // Live returns the number of live (non-terminal) rooms.
 func (m *Machine) Live() int { return len(m.live) }
 
@@ -210,7 +227,7 @@ func (m *Machine) info(r *room) RoomInfo {
 		ID: r.id, RequestID: r.requestID, Role: m.cfg.Role,
 		State: r.state, Phase: r.phase, Reason: r.reason, PeerReason: r.peerReason,
 		Peer: r.peer, Created: r.created, Deadline: r.deadline,
-		Bytes: r.bytes, PageCount: len(r.pages), History: slices.Clone(r.history),
+		Bytes: r.bytes, PageCount: len(r.pages), History: slices.Clip(r.history),
 	}
 	if r.state.Terminal() {
 		ri.Ended, ri.Expires = r.ended, m.expires(r)
