@@ -47,7 +47,7 @@ type rec struct {
 	cancelPending bool // decode: Engine.Cancel once inflight drops to 0
 
 	// prefill
-	kvPending int  // KV frames queued or outstanding
+	kvPending int   // KV frames queued or outstanding
 	sentBytes int64 // KV bytes on the wire
 	held      bool  // ComputeDone came before the last KV frame was sent
 	first     Token // the first token (FIRST_TOKEN's alternatives)
