@@ -188,12 +188,12 @@ func (r *Reject) Error() string { return r.Msg }
 
 // PeerInfo is one peer's send state, for /debug and tests.
 type PeerInfo struct {
-	Peer          string
-	Rooms         int   // driver rooms with this peer
-	ControlQueued int   // control frames waiting (not counting the outstanding one)
-	KVQueued      int   // KV frames waiting, all rooms
-	QueuedBytes   int64 // bytes of the waiting frames
-	Outstanding   int   // frames handed to Wire.Send, Sent not yet called (0-2)
+	Peer          string `json:"peer"`
+	Rooms         int    `json:"rooms"`          // driver rooms with this peer
+	ControlQueued int    `json:"control_queued"` // control frames waiting (not counting the outstanding one)
+	KVQueued      int    `json:"kv_queued"`      // KV frames waiting, all rooms
+	QueuedBytes   int64  `json:"queued_bytes"`   // bytes of the waiting frames
+	Outstanding   int    `json:"outstanding"`    // frames handed to Wire.Send, Sent not yet called (0-2)
 }
 
 // Stats are the driver's own counters.

@@ -112,13 +112,13 @@ func (pp *pair) checkQuiet(t *testing.T) {
 func (w *Worker) live() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m.Live()
+	return w.d.Live()
 }
 
 func (w *Worker) roomState(id room.ID) (room.State, room.Phase, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m.State(id)
+	return w.d.State(id)
 }
 
 var roomSeq byte
@@ -251,13 +251,13 @@ func wantFailed(t *testing.T, w *Worker, id room.ID, reasons ...room.Reason) {
 func (w *Worker) counters() room.Counters {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m.Counters()
+	return w.d.Counters()
 }
 
 func (w *Worker) roomInfo(id room.ID) (room.RoomInfo, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m.Room(id)
+	return w.d.Room(id)
 }
 
 // TestClientAbortAtEachStage cancels a leg at each stage of the handoff.
@@ -498,7 +498,7 @@ func TestWatchdogCatchesAStuckTimer(t *testing.T) {
 	waitPhase(t, pp.d, id, room.PhaseAwaitingKV) // prefill never gets its leg
 	start := time.Now()
 	wantFailed(t, pp.d, id, room.ReasonDeadline)
-	if el := time.Since(start); el > 200*time.Millisecond+watchdogGrace+2*watchdogInterval {
+	if el := time.Since(start); el > 200*time.Millisecond+time.Duration(room.WatchdogGrace)+2*watchdogInterval {
 		t.Errorf("watchdog took %v", el)
 	}
 	if n := pp.d.counters().Failures(room.ReasonDeadline); n != 1 {
@@ -531,7 +531,7 @@ func TestDuplicateKVFrameCountsOnce(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		pp.d.mu.Lock()
-		got := pp.d.legs[id].recvBytes
+		got, _ := pp.d.d.RecvBytes(id)
 		pp.d.mu.Unlock()
 		if got == int64(len(page)) {
 			if _, ph, _ := pp.d.roomState(id); ph != room.PhaseReceiving {
@@ -546,7 +546,7 @@ func TestDuplicateKVFrameCountsOnce(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // let the duplicate land
 	pp.d.mu.Lock()
-	got := pp.d.legs[id].recvBytes
+	got, _ := pp.d.d.RecvBytes(id)
 	pp.d.mu.Unlock()
 	if got != int64(len(page)) {
 		t.Errorf("received bytes %d after a duplicate, want %d", got, len(page))
