@@ -19,7 +19,8 @@
 //
 //   - Request and ClientAbort for the router's HTTP legs;
 //   - Frame, KVDest and KVDone for what the transport received;
-//   - PeerLost when the transport lost a peer;
+//   - PeerAlive for each heartbeat and PeerLost when the transport lost a
+//     peer;
 //   - Admitted, KVReady, ComputeDone and EngineError for the engine's
 //     progress;
 //   - Sent when a frame handed to Wire.Send has been written (or failed);
