@@ -26,6 +26,12 @@ func (c slowConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// slowHeartbeat is the heartbeat of both workers in the slow-link test: the
+// link delivers 4 KiB every 40 ms, so the usual 50 ms test heartbeat
+// (peer lost after 100 ms of silence) would call a loaded, -race run of a
+// healthy slow link a lost peer.
+const slowHeartbeat = 500 * time.Millisecond
+
 func newSlowDecode(t *testing.T, m *model.Model) (*Worker, *engine.Engine) {
 	pool := kernels.NewPool(1)
 	e, err := engine.New(model.NewRunner(m, pool), engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: 512}, nil)
@@ -34,7 +40,7 @@ func newSlowDecode(t *testing.T, m *model.Model) (*Worker, *engine.Engine) {
 	}
 	d := &net.Dialer{}
 	w, err := New(e, Config{Role: room.RoleDecode, Room: testRoomConfig(), Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
-		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: heartbeat,
+		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: slowHeartbeat,
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, "tcp", addr)
 			if err != nil {
@@ -57,7 +63,7 @@ func newSlowDecode(t *testing.T, m *model.Model) (*Worker, *engine.Engine) {
 // while decode succeeded.)
 func TestSlowLinkProgressTimeout(t *testing.T) {
 	m := tinyModel(t)
-	p, _ := newWorker(t, m, room.RolePrefill, 512)
+	p := newPrefillHB(t, m, slowHeartbeat)
 	d, _ := newSlowDecode(t, m)
 	pp := &pair{p: p, d: d}
 	id := newRoomID()
@@ -90,4 +96,19 @@ func TestSlowLinkProgressTimeout(t *testing.T) {
 	if dl.Err != nil || pl.Err != nil {
 		t.Errorf("leg errors: decode %v, prefill %v; want none", dl.Err, pl.Err)
 	}
+}
+
+func newPrefillHB(t *testing.T, m *model.Model, hb time.Duration) *Worker {
+	pool := kernels.NewPool(1)
+	e, err := engine.New(model.NewRunner(m, pool), engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: 512}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(e, Config{Role: room.RolePrefill, Room: testRoomConfig(), Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
+		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: hb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); e.Close(); pool.Close() })
+	return w
 }
