@@ -568,3 +568,29 @@ func must(l Limits, err error) Limits {
 	}
 	return l
 }
+
+// TestLateHelloAckGetsAbort: decode's handshake timed out; when prefill's
+// HELLO_ACK comes after all, decode answers it with ABORT so prefill ends
+// its room at once.
+func TestLateHelloAckGetsAbort(t *testing.T) {
+	h := newHarness(t, room.RoleDecode, Limits{})
+	id, leg := roomID(1), &testLeg{"a"}
+	if rej := h.d.Request(h.now, id, "r", "p1", leg); rej != nil {
+		t.Fatal(rej)
+	}
+	h.drainControl("p1") // HELLO
+	h.tick(1000 * ms)    // HandshakeTimeout
+	if st, r := h.state(id); st != room.StateFailed || r != room.ReasonHandshakeTimeout {
+		t.Fatalf("room %v (%v), want failed handshake_timeout", st, r)
+	}
+	h.drainControl("p1") // the ABORT of the timeout (lost on the way, say)
+	h.frame("p1", kvwire.TypeHelloAck, id, nil)
+	ctl := h.drainControl("p1")
+	if len(ctl) != 1 || ctl[0].Type != kvwire.TypeAbort {
+		t.Fatalf("late HELLO_ACK answered with %v, want ABORT", types(ctl))
+	}
+	var a kvwire.Abort
+	if err := a.Decode(ctl[0].Payload); err != nil || a.Reason != room.ReasonHandshakeTimeout {
+		t.Errorf("ABORT %+v (%v), want reason handshake_timeout", a, err)
+	}
+}
