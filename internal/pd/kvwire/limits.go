@@ -1,5 +1,14 @@
 package kvwire
 
+import "tandem/internal/pd/room"
+
+// An ALLOC of AllocPagesMax pages (a 4-byte count, then 4 bytes a page)
+// fits a control payload; one more page would not.
+var (
+	_ = [1]int{}[max(0, (4+4*AllocPagesMax)-ControlPayloadBytesMax)]
+	_ = [1]int{}[max(0, ControlPayloadBytesMax+1-(4+4*(AllocPagesMax+1)))]
+)
+
 // Sizes and limits of the wire format. Each limit has a rejection path that
 // names it: ReadHeader refuses a header whose length is outside its type's
 // bounds (ErrTooLarge or ErrMalformed) and every Decode refuses a payload
@@ -25,8 +34,10 @@ const (
 	KVPayloadBytesMax = KVSubHeaderBytes + KVDataBytesMax
 
 	// AllocPagesMax is the most page numbers one ALLOC carries: as many as
-	// fit in a control payload after the count.
-	AllocPagesMax = (ControlPayloadBytesMax - 4) / 4
+	// fit in a control payload after the count. It is the room core's
+	// limit, so the core never asks for an ALLOC the wire cannot carry
+	// (TestLimits asserts the two agree).
+	AllocPagesMax = room.AllocPagesMax
 
 	// TopLogprobsMax is the most alternatives a FIRST_TOKEN carries
 	// (OpenAI's top_logprobs limit).

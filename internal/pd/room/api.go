@@ -99,6 +99,7 @@ const (
 	ReasonDuplicate               // EffectReject 409: the room id is live or was used already (never fails a room)
 	ReasonOverloaded              // EffectReject 503 / FAILED: RoomsMax live rooms already (never fails a room)
 	ReasonBadRequest              // EffectReject 400: the request lacks what the role needs (never fails a room)
+	ReasonSendFailed              // a frame of the room could not be sent (refused locally: too large, queue full, over budget)
 	reasonCount
 )
 
@@ -114,8 +115,8 @@ const (
 	EventAdmitted                            // decode engine reserved Pages (answer to EffectAdmit; pages no room can take come back in EffectFreePages)
 	EventAlloc                               // frame ALLOC with Pages (prefill)
 	EventComputeStarted                      // prefill engine started the prompt (visibility only)
-	EventKVSent                              // prefill edge sent KV frames (Bytes so far, never less): progress; report every byte before EventComputeDone
-	EventComputeDone                         // prefill engine sampled the first token (Token, Logprob)
+	EventKVSent                              // prefill edge wrote KV frames to the wire (Bytes so far, never less): progress; see "Progress" below
+	EventComputeDone                         // prefill engine sampled the first token (Token, Logprob) and every KV frame is on the wire; see "Progress" below
 	EventKVReceived                          // decode edge stored KV frames (Bytes so far, never less): progress
 	EventFirstToken                          // frame FIRST_TOKEN (decode): Token, Logprob
 	EventDone                                // frame DONE (decode): PageCount, Bytes as the sender counted
@@ -128,8 +129,32 @@ const (
 	EventShutdown                            // the worker is stopping: fails every live room
 	EventTick                                // the driver's timer fired: Step(now, EventTick) is Tick(now)
 	EventWatchdog                            // the edge's watchdog found Room live past its deadline (a timer did not fire): see watchdog.go
+	EventSendFailed                          // the edge could not send a frame of Room for a local reason (not the peer's): fails the room (send_failed)
+	EventPeerAlive                           // transport: a heartbeat came from Peer; prefill rooms waiting for its DONE_ACK extend their deadline (see "Progress")
 	eventKindCount
 )
+
+// Progress. The prefill edge reports EventKVSent when KV bytes have been
+// written to the connection (the transport's send returned), not when they
+// were queued: a transfer that keeps moving, however slowly, refreshes the
+// progress deadline and never hits ProgressTimeout. The engine usually
+// samples the first token while KV is still queued; the edge holds that
+// EventComputeDone back until the room's last KV frame is on the wire and
+// only then steps it. So when EventComputeDone arrives every byte has been
+// reported, the DONE it emits carries the full count, and DONE goes out
+// after the last KV frame. (package driver implements this.)
+//
+// Written is not received: the kernel's socket buffers can hold megabytes,
+// so the last KV frame and DONE may be "on the wire" long before decode has
+// read them, and prefill learns nothing more until DONE_ACK. While a
+// prefill room waits for DONE_ACK (Sending, DONE sent), each EventPeerAlive
+// from its peer (the transport heard a heartbeat: decode is up and would
+// have sent ABORT had its room failed, since decode's own progress deadline
+// is measured at reception) moves the deadline to now + ProgressTimeout,
+// but never past DoneAckWaitMax progress timeouts after DONE was sent. So a
+// slow link fails only when what the buffers held takes longer than that
+// to drain, and a silent peer still fails the room by ProgressTimeout (or
+// PeerLost).
 
 // Event is one input. Which fields matter depends on Kind (see each kind).
 // Every frame event carries the sending peer's address in Peer; a frame from
@@ -287,5 +312,9 @@ type RoomInfo struct {
 	// PeerReason is the reason the peer's ABORT or FAILED frame carried,
 	// when one ended the room.
 	PeerReason Reason
-	History    []Transition // oldest first, the last historyMax entries
+	// History holds the room's transitions, oldest first, the last
+	// historyMax of them. It shares the machine's storage, which is
+	// append-only (entries are never overwritten), so it stays valid and
+	// unchanged after later steps; do not modify it.
+	History []Transition
 }

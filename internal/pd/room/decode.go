@@ -52,6 +52,9 @@ func (m *Machine) stepDecode(now Instant, r *room, ev Event) Outcome {
 		return m.localFailure(now, r, ev, ReasonClientAbort)
 	case EventEngineError:
 		return m.localFailure(now, r, ev, ReasonEngine)
+	case EventSendFailed:
+		m.fail(now, r, ReasonSendFailed, ev.Kind)
+		return OutcomeApplied
 	case EventAbort, EventFailed:
 		return m.peerFailure(now, r, ev)
 	}

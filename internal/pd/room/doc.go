@@ -42,7 +42,9 @@
 //     from a peer other than the room's never changes it.
 //   - Frames are answered only when their sender waits (HELLO, ALLOC,
 //     DONE) and never with more than one FAILED; ABORT and FAILED are never
-//     answered, so two sides cannot start an answer storm.
+//     answered, so two sides cannot start an answer storm. The one other
+//     answer: a HELLO_ACK for a decode room that failed in its handshake
+//     gets ABORT, so prefill does not hold the room to its alloc deadline.
 //   - Output order never depends on map iteration: rooms are ordered by
 //     creation, deadlines by (deadline, creation).
 //

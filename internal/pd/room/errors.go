@@ -9,7 +9,7 @@ var (
 	ErrTimeout  = errors.New("room: timed out")               // every *_timeout, deadline
 	ErrPeer     = errors.New("room: peer failed")             // peer_failed, peer_lost, peer_unreachable, incompatible, unknown_room
 	ErrTransfer = errors.New("room: transfer broke protocol") // checksum, protocol
-	ErrEngine   = errors.New("room: engine failed")           // engine
+	ErrEngine   = errors.New("room: engine failed")           // engine, send_failed
 	ErrRejected = errors.New("room: request rejected")        // duplicate_room, overloaded, bad_request
 )
 
@@ -31,7 +31,7 @@ func (e *ReasonError) Unwrap() error {
 		return ErrTimeout
 	case ReasonChecksum, ReasonProtocol:
 		return ErrTransfer
-	case ReasonEngine:
+	case ReasonEngine, ReasonSendFailed:
 		return ErrEngine
 	case ReasonDuplicate, ReasonOverloaded, ReasonBadRequest:
 		return ErrRejected

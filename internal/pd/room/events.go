@@ -8,9 +8,9 @@ package room
 // by Step).
 var (
 	prefillEvents = kindSet(EventRequest, EventClientAbort, EventHello, EventAlloc, EventComputeStarted,
-		EventKVSent, EventComputeDone, EventDoneAck, EventAbort, EventFailed, EventEngineError)
+		EventKVSent, EventComputeDone, EventDoneAck, EventAbort, EventFailed, EventEngineError, EventSendFailed)
 	decodeEvents = kindSet(EventRequest, EventClientAbort, EventHelloAck, EventAdmitted, EventKVReceived,
-		EventFirstToken, EventDone, EventAbort, EventFailed, EventChecksumError, EventEngineError)
+		EventFirstToken, EventDone, EventAbort, EventFailed, EventChecksumError, EventEngineError, EventSendFailed)
 	frameEvents = kindSet(EventHello, EventHelloAck, EventAlloc, EventFirstToken, EventDone, EventDoneAck,
 		EventAbort, EventFailed)
 	// answeredEvents are the frames whose sender waits for an answer; only
@@ -84,12 +84,30 @@ func (m *Machine) stepTerminal(r *room, ev Event) Outcome {
 				return o
 			}
 		}
+	case EventHelloAck:
+		// decode gave up on the room in its handshake (timeout, peer
+		// lost) but prefill took it after all: tell it, or it waits for
+		// its alloc deadline. ABORT is never answered, so this cannot
+		// storm; a room the peer itself ended gets nothing.
+		if m.cfg.Role == RoleDecode && failedInHandshake(r) && ev.Peer != "" && ev.Peer == r.peer {
+			m.send(r.id, r.peer, FrameAbort, r.reason)
+			return OutcomeAnswered
+		}
 	case EventAdmitted:
 		if m.cfg.Role == RoleDecode {
 			m.freePages(ev)
 		}
 	}
 	return OutcomeLate
+}
+
+// failedInHandshake reports whether a decode room failed while waiting for
+// HELLO_ACK, for a reason of its own (not the peer's ABORT or FAILED).
+func failedInHandshake(r *room) bool {
+	if r.state != StateFailed || r.reason == ReasonPeerAbort || r.reason == ReasonPeerFailed || len(r.history) == 0 {
+		return false
+	}
+	return r.history[len(r.history)-1].FromPhase == PhaseHandshake
 }
 
 // failedStatus is the HTTP status a request for a failed room gets: 504

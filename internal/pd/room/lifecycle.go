@@ -97,8 +97,9 @@ func (m *Machine) note(now Instant, r *room, on EventKind) {
 // record appends t to the room's bounded history and, when ready, to Ready.
 func (m *Machine) record(r *room, t Transition, ready bool) {
 	if len(r.history) == historyMax {
-		copy(r.history, r.history[1:])
-		r.history = r.history[:historyMax-1]
+		// Never overwrite an entry: RoomInfo.History shares the backing
+		// array (see info), so the oldest is dropped into a new one.
+		r.history = slices.Clip(r.history[1:])
 	}
 	r.history = append(r.history, t)
 	if ready {
@@ -234,6 +235,30 @@ func (m *Machine) peerLost(now Instant, ev Event) Outcome {
 	for _, r := range m.liveByAge() {
 		if r.peer == ev.Peer {
 			m.fail(now, r, ReasonPeerLost, ev.Kind)
+		}
+	}
+	return OutcomeApplied
+}
+
+// peerAlive extends the deadline of every prefill room that waits for
+// ev.Peer's DONE_ACK to now + ProgressTimeout, capped at DoneAckWaitMax
+// progress timeouts after its DONE (see "Progress" in api.go). Decode
+// rooms measure progress themselves: there it changes nothing.
+func (m *Machine) peerAlive(now Instant, ev Event) Outcome {
+	if ev.Peer == "" {
+		return OutcomeRejected
+	}
+	var waiting []*room
+	for _, r := range m.live {
+		if m.cfg.Role == RolePrefill && r.peer == ev.Peer && r.phase == PhaseSending && r.doneSent {
+			waiting = append(waiting, r)
+		}
+	}
+	for _, r := range waiting {
+		d := min(now+Instant(m.cfg.ProgressTimeout), r.doneAt+Instant(DoneAckWaitMax*m.cfg.ProgressTimeout))
+		if d > r.deadline {
+			r.deadline = d
+			m.live.fix(r.heapIdx)
 		}
 	}
 	return OutcomeApplied

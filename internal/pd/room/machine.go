@@ -44,13 +44,14 @@ type room struct {
 	pages      []int32
 	token      int32
 	logprob    float32
-	requested  bool // the router's request is here (its HTTP leg is open)
-	allocated  bool // pages are known (prefill: ALLOC came; decode: admitted)
-	computing  bool // prefill: StartCompute emitted, ComputeDone not yet
-	doneSent   bool // prefill: FIRST_TOKEN and DONE sent
-	admitting  bool // decode: EffectAdmit emitted, no pages yet
-	haveToken  bool // decode: FIRST_TOKEN stored
-	released   bool // EffectRelease emitted
+	requested  bool    // the router's request is here (its HTTP leg is open)
+	allocated  bool    // pages are known (prefill: ALLOC came; decode: admitted)
+	computing  bool    // prefill: StartCompute emitted, ComputeDone not yet
+	doneSent   bool    // prefill: FIRST_TOKEN and DONE sent
+	doneAt     Instant // prefill: when DONE was sent
+	admitting  bool    // decode: EffectAdmit emitted, no pages yet
+	haveToken  bool    // decode: FIRST_TOKEN stored
+	released   bool    // EffectRelease emitted
 	heapIdx    int
 	history    []Transition
 }
@@ -110,6 +111,8 @@ func (m *Machine) Step(now Instant, ev Event) Outcome {
 		o = OutcomeApplied
 	case ev.Kind == EventPeerLost:
 		o = m.peerLost(now, ev)
+	case ev.Kind == EventPeerAlive:
+		o = m.peerAlive(now, ev)
 	case ev.Kind == EventShutdown:
 		m.shutdown(now)
 		o = OutcomeApplied
@@ -193,6 +196,23 @@ func (m *Machine) Rooms() []RoomInfo {
 	return out
 }
 
+// LiveRoom is a live room's state and age, for queue gauges.
+type LiveRoom struct {
+	ID      ID
+	State   State
+	Created Instant
+}
+
+// LiveRooms returns every live room's state and creation time, in no
+// particular order: O(live rooms), without copying histories.
+func (m *Machine) LiveRooms() []LiveRoom {
+	out := make([]LiveRoom, len(m.live))
+	for i, r := range m.live {
+		out[i] = LiveRoom{ID: r.id, State: r.state, Created: r.created}
+	}
+	return out
+}
+
 // Live returns the number of live (non-terminal) rooms.
 func (m *Machine) Live() int { return len(m.live) }
 
@@ -210,7 +230,7 @@ func (m *Machine) info(r *room) RoomInfo {
 		ID: r.id, RequestID: r.requestID, Role: m.cfg.Role,
 		State: r.state, Phase: r.phase, Reason: r.reason, PeerReason: r.peerReason,
 		Peer: r.peer, Created: r.created, Deadline: r.deadline,
-		Bytes: r.bytes, PageCount: len(r.pages), History: slices.Clone(r.history),
+		Bytes: r.bytes, PageCount: len(r.pages), History: slices.Clip(r.history),
 	}
 	if r.state.Terminal() {
 		ri.Ended, ri.Expires = r.ended, m.expires(r)

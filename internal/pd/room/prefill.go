@@ -45,6 +45,9 @@ func (m *Machine) stepPrefill(now Instant, r *room, ev Event) Outcome {
 		return m.localFailure(now, r, ev, ReasonClientAbort)
 	case EventEngineError:
 		return m.localFailure(now, r, ev, ReasonEngine)
+	case EventSendFailed:
+		m.fail(now, r, ReasonSendFailed, ev.Kind)
+		return OutcomeApplied
 	case EventAbort, EventFailed:
 		return m.peerFailure(now, r, ev)
 	}
@@ -182,7 +185,7 @@ func (m *Machine) prefillComputeDone(now Instant, r *room, ev Event) Outcome {
 	if !r.computing {
 		return OutcomeRejected
 	}
-	r.computing, r.doneSent = false, true
+	r.computing, r.doneSent, r.doneAt = false, true, now
 	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameFirstToken, Token: ev.Token, Logprob: ev.Logprob})
 	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameDone, PageCount: len(r.pages), Bytes: r.bytes})
 	if r.phase == PhaseComputing {

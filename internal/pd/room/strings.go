@@ -12,12 +12,12 @@ var (
 		"none", "client_abort", "peer_abort", "peer_failed", "peer_lost", "peer_unreachable",
 		"hello_timeout", "request_timeout", "alloc_timeout", "handshake_timeout", "admission_timeout",
 		"prefill_timeout", "progress_timeout", "checksum", "protocol", "incompatible", "unknown_room",
-		"engine", "shutdown", "deadline", "duplicate_room", "overloaded", "bad_request",
+		"engine", "shutdown", "deadline", "duplicate_room", "overloaded", "bad_request", "send_failed",
 	}
 	eventNames = [...]string{
 		"", "request", "client_abort", "hello", "hello_ack", "admitted", "alloc", "compute_started",
 		"kv_sent", "compute_done", "kv_received", "first_token", "done", "done_ack", "abort", "failed",
-		"checksum_error", "engine_error", "peer_lost", "shutdown", "tick", "watchdog",
+		"checksum_error", "engine_error", "peer_lost", "shutdown", "tick", "watchdog", "send_failed", "peer_alive",
 	}
 	frameNames   = [...]string{"", "hello", "hello_ack", "alloc", "first_token", "done", "done_ack", "abort", "failed"}
 	effectNames  = [...]string{"", "send", "start_compute", "cancel_compute", "admit", "resume", "cancel_request", "reject", "release", "reply_done", "free_pages"}

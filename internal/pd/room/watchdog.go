@@ -38,7 +38,8 @@ func (m *Machine) watchdog(now Instant, r *room) Outcome {
 
 // Overdue returns the live rooms whose deadline is at or before before,
 // earliest deadline first (ties oldest first), at most limit of them (all
-// when limit <= 0). The watchdog passes now minus a grace. It reads the
+// when limit <= 0). The watchdog passes now minus WatchdogGrace, and so
+// should anyone else who judges a room overdue. It reads the
 // deadline heap and visits only the overdue rooms and their children.
 func (m *Machine) Overdue(before Instant, limit int) []ID {
 	var found []*room

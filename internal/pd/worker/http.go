@@ -34,9 +34,13 @@ func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	hb := w.load()
+	w.mu.Lock()
+	st, peers := w.d.Stats(), w.d.Peers()
+	w.mu.Unlock()
 	writeJSON(rw, map[string]any{"role": roleName(w.role), "waiting": hb.Waiting, "running": hb.Running,
 		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
-		"transfer_addr": w.tr.AdvertiseAddr()})
+		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
+		"peer_loads": w.peerLoads()})
 }
 
 // RoomJSON is one room in /debug/rooms.
@@ -75,10 +79,12 @@ func ms(d room.Duration) float64 { return float64(time.Duration(d)) / float64(ti
 
 // Rooms returns the /debug/rooms document.
 func (w *Worker) Rooms() RoomsJSON {
+	// The copy under the lock is flat (RoomInfo shares the core's
+	// append-only histories); formatting happens after it.
 	w.mu.Lock()
 	now := w.now()
-	infos := w.m.Rooms()
-	live := w.m.Live()
+	infos := w.d.Rooms()
+	live := w.d.Live()
 	w.mu.Unlock()
 	doc := RoomsJSON{Role: roleName(w.role), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]RoomJSON, 0, len(infos))}
 	for _, r := range infos {

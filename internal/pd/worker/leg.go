@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"tandem/internal/engine"
-	"tandem/internal/engine/kvcache"
-	"tandem/internal/engine/sample"
 	"tandem/internal/pd/room"
 )
 
@@ -45,18 +43,17 @@ func legError(r room.Reason, detail string) *Error {
 	return &Error{Status: st, Reason: r, Msg: msg}
 }
 
-// leg is this worker's record of one room: the router's HTTP leg, the engine
-// sequence, and the transfer bookkeeping. Fields are guarded by Worker.mu
-// except where noted.
+// leg is this worker's record of one room's router HTTP leg and its engine
+// sequence; the driver keeps the transfer bookkeeping. Fields are guarded
+// by Worker.mu except where noted.
 type leg struct {
-	w    *Worker
-	id   room.ID
-	req  engine.Request
-	peer string
+	w   *Worker
+	id  room.ID
+	req engine.Request
 
 	h         *engine.Handle
 	engCancel context.CancelFunc
-	rejected  *Error // set by EffectReject during Submit's own step
+	resumed   bool
 
 	// outcome of the room for the HTTP leg
 	once     sync.Once
@@ -64,27 +61,6 @@ type leg struct {
 	finished chan struct{} // closed when the room succeeded or failed
 	err      *Error        // set before finished/started close on failure
 	first    engine.Update // prefill: the engine's update with the first token
-
-	roomDone bool
-	resumed  bool
-
-	// prefill sink state (touched only by the engine loop once computing)
-	pageCount int
-	sentPages []int // per layer: pages shipped
-	sentBytes int64
-
-	// decode receive state
-	kv            *kvcache.Cache
-	pages         []int32
-	inflight      int // KV writes between KVDest and KVDone
-	cancelPending bool
-	recvBytes     int64
-	// recvSeen marks each (ordinal, layer, K/V) frame received, so a
-	// duplicate never counts twice towards DONE's byte check.
-	recvSeen []bool
-	// firstTop holds the first token's alternatives from FIRST_TOKEN, for
-	// the Resume that follows DONE.
-	firstTop []sample.TokenLogprob
 }
 
 func newLeg(w *Worker, id room.ID, req engine.Request) *leg {
@@ -190,19 +166,9 @@ func (s *decodeStream) Next(ctx context.Context) (engine.Update, error) {
 
 func (s *decodeStream) Cancel() { s.l.w.clientAbort(s.l) }
 
-// clientAbort handles the HTTP leg going away: before the room is over it is
-// the core's EventClientAbort; after success (decode) it just ends the
-// sequence.
+// clientAbort handles the HTTP leg going away: before the room is over it
+// is the core's EventClientAbort; after success (decode) it ends the
+// sequence (once no KV write into its pages is in flight).
 func (w *Worker) clientAbort(l *leg) {
-	w.mu.Lock()
-	done := l.roomDone
-	w.mu.Unlock()
-	if !done {
-		w.step(room.Event{Kind: room.EventClientAbort, Room: l.id})
-	}
-	w.mu.Lock()
-	if l.roomDone && l.inflight == 0 {
-		l.cancelEngine()
-	}
-	w.mu.Unlock()
+	w.locked(func(now room.Instant) { w.d.ClientAbort(now, l.id, l) })
 }

@@ -9,9 +9,10 @@ import (
 	"tandem/internal/pd/room"
 )
 
-// metrics are the worker's Prometheus figures. Counters and histograms are
-// updated as events and transitions happen; queue gauges are read from the
-// room machine at scrape time.
+// metrics are the worker's Prometheus figures and the driver's Observer.
+// Counters and histograms are updated as events and transitions happen;
+// queue gauges are computed at scrape time from a copy of the live rooms'
+// states.
 type metrics struct {
 	w           *Worker
 	events      *prometheus.CounterVec
@@ -21,6 +22,7 @@ type metrics struct {
 	transferSec prometheus.Histogram
 	kvDrops     *prometheus.CounterVec
 	badFrames   *prometheus.CounterVec
+	sendDrops   *prometheus.CounterVec
 	queueDesc   *prometheus.Desc
 	oldestDesc  *prometheus.Desc
 	trDesc      *prometheus.Desc
@@ -48,6 +50,9 @@ func newMetrics(w *Worker) *metrics {
 			Help: "KV frames whose bytes were discarded, by why."}, []string{"why"}),
 		badFrames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_pd_bad_frames_total",
 			Help: "Control frames dropped as malformed or unexpected, by why."}, []string{"why"}),
+		sendDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_pd_send_frames_dropped_total",
+			Help: "Frames the worker did not send, by why (room_ended: queued KV of a room that ended; over_budget; send_error)."},
+			[]string{"why"}),
 		queueDesc: prometheus.NewDesc("tandem_pd_queue_rooms", "Live rooms per queue (prefill: bootstrap, waiting, inflight; decode: prealloc, transfer).",
 			[]string{"queue"}, nil),
 		oldestDesc: prometheus.NewDesc("tandem_pd_queue_oldest_seconds", "Age of the oldest room in each queue (0 when empty).",
@@ -62,7 +67,7 @@ func newMetrics(w *Worker) *metrics {
 // Register adds the worker's metrics to reg.
 func (w *Worker) Register(reg prometheus.Registerer) error {
 	m := w.met
-	for _, c := range []prometheus.Collector{m.events, m.failures, m.successes, m.bytes, m.transferSec, m.kvDrops, m.badFrames, m} {
+	for _, c := range []prometheus.Collector{m.events, m.failures, m.successes, m.bytes, m.transferSec, m.kvDrops, m.badFrames, m.sendDrops, m} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -70,15 +75,24 @@ func (w *Worker) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (m *metrics) event(k room.EventKind, o room.Outcome) {
+// The driver.Observer methods run with Worker.mu held.
+
+// Event counts one stepped event by kind and outcome.
+func (m *metrics) Event(k room.EventKind, o room.Outcome) {
 	m.events.WithLabelValues(k.String(), o.String()).Inc()
 }
 
-func (m *metrics) kvDropped(why string) { m.kvDrops.WithLabelValues(why).Inc() }
-func (m *metrics) badFrame(why string)  { m.badFrames.WithLabelValues(why).Inc() }
+// KVDropped counts a received KV frame whose bytes were discarded.
+func (m *metrics) KVDropped(why string) { m.kvDrops.WithLabelValues(why).Inc() }
 
-// transition is called with Worker.mu held.
-func (m *metrics) transition(t room.Transition) {
+// BadFrame counts a dropped control frame.
+func (m *metrics) BadFrame(why string) { m.badFrames.WithLabelValues(why).Inc() }
+
+// SendDropped counts frames that were not sent.
+func (m *metrics) SendDropped(why string, n int) { m.sendDrops.WithLabelValues(why).Add(float64(n)) }
+
+// Transition records transfer times and outcomes.
+func (m *metrics) Transition(t room.Transition, bytes int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch t.To {
@@ -89,9 +103,7 @@ func (m *metrics) transition(t room.Transition) {
 	case room.StateSucceeded, room.StateFailed:
 		if t.To == room.StateSucceeded {
 			m.successes.Inc()
-			if info, ok := m.w.m.Room(t.Room); ok {
-				m.bytes.Add(float64(info.Bytes))
-			}
+			m.bytes.Add(float64(bytes))
 			if at, ok := m.started[t.Room]; ok {
 				m.transferSec.Observe(time.Duration(t.At - at).Seconds())
 			}
@@ -133,19 +145,20 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	if m.w.role == room.RolePrefill {
 		queues = []string{"bootstrap", "waiting", "inflight"}
 	}
-	count := map[string]int{}
-	oldest := map[string]room.Duration{}
+	// Copy the live rooms' states under the lock (no histories, no
+	// tombstones) and count outside it: the engine's layer callbacks need
+	// the same lock.
 	m.w.mu.Lock()
 	now := m.w.now()
-	for _, r := range m.w.m.Rooms() {
-		if r.State == room.StateSucceeded || r.State == room.StateFailed {
-			continue
-		}
+	live := m.w.d.LiveRooms()
+	m.w.mu.Unlock()
+	count := map[string]int{}
+	oldest := map[string]room.Duration{}
+	for _, r := range live {
 		q := queueOf(m.w.role, r.State)
 		count[q]++
 		oldest[q] = max(oldest[q], room.Duration(now-r.Created))
 	}
-	m.w.mu.Unlock()
 	for _, q := range queues {
 		ch <- prometheus.MustNewConstMetric(m.queueDesc, prometheus.GaugeValue, float64(count[q]), q)
 		ch <- prometheus.MustNewConstMetric(m.oldestDesc, prometheus.GaugeValue, time.Duration(oldest[q]).Seconds(), q)

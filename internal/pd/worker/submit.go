@@ -9,7 +9,9 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
+	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/pd/driver"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
@@ -53,33 +55,20 @@ func (b *backend) Submit(ctx context.Context, req engine.Request) (server.Stream
 // submit turns a router leg into a room.
 func (w *Worker) submit(id room.ID, li server.LegInfo, req engine.Request) (server.Stream, error) {
 	l := newLeg(w, id, req)
-	ev := room.Event{Kind: room.EventRequest, Room: id, RequestID: li.RequestID}
+	peer := ""
 	if w.role == room.RoleDecode {
-		l.peer = li.Prefill
-		ev.Peer = li.Prefill
+		peer = li.Prefill
 	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return nil, legError(room.ReasonShutdown, "the worker is stopping")
 	}
-	if _, dup := w.legs[id]; !dup {
-		w.legs[id] = l
-	}
-	w.submitting = l
-	_, more := w.stepLocked(ev)
-	w.submitting = nil
-	rej := l.rejected
-	if rej != nil && w.legs[id] == l {
-		delete(w.legs, id)
-	}
+	rej := w.d.Request(w.now(), id, li.RequestID, peer, l)
 	w.mu.Unlock()
 	w.kickTimer()
-	for _, e := range more {
-		w.step(e)
-	}
 	if rej != nil {
-		return nil, rej
+		return nil, &Error{Status: rej.Status, Reason: rej.Reason, Msg: rej.Msg}
 	}
 	if w.role == room.RolePrefill {
 		return &prefillStream{l: l}, nil
@@ -87,31 +76,87 @@ func (w *Worker) submit(id room.ID, li server.LegInfo, req engine.Request) (serv
 	return &decodeStream{l: l}, nil
 }
 
-// startCompute runs the prompt on the prefill engine with a sink that ships
-// pages to the decode worker. w.mu is held.
-func (w *Worker) startCompute(l *leg, e room.Effect) (room.Event, bool) {
-	l.pageCount = len(e.Pages)
-	l.peer = e.Peer
-	if want := w.kvCfg.PagesFor(len(l.req.Prompt)); want != l.pageCount {
-		return room.Event{Kind: room.EventEngineError, Room: l.id}, true
+// engineAdapter is the driver's Engine: the worker's engine, with a KV sink
+// (prefill) or an import (decode) per room. Its methods run with w.mu held
+// and only queue work in the engine.
+type engineAdapter struct{ w *Worker }
+
+// StartCompute runs the prompt on the prefill engine with a sink that ships
+// pages to the decode worker.
+func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
+	w, l := a.w, lg.(*leg)
+	if want := w.kvCfg.PagesFor(len(l.req.Prompt)); want != pages {
+		return fmt.Errorf("the prompt needs %d pages, decode allocated %d", want, pages)
 	}
 	ctx, cancel := context.WithCancel(w.ctx)
 	req := l.req
 	req.MaxTokens = 1
-	req.KVSink = &sink{w: w, l: l}
+	req.KVSink = &sink{w: w, l: l, pageCount: pages}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
 		cancel()
-		w.log.Warn("prefill engine refused the prompt", "room", l.id, "err", err)
-		return room.Event{Kind: room.EventEngineError, Room: l.id}, true
+		return err
 	}
 	l.setHandle(h, cancel)
 	w.wg.Add(1)
 	go w.watchPrefill(l, h)
-	return room.Event{Kind: room.EventComputeStarted, Room: l.id}, true
+	return nil
 }
 
-// watchPrefill turns the prefill engine's outcome into room events.
+// Admit asks the decode engine for the prompt's pages; the engine calls
+// back (Allocated) from its step loop.
+func (a engineAdapter) Admit(lg driver.Leg) error {
+	w, l := a.w, lg.(*leg)
+	ctx, cancel := context.WithCancel(w.ctx)
+	req := l.req
+	req.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) {
+		w.locked(func(now room.Instant) { w.d.Admitted(now, l.id, l, cachePages{kv}, pages) })
+	}}
+	h, err := w.eng.Submit(ctx, req)
+	if err != nil {
+		cancel()
+		return err
+	}
+	l.setHandle(h, cancel)
+	return nil
+}
+
+// Resume continues the decode sequence from the first token.
+func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
+	l := lg.(*leg)
+	if l.h == nil {
+		return fmt.Errorf("room %s has no engine sequence to resume", l.id)
+	}
+	l.resumed = true
+	tok := engine.Token{ID: first.ID, Logprob: first.Logprob}
+	if n := l.req.TopLogprobs; n > 0 {
+		for _, t := range first.Top[:min(n, len(first.Top))] {
+			tok.Top = append(tok.Top, sample.TokenLogprob{ID: t.ID, Logprob: t.Logprob})
+		}
+	}
+	return l.h.Resume(tok)
+}
+
+// Cancel ends the leg's engine sequence.
+func (a engineAdapter) Cancel(lg driver.Leg) { lg.(*leg).cancelEngine() }
+
+// cachePages is the decode engine's KV cache as the driver's Pages.
+type cachePages struct{ kv *kvcache.Cache }
+
+func (c cachePages) KVPage(layer int, kind kvwire.KVKind, page int32) []byte {
+	if kind == kvwire.KindK {
+		return c.kv.KPage(layer, page)
+	}
+	return c.kv.VPage(layer, page)
+}
+
+// legsAdapter is the driver's Legs: it wakes the leg's HTTP stream.
+type legsAdapter struct{}
+
+func (legsAdapter) Succeed(lg driver.Leg)                  { lg.(*leg).succeed() }
+func (legsAdapter) Fail(lg driver.Leg, reason room.Reason) { lg.(*leg).fail(legError(reason, "")) }
+
+// watchPrefill turns the prefill engine's outcome into driver calls.
 func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 	defer w.wg.Done()
 	for {
@@ -120,18 +165,22 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 			return // worker closing; Close fails the rooms
 		}
 		if len(u.Tokens) > 0 {
-			w.mu.Lock()
-			l.first = u
-			l.first.Done = false
-			w.mu.Unlock()
 			t := u.Tokens[0]
-			w.step(room.Event{Kind: room.EventComputeDone, Room: l.id, Token: t.ID, Logprob: t.Logprob})
+			first := driver.Token{ID: t.ID, Logprob: t.Logprob}
+			for _, tl := range t.Top {
+				first.Top = append(first.Top, kvwire.TopLogprob{ID: tl.ID, Logprob: tl.Logprob})
+			}
+			w.locked(func(now room.Instant) {
+				l.first = u
+				l.first.Done = false
+				w.d.ComputeDone(now, l.id, l, first)
+			})
 			return
 		}
 		if u.Done {
 			if u.Finish != engine.FinishCancelled {
 				w.log.Warn("prefill engine failed the prompt", "room", l.id, "err", u.Err)
-				w.step(room.Event{Kind: room.EventEngineError, Room: l.id})
+				w.locked(func(now room.Instant) { w.d.EngineError(now, l.id, l) })
 			}
 			return
 		}
@@ -141,63 +190,35 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 // sink is the prefill side's engine.KVSink: as soon as a layer of a
 // prefill step is in the cache, it copies that layer's finished pages into
 // KV frames for the decode worker, so the transfer of layer l overlaps the
-// compute of the layers after it.
+// compute of the layers after it. Its fields are touched only by the
+// engine's step loop.
 type sink struct {
-	w *Worker
-	l *leg
+	w         *Worker
+	l         *leg
+	pageCount int
+	sentPages []int // per layer: pages handed to the driver
 }
 
 // LayerComputed runs on the engine's step loop.
 func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed int, final bool) {
-	l := s.l
-	if l.sentPages == nil {
-		l.sentPages = make([]int, kv.Config().Layers)
+	if s.sentPages == nil {
+		s.sentPages = make([]int, kv.Config().Layers)
 	}
 	full := computed / kv.Config().PageTokens
 	if final {
 		full = kv.Config().PagesFor(computed)
 	}
-	full = min(full, l.pageCount, len(pages))
-	if full <= l.sentPages[layer] {
+	full = min(full, s.pageCount, len(pages))
+	if full <= s.sentPages[layer] {
 		return
 	}
-	frames := make([]outFrame, 0, 2*(full-l.sentPages[layer]))
-	var bytes int64
-	for ord := l.sentPages[layer]; ord < full; ord++ {
+	frames := make([]driver.KVFrame, 0, 2*(full-s.sentPages[layer]))
+	for ord := s.sentPages[layer]; ord < full; ord++ {
 		for kind, page := range [2][]byte{kv.KPage(layer, pages[ord]), kv.VPage(layer, pages[ord])} {
-			frames = append(frames, outFrame{room: l.id, kv: &kvwire.KV{Layer: uint16(layer), Kind: kvwire.KVKind(kind), Ordinal: uint32(ord)},
-				data: slices.Clone(page)})
-			bytes += int64(len(page))
+			frames = append(frames, driver.KVFrame{KV: kvwire.KV{Layer: uint16(layer), Kind: kvwire.KVKind(kind), Ordinal: uint32(ord)},
+				Data: slices.Clone(page)})
 		}
 	}
-	l.sentPages[layer] = full
-	l.sentBytes += bytes
-	if !s.w.enqueue(l.peer, frames...) {
-		s.w.step(room.Event{Kind: room.EventEngineError, Room: l.id})
-		return
-	}
-	s.w.step(room.Event{Kind: room.EventKVSent, Room: l.id, Bytes: l.sentBytes})
-}
-
-// admit asks the decode engine for the prompt's pages; the engine calls
-// back (onAllocated) from its step loop. w.mu is held.
-func (w *Worker) admit(l *leg) (room.Event, bool) {
-	ctx, cancel := context.WithCancel(w.ctx)
-	req := l.req
-	req.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) { w.onAllocated(l, kv, pages) }}
-	h, err := w.eng.Submit(ctx, req)
-	if err != nil {
-		cancel()
-		w.log.Warn("decode engine refused the request", "room", l.id, "err", err)
-		return room.Event{Kind: room.EventEngineError, Room: l.id}, true
-	}
-	l.setHandle(h, cancel)
-	return room.Event{}, false
-}
-
-func (w *Worker) onAllocated(l *leg, kv *kvcache.Cache, pages []int32) {
-	w.mu.Lock()
-	l.kv, l.pages = kv, pages
-	w.mu.Unlock()
-	w.step(room.Event{Kind: room.EventAdmitted, Room: l.id, Pages: pages})
+	s.sentPages[layer] = full
+	s.w.locked(func(now room.Instant) { s.w.d.KVReady(now, s.l.id, s.l, frames) })
 }

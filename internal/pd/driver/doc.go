@@ -1,0 +1,79 @@
+// Package driver is the deterministic edge of a disaggregated worker: the
+// part between the pure room core (package room) and the I/O that used to
+// live in the worker. It is to the worker what etcd raft's RawNode is to its
+// node goroutine: everything that decides, none of what waits.
+//
+// A Driver owns a room.Machine and carries out the core's Ready itself:
+// it turns frames into events (decoding payloads), effects into frames
+// (encoding payloads), accounts for KV frames (coordinates, duplicates, the
+// byte counts DONE is checked against), quarantines decode pages while a KV
+// write into them is in flight, keeps the per-peer send lanes with their
+// byte budget, and keeps the bookkeeping of each room's HTTP leg. It has no
+// goroutines, no clock and no sockets: every input carries the time
+// (room.Instant, as room.Machine.Step does) and every output goes through
+// one of three small interfaces the adapter implements.
+//
+// # What calls in
+//
+// The adapter (the production worker, or the simulator) calls:
+//
+//   - Request and ClientAbort for the router's HTTP legs;
+//   - Frame, KVDest and KVDone for what the transport received;
+//   - PeerAlive for each heartbeat and PeerLost when the transport lost a
+//     peer;
+//   - Admitted, KVReady, ComputeDone and EngineError for the engine's
+//     progress;
+//   - Sent when a frame handed to Wire.Send has been written (or failed);
+//   - Tick when NextDeadline passed, Watchdog periodically (it fails rooms
+//     more than room.WatchdogGrace past their deadline), Shutdown once;
+//   - the read-only queries (Live, Room, Rooms, Counters, Peers, ...).
+//
+// # What it calls out
+//
+//   - Engine: start a prompt (prefill), reserve pages (decode), resume a
+//     sequence, cancel one. Calls return quickly: the engine only queues.
+//   - Wire: hand one frame to a peer's lane (control or KV); exactly one
+//     Sent call reports its end later. The driver keeps at most one frame
+//     outstanding per peer and lane, so the adapter needs no queue of its
+//     own; PeerIdle says the driver holds nothing more for a peer.
+//   - Legs: answer (prefill success) or fail a room's HTTP leg.
+//
+// Out-calls are made while the caller's call into the driver runs, so they
+// must not call back into the driver (the driver is not re-entrant): hand
+// the work to a goroutine, or record it and act after the call returns.
+//
+// # Locking
+//
+// A Driver is not safe for concurrent use. The worker serializes every call
+// with one mutex (the one its engine callbacks, transport handlers, timer,
+// watchdog and HTTP legs all take); the simulator calls it from its single
+// event loop. KVDest returns a slice the transport fills after the lock is
+// released; the page stays quarantined (never reused or freed) until the
+// matching KVDone.
+//
+// # Progress is counted on the wire
+//
+// KV frames a prefill engine produced (KVReady) wait in their room's KV
+// queue; the room's progress (room.EventKVSent) is reported when Sent says a
+// frame is on the wire, not when it is queued, so a transfer that keeps
+// moving never hits ProgressTimeout however slow the link. The engine's end
+// (ComputeDone) is held back until the room's last KV frame is on the wire,
+// and only then stepped, so the core's DONE carries every byte and goes out
+// after them (see room.EventComputeDone). Written is not yet received:
+// while a prefill room waits for DONE_ACK, PeerAlive (each heartbeat from
+// the peer) extends its deadline, up to room.DoneAckWaitMax progress
+// timeouts after DONE.
+//
+// # Send lanes
+//
+// Each peer has one control lane (FIFO: a room's control frames keep their
+// order) and one KV lane, which serves the rooms' KV queues in turn. A
+// control frame never waits behind KV (only behind the one frame of another
+// room being written). KV queued for a room that has ended is dropped, not
+// sent. Every queued byte counts against one worker-wide budget
+// (Limits.QueueBytesMax) and a per-peer share derived from it; a room whose
+// frame would pass either fails with room.ReasonSendFailed, as does a room
+// whose frame the wire refused locally (IsLocal); any other send error
+// means the peer is unreachable. A peer's state is removed as soon as it
+// has no room, nothing queued and nothing outstanding.
+package driver

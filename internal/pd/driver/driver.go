@@ -1,0 +1,359 @@
+package driver
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"tandem/internal/pd/kvwire"
+	"tandem/internal/pd/room"
+)
+
+// Driver is one worker's deterministic edge around its room.Machine. It is
+// not safe for concurrent use (see the package doc).
+type Driver struct {
+	role   room.Role
+	layers int
+	pageB  int
+	lim    Limits
+	m      *room.Machine
+	eng    Engine
+	wire   Wire
+	legs   Legs
+	obs    Observer
+	log    *slog.Logger
+
+	rooms  map[room.ID]*rec
+	peers  map[string]*peer
+	queued int64 // bytes held in every peer's lanes (queued and outstanding)
+
+	// submitting is the record whose EventRequest is being stepped, so an
+	// EffectReject reaches it and not a live record with the same id.
+	submitting *rec
+	rejected   *Reject
+	// more holds follow-up events the effects produced, stepped after the
+	// current step's effects.
+	more []room.Event
+}
+
+// rec is the driver's record of one room with a router leg here.
+type rec struct {
+	id   room.ID
+	leg  Leg
+	peer string // "" until known (prefill: at StartCompute)
+
+	ended         bool // EffectRelease seen
+	resumed       bool // decode: the sequence runs on after the room
+	cancelPending bool // decode: Engine.Cancel once inflight drops to 0
+
+	// prefill
+	kvPending int   // KV frames queued or outstanding
+	sentBytes int64 // KV bytes on the wire
+	held      bool  // ComputeDone came before the last KV frame was sent
+	first     Token // the first token (FIRST_TOKEN's alternatives)
+
+	// decode
+	dest      Pages
+	pages     []int32
+	inflight  int // KV writes between KVDest and KVDone
+	recvBytes int64
+	recvSeen  []bool
+	firstTop  []kvwire.TopLogprob
+}
+
+// KVFrame is one KV page a prefill engine finished: one layer's K or V of
+// one page ordinal. Data must be a copy the driver may keep until it is
+// sent.
+type KVFrame struct {
+	KV   kvwire.KV
+	Data []byte
+}
+
+// New returns a driver with an empty room machine.
+func New(cfg Config) (*Driver, error) {
+	m, err := room.New(cfg.Room)
+	if err != nil {
+		return nil, fmt.Errorf("driver: %w", err)
+	}
+	if cfg.Engine == nil || cfg.Wire == nil || cfg.Legs == nil {
+		return nil, fmt.Errorf("driver: Engine, Wire and Legs are all required")
+	}
+	if cfg.Layers <= 0 || cfg.PageBytes <= 0 || cfg.PageBytes > kvwire.KVDataBytesMax {
+		return nil, fmt.Errorf("driver: %d layers of %d-byte pages: want both > 0 and pages at most %d bytes",
+			cfg.Layers, cfg.PageBytes, kvwire.KVDataBytesMax)
+	}
+	lim := cfg.Limits
+	if lim == (Limits{}) {
+		lim = DefaultLimits()
+	}
+	if lim.PeerQueueBytesMax < FrameBytesMax || lim.QueueBytesMax < lim.PeerQueueBytesMax {
+		return nil, fmt.Errorf("driver: limits %+v: want FrameBytesMax (%d) <= PeerQueueBytesMax <= QueueBytesMax (use LimitsFor)",
+			lim, FrameBytesMax)
+	}
+	d := &Driver{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
+		eng: cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
+		rooms: map[room.ID]*rec{}, peers: map[string]*peer{}}
+	if d.obs == nil {
+		d.obs = NopObserver{}
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	return d, nil
+}
+
+// Role returns the worker's role.
+func (d *Driver) Role() room.Role { return d.role }
+
+// Limits returns the send queue limits in force.
+func (d *Driver) Limits() Limits { return d.lim }
+
+// step applies one event, carries out its effects and then the follow-up
+// events they produced.
+func (d *Driver) step(now room.Instant, ev room.Event) room.Outcome {
+	out := d.stepOne(now, ev)
+	for len(d.more) > 0 {
+		e := d.more[0]
+		d.more = d.more[1:]
+		d.stepOne(now, e)
+	}
+	d.more = nil
+	return out
+}
+
+func (d *Driver) stepOne(now room.Instant, ev room.Event) room.Outcome {
+	out := d.m.Step(now, ev)
+	if ev.Kind != room.EventTick {
+		d.obs.Event(ev.Kind, out)
+	}
+	rd := d.m.Ready()
+	d.m.Advance()
+	d.apply(now, rd)
+	return out
+}
+
+// apply carries out a Ready in order.
+func (d *Driver) apply(now room.Instant, rd room.Ready) {
+	for _, t := range rd.Transitions {
+		var b int64
+		if t.To.Terminal() {
+			if info, ok := d.m.Room(t.Room); ok {
+				b = info.Bytes
+			}
+		}
+		d.obs.Transition(t, b)
+	}
+	for _, e := range rd.Effects {
+		d.applyOne(now, e)
+	}
+}
+
+func (d *Driver) applyOne(now room.Instant, e room.Effect) {
+	r := d.rooms[e.Room]
+	switch e.Kind {
+	case room.EffectSend:
+		d.sendControl(e, r)
+	case room.EffectStartCompute:
+		if r == nil {
+			return
+		}
+		d.attach(r, e.Peer)
+		if err := d.eng.StartCompute(r.leg, len(e.Pages)); err != nil {
+			d.log.Warn("prefill engine refused the prompt", "room", e.Room, "err", err)
+			d.more = append(d.more, room.Event{Kind: room.EventEngineError, Room: e.Room})
+			return
+		}
+		d.more = append(d.more, room.Event{Kind: room.EventComputeStarted, Room: e.Room})
+	case room.EffectCancelCompute:
+		if r != nil {
+			d.eng.Cancel(r.leg)
+		}
+	case room.EffectAdmit:
+		if r == nil {
+			return
+		}
+		if err := d.eng.Admit(r.leg); err != nil {
+			d.log.Warn("decode engine refused the request", "room", e.Room, "err", err)
+			d.more = append(d.more, room.Event{Kind: room.EventEngineError, Room: e.Room})
+		}
+	case room.EffectResume:
+		if r == nil {
+			return
+		}
+		r.resumed = true
+		if err := d.eng.Resume(r.leg, Token{ID: e.Token, Logprob: e.Logprob, Top: r.firstTop}); err != nil {
+			d.log.Error("resume failed", "room", e.Room, "err", err)
+		}
+	case room.EffectCancelRequest:
+		if r != nil {
+			d.legs.Fail(r.leg, e.Reason)
+			d.cancelSequence(r)
+		}
+	case room.EffectReplyDone:
+		if r != nil {
+			d.legs.Succeed(r.leg)
+		}
+	case room.EffectReject:
+		if s := d.submitting; s != nil && s.id == e.Room {
+			d.rejected = &Reject{Status: e.Status, Reason: e.Reason, Msg: rejectMessage(e)}
+		}
+	case room.EffectFreePages:
+		// Pages reserved for a room that had already ended: the engine
+		// owns them, and the room's failure cancelled the engine
+		// sequence, which frees them when the engine reaps it.
+	case room.EffectRelease:
+		if r != nil {
+			d.release(r)
+		}
+	}
+}
+
+func rejectMessage(e room.Effect) string {
+	switch e.Status {
+	case http.StatusConflict:
+		return fmt.Sprintf("room %s is already in use on this worker (room ids are single-use)", e.Room)
+	case http.StatusServiceUnavailable:
+		if e.Reason == room.ReasonShutdown {
+			return "this worker is stopping; retry on another"
+		}
+		return "this worker has too many live rooms; retry later"
+	case http.StatusBadRequest:
+		return "a decode leg needs the prefill worker's transfer address"
+	}
+	return fmt.Sprintf("room %s already failed here: %s", e.Room, e.Reason)
+}
+
+// release handles the room's one EffectRelease: its queued KV is dropped,
+// its engine sequence ends (unless decode resumed it), and the record goes
+// once no KV write into its pages is in flight.
+func (d *Driver) release(r *rec) {
+	r.ended = true
+	if p := d.peers[r.peer]; p != nil {
+		if n := p.dropRoom(d, r.id); n > 0 {
+			d.obs.SendDropped("room_ended", n)
+		}
+	}
+	r.kvPending = 0
+	if !r.resumed {
+		d.cancelSequence(r)
+	}
+	if !r.cancelPending {
+		d.forget(r)
+	}
+}
+
+// cancelSequence ends the leg's engine sequence once no KV write into its
+// pages is in flight, so no page is reused while a write can land.
+func (d *Driver) cancelSequence(r *rec) {
+	if r.inflight > 0 {
+		r.cancelPending = true
+		return
+	}
+	d.eng.Cancel(r.leg)
+}
+
+// forget removes an ended record and lets its peer go when idle.
+func (d *Driver) forget(r *rec) {
+	if d.rooms[r.id] == r {
+		delete(d.rooms, r.id)
+	}
+	if p := d.peers[r.peer]; p != nil && r.peer != "" {
+		p.rooms--
+		d.idle(p)
+	}
+	r.peer = ""
+}
+
+// attach makes peer the record's peer (counted in the peer's rooms).
+func (d *Driver) attach(r *rec, peer string) {
+	if r.peer == peer || peer == "" {
+		return
+	}
+	if old := d.peers[r.peer]; old != nil && r.peer != "" {
+		old.rooms--
+		d.idle(old)
+	}
+	r.peer = peer
+	d.peerFor(peer).rooms++
+}
+
+// Request is the router's HTTP leg for room id arriving (server →
+// Backend.Submit). peer is the prefill worker's transfer address on the
+// decode side ("" on prefill). It returns the immediate answer when the
+// core refused the request; otherwise the driver keeps leg with the room
+// and answers it later through Legs.
+func (d *Driver) Request(now room.Instant, id room.ID, requestID, peer string, leg Leg) *Reject {
+	r := &rec{id: id, leg: leg}
+	dup := d.rooms[id] != nil
+	if !dup {
+		d.rooms[id] = r
+		if d.role == room.RoleDecode {
+			d.attach(r, peer)
+		}
+	}
+	d.submitting, d.rejected = r, nil
+	d.step(now, room.Event{Kind: room.EventRequest, Room: id, RequestID: requestID, Peer: peer})
+	rej := d.rejected
+	d.submitting, d.rejected = nil, nil
+	if rej != nil && d.rooms[id] == r {
+		d.forget(r)
+	}
+	return rej
+}
+
+// ClientAbort is the router's leg going away. Before the room is over it
+// is room.EventClientAbort; after success it ends the sequence that runs
+// on (decode), once no KV write into its pages is in flight.
+func (d *Driver) ClientAbort(now room.Instant, id room.ID, leg Leg) {
+	r := d.rooms[id]
+	if r != nil && r.leg == leg && !r.ended {
+		d.step(now, room.Event{Kind: room.EventClientAbort, Room: id})
+		r = d.rooms[id]
+	}
+	switch {
+	case r != nil && r.leg == leg && r.ended && r.inflight > 0:
+		r.cancelPending = true
+	case r == nil || r.leg != leg:
+		d.eng.Cancel(leg) // the room is over: end the sequence that ran on
+	}
+}
+
+// Shutdown fails every live room; the core refuses new ones from now on.
+func (d *Driver) Shutdown(now room.Instant) { d.step(now, room.Event{Kind: room.EventShutdown}) }
+
+// Tick fires the core's deadlines due at now.
+func (d *Driver) Tick(now room.Instant) { d.step(now, room.Event{Kind: room.EventTick}) }
+
+// NextDeadline returns when Tick next has work.
+func (d *Driver) NextDeadline() (room.Instant, bool) { return d.m.NextDeadline() }
+
+// Watchdog fails the live rooms more than room.WatchdogGrace past their
+// deadline (a timer that did not fire) and returns their ids, for the log.
+func (d *Driver) Watchdog(now room.Instant) []room.ID {
+	ids := d.m.Overdue(now-room.Instant(room.WatchdogGrace), 0)
+	for _, id := range ids {
+		d.step(now, room.Event{Kind: room.EventWatchdog, Room: id})
+	}
+	return ids
+}
+
+// PeerLost fails every live room with peer (the transport lost it).
+func (d *Driver) PeerLost(now room.Instant, peer string) {
+	d.step(now, room.Event{Kind: room.EventPeerLost, Peer: peer, Reason: room.ReasonPeerLost})
+	if p := d.peers[peer]; p != nil {
+		d.idle(p)
+	}
+}
+
+// PeerAlive reports that the transport heard from peer (a heartbeat):
+// prefill rooms waiting for its DONE_ACK extend their deadline (see
+// "Progress" in package room). Decode ignores it.
+func (d *Driver) PeerAlive(now room.Instant, peer string) {
+	if d.role == room.RolePrefill {
+		d.step(now, room.Event{Kind: room.EventPeerAlive, Peer: peer})
+	}
+}
+
+// Step applies an event the driver has no method for (tests, the
+// simulator's probes) and carries out its effects.
+func (d *Driver) Step(now room.Instant, ev room.Event) room.Outcome { return d.step(now, ev) }

@@ -1,0 +1,237 @@
+package driver
+
+import (
+	"tandem/internal/pd/kvwire"
+	"tandem/internal/pd/room"
+)
+
+// Frame turns a control frame the transport received from peer into a room
+// event (decoding its payload) and steps it. A malformed payload or an
+// unexpected type is dropped and counted (Observer.BadFrame).
+func (d *Driver) Frame(now room.Instant, peer string, h kvwire.Header, payload []byte) {
+	ev, ok := d.frameEvent(peer, h, payload)
+	if ok {
+		d.step(now, ev)
+	}
+}
+
+type payloadDecoder interface{ Decode([]byte) error }
+
+func (d *Driver) decode(peer string, h kvwire.Header, payload []byte, into payloadDecoder) bool {
+	if err := into.Decode(payload); err != nil {
+		d.obs.BadFrame("malformed_payload")
+		d.log.Warn("dropped a malformed frame", "peer", peer, "type", h.Type, "room", room.ID(h.Room), "err", err)
+		return false
+	}
+	return true
+}
+
+func (d *Driver) frameEvent(peer string, h kvwire.Header, payload []byte) (room.Event, bool) {
+	ev := room.Event{Room: room.ID(h.Room), Peer: peer}
+	switch h.Type {
+	case kvwire.TypeHello:
+		ev.Kind = room.EventHello
+	case kvwire.TypeHelloAck:
+		ev.Kind = room.EventHelloAck
+	case kvwire.TypeAlloc:
+		var a kvwire.Alloc
+		if !d.decode(peer, h, payload, &a) {
+			return ev, false
+		}
+		ev.Kind, ev.Pages = room.EventAlloc, a.Pages
+	case kvwire.TypeFirstToken:
+		var f kvwire.FirstToken
+		if !d.decode(peer, h, payload, &f) {
+			return ev, false
+		}
+		ev.Kind, ev.Token, ev.Logprob = room.EventFirstToken, f.Token, f.Logprob
+		if r := d.rooms[ev.Room]; r != nil && r.peer == peer && !r.ended {
+			r.firstTop = append(r.firstTop[:0], f.Top...)
+		}
+	case kvwire.TypeDone:
+		var f kvwire.Done
+		if !d.decode(peer, h, payload, &f) {
+			return ev, false
+		}
+		ev.Kind, ev.PageCount, ev.Bytes = room.EventDone, int(f.PageCount), int64(f.Bytes)
+	case kvwire.TypeDoneAck:
+		ev.Kind = room.EventDoneAck
+	case kvwire.TypeAbort:
+		var a kvwire.Abort
+		if !d.decode(peer, h, payload, &a) {
+			return ev, false
+		}
+		ev.Kind, ev.Reason = room.EventAbort, a.Reason
+	case kvwire.TypeFailed:
+		var f kvwire.Failed
+		if !d.decode(peer, h, payload, &f) {
+			return ev, false
+		}
+		ev.Kind, ev.Reason = room.EventFailed, f.Reason
+	default:
+		d.obs.BadFrame("unexpected_type")
+		d.log.Warn("dropped a frame of an unexpected type", "peer", peer, "type", h.Type)
+		return ev, false
+	}
+	return ev, true
+}
+
+// encode returns the frame an EffectSend asks for.
+func (d *Driver) encode(e room.Effect, r *rec) Frame {
+	var payload []byte
+	switch e.Frame {
+	case room.FrameAlloc:
+		payload = (&kvwire.Alloc{Pages: e.Pages}).AppendTo(nil)
+	case room.FrameFirstToken:
+		ft := kvwire.FirstToken{Token: e.Token, Logprob: e.Logprob}
+		if r != nil {
+			ft.Top = r.first.Top[:min(len(r.first.Top), kvwire.TopLogprobsMax)]
+		}
+		payload = ft.AppendTo(nil)
+	case room.FrameDone:
+		payload = (&kvwire.Done{PageCount: uint32(e.PageCount), Bytes: uint64(e.Bytes)}).AppendTo(nil)
+	case room.FrameAbort:
+		payload = (&kvwire.Abort{Reason: e.Reason, Message: e.Reason.String()}).AppendTo(nil)
+	case room.FrameFailed:
+		payload = (&kvwire.Failed{Reason: e.Reason, Message: e.Reason.String()}).AppendTo(nil)
+	}
+	return Frame{Peer: e.Peer, Lane: LaneControl, Room: e.Room, Type: kvwire.TypeFor(e.Frame), Payload: payload}
+}
+
+// KVDest returns the page bytes a received KV frame's data goes to, or nil
+// to have the transport discard them (unknown room, room not receiving,
+// wrong peer, bad coordinates or size, duplicate): counted
+// (Observer.KVDropped), and the room is not changed. A non-nil slice puts
+// the room's pages in quarantine until the matching KVDone.
+func (d *Driver) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
+	r := d.rooms[id]
+	st, _, ok := d.m.State(id)
+	switch {
+	case r == nil || !ok || r.ended:
+		d.obs.KVDropped("unknown_or_finished_room")
+		return nil
+	case st != room.StateWaitingForInput && st != room.StateTransferring:
+		d.obs.KVDropped("room_not_receiving")
+		return nil
+	case r.peer != peer || r.dest == nil:
+		d.obs.KVDropped("wrong_peer")
+		return nil
+	case int(kv.Ordinal) >= len(r.pages) || int(kv.Layer) >= d.layers || kv.Kind > kvwire.KindV || n != d.pageB:
+		d.obs.KVDropped("bad_coordinates")
+		return nil
+	}
+	if r.recvSeen == nil {
+		r.recvSeen = make([]bool, len(r.pages)*d.layers*2)
+	}
+	if r.recvSeen[d.frameIndex(kv)] {
+		d.obs.KVDropped("duplicate")
+		return nil
+	}
+	dst := r.dest.KVPage(int(kv.Layer), kv.Kind, r.pages[kv.Ordinal])
+	if len(dst) < n {
+		d.obs.KVDropped("bad_coordinates")
+		return nil
+	}
+	r.inflight++
+	return dst
+}
+
+// KVDone follows every KVDest that returned a buffer (the transport calls
+// it for discards too; those change nothing). A complete write with a good
+// checksum counts towards the room's bytes once; a bad one fails the room
+// (checksum). The last write into an ended room's pages lets them go.
+func (d *Driver) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
+	r := d.rooms[id]
+	if r == nil || r.inflight == 0 {
+		return // a discarded frame
+	}
+	r.inflight--
+	var ev room.Event
+	if !r.ended {
+		if checksumOK {
+			r.recvSeen[d.frameIndex(kv)] = true
+			r.recvBytes += int64(n)
+			ev = room.Event{Kind: room.EventKVReceived, Room: id, Bytes: r.recvBytes}
+		} else {
+			ev = room.Event{Kind: room.EventChecksumError, Room: id}
+		}
+	}
+	if r.ended && r.inflight == 0 {
+		if r.cancelPending {
+			r.cancelPending = false
+			d.eng.Cancel(r.leg)
+		}
+		d.forget(r)
+	}
+	if ev.Kind != 0 {
+		d.step(now, ev)
+	}
+}
+
+// frameIndex numbers a KV frame within its room.
+func (d *Driver) frameIndex(kv kvwire.KV) int {
+	return (int(kv.Ordinal)*d.layers+int(kv.Layer))*2 + int(kv.Kind)
+}
+
+// Admitted is the decode engine's answer to Engine.Admit: pages reserved
+// for leg's room, whose bytes dest returns.
+func (d *Driver) Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32) {
+	if r := d.rooms[id]; r != nil && r.leg == leg && !r.ended {
+		r.dest, r.pages = dest, append([]int32(nil), pages...)
+	}
+	d.step(now, room.Event{Kind: room.EventAdmitted, Room: id, Pages: pages})
+}
+
+// KVReady queues KV frames the prefill engine finished for leg's room. They
+// count as progress only when Sent reports them on the wire. Frames for a
+// room that ended (or another leg's) are dropped; frames that would pass the
+// send budget fail the room (room.EventSendFailed).
+func (d *Driver) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame) {
+	r := d.rooms[id]
+	if r == nil || r.leg != leg || r.ended || r.peer == "" {
+		if len(frames) > 0 {
+			d.obs.SendDropped("room_ended", len(frames))
+		}
+		return
+	}
+	p := d.peerFor(r.peer)
+	var n int64
+	for _, f := range frames {
+		n += Frame{Data: f.Data}.Bytes()
+	}
+	if !d.fits(p, n) {
+		d.obs.SendDropped("over_budget", len(frames))
+		d.log.Warn("send queue budget exhausted; failing the room", "room", id, "peer", r.peer, "bytes", n,
+			"peer_queued", p.bytes, "queued", d.queued)
+		d.step(now, room.Event{Kind: room.EventSendFailed, Room: id})
+		return
+	}
+	for _, f := range frames {
+		p.pushKV(d, Frame{Peer: r.peer, Lane: LaneKV, Room: id, KV: f.KV, Data: f.Data})
+	}
+	r.kvPending += len(frames)
+	d.pump(p)
+}
+
+// ComputeDone is the prefill engine's first token for leg's room. It is
+// stepped (room.EventComputeDone: FIRST_TOKEN and DONE go out) once the
+// room's last KV frame is on the wire; until then it is held.
+func (d *Driver) ComputeDone(now room.Instant, id room.ID, leg Leg, first Token) {
+	r := d.rooms[id]
+	if r == nil || r.leg != leg || r.ended {
+		return
+	}
+	r.first = first
+	if r.kvPending > 0 {
+		r.held = true
+		return
+	}
+	d.step(now, room.Event{Kind: room.EventComputeDone, Room: id, Token: first.ID, Logprob: first.Logprob})
+}
+
+// EngineError is the engine failing leg's room.
+func (d *Driver) EngineError(now room.Instant, id room.ID, leg Leg) {
+	if r := d.rooms[id]; r != nil && r.leg == leg && !r.ended {
+		d.step(now, room.Event{Kind: room.EventEngineError, Room: id})
+	}
+}

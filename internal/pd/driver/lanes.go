@@ -1,0 +1,191 @@
+package driver
+
+import (
+	"slices"
+
+	"tandem/internal/pd/room"
+)
+
+// peer is the send state for one peer: a control FIFO and per-room KV
+// queues served in turn, each lane with at most one frame outstanding.
+type peer struct {
+	addr    string
+	rooms   int     // records with this peer
+	control []Frame // FIFO
+	kvq     map[room.ID][]Frame
+	kvOrder []room.ID // rooms with queued KV, in serving order
+	kvN     int       // KV frames queued
+	out     [LaneKV + 1]*Frame
+	bytes   int64 // queued and outstanding
+}
+
+func (d *Driver) peerFor(addr string) *peer {
+	p := d.peers[addr]
+	if p == nil {
+		p = &peer{addr: addr, kvq: map[room.ID][]Frame{}}
+		d.peers[addr] = p
+	}
+	return p
+}
+
+// fits reports whether n more bytes fit the peer's and the worker's budget.
+func (d *Driver) fits(p *peer, n int64) bool {
+	return p.bytes+n <= d.lim.PeerQueueBytesMax && d.queued+n <= d.lim.QueueBytesMax
+}
+
+func (p *peer) pushKV(d *Driver, f Frame) {
+	q, ok := p.kvq[f.Room]
+	if !ok || len(q) == 0 {
+		p.kvOrder = append(p.kvOrder, f.Room)
+	}
+	p.kvq[f.Room] = append(q, f)
+	p.kvN++
+	p.bytes += f.Bytes()
+	d.queued += f.Bytes()
+}
+
+// popKV takes the next KV frame, serving the rooms in turn.
+func (p *peer) popKV() (Frame, bool) {
+	if len(p.kvOrder) == 0 {
+		return Frame{}, false
+	}
+	id := p.kvOrder[0]
+	p.kvOrder = p.kvOrder[1:]
+	q := p.kvq[id]
+	f := q[0]
+	q[0] = Frame{}
+	if q = q[1:]; len(q) > 0 {
+		p.kvq[id] = q
+		p.kvOrder = append(p.kvOrder, id)
+	} else {
+		delete(p.kvq, id)
+	}
+	p.kvN--
+	return f, true
+}
+
+// dropRoom drops the room's queued KV and returns how many frames went.
+func (p *peer) dropRoom(d *Driver, id room.ID) int {
+	q := p.kvq[id]
+	for _, f := range q {
+		p.bytes -= f.Bytes()
+		d.queued -= f.Bytes()
+	}
+	delete(p.kvq, id)
+	p.kvOrder = slices.DeleteFunc(p.kvOrder, func(x room.ID) bool { return x == id })
+	p.kvN -= len(q)
+	return len(q)
+}
+
+// dropAll drops everything queued for the peer (it is unreachable) and
+// returns how many frames went. Outstanding frames still get their Sent.
+func (p *peer) dropAll(d *Driver) int {
+	n := len(p.control) + p.kvN
+	for _, f := range p.control {
+		p.bytes -= f.Bytes()
+		d.queued -= f.Bytes()
+	}
+	p.control = nil
+	for id := range p.kvq {
+		p.dropRoom(d, id)
+	}
+	return n
+}
+
+// sendControl queues the control frame an EffectSend asks for. One that
+// does not fit the budget is dropped and fails its room.
+func (d *Driver) sendControl(e room.Effect, r *rec) {
+	f := d.encode(e, r)
+	p := d.peerFor(e.Peer)
+	if !d.fits(p, f.Bytes()) {
+		d.obs.SendDropped("over_budget", 1)
+		d.log.Warn("send queue budget exhausted; dropping a control frame and failing its room", "room", e.Room,
+			"peer", e.Peer, "frame", e.Frame)
+		d.more = append(d.more, room.Event{Kind: room.EventSendFailed, Room: e.Room})
+		d.idle(p)
+		return
+	}
+	p.control = append(p.control, f)
+	p.bytes += f.Bytes()
+	d.queued += f.Bytes()
+	d.pump(p)
+}
+
+// pump hands the next frame of each free lane to the wire.
+func (d *Driver) pump(p *peer) {
+	if p.out[LaneControl] == nil && len(p.control) > 0 {
+		f := p.control[0]
+		p.control[0] = Frame{}
+		p.control = p.control[1:]
+		p.out[LaneControl] = &f
+		d.wire.Send(f)
+	}
+	if p.out[LaneKV] == nil {
+		if f, ok := p.popKV(); ok {
+			p.out[LaneKV] = &f
+			d.wire.Send(f)
+		}
+	}
+}
+
+// idle removes the peer's state when it holds nothing and tells the wire.
+func (d *Driver) idle(p *peer) {
+	if p.rooms > 0 || len(p.control) > 0 || p.kvN > 0 || p.out[LaneControl] != nil || p.out[LaneKV] != nil {
+		return
+	}
+	if d.peers[p.addr] == p {
+		delete(d.peers, p.addr)
+		d.wire.PeerIdle(p.addr)
+	}
+}
+
+// Sent reports the end of the frame handed to Wire.Send for peer's lane:
+// written (err nil), refused locally (IsLocal: only its room fails), or
+// failed on the connection (the peer is unreachable: every room with it
+// fails and everything queued for it is dropped). A written KV frame is
+// the room's progress (room.EventKVSent); the room's last one releases a
+// held ComputeDone.
+func (d *Driver) Sent(now room.Instant, peerAddr string, lane Lane, err error) {
+	p := d.peers[peerAddr]
+	if p == nil || lane < LaneControl || lane > LaneKV || p.out[lane] == nil {
+		return
+	}
+	f := *p.out[lane]
+	p.out[lane] = nil
+	p.bytes -= f.Bytes()
+	d.queued -= f.Bytes()
+	r := d.rooms[f.Room]
+	if r != nil && r.ended {
+		r = nil
+	}
+	if lane == LaneKV && r != nil {
+		r.kvPending--
+	}
+	switch {
+	case err == nil:
+		if lane == LaneKV && r != nil {
+			r.sentBytes += int64(len(f.Data))
+			d.step(now, room.Event{Kind: room.EventKVSent, Room: f.Room, Bytes: r.sentBytes})
+			if r.kvPending == 0 && r.held && !r.ended {
+				r.held = false
+				d.step(now, room.Event{Kind: room.EventComputeDone, Room: f.Room, Token: r.first.ID, Logprob: r.first.Logprob})
+			}
+		}
+	case IsLocal(err):
+		d.obs.SendDropped("send_error", 1)
+		d.log.Warn("a frame was refused locally; failing its room", "peer", peerAddr, "room", f.Room, "err", err)
+		d.step(now, room.Event{Kind: room.EventSendFailed, Room: f.Room})
+	default:
+		d.log.Warn("send to peer failed; failing its rooms", "peer", peerAddr, "err", err)
+		if n := p.dropAll(d); n > 0 {
+			d.obs.SendDropped("send_error", n+1)
+		} else {
+			d.obs.SendDropped("send_error", 1)
+		}
+		d.step(now, room.Event{Kind: room.EventPeerLost, Peer: peerAddr, Reason: room.ReasonPeerUnreachable})
+	}
+	if q := d.peers[peerAddr]; q == p {
+		d.pump(p)
+		d.idle(p)
+	}
+}
