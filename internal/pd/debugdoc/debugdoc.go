@@ -9,7 +9,11 @@
 // Room.Decode) are omitted when empty.
 package debugdoc
 
-import "time"
+import (
+	"time"
+
+	"tandem/internal/pd/room"
+)
 
 // The two terminal states. Workers name their rooms' states after
 // room.State ("bootstrapping", "waiting_for_input", "transferring",
@@ -22,11 +26,9 @@ const (
 
 // watchdogGrace is how far past its deadline a room may be before Overdue
 // reports it: the worker's watchdog waits as long before it fails a room
-// its timer missed (internal/pd/worker's watchdogGrace), so a poll that
-// lands between a deadline passing and the timer firing does not flag a
-// healthy room. It is to be unified with the constant internal/pd/room
-// exports for it.
-const watchdogGrace = time.Second
+// its timer missed, so a poll that lands between a deadline passing and
+// the timer firing does not flag a healthy room.
+const watchdogGrace = time.Duration(room.WatchdogGrace)
 
 // Rooms is one process's room table: the document GET /debug/rooms
 // answers, and one entry of a Cluster.

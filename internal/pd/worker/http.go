@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"tandem/internal/pd/debugdoc"
 	"tandem/internal/pd/room"
 )
 
@@ -43,42 +44,10 @@ func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 		"peer_loads": w.peerLoads()})
 }
 
-// RoomJSON is one room in /debug/rooms.
-type RoomJSON struct {
-	ID           string           `json:"id"`
-	RequestID    string           `json:"request_id"`
-	State        string           `json:"state"`
-	Phase        string           `json:"phase"`
-	Reason       string           `json:"reason,omitempty"`
-	Peer         string           `json:"peer"`
-	AgeMS        float64          `json:"age_ms"`
-	DeadlineInMS *float64         `json:"deadline_in_ms,omitempty"` // negative: past due; absent for terminal rooms
-	Bytes        int64            `json:"bytes"`
-	History      []TransitionJSON `json:"history"`
-}
-
-// TransitionJSON is one entry of a room's history.
-type TransitionJSON struct {
-	AtMS   float64 `json:"at_ms"` // since the room was created
-	From   string  `json:"from"`
-	To     string  `json:"to"`
-	Phase  string  `json:"phase"`
-	Event  string  `json:"event"`
-	Reason string  `json:"reason,omitempty"`
-}
-
-// RoomsJSON is the /debug/rooms document.
-type RoomsJSON struct {
-	Role         string     `json:"role"`
-	TransferAddr string     `json:"transfer_addr"`
-	Live         int        `json:"live"`
-	Rooms        []RoomJSON `json:"rooms"`
-}
-
 func ms(d room.Duration) float64 { return float64(time.Duration(d)) / float64(time.Millisecond) }
 
-// Rooms returns the /debug/rooms document.
-func (w *Worker) Rooms() RoomsJSON {
+// Rooms returns the /debug/rooms document (the schema of package debugdoc).
+func (w *Worker) Rooms() debugdoc.Rooms {
 	// The copy under the lock is flat (RoomInfo shares the core's
 	// append-only histories); formatting happens after it.
 	w.mu.Lock()
@@ -86,9 +55,9 @@ func (w *Worker) Rooms() RoomsJSON {
 	infos := w.d.Rooms()
 	live := w.d.Live()
 	w.mu.Unlock()
-	doc := RoomsJSON{Role: roleName(w.role), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]RoomJSON, 0, len(infos))}
+	doc := debugdoc.Rooms{Role: roleName(w.role), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]debugdoc.Room, 0, len(infos))}
 	for _, r := range infos {
-		j := RoomJSON{ID: r.ID.String(), RequestID: r.RequestID, State: r.State.String(), Phase: r.Phase.String(), Peer: r.Peer,
+		j := debugdoc.Room{ID: r.ID.String(), RequestID: r.RequestID, State: r.State.String(), Phase: r.Phase.String(), Peer: r.Peer,
 			AgeMS: ms(room.Duration(now - r.Created)), Bytes: r.Bytes}
 		if r.Reason != room.ReasonNone {
 			j.Reason = r.Reason.String()
@@ -98,7 +67,7 @@ func (w *Worker) Rooms() RoomsJSON {
 			j.DeadlineInMS = &d
 		}
 		for _, t := range r.History {
-			tj := TransitionJSON{AtMS: ms(room.Duration(t.At - r.Created)), From: t.From.String(), To: t.To.String(),
+			tj := debugdoc.Transition{AtMS: ms(room.Duration(t.At - r.Created)), From: t.From.String(), To: t.To.String(),
 				Phase: t.ToPhase.String(), Event: t.Event.String()}
 			if t.Reason != room.ReasonNone {
 				tj.Reason = t.Reason.String()
