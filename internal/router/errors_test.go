@@ -114,3 +114,18 @@ func TestClientFaultsAreNotWarnings(t *testing.T) {
 		t.Errorf("log has %d DEBUG lines for the router's own 400, want 1:\n%s", len(got), lb.String())
 	}
 }
+
+// TestWorker401IsNotTheClients: a worker that refuses the router's leg
+// signature (401: another cluster token, or clocks too far apart) is the
+// cluster's failure, not the client's: the client gets a 502, not a 401
+// that would read as its own API key being wrong.
+func TestWorker401IsNotTheClients(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", answer(401, `{"error":{"message":"the leg's signature does not verify","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`)
+	_, typ, code := errorDoc(t, body)
+	if status != 502 || code == "invalid_api_key" || typ != "server_error" {
+		t.Errorf("decode answered 401: client got %d %s, want 502 server_error without invalid_api_key", status, body)
+	}
+}

@@ -124,7 +124,7 @@ func (e *legError) clientError() *openai.Error {
 		return oe
 	}
 	code := codeUpstreamError
-	if e.api != nil && e.api.Code != "" {
+	if e.api != nil && e.api.Code != "" && e.status != http.StatusUnauthorized && e.status != http.StatusForbidden {
 		code = e.api.Code
 	}
 	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: code, Message: msg}
@@ -132,9 +132,13 @@ func (e *legError) clientError() *openai.Error {
 
 // clientFault reports whether the worker answered with a 4xx status: the
 // request (or the room it carried) was refused, which is not a sign that
-// the worker is failing.
+// the worker is failing. A 401 or 403 is not the client's fault: the
+// worker refused the router's own signature or credential (another
+// cluster token, or clocks too far apart), so it counts as the worker's
+// failure and the client gets a 502.
 func (e *legError) clientFault() bool {
-	return e.kind == kindStatus && e.status >= 400 && e.status < 500
+	return e.kind == kindStatus && e.status >= 400 && e.status < 500 &&
+		e.status != http.StatusUnauthorized && e.status != http.StatusForbidden
 }
 
 // Error codes of the router's own errors.
