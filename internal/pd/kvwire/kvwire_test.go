@@ -521,6 +521,11 @@ func TestLimits(t *testing.T) {
 	if kvwire.MessageBytesMax >= math.MaxUint16 || kvwire.NodeAddrBytesMax >= math.MaxUint16 {
 		t.Errorf("string limits must stay below the u16 length so over-long fields fail")
 	}
+	for typ := kvwire.TypeAuthHello; typ.IsAuth(); typ++ {
+		if got := typ.PayloadBytesMax(); got > kvwire.AuthPayloadBytesMax {
+			t.Errorf("%v payload limit %d above AuthPayloadBytesMax %d: a stranger could make a node allocate more before authenticating", typ, got, kvwire.AuthPayloadBytesMax)
+		}
+	}
 	if kvwire.TopLogprobsMax >= 255 {
 		t.Errorf("TopLogprobsMax %d must stay below the u8 count", kvwire.TopLogprobsMax)
 	}

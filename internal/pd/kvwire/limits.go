@@ -24,6 +24,12 @@ const (
 	// KVPayloadBytesMax bounds a KV frame's payload: sub-header and data.
 	KVPayloadBytesMax = KVSubHeaderBytes + KVDataBytesMax
 
+	// AuthPayloadBytesMax bounds the payload of every handshake frame:
+	// the most a node reads from a peer that has not authenticated yet
+	// (the transport refuses any other frame type before the handshake
+	// ends, at its header). Every auth type's own maximum is below it.
+	AuthPayloadBytesMax = 2 << 10
+
 	// AllocPagesMax is the most page numbers one ALLOC carries: as many as
 	// fit in a control payload after the count.
 	AllocPagesMax = (ControlPayloadBytesMax - 4) / 4

@@ -19,9 +19,17 @@ const (
 	// handshakes are refused with kvwire.RejectBusy.
 	peersMax = 1024
 	// handshakesMax bounds the accepted connections still in their
-	// handshake; more are closed at once (counted handshakes_refused), so
-	// a flood of idle connections cannot hold memory or goroutines.
+	// handshake (not yet authenticated). A new connection past it evicts
+	// the oldest pre-auth connection of the source host holding the most
+	// slots (counted handshakes_evicted), so a flood of idle connections
+	// can hold neither memory nor goroutines, and cannot lock out a peer
+	// that dials during the flood: the newest connection always gets a
+	// slot, and a real peer finishes its handshake in one round trip.
 	handshakesMax = 64
+	// handshakesPerHostMax bounds the pre-auth connections from one source
+	// IP; past it the host's own oldest is evicted, so one flooding host
+	// cannot push out the handshakes of others.
+	handshakesPerHostMax = 16
 	// clusterTokenBytesMin is the shortest accepted cluster token.
 	clusterTokenBytesMin = 16
 	// sendQueueMaxLimit bounds Config.SendQueueMax.
@@ -39,6 +47,7 @@ const (
 
 	defaultHeartbeatInterval = time.Second
 	defaultDialTimeout       = 5 * time.Second
+	defaultHandshakeTimeout  = 2 * time.Second
 	defaultWriteTimeout      = 10 * time.Second
 	defaultSendQueueMax      = 64
 )
@@ -65,9 +74,14 @@ type Config struct {
 	// HeartbeatInterval is how often a heartbeat goes to every connected
 	// peer (default 1s, at least 1ms). PeerTimeout is twice it.
 	HeartbeatInterval time.Duration
-	// DialTimeout bounds a dial plus its handshake, and the handshake of
-	// an accepted connection (default 5s).
+	// DialTimeout bounds a dial plus its handshake (default 5s).
 	DialTimeout time.Duration
+	// HandshakeTimeout bounds the whole handshake of an accepted
+	// connection, from accept to authenticated (default 2s): one absolute
+	// deadline, so a peer trickling bytes does not extend it. It is what
+	// a stranger can hold a pre-auth slot for; a real peer needs one
+	// round trip.
+	HandshakeTimeout time.Duration
 	// WriteTimeout bounds the write of one frame (default 10s). A write
 	// past it closes the connection.
 	WriteTimeout time.Duration
@@ -112,7 +126,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.AdvertiseAddr) > kvwire.NodeAddrBytesMax {
 		errs = append(errs, fmt.Errorf("AdvertiseAddr has %d bytes, limit %d", len(cfg.AdvertiseAddr), kvwire.NodeAddrBytesMax))
 	}
-	if cfg.HeartbeatInterval < 0 || cfg.DialTimeout < 0 || cfg.WriteTimeout < 0 {
+	if cfg.HeartbeatInterval < 0 || cfg.DialTimeout < 0 || cfg.WriteTimeout < 0 || cfg.HandshakeTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	if cfg.HeartbeatInterval != 0 && cfg.HeartbeatInterval < heartbeatIntervalMin {
@@ -130,6 +144,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = defaultDialTimeout
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = defaultHandshakeTimeout
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = defaultWriteTimeout

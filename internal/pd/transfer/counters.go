@@ -20,7 +20,9 @@ const (
 	cConnsDialed
 	cDialErrors
 	cHandshakesOK
-	cHandshakesRefused
+	cHandshakesEvicted
+	cHandshakeTimeouts
+	cHandshakesFailed
 	cAuthRejectedByPeer
 	cRejectedBadMagic
 	cRejectedBadVersion
@@ -59,7 +61,9 @@ var counterNames = [counterEnd]string{
 	cConnsDialed:             "conns_dialed",             // connections dialed (first dials and redials)
 	cDialErrors:              "dial_errors",              // dials that failed before the handshake
 	cHandshakesOK:            "handshakes_ok",            // handshakes completed, either side
-	cHandshakesRefused:       "handshakes_refused",       // accepted connections closed at once: too many handshakes in progress
+	cHandshakesEvicted:       "handshakes_evicted",       // pre-auth connections closed to make room for a newer one (slots full)
+	cHandshakeTimeouts:       "handshake_timeouts",       // accepted connections that did not finish the handshake within HandshakeTimeout
+	cHandshakesFailed:        "handshakes_failed",        // accepted handshakes that ended otherwise uncounted (peer closed, reset)
 	cAuthRejectedByPeer:      "auth_rejected_by_peer",    // this node's handshake was refused by the peer (AUTH_REJECT)
 	cRejectedBadMagic:        "rejected_bad_magic",       // a header without "TDKV": not this protocol
 	cRejectedBadVersion:      "rejected_bad_version",     // another protocol version (header or AUTH_HELLO)

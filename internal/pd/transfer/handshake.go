@@ -25,7 +25,8 @@ import (
 // (both MACs cover both addresses), the listener's MAC and its shape. The
 // listener checks the version, the dialer's address, its MAC, then its
 // shape: authentication comes before compatibility, so a stranger learns
-// nothing about the node. Both sides run under DialTimeout.
+// nothing about the node. The dialer runs under DialTimeout, the listener
+// under HandshakeTimeout from accept.
 
 // handshakeDial runs the dialer's side on nc, dialed at addr, and returns
 // the listener's AUTH_OK.
@@ -66,7 +67,9 @@ func (t *Transport) handshakeDial(nc net.Conn, addr string) (kvwire.AuthOK, erro
 
 // handshakeAccept runs the listener's side on an accepted nc and returns
 // the dialer's AUTH_HELLO.
-func (t *Transport) handshakeAccept(nc net.Conn) (kvwire.AuthHello, error) {
+// authed is called as soon as the dialer's MAC verifies: from then on the
+// connection is no longer a stranger's and cannot be evicted.
+func (t *Transport) handshakeAccept(nc net.Conn, authed func()) (kvwire.AuthHello, error) {
 	remote := nc.RemoteAddr().String()
 	var hello kvwire.AuthHello
 	if err := t.readAuth(nc, remote, &hello); err != nil {
@@ -94,6 +97,7 @@ func (t *Transport) handshakeAccept(nc net.Conn) (kvwire.AuthHello, error) {
 		t.reject(cRejectedBadMAC, remote, fmt.Errorf("AUTH_RESPONSE from %q does not verify", hello.NodeAddr))
 		return hello, t.refuse(nc, kvwire.RejectAuth, "authentication failed: the cluster tokens differ", ErrAuth)
 	}
+	authed()
 	if d := hello.Shape.Diff(t.cfg.Shape); d != "" {
 		t.reject(cRejectedShape, remote, fmt.Errorf("shape of %s differs: %s", hello.NodeAddr, d))
 		return hello, t.refuse(nc, kvwire.RejectIncompatible, "shapes differ (dialer vs listener): "+d, ErrIncompatible)
@@ -146,7 +150,19 @@ func (t *Transport) readAuth(nc net.Conn, remote string, want kvwire.Payload) er
 		}
 		return err
 	}
-	payload := make([]byte, h.Length) // bounded: every auth payload is < 1 KiB + fields
+	if !h.Type.IsAuth() {
+		// Refused at the header: nothing announced by a peer that has not
+		// authenticated is read or allocated beyond the 32 header bytes.
+		err := fmt.Errorf("got %v during the handshake, want %v: %w", h.Type, want.Type(), ErrProtocol)
+		t.reject(cRejectedUnauthenticated, remote, err)
+		return err
+	}
+	if h.Length > kvwire.AuthPayloadBytesMax { // the type's own bound is lower; kept in case it grows
+		err := fmt.Errorf("%v payload of %d bytes before authentication, limit %d: %w", h.Type, h.Length, kvwire.AuthPayloadBytesMax, kvwire.ErrTooLarge)
+		t.reject(cRejectedOversize, remote, err)
+		return err
+	}
+	payload := make([]byte, h.Length) // at most AuthPayloadBytesMax
 	if _, err := io.ReadFull(nc, payload); err != nil {
 		return fmt.Errorf("read %v payload: %w", h.Type, err)
 	}
@@ -158,12 +174,8 @@ func (t *Transport) readAuth(nc net.Conn, remote string, want kvwire.Payload) er
 		return t.peerRefused(payload)
 	}
 	if h.Type != want.Type() {
-		c := cRejectedUnexpected
-		if !h.Type.IsAuth() {
-			c = cRejectedUnauthenticated
-		}
 		err := fmt.Errorf("got %v during the handshake, want %v: %w", h.Type, want.Type(), ErrProtocol)
-		t.reject(c, remote, err)
+		t.reject(cRejectedUnexpected, remote, err)
 		return err
 	}
 	if err := want.Decode(payload); err != nil {
@@ -207,7 +219,7 @@ func (t *Transport) dialPeer(p *peer, timeout time.Duration) (*conn, error) {
 		return nil, fmt.Errorf("dial %s: %w", p.addr, err)
 	}
 	t.inc(cConnsDialed)
-	if !t.track(nc, -1) {
+	if !t.track(nc) {
 		nc.Close()
 		return nil, ErrClosed
 	}

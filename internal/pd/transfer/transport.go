@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tandem/internal/pd/kvwire"
@@ -107,7 +109,8 @@ type Transport struct {
 	closed      bool
 	serving     bool
 	peers       map[string]*peer
-	handshaking map[net.Conn]struct{}
+	handshaking map[net.Conn]struct{} // every connection in its handshake, dialed or accepted
+	preauth     []*preauthConn        // accepted, not yet authenticated, oldest first (≤ handshakesMax)
 
 	closeOnce sync.Once
 	closeDone chan struct{}
@@ -223,14 +226,14 @@ func (t *Transport) acceptLoop() error {
 		}
 		backoff = 5 * time.Millisecond
 		t.inc(cConnsAccepted)
-		if !t.track(nc, handshakesMax) {
-			t.inc(cHandshakesRefused)
+		pc := t.admit(nc)
+		if pc == nil {
 			nc.Close()
 			continue
 		}
-		go func() { // counted in t.wg by track
+		go func() { // counted in t.wg by admit
 			defer t.wg.Done()
-			t.handleAccepted(nc)
+			t.handleAccepted(pc)
 		}()
 	}
 }
@@ -252,38 +255,130 @@ func (t *Transport) sleep(d time.Duration, stop <-chan struct{}) bool {
 	return false
 }
 
-// track registers a connection in its handshake so Close can close it;
-// it refuses when the transport is closed or max are already tracked.
-// An accepted connection (max >= 0) is also counted in t.wg under the
-// same lock that Close takes before waiting, so the count never rises
-// from zero while Close waits; its goroutine calls t.wg.Done. A dialed
-// one (max < 0, no limit) belongs to a peer goroutine already counted.
-func (t *Transport) track(nc net.Conn, max int) bool {
+// track registers a dialed connection in its handshake so Close can
+// close it; it refuses when the transport is closed. The connection
+// belongs to a peer goroutine already counted in t.wg.
+func (t *Transport) track(nc net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || (max >= 0 && len(t.handshaking) >= max) {
+	if t.closed {
 		return false
 	}
 	t.handshaking[nc] = struct{}{}
-	if max >= 0 {
-		t.wg.Add(1)
-	}
 	return true
 }
 
+// untrack forgets a connection whose handshake ended.
 func (t *Transport) untrack(nc net.Conn) {
 	t.mu.Lock()
 	delete(t.handshaking, nc)
+	t.dropPreauthLocked(nc)
 	t.mu.Unlock()
 }
 
-// handleAccepted runs the listener side of the handshake and hands the
-// connection to its peer.
-func (t *Transport) handleAccepted(nc net.Conn) {
+// preauthConn is an accepted connection that has not authenticated yet.
+type preauthConn struct {
+	nc      net.Conn
+	host    string      // source IP (the remote address without its port)
+	evicted atomic.Bool // closed to make room for a newer connection
+}
+
+// remoteHost is the source IP of nc, or its whole remote address when it
+// has no port.
+func remoteHost(nc net.Conn) string {
+	a := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
+}
+
+// admit registers an accepted connection as pre-auth, so Close can close
+// it, and counts its goroutine in t.wg (under the lock Close takes before
+// waiting, so the count never rises from zero while Close waits; the
+// goroutine calls t.wg.Done). It never refuses a new connection for lack
+// of room: when the source host already holds handshakesPerHostMax
+// pre-auth connections its oldest is evicted, else when handshakesMax are
+// held the oldest of the host holding the most is. A stranger's
+// connections thus only push out each other (or, once every slot is
+// taken, the oldest of the biggest holder), and a real peer that dials
+// during a flood keeps its slot for the round trip it needs as long as
+// fewer than handshakesPerHostMax newer connections from its host arrive
+// meanwhile. It returns nil when the transport is closed.
+func (t *Transport) admit(nc net.Conn) *preauthConn {
+	pc := &preauthConn{nc: nc, host: remoteHost(nc)}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	counts := make(map[string]int, len(t.preauth))
+	busiest := 0
+	for _, o := range t.preauth {
+		counts[o.host]++
+		busiest = max(busiest, counts[o.host])
+	}
+	var victim *preauthConn
+	for _, o := range t.preauth { // oldest first
+		if (counts[pc.host] >= handshakesPerHostMax && o.host == pc.host) ||
+			(counts[pc.host] < handshakesPerHostMax && len(t.preauth) >= handshakesMax && counts[o.host] == busiest) {
+			victim = o
+			break
+		}
+	}
+	if victim != nil {
+		victim.evicted.Store(true)
+		t.dropPreauthLocked(victim.nc)
+	}
+	t.preauth = append(t.preauth, pc)
+	t.handshaking[nc] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	if victim != nil {
+		t.inc(cHandshakesEvicted)
+		victim.nc.Close()
+		if n, ok := t.logLimit.allow(time.Now()); ok {
+			t.log.Warn("transfer: too many connections in their handshake, closed the oldest", "evicted", victim.nc.RemoteAddr().String(), "new", nc.RemoteAddr().String(), "suppressed", n)
+		}
+	}
+	return pc
+}
+
+// dropPreauthLocked removes nc from the pre-auth list (if there). Call
+// with t.mu held.
+func (t *Transport) dropPreauthLocked(nc net.Conn) {
+	for i, o := range t.preauth {
+		if o.nc == nc {
+			t.preauth = slices.Delete(t.preauth, i, i+1)
+			return
+		}
+	}
+}
+
+// authenticated moves an accepted connection out of the pre-auth list:
+// its dialer proved the token, so it can no longer be evicted.
+func (t *Transport) authenticated(nc net.Conn) {
+	t.mu.Lock()
+	t.dropPreauthLocked(nc)
+	t.mu.Unlock()
+}
+
+// handleAccepted runs the listener side of the handshake, within
+// HandshakeTimeout from accept, and hands the connection to its peer.
+func (t *Transport) handleAccepted(pc *preauthConn) {
+	nc := pc.nc
 	defer t.untrack(nc)
-	nc.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
-	hello, err := t.handshakeAccept(nc)
+	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	hello, err := t.handshakeAccept(nc, func() { t.authenticated(nc) })
 	if err != nil {
+		switch {
+		case pc.evicted.Load() || t.life.Err() != nil:
+			// counted as evicted, or the transport is closing
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.inc(cHandshakeTimeouts)
+		case !countedHandshakeError(err):
+			t.inc(cHandshakesFailed)
+		}
 		t.log.Debug("transfer: handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
 		nc.Close()
 		return
@@ -373,14 +468,14 @@ func (t *Transport) Peers() []PeerStatus {
 // one peer arrive in that order; concurrent Sends are ordered arbitrarily.
 func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id room.ID, payload []byte) error {
 	if !typ.HasRoom() || typ == kvwire.TypeKV {
-		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w", typ, peer, kvwire.ErrType)
+		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w: %w", typ, peer, ErrFrame, kvwire.ErrType)
 	}
 	h := kvwire.NewHeader(typ, id, payload)
 	if err := h.Check(); err != nil {
-		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
+		return fmt.Errorf("send %v to %s: %w: %w", typ, peer, ErrFrame, err)
 	}
 	if _, err := kvwire.DecodePayload(typ, payload); err != nil {
-		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
+		return fmt.Errorf("send %v to %s: %w: %w", typ, peer, ErrFrame, err)
 	}
 	frame := kvwire.AppendFrame(make([]byte, 0, kvwire.HeaderBytes+len(payload)), typ, id, payload)
 	c, err := t.connFor(ctx, peer)
@@ -401,10 +496,10 @@ func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id r
 // (sequentially) arrives before it.
 func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwire.KV, data []byte) error {
 	if len(data) > kvwire.KVDataBytesMax {
-		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w", peer, len(data), kvwire.KVDataBytesMax, kvwire.ErrTooLarge)
+		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w: %w", peer, len(data), kvwire.KVDataBytesMax, ErrFrame, kvwire.ErrTooLarge)
 	}
 	if kv.Kind > kvwire.KindV {
-		return fmt.Errorf("send KV to %s: kind %d is neither K nor V: %w", peer, kv.Kind, kvwire.ErrMalformed)
+		return fmt.Errorf("send KV to %s: kind %d is neither K nor V: %w: %w", peer, kv.Kind, ErrFrame, kvwire.ErrMalformed)
 	}
 	pre := make([]byte, kvwire.HeaderBytes, kvwire.HeaderBytes+kvwire.KVSubHeaderBytes)
 	pre = kv.AppendTo(pre)
@@ -416,7 +511,7 @@ func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwi
 		Checksum: kvwire.UpdateChecksum(kvwire.Checksum(pre[kvwire.HeaderBytes:]), data),
 	}
 	if err := h.Check(); err != nil {
-		return fmt.Errorf("send KV to %s: %w", peer, err)
+		return fmt.Errorf("send KV to %s: %w: %w", peer, ErrFrame, err)
 	}
 	h.Put((*[kvwire.HeaderBytes]byte)(pre))
 	c, err := t.connFor(ctx, peer)
@@ -538,4 +633,16 @@ func (t *Transport) removePeer(p *peer, err error) bool {
 	p.gone, p.err = true, err
 	p.broadcast()
 	return true
+}
+
+// countedHandshakeError reports whether a failed handshake was already
+// counted by the check that refused it (a rejected_* counter).
+func countedHandshakeError(err error) bool {
+	for _, s := range []error{kvwire.ErrMagic, kvwire.ErrVersion, kvwire.ErrType, kvwire.ErrTooLarge, kvwire.ErrMalformed, kvwire.ErrChecksum,
+		ErrProtocol, ErrAuth, ErrIncompatible, ErrIdentity, ErrTooManyPeers} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
