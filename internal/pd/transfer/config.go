@@ -52,17 +52,31 @@ const (
 	defaultSendQueueMax      = 64
 )
 
-// Config configures a Transport. ListenAddr (or Listener), ClusterToken
-// and Shape are required; zero durations and counts take the defaults
-// named on each field.
+// Config configures a Transport. ListenAddr (or Listener, or DialOnly),
+// ClusterToken and Shape are required; zero durations and counts take the
+// defaults named on each field.
 type Config struct {
 	// ListenAddr is the TCP address to listen on ("127.0.0.1:0" picks a
 	// port; Addr reports the real one).
 	ListenAddr string
 	// AdvertiseAddr is this node's identity: sent in AUTH_HELLO and
-	// AUTH_CHALLENGE and used by peers as the key for this node. It must
-	// be the address peers dial. Default: Addr().
+	// AUTH_CHALLENGE and used by peers as the key for this node. A node
+	// that listens must advertise the address peers dial (a dialer checks
+	// that the listener calls itself what it dialed). A DialOnly node is
+	// never dialed: its identity is only the name its listeners know it
+	// by (PeerStatus.Addr, Handler calls), so any stable host:port-shaped
+	// name unique in the cluster will do; the worker's HTTP address is a
+	// good one. Default: Addr(), or for DialOnly a random name
+	// "dial-only.<16 hex digits>:0" that changes with every process (a
+	// restarted node then shows up as a new peer, and its listeners lose
+	// the old one after the peer timeout instead of at the reconnect).
 	AdvertiseAddr string
+	// DialOnly makes the transport never listen: decode workers set it,
+	// since only they dial and a listener there would be pure pre-auth
+	// attack surface. ListenAddr and Listener must then be empty and
+	// AcceptOnly false; Addr is "", and Serve only waits for its context
+	// (or Close).
+	DialOnly bool
 	// ClusterToken is the shared secret both sides of every connection
 	// prove with HMAC-SHA256 (at least 16 bytes; `tandem up` generates
 	// one).
@@ -114,8 +128,13 @@ type Config struct {
 // withDefaults checks cfg and fills its defaults.
 func (cfg Config) withDefaults() (Config, error) {
 	var errs []error
-	if cfg.ListenAddr == "" && cfg.Listener == nil {
-		errs = append(errs, errors.New("ListenAddr is empty"))
+	switch {
+	case cfg.DialOnly && (cfg.ListenAddr != "" || cfg.Listener != nil):
+		errs = append(errs, fmt.Errorf("DialOnly with ListenAddr %q or a Listener: a dial-only transport does not listen; leave both empty", cfg.ListenAddr))
+	case cfg.DialOnly && cfg.AcceptOnly:
+		errs = append(errs, errors.New("DialOnly and AcceptOnly both set: a transport that neither dials nor listens cannot reach anyone"))
+	case !cfg.DialOnly && cfg.ListenAddr == "" && cfg.Listener == nil:
+		errs = append(errs, errors.New("ListenAddr is empty (set DialOnly for a transport that only dials)"))
 	}
 	if len(cfg.ClusterToken) < clusterTokenBytesMin {
 		errs = append(errs, fmt.Errorf("ClusterToken has %d bytes, need at least %d (generate one with `tandem up`)", len(cfg.ClusterToken), clusterTokenBytesMin))

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -234,4 +235,67 @@ func TestSendErrorsSayWhetherOnlyTheFrameIsBad(t *testing.T) {
 			t.Errorf("Send after Close = %v, want ErrClosed and not ErrFrame", err)
 		}
 	})
+}
+
+// TestDialOnly: a decode node that never listens still dials, is known to
+// its listener by its AdvertiseAddr (or a generated name), gets answers on
+// its own connection, and its Serve only waits.
+func TestDialOnly(t *testing.T) {
+	for _, advertise := range []string{"decode-http:8001", ""} {
+		t.Run(fmt.Sprintf("advertise %q", advertise), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newPipeNet()
+				pc := n.config("p:1")
+				pc.AcceptOnly = true
+				p := start(t, pc)
+				defer p.stop()
+				dc := n.config("")
+				dc.Listener = nil
+				dc.DialOnly = true
+				dc.AdvertiseAddr = advertise
+				d := start(t, dc)
+				defer d.stop()
+				if d.Addr() != "" {
+					t.Errorf("Addr() = %q, want empty for a dial-only transport", d.Addr())
+				}
+				self := d.AdvertiseAddr()
+				if advertise != "" && self != advertise || advertise == "" && (!strings.HasPrefix(self, "dial-only.") || !strings.HasSuffix(self, ":0")) {
+					t.Errorf("AdvertiseAddr() = %q with Config.AdvertiseAddr %q", self, advertise)
+				}
+				ctx := context.Background()
+				if err := d.Send(ctx, "p:1", kvwire.TypeHello, roomID(1), nil); err != nil {
+					t.Fatalf("dial-only Send(HELLO) = %v", err)
+				}
+				synctest.Wait()
+				if ps := p.Peers(); len(ps) != 1 || ps[0].Addr != self || ps[0].Dialed {
+					t.Fatalf("prefill Peers() = %+v, want the dial-only node as %q", ps, self)
+				}
+				if err := p.Send(ctx, self, kvwire.TypeHelloAck, roomID(1), nil); err != nil {
+					t.Fatalf("prefill's answer to the dial-only node = %v", err)
+				}
+				synctest.Wait()
+				if got := d.rec.all(isFrame(kvwire.TypeHelloAck)); len(got) != 1 {
+					t.Errorf("dial-only node got %d HELLO_ACKs, want 1", len(got))
+				}
+			})
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*transfer.Config)
+		text   string
+	}{
+		{"listen addr", func(c *transfer.Config) { c.DialOnly = true }, "a dial-only transport does not listen"},
+		{"accept only", func(c *transfer.Config) { c.DialOnly, c.ListenAddr, c.AcceptOnly = true, "", true }, "neither dials nor listens"},
+	} {
+		cfg := config("127.0.0.1:0")
+		tc.change(&cfg)
+		tr, err := transfer.New(cfg, newRecorder())
+		if err == nil {
+			tr.Close()
+		}
+		if !strings.Contains(errText(err), tc.text) {
+			t.Errorf("New(%s) = %v, want an error containing %q", tc.name, err, tc.text)
+		}
+	}
 }

@@ -92,8 +92,8 @@ type Transport struct {
 	cfg         Config
 	h           Handler
 	log         *slog.Logger
-	ln          net.Listener
-	addr        string // the listener's address
+	ln          net.Listener // nil when DialOnly
+	addr        string       // the listener's address; "" when DialOnly
 	self        string // AdvertiseAddr: this node's identity
 	incarnation uint64
 	peerTimeout time.Duration
@@ -130,7 +130,7 @@ func New(cfg Config, h Handler) (*Transport, error) {
 		return nil, fmt.Errorf("new transport: %w", err)
 	}
 	ln := cfg.Listener
-	if ln == nil {
+	if ln == nil && !cfg.DialOnly {
 		lc := net.ListenConfig{KeepAlive: -1}
 		if ln, err = lc.Listen(context.Background(), "tcp", cfg.ListenAddr); err != nil {
 			return nil, fmt.Errorf("new transport: listen on %s: %w", cfg.ListenAddr, err)
@@ -143,7 +143,6 @@ func New(cfg Config, h Handler) (*Transport, error) {
 		h:           h,
 		log:         cfg.Logger,
 		ln:          ln,
-		addr:        ln.Addr().String(),
 		incarnation: binary.LittleEndian.Uint64(inc[:]) | 1, // never 0
 		peerTimeout: 2 * cfg.HeartbeatInterval,
 		epoch:       time.Now(),
@@ -151,8 +150,14 @@ func New(cfg Config, h Handler) (*Transport, error) {
 		handshaking: make(map[net.Conn]struct{}),
 		closeDone:   make(chan struct{}),
 	}
+	if ln != nil {
+		t.addr = ln.Addr().String()
+	}
 	t.self = cmp.Or(cfg.AdvertiseAddr, t.addr)
-	if host, _, err := net.SplitHostPort(t.self); cfg.AdvertiseAddr == "" && err == nil {
+	if t.self == "" { // DialOnly without AdvertiseAddr
+		t.self = fmt.Sprintf("dial-only.%016x:0", t.incarnation)
+	}
+	if host, _, err := net.SplitHostPort(t.self); ln != nil && cfg.AdvertiseAddr == "" && err == nil {
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			ln.Close()
 			return nil, fmt.Errorf("new transport: listening on all interfaces (%s): set AdvertiseAddr to the address peers dial", t.self)
@@ -162,11 +167,12 @@ func New(cfg Config, h Handler) (*Transport, error) {
 	return t, nil
 }
 
-// Addr returns the address the transport listens on.
+// Addr returns the address the transport listens on, or "" when it is
+// DialOnly.
 func (t *Transport) Addr() string { return t.addr }
 
 // AdvertiseAddr returns this node's identity: Config.AdvertiseAddr, or
-// Addr when that was empty.
+// Addr when that was empty, or for DialOnly the random name generated.
 func (t *Transport) AdvertiseAddr() string { return t.self }
 
 // PeerTimeout returns how long a peer may stay silent (or disconnected)
@@ -180,8 +186,8 @@ func (t *Transport) now() time.Duration { return time.Since(t.epoch) }
 // Serve accepts connections until ctx is done or Close is called, then
 // closes the transport (as Close does) and returns after every goroutine
 // the transport started has exited. It returns nil after ctx or Close,
-// and an error when the listener fails for another reason. Serve may be
-// called once.
+// and an error when the listener fails for another reason. A DialOnly
+// transport accepts nothing: Serve only waits. Serve may be called once.
 func (t *Transport) Serve(ctx context.Context) error {
 	t.mu.Lock()
 	if t.serving || t.closed {
@@ -199,7 +205,12 @@ func (t *Transport) Serve(ctx context.Context) error {
 		case <-t.life.Done():
 		}
 	})
-	err := t.acceptLoop()
+	var err error
+	if t.ln != nil {
+		err = t.acceptLoop()
+	} else {
+		<-t.life.Done()
+	}
 	t.Close()
 	watch.Wait()
 	return err
@@ -416,7 +427,9 @@ func (t *Transport) Close() error {
 			}
 			p.mu.Unlock()
 		}
-		t.ln.Close()
+		if t.ln != nil {
+			t.ln.Close()
+		}
 		t.wg.Wait()
 		close(t.closeDone)
 	})
