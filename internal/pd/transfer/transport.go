@@ -94,7 +94,7 @@ type Transport struct {
 	log         *slog.Logger
 	ln          net.Listener // nil when DialOnly
 	addr        string       // the listener's address; "" when DialOnly
-	self        string // AdvertiseAddr: this node's identity
+	self        string       // AdvertiseAddr: this node's identity
 	incarnation uint64
 	peerTimeout time.Duration
 	epoch       time.Time
