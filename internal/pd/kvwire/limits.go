@@ -52,4 +52,21 @@ const (
 
 	// NonceBytes is the size of a handshake nonce and of a MAC.
 	NonceBytes = 32
+
+	// SealTagBytes is the size of the AES-GCM tag that ends every sealed
+	// record.
+	SealTagBytes = 16
+
+	// SealRecordBytesMax bounds the data of one sealed record of a KV
+	// frame: the data is sealed in records of this size (the last one
+	// shorter), each with its own tag, so a receiver opens each record
+	// from a small buffer straight into the destination page, and a
+	// sender seals from the source page into a small buffer.
+	SealRecordBytesMax = 64 << 10
+
+	// SealRecordsMax bounds the records sealed under one key (one
+	// direction of one connection). A connection that reaches it is
+	// closed; the redial derives fresh keys. Far below GCM's limits for
+	// counter nonces.
+	SealRecordsMax = 1 << 48
 )

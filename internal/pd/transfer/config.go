@@ -36,12 +36,6 @@ const (
 	sendQueueMaxLimit = 1 << 16
 	// heartbeatIntervalMin bounds Config.HeartbeatInterval from below.
 	heartbeatIntervalMin = time.Millisecond
-	// kvReadChunkBytes is how much KV data is read per call; the read
-	// deadline and the peer's last-heard time are refreshed per chunk, so
-	// a large frame on a slow link does not look like a silent peer.
-	kvReadChunkBytes = 1 << 20
-	// discardBufBytes is the scratch buffer for discarded KV data.
-	discardBufBytes = 64 << 10
 	// acceptBackoffMax bounds the wait after a failed Accept.
 	acceptBackoffMax = time.Second
 

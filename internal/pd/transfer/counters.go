@@ -30,6 +30,7 @@ const (
 	cRejectedOversize
 	cRejectedMalformed
 	cRejectedChecksum
+	cRejectedAuthTag
 	cRejectedUnauthenticated
 	cRejectedBadMAC
 	cRejectedShape
@@ -45,7 +46,6 @@ const (
 	cHeartbeatsIn
 	cHeartbeatsOut
 	cHeartbeatsSkipped
-	cKVChecksumErrors
 	cKVDiscardedFrames
 	cKVDiscardedBytes
 	cKVDestShort
@@ -70,7 +70,8 @@ var counterNames = [counterEnd]string{
 	cRejectedUnknownType:     "rejected_unknown_type",    // a frame type this version does not define
 	cRejectedOversize:        "rejected_oversize",        // a payload length above its type's limit
 	cRejectedMalformed:       "rejected_malformed",       // a header or payload that breaks the format
-	cRejectedChecksum:        "rejected_checksum",        // a control frame whose payload fails its CRC
+	cRejectedChecksum:        "rejected_checksum",        // a handshake frame whose payload fails its CRC
+	cRejectedAuthTag:         "rejected_auth_tag",        // a sealed frame that fails to open: tampered, replayed, reordered, corrupted (the connection closes)
 	cRejectedUnauthenticated: "rejected_unauthenticated", // a frame before the handshake finished
 	cRejectedBadMAC:          "rejected_bad_mac",         // a handshake MAC that does not verify: another cluster token
 	cRejectedShape:           "rejected_shape",           // a handshake whose shape differs from this node's
@@ -86,7 +87,6 @@ var counterNames = [counterEnd]string{
 	cHeartbeatsIn:            "heartbeats_in",            //
 	cHeartbeatsOut:           "heartbeats_out",           //
 	cHeartbeatsSkipped:       "heartbeats_skipped",       // heartbeats not sent because another frame was being written
-	cKVChecksumErrors:        "kv_checksum_errors",       // KV frames whose data failed the CRC (KVDone got false)
 	cKVDiscardedFrames:       "kv_discarded_frames",      // KV frames whose data had no destination
 	cKVDiscardedBytes:        "kv_discarded_bytes",       //
 	cKVDestShort:             "kv_dest_short",            // KVDest returned a slice shorter than the data (discarded)

@@ -380,7 +380,7 @@ func (t *Transport) handleAccepted(pc *preauthConn) {
 	nc := pc.nc
 	defer t.untrack(nc)
 	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
-	hello, err := t.handshakeAccept(nc, func() { t.authenticated(nc) })
+	hello, keys, err := t.handshakeAccept(nc, func() { t.authenticated(nc) })
 	if err != nil {
 		switch {
 		case pc.evicted.Load() || t.life.Err() != nil:
@@ -395,7 +395,7 @@ func (t *Transport) handleAccepted(pc *preauthConn) {
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	t.adopt(hello.NodeAddr, newConn(t, nc, hello.Incarnation, t.timeoutWith(hello.HeartbeatMillis)))
+	t.adopt(hello.NodeAddr, newConn(t, nc, hello.Incarnation, t.timeoutWith(hello.HeartbeatMillis), keys))
 }
 
 // Close stops accepting, closes every connection, and returns after every
@@ -490,12 +490,11 @@ func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id r
 	if _, err := kvwire.DecodePayload(typ, payload); err != nil {
 		return fmt.Errorf("send %v to %s: %w: %w", typ, peer, ErrFrame, err)
 	}
-	frame := kvwire.AppendFrame(make([]byte, 0, kvwire.HeaderBytes+len(payload)), typ, id, payload)
 	c, err := t.connFor(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
 	}
-	if err := c.write(ctx, h, net.Buffers{frame}, false); err != nil {
+	if err := c.write(ctx, h, payload, nil, false); err != nil {
 		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
 	}
 	return nil
@@ -514,24 +513,22 @@ func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwi
 	if kv.Kind > kvwire.KindV {
 		return fmt.Errorf("send KV to %s: kind %d is neither K nor V: %w: %w", peer, kv.Kind, ErrFrame, kvwire.ErrMalformed)
 	}
-	pre := make([]byte, kvwire.HeaderBytes, kvwire.HeaderBytes+kvwire.KVSubHeaderBytes)
-	pre = kv.AppendTo(pre)
+	var sub [kvwire.KVSubHeaderBytes]byte
+	kv.AppendTo(sub[:0])
 	h := kvwire.Header{
-		Version:  kvwire.Version,
-		Type:     kvwire.TypeKV,
-		Room:     id,
-		Length:   uint32(kvwire.KVSubHeaderBytes + len(data)),
-		Checksum: kvwire.UpdateChecksum(kvwire.Checksum(pre[kvwire.HeaderBytes:]), data),
+		Version: kvwire.Version,
+		Type:    kvwire.TypeKV,
+		Room:    id,
+		Length:  uint32(kvwire.KVSubHeaderBytes + len(data)),
 	}
 	if err := h.Check(); err != nil {
 		return fmt.Errorf("send KV to %s: %w: %w", peer, ErrFrame, err)
 	}
-	h.Put((*[kvwire.HeaderBytes]byte)(pre))
 	c, err := t.connFor(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
-	if err := c.write(ctx, h, net.Buffers{pre, data}, false); err != nil {
+	if err := c.write(ctx, h, sub[:], data, false); err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
 	return nil
