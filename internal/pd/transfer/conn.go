@@ -52,9 +52,9 @@ type conn struct {
 }
 
 // sealBufBytesMax bounds a connection's send buffer: a whole control
-// frame, or a KV frame's header and sub-header and up to four records of
+// frame, or a KV frame's header and sub-header and up to two records of
 // data (then the buffer is written and refilled).
-const sealBufBytesMax = kvwire.HeaderBytes + kvwire.KVSubHeaderBytes + kvwire.SealTagBytes + 4*(kvwire.SealRecordBytesMax+kvwire.SealTagBytes)
+const sealBufBytesMax = kvwire.HeaderBytes + kvwire.KVSubHeaderBytes + kvwire.SealTagBytes + 2*(kvwire.SealRecordBytesMax+kvwire.SealTagBytes)
 
 func newConn(t *Transport, nc net.Conn, incarnation uint64, timeout time.Duration, keys sessionKeys) *conn {
 	return &conn{t: t, nc: nc, incarnation: incarnation, timeout: timeout, wlock: make(chan struct{}, 1), closed: make(chan struct{}),

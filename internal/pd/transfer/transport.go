@@ -43,10 +43,11 @@ type Handler interface {
 	KVDest(peer string, room room.ID, kv kvwire.KV, n int) []byte
 	// KVDone follows every KVDest call exactly once, on the same
 	// goroutine, when the transport is done with the slice: the data was
-	// read into it (or discarded), or reading stopped because the
+	// opened into it (or discarded), or reading stopped because the
 	// connection failed or closed. checksumOK is true only when all n
-	// bytes arrived and matched the frame's CRC-32C; a page whose KVDone
-	// says false holds garbage.
+	// bytes arrived and every sealed record of them opened (authentic,
+	// unchanged, in order); a page whose KVDone says false holds garbage.
+	// A record that fails to open also closes the connection.
 	KVDone(peer string, room room.ID, kv kvwire.KV, n int, checksumOK bool)
 	// PeerUp reports a completed handshake (with a zero Heartbeat) and
 	// then every heartbeat received: the peer's load as it last said.
@@ -473,7 +474,8 @@ func (t *Transport) Peers() []PeerStatus {
 // that stopped it: the payload does not decode as typ, the dial or
 // handshake failed (ErrAuth, ErrIncompatible naming the difference, ...),
 // the peer was lost, the send queue is full, or ctx ended while waiting
-// for the connection or its write lock. ctx does not cut a write in
+// for the connection or its write lock. Errors about the frame itself
+// (it does not pass the codec) wrap ErrFrame and leave the connection up. ctx does not cut a write in
 // progress (WriteTimeout bounds it), since half a frame would break the
 // connection for every room on it.
 //
@@ -501,11 +503,13 @@ func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id r
 }
 
 // SendKV sends one KV frame to peer: the header and kv's sub-header, then
-// data, written with one vectored write (net.Buffers) without copying
-// data. data must stay unchanged until SendKV returns, which it does only
-// after the write finished or failed. Dialing, errors and ordering are as
-// for Send; a KV frame sent before a FIRST_TOKEN or DONE for the same room
-// (sequentially) arrives before it.
+// data, sealed record by record from data into the connection's send
+// buffer (data itself is only read, never copied whole or changed).
+// data must stay unchanged until SendKV returns, which it does only after
+// the write finished or failed. Dialing, errors and ordering are as for
+// Send; a KV frame sent before a FIRST_TOKEN or DONE for the same room
+// (sequentially) arrives before it. Errors about the frame itself wrap
+// ErrFrame.
 func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwire.KV, data []byte) error {
 	if len(data) > kvwire.KVDataBytesMax {
 		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w: %w", peer, len(data), kvwire.KVDataBytesMax, ErrFrame, kvwire.ErrTooLarge)
