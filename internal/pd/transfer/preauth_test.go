@@ -299,3 +299,40 @@ func TestDialOnly(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPreAuth sends arbitrary bytes to a listener as a stranger would:
+// the listener must close the connection (within the handshake budget)
+// without panicking, and still serve a real peer afterwards.
+func FuzzPreAuth(f *testing.F) {
+	f.Add(helloFrame("d:1"))
+	f.Add(kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKV, Room: roomID(1), Length: kvwire.KVPayloadBytesMax}.AppendTo(nil))
+	old := helloFrame("d:1")
+	old[4] = kvwire.VersionPlaintext
+	f.Add(old)
+	f.Add(append(helloFrame("d:1"), kvwire.AppendFrame(nil, kvwire.TypeAuthResponse, room.ID{}, make([]byte, 32))...))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newPipeNet()
+			pc := n.config("p:1")
+			pc.AcceptOnly = true
+			p := start(t, pc)
+			defer p.stop()
+			c, err := n.dial(context.Background(), "p:1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go c.Write(data)
+			io.ReadAll(c) // the listener closes it, at the latest after HandshakeTimeout
+			c.Close()
+			if p.Counters()["handshakes_ok"] != 0 {
+				t.Fatalf("a stranger's bytes completed a handshake")
+			}
+			d := start(t, n.config("d:1"))
+			defer d.stop()
+			if err := d.Send(context.Background(), "p:1", kvwire.TypeHello, roomID(1), nil); err != nil {
+				t.Fatalf("a real peer after the stranger: %v", err)
+			}
+		})
+	})
+}
