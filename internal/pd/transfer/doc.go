@@ -73,8 +73,8 @@
 //   - Memory is bounded: peersMax peers, handshakesMax pre-auth
 //     handshakes, SendQueueMax waiting senders per connection, and per
 //     connection one control payload buffer (≤ 64 KiB + a tag), one KV
-//     record buffer (64 KiB + a tag) and one send buffer (≤ about
-//     128 KiB).
+//     record buffer (4 records of 64 KiB + a tag, read at once) and one
+//     send buffer (≤ about 128 KiB).
 //   - No GCM nonce repeats under a key: each direction's nonce is its
 //     record counter, keys are fresh per connection, and a direction that
 //     reaches kvwire.SealRecordsMax records closes its connection.
