@@ -336,3 +336,41 @@ func FuzzPreAuth(f *testing.F) {
 		})
 	})
 }
+
+// TestEveryPreAuthEndIsCounted: a stranger that hangs up, one that sends
+// half a header, one that times out and one evicted are each counted
+// once, under their own name.
+func TestEveryPreAuthEndIsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newPipeNet()
+		p := start(t, n.config("p:1"))
+		defer p.stop()
+		ctx := context.Background()
+		c, _ := n.dial(ctx, "p:1")
+		c.Close() // hangs up at once
+		c, _ = n.dial(ctx, "p:1")
+		c.Write(helloFrame("d:1")[:10])
+		c.Close() // hangs up inside the header
+		synctest.Wait()
+		idle, _ := n.dial(ctx, "p:1") // says nothing
+		defer idle.Close()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		var held []net.Conn
+		for range 17 { // one past the per-host cap: the oldest is evicted
+			c, _ := n.dial(ctx, "p:1")
+			held = append(held, c)
+			synctest.Wait()
+		}
+		for _, c := range held {
+			c.Close()
+		}
+		synctest.Wait()
+		got := p.Counters()
+		for name, want := range map[string]uint64{"handshakes_failed": 2 + 16, "handshake_timeouts": 1, "handshakes_evicted": 1, "conns_accepted": 3 + 17} {
+			if got[name] != want {
+				t.Errorf("%s = %d, want %d", name, got[name], want)
+			}
+		}
+	})
+}
