@@ -1,6 +1,7 @@
 package kvwire
 
 import (
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -17,30 +18,69 @@ const (
 	AuthRoleListener AuthRole = 2 // the AUTH_OK MAC
 )
 
-// AuthMAC returns HMAC-SHA256 keyed by the cluster token over the
-// handshake transcript:
+// HandshakeHash returns the SHA-256 transcript hash of handshake payloads,
+// in the order they were sent:
 //
-//	"tandem-kv" || role || listenerNonce || dialerNonce ||
-//	u16 len || dialerAddr || u16 len || listenerAddr
+//	SHA-256("tandem-kv/2 transcript" || for each part: u32 len || part)
 //
-// The dialer proves the token over the listener's fresh nonce (AUTH_RESPONSE)
-// and the listener proves it back over the dialer's (AUTH_OK), so neither
-// side can be impersonated by someone who only replays old handshakes, and
-// both addresses are bound: a proof for one pair of nodes is worthless for
-// another. Compare results with hmac.Equal.
-func AuthMAC(token []byte, role AuthRole, listenerNonce, dialerNonce [NonceBytes]byte, dialerAddr, listenerAddr string) [NonceBytes]byte {
+// The dialer's MAC covers HandshakeHash(AUTH_HELLO, AUTH_CHALLENGE); the
+// listener's MAC and the session keys cover HandshakeHash(AUTH_HELLO,
+// AUTH_CHALLENGE, AUTH_OK with its MAC field zeroed). Every field of the
+// handshake (versions, both addresses, both nonces, shapes, incarnations,
+// heartbeat intervals) is thus bound: an on-path attacker cannot change
+// any of them without the MACs failing.
+func HandshakeHash(parts ...[]byte) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("tandem-kv/2 transcript"))
+	for _, p := range parts {
+		h.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(p))))
+		h.Write(p)
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// AuthMAC returns HMAC-SHA256 keyed by the cluster token over
+//
+//	"tandem-kv/2 mac" || role || transcript
+//
+// where transcript is a HandshakeHash. The dialer proves the token over a
+// transcript holding the listener's fresh nonce (AUTH_RESPONSE) and the
+// listener proves it back over one holding the dialer's (AUTH_OK), so
+// neither side can be impersonated by someone who only replays old
+// handshakes, and both addresses are bound: a proof for one pair of
+// nodes is worthless for another. Compare results with hmac.Equal.
+func AuthMAC(token []byte, role AuthRole, transcript [32]byte) [NonceBytes]byte {
 	m := hmac.New(sha256.New, token)
-	b := make([]byte, 0, 16+1+2*NonceBytes+4+len(dialerAddr)+len(listenerAddr))
-	b = append(b, "tandem-kv"...)
-	b = append(b, byte(role))
-	b = append(b, listenerNonce[:]...)
-	b = append(b, dialerNonce[:]...)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(dialerAddr)))
-	b = append(b, dialerAddr...)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(listenerAddr)))
-	b = append(b, listenerAddr...)
-	m.Write(b)
+	m.Write([]byte("tandem-kv/2 mac"))
+	m.Write([]byte{byte(role)})
+	m.Write(transcript[:])
 	var out [NonceBytes]byte
 	copy(out[:], m.Sum(nil))
 	return out
+}
+
+// SessionKeyBytes is the size of a session key (AES-256).
+const SessionKeyBytes = 32
+
+// SessionKeys derives the two AES-256-GCM keys of a connection with
+// HKDF-SHA256: the cluster token is the secret, the transcript (the
+// listener's HandshakeHash, which holds both fresh nonces) the salt, and
+// the direction the info ("tandem-kv/2 dialer->listener" and
+// "tandem-kv/2 listener->dialer"). Every connection gets fresh keys, and
+// each direction its own, so the per-direction record counters used as
+// nonces never repeat under one key. Deriving needs the token: a
+// stranger who records a handshake cannot compute them. A token holder
+// can (there is no ephemeral key exchange): the token protects recorded
+// traffic only while it stays secret.
+func SessionKeys(token []byte, transcript [32]byte) (dialerToListener, listenerToDialer [SessionKeyBytes]byte) {
+	d, err1 := hkdf.Key(sha256.New, token, transcript[:], "tandem-kv/2 dialer->listener", SessionKeyBytes)
+	l, err2 := hkdf.Key(sha256.New, token, transcript[:], "tandem-kv/2 listener->dialer", SessionKeyBytes)
+	if err1 != nil || err2 != nil { // only for key lengths HKDF cannot produce
+		panic("kvwire: HKDF refused a 32-byte key")
+	}
+	copy(dialerToListener[:], d)
+	copy(listenerToDialer[:], l)
+	return dialerToListener, listenerToDialer
 }

@@ -17,8 +17,10 @@
 // # Format
 //
 // Every frame is a 32-byte little-endian [Header] (magic "TDKV", version
-// 1, type, flags, room id, payload length, CRC-32C of the payload) and the
-// payload. Each [Type] has a payload length range ([Type.PayloadBytesMin],
+// 2, type, flags, room id, payload length, CRC-32C of the payload on
+// handshake frames) and the payload: in clear for the five handshake
+// frames, sealed with AES-256-GCM for every frame after them
+// ([SealedBytes], keys from [SessionKeys]). Each [Type] has a payload length range ([Type.PayloadBytesMin],
 // [Type.PayloadBytesMax]); the header check refuses lengths outside it, so
 // a reader never allocates more than the type allows: at most
 // [ControlPayloadBytesMax] (64 KiB) for control frames and
@@ -26,9 +28,11 @@
 // length and a per-field limit; lists carry a count checked against both
 // its limit and the bytes that remain before anything is allocated.
 //
-// The checksum covers every payload. Control frames with a bad checksum
-// mean the stream cannot be trusted (the transport closes the
-// connection); a KV frame with a bad checksum fails only its room.
+// The checksum covers handshake payloads (a bad one closes the
+// connection). Sealed frames carry 0 there: their tags authenticate
+// header and payload, and a frame that fails to open closes the
+// connection. [AuthPayloadBytesMax] bounds what a peer that has not
+// authenticated can make a node read.
 //
 // # Invariants
 //
@@ -41,8 +45,9 @@
 //     bytes. Values over a limit either are cut (messages, at a UTF-8
 //     boundary) or encode bytes that no receiver accepts; never a
 //     different valid value.
-//   - The handshake MACs ([AuthMAC]) bind the cluster token, both nonces,
-//     both addresses and the side that computed them.
+//   - The handshake MACs ([AuthMAC]) bind the cluster token, the whole
+//     transcript ([HandshakeHash]: both nonces, both addresses, versions,
+//     shapes, incarnations, intervals) and the side that computed them.
 //
 // # Tests
 //
@@ -50,5 +55,5 @@
 // malformed headers and payloads with the error each gives, allocation
 // bounds, the Shape diff text, and FuzzReadFrame (seeds in
 // testdata/fuzz/FuzzReadFrame; regenerate with
-// go test ./internal/kvwire/ -run TestFuzzSeeds -update-seeds).
+// go test ./internal/pd/kvwire/ -run TestFuzzSeeds -update-seeds).
 package kvwire

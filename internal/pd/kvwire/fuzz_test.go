@@ -43,7 +43,7 @@ func fuzzSeeds() map[string][]byte {
 	seeds["alloc-count"] = bad
 	seeds["bad-magic"] = []byte("GET / HTTP/1.1\r\nHost: tandem\r\n\r\n")
 	wrongVersion := bytes.Clone(seeds["valid-DONE"])
-	wrongVersion[4] = 2
+	wrongVersion[4] = kvwire.VersionPlaintext
 	seeds["bad-version"] = wrongVersion
 	twoFrames := append(bytes.Clone(seeds["valid-HEARTBEAT"]), seeds["valid-FIRST_TOKEN"]...)
 	seeds["two-frames"] = twoFrames

@@ -15,23 +15,36 @@ const Magic uint32 = 'T' | 'D'<<8 | 'K'<<16 | 'V'<<24
 
 // Version is the protocol version this package speaks. A header with any
 // other version is refused with ErrVersion.
-const Version uint8 = 1
+//
+// Version 2 seals every frame after the handshake (see SealedBytes) and
+// binds the whole handshake transcript in its MACs (HandshakeHash).
+// Version 1 sent frames in clear after the handshake; a version 2
+// listener answers a version 1 AUTH_HELLO with a version 1 AUTH_REJECT
+// (RejectVersion, the same payload layout), so an old dialer fails with a
+// clear message instead of a bare close.
+const Version uint8 = 2
+
+// VersionPlaintext is the last protocol version without sealed frames.
+const VersionPlaintext uint8 = 1
 
 // Header is the fixed 32-byte frame header. Layout, little-endian:
 //
 //	offset size field
 //	0      4    magic "TDKV"
-//	4      1    version (1)
+//	4      1    version (2)
 //	5      1    type
-//	6      2    flags (none defined in version 1; must be 0)
+//	6      2    flags (none defined in version 2; must be 0)
 //	8      16   room id (zero for auth and heartbeat frames, non-zero otherwise)
-//	24     4    payload length in bytes
-//	28     4    CRC-32C (Castagnoli) of the payload; 0 for an empty payload
+//	24     4    payload length in bytes (plaintext, tags not counted)
+//	28     4    CRC-32C (Castagnoli) of the payload on handshake frames
+//	            (0 for an empty payload); 0 on sealed frames
 //
-// The checksum covers every frame's payload, control frames included: the
-// receiver verifies it for control frames (a mismatch closes the
-// connection, since the stream can no longer be trusted) and for KV frames
-// (a mismatch fails only that room; the framing is intact).
+// Handshake frames travel in clear with the checksum, which the receiver
+// verifies (a mismatch closes the connection). Every frame after the
+// handshake is sealed (SealedBytes): its header stays in clear and is
+// authenticated as the additional data of its records, whose AES-GCM tags
+// subsume the checksum (a 128-bit MAC over header and payload, where a
+// CRC-32 catches random errors only), so sealed frames carry 0 there.
 type Header struct {
 	Version  uint8
 	Type     Type
@@ -141,6 +154,27 @@ func ReadHeader(r io.Reader, buf *[HeaderBytes]byte) (Header, error) {
 		return Header{}, fmt.Errorf("read header: %w", err)
 	}
 	return ParseHeader(buf)
+}
+
+// SealedBytes returns how many bytes follow the header of a sealed frame
+// (every frame after the handshake) with header h: its records, each the
+// ciphertext of its plaintext and a SealTagBytes tag. A control frame
+// (or heartbeat) is one record of the whole payload (just a tag when the
+// payload is empty). A KV frame is one record of the sub-header, then its
+// data in records of SealRecordBytesMax (the last one shorter; none for
+// empty data). Each record is sealed with AES-256-GCM under the
+// direction's session key (SessionKeys), with the 12-byte nonce 0^4 ||
+// u64 little-endian count of records sealed before it in that direction
+// (never sent: the receiver counts too, so a replayed, dropped or
+// reordered record fails to open), and the 32 header bytes as additional
+// data.
+func SealedBytes(h Header) int {
+	if h.Type != TypeKV {
+		return int(h.Length) + SealTagBytes
+	}
+	data := int(h.Length) - KVSubHeaderBytes
+	records := (data + SealRecordBytesMax - 1) / SealRecordBytesMax
+	return KVSubHeaderBytes + SealTagBytes + data + records*SealTagBytes
 }
 
 // WriteHeader encodes h into buf and writes it to w.

@@ -2,6 +2,7 @@ package kvwire_test
 
 import (
 	"bytes"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -53,8 +54,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 func TestHeaderLayout(t *testing.T) {
 	h := kvwire.NewHeader(kvwire.TypeDone, testRoom, make([]byte, 12))
 	b := h.AppendTo(nil)
-	if string(b[0:4]) != "TDKV" || b[4] != 1 || b[5] != byte(kvwire.TypeDone) {
-		t.Errorf("header bytes %x: want magic TDKV, version 1, type %d", b[:6], kvwire.TypeDone)
+	if string(b[0:4]) != "TDKV" || b[4] != 2 || b[5] != byte(kvwire.TypeDone) {
+		t.Errorf("header bytes %x: want magic TDKV, version 2, type %d", b[:6], kvwire.TypeDone)
 	}
 	if !bytes.Equal(b[8:24], testRoom[:]) || binary.LittleEndian.Uint32(b[24:]) != 12 {
 		t.Errorf("header bytes %x: room or length misplaced", b)
@@ -92,21 +93,22 @@ func TestParseHeaderErrors(t *testing.T) {
 	}{
 		{"http", (*[32]byte)([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n.....")), kvwire.ErrMagic, `magic "GET "`},
 		{"zero", header(0, 0, 0, 0, room.ID{}, 0), kvwire.ErrMagic, "is not"},
-		{"version 0", header(kvwire.Magic, 0, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 0, this node speaks 1"},
-		{"version 2", header(kvwire.Magic, 2, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 2"},
-		{"type 0", header(kvwire.Magic, 1, 0, 0, testRoom, 0), kvwire.ErrType, "type 0"},
-		{"type 99", header(kvwire.Magic, 1, 99, 0, testRoom, 0), kvwire.ErrType, "type 99"},
-		{"flags", header(kvwire.Magic, 1, tv, 4, testRoom, 0), kvwire.ErrMalformed, "flags 0x0004"},
-		{"room on heartbeat", header(kvwire.Magic, 1, uint8(kvwire.TypeHeartbeat), 0, testRoom, 28), kvwire.ErrMalformed, "carries none"},
-		{"no room on hello", header(kvwire.Magic, 1, tv, 0, room.ID{}, 0), kvwire.ErrMalformed, "room id missing"},
-		{"hello with payload", header(kvwire.Magic, 1, tv, 0, testRoom, 1), kvwire.ErrTooLarge, "HELLO frame: payload length 1 above the limit 0"},
-		{"control oversize", header(kvwire.Magic, 1, uint8(kvwire.TypeAlloc), 0, testRoom, 1<<20), kvwire.ErrTooLarge, "limit 65536"},
-		{"abort oversize", header(kvwire.Magic, 1, uint8(kvwire.TypeAbort), 0, testRoom, 3+1025), kvwire.ErrTooLarge, "ABORT"},
-		{"kv oversize", header(kvwire.Magic, 1, uint8(kvwire.TypeKV), 0, testRoom, kvwire.KVPayloadBytesMax+1), kvwire.ErrTooLarge, "KV frame"},
-		{"kv max length", header(kvwire.Magic, 1, uint8(kvwire.TypeKV), 0, testRoom, math.MaxUint32), kvwire.ErrTooLarge, "4294967295"},
-		{"kv no sub-header", header(kvwire.Magic, 1, uint8(kvwire.TypeKV), 0, testRoom, 7), kvwire.ErrMalformed, "below the minimum 8"},
-		{"short heartbeat", header(kvwire.Magic, 1, uint8(kvwire.TypeHeartbeat), 0, room.ID{}, 27), kvwire.ErrMalformed, "below the minimum 28"},
-		{"long done", header(kvwire.Magic, 1, uint8(kvwire.TypeDone), 0, testRoom, 13), kvwire.ErrTooLarge, "DONE"},
+		{"version 0", header(kvwire.Magic, 0, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 0, this node speaks 2"},
+		{"version 1 (plaintext)", header(kvwire.Magic, 1, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 1"},
+		{"version 3", header(kvwire.Magic, 3, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 3"},
+		{"type 0", header(kvwire.Magic, kvwire.Version, 0, 0, testRoom, 0), kvwire.ErrType, "type 0"},
+		{"type 99", header(kvwire.Magic, kvwire.Version, 99, 0, testRoom, 0), kvwire.ErrType, "type 99"},
+		{"flags", header(kvwire.Magic, kvwire.Version, tv, 4, testRoom, 0), kvwire.ErrMalformed, "flags 0x0004"},
+		{"room on heartbeat", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeHeartbeat), 0, testRoom, 28), kvwire.ErrMalformed, "carries none"},
+		{"no room on hello", header(kvwire.Magic, kvwire.Version, tv, 0, room.ID{}, 0), kvwire.ErrMalformed, "room id missing"},
+		{"hello with payload", header(kvwire.Magic, kvwire.Version, tv, 0, testRoom, 1), kvwire.ErrTooLarge, "HELLO frame: payload length 1 above the limit 0"},
+		{"control oversize", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeAlloc), 0, testRoom, 1<<20), kvwire.ErrTooLarge, "limit 65536"},
+		{"abort oversize", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeAbort), 0, testRoom, 3+1025), kvwire.ErrTooLarge, "ABORT"},
+		{"kv oversize", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeKV), 0, testRoom, kvwire.KVPayloadBytesMax+1), kvwire.ErrTooLarge, "KV frame"},
+		{"kv max length", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeKV), 0, testRoom, math.MaxUint32), kvwire.ErrTooLarge, "4294967295"},
+		{"kv no sub-header", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeKV), 0, testRoom, 7), kvwire.ErrMalformed, "below the minimum 8"},
+		{"short heartbeat", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeHeartbeat), 0, room.ID{}, 27), kvwire.ErrMalformed, "below the minimum 28"},
+		{"long done", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeDone), 0, testRoom, 13), kvwire.ErrTooLarge, "DONE"},
 	} {
 		_, err := kvwire.ParseHeader(tc.buf)
 		if !errors.Is(err, tc.want) || !strings.Contains(errText(err), tc.text) {
@@ -483,24 +485,65 @@ func TestFrameKindMapping(t *testing.T) {
 
 func TestAuthMAC(t *testing.T) {
 	token := []byte("0123456789abcdef")
-	ln, dn := [32]byte{1}, [32]byte{2}
-	got := kvwire.AuthMAC(token, kvwire.AuthRoleDialer, ln, dn, "d:1", "p:2")
+	th := kvwire.HandshakeHash([]byte("hello"), []byte("challenge"))
+	h := sha256.New()
+	h.Write([]byte("tandem-kv/2 transcript\x05\x00\x00\x00hello\x09\x00\x00\x00challenge"))
+	if want := h.Sum(nil); !bytes.Equal(th[:], want) {
+		t.Errorf("HandshakeHash = %x, want %x", th, want)
+	}
+	got := kvwire.AuthMAC(token, kvwire.AuthRoleDialer, th)
 	m := hmac.New(sha256.New, token)
-	m.Write([]byte("tandem-kv\x01"))
-	m.Write(ln[:])
-	m.Write(dn[:])
-	m.Write([]byte{3, 0, 'd', ':', '1', 3, 0, 'p', ':', '2'})
+	m.Write([]byte("tandem-kv/2 mac\x01"))
+	m.Write(th[:])
 	if want := m.Sum(nil); !bytes.Equal(got[:], want) {
 		t.Errorf("AuthMAC = %x, want %x", got, want)
 	}
 	for name, other := range map[string][32]byte{
-		"role":   kvwire.AuthMAC(token, kvwire.AuthRoleListener, ln, dn, "d:1", "p:2"),
-		"token":  kvwire.AuthMAC([]byte("0123456789abcdeF"), kvwire.AuthRoleDialer, ln, dn, "d:1", "p:2"),
-		"nonces": kvwire.AuthMAC(token, kvwire.AuthRoleDialer, dn, ln, "d:1", "p:2"),
-		"addrs":  kvwire.AuthMAC(token, kvwire.AuthRoleDialer, ln, dn, "d:1p", ":2"),
+		"role":       kvwire.AuthMAC(token, kvwire.AuthRoleListener, th),
+		"token":      kvwire.AuthMAC([]byte("0123456789abcdeF"), kvwire.AuthRoleDialer, th),
+		"transcript": kvwire.AuthMAC(token, kvwire.AuthRoleDialer, kvwire.HandshakeHash([]byte("hello"), []byte("challengf"))),
+		"split":      kvwire.AuthMAC(token, kvwire.AuthRoleDialer, kvwire.HandshakeHash([]byte("helloc"), []byte("hallenge"))),
 	} {
 		if other == got {
 			t.Errorf("AuthMAC ignores the %s", name)
+		}
+	}
+}
+
+func TestSessionKeys(t *testing.T) {
+	token := []byte("0123456789abcdef")
+	th := kvwire.HandshakeHash([]byte("a"))
+	d, l := kvwire.SessionKeys(token, th)
+	want, err := hkdf.Key(sha256.New, token, th[:], "tandem-kv/2 dialer->listener", 32)
+	if err != nil || !bytes.Equal(d[:], want) {
+		t.Errorf("dialer->listener key = %x, want %x (%v)", d, want, err)
+	}
+	if d == l {
+		t.Errorf("both directions got the same key")
+	}
+	if d2, _ := kvwire.SessionKeys(token, kvwire.HandshakeHash([]byte("b"))); d2 == d {
+		t.Errorf("keys ignore the transcript")
+	}
+	if d2, _ := kvwire.SessionKeys([]byte("0123456789abcdeF"), th); d2 == d {
+		t.Errorf("keys ignore the token")
+	}
+}
+
+func TestSealedBytes(t *testing.T) {
+	R, tag := kvwire.SealRecordBytesMax, kvwire.SealTagBytes
+	for _, tc := range []struct {
+		h    kvwire.Header
+		want int
+	}{
+		{kvwire.Header{Type: kvwire.TypeHello}, tag},
+		{kvwire.Header{Type: kvwire.TypeDone, Length: 12}, 12 + tag},
+		{kvwire.Header{Type: kvwire.TypeKV, Length: 8}, 8 + tag},
+		{kvwire.Header{Type: kvwire.TypeKV, Length: 8 + 1}, 8 + tag + 1 + tag},
+		{kvwire.Header{Type: kvwire.TypeKV, Length: uint32(8 + R)}, 8 + tag + R + tag},
+		{kvwire.Header{Type: kvwire.TypeKV, Length: uint32(8 + R + 1)}, 8 + tag + R + 1 + 2*tag},
+	} {
+		if got := kvwire.SealedBytes(tc.h); got != tc.want {
+			t.Errorf("SealedBytes(%v, length %d) = %d, want %d", tc.h.Type, tc.h.Length, got, tc.want)
 		}
 	}
 }
@@ -520,6 +563,11 @@ func TestLimits(t *testing.T) {
 	}
 	if kvwire.MessageBytesMax >= math.MaxUint16 || kvwire.NodeAddrBytesMax >= math.MaxUint16 {
 		t.Errorf("string limits must stay below the u16 length so over-long fields fail")
+	}
+	for typ := kvwire.TypeAuthHello; typ.IsAuth(); typ++ {
+		if got := typ.PayloadBytesMax(); got > kvwire.AuthPayloadBytesMax {
+			t.Errorf("%v payload limit %d above AuthPayloadBytesMax %d: a stranger could make a node allocate more before authenticating", typ, got, kvwire.AuthPayloadBytesMax)
+		}
 	}
 	if kvwire.TopLogprobsMax >= 255 {
 		t.Errorf("TopLogprobsMax %d must stay below the u8 count", kvwire.TopLogprobsMax)

@@ -33,6 +33,12 @@ const (
 	// KVPayloadBytesMax bounds a KV frame's payload: sub-header and data.
 	KVPayloadBytesMax = KVSubHeaderBytes + KVDataBytesMax
 
+	// AuthPayloadBytesMax bounds the payload of every handshake frame:
+	// the most a node reads from a peer that has not authenticated yet
+	// (the transport refuses any other frame type before the handshake
+	// ends, at its header). Every auth type's own maximum is below it.
+	AuthPayloadBytesMax = 2 << 10
+
 	// AllocPagesMax is the most page numbers one ALLOC carries: as many as
 	// fit in a control payload after the count. It is the room core's
 	// limit, so the core never asks for an ALLOC the wire cannot carry
@@ -57,4 +63,21 @@ const (
 
 	// NonceBytes is the size of a handshake nonce and of a MAC.
 	NonceBytes = 32
+
+	// SealTagBytes is the size of the AES-GCM tag that ends every sealed
+	// record.
+	SealTagBytes = 16
+
+	// SealRecordBytesMax bounds the data of one sealed record of a KV
+	// frame: the data is sealed in records of this size (the last one
+	// shorter), each with its own tag, so a receiver opens each record
+	// from a small buffer straight into the destination page, and a
+	// sender seals from the source page into a small buffer.
+	SealRecordBytesMax = 64 << 10
+
+	// SealRecordsMax bounds the records sealed under one key (one
+	// direction of one connection). A connection that reaches it is
+	// closed; the redial derives fresh keys. Far below GCM's limits for
+	// counter nonces.
+	SealRecordsMax = 1 << 48
 )

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
@@ -34,14 +35,18 @@ func (s *sink) KVDone(_ string, _ room.ID, _ kvwire.KV, _ int, ok bool) {
 // Handler is a sink of pageBytes.
 func sinkPair(tb testing.TB, pageBytes int) (send *transfer.Transport, to string, s *sink) {
 	s = &sink{page: make([]byte, pageBytes)}
-	recv, err := transfer.New(config("127.0.0.1:0"), s)
+	// Heartbeats every second, not config's 50ms: a 100ms peer timeout
+	// lost the peer mid-benchmark on a loaded 2-core machine.
+	cfg := config("127.0.0.1:0")
+	cfg.HeartbeatInterval = time.Second
+	recv, err := transfer.New(cfg, s)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { recv.Serve(ctx); close(served) }()
-	send, err = transfer.New(config("127.0.0.1:0"), s)
+	send, err = transfer.New(cfg, s)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -19,41 +19,58 @@ const (
 	// handshakes are refused with kvwire.RejectBusy.
 	peersMax = 1024
 	// handshakesMax bounds the accepted connections still in their
-	// handshake; more are closed at once (counted handshakes_refused), so
-	// a flood of idle connections cannot hold memory or goroutines.
+	// handshake (not yet authenticated). A new connection past it evicts
+	// the oldest pre-auth connection of the source host holding the most
+	// slots (counted handshakes_evicted), so a flood of idle connections
+	// can hold neither memory nor goroutines, and cannot lock out a peer
+	// that dials during the flood: the newest connection always gets a
+	// slot, and a real peer finishes its handshake in one round trip.
 	handshakesMax = 64
+	// handshakesPerHostMax bounds the pre-auth connections from one source
+	// IP; past it the host's own oldest is evicted, so one flooding host
+	// cannot push out the handshakes of others.
+	handshakesPerHostMax = 16
 	// clusterTokenBytesMin is the shortest accepted cluster token.
 	clusterTokenBytesMin = 16
 	// sendQueueMaxLimit bounds Config.SendQueueMax.
 	sendQueueMaxLimit = 1 << 16
 	// heartbeatIntervalMin bounds Config.HeartbeatInterval from below.
 	heartbeatIntervalMin = time.Millisecond
-	// kvReadChunkBytes is how much KV data is read per call; the read
-	// deadline and the peer's last-heard time are refreshed per chunk, so
-	// a large frame on a slow link does not look like a silent peer.
-	kvReadChunkBytes = 1 << 20
-	// discardBufBytes is the scratch buffer for discarded KV data.
-	discardBufBytes = 64 << 10
 	// acceptBackoffMax bounds the wait after a failed Accept.
 	acceptBackoffMax = time.Second
 
 	defaultHeartbeatInterval = time.Second
 	defaultDialTimeout       = 5 * time.Second
+	defaultHandshakeTimeout  = 2 * time.Second
 	defaultWriteTimeout      = 10 * time.Second
 	defaultSendQueueMax      = 64
 )
 
-// Config configures a Transport. ListenAddr (or Listener), ClusterToken
-// and Shape are required; zero durations and counts take the defaults
-// named on each field.
+// Config configures a Transport. ListenAddr (or Listener, or DialOnly),
+// ClusterToken and Shape are required; zero durations and counts take the
+// defaults named on each field.
 type Config struct {
 	// ListenAddr is the TCP address to listen on ("127.0.0.1:0" picks a
 	// port; Addr reports the real one).
 	ListenAddr string
 	// AdvertiseAddr is this node's identity: sent in AUTH_HELLO and
-	// AUTH_CHALLENGE and used by peers as the key for this node. It must
-	// be the address peers dial. Default: Addr().
+	// AUTH_CHALLENGE and used by peers as the key for this node. A node
+	// that listens must advertise the address peers dial (a dialer checks
+	// that the listener calls itself what it dialed). A DialOnly node is
+	// never dialed: its identity is only the name its listeners know it
+	// by (PeerStatus.Addr, Handler calls), so any stable host:port-shaped
+	// name unique in the cluster will do; the worker's HTTP address is a
+	// good one. Default: Addr(), or for DialOnly a random name
+	// "dial-only.<16 hex digits>:0" that changes with every process (a
+	// restarted node then shows up as a new peer, and its listeners lose
+	// the old one after the peer timeout instead of at the reconnect).
 	AdvertiseAddr string
+	// DialOnly makes the transport never listen: decode workers set it,
+	// since only they dial and a listener there would be pure pre-auth
+	// attack surface. ListenAddr and Listener must then be empty and
+	// AcceptOnly false; Addr is "", and Serve only waits for its context
+	// (or Close).
+	DialOnly bool
 	// ClusterToken is the shared secret both sides of every connection
 	// prove with HMAC-SHA256 (at least 16 bytes; `tandem up` generates
 	// one).
@@ -65,9 +82,14 @@ type Config struct {
 	// HeartbeatInterval is how often a heartbeat goes to every connected
 	// peer (default 1s, at least 1ms). PeerTimeout is twice it.
 	HeartbeatInterval time.Duration
-	// DialTimeout bounds a dial plus its handshake, and the handshake of
-	// an accepted connection (default 5s).
+	// DialTimeout bounds a dial plus its handshake (default 5s).
 	DialTimeout time.Duration
+	// HandshakeTimeout bounds the whole handshake of an accepted
+	// connection, from accept to authenticated (default 2s): one absolute
+	// deadline, so a peer trickling bytes does not extend it. It is what
+	// a stranger can hold a pre-auth slot for; a real peer needs one
+	// round trip.
+	HandshakeTimeout time.Duration
 	// WriteTimeout bounds the write of one frame (default 10s). A write
 	// past it closes the connection.
 	WriteTimeout time.Duration
@@ -100,8 +122,13 @@ type Config struct {
 // withDefaults checks cfg and fills its defaults.
 func (cfg Config) withDefaults() (Config, error) {
 	var errs []error
-	if cfg.ListenAddr == "" && cfg.Listener == nil {
-		errs = append(errs, errors.New("ListenAddr is empty"))
+	switch {
+	case cfg.DialOnly && (cfg.ListenAddr != "" || cfg.Listener != nil):
+		errs = append(errs, fmt.Errorf("DialOnly with ListenAddr %q or a Listener: a dial-only transport does not listen; leave both empty", cfg.ListenAddr))
+	case cfg.DialOnly && cfg.AcceptOnly:
+		errs = append(errs, errors.New("DialOnly and AcceptOnly both set: a transport that neither dials nor listens cannot reach anyone"))
+	case !cfg.DialOnly && cfg.ListenAddr == "" && cfg.Listener == nil:
+		errs = append(errs, errors.New("ListenAddr is empty (set DialOnly for a transport that only dials)"))
 	}
 	if len(cfg.ClusterToken) < clusterTokenBytesMin {
 		errs = append(errs, fmt.Errorf("ClusterToken has %d bytes, need at least %d (generate one with `tandem up`)", len(cfg.ClusterToken), clusterTokenBytesMin))
@@ -112,7 +139,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.AdvertiseAddr) > kvwire.NodeAddrBytesMax {
 		errs = append(errs, fmt.Errorf("AdvertiseAddr has %d bytes, limit %d", len(cfg.AdvertiseAddr), kvwire.NodeAddrBytesMax))
 	}
-	if cfg.HeartbeatInterval < 0 || cfg.DialTimeout < 0 || cfg.WriteTimeout < 0 {
+	if cfg.HeartbeatInterval < 0 || cfg.DialTimeout < 0 || cfg.WriteTimeout < 0 || cfg.HandshakeTimeout < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	if cfg.HeartbeatInterval != 0 && cfg.HeartbeatInterval < heartbeatIntervalMin {
@@ -130,6 +157,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = defaultDialTimeout
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = defaultHandshakeTimeout
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = defaultWriteTimeout

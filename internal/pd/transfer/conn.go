@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,12 +18,14 @@ import (
 //
 // Writes are serialized by a channel lock (wlock) and done on the
 // caller's goroutine, with a per-write deadline, instead of by a writer
-// goroutine draining a queue: SendKV writes the caller's page memory
-// without copying it, so the write must finish before SendKV returns; a
-// queue would make the caller wait anyway and could not drop a queued
-// frame on context cancellation without either copying it or writing
-// memory the caller had already released. Waiting writers are bounded
-// by SendQueueMax; they wait on the lock with their context.
+// goroutine draining a queue: SendKV seals the caller's page memory
+// without copying it first, so the write must finish before SendKV
+// returns; a queue would make the caller wait anyway and could not drop
+// a queued frame on context cancellation without either copying it or
+// reading memory the caller had already released. Waiting writers are
+// bounded by SendQueueMax; they wait on the lock with their context.
+// Every frame is sealed (seal.go) under the lock, in write order, so the
+// record counters of both sides agree.
 type conn struct {
 	t           *Transport
 	nc          net.Conn
@@ -33,10 +34,13 @@ type conn struct {
 	timeout     time.Duration // peer timeout for this connection (see Transport.timeoutWith)
 	hbSeq       uint64        // last heartbeat sequence number sent; runPeer only
 
-	wlock   chan struct{} // capacity 1: held while a frame is written
+	wlock   chan struct{} // capacity 1: held while a frame is sealed and written
 	waiting atomic.Int32  // writers waiting for or holding wlock
+	send    *sealer       // this node's direction; under wlock
+	sbuf    []byte        // sealed bytes waiting to be written; under wlock, ≤ sealBufBytesMax
+	recv    *sealer       // the peer's direction; reader goroutine only
 
-	// readMu is held by the reader while it reads KV data into a
+	// readMu is held by the reader while it opens KV data into a
 	// destination slice; killConn takes it to be sure no such write is in
 	// progress or will start (dead).
 	readMu sync.Mutex
@@ -47,8 +51,14 @@ type conn struct {
 	err       error // why it closed; set before closed is closed
 }
 
-func newConn(t *Transport, nc net.Conn, incarnation uint64, timeout time.Duration) *conn {
-	return &conn{t: t, nc: nc, incarnation: incarnation, timeout: timeout, wlock: make(chan struct{}, 1), closed: make(chan struct{})}
+// sealBufBytesMax bounds a connection's send buffer: a whole control
+// frame, or a KV frame's header and sub-header and up to two records of
+// data (then the buffer is written and refilled).
+const sealBufBytesMax = kvwire.HeaderBytes + kvwire.KVSubHeaderBytes + kvwire.SealTagBytes + 2*(kvwire.SealRecordBytesMax+kvwire.SealTagBytes)
+
+func newConn(t *Transport, nc net.Conn, incarnation uint64, timeout time.Duration, keys sessionKeys) *conn {
+	return &conn{t: t, nc: nc, incarnation: incarnation, timeout: timeout, wlock: make(chan struct{}, 1), closed: make(chan struct{}),
+		send: newSealer(keys.send), recv: newSealer(keys.recv)}
 }
 
 // close closes the connection once, recording why.
@@ -84,12 +94,13 @@ func (c *conn) peerAddr() string {
 	return c.nc.RemoteAddr().String()
 }
 
-// write writes one frame (bufs: header and payload, possibly in pieces).
-// A heartbeat (try) gives up at once when another frame is being written
-// and uses the shorter of WriteTimeout and PeerTimeout as its deadline.
-// Any write error closes the connection: a partial frame cannot be
-// taken back.
-func (c *conn) write(ctx context.Context, h kvwire.Header, bufs net.Buffers, try bool) error {
+// write seals and writes one frame with header h: prefix (a control
+// payload, or a KV frame's encoded sub-header), then data (a KV frame's
+// data; nil otherwise), which is only read. A heartbeat (try) gives up at
+// once when another frame is being written and uses the shorter of
+// WriteTimeout and PeerTimeout as its deadline. Any write error closes
+// the connection: a partial frame cannot be taken back.
+func (c *conn) write(ctx context.Context, h kvwire.Header, prefix, data []byte, try bool) error {
 	t := c.t
 	if !try {
 		if int(c.waiting.Add(1)) > t.cfg.SendQueueMax {
@@ -117,14 +128,11 @@ func (c *conn) write(ctx context.Context, h kvwire.Header, bufs net.Buffers, try
 	if c.isClosed() {
 		return fmt.Errorf("connection closed: %w", c.err)
 	}
-	size := 0
-	for _, b := range bufs {
-		size += len(b)
-	}
+	h.Checksum = 0 // the tags authenticate sealed frames
+	size := kvwire.HeaderBytes + kvwire.SealedBytes(h)
+	fw := frameWriter{c: c, cutAt: -1, corruptAt: -1}
 	if t.cfg.Faults != nil {
-		var done bool
-		var err error
-		if bufs, done, err = c.writeFault(h, bufs); done {
+		if done, err := c.writeFault(h, size, &fw); done {
 			return err
 		}
 	}
@@ -133,7 +141,10 @@ func (c *conn) write(ctx context.Context, h kvwire.Header, bufs net.Buffers, try
 		timeout = min(timeout, c.timeout)
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	if err := c.seal(h, prefix, data, size, &fw); err != nil {
+		if errors.Is(err, ErrInjected) {
+			return err
+		}
 		t.inc(cWriteErrors)
 		err = fmt.Errorf("write %v frame: %w", h.Type, err)
 		c.close(err)
@@ -148,37 +159,82 @@ func (c *conn) write(ctx context.Context, h kvwire.Header, bufs net.Buffers, try
 	return nil
 }
 
-// writeFault consults the Faults hook. It returns the buffers to write,
-// or done with the write's result when the fault replaced the write.
-func (c *conn) writeFault(h kvwire.Header, bufs net.Buffers) (net.Buffers, bool, error) {
+// seal seals the frame record by record into the send buffer, writing it
+// whenever the next record would not fit, and at the end.
+func (c *conn) seal(h kvwire.Header, prefix, data []byte, size int, fw *frameWriter) error {
+	if cap(c.sbuf) < min(size, sealBufBytesMax) {
+		c.sbuf = make([]byte, 0, min(size, sealBufBytesMax))
+	}
+	var hdr [kvwire.HeaderBytes]byte
+	h.Put(&hdr)
+	buf := append(c.sbuf[:0], hdr[:]...)
+	buf, err := c.send.seal(buf, prefix, hdr[:])
+	if err != nil {
+		return err
+	}
+	for len(data) > 0 {
+		n := min(len(data), kvwire.SealRecordBytesMax)
+		if len(buf)+n+kvwire.SealTagBytes > cap(buf) {
+			if err := fw.write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+		if buf, err = c.send.seal(buf, data[:n], hdr[:]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return fw.write(buf)
+}
+
+// frameWriter writes a frame's sealed bytes, applying an injected cut or
+// corruption at a byte offset of the frame (-1: none).
+type frameWriter struct {
+	c                *conn
+	off              int // bytes of the frame passed so far
+	cutAt, corruptAt int
+}
+
+func (w *frameWriter) write(b []byte) error {
+	if at := w.corruptAt - w.off; at >= 0 && at < len(b) {
+		b[at] ^= 0x40 // in the connection's own buffer, never the caller's data
+	}
+	if w.cutAt >= 0 && w.off+len(b) > w.cutAt {
+		w.c.nc.Write(b[:w.cutAt-w.off])
+		err := fmt.Errorf("write frame: connection cut mid-frame: %w", ErrInjected)
+		w.c.close(err)
+		return err
+	}
+	w.off += len(b)
+	_, err := w.c.nc.Write(b)
+	return err
+}
+
+// writeFault consults the Faults hook before anything is sealed (a frame
+// dropped or failed must not use up a record number). It returns done
+// with the write's result when the fault replaced the write, or sets up
+// fw for a cut or a corruption.
+func (c *conn) writeFault(h kvwire.Header, size int, fw *frameWriter) (bool, error) {
 	t := c.t
 	f := t.cfg.Faults.BeforeWrite(c.peerAddr(), h)
 	if f.Action != FaultNone || f.Delay > 0 {
 		t.inc(cFaultsInjected)
 	}
 	if !t.sleep(f.Delay, c.closed) {
-		return nil, true, fmt.Errorf("write %v frame: connection closed during injected delay: %w", h.Type, ErrInjected)
+		return true, fmt.Errorf("write %v frame: connection closed during injected delay: %w", h.Type, ErrInjected)
 	}
 	switch f.Action {
 	case FaultDrop:
-		return nil, true, nil
+		return true, nil
 	case FaultFail:
-		return nil, true, fmt.Errorf("write %v frame: %w", h.Type, ErrInjected)
+		return true, fmt.Errorf("write %v frame: %w", h.Type, ErrInjected)
 	case FaultCut:
-		all := bytes.Join(bufs, nil)
-		c.nc.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-		c.nc.Write(all[:len(all)/2])
-		err := fmt.Errorf("write %v frame: connection cut mid-frame: %w", h.Type, ErrInjected)
-		c.close(err)
-		return nil, true, err
+		fw.cutAt = size / 2
 	case FaultCorrupt:
-		all := bytes.Join(bufs, nil)
-		if len(all) > kvwire.HeaderBytes {
-			all[kvwire.HeaderBytes+(len(all)-kvwire.HeaderBytes)/2] ^= 0x40
-		}
-		return net.Buffers{all}, false, nil
+		fw.corruptAt = kvwire.HeaderBytes + (size-kvwire.HeaderBytes)/2
 	}
-	return bufs, false, nil
+	return false, nil
 }
 
 // readLoop reads frames until the connection fails, then closes it.
@@ -192,9 +248,9 @@ type reader struct {
 	t       *Transport
 	c       *conn
 	hdr     [kvwire.HeaderBytes]byte
-	sub     [kvwire.KVSubHeaderBytes]byte
-	payload []byte              // control payloads; grows to at most ControlPayloadBytesMax
-	discard []byte              // scratch for discarded KV data
+	sub     [kvwire.KVSubHeaderBytes + kvwire.SealTagBytes]byte
+	payload []byte              // sealed control payloads; grows to at most ControlPayloadBytesMax + a tag
+	record  []byte              // sealed KV data records, recvBatchRecords at a time
 	check   [256]kvwire.Payload // scratch values for checking payloads, by type
 }
 
@@ -227,7 +283,7 @@ func (t *Transport) readFrames(c *conn) error {
 // the peer as heard from.
 func (r *reader) received(h kvwire.Header) {
 	t, p := r.t, r.c.p
-	size := uint64(kvwire.HeaderBytes) + uint64(h.Length)
+	size := uint64(kvwire.HeaderBytes) + uint64(kvwire.SealedBytes(h))
 	t.inc(cFramesIn)
 	t.add(cBytesIn, size)
 	p.framesIn.Add(1)
@@ -244,6 +300,10 @@ func (r *reader) failed(err error) error {
 	}
 	if cn, ok := rejectCounter(err); ok {
 		t.reject(cn, c.peerAddr(), err)
+		return err
+	}
+	if errors.Is(err, errOpen) {
+		t.reject(cRejectedAuthTag, c.peerAddr(), err)
 		return err
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -270,22 +330,23 @@ func (r *reader) readFault(h kvwire.Header) (Fault, error) {
 	return f, nil
 }
 
-// readControl reads, checks and delivers a non-KV frame.
+// readControl reads, opens, checks and delivers a non-KV frame.
 func (r *reader) readControl(h kvwire.Header, f Fault) error {
 	t, c := r.t, r.c
-	n := int(h.Length)
+	n := int(h.Length) + kvwire.SealTagBytes
 	if cap(r.payload) < n {
-		r.payload = make([]byte, n, max(n, min(2*cap(r.payload), kvwire.ControlPayloadBytesMax)))
+		r.payload = make([]byte, n, max(n, min(2*cap(r.payload), kvwire.ControlPayloadBytesMax+kvwire.SealTagBytes)))
 	}
-	payload := r.payload[:n]
-	if _, err := io.ReadFull(c.nc, payload); err != nil {
+	sealed := r.payload[:n]
+	if _, err := io.ReadFull(c.nc, sealed); err != nil {
 		return err
 	}
-	if f.Action == FaultCorrupt && n > 0 {
-		payload[0] ^= 0x40
+	if f.Action == FaultCorrupt {
+		sealed[0] ^= 0x40
 	}
-	if err := h.VerifyChecksum(payload); err != nil {
-		return err
+	payload, err := c.recv.open(sealed[:0], sealed, r.hdr[:])
+	if err != nil {
+		return fmt.Errorf("%v frame: %w", h.Type, err)
 	}
 	r.received(h)
 	if h.Type.IsAuth() {
@@ -317,22 +378,31 @@ func (r *reader) readControl(h kvwire.Header, f Fault) error {
 	return nil
 }
 
-// readKV reads a KV frame's sub-header, then its data straight into the
-// destination the Handler gives (or discards it), checksumming as it
-// goes, and reports the result.
+// readKV reads and opens a KV frame's sub-header (so the destination is
+// chosen from authenticated coordinates), then its data record by record
+// straight into the destination the Handler gives (or discards it), and
+// reports the result. A record that fails to open ends the frame
+// (KVDone false) and closes the connection.
 func (r *reader) readKV(h kvwire.Header, f Fault) error {
 	t, c := r.t, r.c
 	if _, err := io.ReadFull(c.nc, r.sub[:]); err != nil {
 		return err
 	}
+	n := int(h.Length) - kvwire.KVSubHeaderBytes
+	if f.Action == FaultCorrupt && n == 0 {
+		r.sub[0] ^= 0x40
+	}
+	sub, err := c.recv.open(r.sub[:0], r.sub[:], r.hdr[:])
+	if err != nil {
+		return fmt.Errorf("KV sub-header: %w", err)
+	}
 	var kv kvwire.KV
-	if err := kv.Decode(r.sub[:]); err != nil {
+	if err := kv.Decode(sub); err != nil {
 		return err
 	}
-	n := int(h.Length) - kvwire.KVSubHeaderBytes
-	crc := kvwire.Checksum(r.sub[:])
+	corrupt := f.Action == FaultCorrupt
 	if f.Action == FaultDrop {
-		_, err := r.skip(n, crc)
+		err := r.readData(nil, n, corrupt)
 		if err == nil {
 			r.received(h)
 		}
@@ -347,22 +417,17 @@ func (r *reader) readKV(h kvwire.Header, f Fault) error {
 		t.inc(cKVDestShort)
 		dest = nil
 	}
-	var err error
-	if dest != nil {
-		crc, err = r.readInto(dest[:n], crc, f.Action == FaultCorrupt)
-	} else {
-		crc, err = r.skip(n, crc)
+	if dest == nil {
 		t.inc(cKVDiscardedFrames)
 		t.add(cKVDiscardedBytes, uint64(n))
+	} else {
+		dest = dest[:n]
 	}
-	ok := err == nil && crc == h.Checksum
+	err = r.readData(dest, n, corrupt)
 	if err == nil {
 		r.received(h)
-		if !ok {
-			t.inc(cKVChecksumErrors)
-		}
 	}
-	t.h.KVDone(c.p.addr, h.Room, kv, n, ok)
+	t.h.KVDone(c.p.addr, h.Room, kv, n, err == nil)
 	return err
 }
 
@@ -373,49 +438,56 @@ var errSilent = fmt.Errorf("peer silent: %w", ErrPeerLost)
 // errConnDead stops a KV read after killConn.
 var errConnDead = errors.New("connection closed while reading KV data")
 
-// readInto reads len(dst) bytes in chunks under readMu, refreshing the
-// deadline and the last-heard time per chunk.
-func (r *reader) readInto(dst []byte, crc uint32, corrupt bool) (uint32, error) {
+// recvBatchRecords is how many KV data records the reader reads with one
+// ReadFull before opening them one by one: fewer wake-ups on a fast link.
+const recvBatchRecords = 4
+
+// readData reads the n data bytes of a KV frame in sealed records, a few
+// at a time into the record buffer, and opens each from there into dst
+// (under readMu), or in place and drops it when dst is nil; it refreshes
+// the read deadline and the last-heard time per batch, so a large frame
+// on a slow link does not look like a silent peer. corrupt flips the
+// first byte read (fault injection).
+func (r *reader) readData(dst []byte, n int, corrupt bool) error {
 	t, c := r.t, r.c
-	for len(dst) > 0 {
-		chunk := dst[:min(len(dst), kvReadChunkBytes)]
-		c.readMu.Lock()
-		if c.dead {
-			c.readMu.Unlock()
-			return crc, errConnDead
-		}
+	const rec = kvwire.SealRecordBytesMax + kvwire.SealTagBytes
+	if n > 0 && r.record == nil {
+		r.record = make([]byte, recvBatchRecords*rec)
+	}
+	for off := 0; off < n; {
+		data := min(n-off, recvBatchRecords*kvwire.SealRecordBytesMax)
+		records := (data + kvwire.SealRecordBytesMax - 1) / kvwire.SealRecordBytesMax
+		batch := r.record[:data+records*kvwire.SealTagBytes]
 		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
-		_, err := io.ReadFull(c.nc, chunk)
-		c.readMu.Unlock()
-		if err != nil {
-			return crc, err
+		if _, err := io.ReadFull(c.nc, batch); err != nil {
+			return err
 		}
 		if corrupt {
-			chunk[0] ^= 0x40
+			batch[0] ^= 0x40
 			corrupt = false
 		}
-		crc = kvwire.UpdateChecksum(crc, chunk)
-		dst = dst[len(chunk):]
-		c.p.lastHeard.Store(int64(t.now()))
-	}
-	return crc, nil
-}
-
-// skip reads and checksums n bytes into a scratch buffer.
-func (r *reader) skip(n int, crc uint32) (uint32, error) {
-	t, c := r.t, r.c
-	if n > 0 && r.discard == nil {
-		r.discard = make([]byte, discardBufBytes)
-	}
-	for n > 0 {
-		chunk := r.discard[:min(n, len(r.discard))]
-		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
-		if _, err := io.ReadFull(c.nc, chunk); err != nil {
-			return crc, err
+		for len(batch) > 0 {
+			m := min(len(batch), rec) - kvwire.SealTagBytes
+			sealed := batch[:m+kvwire.SealTagBytes]
+			batch = batch[len(sealed):]
+			var err error
+			if dst == nil {
+				_, err = c.recv.open(sealed[:0], sealed, r.hdr[:])
+			} else {
+				c.readMu.Lock()
+				if c.dead {
+					c.readMu.Unlock()
+					return errConnDead
+				}
+				_, err = c.recv.open(dst[off:off], sealed, r.hdr[:])
+				c.readMu.Unlock()
+			}
+			if err != nil {
+				return fmt.Errorf("KV data at byte %d: %w", off, err)
+			}
+			off += m
 		}
-		crc = kvwire.UpdateChecksum(crc, chunk)
-		n -= len(chunk)
 		c.p.lastHeard.Store(int64(t.now()))
 	}
-	return crc, nil
+	return nil
 }

@@ -20,7 +20,9 @@ const (
 	cConnsDialed
 	cDialErrors
 	cHandshakesOK
-	cHandshakesRefused
+	cHandshakesEvicted
+	cHandshakeTimeouts
+	cHandshakesFailed
 	cAuthRejectedByPeer
 	cRejectedBadMagic
 	cRejectedBadVersion
@@ -28,6 +30,7 @@ const (
 	cRejectedOversize
 	cRejectedMalformed
 	cRejectedChecksum
+	cRejectedAuthTag
 	cRejectedUnauthenticated
 	cRejectedBadMAC
 	cRejectedShape
@@ -43,7 +46,6 @@ const (
 	cHeartbeatsIn
 	cHeartbeatsOut
 	cHeartbeatsSkipped
-	cKVChecksumErrors
 	cKVDiscardedFrames
 	cKVDiscardedBytes
 	cKVDestShort
@@ -59,14 +61,17 @@ var counterNames = [counterEnd]string{
 	cConnsDialed:             "conns_dialed",             // connections dialed (first dials and redials)
 	cDialErrors:              "dial_errors",              // dials that failed before the handshake
 	cHandshakesOK:            "handshakes_ok",            // handshakes completed, either side
-	cHandshakesRefused:       "handshakes_refused",       // accepted connections closed at once: too many handshakes in progress
+	cHandshakesEvicted:       "handshakes_evicted",       // pre-auth connections closed to make room for a newer one (slots full)
+	cHandshakeTimeouts:       "handshake_timeouts",       // accepted connections that did not finish the handshake within HandshakeTimeout
+	cHandshakesFailed:        "handshakes_failed",        // accepted handshakes that ended otherwise uncounted (peer closed, reset)
 	cAuthRejectedByPeer:      "auth_rejected_by_peer",    // this node's handshake was refused by the peer (AUTH_REJECT)
 	cRejectedBadMagic:        "rejected_bad_magic",       // a header without "TDKV": not this protocol
 	cRejectedBadVersion:      "rejected_bad_version",     // another protocol version (header or AUTH_HELLO)
 	cRejectedUnknownType:     "rejected_unknown_type",    // a frame type this version does not define
 	cRejectedOversize:        "rejected_oversize",        // a payload length above its type's limit
 	cRejectedMalformed:       "rejected_malformed",       // a header or payload that breaks the format
-	cRejectedChecksum:        "rejected_checksum",        // a control frame whose payload fails its CRC
+	cRejectedChecksum:        "rejected_checksum",        // a handshake frame whose payload fails its CRC
+	cRejectedAuthTag:         "rejected_auth_tag",        // a sealed frame that fails to open: tampered, replayed, reordered, corrupted (the connection closes)
 	cRejectedUnauthenticated: "rejected_unauthenticated", // a frame before the handshake finished
 	cRejectedBadMAC:          "rejected_bad_mac",         // a handshake MAC that does not verify: another cluster token
 	cRejectedShape:           "rejected_shape",           // a handshake whose shape differs from this node's
@@ -82,7 +87,6 @@ var counterNames = [counterEnd]string{
 	cHeartbeatsIn:            "heartbeats_in",            //
 	cHeartbeatsOut:           "heartbeats_out",           //
 	cHeartbeatsSkipped:       "heartbeats_skipped",       // heartbeats not sent because another frame was being written
-	cKVChecksumErrors:        "kv_checksum_errors",       // KV frames whose data failed the CRC (KVDone got false)
 	cKVDiscardedFrames:       "kv_discarded_frames",      // KV frames whose data had no destination
 	cKVDiscardedBytes:        "kv_discarded_bytes",       //
 	cKVDestShort:             "kv_dest_short",            // KVDest returned a slice shorter than the data (discarded)

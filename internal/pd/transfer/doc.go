@@ -10,14 +10,33 @@
 // Decode workers dial prefill workers: a decode worker's first Send to a
 // prefill address (its HELLO for a room) dials, authenticates and checks
 // compatibility; the prefill worker answers on the same connection
-// (Config.AcceptOnly: it never dials). One connection per (decode,
+// (Config.AcceptOnly: it never dials). A decode worker needs no listener
+// (Config.DialOnly: it never listens, so it offers strangers no port). One connection per (decode,
 // prefill) pair carries the frames of all their rooms in both directions.
 // The worker edge implements Handler: control frames arrive in Frame, KV
 // data is read straight into the page KVDest names (no copy) and
 // confirmed by KVDone with its checksum verdict, PeerUp carries each
 // heartbeat's load report, and PeerLost tells the edge to fail the rooms
-// of a peer that is gone (room.EventPeerLost). SendKV writes page memory
-// straight from the caller's slice with one vectored write.
+// of a peer that is gone (room.EventPeerLost). SendKV seals page memory
+// from the caller's slice record by record into a small send buffer.
+//
+// # Security
+//
+// The handshake proves the cluster token both ways (HMAC-SHA256 over the
+// whole transcript) and derives per-connection, per-direction AES-256-GCM
+// keys from the token and both fresh nonces (HKDF-SHA256). Every frame
+// after it is sealed (seal.go, kvwire.SealedBytes): confidential, and a
+// changed, replayed, dropped or reordered frame fails to open and closes
+// the connection (rejected_auth_tag). Before authentication a stranger
+// is bounded: any non-auth frame is refused at its header (nothing large
+// is allocated; auth payloads are at most kvwire.AuthPayloadBytesMax),
+// the whole handshake must end within HandshakeTimeout (2s) of accept,
+// and handshakesMax (64) pre-auth slots are shared by eviction (the
+// oldest of the source IP holding the most, with handshakesPerHostMax 16
+// per IP), so a flood cannot lock out a peer that dials during it.
+// Header fields (type, room id, length) and frame timing stay visible on
+// the wire; there is no forward secrecy (a token holder who recorded a
+// handshake can derive its keys).
 //
 // # Liveness
 //
@@ -35,11 +54,13 @@
 // # Invariants
 //
 //   - Foreign or malformed traffic (bad magic, version, type, length,
-//     checksum, a frame before authentication, a bad MAC, a bad payload)
-//     is counted (Counters), logged at most logLimiterBurst times a
-//     second, and closes its connection; it never panics, never
-//     allocates beyond the type's payload limit, and never affects other
-//     connections.
+//     checksum, a frame before authentication, a bad MAC, a bad payload,
+//     a sealed frame that fails to open) is counted (Counters), logged at
+//     most logLimiterBurst times a second, and closes its connection; it
+//     never panics, never allocates beyond kvwire.AuthPayloadBytesMax
+//     before authentication (nor beyond the type's payload limit after),
+//     and never affects other connections (beyond evicting the oldest
+//     pre-auth connection when the slots are full).
 //   - Frames sent one after another to a peer arrive in that order; each
 //     connection has one reader, which calls the Handler in arrival order.
 //   - Once PeerLost is called for a connection's peer, no KV data from that
@@ -49,10 +70,14 @@
 //     peer, one reader per connection) is owned by the Transport and has
 //     exited when Close (or Serve) returns; Close interrupts dials and
 //     handshakes in progress.
-//   - Memory is bounded: peersMax peers, handshakesMax handshakes in
-//     progress, SendQueueMax waiting senders per connection, one control
-//     payload buffer (≤ 64 KiB) and one discard buffer (64 KiB) per
-//     connection.
+//   - Memory is bounded: peersMax peers, handshakesMax pre-auth
+//     handshakes, SendQueueMax waiting senders per connection, and per
+//     connection one control payload buffer (≤ 64 KiB + a tag), one KV
+//     record buffer (4 records of 64 KiB + a tag, read at once) and one
+//     send buffer (≤ about 128 KiB).
+//   - No GCM nonce repeats under a key: each direction's nonce is its
+//     record counter, keys are fresh per connection, and a direction that
+//     reaches kvwire.SealRecordsMax records closes its connection.
 //
 // Writes are done by the sending goroutine under a per-connection lock
 // with a per-write deadline, not by a writer goroutine: see conn.
@@ -68,10 +93,15 @@
 // e2e_test.go runs two transports on 127.0.0.1: the handshake, a wrong
 // token refused and counted on both sides, a shape mismatch naming the
 // field, a whole HELLO/ALLOC/KV/FIRST_TOKEN/DONE/DONE_ACK flow landing
-// KV bytes in the KVDest pages, a checksum error injected with Faults,
+// KV bytes in the KVDest pages, a corrupt KV frame closing the connection,
 // PeerLost after either side closes, foreign and malformed bytes from raw
 // connections, reconnection after the listener restarts on the same
-// address, and per-room order with many concurrent rooms. synctest_test.go
+// address, and per-room order with many concurrent rooms. preauth_test.go
+// checks what a stranger can do before authenticating (allocation, the
+// handshake budget, slot floods from one or many hosts), DialOnly and
+// ErrFrame; wire_test.go puts a proxy on the path (nothing readable;
+// replayed, reordered and tampered frames refused) and refuses version 1
+// peers; seal_test.go checks nonces and the record layer. synctest_test.go
 // checks the timer-driven behaviour exactly on net.Pipe inside synctest
 // bubbles: PeerLost at exactly the timeout of silence and within two
 // intervals of a close, heartbeats both ways, redial within the grace,

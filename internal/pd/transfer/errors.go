@@ -8,7 +8,19 @@ import "errors"
 // errors.Is: ErrAuth and ErrIncompatible to ReasonIncompatible, a dial
 // failure to ReasonPeerUnreachable, ErrPeerLost and ErrPeerRestarted to
 // ReasonPeerLost.
+//
+// ErrFrame separates the two kinds of Send/SendKV failure: an error
+// wrapping it concerns only the frame handed in (refused before anything
+// was written: over a limit, an unknown type, a payload the codec
+// refuses), and the connection and the peer are fine, so the edge should
+// fail only the room that frame belongs to. Every other error (dial,
+// handshake, peer lost, queue full, closed) concerns the peer or the
+// connection.
 var (
+	// ErrFrame: Send or SendKV refused the frame itself before writing
+	// anything. The error also wraps the kvwire cause (kvwire.ErrTooLarge,
+	// kvwire.ErrType or kvwire.ErrMalformed).
+	ErrFrame = errors.New("transfer: frame refused")
 	// ErrClosed: the transport was closed.
 	ErrClosed = errors.New("transfer: transport closed")
 	// ErrNotConnected: Config.AcceptOnly is set and the peer has no

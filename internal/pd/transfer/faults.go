@@ -32,17 +32,19 @@ type FaultAction uint8
 const (
 	// FaultNone lets the frame through (after Delay).
 	FaultNone FaultAction = iota
-	// FaultDrop loses the frame. On write nothing is written and the
-	// send reports success; on read the payload is read and discarded
+	// FaultDrop loses the frame. On write nothing is sealed or written
+	// (no record number is used, so the stream stays valid) and the send
+	// reports success; on read the payload is read, opened and discarded
 	// without any Handler call (a KV frame's data is not written into
 	// any page and KVDone is not called).
 	FaultDrop
-	// FaultCorrupt flips one payload byte after the checksum was
-	// computed: on write the frame's bytes are copied first (the caller's
-	// data is never changed); on read the first data byte is flipped
-	// before the checksum is verified. A control frame then fails its
-	// checksum and the connection is closed; a KV frame reaches KVDone
-	// with checksumOK false.
+	// FaultCorrupt flips one byte of the sealed frame: on write a byte
+	// in the middle of the sealed bytes (in the connection's send buffer;
+	// the caller's data is never changed); on read the first byte of the
+	// payload's first record (a KV frame's first data record) before it
+	// is opened. The receiver then fails to open it (rejected_auth_tag)
+	// and closes the connection; a KV frame reaches KVDone with
+	// checksumOK false first.
 	FaultCorrupt
 	// FaultCut closes the connection in the middle of the frame: on
 	// write, after half its bytes; on read, before its payload.

@@ -267,6 +267,21 @@ func (l *pipeListener) Addr() net.Addr { return pipeAddr(l.addr) }
 var errRefused = errors.New("connection refused")
 
 func (n *pipeNet) dial(ctx context.Context, addr string) (net.Conn, error) {
+	return n.dialFrom(ctx, addr, "")
+}
+
+// addrConn is a pipe end whose RemoteAddr names a host, so tests can play
+// connections from different machines.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// dialFrom dials addr; the listener sees the connection coming from from
+// (a host:port), or from "pipe" when from is empty.
+func (n *pipeNet) dialFrom(ctx context.Context, addr, from string) (net.Conn, error) {
 	n.mu.Lock()
 	l := n.ls[addr]
 	n.mu.Unlock()
@@ -274,8 +289,12 @@ func (n *pipeNet) dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("dial %s: %w", addr, errRefused)
 	}
 	c1, c2 := net.Pipe()
+	var end net.Conn = c2
+	if from != "" {
+		end = addrConn{Conn: c2, remote: pipeAddr(from)}
+	}
 	select {
-	case l.conns <- c2:
+	case l.conns <- end:
 		return c1, nil
 	case <-l.done:
 	case <-ctx.Done():

@@ -277,10 +277,8 @@ func (t *Transport) sendHeartbeat(p *peer) {
 	hb := t.cfg.Load()
 	hb.Seq = c.hbSeq
 	payload := hb.AppendTo(make([]byte, 0, kvwire.TypeHeartbeat.PayloadBytesMax()))
-	h := kvwire.NewHeader(kvwire.TypeHeartbeat, [16]byte{}, payload)
-	frame := h.AppendTo(make([]byte, 0, kvwire.HeaderBytes+len(payload)))
-	frame = append(frame, payload...)
-	if err := c.write(t.life, h, [][]byte{frame}, true); err == nil {
+	h := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeHeartbeat, Length: uint32(len(payload))}
+	if err := c.write(t.life, h, payload, nil, true); err == nil {
 		t.inc(cHeartbeatsOut)
 	}
 }

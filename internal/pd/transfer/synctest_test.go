@@ -48,39 +48,40 @@ func fakeListener(l *pipeListener, self string, answer bool) {
 // fakeHandshake answers a dialer's handshake as a listener at self.
 func fakeHandshake(c net.Conn, self string) error {
 	var hdr [kvwire.HeaderBytes]byte
-	read := func(p kvwire.Payload) error {
+	read := func(p kvwire.Payload) ([]byte, error) {
 		h, err := kvwire.ReadHeader(c, &hdr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		b := make([]byte, h.Length)
 		if _, err := io.ReadFull(c, b); err != nil {
-			return err
+			return nil, err
 		}
-		return p.Decode(b)
+		return b, p.Decode(b)
 	}
-	write := func(p kvwire.Payload) error {
-		_, err := c.Write(kvwire.AppendFrame(nil, p.Type(), room.ID{}, p.AppendTo(nil)))
-		return err
+	write := func(p kvwire.Payload) ([]byte, error) {
+		b := p.AppendTo(nil)
+		_, err := c.Write(kvwire.AppendFrame(nil, p.Type(), room.ID{}, b))
+		return b, err
 	}
 	var hello kvwire.AuthHello
-	if err := read(&hello); err != nil {
+	helloRaw, err := read(&hello)
+	if err != nil {
 		return err
 	}
 	ch := kvwire.AuthChallenge{Nonce: [32]byte{1}, NodeAddr: self}
-	if err := write(&ch); err != nil {
+	chRaw, err := write(&ch)
+	if err != nil {
 		return err
 	}
 	var resp kvwire.AuthResponse
-	if err := read(&resp); err != nil {
+	if _, err := read(&resp); err != nil {
 		return err
 	}
-	return write(&kvwire.AuthOK{
-		Shape:           testShape(),
-		MAC:             kvwire.AuthMAC(token, kvwire.AuthRoleListener, ch.Nonce, hello.Nonce, hello.NodeAddr, self),
-		Incarnation:     99,
-		HeartbeatMillis: uint32(interval.Milliseconds()),
-	})
+	ok := &kvwire.AuthOK{Shape: testShape(), Incarnation: 99, HeartbeatMillis: uint32(interval.Milliseconds())}
+	ok.MAC = kvwire.AuthMAC(token, kvwire.AuthRoleListener, kvwire.HandshakeHash(helloRaw, chRaw, ok.AppendTo(nil)))
+	_, err = write(ok)
+	return err
 }
 
 func TestSilentPeerLostAfterPeerTimeout(t *testing.T) {

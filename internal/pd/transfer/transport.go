@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tandem/internal/pd/kvwire"
@@ -41,10 +43,11 @@ type Handler interface {
 	KVDest(peer string, room room.ID, kv kvwire.KV, n int) []byte
 	// KVDone follows every KVDest call exactly once, on the same
 	// goroutine, when the transport is done with the slice: the data was
-	// read into it (or discarded), or reading stopped because the
+	// opened into it (or discarded), or reading stopped because the
 	// connection failed or closed. checksumOK is true only when all n
-	// bytes arrived and matched the frame's CRC-32C; a page whose KVDone
-	// says false holds garbage.
+	// bytes arrived and every sealed record of them opened (authentic,
+	// unchanged, in order); a page whose KVDone says false holds garbage.
+	// A record that fails to open also closes the connection.
 	KVDone(peer string, room room.ID, kv kvwire.KV, n int, checksumOK bool)
 	// PeerUp reports a completed handshake (with a zero Heartbeat) and
 	// then every heartbeat received: the peer's load as it last said.
@@ -90,9 +93,9 @@ type Transport struct {
 	cfg         Config
 	h           Handler
 	log         *slog.Logger
-	ln          net.Listener
-	addr        string // the listener's address
-	self        string // AdvertiseAddr: this node's identity
+	ln          net.Listener // nil when DialOnly
+	addr        string       // the listener's address; "" when DialOnly
+	self        string       // AdvertiseAddr: this node's identity
 	incarnation uint64
 	peerTimeout time.Duration
 	epoch       time.Time
@@ -107,7 +110,8 @@ type Transport struct {
 	closed      bool
 	serving     bool
 	peers       map[string]*peer
-	handshaking map[net.Conn]struct{}
+	handshaking map[net.Conn]struct{} // every connection in its handshake, dialed or accepted
+	preauth     []*preauthConn        // accepted, not yet authenticated, oldest first (≤ handshakesMax)
 
 	closeOnce sync.Once
 	closeDone chan struct{}
@@ -127,7 +131,7 @@ func New(cfg Config, h Handler) (*Transport, error) {
 		return nil, fmt.Errorf("new transport: %w", err)
 	}
 	ln := cfg.Listener
-	if ln == nil {
+	if ln == nil && !cfg.DialOnly {
 		lc := net.ListenConfig{KeepAlive: -1}
 		if ln, err = lc.Listen(context.Background(), "tcp", cfg.ListenAddr); err != nil {
 			return nil, fmt.Errorf("new transport: listen on %s: %w", cfg.ListenAddr, err)
@@ -140,7 +144,6 @@ func New(cfg Config, h Handler) (*Transport, error) {
 		h:           h,
 		log:         cfg.Logger,
 		ln:          ln,
-		addr:        ln.Addr().String(),
 		incarnation: binary.LittleEndian.Uint64(inc[:]) | 1, // never 0
 		peerTimeout: 2 * cfg.HeartbeatInterval,
 		epoch:       time.Now(),
@@ -148,8 +151,14 @@ func New(cfg Config, h Handler) (*Transport, error) {
 		handshaking: make(map[net.Conn]struct{}),
 		closeDone:   make(chan struct{}),
 	}
+	if ln != nil {
+		t.addr = ln.Addr().String()
+	}
 	t.self = cmp.Or(cfg.AdvertiseAddr, t.addr)
-	if host, _, err := net.SplitHostPort(t.self); cfg.AdvertiseAddr == "" && err == nil {
+	if t.self == "" { // DialOnly without AdvertiseAddr
+		t.self = fmt.Sprintf("dial-only.%016x:0", t.incarnation)
+	}
+	if host, _, err := net.SplitHostPort(t.self); ln != nil && cfg.AdvertiseAddr == "" && err == nil {
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			ln.Close()
 			return nil, fmt.Errorf("new transport: listening on all interfaces (%s): set AdvertiseAddr to the address peers dial", t.self)
@@ -159,11 +168,12 @@ func New(cfg Config, h Handler) (*Transport, error) {
 	return t, nil
 }
 
-// Addr returns the address the transport listens on.
+// Addr returns the address the transport listens on, or "" when it is
+// DialOnly.
 func (t *Transport) Addr() string { return t.addr }
 
 // AdvertiseAddr returns this node's identity: Config.AdvertiseAddr, or
-// Addr when that was empty.
+// Addr when that was empty, or for DialOnly the random name generated.
 func (t *Transport) AdvertiseAddr() string { return t.self }
 
 // PeerTimeout returns how long a peer may stay silent (or disconnected)
@@ -177,8 +187,8 @@ func (t *Transport) now() time.Duration { return time.Since(t.epoch) }
 // Serve accepts connections until ctx is done or Close is called, then
 // closes the transport (as Close does) and returns after every goroutine
 // the transport started has exited. It returns nil after ctx or Close,
-// and an error when the listener fails for another reason. Serve may be
-// called once.
+// and an error when the listener fails for another reason. A DialOnly
+// transport accepts nothing: Serve only waits. Serve may be called once.
 func (t *Transport) Serve(ctx context.Context) error {
 	t.mu.Lock()
 	if t.serving || t.closed {
@@ -196,7 +206,12 @@ func (t *Transport) Serve(ctx context.Context) error {
 		case <-t.life.Done():
 		}
 	})
-	err := t.acceptLoop()
+	var err error
+	if t.ln != nil {
+		err = t.acceptLoop()
+	} else {
+		<-t.life.Done()
+	}
 	t.Close()
 	watch.Wait()
 	return err
@@ -223,14 +238,14 @@ func (t *Transport) acceptLoop() error {
 		}
 		backoff = 5 * time.Millisecond
 		t.inc(cConnsAccepted)
-		if !t.track(nc, handshakesMax) {
-			t.inc(cHandshakesRefused)
+		pc := t.admit(nc)
+		if pc == nil {
 			nc.Close()
 			continue
 		}
-		go func() { // counted in t.wg by track
+		go func() { // counted in t.wg by admit
 			defer t.wg.Done()
-			t.handleAccepted(nc)
+			t.handleAccepted(pc)
 		}()
 	}
 }
@@ -252,44 +267,136 @@ func (t *Transport) sleep(d time.Duration, stop <-chan struct{}) bool {
 	return false
 }
 
-// track registers a connection in its handshake so Close can close it;
-// it refuses when the transport is closed or max are already tracked.
-// An accepted connection (max >= 0) is also counted in t.wg under the
-// same lock that Close takes before waiting, so the count never rises
-// from zero while Close waits; its goroutine calls t.wg.Done. A dialed
-// one (max < 0, no limit) belongs to a peer goroutine already counted.
-func (t *Transport) track(nc net.Conn, max int) bool {
+// track registers a dialed connection in its handshake so Close can
+// close it; it refuses when the transport is closed. The connection
+// belongs to a peer goroutine already counted in t.wg.
+func (t *Transport) track(nc net.Conn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || (max >= 0 && len(t.handshaking) >= max) {
+	if t.closed {
 		return false
 	}
 	t.handshaking[nc] = struct{}{}
-	if max >= 0 {
-		t.wg.Add(1)
-	}
 	return true
 }
 
+// untrack forgets a connection whose handshake ended.
 func (t *Transport) untrack(nc net.Conn) {
 	t.mu.Lock()
 	delete(t.handshaking, nc)
+	t.dropPreauthLocked(nc)
 	t.mu.Unlock()
 }
 
-// handleAccepted runs the listener side of the handshake and hands the
-// connection to its peer.
-func (t *Transport) handleAccepted(nc net.Conn) {
+// preauthConn is an accepted connection that has not authenticated yet.
+type preauthConn struct {
+	nc      net.Conn
+	host    string      // source IP (the remote address without its port)
+	evicted atomic.Bool // closed to make room for a newer connection
+}
+
+// remoteHost is the source IP of nc, or its whole remote address when it
+// has no port.
+func remoteHost(nc net.Conn) string {
+	a := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
+}
+
+// admit registers an accepted connection as pre-auth, so Close can close
+// it, and counts its goroutine in t.wg (under the lock Close takes before
+// waiting, so the count never rises from zero while Close waits; the
+// goroutine calls t.wg.Done). It never refuses a new connection for lack
+// of room: when the source host already holds handshakesPerHostMax
+// pre-auth connections its oldest is evicted, else when handshakesMax are
+// held the oldest of the host holding the most is. A stranger's
+// connections thus only push out each other (or, once every slot is
+// taken, the oldest of the biggest holder), and a real peer that dials
+// during a flood keeps its slot for the round trip it needs as long as
+// fewer than handshakesPerHostMax newer connections from its host arrive
+// meanwhile. It returns nil when the transport is closed.
+func (t *Transport) admit(nc net.Conn) *preauthConn {
+	pc := &preauthConn{nc: nc, host: remoteHost(nc)}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	counts := make(map[string]int, len(t.preauth))
+	busiest := 0
+	for _, o := range t.preauth {
+		counts[o.host]++
+		busiest = max(busiest, counts[o.host])
+	}
+	var victim *preauthConn
+	for _, o := range t.preauth { // oldest first
+		if (counts[pc.host] >= handshakesPerHostMax && o.host == pc.host) ||
+			(counts[pc.host] < handshakesPerHostMax && len(t.preauth) >= handshakesMax && counts[o.host] == busiest) {
+			victim = o
+			break
+		}
+	}
+	if victim != nil {
+		victim.evicted.Store(true)
+		t.dropPreauthLocked(victim.nc)
+	}
+	t.preauth = append(t.preauth, pc)
+	t.handshaking[nc] = struct{}{}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	if victim != nil {
+		t.inc(cHandshakesEvicted)
+		victim.nc.Close()
+		if n, ok := t.logLimit.allow(time.Now()); ok {
+			t.log.Warn("transfer: too many connections in their handshake, closed the oldest", "evicted", victim.nc.RemoteAddr().String(), "new", nc.RemoteAddr().String(), "suppressed", n)
+		}
+	}
+	return pc
+}
+
+// dropPreauthLocked removes nc from the pre-auth list (if there). Call
+// with t.mu held.
+func (t *Transport) dropPreauthLocked(nc net.Conn) {
+	for i, o := range t.preauth {
+		if o.nc == nc {
+			t.preauth = slices.Delete(t.preauth, i, i+1)
+			return
+		}
+	}
+}
+
+// authenticated moves an accepted connection out of the pre-auth list:
+// its dialer proved the token, so it can no longer be evicted.
+func (t *Transport) authenticated(nc net.Conn) {
+	t.mu.Lock()
+	t.dropPreauthLocked(nc)
+	t.mu.Unlock()
+}
+
+// handleAccepted runs the listener side of the handshake, within
+// HandshakeTimeout from accept, and hands the connection to its peer.
+func (t *Transport) handleAccepted(pc *preauthConn) {
+	nc := pc.nc
 	defer t.untrack(nc)
-	nc.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
-	hello, err := t.handshakeAccept(nc)
+	nc.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	hello, keys, err := t.handshakeAccept(nc, func() { t.authenticated(nc) })
 	if err != nil {
+		switch {
+		case pc.evicted.Load() || t.life.Err() != nil:
+			// counted as evicted, or the transport is closing
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.inc(cHandshakeTimeouts)
+		case !countedHandshakeError(err):
+			t.inc(cHandshakesFailed)
+		}
 		t.log.Debug("transfer: handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
 		nc.Close()
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	t.adopt(hello.NodeAddr, newConn(t, nc, hello.Incarnation, t.timeoutWith(hello.HeartbeatMillis)))
+	t.adopt(hello.NodeAddr, newConn(t, nc, hello.Incarnation, t.timeoutWith(hello.HeartbeatMillis), keys))
 }
 
 // Close stops accepting, closes every connection, and returns after every
@@ -321,7 +428,9 @@ func (t *Transport) Close() error {
 			}
 			p.mu.Unlock()
 		}
-		t.ln.Close()
+		if t.ln != nil {
+			t.ln.Close()
+		}
 		t.wg.Wait()
 		close(t.closeDone)
 	})
@@ -365,7 +474,8 @@ func (t *Transport) Peers() []PeerStatus {
 // that stopped it: the payload does not decode as typ, the dial or
 // handshake failed (ErrAuth, ErrIncompatible naming the difference, ...),
 // the peer was lost, the send queue is full, or ctx ended while waiting
-// for the connection or its write lock. ctx does not cut a write in
+// for the connection or its write lock. Errors about the frame itself
+// (it does not pass the codec) wrap ErrFrame and leave the connection up. ctx does not cut a write in
 // progress (WriteTimeout bounds it), since half a frame would break the
 // connection for every room on it.
 //
@@ -373,57 +483,56 @@ func (t *Transport) Peers() []PeerStatus {
 // one peer arrive in that order; concurrent Sends are ordered arbitrarily.
 func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id room.ID, payload []byte) error {
 	if !typ.HasRoom() || typ == kvwire.TypeKV {
-		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w", typ, peer, kvwire.ErrType)
+		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w: %w", typ, peer, ErrFrame, kvwire.ErrType)
 	}
 	h := kvwire.NewHeader(typ, id, payload)
 	if err := h.Check(); err != nil {
-		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
+		return fmt.Errorf("send %v to %s: %w: %w", typ, peer, ErrFrame, err)
 	}
 	if _, err := kvwire.DecodePayload(typ, payload); err != nil {
-		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
+		return fmt.Errorf("send %v to %s: %w: %w", typ, peer, ErrFrame, err)
 	}
-	frame := kvwire.AppendFrame(make([]byte, 0, kvwire.HeaderBytes+len(payload)), typ, id, payload)
 	c, err := t.connFor(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
 	}
-	if err := c.write(ctx, h, net.Buffers{frame}, false); err != nil {
+	if err := c.write(ctx, h, payload, nil, false); err != nil {
 		return fmt.Errorf("send %v to %s: %w", typ, peer, err)
 	}
 	return nil
 }
 
 // SendKV sends one KV frame to peer: the header and kv's sub-header, then
-// data, written with one vectored write (net.Buffers) without copying
-// data. data must stay unchanged until SendKV returns, which it does only
-// after the write finished or failed. Dialing, errors and ordering are as
-// for Send; a KV frame sent before a FIRST_TOKEN or DONE for the same room
-// (sequentially) arrives before it.
+// data, sealed record by record from data into the connection's send
+// buffer (data itself is only read, never copied whole or changed).
+// data must stay unchanged until SendKV returns, which it does only after
+// the write finished or failed. Dialing, errors and ordering are as for
+// Send; a KV frame sent before a FIRST_TOKEN or DONE for the same room
+// (sequentially) arrives before it. Errors about the frame itself wrap
+// ErrFrame.
 func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwire.KV, data []byte) error {
 	if len(data) > kvwire.KVDataBytesMax {
-		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w", peer, len(data), kvwire.KVDataBytesMax, kvwire.ErrTooLarge)
+		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w: %w", peer, len(data), kvwire.KVDataBytesMax, ErrFrame, kvwire.ErrTooLarge)
 	}
 	if kv.Kind > kvwire.KindV {
-		return fmt.Errorf("send KV to %s: kind %d is neither K nor V: %w", peer, kv.Kind, kvwire.ErrMalformed)
+		return fmt.Errorf("send KV to %s: kind %d is neither K nor V: %w: %w", peer, kv.Kind, ErrFrame, kvwire.ErrMalformed)
 	}
-	pre := make([]byte, kvwire.HeaderBytes, kvwire.HeaderBytes+kvwire.KVSubHeaderBytes)
-	pre = kv.AppendTo(pre)
+	var sub [kvwire.KVSubHeaderBytes]byte
+	kv.AppendTo(sub[:0])
 	h := kvwire.Header{
-		Version:  kvwire.Version,
-		Type:     kvwire.TypeKV,
-		Room:     id,
-		Length:   uint32(kvwire.KVSubHeaderBytes + len(data)),
-		Checksum: kvwire.UpdateChecksum(kvwire.Checksum(pre[kvwire.HeaderBytes:]), data),
+		Version: kvwire.Version,
+		Type:    kvwire.TypeKV,
+		Room:    id,
+		Length:  uint32(kvwire.KVSubHeaderBytes + len(data)),
 	}
 	if err := h.Check(); err != nil {
-		return fmt.Errorf("send KV to %s: %w", peer, err)
+		return fmt.Errorf("send KV to %s: %w: %w", peer, ErrFrame, err)
 	}
-	h.Put((*[kvwire.HeaderBytes]byte)(pre))
 	c, err := t.connFor(ctx, peer)
 	if err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
-	if err := c.write(ctx, h, net.Buffers{pre, data}, false); err != nil {
+	if err := c.write(ctx, h, sub[:], data, false); err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
 	return nil
@@ -538,4 +647,16 @@ func (t *Transport) removePeer(p *peer, err error) bool {
 	p.gone, p.err = true, err
 	p.broadcast()
 	return true
+}
+
+// countedHandshakeError reports whether a failed handshake was already
+// counted by the check that refused it (a rejected_* counter).
+func countedHandshakeError(err error) bool {
+	for _, s := range []error{kvwire.ErrMagic, kvwire.ErrVersion, kvwire.ErrType, kvwire.ErrTooLarge, kvwire.ErrMalformed, kvwire.ErrChecksum,
+		ErrProtocol, ErrAuth, ErrIncompatible, ErrIdentity, ErrTooManyPeers} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
