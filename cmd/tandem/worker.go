@@ -74,9 +74,9 @@ type pdFlags struct {
 }
 
 func (f *pdFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.transferHost, "transfer-host", "127.0.0.1", "address the KV transfer listener binds")
-	fs.IntVar(&f.transferPort, "transfer-port", 0, "TCP port of the KV transfer listener (0: any free port)")
-	fs.StringVar(&f.advertise, "transfer-advertise", "", "host:port peers dial to reach this worker's transfer listener (required when --transfer-host is 0.0.0.0)")
+	fs.StringVar(&f.transferHost, "transfer-host", "127.0.0.1", "address the KV transfer listener binds (prefill; a decode worker only dials and listens nowhere)")
+	fs.IntVar(&f.transferPort, "transfer-port", 0, "TCP port of the KV transfer listener (prefill; 0: any free port)")
+	fs.StringVar(&f.advertise, "transfer-advertise", "", "prefill: the host:port decode workers dial to reach the transfer listener (needed when --transfer-host is 0.0.0.0); decode: the name it presents to prefill workers (default: a random one per process)")
 	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
 	registerFaultFlags(fs, f)

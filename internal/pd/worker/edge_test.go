@@ -118,3 +118,32 @@ func TestStatusShowsPeerLoad(t *testing.T) {
 		t.Errorf("peer load %+v, want decode %s with %d pages", got, pp.d.TransferAddr(), pp.de.Stats().PagesTot)
 	}
 }
+
+// TestDecodeListensNowhere: a decode worker, though given a listen address
+// as every worker is, opens no transfer listener (nothing dials decode, so
+// a listener would be pre-auth surface with no use), yet its rooms work.
+func TestDecodeListensNowhere(t *testing.T) {
+	pp := newPair(t, 512)
+	if a := pp.d.tr.Addr(); a != "" {
+		t.Fatalf("decode's transport listens on %s, want no listener", a)
+	}
+	if a := pp.p.tr.Addr(); a == "" {
+		t.Fatal("prefill's transport has no listener")
+	}
+	id := newRoomID()
+	pctx, dctx := pp.legs(id)
+	req := engine.Request{Prompt: prompt(20), MaxTokens: 3, IgnoreEOS: true}
+	ds, err := pp.d.Backend().Submit(dctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := pp.p.Backend().Submit(pctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, dl := drain(t, ds)
+	_, pl := drain(t, ps)
+	if dl.Err != nil || pl.Err != nil || len(ids) != 3 {
+		t.Errorf("decode %v (%d tokens), prefill %v; want 3 tokens and no error", dl.Err, len(ids), pl.Err)
+	}
+}

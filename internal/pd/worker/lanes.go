@@ -79,7 +79,7 @@ func (w *Worker) runLane(peer string, lane driver.Lane, ch <-chan driver.Frame) 
 		if w.ctx.Err() != nil {
 			return // closing: Close failed every room already
 		}
-		if errors.Is(err, transfer.ErrSendQueueFull) {
+		if errors.Is(err, transfer.ErrSendQueueFull) || errors.Is(err, transfer.ErrFrame) {
 			err = fmt.Errorf("%w: %w", driver.ErrLocal, err)
 		}
 		w.locked(func(now room.Instant) { w.d.Sent(now, peer, lane, err) })

@@ -115,6 +115,15 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	w.d = d
 	// Decode workers dial prefill workers; a prefill worker only answers.
 	cfg.Transfer.AcceptOnly = cfg.Role == room.RolePrefill
+	if cfg.Role == room.RoleDecode {
+		// Nothing dials a decode worker, so it listens nowhere: no
+		// transfer port, no pre-auth surface. Its identity is
+		// Transfer.AdvertiseAddr, or a random name per process.
+		if cfg.Transfer.Listener != nil {
+			cfg.Transfer.Listener.Close()
+		}
+		cfg.Transfer.DialOnly, cfg.Transfer.ListenAddr, cfg.Transfer.Listener = true, "", nil
+	}
 	if cfg.Transfer.Load == nil {
 		cfg.Transfer.Load = w.load
 	}
