@@ -10,7 +10,7 @@
 // A spec is a comma-separated list of name=value:
 //
 //	drop=P         lose a frame with probability P (0..1)
-//	corrupt=P      flip a payload byte (KV: the room fails its checksum)
+//	corrupt=P      flip a sealed payload byte: the frame fails to open, the connection closes and decode redials
 //	cut=P          close the connection in the middle of a frame
 //	fail=P         fail a frame write (a page write that fails)
 //	delay=P:D      delay a frame by D (a Go duration) with probability P
