@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 )
 
@@ -24,19 +25,19 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	body, e := rt.readBody(w, r)
 	if e != nil {
 		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
-		writeErrorTo(w, e)
+		httpx.WriteError(w, e)
 		return
 	}
 	req, e := parseRequest(ep, body, rid)
 	if e != nil {
 		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
-		writeErrorTo(w, e)
+		httpx.WriteError(w, e)
 		return
 	}
 	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
 		rt.active.Add(-1)
 		rt.log.Info("request refused: too many in flight", "request", rid, "limit", rt.o.MaxRequests)
-		writeErrorTo(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
+		httpx.WriteError(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
 		return
 	}
 	defer rt.active.Add(-1)
@@ -208,7 +209,7 @@ func (cw *clientWriter) finish() error {
 // nothing was sent yet, else one error event (and no [DONE]).
 func (cw *clientWriter) fail(e *openai.Error) {
 	if !cw.started {
-		writeErrorTo(cw.w, e)
+		httpx.WriteError(cw.w, e)
 		return
 	}
 	if cw.req.stream {

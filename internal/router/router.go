@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/pd/debugdoc"
@@ -250,16 +250,7 @@ func (rt *Router) Handler() http.Handler { return rt.handler }
 // request). Instead every handler bounds its request body by BodyTimeout
 // (a body that stalls gets 408 and its connection closed; the deadline is
 // lifted once the body is in) and each write by WriteTimeout.
-func (rt *Router) HTTPServer(addr string) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           rt.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
-	}
-}
+func (rt *Router) HTTPServer(addr string) *http.Server { return httpx.Server(addr, rt.handler, rt.log) }
 
 // Run checks every worker's health now and then every HealthInterval,
 // until ctx is done. The caller owns the goroutine running it.
@@ -309,102 +300,40 @@ func (rt *Router) routes() http.Handler {
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
 		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
-		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { writeErrorTo(w, openai.NotFound(r.URL.Path)) }},
+		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { httpx.WriteError(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))
 	}
 	return mux
 }
 
-// recorder remembers the status written, for metrics. Unwrap lets
-// http.ResponseController reach the connection.
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// Flush forwards to the underlying writer.
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // wrap gives the request its id (echoed in X-Request-Id), answers CORS
 // preflights, bounds the body's arrival, checks the method and the API
 // key, and counts the answer.
 func (rt *Router) wrap(r route) http.Handler {
-	allowed := strings.Join(r.methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		rid := requestID(req)
 		req = req.WithContext(context.WithValue(req.Context(), requestIDKey{}, rid))
 		w.Header().Set(HeaderClientRequestID, rid)
-		rec := &recorder{ResponseWriter: w}
+		rec := &httpx.Recorder{ResponseWriter: w}
 		defer func() {
-			status := rec.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			rt.met.requests.WithLabelValues(r.name, fmt.Sprint(status)).Inc()
+			rt.met.requests.WithLabelValues(r.name, fmt.Sprint(rec.StatusOr200())).Inc()
 		}()
-		if req.ContentLength != 0 {
-			// A body must arrive within BodyTimeout, whether the handler
-			// reads it or the server discards it afterwards; readBody lifts
-			// the deadline once it has the whole body.
-			http.NewResponseController(w).SetReadDeadline(time.Now().Add(rt.o.BodyTimeout))
-		}
+		httpx.BodyDeadline(w, req, rt.o.BodyTimeout)
 		if rt.front.cors(rec, req, r.methods) {
 			return
 		}
-		if r.methods != nil && !containsString(r.methods, req.Method) {
-			rec.Header().Set("Allow", allowed)
-			writeErrorTo(rec, openai.MethodNotAllowed(req.Method, req.URL.Path, allowed))
+		if !httpx.CheckMethod(rec, req, r.methods) {
 			return
 		}
 		if !rt.front.authorized(req) {
 			rt.log.Info("request refused: missing or wrong API key", "request", rid, "path", req.URL.Path)
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="tandem"`)
-			writeErrorTo(rec, unauthorized())
+			httpx.WriteError(rec, unauthorized())
 			return
 		}
 		r.h(rec, req)
 	})
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeErrorTo(w, openai.Internal("could not encode the answer"))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
 }
 
 // healthDoc is the body of the router's /health.
@@ -436,10 +365,10 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if len(missing) > 0 {
 		doc.Status = "unavailable"
 		doc.Reason = "no healthy " + strings.Join(missing, " or ") + " worker"
-		writeJSON(w, http.StatusServiceUnavailable, doc)
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, doc)
 		return
 	}
-	writeJSON(w, http.StatusOK, doc)
+	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
 // serveModels proxies /v1/models (and /v1/models/{id}) to a healthy
@@ -448,7 +377,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	d, err := rt.pool.pick(RoleDecode, nil, nil)
 	if err != nil {
 		rt.log.Warn("no decode worker for /v1/models", "request", requestIDOf(r.Context()), "err", err)
-		writeErrorTo(w, openai.Unavailable(publicError(err)))
+		httpx.WriteError(w, openai.Unavailable(publicError(err)))
 		return
 	}
 	defer rt.pool.release(d)
@@ -456,14 +385,14 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.EscapedPath(), nil)
 	if err != nil {
-		writeErrorTo(w, openai.Internal(err.Error()))
+		httpx.WriteError(w, openai.Internal(err.Error()))
 		return
 	}
 	resp, err := rt.probeClient.Do(req)
 	if err != nil {
 		le := &legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}
 		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
-		writeErrorTo(w, le.clientError())
+		httpx.WriteError(w, le.clientError())
 		return
 	}
 	defer resp.Body.Close()
@@ -471,7 +400,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		le := &legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}
 		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
-		writeErrorTo(w, le.clientError())
+		httpx.WriteError(w, le.clientError())
 		return
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
@@ -483,7 +412,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 
 // serveRooms answers the router's own room table.
 func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, rt.roomsDoc())
+	httpx.WriteJSON(w, http.StatusOK, rt.roomsDoc())
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {
@@ -504,7 +433,7 @@ func (rt *Router) serveCluster(w http.ResponseWriter, r *http.Request) {
 	docs := make([]json.RawMessage, len(ws)+1)
 	own, err := json.Marshal(rt.roomsDoc())
 	if err != nil {
-		writeErrorTo(w, openai.Internal("could not encode the room table"))
+		httpx.WriteError(w, openai.Internal("could not encode the room table"))
 		return
 	}
 	docs[0] = own
@@ -569,34 +498,7 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 	return obj.marshal()
 }
 
-// readBody reads a request body within the size and time limits. The
-// read deadline is lifted only when the whole body arrived: while a
-// stream is answered the server's background read must not time out,
-// but after a failed read the server must not wait without limit for the
-// rest of the body (it tries to read it after the handler returns, to
-// reuse the connection), so the deadline stays.
+// readBody reads a request body within MaxBodyBytes and BodyTimeout.
 func (rt *Router) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
-	if r.ContentLength > rt.o.MaxBodyBytes {
-		return nil, openai.TooLarge(rt.o.MaxBodyBytes)
-	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(rt.o.BodyTimeout)) // wrap set it already; start the clock again
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.o.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		var ne net.Error
-		switch {
-		case errors.As(err, &mbe):
-			return nil, openai.TooLarge(rt.o.MaxBodyBytes)
-		case errors.As(err, &ne) && ne.Timeout():
-			return nil, &openai.Error{Status: http.StatusRequestTimeout, Type: openai.TypeInvalidRequest, Code: codeBodyTimeout,
-				Message: fmt.Sprintf("The request body did not arrive within %s.", rt.o.BodyTimeout)}
-		}
-		return nil, openai.Invalid("", openai.CodeInvalidJSON, "Could not read the request body: %v.", err)
-	}
-	rc.SetReadDeadline(time.Time{})
-	return body, nil
+	return httpx.ReadBody(w, r, rt.o.MaxBodyBytes, rt.o.BodyTimeout)
 }
-
-// codeBodyTimeout is the error code of a request whose body was too slow.
-const codeBodyTimeout = "body_timeout"

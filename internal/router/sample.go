@@ -584,8 +584,3 @@ func sseFrame(data []byte) []byte {
 }
 
 // writeErrorTo writes e as a whole JSON answer.
-func writeErrorTo(w http.ResponseWriter, e *openai.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	w.Write(append(e.MarshalBody(), '\n'))
-}

@@ -329,8 +329,8 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	head := func(method, path string) string {
 		return fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n", method, path)
 	}
-	if got := trickle(t, addr, head("POST", "/v1/completions")); !strings.Contains(got, "400 Bad Request") {
-		t.Errorf("generation request with a trickling body: answer %q, want a 400 and the connection closed", got)
+	if got := trickle(t, addr, head("POST", "/v1/completions")); !strings.Contains(got, "408 Request Timeout") || !strings.Contains(got, "body_timeout") {
+		t.Errorf("generation request with a trickling body: answer %q, want a 408 body_timeout and the connection closed", got)
 	}
 	if got := trickle(t, addr, head("POST", "/health")); !strings.Contains(got, "405 Method Not Allowed") {
 		t.Errorf("POST /health with a trickling body: answer %q, want a 405 and the connection closed", got)

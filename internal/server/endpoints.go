@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
 )
@@ -16,12 +17,12 @@ import (
 // the body and the request to go on with (carrying the verified leg).
 func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, *http.Request, bool) {
 	if !s.ready.Load() {
-		writeError(w, openai.Unavailable("the model is not ready (loading or shutting down)"))
+		httpx.WriteError(w, openai.Unavailable("the model is not ready (loading or shutting down)"))
 		return nil, nil, false
 	}
 	body, e := s.readBody(w, r)
 	if e != nil {
-		writeError(w, e)
+		httpx.WriteError(w, e)
 		return nil, nil, false
 	}
 	r, ok := s.authorize(w, r, body)
@@ -53,7 +54,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		e = s.checkModel(req.Model)
 	}
 	if e != nil {
-		writeError(w, e)
+		httpx.WriteError(w, e)
 		return
 	}
 	tok := s.b.Tokenizer()
@@ -63,7 +64,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		vocab := s.vocabSize()
 		for i, id := range req.PromptTokens {
 			if int(id) >= vocab {
-				writeError(w, openai.Invalid("prompt", openai.CodeInvalidValue,
+				httpx.WriteError(w, openai.Invalid("prompt", openai.CodeInvalidValue,
 					"prompt[%d] is token id %d, outside this model's vocabulary of %d tokens.", i, id, vocab))
 				return
 			}
@@ -88,7 +89,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	echoLP := req.Echo && wantLP
 	p, e := s.plan(&req.Common, prompt, "prompt", s.o.DefaultCompletionTokens, top, req.PromptLogprobs != nil || echoLP)
 	if e != nil {
-		writeError(w, e)
+		httpx.WriteError(w, e)
 		return
 	}
 	p.endpoint = "completions"
@@ -145,13 +146,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		e = s.checkModel(req.Model)
 	}
 	if e != nil {
-		writeError(w, e)
+		httpx.WriteError(w, e)
 		return
 	}
 	tok := s.b.Tokenizer()
 	prompt, err := s.chat.prompt(tok, req.Messages)
 	if err != nil {
-		writeError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
+		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 		return
 	}
 	req.Stop = append(req.Stop[:len(req.Stop):len(req.Stop)], s.chat.stops...)
@@ -162,7 +163,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	p, e := s.plan(&req.Common, prompt, "messages", 0, top, req.PromptLogprobs != nil)
 	if e != nil {
-		writeError(w, e)
+		httpx.WriteError(w, e)
 		return
 	}
 	p.endpoint = "chat"

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
@@ -165,7 +166,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 			for _, st := range streams {
 				st.Cancel()
 			}
-			writeError(w, submitError(err, p.promptParam))
+			httpx.WriteError(w, submitError(err, p.promptParam))
 			return
 		}
 		streams = append(streams, st)
@@ -220,7 +221,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 					sw.done()
 				}
 			} else {
-				writeError(w, e)
+				httpx.WriteError(w, e)
 			}
 			return
 		}
@@ -268,7 +269,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		}
 	} else {
 		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
-		writeJSON(w, http.StatusOK, enc.answer(p, res, u))
+		httpx.WriteJSON(w, http.StatusOK, enc.answer(p, res, u))
 	}
 	s.met.e2e.WithLabelValues(p.endpoint).Observe(time.Since(t0).Seconds())
 }

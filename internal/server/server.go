@@ -3,10 +3,8 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -17,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
@@ -136,16 +135,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // after 2 min, headers are limited to 64 KiB. It has no overall read or
 // write timeout (ReadTimeout would also cancel long streams, and streams
 // are long); the handler bounds body reads and each write itself.
-func (s *Server) HTTPServer(addr string) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-}
+func (s *Server) HTTPServer(addr string) *http.Server { return httpx.Server(addr, s.handler, s.log) }
 
 // route is one endpoint: its metric label, the methods it takes and its
 // handler.
@@ -167,7 +157,7 @@ func (s *Server) routes() http.Handler {
 	add("/health", route{"health", []string{http.MethodGet, http.MethodHead}, s.handleHealth})
 	add("/metrics", route{"metrics", []string{http.MethodGet, http.MethodHead}, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP})
 	add("/", route{"other", nil, func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, openai.NotFound(r.URL.Path))
+		httpx.WriteError(w, openai.NotFound(r.URL.Path))
 	}})
 	for pattern, h := range s.o.Mounts {
 		mux.Handle(pattern, h)
@@ -183,114 +173,43 @@ func (s *Server) routes() http.Handler {
 // forever and hold the connection.
 func (s *Server) bodyDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.o.BodyTimeout))
-		}
+		httpx.BodyDeadline(w, r, s.o.BodyTimeout)
 		h.ServeHTTP(w, r)
 	})
 }
 
-// recorder remembers the status written, for metrics and for the panic
-// handler. Unwrap lets http.ResponseController reach the connection.
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// Flush forwards to the underlying writer (promhttp and others look for it).
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
 // wrap checks the method, counts the answer and turns a panic into a 500.
 func (s *Server) wrap(rt route) http.Handler {
-	allowed := ""
-	for i, m := range rt.methods {
-		if i > 0 {
-			allowed += ", "
-		}
-		allowed += m
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &recorder{ResponseWriter: w}
+		rec := &httpx.Recorder{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
 				s.log.Error("handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-				if rec.status == 0 {
-					writeError(rec, openai.Internal("unexpected failure; see the server log"))
+				if rec.Status == 0 {
+					httpx.WriteError(rec, openai.Internal("unexpected failure; see the server log"))
 				}
 			}
-			status := rec.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			s.met.requests.WithLabelValues(rt.name, fmt.Sprint(status)).Inc()
+			s.met.requests.WithLabelValues(rt.name, fmt.Sprint(rec.StatusOr200())).Inc()
 		}()
 		if strings.HasPrefix(r.URL.Path, "/v1/") && !s.checkAPIKey(rec, r) {
 			return
 		}
-		if rt.methods != nil && !contains(rt.methods, r.Method) {
-			rec.Header().Set("Allow", allowed)
-			writeError(rec, openai.MethodNotAllowed(r.Method, r.URL.Path, allowed))
+		if !httpx.CheckMethod(rec, r, rt.methods) {
 			return
 		}
 		rt.h(rec, r)
 	})
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeError(w, openai.Internal("could not encode the answer"))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
-
-func writeError(w http.ResponseWriter, e *openai.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	w.Write(append(e.MarshalBody(), '\n'))
-}
-
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) modelEntry() openai.Model {
@@ -299,36 +218,20 @@ func (s *Server) modelEntry() openai.Model {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{s.modelEntry()}})
+	httpx.WriteJSON(w, http.StatusOK, openai.ModelList{Object: openai.ObjectList, Data: []openai.Model{s.modelEntry()}})
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("id"); id != s.o.ModelName {
-		writeError(w, openai.ModelNotFound(id, s.o.ModelName))
+		httpx.WriteError(w, openai.ModelNotFound(id, s.o.ModelName))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.modelEntry())
+	httpx.WriteJSON(w, http.StatusOK, s.modelEntry())
 }
 
-// readBody reads a request body within the size limit and the deadline
-// bodyDeadline set. It lifts the deadline only when the whole body was
-// read: after a failure the connection must not wait for the rest.
+// readBody reads a request body within MaxBodyBytes and BodyTimeout.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
-	if r.ContentLength > s.o.MaxBodyBytes {
-		return nil, openai.TooLarge(s.o.MaxBodyBytes)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes))
-	if err == nil {
-		http.NewResponseController(w).SetReadDeadline(time.Time{})
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, openai.TooLarge(s.o.MaxBodyBytes)
-		}
-		return nil, openai.Invalid("", openai.CodeInvalidJSON, "could not read the request body: %v", err)
-	}
-	return body, nil
+	return httpx.ReadBody(w, r, s.o.MaxBodyBytes, s.o.BodyTimeout)
 }
 
 // submitError maps a Backend.Submit error to an API error.
