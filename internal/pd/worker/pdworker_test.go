@@ -22,7 +22,11 @@ import (
 	"tandem/internal/server"
 )
 
-const heartbeat = 50 * time.Millisecond
+// heartbeat is the test workers' heartbeat interval; a peer silent for two
+// of them is lost. 250 ms keeps a loaded 2-core machine running -race from
+// starving a heartbeat past the peer timeout (at 50 ms it did: rooms failed
+// peer_lost mid-transfer), while peer-loss tests still end within a second.
+const heartbeat = 250 * time.Millisecond
 
 func tinyModel(t *testing.T) *model.Model {
 	t.Helper()
