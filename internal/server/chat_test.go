@@ -80,7 +80,7 @@ func TestChatPromptBOS(t *testing.T) {
 		src  string
 	}{{"template with bos_token", llama2Template}, {"template without bos_token", chatMLTemplate}, {"fallback", ""}} {
 		tok := testVocab(t, tc.src, true)
-		f, err := newChatFormat(tok)
+		f, err := newChatFormat(tok, "")
 		if err != nil {
 			t.Fatalf("%s: newChatFormat error: %v", tc.name, err)
 		}
@@ -104,17 +104,17 @@ func TestChatPromptBOS(t *testing.T) {
 // <|im_end|> token when the vocabulary has it, else on the stop string.
 func TestFallbackStop(t *testing.T) {
 	tok := testVocab(t, "", true)
-	f, _ := newChatFormat(tok)
+	f, _ := newChatFormat(tok, "")
 	if want := tokenIDs(t, tok, "<|im_end|>"); !slices.Equal(f.stopTokens, want) || f.stops != nil {
 		t.Errorf("fallback with <|im_end|> token: stop tokens %v strings %q, want %v and none", f.stopTokens, f.stops, want)
 	}
 	tok = testVocab(t, "", false)
-	f, _ = newChatFormat(tok)
+	f, _ = newChatFormat(tok, "")
 	if f.stopTokens != nil || !slices.Equal(f.stops, []string{"<|im_end|>"}) {
 		t.Errorf("fallback without <|im_end|> token: stop tokens %v strings %q, want none and [<|im_end|>]", f.stopTokens, f.stops)
 	}
 	tok = testVocab(t, "{% for x in %}", true)
-	f, err := newChatFormat(tok)
+	f, err := newChatFormat(tok, "")
 	if err == nil || !f.tmpl.Fallback() {
 		t.Errorf("newChatFormat(broken template) = fallback %v, error %v; want the fallback and an error", f.tmpl.Fallback(), err)
 	}

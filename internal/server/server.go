@@ -67,6 +67,13 @@ type Options struct {
 	// (a PD worker's "/pd/" and "/debug/"); they get the body deadline but
 	// not the API's metrics or method checks.
 	Mounts map[string]http.Handler
+	// ChatTemplate, when not empty, is the Jinja chat template used instead
+	// of the model's tokenizer.chat_template (--chat-template).
+	ChatTemplate string
+	// ReasoningParser selects how chat output is split into
+	// reasoning_content and content: "none", "think" (<think>...</think>)
+	// or "" / "auto" (think when the chat template writes <think>).
+	ReasoningParser string
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -114,7 +121,7 @@ func New(b Backend, o Options) *Server {
 	}
 	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix()}
 	s.met = newMetrics(o.Registry, b, o.Logger)
-	chat, err := newChatFormat(b.Tokenizer())
+	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
 		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
 	}
