@@ -99,15 +99,24 @@ type ChatInput struct {
 // addGenerationPrompt is set. Errors come from the template (for example
 // raise_exception on roles that do not alternate) and concern the messages.
 func (c *ChatTemplate) Render(msgs []openai.Message, addGenerationPrompt bool) (string, error) {
-	list := make([]map[string]string, len(msgs))
+	return c.RenderInput(ChatInput{Messages: messagesJSON(msgs), AddGenerationPrompt: addGenerationPrompt})
+}
+
+// messagesJSON writes msgs as the JSON array of {"role","content"} objects
+// a template renders.
+func messagesJSON(msgs []openai.Message) json.RawMessage {
+	var b strings.Builder
+	b.WriteByte('[')
 	for i, m := range msgs {
-		list[i] = map[string]string{"role": m.Role, "content": m.Content}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		role, _ := json.Marshal(m.Role)
+		content, _ := json.Marshal(m.Content)
+		b.WriteString(`{"role":` + string(role) + `,"content":` + string(content) + `}`)
 	}
-	raw, err := json.Marshal(list)
-	if err != nil {
-		return "", fmt.Errorf("encode messages: %w", err)
-	}
-	return c.RenderInput(ChatInput{Messages: raw, AddGenerationPrompt: addGenerationPrompt})
+	b.WriteByte(']')
+	return json.RawMessage(b.String())
 }
 
 // RenderInput formats in. The fallback format takes each message's role

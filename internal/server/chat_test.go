@@ -1,6 +1,7 @@
 package server
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -75,10 +76,19 @@ func TestChatTemplateErrors(t *testing.T) {
 // second BOS, and that one without it gets the vocabulary's BOS.
 func TestChatPromptBOS(t *testing.T) {
 	msgs := []openai.Message{{Role: "user", Content: "Hello"}}
+	readTemplate := func(name string) string {
+		src, err := os.ReadFile("testdata/chat/templates/" + name)
+		if err != nil {
+			t.Fatalf("read template: %v", err)
+		}
+		return string(src)
+	}
 	for _, tc := range []struct {
 		name string
 		src  string
-	}{{"template with bos_token", llama2Template}, {"template without bos_token", chatMLTemplate}, {"fallback", ""}} {
+	}{{"template with bos_token", llama2Template}, {"template without bos_token", chatMLTemplate}, {"fallback", ""},
+		{"Llama 3 (bos_token in the first message)", readTemplate("llama3.jinja")},
+		{"Llama 3.2 (bos_token first)", readTemplate("llama3.2.jinja")}} {
 		tok := testVocab(t, tc.src, true)
 		f, err := newChatFormat(tok, "")
 		if err != nil {

@@ -85,6 +85,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	met     *metrics
 	chat    *chatFormat
+	think   bool // chat output is split into reasoning_content and content
 	ready   atomic.Bool
 	created int64
 	handler http.Handler
@@ -126,6 +127,11 @@ func New(b Backend, o Options) *Server {
 		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
 	}
 	s.chat = chat
+	think, err := reasoningEnabled(o.ReasoningParser, chat.tmpl)
+	if err != nil {
+		s.log.Error("reasoning parser disabled", "err", err)
+	}
+	s.think = think
 	s.handler = s.routes()
 	return s
 }
