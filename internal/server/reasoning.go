@@ -67,10 +67,9 @@ const (
 // so the split does not depend on where the pieces break. Not safe for
 // concurrent use.
 type thinkParser struct {
-	state   thinkState
-	held    string // text not yet emitted
-	trimNL  bool   // drop newlines at the head of what comes next
-	started bool   // thinkStart: leading whitespace seen
+	state  thinkState
+	held   string // text not yet emitted
+	trimNL bool   // drop newlines at the head of what comes next
 }
 
 // newThinkParser returns a parser; open is set when the prompt left a

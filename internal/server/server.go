@@ -177,6 +177,8 @@ func (s *Server) routes() http.Handler {
 	add("/v1/chat/completions", route{"chat", []string{http.MethodPost}, s.handleChat})
 	add("/v1/models", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModels})
 	add("/v1/models/{id}", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModel})
+	add("/tokenize", route{"tokenize", []string{http.MethodPost}, s.handleTokenize})
+	add("/detokenize", route{"detokenize", []string{http.MethodPost}, s.handleDetokenize})
 	add("/health", route{"health", []string{http.MethodGet, http.MethodHead}, s.handleHealth})
 	add("/metrics", route{"metrics", []string{http.MethodGet, http.MethodHead}, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP})
 	add("/", route{"other", nil, func(w http.ResponseWriter, r *http.Request) {
