@@ -141,7 +141,9 @@ func TestChatTemplateReference(t *testing.T) {
 				case want.Output != nil && err != nil:
 					t.Errorf("%s/%s (%s): error %v, want %q", fam.Family, c.Name, refName, err, *want.Output)
 				case want.Output != nil && got != *want.Output:
-					t.Errorf("%s/%s (%s): rendering differs at byte %d:\n got %q\nwant %q", fam.Family, c.Name, refName, firstDiff(got, *want.Output), got, *want.Output)
+					i := firstDiff(got, *want.Output)
+					t.Errorf("%s/%s (%s): rendering differs at byte %d: got …%q…, want …%q…", fam.Family, c.Name, refName, i,
+						excerpt(got, i), excerpt(*want.Output, i))
 				default:
 					same++
 				}
@@ -161,4 +163,9 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return n
+}
+
+// excerpt is s around byte i.
+func excerpt(s string, i int) string {
+	return s[max(0, i-40):min(len(s), i+40)]
 }
