@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,12 +17,13 @@ import (
 )
 
 // This file fills what github.com/ardanlabs/jinja v1.8.0 lacks to render
-// chat templates as @huggingface/jinja does:
+// chat templates as Hugging Face does (transformers' Jinja2 setup, and
+// @huggingface/jinja, which agree but for float formatting in tojson):
 //
 //   - Its tojson(indent=N) goes through Go maps (keys sorted) and
 //     encoding/json (HTML escaped); its plain tojson formats floats with
-//     %g (1e-07, not JavaScript's 1e-7) and has no ensure_ascii or
-//     sort_keys. Filters cannot be registered, but a filter name the
+//     %g, not Python's repr (1 for 1.0, 1.23456789e+08 for 123456789.0),
+//     and it has no ensure_ascii or sort_keys. Filters cannot be registered, but a filter name the
 //     library does not know is looked up among the template's variables,
 //     so NewChatTemplate renames the tojson filter to tandemToJSON
 //     (rewriteFilters) and every render passes that function.
@@ -143,11 +145,13 @@ func isIdentByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// filterToJSON is tojson as @huggingface/jinja and transformers write it:
-// json.dumps(x, ensure_ascii=False) with the value's key order, separators
-// ", " and ": " (with indent: "," and newlines), and the kwargs indent,
-// separators, ensure_ascii and sort_keys. Numbers are written as
-// JavaScript writes them (integers as integers, 0.5, 1e-7, 1e+21).
+// filterToJSON is tojson as transformers writes it: json.dumps(x,
+// ensure_ascii=False) with the value's key order, separators ", " and ": "
+// (with indent: "," and newlines), and the kwargs indent, separators,
+// ensure_ascii and sort_keys. Integers are written as integers, floats as
+// Python's repr writes them (1.0, 0.5, 1e-07, 1e+21); @huggingface/jinja
+// writes JavaScript's numbers there (1, 1e-7), the only place where the two
+// references were seen to disagree.
 func filterToJSON(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) == 0 {
 		return jinja.Undefined(), errors.New("tojson needs a value")
@@ -196,11 +200,11 @@ func (o *jsonOpts) write(b *strings.Builder, v jinja.Value, depth int) error {
 	case v.IsInt():
 		b.WriteString(strconv.FormatInt(v.AsInt(), 10))
 	case v.IsFloat():
-		out, err := json.Marshal(v.AsFloat()) // ECMAScript number formatting
-		if err != nil {
-			return fmt.Errorf("tojson: %w", err)
+		f := v.AsFloat()
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("tojson: %v is not a JSON number", f)
 		}
-		b.Write(out)
+		b.WriteString(pythonFloat(f))
 	case v.IsString():
 		o.writeString(b, v.AsString())
 	case v.IsList():
@@ -260,6 +264,27 @@ func (o *jsonOpts) newline(b *strings.Builder, depth int) {
 	for range depth {
 		b.WriteString(o.indent)
 	}
+}
+
+// pythonFloat formats f as Python's repr does: the shortest digits that
+// read back as f, in positional notation with at least one decimal when
+// the decimal exponent is from -4 to 15, else as d.ddde±XX.
+func pythonFloat(f float64) string {
+	e := strconv.FormatFloat(f, 'e', -1, 64) // [-]d.ddde±XX
+	mant, expStr, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expStr)
+	if exp < -4 || exp >= 16 {
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	out := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(out, ".") {
+		out += ".0"
+	}
+	return out
 }
 
 // writeString writes s as JSON.stringify and json.dumps do: \" \\ \b \f
