@@ -36,6 +36,8 @@ type workerFlags struct {
 	grace     time.Duration
 	logFormat string
 	apiKey    string // tandem serve only: required bearer token on /v1/*
+	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
+	reasoning string // --reasoning-parser
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
@@ -51,6 +53,28 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	fs.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
+	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+}
+
+// chatOptions reads --chat-template and checks --reasoning-parser.
+func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
+	switch f.reasoning {
+	case "none", "auto", "think":
+	default:
+		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto or think", f.reasoning)
+	}
+	if f.chatTmpl == "" {
+		return "", f.reasoning, nil
+	}
+	b, err := os.ReadFile(f.chatTmpl)
+	if err != nil {
+		return "", "", fmt.Errorf("--chat-template: %w", err)
+	}
+	if _, err := server.NewChatTemplate(string(b), "", ""); err != nil {
+		return "", "", fmt.Errorf("--chat-template %s: %w", f.chatTmpl, err)
+	}
+	return string(b), f.reasoning, nil
 }
 
 func newLogger(format string) (*slog.Logger, error) {
@@ -114,6 +138,10 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	if err != nil {
 		return err
 	}
+	chatTmpl, parser, err := f.chatOptions()
+	if err != nil {
+		return err
+	}
 	kvType, err := f.ef.kvDType()
 	if err != nil {
 		return err
@@ -162,7 +190,8 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		}
 		backend = pw.Backend()
 	}
-	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys}
+	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
+		ChatTemplate: chatTmpl, ReasoningParser: parser}
 	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
 		guarded := keys.RequireCredential(pw.Handler())
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}

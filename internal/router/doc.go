@@ -68,6 +68,8 @@
 // arrive within BodyTimeout (408, and the connection closes).
 // The router serves GET /health (503 naming the missing role), /metrics
 // (its own registry), /v1/models (from a healthy decode worker),
+// POST /tokenize and /detokenize (forwarded with the cluster credential to
+// a healthy decode worker, else a prefill worker; the API key covers them),
 // /debug/rooms (its live and recently finished request records with
 // state, open legs, deadline, bytes and history, and its workers' health
 // and breaker states) and /debug/cluster (its records and every worker's

@@ -96,6 +96,8 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 	}
 	mux.HandleFunc("POST /v1/completions", leg)
 	mux.HandleFunc("POST /v1/chat/completions", leg)
+	mux.HandleFunc("POST /tokenize", f.tokenizer)
+	mux.HandleFunc("POST /detokenize", f.tokenizer)
 	f.srv = httptest.NewUnstartedServer(mux)
 	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {

@@ -129,11 +129,11 @@ func (f *front) cors(w http.ResponseWriter, r *http.Request, methods []string) b
 	return true
 }
 
-// authorized reports whether r may use the path: everything under /v1/
-// needs "Authorization: Bearer KEY" when a key is set; /health, /metrics
-// and /debug/* stay open.
+// authorized reports whether r may use the path: everything under /v1/,
+// /tokenize and /detokenize need "Authorization: Bearer KEY" when a key is
+// set; /health, /metrics and /debug/* stay open.
 func (f *front) authorized(r *http.Request) bool {
-	if !f.needKey || !strings.HasPrefix(r.URL.Path, "/v1/") {
+	if !f.needKey || !strings.HasPrefix(r.URL.Path, "/v1/") && !isTokenizerPath(r.URL.Path) {
 		return true
 	}
 	auth := r.Header.Get("Authorization")

@@ -296,6 +296,8 @@ func (rt *Router) routes() http.Handler {
 		"/v1/chat/completions": {"chat", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointChat) }},
 		"/v1/models":           {"models", get, rt.serveModels},
 		"/v1/models/{id}":      {"models", get, rt.serveModels},
+		"/tokenize":            {"tokenize", post, rt.serveTokenizer},
+		"/detokenize":          {"detokenize", post, rt.serveTokenizer},
 		"/health":              {"health", get, rt.serveHealth},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},

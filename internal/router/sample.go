@@ -542,8 +542,9 @@ func isUsageChunk(obj object) bool {
 	return err == nil && len(items) == 0
 }
 
-// carriesToken reports whether a streamed chunk carries generated text or
-// a finish reason (a chat stream's opening chunk, with the role only, does
+// carriesToken reports whether a streamed chunk carries generated text
+// (content, or reasoning_content from a worker's reasoning parser) or a
+// finish reason (a chat stream's opening chunk, with the role only, does
 // not).
 func carriesToken(obj object) bool {
 	raw, ok := obj.get("choices")
@@ -553,7 +554,8 @@ func carriesToken(obj object) bool {
 	var choices []struct {
 		Text  *string `json:"text"`
 		Delta *struct {
-			Content *string `json:"content"`
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	}
@@ -562,7 +564,7 @@ func carriesToken(obj object) bool {
 	}
 	for _, c := range choices {
 		if (c.Text != nil && *c.Text != "") || (c.Delta != nil && c.Delta.Content != nil && *c.Delta.Content != "") ||
-			c.FinishReason != nil {
+			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") || c.FinishReason != nil {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -75,12 +76,21 @@ func TestChatTemplateErrors(t *testing.T) {
 // second BOS, and that one without it gets the vocabulary's BOS.
 func TestChatPromptBOS(t *testing.T) {
 	msgs := []openai.Message{{Role: "user", Content: "Hello"}}
+	readTemplate := func(name string) string {
+		src, err := os.ReadFile("testdata/chat/templates/" + name)
+		if err != nil {
+			t.Fatalf("read template: %v", err)
+		}
+		return string(src)
+	}
 	for _, tc := range []struct {
 		name string
 		src  string
-	}{{"template with bos_token", llama2Template}, {"template without bos_token", chatMLTemplate}, {"fallback", ""}} {
+	}{{"template with bos_token", llama2Template}, {"template without bos_token", chatMLTemplate}, {"fallback", ""},
+		{"Llama 3 (bos_token in the first message)", readTemplate("llama3.jinja")},
+		{"Llama 3.2 (bos_token first)", readTemplate("llama3.2.jinja")}} {
 		tok := testVocab(t, tc.src, true)
-		f, err := newChatFormat(tok)
+		f, err := newChatFormat(tok, "")
 		if err != nil {
 			t.Fatalf("%s: newChatFormat error: %v", tc.name, err)
 		}
@@ -104,17 +114,17 @@ func TestChatPromptBOS(t *testing.T) {
 // <|im_end|> token when the vocabulary has it, else on the stop string.
 func TestFallbackStop(t *testing.T) {
 	tok := testVocab(t, "", true)
-	f, _ := newChatFormat(tok)
+	f, _ := newChatFormat(tok, "")
 	if want := tokenIDs(t, tok, "<|im_end|>"); !slices.Equal(f.stopTokens, want) || f.stops != nil {
 		t.Errorf("fallback with <|im_end|> token: stop tokens %v strings %q, want %v and none", f.stopTokens, f.stops, want)
 	}
 	tok = testVocab(t, "", false)
-	f, _ = newChatFormat(tok)
+	f, _ = newChatFormat(tok, "")
 	if f.stopTokens != nil || !slices.Equal(f.stops, []string{"<|im_end|>"}) {
 		t.Errorf("fallback without <|im_end|> token: stop tokens %v strings %q, want none and [<|im_end|>]", f.stopTokens, f.stops)
 	}
 	tok = testVocab(t, "{% for x in %}", true)
-	f, err := newChatFormat(tok)
+	f, err := newChatFormat(tok, "")
 	if err == nil || !f.tmpl.Fallback() {
 		t.Errorf("newChatFormat(broken template) = fallback %v, error %v; want the fallback and an error", f.tmpl.Fallback(), err)
 	}

@@ -1,6 +1,7 @@
 // Package server is the serving worker's HTTP API: OpenAI-compatible
 // completions and chat completions over a Backend (the local engine, later
-// the disaggregated router), plus /v1/models, /health and /metrics.
+// the disaggregated router), plus /v1/models, vLLM's /tokenize and
+// /detokenize, /health and /metrics.
 //
 // # Data flow
 //
@@ -59,7 +60,13 @@
 //   - Templates are rendered with github.com/ardanlabs/jinja (pure Go, made
 //     for GGUF chat templates: loops, conditionals, namespace, slicing,
 //     raise_exception, trim/strip), with messages, add_generation_prompt,
-//     bos_token and eos_token.
+//     bos_token, eos_token, tools and chat_template_kwargs, so that they
+//     render byte for byte as @huggingface/jinja does: Tandem's own tojson
+//     (the filter is renamed in the source, chat_values.go) and
+//     strftime_now replace the library's, and request JSON keeps its key
+//     order.
+//   - A reasoning parser (Options.ReasoningParser; auto for templates that
+//     write <think>) splits chat output into reasoning_content and content.
 //   - Logprobs: the chosen token's logprob always, TopLogprobs alternatives
 //     when asked. Completions use the legacy shape (tokens, token_logprobs,
 //     top_logprobs maps, text_offset in runes of the returned text); chat

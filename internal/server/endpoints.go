@@ -150,7 +150,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.b.Tokenizer()
-	prompt, err := s.chat.prompt(tok, req.Messages)
+	prompt, text, err := s.chat.promptInput(tok, ChatInput{Messages: messagesJSON(req.Messages), AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 		return
@@ -168,7 +168,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	p.endpoint = "chat"
 	p.id = newID("chatcmpl-")
-	s.generate(w, r, p, &chatEncoder{tok: tok, logprobs: req.Logprobs, fingerprint: s.o.SystemFingerprint}, t0)
+	enc := &chatEncoder{tok: tok, logprobs: req.Logprobs, fingerprint: s.o.SystemFingerprint}
+	if s.think {
+		enc.think, enc.thinkOpen = true, promptOpensThink(text)
+	}
+	s.generate(w, r, p, enc, t0)
 }
 
 func finishPtr(s string) *string {
@@ -275,6 +279,22 @@ type chatEncoder struct {
 	tok         *tokenizer.Tokenizer
 	logprobs    bool
 	fingerprint string
+	think       bool                 // split reasoning from content
+	thinkOpen   bool                 // the prompt left a <think> block open
+	parsers     map[int]*thinkParser // streaming: each choice's parser
+}
+
+// parser returns choice i's reasoning parser.
+func (e *chatEncoder) parser(i int) *thinkParser {
+	if e.parsers == nil {
+		e.parsers = make(map[int]*thinkParser)
+	}
+	p := e.parsers[i]
+	if p == nil {
+		p = newThinkParser(e.thinkOpen)
+		e.parsers[i] = p
+	}
+	return p
 }
 
 func (e *chatEncoder) tokenBytes(id int32) (string, []int) {
@@ -321,8 +341,21 @@ func (e *chatEncoder) opening(p *genPlan, i int, plp []float32) any {
 
 func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 	var d openai.ChatDelta
-	if pc.text != "" {
-		d.Content = &pc.text
+	text := pc.text
+	if e.think {
+		tp := e.parser(pc.index)
+		r, c := tp.feed(text)
+		if pc.final {
+			r2, c2 := tp.flush()
+			r, c = r+r2, c+c2
+		}
+		if r != "" {
+			d.ReasoningContent = &r
+		}
+		text = c
+	}
+	if text != "" {
+		d.Content = &text
 	}
 	return e.chunkDoc(p, []openai.ChatChunkChoice{{Index: pc.index, Delta: d, Logprobs: e.content(pc.toks),
 		FinishReason: finishPtr(pc.finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, pc.plp)}}, nil)
@@ -331,8 +364,16 @@ func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) any {
 	choices := make([]openai.ChatChoice, len(res))
 	for i, cr := range res {
+		msg := openai.ChatMessage{Role: openai.RoleAssistant, Content: cr.text.String()}
+		if e.think {
+			r, c := splitReasoning(msg.Content, e.thinkOpen)
+			msg.Content = c
+			if r != "" {
+				msg.ReasoningContent = &r
+			}
+		}
 		choices[i] = openai.ChatChoice{Index: i,
-			Message:  openai.ChatMessage{Role: openai.RoleAssistant, Content: cr.text.String()},
+			Message:  msg,
 			Logprobs: e.content(cr.toks), FinishReason: finishPtr(cr.finish),
 			PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, cr.plp)}
 	}

@@ -103,7 +103,7 @@ func TestPromptLogprobsStreamedFirstChunk(t *testing.T) {
 		body := `{"prompt":` + pj + `,"prompt_logprobs":2,"n":2,"stream":true}`
 		if path == "/v1/chat/completions" {
 			body = `{"messages":[{"role":"user","content":"Hi"}],"prompt_logprobs":2,"n":2,"stream":true}`
-			f, err := newChatFormat(tok)
+			f, err := newChatFormat(tok, "")
 			if err != nil {
 				t.Fatal(err)
 			}

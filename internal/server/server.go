@@ -66,6 +66,13 @@ type Options struct {
 	// (a PD worker's "/pd/" and "/debug/"); they get the body deadline but
 	// not the API's metrics or method checks.
 	Mounts map[string]http.Handler
+	// ChatTemplate, when not empty, is the Jinja chat template used instead
+	// of the model's tokenizer.chat_template (--chat-template).
+	ChatTemplate string
+	// ReasoningParser selects how chat output is split into
+	// reasoning_content and content: "none", "think" (<think>...</think>)
+	// or "" / "auto" (think when the chat template writes <think>).
+	ReasoningParser string
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -77,6 +84,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	met     *metrics
 	chat    *chatFormat
+	think   bool // chat output is split into reasoning_content and content
 	ready   atomic.Bool
 	created int64
 	handler http.Handler
@@ -113,11 +121,16 @@ func New(b Backend, o Options) *Server {
 	}
 	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix()}
 	s.met = newMetrics(o.Registry, b, o.Logger)
-	chat, err := newChatFormat(b.Tokenizer())
+	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
 		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
 	}
 	s.chat = chat
+	think, err := reasoningEnabled(o.ReasoningParser, chat.tmpl)
+	if err != nil {
+		s.log.Error("reasoning parser disabled", "err", err)
+	}
+	s.think = think
 	s.handler = s.routes()
 	return s
 }
@@ -154,6 +167,8 @@ func (s *Server) routes() http.Handler {
 	add("/v1/chat/completions", route{"chat", []string{http.MethodPost}, s.handleChat})
 	add("/v1/models", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModels})
 	add("/v1/models/{id}", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModel})
+	add("/tokenize", route{"tokenize", []string{http.MethodPost}, s.handleTokenize})
+	add("/detokenize", route{"detokenize", []string{http.MethodPost}, s.handleDetokenize})
 	add("/health", route{"health", []string{http.MethodGet, http.MethodHead}, s.handleHealth})
 	add("/metrics", route{"metrics", []string{http.MethodGet, http.MethodHead}, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP})
 	add("/", route{"other", nil, func(w http.ResponseWriter, r *http.Request) {

@@ -37,6 +37,9 @@
 //   - Chat messages have role system, user or assistant ("developer" is read
 //     as system); content is a string or an array of {"type":"text"} parts,
 //     joined with "\n". Tool and image messages are rejected.
+//   - Chat requests may carry chat_template_kwargs (an object, or null):
+//     extra chat template variables, as vLLM takes them
+//     ({"enable_thinking": false} for Qwen3), in ChatRequest.ChatTemplateKwargs.
 //
 // Invariant: the decoders never panic and never allocate much more than the
 // body's size; every failure is an [*Error] with status 400. Fuzz tests

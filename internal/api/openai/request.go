@@ -79,6 +79,10 @@ type ChatRequest struct {
 	Messages    []Message
 	Logprobs    bool
 	TopLogprobs int // 0..MaxLogprobs, only with Logprobs
+	// ChatTemplateKwargs are extra variables for the chat template
+	// (chat_template_kwargs, as vLLM takes them: {"enable_thinking":
+	// false} for Qwen3); nil when absent or null.
+	ChatTemplateKwargs map[string]json.RawMessage
 }
 
 // harmless lists, for fields that would change results and are not
@@ -109,7 +113,6 @@ var harmless = map[string][]string{
 	"add_generation_prompt":  {`true`},
 	"continue_final_message": {`false`},
 	"chat_template":          {},
-	"chat_template_kwargs":   {`{}`},
 	"add_special_tokens":     {},
 }
 
@@ -591,6 +594,13 @@ func DecodeChatRequest(body []byte) (*ChatRequest, *Error) {
 			return nil, Invalid("top_logprobs", CodeInvalidValue, "top_logprobs requires logprobs to be true.")
 		}
 		r.TopLogprobs = n
+	}
+	if raw, ok := f.get("chat_template_kwargs"); ok && !isNull(raw) {
+		var kw map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &kw); err != nil {
+			return nil, typeError("chat_template_kwargs", "an object", raw)
+		}
+		r.ChatTemplateKwargs = kw
 	}
 	return r, nil
 }

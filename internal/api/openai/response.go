@@ -102,12 +102,17 @@ type ChatLogprobs struct {
 type ChatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ReasoningContent is the model's reasoning (<think>...</think>) when
+	// the server splits it from the content, as vLLM and llama.cpp do.
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // ChatDelta is the message fragment of a streamed chat chunk.
 type ChatDelta struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+	// ReasoningContent is the next piece of the model's reasoning.
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // ChatChoice is one choice of a chat completion. PromptLogprobs is set

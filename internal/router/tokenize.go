@@ -1,0 +1,93 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"tandem/internal/api/httpx"
+	"tandem/internal/api/openai"
+)
+
+// vLLM's POST /tokenize and POST /detokenize: the router forwards the body
+// as it came to one healthy decode worker (a prefill worker when no decode
+// worker is up; both load the same model and tokenizer) and answers what
+// the worker answered. It sends them with the cluster credential (the
+// probe client's transport, as for /v1/models): workers answer these
+// endpoints only with it, and they need no leg signature, since they start
+// no generation. The router's API key, when set, is required on them as on
+// /v1/*.
+
+const (
+	// tokenizeTimeout bounds a proxied /tokenize or /detokenize request.
+	tokenizeTimeout = 30 * time.Second
+	// tokenizeBodyBytesMax bounds a proxied /tokenize answer (a large
+	// prompt's token ids, and their strings when asked for).
+	tokenizeBodyBytesMax = 128 << 20
+)
+
+// tokenizerPaths are the endpoints served by serveTokenizer.
+var tokenizerPaths = []string{"/tokenize", "/detokenize"}
+
+// isTokenizerPath reports whether path is one of tokenizerPaths.
+func isTokenizerPath(path string) bool {
+	return slices.Contains(tokenizerPaths, path)
+}
+
+// serveTokenizer proxies /tokenize and /detokenize to a healthy worker.
+func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
+	body, e := rt.readBody(w, r)
+	if e != nil {
+		httpx.WriteError(w, e)
+		return
+	}
+	role := RoleDecode
+	wk, err := rt.pool.pick(role, nil, nil)
+	if err != nil {
+		role = RolePrefill
+		if wk, err = rt.pool.pick(role, nil, nil); err != nil {
+			rt.log.Warn("no worker for "+r.URL.Path, "request", requestIDOf(r.Context()), "err", err)
+			httpx.WriteError(w, openai.Unavailable(publicError(err)))
+			return
+		}
+	}
+	defer rt.pool.release(wk)
+	ctx, cancel := context.WithTimeout(r.Context(), tokenizeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.url+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		httpx.WriteError(w, openai.Internal(err.Error()))
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rt.tokenizerClient().Do(req)
+	if err != nil {
+		le := &legError{leg: role, worker: wk.url, kind: kindUnreachable, cause: err}
+		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.url, "err", le)
+		httpx.WriteError(w, le.clientError())
+		return
+	}
+	defer resp.Body.Close()
+	out, err := readAllMax(resp.Body, tokenizeBodyBytesMax)
+	if err != nil {
+		le := &legError{leg: role, worker: wk.url, kind: kindStream, cause: err}
+		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.url, "err", le)
+		httpx.WriteError(w, le.clientError())
+		return
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(out)
+}
+
+// tokenizerClient is the probe client (it carries the cluster credential)
+// without its short overall timeout: tokenizeTimeout bounds the request.
+func (rt *Router) tokenizerClient() *http.Client {
+	c := *rt.probeClient
+	c.Timeout = 0
+	return &c
+}
