@@ -1,0 +1,397 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Limits on what a compiled grammar may hold. Past them Compile fails with
+// ErrTooLarge instead of allocating without bound.
+const (
+	// MaxNFAStates caps the NFA states of all rules together.
+	MaxNFAStates = 1 << 20
+	// MaxDFAStates caps the DFA states of all rules together.
+	MaxDFAStates = 1 << 18
+)
+
+// ErrTooLarge is returned (wrapped) when a schema expands past the limits.
+var ErrTooLarge = errors.New("grammar: schema too large")
+
+// call is a DFA edge that pushes a rule: run rule, then continue in ret.
+type call struct {
+	rule int32
+	ret  int32
+}
+
+// Grammar is a compiled grammar: a pushdown automaton over bytes made of one
+// DFA per rule whose edges are bytes or calls of other rules. A Grammar is
+// immutable after Compile and safe for concurrent use; per-vocabulary mask
+// tables are built on first use by NewMatcher and shared by its matchers.
+type Grammar struct {
+	nclass    int
+	class     [256]uint8
+	trans     []int32 // state*nclass + class: next state or -1
+	final     []bool
+	calls     [][]call
+	hasBytes  []bool
+	ruleStart []int32
+	ruleNames []string
+	root      int32
+	opts      Options
+
+	mu     sync.Mutex
+	tables map[*Vocab]*tables
+}
+
+// States returns the number of DFA states of all rules together.
+func (g *Grammar) States() int { return len(g.final) }
+
+// Rules returns the number of rules.
+func (g *Grammar) Rules() int { return len(g.ruleStart) }
+
+// next returns the state after byte b from state s, or -1.
+func (g *Grammar) next(s int32, b byte) int32 {
+	return g.trans[int(s)*g.nclass+int(g.class[b])]
+}
+
+// ruleSet collects named rules while a schema or regex is compiled.
+type ruleSet struct {
+	exprs []*expr
+	names []string
+}
+
+// add reserves a rule and returns its number; define sets its expression.
+func (r *ruleSet) add(name string) int {
+	r.exprs = append(r.exprs, nil)
+	r.names = append(r.names, name)
+	return len(r.exprs) - 1
+}
+
+func (r *ruleSet) define(id int, e *expr) { r.exprs[id] = e }
+
+// nfa is a Thompson automaton for one rule.
+type nfa struct {
+	eps   [][]int32
+	bytes []nfaByte
+	calls []nfaCall
+	n     int
+}
+
+type nfaByte struct {
+	from, to int32
+	set      byteSet
+}
+
+type nfaCall struct {
+	from, to int32
+	rule     int32
+}
+
+func (a *nfa) newState() int32 {
+	a.eps = append(a.eps, nil)
+	a.n++
+	return int32(a.n - 1)
+}
+
+// build adds e between fresh states and returns (start, end).
+func (a *nfa) build(e *expr) (int32, int32) {
+	s, t := a.newState(), a.newState()
+	switch e.kind {
+	case exEmpty:
+		a.eps[s] = append(a.eps[s], t)
+	case exNone:
+	case exBytes:
+		a.bytes = append(a.bytes, nfaByte{s, t, e.set})
+	case exRef:
+		a.calls = append(a.calls, nfaCall{s, t, int32(e.rule)})
+	case exSeq:
+		cur := s
+		for _, sub := range e.subs {
+			ss, st := a.build(sub)
+			a.eps[cur] = append(a.eps[cur], ss)
+			cur = st
+		}
+		a.eps[cur] = append(a.eps[cur], t)
+	case exAlt:
+		for _, sub := range e.subs {
+			ss, st := a.build(sub)
+			a.eps[s] = append(a.eps[s], ss)
+			a.eps[st] = append(a.eps[st], t)
+		}
+	case exRepeat:
+		sub := e.subs[0]
+		cur := s
+		for i := 0; i < e.min; i++ {
+			ss, st := a.build(sub)
+			a.eps[cur] = append(a.eps[cur], ss)
+			cur = st
+		}
+		if e.max < 0 {
+			ss, st := a.build(sub)
+			a.eps[cur] = append(a.eps[cur], ss, t)
+			a.eps[st] = append(a.eps[st], ss, t)
+		} else {
+			for i := e.min; i < e.max; i++ {
+				ss, st := a.build(sub)
+				a.eps[cur] = append(a.eps[cur], ss, t)
+				cur = st
+			}
+			a.eps[cur] = append(a.eps[cur], t)
+		}
+	}
+	return s, t
+}
+
+// closure returns the sorted epsilon closure of set.
+func (a *nfa) closure(set []int32, seen []bool) []int32 {
+	out := slices.Clone(set)
+	for _, s := range set {
+		seen[s] = true
+	}
+	for i := 0; i < len(out); i++ {
+		for _, t := range a.eps[out[i]] {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+	}
+	for _, s := range out {
+		seen[s] = false
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compileRules turns rules into a Grammar with root as its start rule.
+func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
+	total := 0
+	for i, e := range rs.exprs {
+		if e == nil {
+			return nil, fmt.Errorf("grammar: rule %s has no definition", rs.names[i])
+		}
+		total += e.size(MaxNFAStates)
+		if total > MaxNFAStates {
+			return nil, fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxNFAStates)
+		}
+	}
+	g := &Grammar{root: int32(root), opts: opts, ruleNames: rs.names}
+	// Byte classes: bytes that no set in the grammar tells apart share one.
+	var sets []byteSet
+	nfas := make([]*nfa, len(rs.exprs))
+	starts := make([]int32, len(rs.exprs))
+	ends := make([]int32, len(rs.exprs))
+	for i, e := range rs.exprs {
+		a := &nfa{}
+		starts[i], ends[i] = a.build(e)
+		nfas[i] = a
+		for _, b := range a.bytes {
+			sets = append(sets, b.set)
+		}
+	}
+	g.computeClasses(sets)
+	reps := make([]byte, g.nclass) // one byte per class
+	for b := 255; b >= 0; b-- {
+		reps[g.class[b]] = byte(b)
+	}
+	g.ruleStart = make([]int32, len(rs.exprs))
+	for i, a := range nfas {
+		start, err := g.determinize(a, starts[i], ends[i], reps)
+		if err != nil {
+			return nil, err
+		}
+		g.ruleStart[i] = start
+	}
+	if err := g.prune(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// computeClasses partitions the byte values by membership in sets.
+func (g *Grammar) computeClasses(sets []byteSet) {
+	sig := make(map[string]uint8)
+	var key []byte
+	for b := 0; b < 256; b++ {
+		key = key[:0]
+		for i := range sets {
+			if sets[i].has(byte(b)) {
+				key = strconv.AppendInt(key, int64(i), 36)
+				key = append(key, ',')
+			}
+		}
+		id, ok := sig[string(key)]
+		if !ok {
+			id = uint8(len(sig))
+			sig[string(key)] = id
+		}
+		g.class[b] = id
+	}
+	g.nclass = len(sig)
+}
+
+// determinize runs the subset construction for one rule's NFA, treating
+// each called rule as a letter, and appends the DFA states to g.
+func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte) (int32, error) {
+	seen := make([]bool, a.n)
+	byFrom := make([][]int, a.n)
+	for i, b := range a.bytes {
+		byFrom[b.from] = append(byFrom[b.from], i)
+	}
+	callFrom := make([][]int, a.n)
+	for i, c := range a.calls {
+		callFrom[c.from] = append(callFrom[c.from], i)
+	}
+	ids := map[string]int32{}
+	var queue [][]int32
+	keyOf := func(set []int32) string {
+		var sb strings.Builder
+		for _, s := range set {
+			sb.WriteString(strconv.Itoa(int(s)))
+			sb.WriteByte(',')
+		}
+		return sb.String()
+	}
+	intern := func(set []int32) (int32, error) {
+		k := keyOf(set)
+		if id, ok := ids[k]; ok {
+			return id, nil
+		}
+		if len(g.final) >= MaxDFAStates {
+			return 0, fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxDFAStates)
+		}
+		id := int32(len(g.final))
+		ids[k] = id
+		g.final = append(g.final, slices.Contains(set, end))
+		g.calls = append(g.calls, nil)
+		g.hasBytes = append(g.hasBytes, false)
+		for i := 0; i < g.nclass; i++ {
+			g.trans = append(g.trans, -1)
+		}
+		queue = append(queue, set)
+		return id, nil
+	}
+	first, err := intern(a.closure([]int32{start}, seen))
+	if err != nil {
+		return 0, err
+	}
+	for len(queue) > 0 {
+		set := queue[0]
+		queue = queue[1:]
+		id := ids[keyOf(set)]
+		for c := 0; c < g.nclass; c++ {
+			var tgt []int32
+			for _, s := range set {
+				for _, bi := range byFrom[s] {
+					if a.bytes[bi].set.has(reps[c]) {
+						tgt = append(tgt, a.bytes[bi].to)
+					}
+				}
+			}
+			if len(tgt) == 0 {
+				continue
+			}
+			slices.Sort(tgt)
+			tgt = slices.Compact(tgt)
+			t, err := intern(a.closure(tgt, seen))
+			if err != nil {
+				return 0, err
+			}
+			g.trans[int(id)*g.nclass+c] = t
+			g.hasBytes[id] = true
+		}
+		byRule := map[int32][]int32{}
+		var rules []int32
+		for _, s := range set {
+			for _, ci := range callFrom[s] {
+				r := a.calls[ci].rule
+				if _, ok := byRule[r]; !ok {
+					rules = append(rules, r)
+				}
+				byRule[r] = append(byRule[r], a.calls[ci].to)
+			}
+		}
+		slices.Sort(rules)
+		for _, r := range rules {
+			tgt := byRule[r]
+			slices.Sort(tgt)
+			tgt = slices.Compact(tgt)
+			t, err := intern(a.closure(tgt, seen))
+			if err != nil {
+				return 0, err
+			}
+			g.calls[id] = append(g.calls[id], call{rule: r, ret: t})
+		}
+	}
+	return first, nil
+}
+
+// prune removes edges into states from which no end of the rule can be
+// reached (through bytes and calls of rules that match something), so that
+// every live matcher state can still complete a document.
+func (g *Grammar) prune() error {
+	n := len(g.final)
+	productive := make([]bool, len(g.ruleStart))
+	live := make([]bool, n)
+	for changed := true; changed; {
+		changed = false
+		// live states: backward fixpoint, iterated to convergence.
+		for again := true; again; {
+			again = false
+			for s := 0; s < n; s++ {
+				if live[s] {
+					continue
+				}
+				ok := g.final[s]
+				for c := 0; !ok && c < g.nclass; c++ {
+					if t := g.trans[s*g.nclass+c]; t >= 0 && live[t] {
+						ok = true
+					}
+				}
+				for _, cl := range g.calls[s] {
+					if !ok && productive[cl.rule] && live[cl.ret] {
+						ok = true
+					}
+				}
+				if ok {
+					live[s] = true
+					again = true
+				}
+			}
+		}
+		for r, st := range g.ruleStart {
+			if !productive[r] && live[st] {
+				productive[r] = true
+				changed = true
+			}
+		}
+	}
+	if !productive[g.root] {
+		return errors.New("grammar: the schema admits no value (check enum, const, minimum/maximum, minItems/maxItems and minLength/maxLength for contradictions)")
+	}
+	for s := 0; s < n; s++ {
+		has := false
+		for c := 0; c < g.nclass; c++ {
+			i := s*g.nclass + c
+			if t := g.trans[i]; t >= 0 && !live[t] {
+				g.trans[i] = -1
+			}
+			if g.trans[i] >= 0 {
+				has = true
+			}
+		}
+		g.hasBytes[s] = has
+		kept := g.calls[s][:0]
+		for _, cl := range g.calls[s] {
+			if productive[cl.rule] && live[cl.ret] {
+				kept = append(kept, cl)
+			}
+		}
+		g.calls[s] = kept
+	}
+	return nil
+}
