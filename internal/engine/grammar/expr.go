@@ -7,10 +7,14 @@ package grammar
 // byteSet is a set of byte values.
 type byteSet [4]uint64
 
-func (s *byteSet) add(b byte)           { s[b>>6] |= 1 << (b & 63) }
-func (s *byteSet) has(b byte) bool      { return s[b>>6]&(1<<(b&63)) != 0 }
-func (s *byteSet) addRange(lo, hi byte) { for c := int(lo); c <= int(hi); c++ { s.add(byte(c)) } }
-func (s byteSet) empty() bool           { return s[0]|s[1]|s[2]|s[3] == 0 }
+func (s *byteSet) add(b byte)      { s[b>>6] |= 1 << (b & 63) }
+func (s *byteSet) has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
+func (s *byteSet) addRange(lo, hi byte) {
+	for c := int(lo); c <= int(hi); c++ {
+		s.add(byte(c))
+	}
+}
+func (s byteSet) empty() bool { return s[0]|s[1]|s[2]|s[3] == 0 }
 
 // exprKind names the kind of an expression node.
 type exprKind uint8

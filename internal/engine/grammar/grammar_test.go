@@ -139,18 +139,18 @@ func TestSchemaDocuments(t *testing.T) {
 
 func TestUnsupportedKeywordsNamed(t *testing.T) {
 	cases := map[string]string{
-		`{"not":{"type":"null"}}`:                                    "not",
-		`{"type":"object","patternProperties":{"a":{}}}`:             "patternProperties",
-		`{"type":"array","uniqueItems":true}`:                        "uniqueItems",
-		`{"type":"number","multipleOf":2}`:                           "multipleOf",
-		`{"type":"string","format":"ipv4"}`:                          "ipv4",
-		`{"type":"string","pattern":"(?=a)"}`:                        "lookahead",
-		`{"type":"string","pattern":"a","minLength":1}`:              "pattern",
-		`{"$ref":"http://example.com/s.json"}`:                       "$ref",
-		`{"type":"number","minimum":0.5}`:                            "minimum",
-		`{"type":"string","enum":["a"],"maxLength":1}`:               "maxLength",
+		`{"not":{"type":"null"}}`:                                     "not",
+		`{"type":"object","patternProperties":{"a":{}}}`:              "patternProperties",
+		`{"type":"array","uniqueItems":true}`:                         "uniqueItems",
+		`{"type":"number","multipleOf":2}`:                            "multipleOf",
+		`{"type":"string","format":"ipv4"}`:                           "ipv4",
+		`{"type":"string","pattern":"(?=a)"}`:                         "lookahead",
+		`{"type":"string","pattern":"a","minLength":1}`:               "pattern",
+		`{"$ref":"http://example.com/s.json"}`:                        "$ref",
+		`{"type":"number","minimum":0.5}`:                             "minimum",
+		`{"type":"string","enum":["a"],"maxLength":1}`:                "maxLength",
 		`{"allOf":[{"type":"string","pattern":"a"},{"pattern":"b"}]}`: "pattern",
-		`{"type":"object","minProperties":1}`:                        "minProperties",
+		`{"type":"object","minProperties":1}`:                         "minProperties",
 	}
 	for schema, kw := range cases {
 		_, err := Compile([]byte(schema), Options{})
