@@ -29,6 +29,7 @@ type walker struct {
 	maxDepth int32
 	maxRel   int32 // deepest frame made since it was last reset
 	budget   int
+	cfgBase  int // first config of the current closure
 }
 
 func newWalker(g *Grammar) *walker {
@@ -86,6 +87,7 @@ func (w *walker) unload(f int32) []int32 {
 // can finish (pop below the stack).
 func (w *walker) closure(s, p int32) (popBelow bool) {
 	w.budget = closureBudget
+	w.cfgBase = len(w.cfg)
 	return w.expand(s, p)
 }
 
@@ -127,7 +129,7 @@ func (w *walker) expand(s, p int32) bool {
 // ones (cheap duplicate removal for alternatives that join again).
 func (w *walker) addConfig(c config) {
 	n := len(w.cfg)
-	for i := n - 1; i >= 0 && i >= n-8; i-- {
+	for i := n - 1; i >= w.cfgBase && i >= n-8; i-- {
 		if w.cfg[i] == c {
 			return
 		}
