@@ -4,7 +4,7 @@ package grammar
 // format the grammar does not know.
 //
 //   - date: RFC 3339 full-date, months 01-12, days limited per month
-//     (February to 29 in every year: leap years are not checked).
+//     (February 29 only in leap years).
 //   - time: RFC 3339 full-time: hh:mm:ss (second 60 allowed), optional
 //     fraction, then Z or ±hh:mm; T and Z in either case.
 //   - date-time: date, T or t, time.
@@ -70,9 +70,14 @@ func dateExpr() *expr {
 	md := alt(
 		seq(long, byteExpr('-'), twoDigits(1, 31)),
 		seq(short, byteExpr('-'), twoDigits(1, 30)),
-		seq(lit("02"), byteExpr('-'), twoDigits(1, 29)),
+		seq(lit("02"), byteExpr('-'), twoDigits(1, 28)),
 	)
-	return seq(year, byteExpr('-'), md)
+	// Leap years: divisible by 4, centuries only when divisible by 400.
+	mult4 := alt(seq(byteExpr('0'), alt(byteExpr('4'), byteExpr('8'))),
+		seq(alt(byteExpr('2'), byteExpr('4'), byteExpr('6'), byteExpr('8')), alt(byteExpr('0'), byteExpr('4'), byteExpr('8'))),
+		seq(alt(byteExpr('1'), byteExpr('3'), byteExpr('5'), byteExpr('7'), byteExpr('9')), alt(byteExpr('2'), byteExpr('6'))))
+	leap := alt(seq(digit, digit, mult4), seq(mult4, lit("00")), lit("0000"))
+	return alt(seq(year, byteExpr('-'), md), seq(leap, lit("-02-29")))
 }
 
 func timeExpr() *expr {

@@ -45,6 +45,9 @@ type Options struct {
 // feature the grammar cannot honour.
 var ErrUnsupported = errors.New("grammar: unsupported schema feature")
 
+// falseKey marks a merged schema that matches nothing (allOf with false).
+const falseKey = "\x00false"
+
 // annotations are keywords that do not constrain a value.
 var annotations = map[string]bool{
 	"$schema": true, "$id": true, "$comment": true, "$anchor": true, "$vocabulary": true,
@@ -181,14 +184,21 @@ func (c *schemaCompiler) node(s any, path string) (*expr, error) {
 	return nil, fmt.Errorf("grammar: %s: a schema must be an object or a boolean", path)
 }
 
-func (c *schemaCompiler) objectSchema(s *object, path string) (*expr, error) {
+func checkSupported(s *object, path string) error {
 	for _, k := range unsupported {
 		if _, ok := s.get(k); ok {
-			return nil, unsupportedf(path, "keyword %q is not supported", k)
+			return unsupportedf(path, "keyword %q is not supported", k)
 		}
 	}
 	if u, ok := s.get("uniqueItems"); ok && u == true {
-		return nil, unsupportedf(path, `keyword "uniqueItems": true is not supported`)
+		return unsupportedf(path, `keyword "uniqueItems": true is not supported`)
+	}
+	return nil
+}
+
+func (c *schemaCompiler) objectSchema(s *object, path string) (*expr, error) {
+	if err := checkSupported(s, path); err != nil {
+		return nil, err
 	}
 	// $ref alone becomes a rule (so recursion works); with siblings the
 	// target is merged in.
@@ -204,6 +214,12 @@ func (c *schemaCompiler) objectSchema(s *object, path string) (*expr, error) {
 	if needsMerge(s) {
 		m, err := c.flatten(s, path, 0)
 		if err != nil {
+			return nil, err
+		}
+		if _, ok := m.get(falseKey); ok {
+			return noneExpr, nil // allOf with a false branch
+		}
+		if err := checkSupported(m, path); err != nil {
 			return nil, err
 		}
 		s = m
@@ -382,7 +398,12 @@ func (c *schemaCompiler) merge(a *object, b any, path string, depth int) (*objec
 		if x {
 			return a, nil
 		}
-		return &object{keys: []string{"not"}, vals: map[string]any{"not": true}}, unsupportedf(path, "false inside allOf")
+		out := &object{keys: slices.Clone(a.keys), vals: map[string]any{falseKey: true}}
+		for k, v := range a.vals {
+			out.vals[k] = v
+		}
+		out.keys = append(out.keys, falseKey)
+		return out, nil
 	case *object:
 		if needsMerge(x) {
 			f, err := c.flatten(x, path, depth+1)
@@ -401,8 +422,19 @@ func (c *schemaCompiler) merge(a *object, b any, path string, depth int) (*objec
 			}
 			out.vals[k] = v
 		}
-		_, aProps := a.get("properties")
-		_, bProps := x.get("properties")
+		// additionalProperties and items only see the properties and
+		// prefixItems of their own schema, so merging them across branches
+		// would change their meaning.
+		for _, pair := range [][2]string{{"additionalProperties", "properties"}, {"items", "prefixItems"}} {
+			own, other := pair[0], pair[1]
+			av, aHas := a.get(own)
+			bv, bHas := x.get(own)
+			_, aOther := a.get(other)
+			_, bOther := x.get(other)
+			if (aHas && av != true && bOther) || (bHas && bv != true && aOther) {
+				return nil, unsupportedf(path, "allOf or $ref with %s in one branch and %s in another is not supported", own, other)
+			}
+		}
 		for _, k := range x.keys {
 			v := x.vals[k]
 			old, has := out.vals[k]
@@ -458,9 +490,6 @@ func (c *schemaCompiler) merge(a *object, b any, path string, depth int) (*objec
 					return nil, unsupportedf(path, "allOf with two different %q is not supported", k)
 				}
 			}
-		}
-		if ap, ok := out.vals["additionalProperties"]; ok && ap != true && aProps && bProps {
-			return nil, unsupportedf(path, "allOf of objects with additionalProperties and properties in different branches is not supported")
 		}
 		return out, nil
 	}
@@ -654,7 +683,29 @@ func (c *schemaCompiler) literalValue(v any) *expr {
 		}
 		return seq(append(parts, byteExpr('}'))...)
 	}
+	if n, ok := v.(json.Number); ok {
+		return numberLiteral(n)
+	}
 	return lit(string(appendJSON(nil, v)))
+}
+
+// numberLiteral matches the decimal spellings of n's value without an
+// exponent: 1, 1.0 and 1.00 for 1; 0.5 and 0.50 for 0.5.
+func numberLiteral(n json.Number) *expr {
+	r, ok := parseRat(n)
+	if !ok {
+		return lit(string(n))
+	}
+	if r.IsInt() {
+		return seq(lit(r.Num().String()), opt(seq(byteExpr('.'), plus(byteExpr('0')))))
+	}
+	for prec := 1; prec <= 400; prec++ {
+		s := r.FloatString(prec)
+		if back, ok := new(big.Rat).SetString(s); ok && back.Cmp(r) == 0 {
+			return seq(lit(s), star(byteExpr('0')))
+		}
+	}
+	return lit(string(n))
 }
 
 func valueHasType(v any, types []string) bool {
@@ -826,7 +877,7 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 	}
 	if lo == nil && hi == nil {
 		if integer {
-			return integerExpr(), nil
+			return seq(integerExpr(), zeroFraction()), nil
 		}
 		return numberExpr(), nil
 	}
@@ -847,7 +898,7 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 		if ilo != nil && ihi != nil && ilo.Cmp(ihi) > 0 {
 			return noneExpr, nil
 		}
-		return c.share(intRangeExpr(ilo, ihi), path), nil
+		return c.share(seq(intRangeExpr(ilo, ihi), zeroFraction()), path), nil
 	}
 	for _, b := range []struct {
 		r  *big.Rat
@@ -866,6 +917,9 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 	}
 	return c.share(boundedNumberExpr(ilo, loStrict, ihi, hiStrict), path), nil
 }
+
+// zeroFraction matches an optional ".0…": 1.0 is an integer in JSON Schema.
+func zeroFraction() *expr { return opt(seq(byteExpr('.'), plus(byteExpr('0')))) }
 
 func floorRat(r *big.Rat) *big.Int {
 	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
@@ -1117,7 +1171,13 @@ func keyNotIn(names []string, char *expr) *expr {
 		for _, r := range n.order {
 			excl = append(excl, runeRange{r, r})
 		}
-		diverge := alt(utf8Expr(complementRanges(excl)), escapeExpr())
+		var escaped []byte // children spelled as a short escape (\n, \")
+		for _, r := range n.order {
+			if e := appendJSONChar(nil, r); len(e) == 2 && e[0] == '\\' {
+				escaped = append(escaped, e[1])
+			}
+		}
+		diverge := alt(utf8Expr(complementRanges(excl)), escapeExprExcept(escaped))
 		alts = append(alts, seq(diverge, rest))
 		for _, r := range n.order {
 			alts = append(alts, seq(lit(string(appendJSONChar(nil, r))), build(n.kids[r])))

@@ -108,10 +108,17 @@ func jsonCharExpr() *expr {
 	return alt(literal, escapeExpr())
 }
 
-func escapeExpr() *expr {
+func escapeExpr() *expr { return escapeExprExcept(nil) }
+
+// escapeExprExcept matches an escape other than backslash followed by one
+// of the bytes in except.
+func escapeExprExcept(except []byte) *expr {
 	var simple byteSet
-	for _, c := range []byte(`"\/bfnrt`) {
+	for _, c := range []byte(`"\\/bfnrt`) {
 		simple.add(c)
+	}
+	for _, c := range except {
+		simple[c>>6] &^= 1 << (c & 63)
 	}
 	hex := rangeExpr('0', '9')
 	hex.set.addRange('a', 'f')
