@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -238,70 +237,78 @@ func (g *Grammar) computeClasses(sets []byteSet) {
 // each called rule as a letter, and appends the DFA states to g.
 func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte) (int32, error) {
 	seen := make([]bool, a.n)
-	byFrom := make([][]int, a.n)
-	for i, b := range a.bytes {
-		byFrom[b.from] = append(byFrom[b.from], i)
+	// Per NFA state, its byte edges as (class, target) pairs.
+	type edge struct{ class, to int32 }
+	byFrom := make([][]edge, a.n)
+	for _, b := range a.bytes {
+		for c := 0; c < g.nclass; c++ {
+			if b.set.has(reps[c]) {
+				byFrom[b.from] = append(byFrom[b.from], edge{int32(c), b.to})
+			}
+		}
 	}
 	callFrom := make([][]int, a.n)
 	for i, c := range a.calls {
 		callFrom[c.from] = append(callFrom[c.from], i)
 	}
 	ids := map[string]int32{}
-	var queue [][]int32
-	keyOf := func(set []int32) string {
-		var sb strings.Builder
-		for _, s := range set {
-			sb.WriteString(strconv.Itoa(int(s)))
-			sb.WriteByte(',')
-		}
-		return sb.String()
+	type item struct {
+		id  int32
+		set []int32
 	}
+	var queue []item
+	var kb []byte
 	intern := func(set []int32) (int32, error) {
-		k := keyOf(set)
-		if id, ok := ids[k]; ok {
+		kb = kb[:0]
+		for _, s := range set {
+			kb = append(kb, byte(s), byte(s>>8), byte(s>>16), byte(s>>24))
+		}
+		if id, ok := ids[string(kb)]; ok {
 			return id, nil
 		}
 		if len(g.final) >= MaxDFAStates {
 			return 0, fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxDFAStates)
 		}
 		id := int32(len(g.final))
-		ids[k] = id
+		ids[string(kb)] = id
 		g.final = append(g.final, slices.Contains(set, end))
 		g.calls = append(g.calls, nil)
 		g.hasBytes = append(g.hasBytes, false)
 		for i := 0; i < g.nclass; i++ {
 			g.trans = append(g.trans, -1)
 		}
-		queue = append(queue, set)
+		queue = append(queue, item{id, set})
 		return id, nil
 	}
 	first, err := intern(a.closure([]int32{start}, seen))
 	if err != nil {
 		return 0, err
 	}
+	tgt := make([][]int32, g.nclass)
 	for len(queue) > 0 {
-		set := queue[0]
+		it := queue[0]
 		queue = queue[1:]
-		id := ids[keyOf(set)]
-		for c := 0; c < g.nclass; c++ {
-			var tgt []int32
-			for _, s := range set {
-				for _, bi := range byFrom[s] {
-					if a.bytes[bi].set.has(reps[c]) {
-						tgt = append(tgt, a.bytes[bi].to)
-					}
-				}
+		id, set := it.id, it.set
+		for c := range tgt {
+			tgt[c] = tgt[c][:0]
+		}
+		for _, s := range set {
+			for _, e := range byFrom[s] {
+				tgt[e.class] = append(tgt[e.class], e.to)
 			}
-			if len(tgt) == 0 {
+		}
+		for c := 0; c < g.nclass; c++ {
+			if len(tgt[c]) == 0 {
 				continue
 			}
-			slices.Sort(tgt)
-			tgt = slices.Compact(tgt)
-			t, err := intern(a.closure(tgt, seen))
+			t := tgt[c]
+			slices.Sort(t)
+			t = slices.Compact(t)
+			nt, err := intern(a.closure(t, seen))
 			if err != nil {
 				return 0, err
 			}
-			g.trans[int(id)*g.nclass+c] = t
+			g.trans[int(id)*g.nclass+c] = nt
 			g.hasBytes[id] = true
 		}
 		byRule := map[int32][]int32{}
@@ -317,14 +324,14 @@ func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte) (int32, err
 		}
 		slices.Sort(rules)
 		for _, r := range rules {
-			tgt := byRule[r]
-			slices.Sort(tgt)
-			tgt = slices.Compact(tgt)
-			t, err := intern(a.closure(tgt, seen))
+			t := byRule[r]
+			slices.Sort(t)
+			t = slices.Compact(t)
+			nt, err := intern(a.closure(t, seen))
 			if err != nil {
 				return 0, err
 			}
-			g.calls[id] = append(g.calls[id], call{rule: r, ret: t})
+			g.calls[id] = append(g.calls[id], call{rule: r, ret: nt})
 		}
 	}
 	return first, nil
