@@ -14,7 +14,11 @@ const (
 	// MaxNFAStates caps the NFA states of all rules together.
 	MaxNFAStates = 1 << 20
 	// MaxDFAStates caps the DFA states of all rules together.
-	MaxDFAStates = 1 << 18
+	MaxDFAStates = 1 << 17
+	// MaxDeterminizeWork caps the NFA states summed over all DFA states
+	// (the subset construction's work), so that a regex whose DFA explodes
+	// fails fast.
+	MaxDeterminizeWork = 1 << 22
 )
 
 // ErrTooLarge is returned (wrapped) when a schema expands past the limits.
@@ -179,6 +183,7 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 		}
 	}
 	g := &Grammar{root: int32(root), opts: opts, ruleNames: rs.names}
+	work := 0
 	// Byte classes: bytes that no set in the grammar tells apart share one.
 	var sets []byteSet
 	nfas := make([]*nfa, len(rs.exprs))
@@ -199,7 +204,7 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 	}
 	g.ruleStart = make([]int32, len(rs.exprs))
 	for i, a := range nfas {
-		start, err := g.determinize(a, starts[i], ends[i], reps)
+		start, err := g.determinize(a, starts[i], ends[i], reps, &work)
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +240,7 @@ func (g *Grammar) computeClasses(sets []byteSet) {
 
 // determinize runs the subset construction for one rule's NFA, treating
 // each called rule as a letter, and appends the DFA states to g.
-func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte) (int32, error) {
+func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte, work *int) (int32, error) {
 	seen := make([]bool, a.n)
 	// Per NFA state, its byte edges as (class, target) pairs.
 	type edge struct{ class, to int32 }
@@ -266,7 +271,8 @@ func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte) (int32, err
 		if id, ok := ids[string(kb)]; ok {
 			return id, nil
 		}
-		if len(g.final) >= MaxDFAStates {
+		*work += len(set)
+		if len(g.final) >= MaxDFAStates || *work > MaxDeterminizeWork {
 			return 0, fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxDFAStates)
 		}
 		id := int32(len(g.final))
@@ -344,36 +350,60 @@ func (g *Grammar) prune() error {
 	n := len(g.final)
 	productive := make([]bool, len(g.ruleStart))
 	live := make([]bool, n)
-	for changed := true; changed; {
-		changed = false
-		// live states: backward fixpoint, iterated to convergence.
-		for again := true; again; {
-			again = false
-			for s := 0; s < n; s++ {
-				if live[s] {
-					continue
-				}
-				ok := g.final[s]
-				for c := 0; !ok && c < g.nclass; c++ {
-					if t := g.trans[s*g.nclass+c]; t >= 0 && live[t] {
-						ok = true
-					}
-				}
-				for _, cl := range g.calls[s] {
-					if !ok && productive[cl.rule] && live[cl.ret] {
-						ok = true
-					}
-				}
-				if ok {
-					live[s] = true
-					again = true
-				}
+	// live(s): s is final, or a byte edge leads to a live state, or a call
+	// of a productive rule returns to a live state; productive(r):
+	// live(start of r). One backward worklist pass over reverse edges.
+	type callEdge struct{ from, other int32 }
+	bytePred := make([][]int32, n)
+	byRet := make([][]callEdge, n)                 // ret -> (caller, rule)
+	byRule := make([][]callEdge, len(g.ruleStart)) // rule -> (caller, ret)
+	startOf := make([][]int32, n)
+	for s := 0; s < n; s++ {
+		for c := 0; c < g.nclass; c++ {
+			if t := g.trans[s*g.nclass+c]; t >= 0 {
+				bytePred[t] = append(bytePred[t], int32(s))
 			}
 		}
-		for r, st := range g.ruleStart {
-			if !productive[r] && live[st] {
-				productive[r] = true
-				changed = true
+		for _, cl := range g.calls[s] {
+			byRet[cl.ret] = append(byRet[cl.ret], callEdge{int32(s), cl.rule})
+			byRule[cl.rule] = append(byRule[cl.rule], callEdge{int32(s), cl.ret})
+		}
+	}
+	for r, st := range g.ruleStart {
+		startOf[st] = append(startOf[st], int32(r))
+	}
+	var work []int32
+	mark := func(s int32) {
+		if !live[s] {
+			live[s] = true
+			work = append(work, s)
+		}
+	}
+	for s := 0; s < n; s++ {
+		if g.final[s] {
+			mark(int32(s))
+		}
+	}
+	for len(work) > 0 {
+		s := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, p := range bytePred[s] {
+			mark(p)
+		}
+		for _, e := range byRet[s] {
+			if productive[e.other] {
+				mark(e.from)
+			}
+		}
+		for _, r := range startOf[s] {
+			if productive[r] {
+				continue
+			}
+			productive[r] = true
+			for _, e := range byRule[r] {
+				if live[e.other] {
+					mark(e.from)
+				}
 			}
 		}
 	}

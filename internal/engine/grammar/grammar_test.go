@@ -202,3 +202,21 @@ func TestAnyObjectRegexChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileLimits: large bounds compile through shared rules, and a
+// pattern whose DFA explodes fails with ErrTooLarge instead of running on.
+func TestCompileLimits(t *testing.T) {
+	v := byteVocab(t)
+	g := mustCompile(t, `{"type":"string","minLength":3000,"maxLength":4000}`, Options{})
+	if accepts(g, v, `"`+strings.Repeat("a", 2999)+`"`) || !accepts(g, v, `"`+strings.Repeat("é", 3000)+`"`) {
+		t.Errorf("minLength 3000 / maxLength 4000: wrong acceptance at the bounds")
+	}
+	_, err := Compile([]byte(`{"type":"string","pattern":"(a|b)*a.{100}"}`), Options{})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("exploding pattern: error %v, want ErrTooLarge", err)
+	}
+	_, err = Compile([]byte(`{"type":"string","pattern":"^(.{1000}){1000}$"}`), Options{})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("nested repeat: error %v, want ErrTooLarge", err)
+	}
+}

@@ -130,11 +130,12 @@ type schemaCompiler struct {
 	ws       *expr
 	refRules map[string]int
 	anyRule  int
+	charID   int
 	char     *expr
 }
 
 func newSchemaCompiler(root any, opts Options) *schemaCompiler {
-	c := &schemaCompiler{root: root, rs: &ruleSet{}, opts: opts, refRules: map[string]int{}, anyRule: -1}
+	c := &schemaCompiler{root: root, rs: &ruleSet{}, opts: opts, refRules: map[string]int{}, anyRule: -1, charID: -1}
 	c.ws = emptyExpr
 	if !opts.DisableAnyWhitespace {
 		n := opts.MaxWhitespace
@@ -818,9 +819,24 @@ func (c *schemaCompiler) stringType(s *object, path string) (*expr, error) {
 		if minL < 0 {
 			minL = 0
 		}
-		body = repeat(c.char, minL, maxL)
+		char := c.char
+		if minL > 64 || maxL > 64 {
+			// Long bounds: one call per character instead of a copy of the
+			// character automaton per count.
+			char = c.charRule()
+		}
+		body = repeat(char, minL, maxL)
 	}
 	return c.share(seq(byteExpr('"'), body, byteExpr('"')), path), nil
+}
+
+// charRule is a call of the rule matching one JSON string character.
+func (c *schemaCompiler) charRule() *expr {
+	if c.charID < 0 {
+		c.charID = c.rs.add("char")
+		c.rs.define(c.charID, c.char)
+	}
+	return ref(c.charID)
 }
 
 // numberBound reads a numeric keyword as a rational (nil when absent).
