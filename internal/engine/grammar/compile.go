@@ -213,7 +213,86 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 	if err := g.prune(); err != nil {
 		return nil, err
 	}
+	if err := g.checkLeftRecursion(); err != nil {
+		return nil, err
+	}
 	return g, nil
+}
+
+// checkLeftRecursion refuses a rule that can call itself before reading a
+// byte (such as a $ref cycle with nothing in between, or anyOf whose first
+// branch is the schema itself): the automaton would push without end.
+func (g *Grammar) checkLeftRecursion() error {
+	nr := len(g.ruleStart)
+	// epsReach(r): the states of r reachable from its start through calls
+	// of nullable rules only.
+	epsReach := func(r int, nullable []bool) []int32 {
+		seen := map[int32]bool{g.ruleStart[r]: true}
+		stack := []int32{g.ruleStart[r]}
+		var out []int32
+		for len(stack) > 0 {
+			s := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			out = append(out, s)
+			for _, cl := range g.calls[s] {
+				if nullable[cl.rule] && !seen[cl.ret] {
+					seen[cl.ret] = true
+					stack = append(stack, cl.ret)
+				}
+			}
+		}
+		return out
+	}
+	nullable := make([]bool, nr)
+	for changed := true; changed; {
+		changed = false
+		for r := 0; r < nr; r++ {
+			if nullable[r] {
+				continue
+			}
+			for _, s := range epsReach(r, nullable) {
+				if g.final[s] {
+					nullable[r] = true
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	first := make([][]int32, nr) // rules r may call before reading a byte
+	for r := 0; r < nr; r++ {
+		for _, s := range epsReach(r, nullable) {
+			for _, cl := range g.calls[s] {
+				first[r] = append(first[r], cl.rule)
+			}
+		}
+	}
+	// A cycle in first: depth-first search with colours.
+	colour := make([]uint8, nr)
+	var visit func(r int32) int32
+	visit = func(r int32) int32 {
+		colour[r] = 1
+		for _, q := range first[r] {
+			if colour[q] == 1 {
+				return q
+			}
+			if colour[q] == 0 {
+				if c := visit(q); c >= 0 {
+					return c
+				}
+			}
+		}
+		colour[r] = 2
+		return -1
+	}
+	for r := 0; r < nr; r++ {
+		if colour[r] == 0 {
+			if c := visit(int32(r)); c >= 0 {
+				return fmt.Errorf("%w: %s refers to itself before any value is read (left recursion through $ref)", ErrUnsupported, g.ruleNames[c])
+			}
+		}
+	}
+	return nil
 }
 
 // computeClasses partitions the byte values by membership in sets.

@@ -201,3 +201,48 @@ func TestMaskCacheHits(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentMatchers runs matchers of one grammar on several
+// goroutines (run with -race): the shared caches must give every goroutine
+// the masks a private grammar gives.
+func TestConcurrentMatchers(t *testing.T) {
+	v, _ := synthVocab(t)
+	doc := []byte(`{"name":"abc","age":42,"tags":["red","blue"]}`)
+	private := mustCompile(t, maskSchemas[0], Options{MaskCacheBytes: -1, StateCacheBytes: -1})
+	want := make([]Bitset, len(doc))
+	m := NewMatcher(private, v)
+	for i := range doc {
+		want[i] = NewBitset(v.Size())
+		m.Mask(want[i])
+		if err := m.AcceptBytes(doc[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := mustCompile(t, maskSchemas[0], Options{MaskCacheBytes: 1 << 12, StateCacheBytes: 1 << 14})
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		go func() {
+			m := NewMatcher(shared, v)
+			got := NewBitset(v.Size())
+			for i := range doc {
+				m.Mask(got)
+				for j := range got {
+					if got[j] != want[i][j] {
+						errs <- fmt.Errorf("byte %d: shared-cache mask differs from the private one", i)
+						return
+					}
+				}
+				if err := m.AcceptBytes(doc[i : i+1]); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < 4; w++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
