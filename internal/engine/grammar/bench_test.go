@@ -251,16 +251,16 @@ func TestRealVocabularies(t *testing.T) {
 		best, bestLen := int32(-1), 0
 		node := int32(0)
 		for d := 0; d < len(doc); d++ {
-			c := v.first[node]
-			for c >= 0 && v.nb[c] != doc[d] {
-				c = v.sib[c]
+			c := v.nodes[node].first
+			for c >= 0 && v.nodes[c].b != doc[d] {
+				c = v.nodes[c].sib
 			}
 			if c < 0 {
 				break
 			}
 			node = c
-			if v.tokE[c] > v.tokS[c] {
-				best, bestLen = v.ids[v.tokS[c]], d+1
+			if v.nodes[c].tokE > v.nodes[c].tokS {
+				best, bestLen = v.ids[v.nodes[c].tokS], d+1
 			}
 		}
 		if best < 0 {

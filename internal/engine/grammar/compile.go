@@ -41,6 +41,7 @@ type Grammar struct {
 	final     []bool
 	calls     [][]call
 	hasBytes  []bool
+	simple    []bool // only byte edges: no calls, not final
 	ruleStart []int32
 	ruleNames []string
 	root      int32
@@ -215,6 +216,10 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 	}
 	if err := g.checkLeftRecursion(); err != nil {
 		return nil, err
+	}
+	g.simple = make([]bool, len(g.final))
+	for s := range g.simple {
+		g.simple[s] = g.hasBytes[s] && len(g.calls[s]) == 0 && !g.final[s]
 	}
 	return g, nil
 }

@@ -130,8 +130,8 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 	}
 	st = &stateTable{accept: NewBitset(t.v.Size())}
 	w.reset()
-	w.fl = append(w.fl[:0], w.frame(s, -1))
-	w.maxRel = 0
+	w.fl = append(w.fl[:0], config{s, -1})
+	w.maxRel = 1
 	w.visit(t.v, 0, 0, 1, st.accept, st)
 	st.maxRel = w.maxRel
 	_, stateMax := t.limits()
@@ -195,21 +195,26 @@ func (t *tables) maskStack(st []int32, dst Bitset, w *walker) {
 // every token of the subtree (not node's own) the stack accepts.
 func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) {
 	w.reset()
-	w.fl = append(w.fl[:0], w.load(st))
+	top := w.load(st)
+	w.fl = append(w.fl[:0], config{w.st[top], w.par[top]})
 	w.visit(t.v, node, 0, 1, dst, nil)
 }
 
-// visit walks the trie below node with the frames w.fl[fs:fe] (the stacks
-// after reading node's bytes), marks in dst every token whose bytes some
-// stack reads, and, for a state table walk (tab != nil), records the nodes
-// where the bottom rule can end.
+// visit walks the trie below node with the unexpanded stacks w.fl[fs:fe]
+// (state over parent frame, after reading node's bytes), marks in dst
+// every token whose bytes some stack reads, and, for a state table walk
+// (tab != nil), records the nodes where the bottom rule can end.
 func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateTable) {
 	g := w.g
 	cfgStart := len(w.cfg)
 	pop := false
 	for i := fs; i < fe; i++ {
 		f := w.fl[i]
-		if w.closure(w.st[f], w.par[f]) {
+		if g.simple[f.state] {
+			w.cfg = append(w.cfg, f) // only byte edges: its own expansion
+			continue
+		}
+		if w.closure(f.state, f.parent) {
 			pop = true
 		}
 	}
@@ -223,32 +228,36 @@ func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateT
 	cfgEnd := len(w.cfg)
 	mark := len(w.st)
 	nc := g.nclass
-	for c := v.first[node]; c >= 0; c = v.sib[c] {
-		cls := int(g.class[v.nb[c]])
+	trans := g.trans
+	nodes := v.nodes
+	for c := nodes[node].first; c >= 0; c = nodes[c].sib {
+		n := &nodes[c]
+		cls := int(g.class[n.b])
 		flStart := len(w.fl)
 		for i := cfgStart; i < cfgEnd; i++ {
 			cf := w.cfg[i]
-			nt := g.trans[int(cf.state)*nc+cls]
+			nt := trans[int(cf.state)*nc+cls]
 			if nt < 0 {
 				continue
 			}
+			next := config{nt, cf.parent}
 			dup := false
 			for j := flStart; j < len(w.fl); j++ {
-				if f := w.fl[j]; w.st[f] == nt && w.par[f] == cf.parent {
+				if w.fl[j] == next {
 					dup = true
 					break
 				}
 			}
 			if !dup {
-				w.fl = append(w.fl, w.frame(nt, cf.parent))
+				w.fl = append(w.fl, next)
 			}
 		}
 		if len(w.fl) > flStart {
-			for i := v.tokS[c]; i < v.tokE[c]; i++ {
+			for i := n.tokS; i < n.tokE; i++ {
 				id := v.ids[i]
 				dst[id>>6] |= 1 << (uint(id) & 63)
 			}
-			if v.first[c] >= 0 {
+			if n.first >= 0 {
 				w.visit(v, c, flStart, len(w.fl), dst, tab)
 			}
 			w.truncate(mark)

@@ -59,13 +59,17 @@ type Vocab struct {
 	maxLen int
 
 	// trie, node 0 is the root; children of a node are linked through sib
-	// in increasing byte order.
-	nb    []byte
-	first []int32
-	sib   []int32
-	tokS  []int32
-	tokE  []int32
+	// in increasing byte order; nodes are in depth-first order.
+	nodes []trieNode
 	ids   []int32
+}
+
+// trieNode is one trie node, packed so that a walk loads one cache line
+// per node: its byte, first child, next sibling, and the range of ids
+// (tokens whose bytes end here).
+type trieNode struct {
+	first, sib, tokS, tokE int32
+	b                      byte
 }
 
 // NewVocab indexes a vocabulary. tokens[i] is the exact byte string token i
@@ -128,37 +132,33 @@ func (v *Vocab) buildTrie(order []int32) {
 			n := v.newNode(t[d])
 			parent := path[d]
 			if last[d] < 0 {
-				v.first[parent] = n
+				v.nodes[parent].first = n
 			} else {
-				v.sib[last[d]] = n
+				v.nodes[last[d]].sib = n
 			}
 			last[d] = n
 			path = append(path, n)
 			last = append(last, -1)
 		}
 		node := path[len(t)]
-		if v.tokE[node] == 0 {
-			v.tokS[node] = int32(i)
+		if v.nodes[node].tokE == 0 {
+			v.nodes[node].tokS = int32(i)
 		}
-		v.tokE[node] = int32(i + 1)
+		v.nodes[node].tokE = int32(i + 1)
 		prev = t
 	}
 }
 
 func (v *Vocab) newNode(b byte) int32 {
-	v.nb = append(v.nb, b)
-	v.first = append(v.first, -1)
-	v.sib = append(v.sib, -1)
-	v.tokS = append(v.tokS, 0)
-	v.tokE = append(v.tokE, 0)
-	return int32(len(v.nb) - 1)
+	v.nodes = append(v.nodes, trieNode{first: -1, sib: -1, b: b})
+	return int32(len(v.nodes) - 1)
 }
 
 // Size returns the number of tokens.
 func (v *Vocab) Size() int { return len(v.tokens) }
 
 // Nodes returns the number of trie nodes (for sizing and benchmarks).
-func (v *Vocab) Nodes() int { return len(v.nb) }
+func (v *Vocab) Nodes() int { return len(v.nodes) }
 
 // Token returns the bytes of token id (nil for an invalid id).
 func (v *Vocab) Token(id int32) []byte {

@@ -25,7 +25,7 @@ type walker struct {
 	par      []int32 // frame below, -1 at the bottom
 	dep      []int32 // frame depth, 1 at the bottom
 	cfg      []config
-	fl       []int32 // frames of the trie walk, a stack of per-node lists
+	fl       []config // unexpanded stacks of the trie walk, a stack of per-node lists
 	maxDepth int32
 	maxRel   int32 // deepest frame made since it was last reset
 	budget   int
