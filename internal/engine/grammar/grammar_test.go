@@ -2,6 +2,10 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -66,6 +70,14 @@ func TestSchemaDocuments(t *testing.T) {
 			[]string{"0", "0.5", "1", "1.0", "0.999", "1.000"}, []string{"-0.1", "1.01", "2", "-1", "1.5"}},
 		{"number exclusive", `{"type":"number","exclusiveMinimum":-2,"exclusiveMaximum":3}`, compact,
 			[]string{"-1.99", "-1", "0", "2.999", "-0.5"}, []string{"-2", "-2.0", "3", "3.0", "3.1", "-2.5"}},
+		{"decimal bounds", `{"type":"number","minimum":1.25,"exclusiveMaximum":3.5}`, compact,
+			[]string{"1.25", "1.250", "1.3", "1.99", "2", "3", "3.4999", "2.0"}, []string{"1.2", "1.249", "1", "3.5", "3.50", "3.6", "4", "-1.3"}},
+		{"negative decimal", `{"type":"number","minimum":-0.5,"maximum":0}`, compact,
+			[]string{"-0.5", "-0.05", "-0.4999", "0", "0.0", "-0.1"}, []string{"-0.51", "-1", "0.1", "-0.6"}},
+		{"exclusive decimal", `{"type":"number","exclusiveMinimum":-0.25,"exclusiveMaximum":0.75}`, compact,
+			[]string{"-0.2", "-0.24999", "0", "0.5", "0.7499"}, []string{"-0.25", "-0.250", "0.75", "0.8", "-1"}},
+		{"positive unit", `{"type":"number","exclusiveMinimum":0,"maximum":0.3}`, compact,
+			[]string{"0.3", "0.1", "0.001", "0.29", "0.30"}, []string{"0", "0.0", "0.31", "0.300001", "1"}},
 		{"string", `{"type":"string"}`, compact,
 			[]string{`""`, `"abc"`, `"é😀"`, `"a\"b\\c\n\u00e9"`}, []string{`"a`, `"\x"`, "\"a\nb\"", `"\u12"`, "\"\xff\""}},
 		{"string lengths", `{"type":"string","minLength":2,"maxLength":3}`, compact,
@@ -147,7 +159,7 @@ func TestUnsupportedKeywordsNamed(t *testing.T) {
 		`{"type":"string","pattern":"(?=a)"}`:                         "lookahead",
 		`{"type":"string","pattern":"a","minLength":1}`:               "pattern",
 		`{"$ref":"http://example.com/s.json"}`:                        "$ref",
-		`{"type":"number","minimum":0.5}`:                             "minimum",
+		`{"type":"number","minimum":0.1,"maximum":0.9}`:               "minimum",
 		`{"type":"string","enum":["a"],"maxLength":1}`:                "maxLength",
 		`{"allOf":[{"type":"string","pattern":"a"},{"pattern":"b"}]}`: "pattern",
 		`{"type":"object","minProperties":1}`:                         "minProperties",
@@ -218,5 +230,101 @@ func TestCompileLimits(t *testing.T) {
 	_, err = Compile([]byte(`{"type":"string","pattern":"^(.{1000}){1000}$"}`), Options{})
 	if !errors.Is(err, ErrTooLarge) {
 		t.Errorf("nested repeat: error %v, want ErrTooLarge", err)
+	}
+}
+
+// TestNumberBoundsRandom compares bounded number and integer grammars
+// with big.Rat comparisons (an independent oracle) on random bounds and
+// random numbers written in plain decimal.
+func TestNumberBoundsRandom(t *testing.T) {
+	v := byteVocab(t)
+	rng := rand.New(rand.NewPCG(7, 9))
+	randDec := func() string {
+		s := ""
+		if rng.IntN(2) == 0 {
+			s = "-"
+		}
+		s += strconv.Itoa(rng.IntN(30))
+		if rng.IntN(2) == 0 {
+			s += "." + strconv.Itoa(rng.IntN(100))
+		}
+		return s
+	}
+	for trial := 0; trial < 150; trial++ {
+		integer := trial%3 == 0
+		typ := "number"
+		if integer {
+			typ = "integer"
+		}
+		lo, hi := randDec(), randDec()
+		loKw, hiKw := "minimum", "maximum"
+		if rng.IntN(2) == 0 {
+			loKw = "exclusiveMinimum"
+		}
+		if rng.IntN(2) == 0 {
+			hiKw = "exclusiveMaximum"
+		}
+		schema := fmt.Sprintf(`{"type":%q,%q:%s,%q:%s}`, typ, loKw, lo, hiKw, hi)
+		if rng.IntN(4) == 0 {
+			schema = fmt.Sprintf(`{"type":%q,%q:%s}`, typ, loKw, lo)
+			hi = ""
+		}
+		g, err := Compile([]byte(schema), Options{DisableAnyWhitespace: true})
+		if errors.Is(err, ErrUnsupported) {
+			continue
+		}
+		rlo, _ := new(big.Rat).SetString(lo)
+		var rhi *big.Rat
+		if hi != "" {
+			rhi, _ = new(big.Rat).SetString(hi)
+		}
+		in := func(x *big.Rat) bool {
+			c := x.Cmp(rlo)
+			if c < 0 || (c == 0 && loKw == "exclusiveMinimum") {
+				return false
+			}
+			if rhi != nil {
+				c = x.Cmp(rhi)
+				if c > 0 || (c == 0 && hiKw == "exclusiveMaximum") {
+					return false
+				}
+			}
+			return !integer || x.IsInt()
+		}
+		if err != nil {
+			// Only "admits no value" may fail: check that nothing is in range.
+			for i := 0; i < 200; i++ {
+				x, _ := new(big.Rat).SetString(randDec())
+				if in(x) {
+					t.Fatalf("%s: compile error %v, but %s is in range", schema, err, x.RatString())
+				}
+			}
+			continue
+		}
+		for i := 0; i < 200; i++ {
+			d := randDec()
+			if rng.IntN(3) == 0 { // near a bound: the bound, or one more digit
+				d = lo
+				if hi != "" && rng.IntN(2) == 0 {
+					d = hi
+				}
+				if rng.IntN(2) == 0 {
+					if !strings.Contains(d, ".") {
+						d += "."
+					}
+					d += strconv.Itoa(rng.IntN(10))
+				}
+			}
+			if rng.IntN(4) == 0 && strings.Contains(d, ".") {
+				d += "0" // a trailing zero in the fraction
+			}
+			x, _ := new(big.Rat).SetString(d)
+			if d[0] == '-' && x.Sign() == 0 {
+				continue // negative zero is never written by the grammar
+			}
+			if got, want := accepts(g, v, d), in(x); got != want {
+				t.Fatalf("%s: %s accepted %v, want %v", schema, d, got, want)
+			}
+		}
 	}
 }

@@ -134,83 +134,187 @@ func digitRange(a, b string) *expr {
 	return alt(parts...)
 }
 
-// boundedNumberExpr matches JSON numbers x with lo <= x <= hi (or strict
-// when loEx / hiEx), for integral bounds. The number is written without an
-// exponent; either bound may be nil.
-func boundedNumberExpr(lo *big.Int, loEx bool, hi *big.Int, hiEx bool) *expr {
-	anyFrac := opt(fracPart)
-	zeroFrac := opt(seq(byteExpr('.'), plus(byteExpr('0'))))
-	nonzeroFrac := seq(byteExpr('.'), star(digit), digit19, star(digit))
-	one := big.NewInt(1)
-	// A value is sign, magnitude m (integer part) and fraction f. Build the
-	// non-negative values and the negative ones separately as conditions
-	// on m and f.
-	var parts []*expr
-	// Non-negative x = m.f >= 0.
-	{
-		// Lower: x >= lo (or >). For lo <= 0 every non-negative value passes
-		// (except x > 0 when lo == 0 and strict: m.f must be non-zero).
-		mlo := big.NewInt(0)
-		strictAtLo := false // m == mlo needs a non-zero fraction
-		if lo != nil && lo.Sign() >= 0 {
-			mlo = new(big.Int).Set(lo)
-			strictAtLo = loEx
-		}
-		// Upper: x <= hi: m < hi any f, m == hi only zero fraction (or, when
-		// strict, m < hi only).
-		if hi == nil || hi.Sign() >= 0 {
-			parts = append(parts, magnitudeExpr(mlo, strictAtLo, hi, hiEx, anyFrac, zeroFrac, nonzeroFrac, one))
-		}
-	}
-	// Negative x = -(m.f) < 0, i.e. m.f > 0 with the bounds mirrored:
-	// x >= lo  ⇔  m.f <= -lo;  x <= hi  ⇔  m.f >= -hi.
-	if lo == nil || lo.Sign() < 0 {
-		var mhi *big.Int
-		if lo != nil {
-			mhi = new(big.Int).Neg(lo)
-		}
-		mlo := big.NewInt(0)
-		strictAtLo := true // m.f > 0
-		if hi != nil && hi.Sign() < 0 {
-			mlo = new(big.Int).Neg(hi)
-			strictAtLo = hiEx
-		}
-		parts = append(parts, seq(byteExpr('-'), magnitudeExpr(mlo, strictAtLo, mhi, loEx, anyFrac, zeroFrac, nonzeroFrac, one)))
-	}
-	return alt(parts...)
+// decimal is a non-negative decimal: integer part and fraction digits
+// without trailing zeros ("" for an integer).
+type decimal struct {
+	ip   *big.Int
+	frac string
 }
 
-// magnitudeExpr matches m.f with mlo <= m.f <= mhi (strict on either side
-// as flagged; mhi nil: unbounded), for integral mlo >= 0 and mhi.
-func magnitudeExpr(mlo *big.Int, loStrict bool, mhi *big.Int, hiStrict bool, anyFrac, zeroFrac, nonzeroFrac *expr, one *big.Int) *expr {
-	var parts []*expr
-	if mhi != nil && mlo.Cmp(mhi) > 0 {
-		return noneExpr
+// toDecimal converts |r| (a finite decimal, as JSON numbers are).
+func toDecimal(r *big.Rat) decimal {
+	a := new(big.Rat).Abs(r)
+	ip := floorRat(a)
+	f := new(big.Rat).Sub(a, new(big.Rat).SetInt(ip))
+	if f.Sign() == 0 {
+		return decimal{ip: ip}
 	}
-	if mhi != nil && mlo.Cmp(mhi) == 0 {
-		if loStrict || hiStrict {
+	for prec := 1; prec <= 1000; prec++ {
+		s := f.FloatString(prec)
+		if back, ok := new(big.Rat).SetString(s); ok && back.Cmp(f) == 0 {
+			return decimal{ip: ip, frac: strings.TrimRight(s[2:], "0")}
+		}
+	}
+	return decimal{ip: ip, frac: strings.TrimRight(f.FloatString(1000)[2:], "0")}
+}
+
+var (
+	anyFrac     = opt(fracPart)
+	zeroFrac    = opt(seq(byteExpr('.'), plus(byteExpr('0'))))
+	nonzeroFrac = seq(byteExpr('.'), star(digit), digit19, star(digit))
+)
+
+// fracGE matches an optional fraction ".ddd" whose value is >= 0.F (or >
+// when strict).
+func fracGE(f string, strict bool) *expr {
+	if f == "" {
+		if strict {
+			return nonzeroFrac
+		}
+		return anyFrac
+	}
+	var alts []*expr
+	for i := 0; i < len(f); i++ {
+		if f[i] < '9' {
+			alts = append(alts, seq(byteExpr('.'), lit(f[:i]), rangeExpr(f[i]+1, '9'), star(digit)))
+		}
+	}
+	if strict {
+		alts = append(alts, seq(byteExpr('.'), lit(f), star(byteExpr('0')), digit19, star(digit)))
+	} else {
+		alts = append(alts, seq(byteExpr('.'), lit(f), star(digit)))
+	}
+	return alt(alts...)
+}
+
+// fracLE matches an optional fraction whose value is <= 0.F (or < when
+// strict).
+func fracLE(f string, strict bool) *expr {
+	if f == "" {
+		if strict {
 			return noneExpr
 		}
-		return seq(natRange(mlo, mlo), zeroFrac)
+		return zeroFrac
 	}
-	// m == mlo.
-	if loStrict {
-		parts = append(parts, seq(natRange(mlo, mlo), nonzeroFrac))
-	} else {
-		parts = append(parts, seq(natRange(mlo, mlo), anyFrac))
+	alts := []*expr{emptyExpr}
+	for i := 0; i < len(f); i++ {
+		if f[i] > '0' {
+			alts = append(alts, seq(byteExpr('.'), lit(f[:i]), rangeExpr('0', f[i]-1), star(digit)))
+		}
+		if i > 0 {
+			alts = append(alts, seq(byteExpr('.'), lit(f[:i]), star(byteExpr('0'))))
+		}
 	}
-	// mlo < m < mhi: any fraction.
-	innerLo := new(big.Int).Add(mlo, one)
+	if !strict {
+		alts = append(alts, seq(byteExpr('.'), lit(f), star(byteExpr('0'))))
+	}
+	return alt(alts...)
+}
+
+// fracNonzeroLE matches a fraction ".ddd" with 0 < 0.ddd <= 0.F (or <),
+// for a non-empty F: d leaves F at position i with a smaller digit, or is
+// a prefix of F padded with zeros, or equals F; and is not all zeros.
+func fracNonzeroLE(f string, strict bool) *expr {
+	nonzeroTail := seq(star(digit), digit19, star(digit))
+	var alts []*expr
+	for i := 0; i < len(f); i++ {
+		prefixZero := strings.Trim(f[:i], "0") == ""
+		if f[i] > '0' {
+			if prefixZero {
+				if f[i] > '1' {
+					alts = append(alts, seq(byteExpr('.'), lit(f[:i]), rangeExpr('1', f[i]-1), star(digit)))
+				}
+				alts = append(alts, seq(byteExpr('.'), lit(f[:i]), byteExpr('0'), nonzeroTail))
+			} else {
+				alts = append(alts, seq(byteExpr('.'), lit(f[:i]), rangeExpr('0', f[i]-1), star(digit)))
+			}
+		}
+		if i > 0 && !prefixZero {
+			alts = append(alts, seq(byteExpr('.'), lit(f[:i]), star(byteExpr('0'))))
+		}
+	}
+	if !strict {
+		alts = append(alts, seq(byteExpr('.'), lit(f), star(byteExpr('0'))))
+	}
+	return alt(alts...)
+}
+
+// boundedNumberExpr matches JSON numbers x with lo <= x <= hi (strict when
+// loEx / hiEx; nil means unbounded), written without an exponent. It
+// reports false for the one case it does not build: both bounds with a
+// fraction inside the same unit interval (such as 0.1 to 0.9).
+func boundedNumberExpr(lo *big.Rat, loEx bool, hi *big.Rat, hiEx bool) (*expr, bool) {
+	var parts []*expr
+	zero := decimal{ip: big.NewInt(0)}
+	// Non-negative x: magnitude in [max(lo, 0), hi].
+	if hi == nil || hi.Sign() >= 0 {
+		mlo, loStrict := zero, false
+		if lo != nil && lo.Sign() >= 0 {
+			mlo, loStrict = toDecimal(lo), loEx
+		}
+		var mhi *decimal
+		if hi != nil {
+			d := toDecimal(hi)
+			mhi = &d
+		}
+		e, ok := magnitudeExpr(mlo, loStrict, mhi, hiEx)
+		if !ok {
+			return nil, false
+		}
+		parts = append(parts, e)
+	}
+	// Negative x = -(m.f): m.f > 0, m.f >= -hi when hi < 0, m.f <= -lo.
+	if lo == nil || lo.Sign() < 0 {
+		mlo, loStrict := zero, true
+		if hi != nil && hi.Sign() < 0 {
+			mlo, loStrict = toDecimal(hi), hiEx
+		}
+		var mhi *decimal
+		if lo != nil {
+			d := toDecimal(lo)
+			mhi = &d
+		}
+		e, ok := magnitudeExpr(mlo, loStrict, mhi, loEx)
+		if !ok {
+			return nil, false
+		}
+		parts = append(parts, seq(byteExpr('-'), e))
+	}
+	return alt(parts...), true
+}
+
+// magnitudeExpr matches non-negative m.f between lo and hi (strict as
+// flagged; hi nil: unbounded).
+func magnitudeExpr(lo decimal, loStrict bool, hi *decimal, hiStrict bool) (*expr, bool) {
+	one := big.NewInt(1)
+	if hi != nil {
+		switch c := lo.ip.Cmp(hi.ip); {
+		case c > 0:
+			return noneExpr, true
+		case c == 0:
+			m := natRange(lo.ip, lo.ip)
+			switch {
+			case lo.frac == "" && !loStrict:
+				return seq(m, fracLE(hi.frac, hiStrict)), true
+			case hi.frac == "":
+				return noneExpr, true // lo >= ip.0 > hi, or an empty strict range
+			case lo.frac == "" && loStrict:
+				return seq(m, fracNonzeroLE(hi.frac, hiStrict)), true
+			}
+			return nil, false
+		}
+	}
+	parts := []*expr{seq(natRange(lo.ip, lo.ip), fracGE(lo.frac, loStrict))}
+	innerLo := new(big.Int).Add(lo.ip, one)
 	var innerHi *big.Int
-	if mhi != nil {
-		innerHi = new(big.Int).Sub(mhi, one)
+	if hi != nil {
+		innerHi = new(big.Int).Sub(hi.ip, one)
 	}
 	if innerHi == nil || innerLo.Cmp(innerHi) <= 0 {
 		parts = append(parts, seq(natRange(innerLo, innerHi), anyFrac))
 	}
-	// m == mhi: only a zero fraction, and only when not strict.
-	if mhi != nil && !hiStrict {
-		parts = append(parts, seq(natRange(mhi, mhi), zeroFrac))
+	if hi != nil {
+		parts = append(parts, seq(natRange(hi.ip, hi.ip), fracLE(hi.frac, hiStrict)))
 	}
-	return alt(parts...)
+	return alt(parts...), true
 }

@@ -916,22 +916,14 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 		}
 		return c.share(seq(intRangeExpr(ilo, ihi), zeroFraction()), path), nil
 	}
-	for _, b := range []struct {
-		r  *big.Rat
-		kw string
-	}{{lo, "minimum"}, {hi, "maximum"}} {
-		if b.r != nil && !b.r.IsInt() {
-			return nil, unsupportedf(path, "%s %s on a number: only integral bounds are supported", b.kw, b.r.RatString())
-		}
+	if lo != nil && hi != nil && (lo.Cmp(hi) > 0 || (lo.Cmp(hi) == 0 && (loStrict || hiStrict))) {
+		return noneExpr, nil
 	}
-	var ilo, ihi *big.Int
-	if lo != nil {
-		ilo = lo.Num()
+	e, ok := boundedNumberExpr(lo, loStrict, hi, hiStrict)
+	if !ok {
+		return nil, unsupportedf(path, "minimum and maximum with fractional parts in the same unit interval (%s, %s) are not supported", lo.RatString(), hi.RatString())
 	}
-	if hi != nil {
-		ihi = hi.Num()
-	}
-	return c.share(boundedNumberExpr(ilo, loStrict, ihi, hiStrict), path), nil
+	return c.share(e, path), nil
 }
 
 // zeroFraction matches an optional ".0…": 1.0 is an integer in JSON Schema.
