@@ -214,6 +214,56 @@ func benchMask(b *testing.B, v *Vocab) {
 func BenchmarkMask32k(b *testing.B)  { benchMask(b, vocab32k(b)) }
 func BenchmarkMask128k(b *testing.B) { benchMask(b, vocab128k(b)) }
 
+// greedyTokens tokenizes doc by longest match over the vocabulary trie.
+func greedyTokens(tb testing.TB, v *Vocab, doc []byte) []int32 {
+	tb.Helper()
+	var out []int32
+	for len(doc) > 0 {
+		best, bestLen := int32(-1), 0
+		node := int32(0)
+		for d := 0; d < len(doc); d++ {
+			c := v.nodes[node].first
+			for c >= 0 && v.nodes[c].b != doc[d] {
+				c = v.nodes[c].sib
+			}
+			if c < 0 {
+				break
+			}
+			node = c
+			if v.nodes[c].tokE > v.nodes[c].tokS {
+				best, bestLen = v.ids[v.nodes[c].tokS], d+1
+			}
+		}
+		if best < 0 {
+			tb.Fatalf("no token for %q", doc)
+		}
+		out = append(out, best)
+		doc = doc[bestLen:]
+	}
+	return out
+}
+
+// BenchmarkAccept128k times Accept per token over benchDoc tokenized by
+// longest match with the Llama 3 vocabulary.
+func BenchmarkAccept128k(b *testing.B) {
+	v := vocab128k(b)
+	g := mustCompile(b, benchSchema, Options{})
+	toks := greedyTokens(b, v, []byte(benchDoc))
+	m := NewMatcher(g, v)
+	b.ResetTimer()
+	n := 0
+	for i := 0; i < b.N; i++ {
+		m.Reset()
+		for _, tk := range toks {
+			if err := m.Accept(tk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n += len(toks)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/token")
+}
+
 func BenchmarkCompile(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := Compile([]byte(benchSchema), Options{}); err != nil {
@@ -246,26 +296,7 @@ func TestRealVocabularies(t *testing.T) {
 	}
 	// Greedy longest match over the trie.
 	m := NewMatcher(g, v)
-	doc := []byte(benchDoc)
-	for len(doc) > 0 {
-		best, bestLen := int32(-1), 0
-		node := int32(0)
-		for d := 0; d < len(doc); d++ {
-			c := v.nodes[node].first
-			for c >= 0 && v.nodes[c].b != doc[d] {
-				c = v.nodes[c].sib
-			}
-			if c < 0 {
-				break
-			}
-			node = c
-			if v.nodes[c].tokE > v.nodes[c].tokS {
-				best, bestLen = v.ids[v.nodes[c].tokS], d+1
-			}
-		}
-		if best < 0 {
-			t.Fatalf("no token for %q", doc)
-		}
+	for _, best := range greedyTokens(t, v, []byte(benchDoc)) {
 		mask := NewBitset(v.Size())
 		m.Mask(mask)
 		if !mask.Has(int(best)) {
@@ -274,7 +305,6 @@ func TestRealVocabularies(t *testing.T) {
 		if err := m.Accept(best); err != nil {
 			t.Fatal(err)
 		}
-		doc = doc[bestLen:]
 	}
 	if !m.CanEnd() {
 		t.Fatalf("document tokenized by longest match does not end the grammar")
