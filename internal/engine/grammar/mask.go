@@ -8,9 +8,9 @@ import (
 // Default cache sizes of a (grammar, vocabulary) pair.
 const (
 	// DefaultMaskCacheBytes bounds the cached masks of whole matcher states.
-	DefaultMaskCacheBytes = 32 << 20
+	DefaultMaskCacheBytes = 8 << 20
 	// DefaultStateCacheBytes bounds the per-DFA-state tables.
-	DefaultStateCacheBytes = 128 << 20
+	DefaultStateCacheBytes = 32 << 20
 )
 
 // stateTable is what one DFA state s accepts on its own, whatever lies
