@@ -117,6 +117,23 @@ func alt(alts ...*expr) *expr {
 			subs = append(subs, a)
 		}
 	}
+	// Single-byte alternatives become one byte set (fewer NFA states).
+	var merged *expr
+	kept := subs[:0:0]
+	for _, a := range subs {
+		if a.kind == exBytes {
+			if merged == nil {
+				merged = &expr{kind: exBytes}
+				kept = append(kept, merged)
+			}
+			for i := range merged.set {
+				merged.set[i] |= a.set[i]
+			}
+			continue
+		}
+		kept = append(kept, a)
+	}
+	subs = kept
 	switch len(subs) {
 	case 0:
 		return noneExpr
