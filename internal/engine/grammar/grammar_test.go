@@ -328,3 +328,15 @@ func TestNumberBoundsRandom(t *testing.T) {
 		}
 	}
 }
+
+func TestNewVocabErrors(t *testing.T) {
+	if _, err := NewVocab([][]byte{[]byte("a")}, nil); err == nil {
+		t.Errorf("NewVocab without end tokens = nil error, want one")
+	}
+	if _, err := NewVocab([][]byte{[]byte("a")}, []int32{3}); err == nil {
+		t.Errorf("NewVocab with an end token outside the vocabulary = nil error, want one")
+	}
+	if _, err := NewVocab(nil, []int32{0}); err == nil {
+		t.Errorf("NewVocab of no tokens = nil error, want one")
+	}
+}

@@ -76,14 +76,17 @@ type trieNode struct {
 // adds to the output (for SentencePiece vocabularies "▁" already turned into
 // a space and <0xNN> byte tokens into the byte; for GPT-2 byte-level BPE the
 // byte mapping undone); tokens with no bytes (control tokens) are never
-// allowed, except those listed in endTokens, which are allowed exactly when
-// the document is complete. Use FromTokenizer for a tokenizer.Tokenizer.
+// allowed, except those listed in endTokens (at least one), which are
+// allowed exactly when the document is complete. Use FromTokenizer for a tokenizer.Tokenizer.
 func NewVocab(tokens [][]byte, endTokens []int32) (*Vocab, error) {
 	if len(tokens) == 0 {
 		return nil, errors.New("grammar: empty vocabulary")
 	}
 	if len(tokens) > 1<<30 {
 		return nil, fmt.Errorf("grammar: vocabulary of %d tokens is too large", len(tokens))
+	}
+	if len(endTokens) == 0 {
+		return nil, errors.New("grammar: no end token: a complete document could not be ended (pass the EOS/EOT ids)")
 	}
 	v := &Vocab{tokens: tokens, isEnd: NewBitset(len(tokens))}
 	for _, e := range endTokens {
