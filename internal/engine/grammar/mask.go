@@ -1,0 +1,290 @@
+package grammar
+
+import (
+	"slices"
+	"sync"
+)
+
+// Default cache sizes of a (grammar, vocabulary) pair.
+const (
+	// DefaultMaskCacheBytes bounds the cached masks of whole matcher states.
+	DefaultMaskCacheBytes = 8 << 20
+	// DefaultStateCacheBytes bounds the per-DFA-state tables.
+	DefaultStateCacheBytes = 32 << 20
+)
+
+// stateTable is what one DFA state s accepts on its own, whatever lies
+// below it on the stack: the tokens whose bytes the rule on top (and the
+// rules it calls) can read entirely (accept), and the trie nodes after
+// which the rule can end so that the rest of a token depends on the stack
+// below (conts; the root is rootPop instead).
+type stateTable struct {
+	accept  Bitset
+	conts   []int32
+	rootPop bool
+	maxRel  int32 // deepest frame the walk reached, relative to s
+}
+
+func (st *stateTable) bytes() int { return 8*len(st.accept) + 4*len(st.conts) + 64 }
+
+// tables holds the mask caches of one grammar over one vocabulary; every
+// matcher of the pair shares them.
+type tables struct {
+	g *Grammar
+	v *Vocab
+
+	mu         sync.Mutex
+	states     map[int32]*stateTable
+	stateBytes int
+	masks      map[string]Bitset
+	maskBytes  int
+	stats      CacheStats
+}
+
+// CacheStats counts mask cache use for one grammar and vocabulary.
+type CacheStats struct {
+	MaskHits, MaskMisses   int64
+	StateHits, StateMisses int64
+}
+
+func (g *Grammar) tablesFor(v *Vocab) *tables {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tables == nil {
+		g.tables = map[*Vocab]*tables{}
+	}
+	t := g.tables[v]
+	if t == nil {
+		t = &tables{g: g, v: v, states: map[int32]*stateTable{}, masks: map[string]Bitset{}}
+		g.tables[v] = t
+	}
+	return t
+}
+
+// Stats returns the cache counters of g over v.
+func (g *Grammar) Stats(v *Vocab) CacheStats {
+	t := g.tablesFor(v)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stats
+}
+
+func (t *tables) limits() (maskMax, stateMax int) {
+	maskMax, stateMax = t.g.opts.MaskCacheBytes, t.g.opts.StateCacheBytes
+	if maskMax == 0 {
+		maskMax = DefaultMaskCacheBytes
+	}
+	if stateMax == 0 {
+		stateMax = DefaultStateCacheBytes
+	}
+	return maskMax, stateMax
+}
+
+// cachedMask returns the cached mask for key, or nil.
+func (t *tables) cachedMask(key string) Bitset {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.masks[key]
+	if m != nil {
+		t.stats.MaskHits++
+	} else {
+		t.stats.MaskMisses++
+	}
+	return m
+}
+
+func (t *tables) storeMask(key string, m Bitset) {
+	maskMax, _ := t.limits()
+	size := 8*len(m) + len(key)
+	if maskMax < 0 || size > maskMax {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.masks[key]; ok {
+		return
+	}
+	for t.maskBytes+size > maskMax && len(t.masks) > 0 {
+		for k, old := range t.masks { // evict an arbitrary entry
+			t.maskBytes -= 8*len(old) + len(k)
+			delete(t.masks, k)
+			break
+		}
+	}
+	t.masks[key] = m
+	t.maskBytes += size
+}
+
+// state returns the table of DFA state s, computing it on first use.
+func (t *tables) state(s int32, w *walker) *stateTable {
+	t.mu.Lock()
+	st := t.states[s]
+	if st != nil {
+		t.stats.StateHits++
+	} else {
+		t.stats.StateMisses++
+	}
+	t.mu.Unlock()
+	if st != nil {
+		return st
+	}
+	st = &stateTable{accept: NewBitset(t.v.Size())}
+	w.reset()
+	w.fl = append(w.fl[:0], config{s, -1})
+	w.maxRel = 1
+	w.visit(t.v, 0, 0, 1, st.accept, st)
+	st.maxRel = w.maxRel
+	_, stateMax := t.limits()
+	if stateMax < 0 {
+		return st
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old := t.states[s]; old != nil {
+		return old
+	}
+	for t.stateBytes+st.bytes() > stateMax && len(t.states) > 0 {
+		for k, old := range t.states {
+			t.stateBytes -= old.bytes()
+			delete(t.states, k)
+			break
+		}
+	}
+	t.states[s] = st
+	t.stateBytes += st.bytes()
+	return st
+}
+
+// computeMask ORs into dst the tokens that some stack accepts.
+func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
+	for _, st := range stacks {
+		t.maskStack(st, dst, w)
+	}
+}
+
+// maskStack ORs into dst the tokens stack st accepts: the top state's
+// precomputed set, plus, where the top rule can end inside a token, the rest
+// of that token walked against the stack below; when the top rule can end
+// before the token starts, the same again one frame down.
+func (t *tables) maskStack(st []int32, dst Bitset, w *walker) {
+	for len(st) > 0 {
+		top := st[len(st)-1]
+		below := st[:len(st)-1]
+		tab := t.state(top, w)
+		if int32(len(st))+tab.maxRel+1 >= w.maxDepth {
+			// Near the depth limit the context-free table may accept what
+			// the real stack cannot: walk the whole trie exactly.
+			t.fullWalk(st, 0, dst, w)
+			return
+		}
+		dst.or(tab.accept)
+		if len(below) == 0 {
+			return
+		}
+		for _, node := range tab.conts {
+			t.fullWalk(below, node, dst, w)
+		}
+		if !tab.rootPop {
+			return
+		}
+		st = below
+	}
+}
+
+// fullWalk walks the trie below node against the real stack st, marking
+// every token of the subtree (not node's own) the stack accepts.
+func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) {
+	w.reset()
+	top := w.load(st)
+	w.fl = append(w.fl[:0], config{w.st[top], w.par[top]})
+	w.visit(t.v, node, 0, 1, dst, nil)
+}
+
+// visit walks the trie below node with the unexpanded stacks w.fl[fs:fe]
+// (state over parent frame, after reading node's bytes), marks in dst
+// every token whose bytes some stack reads, and, for a state table walk
+// (tab != nil), records the nodes where the bottom rule can end.
+func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateTable) {
+	g := w.g
+	cfgStart := len(w.cfg)
+	pop := false
+	for i := fs; i < fe; i++ {
+		f := w.fl[i]
+		if g.simple[f.state] {
+			w.cfg = append(w.cfg, f) // only byte edges: its own expansion
+			continue
+		}
+		if w.closure(f.state, f.parent) {
+			pop = true
+		}
+	}
+	if pop && tab != nil {
+		if node == 0 {
+			tab.rootPop = true
+		} else {
+			tab.conts = append(tab.conts, node)
+		}
+	}
+	cfgEnd := len(w.cfg)
+	mark := len(w.st)
+	nc := g.nclass
+	trans := g.trans
+	nodes := v.nodes
+	for c := nodes[node].first; c >= 0; c = nodes[c].sib {
+		n := &nodes[c]
+		cls := int(g.class[n.b])
+		flStart := len(w.fl)
+		for i := cfgStart; i < cfgEnd; i++ {
+			cf := w.cfg[i]
+			nt := trans[int(cf.state)*nc+cls]
+			if nt < 0 {
+				continue
+			}
+			next := config{nt, cf.parent}
+			dup := false
+			for j := flStart; j < len(w.fl); j++ {
+				if w.fl[j] == next {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				w.fl = append(w.fl, next)
+			}
+		}
+		if len(w.fl) > flStart {
+			for i := n.tokS; i < n.tokE; i++ {
+				id := v.ids[i]
+				dst[id>>6] |= 1 << (uint(id) & 63)
+			}
+			if n.first >= 0 {
+				w.visit(v, c, flStart, len(w.fl), dst, tab)
+			}
+			w.truncate(mark)
+		}
+		w.fl = w.fl[:flStart]
+	}
+	w.cfg = w.cfg[:cfgStart]
+}
+
+func (w *walker) truncate(n int) {
+	w.st, w.par, w.dep = w.st[:n], w.par[:n], w.dep[:n]
+}
+
+// stacksKey is the canonical encoding of a set of stacks.
+func stacksKey(stacks [][]int32) string {
+	keys := make([]string, len(stacks))
+	n := 0
+	for i, st := range stacks {
+		keys[i] = stackKey(st)
+		n += len(keys[i]) + 4
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, n)
+	for _, k := range keys {
+		l := len(k)
+		b = append(b, byte(l), byte(l>>8), byte(l>>16), byte(l>>24))
+		b = append(b, k...)
+	}
+	return string(b)
+}

@@ -1,0 +1,187 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+)
+
+// DefaultMaxDepth is the default bound on automaton stack frames (about
+// three per level of JSON nesting).
+const DefaultMaxDepth = 384
+
+// MaxStacks bounds the parallel stacks a matcher follows (an ambiguous
+// grammar, such as anyOf branches that agree on a long prefix, keeps one
+// per live reading).
+const MaxStacks = 1024
+
+// Errors returned (wrapped) by Matcher methods; test with errors.Is.
+var (
+	// ErrRejected: the token or bytes cannot continue the document.
+	ErrRejected = errors.New("grammar: rejected")
+	// ErrEnded: an end token was accepted already; nothing may follow.
+	ErrEnded = errors.New("grammar: document already ended")
+)
+
+// Matcher follows one generated sequence through a grammar. It is not safe
+// for concurrent use (one per sequence); matchers of the same grammar and
+// vocabulary share their mask caches, which are safe for concurrent use.
+type Matcher struct {
+	t      *tables
+	w      *walker
+	stacks [][]int32
+	ended  bool
+	hist   []snapshot
+	key    string // stacksKey(stacks), "" until needed
+}
+
+type snapshot struct {
+	stacks [][]int32
+	ended  bool
+}
+
+// NewMatcher returns a matcher at the start of a document. The first call
+// for a (grammar, vocabulary) pair creates their shared caches.
+func NewMatcher(g *Grammar, v *Vocab) *Matcher {
+	m := &Matcher{t: g.tablesFor(v), w: newWalker(g)}
+	m.Reset()
+	return m
+}
+
+// Reset puts the matcher back at the start of a document and forgets its
+// history.
+func (m *Matcher) Reset() {
+	m.stacks = [][]int32{{m.t.g.ruleStart[m.t.g.root]}}
+	m.ended = false
+	m.hist = m.hist[:0]
+	m.key = ""
+}
+
+// Clone returns an independent copy of the matcher, history included.
+func (m *Matcher) Clone() *Matcher {
+	c := *m
+	c.w = newWalker(m.t.g)
+	c.hist = append([]snapshot(nil), m.hist...)
+	return &c
+}
+
+// Vocab returns the vocabulary the matcher masks.
+func (m *Matcher) Vocab() *Vocab { return m.t.v }
+
+// Accept advances over one token. An end token is accepted exactly when the
+// document is complete (CanEnd); afterwards nothing more is. On error the
+// matcher is unchanged.
+func (m *Matcher) Accept(token int32) error {
+	v := m.t.v
+	if m.ended {
+		return fmt.Errorf("accept token %d: %w", token, ErrEnded)
+	}
+	if token < 0 || int(token) >= v.Size() {
+		return fmt.Errorf("accept token %d: outside the vocabulary of %d tokens: %w", token, v.Size(), ErrRejected)
+	}
+	if v.IsEnd(token) {
+		if !m.CanEnd() {
+			return fmt.Errorf("accept end token %d: the document is not complete: %w", token, ErrRejected)
+		}
+		m.push()
+		m.ended = true
+		return nil
+	}
+	b := v.tokens[token]
+	if len(b) == 0 {
+		return fmt.Errorf("accept token %d: it has no text: %w", token, ErrRejected)
+	}
+	if err := m.advance(b); err != nil {
+		return fmt.Errorf("accept token %d %q: %w", token, b, err)
+	}
+	return nil
+}
+
+// AcceptBytes advances over raw bytes, as one step of history. On error the
+// matcher is unchanged.
+func (m *Matcher) AcceptBytes(b []byte) error {
+	if m.ended {
+		return fmt.Errorf("accept bytes: %w", ErrEnded)
+	}
+	return m.advance(b)
+}
+
+func (m *Matcher) advance(b []byte) error {
+	st := m.stacks
+	for i := 0; i < len(b); i++ {
+		st = m.w.stepStacks(st, b[i])
+		if len(st) == 0 {
+			return fmt.Errorf("byte %d (%q): %w", i, b[i], ErrRejected)
+		}
+		if len(st) > MaxStacks {
+			return fmt.Errorf("byte %d: more than %d parallel readings (the schema is too ambiguous): %w", i, MaxStacks, ErrRejected)
+		}
+	}
+	m.push()
+	m.stacks = st
+	m.key = ""
+	return nil
+}
+
+func (m *Matcher) push() {
+	m.hist = append(m.hist, snapshot{m.stacks, m.ended})
+}
+
+// Rollback undoes the last n successful Accept or AcceptBytes calls.
+func (m *Matcher) Rollback(n int) error {
+	if n < 0 || n > len(m.hist) {
+		return fmt.Errorf("grammar: rollback %d steps: only %d in the history", n, len(m.hist))
+	}
+	if n == 0 {
+		return nil
+	}
+	s := m.hist[len(m.hist)-n]
+	m.hist = m.hist[:len(m.hist)-n]
+	m.stacks, m.ended, m.key = s.stacks, s.ended, ""
+	return nil
+}
+
+// Steps returns how many steps Rollback can undo.
+func (m *Matcher) Steps() int { return len(m.hist) }
+
+// CanEnd reports whether the bytes so far form a complete document, so that
+// an end token is allowed.
+func (m *Matcher) CanEnd() bool {
+	return !m.ended && m.w.canEnd(m.stacks)
+}
+
+// Ended reports whether an end token was accepted.
+func (m *Matcher) Ended() bool { return m.ended }
+
+// Done reports whether generation must stop: an end token was accepted, or
+// the document is complete and no byte may follow.
+func (m *Matcher) Done() bool {
+	return m.ended || (m.CanEnd() && !m.w.canContinue(m.stacks))
+}
+
+// Mask writes into dst (at least NewBitset(vocab.Size()) long) the tokens
+// allowed next: those whose bytes continue the document, plus the end
+// tokens when it is complete. After an end token nothing is allowed. The
+// result for a matcher state is cached and shared with other matchers.
+func (m *Matcher) Mask(dst Bitset) {
+	n := len(NewBitset(m.t.v.Size()))
+	dst = dst[:n]
+	if m.ended {
+		dst.clear()
+		return
+	}
+	if m.key == "" {
+		m.key = stacksKey(m.stacks)
+	}
+	if c := m.t.cachedMask(m.key); c != nil {
+		copy(dst, c)
+		return
+	}
+	dst.clear()
+	m.t.computeMask(m.stacks, dst, m.w)
+	if m.w.canEnd(m.stacks) {
+		for _, e := range m.t.v.ends {
+			dst.Set(int(e))
+		}
+	}
+	m.t.storeMask(m.key, append(Bitset(nil), dst...))
+}

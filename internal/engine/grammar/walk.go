@@ -1,0 +1,198 @@
+package grammar
+
+// This file runs the pushdown automaton. A stack is a chain of frames in an
+// arena: each frame holds a DFA state and the index of the frame below it
+// (-1 at the bottom). The top frame's state is where the automaton is; the
+// frames below hold the states to return to when the rule on top ends.
+// Frames are never modified, so stacks that share a tail share frames.
+
+// closureBudget bounds the rule calls one closure may push without reading
+// a byte; it stops left recursion (a rule that calls itself first) from
+// looping.
+const closureBudget = 4096
+
+// config is an expanded stack: the top state has byte transitions.
+type config struct {
+	state  int32
+	parent int32
+}
+
+// walker holds the arena and scratch space for running the automaton. It is
+// owned by one goroutine at a time.
+type walker struct {
+	g        *Grammar
+	st       []int32 // frame state
+	par      []int32 // frame below, -1 at the bottom
+	dep      []int32 // frame depth, 1 at the bottom
+	cfg      []config
+	fl       []config // unexpanded stacks of the trie walk, a stack of per-node lists
+	maxDepth int32
+	maxRel   int32 // deepest frame made since it was last reset
+	budget   int
+	cfgBase  int // first config of the current closure
+}
+
+func newWalker(g *Grammar) *walker {
+	d := int32(g.opts.MaxDepth)
+	if d <= 0 {
+		d = DefaultMaxDepth
+	}
+	return &walker{g: g, maxDepth: d}
+}
+
+func (w *walker) reset() {
+	w.st, w.par, w.dep, w.cfg = w.st[:0], w.par[:0], w.dep[:0], w.cfg[:0]
+}
+
+// frame appends a frame and returns its index.
+func (w *walker) frame(state, parent int32) int32 {
+	d := int32(1)
+	if parent >= 0 {
+		d = w.dep[parent] + 1
+	}
+	w.st = append(w.st, state)
+	w.par = append(w.par, parent)
+	w.dep = append(w.dep, d)
+	w.maxRel = max(w.maxRel, d)
+	return int32(len(w.st) - 1)
+}
+
+// load copies a stack (bottom first) into the arena and returns its top
+// frame.
+func (w *walker) load(stack []int32) int32 {
+	f := int32(-1)
+	for _, s := range stack {
+		f = w.frame(s, f)
+	}
+	return f
+}
+
+// unload returns the stack whose top is frame f, bottom first.
+func (w *walker) unload(f int32) []int32 {
+	n := 0
+	if f >= 0 {
+		n = int(w.dep[f])
+	}
+	out := make([]int32, n)
+	for i := n - 1; i >= 0; i-- {
+		out[i] = w.st[f]
+		f = w.par[f]
+	}
+	return out
+}
+
+// closure expands the frame f (state s over parent p) into configs appended
+// to w.cfg: every way of reaching a state with byte transitions by calling
+// rules or returning from finished ones. It reports whether the bottom rule
+// can finish (pop below the stack).
+func (w *walker) closure(s, p int32) (popBelow bool) {
+	w.budget = closureBudget
+	w.cfgBase = len(w.cfg)
+	return w.expand(s, p)
+}
+
+func (w *walker) expand(s, p int32) bool {
+	g := w.g
+	pop := false
+	if g.hasBytes[s] {
+		w.addConfig(config{s, p})
+	}
+	if cs := g.calls[s]; len(cs) > 0 && w.budget > 0 {
+		depth := int32(1)
+		if p >= 0 {
+			depth = w.dep[p] + 1
+		}
+		if depth < w.maxDepth {
+			for _, c := range cs {
+				w.budget--
+				if w.budget <= 0 {
+					break
+				}
+				ret := w.frame(c.ret, p)
+				if w.expand(g.ruleStart[c.rule], ret) {
+					pop = true
+				}
+			}
+		}
+	}
+	if g.final[s] {
+		if p < 0 {
+			pop = true
+		} else if w.expand(w.st[p], w.par[p]) {
+			pop = true
+		}
+	}
+	return pop
+}
+
+// addConfig appends c unless the same config is already among the last
+// ones (cheap duplicate removal for alternatives that join again).
+func (w *walker) addConfig(c config) {
+	n := len(w.cfg)
+	for i := n - 1; i >= w.cfgBase && i >= n-8; i-- {
+		if w.cfg[i] == c {
+			return
+		}
+	}
+	w.cfg = append(w.cfg, c)
+}
+
+// stepStacks feeds one byte to a set of stacks and returns the new set
+// (nil when the byte is rejected). Stacks are bottom-first state lists.
+func (w *walker) stepStacks(stacks [][]int32, b byte) [][]int32 {
+	w.reset()
+	for _, st := range stacks {
+		top := w.load(st)
+		w.closure(w.st[top], w.par[top])
+	}
+	var out [][]int32
+	seen := map[string]bool{}
+	ncfg := len(w.cfg)
+	for i := 0; i < ncfg; i++ {
+		c := w.cfg[i]
+		t := w.g.next(c.state, b)
+		if t < 0 {
+			continue
+		}
+		f := w.frame(t, c.parent)
+		st := w.unload(f)
+		k := stackKey(st)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, st)
+	}
+	return out
+}
+
+// canEnd reports whether some stack can finish the document now.
+func (w *walker) canEnd(stacks [][]int32) bool {
+	for _, st := range stacks {
+		w.reset()
+		top := w.load(st)
+		if w.closure(w.st[top], w.par[top]) {
+			return true
+		}
+	}
+	return false
+}
+
+// canContinue reports whether some stack accepts another byte.
+func (w *walker) canContinue(stacks [][]int32) bool {
+	w.reset()
+	for _, st := range stacks {
+		top := w.load(st)
+		w.closure(w.st[top], w.par[top])
+	}
+	return len(w.cfg) > 0
+}
+
+// stackKey encodes one stack canonically.
+func stackKey(st []int32) string {
+	b := make([]byte, 0, 4*len(st))
+	for _, s := range st {
+		b = append(b, byte(s), byte(s>>8), byte(s>>16), byte(s>>24))
+	}
+	return string(b)
+}
