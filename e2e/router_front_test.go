@@ -22,7 +22,7 @@ func startRouterCluster(t *testing.T, routerArgs ...string) *cluster.Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cl, err := cluster.Start(ctx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 1, Decode: 2,
-		WorkerArgs: []string{"--threads", "1"}, RouterArgs: routerArgs, Output: &out})
+		WorkerArgs: []string{"--threads", "1"}, RouterArgs: routerArgs, Output: &out, Token: e2eClusterToken})
 	if err != nil {
 		t.Fatalf("start the cluster: %v\n%s", err, out.String())
 	}
@@ -121,7 +121,8 @@ func TestRouterFrontDoor(t *testing.T) {
 		t.Fatalf("POST with the key = %d %s (X-Request-Id %q, ACAO %q), want 200 with the id and the origin echoed", resp.StatusCode, text,
 			resp.Header.Get("X-Request-Id"), resp.Header.Get("Access-Control-Allow-Origin"))
 	}
-	raw, err := inspect.FetchCluster(context.Background(), c, base) // /debug stays open
+	dc := &http.Client{Timeout: time.Minute, Transport: e2eKeys(t).Transport(nil)} // /debug needs the cluster credential
+	raw, err := inspect.FetchCluster(context.Background(), dc, base)
 	if err != nil {
 		t.Fatal(err)
 	}

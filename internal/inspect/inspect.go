@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/pd/debugdoc"
 )
 
@@ -97,12 +98,12 @@ func FetchCluster(ctx context.Context, c *http.Client, base string) ([]byte, err
 		return nil, fmt.Errorf("inspect: get %s: %w", u, err)
 	}
 	defer resp.Body.Close()
-	body, err := readAllMax(resp.Body, clusterBytesMax)
+	body, err := httpx.ReadAllMax(resp.Body, clusterBytesMax)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: get %s: %w", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("inspect: get %s: status %d: %s", u, resp.StatusCode, clip(string(body), 300))
+		return nil, fmt.Errorf("inspect: get %s: status %d: %s", u, resp.StatusCode, httpx.Clip(string(body), 300))
 	}
 	return body, nil
 }
@@ -199,7 +200,7 @@ func writeWorkers(b *bytes.Buffer, ws []debugdoc.Worker) {
 		if !w.Healthy {
 			b.WriteString(" out")
 			if w.Problem != "" {
-				fmt.Fprintf(b, " (%s)", clip(w.Problem, 80))
+				fmt.Fprintf(b, " (%s)", httpx.Clip(w.Problem, 80))
 			}
 			b.WriteByte(',')
 		}
@@ -223,7 +224,7 @@ func stateText(r debugdoc.Room) string {
 		s += "/" + r.Phase
 	}
 	if r.Terminal() && r.Reason != "" {
-		s += " (" + clip(r.Reason, 60) + ")"
+		s += " (" + httpx.Clip(r.Reason, 60) + ")"
 	}
 	return s
 }
@@ -277,28 +278,4 @@ func formatBytes(n int64) string {
 		f /= unit
 	}
 	return fmt.Sprintf("%.1fTiB", f)
-}
-
-// readAllMax reads r to its end, failing past limit bytes.
-func readAllMax(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read answer: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("read answer: over %d bytes", limit)
-	}
-	return b, nil
-}
-
-// clip shortens s to at most n bytes for a message, on a rune boundary.
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

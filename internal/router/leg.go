@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 )
@@ -309,7 +310,7 @@ func readWorkerError(resp *http.Response) *openai.Error {
 		return &openai.Error{Status: resp.StatusCode, Message: doc.Error.Message, Type: doc.Error.Type,
 			Param: jsonString(doc.Error.Param), Code: jsonString(doc.Error.Code)}
 	}
-	msg := clip(string(body), 300)
+	msg := httpx.Clip(string(body), 300)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
@@ -325,7 +326,7 @@ func apiErrorFromEvent(raw json.RawMessage) *openai.Error {
 		Code    json.RawMessage `json:"code"`
 	}
 	if json.Unmarshal(raw, &e) != nil || e.Message == "" {
-		return &openai.Error{Message: "the worker sent an error event: " + clip(string(raw), 300)}
+		return &openai.Error{Message: "the worker sent an error event: " + httpx.Clip(string(raw), 300)}
 	}
 	return &openai.Error{Message: e.Message, Type: e.Type, Param: jsonString(e.Param), Code: jsonString(e.Code)}
 }
@@ -341,16 +342,4 @@ func jsonString(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
-}
-
-// readAllMax reads r to its end, failing past limit bytes.
-func readAllMax(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read answer: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("read answer: over %d bytes", limit)
-	}
-	return b, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/pd/debugdoc"
 )
 
@@ -443,7 +444,7 @@ func getJSON(ctx context.Context, c *http.Client, url string, timeout time.Durat
 		return fmt.Errorf("get %s: read body: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, clip(string(body), 200))
+		return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, httpx.Clip(string(body), 200))
 	}
 	if len(body) > probeBodyBytesMax {
 		return fmt.Errorf("get %s: answer over %d bytes", url, probeBodyBytesMax)
@@ -454,16 +455,4 @@ func getJSON(ctx context.Context, c *http.Client, url string, timeout time.Durat
 		}
 	}
 	return nil
-}
-
-// clip shortens s to at most n bytes for a message, on a rune boundary.
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 )
 
@@ -55,20 +56,20 @@ func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *
 	if raw, ok := obj.get("n"); ok {
 		n, ok := jsonInt(raw)
 		if !ok || n < 1 || n > openai.MaxN {
-			return nil, openai.Invalid("n", openai.CodeInvalidValue, "n must be an integer from 1 to %d, got %s.", openai.MaxN, clip(string(raw), 40))
+			return nil, openai.Invalid("n", openai.CodeInvalidValue, "n must be an integer from 1 to %d, got %s.", openai.MaxN, httpx.Clip(string(raw), 40))
 		}
 		r.n = int(n)
 	}
 	if raw, ok := obj.get("seed"); ok {
 		s, ok := jsonInt(raw)
 		if !ok {
-			return nil, openai.Invalid("seed", openai.CodeInvalidType, "seed must be an integer, got %s.", clip(string(raw), 40))
+			return nil, openai.Invalid("seed", openai.CodeInvalidType, "seed must be an integer, got %s.", httpx.Clip(string(raw), 40))
 		}
 		r.seed = &s
 	}
 	if raw, ok := obj.get("stream"); ok {
 		if err := json.Unmarshal(raw, &r.stream); err != nil {
-			return nil, openai.Invalid("stream", openai.CodeInvalidType, "stream must be a boolean, got %s.", clip(string(raw), 40))
+			return nil, openai.Invalid("stream", openai.CodeInvalidType, "stream must be a boolean, got %s.", httpx.Clip(string(raw), 40))
 		}
 	}
 	if raw, ok := obj.get("stream_options"); ok {

@@ -398,7 +398,7 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	body, err := readAllMax(resp.Body, modelsBodyBytesMax)
+	body, err := httpx.ReadAllMax(resp.Body, modelsBodyBytesMax)
 	if err != nil {
 		le := &legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}
 		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
@@ -480,12 +480,12 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 		return errDoc(fmt.Errorf("get %s: %w", u, err))
 	}
 	defer resp.Body.Close()
-	body, err := readAllMax(resp.Body, debugBodyBytesMax)
+	body, err := httpx.ReadAllMax(resp.Body, debugBodyBytesMax)
 	if err != nil {
 		return errDoc(fmt.Errorf("get %s: %w", u, err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return errDoc(fmt.Errorf("get %s: status %d: %s", u, resp.StatusCode, clip(string(body), 200)))
+		return errDoc(fmt.Errorf("get %s: status %d: %s", u, resp.StatusCode, httpx.Clip(string(body), 200)))
 	}
 	obj, err := parseObject(body)
 	if err != nil {

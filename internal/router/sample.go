@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 )
 
@@ -247,7 +248,7 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 		return prefillResult{err: le}
 	}
 	defer resp.Body.Close()
-	b, err := readAllMax(resp.Body, legBodyBytesMax)
+	b, err := httpx.ReadAllMax(resp.Body, legBodyBytesMax)
 	if err != nil {
 		return prefillResult{err: l.fail(kindStream, 0, nil, err)}
 	}
@@ -297,7 +298,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 	}
 	defer resp.Body.Close()
 	if !stream {
-		b, err := readAllMax(resp.Body, legBodyBytesMax)
+		b, err := httpx.ReadAllMax(resp.Body, legBodyBytesMax)
 		if err != nil {
 			fail(l.fail(kindStream, 0, nil, err))
 			return

@@ -70,7 +70,7 @@ func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	out, err := readAllMax(resp.Body, tokenizeBodyBytesMax)
+	out, err := httpx.ReadAllMax(resp.Body, tokenizeBodyBytesMax)
 	if err != nil {
 		le := &legError{leg: role, worker: wk.url, kind: kindStream, cause: err}
 		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.url, "err", le)

@@ -154,3 +154,29 @@ func WriteError(w http.ResponseWriter, e *openai.Error) {
 	w.WriteHeader(e.Status)
 	w.Write(append(e.MarshalBody(), '\n'))
 }
+
+// ReadAllMax reads an answer's body r to its end, failing past limit
+// bytes (so a peer's oversized answer cannot grow memory without bound).
+func ReadAllMax(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read answer: over %d bytes", limit)
+	}
+	return b, nil
+}
+
+// Clip trims s and shortens it to at most n bytes, on a rune boundary,
+// marking a cut with "...": for quoting a peer's answer in a message.
+func Clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}
