@@ -1,0 +1,4 @@
+package sim
+
+// chooser picks the next item in exhaustive mode.
+type chooser struct{}
