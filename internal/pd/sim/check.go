@@ -249,6 +249,9 @@ func (s *sim) checkDeadline(n *node) {
 // the tolerance.
 func (s *sim) overdue(n *node) []room.RoomInfo {
 	var out []room.RoomInfo
+	if next, ok := n.d.NextDeadline(); !ok || next+room.Instant(s.sw.tolerance()) >= s.now {
+		return nil // nothing is due (NextDeadline is the earliest deadline)
+	}
 	for _, ri := range n.d.Rooms() {
 		if !ri.State.Terminal() && ri.Deadline != 0 && ri.Deadline+room.Instant(s.sw.tolerance()) < s.now {
 			out = append(out, ri)
@@ -334,17 +337,19 @@ func (s *sim) finalCheck() {
 	}
 }
 
-// checkAgreement compares, for every room both sides ended, prefill's
-// outcome with decode's: a calm seed must have none that differ; other
-// seeds count them by what each side saw.
+// checkAgreement compares, for every room both sides ended (of a request
+// whose room id no other request used), prefill's outcome with decode's:
+// a calm seed must have none that differ; other seeds count them by what
+// each side saw.
 func (s *sim) checkAgreement() {
-	seen := map[[3]string]bool{}
+	uses := map[room.ID]int{}
 	for _, r := range s.reqs {
-		key := [3]string{r.id.String(), r.p.addr, r.d.addr}
-		if seen[key] {
-			continue
+		uses[r.id]++
+	}
+	for _, r := range s.reqs {
+		if uses[r.id] > 1 {
+			continue // a reused id: the ends on either node may be another request's
 		}
-		seen[key] = true
 		p, okP := s.ends[roomAt{r.id, r.p.addr}]
 		d, okD := s.ends[roomAt{r.id, r.d.addr}]
 		if !okP || !okD {

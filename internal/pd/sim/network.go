@@ -96,7 +96,7 @@ func (w wire) PeerIdle(peer string) {
 
 // txTime is how long the link takes to write b bytes.
 func (s *sim) txTime(b int64) room.Duration {
-	return room.Duration(float64(b)/s.sw.LinkBytesPerUs*float64(us)) + us
+	return room.Duration(float64(b)/s.sw.LinkBytesPerUs)*us + us
 }
 
 func laneName(l driver.Lane) string {

@@ -38,36 +38,37 @@ func (v *Violation) Error() string {
 // Stats counts what a run did, so that tests can check that runs reach
 // far (successes, every kind of fault) and not only that nothing broke.
 type Stats struct {
-	Steps            uint64 // events the drivers stepped (Observer.Event)
-	Requests         int
-	Succeeded        int // clients that got their tokens
-	Failed           int // clients that got an error
-	Disconnected     int // clients that went away first
-	RoomSuccesses    int
-	RoomFailures     map[room.Reason]int
-	FramesSent       int
-	FramesLost       int
-	FramesDuplicated int
-	Crashes          int
-	Partitions       int
-	KVDiscarded      int            // received KV frames the driver discarded (KVDest returned nil)
-	QuarantinedWrites int           // KV writes that ended after their room did (the driver's page quarantine)
-	SendDropped      map[string]int // frames the driver did not send, by why (Observer.SendDropped)
-	ControlBehindKV  int            // control frames handed to the wire while another room's KV frame was being written
-	PeersIdle        int            // Wire.PeerIdle calls
+	Steps             uint64 // events the drivers stepped (Observer.Event)
+	Requests          int
+	Succeeded         int // clients that got their tokens
+	Failed            int // clients that got an error
+	Disconnected      int // clients that went away first
+	RoomSuccesses     int
+	RoomFailures      map[room.Reason]int
+	FramesSent        int
+	FramesLost        int
+	FramesDuplicated  int
+	Crashes           int
+	Partitions        int
+	KVDiscarded       int            // received KV frames the driver discarded (KVDest returned nil)
+	QuarantinedWrites int            // KV writes that ended after their room did (the driver's page quarantine)
+	SendDropped       map[string]int // frames the driver did not send, by why (Observer.SendDropped)
+	ControlBehindKV   int            // control frames handed to the wire while another room's KV frame was being written
+	PeersIdle         int            // Wire.PeerIdle calls
 	// Disagreements counts rooms whose prefill and decode ended
 	// differently (one succeeded, the other failed), by what each side
 	// saw ("prefill=succeeded decode=failed:progress_timeout"); in a calm
 	// seed (no faults at all) any is a violation.
-	Disagreements map[string]int
-	Agreed        int // rooms both sides ended the same way
-	EarlyAborts      int // ABORT or FAILED stepped on prefill for a room it did not know
-	EarlyAnswered    int // requests and HELLOs for such a room answered at once (the silent pin's race, handled)
-	Collisions       int // requests that reused a room id
-	WatchdogSweeps   int
-	WatchdogProbes   int // EventWatchdog for live rooms not past their deadline
-	Drained          room.Instant
-	End              room.Instant
+	Disagreements  map[string]int
+	Agreed         int  // rooms both sides ended the same way
+	Calm           bool // the seed's swarm is calm (Swarm.Calm)
+	EarlyAborts    int  // ABORT or FAILED stepped on prefill for a room it did not know
+	EarlyAnswered  int  // requests and HELLOs for such a room answered at once (the silent pin's race, handled)
+	Collisions     int  // requests that reused a room id
+	WatchdogSweeps int
+	WatchdogProbes int // EventWatchdog for live rooms not past their deadline
+	Drained        room.Instant
+	End            room.Instant
 }
 
 // Result is what one run found.
@@ -171,6 +172,7 @@ func newSim(o Options) *sim {
 	s.st.RoomFailures = map[room.Reason]int{}
 	s.st.SendDropped = map[string]int{}
 	s.st.Disagreements = map[string]int{}
+	s.st.Calm = s.sw.Calm
 	s.end = room.Instant(s.sw.PhaseOne + s.sw.drainBound())
 	for i := range s.sw.Prefills + s.sw.Decodes {
 		role, addr := room.RolePrefill, fmt.Sprintf("p%d", i)
