@@ -50,14 +50,15 @@ type page struct {
 // It is the driver's Pages for every room of the node.
 type pool struct {
 	pages    []page
-	data     []byte // kvLayers*2*kvPageBytes bytes per page
+	layers   int
+	data     []byte // layers*2*kvPageBytes bytes per page
 	free     []int32
 	lastPage int32 // the page of the last KVPage call (KVDest's destination)
 	writes   []int // KV writes in flight per page
 }
 
-func newPool(n int) pool {
-	p := pool{pages: make([]page, n), data: make([]byte, n*pageBytes), writes: make([]int, n)}
+func newPool(n, layers int) pool {
+	p := pool{pages: make([]page, n), layers: layers, data: make([]byte, n*layers*2*kvPageBytes), writes: make([]int, n)}
 	for i := n - 1; i >= 0; i-- {
 		p.free = append(p.free, int32(i))
 	}
@@ -66,14 +67,14 @@ func newPool(n int) pool {
 
 // kvSlot is a page's bytes for one layer and kind.
 func (p *pool) kvSlot(layer int, kind kvwire.KVKind, pg int32) []byte {
-	off := int(pg)*pageBytes + (layer*2+int(kind))*kvPageBytes
+	off := (int(pg)*p.layers*2 + layer*2 + int(kind)) * kvPageBytes
 	return p.data[off : off+kvPageBytes : off+kvPageBytes]
 }
 
 // KVPage returns the bytes of layer's K or V page number pg.
 func (p *pool) KVPage(layer int, kind kvwire.KVKind, pg int32) []byte {
 	p.lastPage = pg
-	if pg < 0 || int(pg) >= len(p.pages) || layer < 0 || layer >= kvLayers || kind > kvwire.KindV {
+	if pg < 0 || int(pg) >= len(p.pages) || layer < 0 || layer >= p.layers || kind > kvwire.KindV {
 		p.lastPage = -1
 		return nil
 	}
@@ -177,7 +178,7 @@ func (e engine) Resume(leg driver.Leg, first driver.Token) error {
 			s.violate("pages", "%s: resume of room=%v finds its page %d %v", n.addr, r.id, p, pg.state)
 			return nil
 		}
-		for layer := range kvLayers {
+		for layer := range s.sw.KVLayers {
 			for kind := kvwire.KindK; kind <= kvwire.KindV; kind++ {
 				kv := kvwire.KV{Layer: uint16(layer), Kind: kind, Ordinal: uint32(o)}
 				got := n.pool.kvSlot(layer, kind, p)
@@ -288,7 +289,7 @@ func (s *sim) chunkDone(it *item) {
 	pages := pagesFor(l.req.prompt)
 	var frames []driver.KVFrame
 	for o := c * pages / j.chunks; o < (c+1)*pages/j.chunks; o++ {
-		for layer := range kvLayers {
+		for layer := range s.sw.KVLayers {
 			for kind := kvwire.KindK; kind <= kvwire.KindV; kind++ {
 				kv := kvwire.KV{Layer: uint16(layer), Kind: kind, Ordinal: uint32(o)}
 				data := make([]byte, kvPageBytes)
@@ -316,7 +317,12 @@ func (s *sim) chunkDone(it *item) {
 	if l.cancelled {
 		return
 	}
-	token := int32(s.rng.IntN(32000))
+	var token int32
+	if s.chooser != nil {
+		token = int32(id[0]) | int32(id[1])<<8 // the search: independent of the order of random draws
+	} else {
+		token = int32(s.rng.IntN(32000))
+	}
 	s.tokens[roomAt{id, n.addr}] = token
 	s.call(n, room.Event{Kind: room.EventComputeDone, Room: id}, func() {
 		n.d.ComputeDone(s.now, id, l, driver.Token{ID: token, Logprob: -0.5})

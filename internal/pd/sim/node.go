@@ -94,7 +94,7 @@ func (s *sim) boot(n *node) {
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}
-	d, err := driver.New(driver.Config{Room: cfg, Layers: kvLayers, PageBytes: kvPageBytes,
+	d, err := driver.New(driver.Config{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
 		Engine: engine{s, n}, Wire: wire{s, n}, Legs: legs{s, n}, Observer: observer{s, n}})
 	if err != nil {
 		s.violate("config", "driver.New(%+v): %v", cfg, err)
@@ -112,7 +112,7 @@ func (s *sim) boot(n *node) {
 		n.slow = 1
 	}
 	if n.role == room.RoleDecode {
-		n.pool = newPool(s.sw.PoolPages)
+		n.pool = newPool(s.sw.PoolPages, s.sw.KVLayers)
 	}
 }
 

@@ -154,8 +154,11 @@ type sim struct {
 	verified map[roomAt]bool
 	tokens   map[roomAt]int32
 	ends     map[roomAt]room.Transition
-	// chooser, in exhaustive mode, picks the next item (exhaustive.go).
+	// chooser, in exhaustive mode, picks the next item (exhaustive.go);
+	// fp gathers the footprint of the item being handled.
 	chooser *chooser
+	fp      footprint
+	local   map[int][]string // exhaustive mode with a leaf hook: what each part of the world did, in order
 }
 
 // roomAt is a room on one node.
@@ -166,7 +169,16 @@ type roomAt struct {
 
 func newSim(o Options) *sim {
 	rng := rand.New(rand.NewPCG(o.Seed, 0x73696d756c61746f))
-	s := &sim{opts: o, rng: rng, sw: newSwarm(rng), faults: true, tracing: o.Trace,
+	return newWorld(o, rng, newSwarm(rng))
+}
+
+// newSimSwarm returns a world with the swarm sw (exhaustive mode).
+func newSimSwarm(o Options, sw Swarm) *sim {
+	return newWorld(o, rand.New(rand.NewPCG(o.Seed, 0x73696d756c61746f)), sw)
+}
+
+func newWorld(o Options, rng *rand.Rand, sw Swarm) *sim {
+	s := &sim{opts: o, rng: rng, sw: sw, faults: true, tracing: o.Trace,
 		byAddr: map[string]*node{}, names: map[room.ID]string{}, verified: map[roomAt]bool{}, tokens: map[roomAt]int32{},
 		ends: map[roomAt]room.Transition{}}
 	s.st.RoomFailures = map[room.Reason]int{}
@@ -224,9 +236,26 @@ func (s *sim) run() {
 	}
 }
 
-// schedule queues it at instant at (never in the past).
+// schedule queues it at instant at (never in the past). In exhaustive
+// mode every item but a timer is due at once, and the queue keeps the
+// order items were scheduled in (the chooser picks among them).
 func (s *sim) schedule(at room.Instant, it item) {
 	s.seq++
+	if s.chooser != nil {
+		if routerItem(it.kind) {
+			// the router hears at once (a modelling choice of the
+			// search: its own latencies are not enumerated)
+			it.at = s.now
+			s.handle(&it)
+			return
+		}
+		if !timedItem(it.kind) {
+			at = s.now
+		}
+		it.at, it.seq = max(at, s.now), s.seq
+		s.q = append(s.q, it)
+		return
+	}
 	it.at, it.seq = max(at, s.now), s.seq
 	s.q.push(it)
 }
@@ -246,6 +275,9 @@ func (s *sim) between(lo, hi room.Duration) room.Duration {
 func (s *sim) chance(p float64) bool { return s.faults && p > 0 && s.rng.Float64() < p }
 
 func (s *sim) handle(it *item) {
+	if s.chooser != nil {
+		s.fp |= s.footprintOf(it)
+	}
 	switch it.kind {
 	case itemDispatch:
 		s.dispatch(s.reqs[it.req])

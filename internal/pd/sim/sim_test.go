@@ -366,3 +366,68 @@ func BenchmarkRun(b *testing.B) {
 		Run(Options{Seed: uint64(i)})
 	}
 }
+
+var (
+	exhaustiveK     = flag.Int("exhaustive.k", -1, "TestExhaustive: faults per schedule (-1: the default configurations)")
+	exhaustiveRooms = flag.Int("exhaustive.rooms", 1, "TestExhaustive with -exhaustive.k: rooms on the pair (1 or 2)")
+	exhaustiveAbort = flag.Bool("exhaustive.abort", true, "TestExhaustive with -exhaustive.k: clients may disconnect at any point")
+	exhaustiveMax   = flag.Int("exhaustive.max", 0, "TestExhaustive with -exhaustive.k: stop after this many leaves (0: none)")
+)
+
+// TestExhaustive enumerates every schedule of small worlds (see
+// Exhaustive): by default one room with client disconnects at every point
+// and no fault, one room with up to one fault, and the first 20,000 leaves
+// of two rooms without faults (bounded: the whole tree takes minutes);
+// with -exhaustive.k the one configuration the flags give, for example
+//
+//	go test ./internal/pd/sim -run TestExhaustive -exhaustive.k 1 -exhaustive.abort -timeout 1h
+func TestExhaustive(t *testing.T) {
+	configs := []ExhaustiveOptions{{Rooms: 1, K: 0, Abort: true}, {Rooms: 1, K: 1}, {Rooms: 2, K: 0, MaxLeaves: 20000}}
+	if *exhaustiveK >= 0 {
+		configs = []ExhaustiveOptions{{Rooms: *exhaustiveRooms, K: *exhaustiveK, Abort: *exhaustiveAbort, MaxLeaves: *exhaustiveMax}}
+	}
+	for _, o := range configs {
+		res := Exhaustive(o)
+		t.Logf("rooms=%d k=%d abort=%v: %v", o.Rooms, o.K, o.Abort, res)
+		if res.Violation != nil {
+			t.Errorf("rooms=%d k=%d abort=%v: %v\nchoices %v\n%s", o.Rooms, o.K, o.Abort, res.Violation, res.Choices,
+				strings.Join(res.Trace[max(0, len(res.Trace)-80):], "\n"))
+			continue
+		}
+		if (!res.Complete && o.MaxLeaves == 0) || res.Stats.RoomSuccesses == 0 {
+			t.Errorf("rooms=%d k=%d: the search did not complete or no room succeeded: %v", o.Rooms, o.K, res)
+		}
+	}
+}
+
+// TestExhaustiveReductionIsSound runs a small search twice, with the sleep
+// sets and without (every order), and requires the same set of leaves up
+// to the order of independent options: each leaf's signature lists what
+// happened on each node and on the router, in order, so a schedule the
+// reduction skipped has the signature of one it ran.
+func TestExhaustiveReductionIsSound(t *testing.T) {
+	for _, o := range []ExhaustiveOptions{{Rooms: 1, K: 0}} {
+		sigs := func(noReduce bool) (map[string]bool, ExhaustiveResult) {
+			m := map[string]bool{}
+			o := o
+			o.NoReduce = noReduce
+			o.leaf = func(sig string) { m[sig] = true }
+			return m, Exhaustive(o)
+		}
+		plain, pr := sigs(true)
+		reduced, rr := sigs(false)
+		t.Logf("rooms=%d k=%d: plain %v; reduced %v; %d and %d distinct signatures", o.Rooms, o.K, pr, rr, len(plain), len(reduced))
+		if pr.Violation != nil || rr.Violation != nil {
+			t.Fatalf("violations: %v / %v", pr.Violation, rr.Violation)
+		}
+		for sig := range plain {
+			if !reduced[sig] {
+				t.Errorf("the reduced search missed a leaf the plain one ran:\n%s", sig)
+				break
+			}
+		}
+		if len(reduced) != len(plain) {
+			t.Errorf("reduced %d signatures, plain %d", len(reduced), len(plain))
+		}
+	}
+}

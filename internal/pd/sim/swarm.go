@@ -18,9 +18,8 @@ const (
 // Fixed model constants.
 const (
 	pageTokens     = 128 // prompt tokens per KV page
-	kvLayers       = 2   // layers of the KV cache: a page is kvLayers K and V frames
+	kvLayers       = 2   // layers of the KV cache in the swarm: a page is kvLayers K and V frames
 	kvPageBytes    = 16  // bytes of one layer's K (or V) of one page: one KV frame's data
-	pageBytes      = kvLayers * 2 * kvPageBytes
 	chunksMax      = 4    // KV frames a prefill job sends at most
 	genTokensMax   = 64   // tokens a request generates at most
 	promptTokenMax = 2048 // prompt tokens at most
@@ -66,6 +65,7 @@ type Swarm struct {
 	DecodePerToken  room.Duration // decode time per generated token
 	PromptMax       int
 	PoolPages       int // pages per decode engine
+	KVLayers        int // layers of the KV cache (a page is KVLayers K and V frames)
 	PrefillSlots    int // prompts a prefill engine runs at once
 	AdmitDelayMax   room.Duration
 	TimerLateMax    room.Duration // timers fire up to this late
@@ -158,6 +158,7 @@ func newSwarm(rng *rand.Rand) Swarm {
 	if rng.IntN(10) == 0 {
 		sw.PoolPages = 1 + rng.IntN(pagesFor(sw.PromptMax)) // some prompts never fit: the engine refuses them
 	}
+	sw.KVLayers = kvLayers
 	sw.PrefillSlots = 1 + rng.IntN(2)
 	sw.AdmitDelayMax = between(10*us, 500*us)
 	sw.TimerLateMax = between(0, 500*us)
@@ -218,7 +219,7 @@ func (sw *Swarm) drainBound() room.Duration {
 // request (all of them through one link, each frame waiting once more for
 // a frame of another room).
 func (sw *Swarm) linkTime() room.Duration {
-	frames := int64(sw.Requests) * (int64(pagesFor(sw.PromptMax))*kvLayers*2 + 8)
+	frames := int64(sw.Requests) * (int64(pagesFor(sw.PromptMax))*int64(sw.KVLayers)*2 + 8)
 	perFrame := float64(kvwire.HeaderBytes+kvPageBytes+64)/sw.LinkBytesPerUs + 1
 	return room.Duration(float64(2*frames)*perFrame) * us
 }
