@@ -5,12 +5,14 @@ import (
 	"tandem/internal/pd/room"
 )
 
-// The invariants. checkStep runs after every Step, checkDeadline after
-// every batch of steps on a node, the watchdog sweep periodically, and
-// finalCheck once faults have been off for the drain bound. Each
-// violation names its invariant:
+// The invariants. checkCall runs after every call into a driver (with
+// checkDeadline and checkPeers), the wire and the fake engine check what
+// the driver asks of them as it asks, the watchdog sweep runs
+// periodically, and finalCheck once faults have been off for the drain
+// bound (in exhaustive mode: at every leaf). Each violation names its
+// invariant:
 //
-//   - outcome: Step returned an outcome outside the enum.
+//   - outcome: an event the driver stepped got an outcome outside the enum.
 //   - terminal_changed: a transition left a terminal state, or an event
 //     changed or forgot a terminal room.
 //   - created_state: an event created a room other than the ways the
@@ -20,8 +22,8 @@ import (
 //     as a new live room although an ABORT or FAILED for it had arrived
 //     first and is still remembered: the request must be answered at once
 //     (SGLang's silent pin).
-//   - release_once: a room ended without exactly one EffectRelease in the
-//     same step, or released without ending.
+//   - release: a room ended but the driver still holds its record with
+//     no KV write into its pages in flight.
 //   - prefill_success: prefill succeeded a room that no decode verified.
 //   - deadline_missed: a node holds a live room (or a tombstone) past its
 //     deadline by more than the scheduling tolerance; tick: a Tick left
@@ -29,16 +31,31 @@ import (
 //   - watchdog_fired: the periodic watchdog found a room past its deadline
 //     (a timer did not fire). watchdog_probe: EventWatchdog for a room not
 //     past its deadline changed it.
-//   - core_invariants: Machine.CheckInvariants failed; panic: the core (or
-//     the simulator) panicked.
-//   - pages, resume, edge: a page freed twice or by a non-owner, a resume
-//     with incomplete KV or the wrong token, an effect the edge cannot
-//     carry out.
+//   - panic: the driver, the core (or the simulator) panicked.
+//   - pages, resume: a page on the free list that is not free, a resume
+//     whose pages do not hold exactly the bytes prefill computed or with
+//     the wrong token; quarantine: the engine was told to free (Cancel) a
+//     page with a KV write in flight; kv_dest: KVDest pointed a write
+//     into a page the room was not admitted with; edge: the driver asked
+//     for something impossible (Succeed on decode, a frame to an unknown
+//     peer, a malformed frame dropped).
+//   - lanes: a second frame on a lane with one outstanding, a Sent for a
+//     frame that is not outstanding, or frames waiting in the driver while
+//     their lane is free (a control frame waits behind at most the one KV
+//     frame being written: ControlBehindKV counts those).
+//   - peer_state: the driver's outstanding count differs from the wire's;
+//     it keeps state for a peer with no room and nothing outstanding;
+//     PeerIdle while a frame is outstanding; after PeerLost a room with the
+//     peer still live, KV queued for it, or rooms counted beyond those
+//     whose pages wait for an in-flight KV write.
 //   - leg_answered_twice, one_outcome: a leg answered twice, a client
 //     given two outcomes.
 //   - drain: after the drain bound a room is live, a gauge is not zero, a
-//     page, leg, job, admission or sequence is left, a client has no
+//     driver's Stats are not all zero, a page, leg, job, admission,
+//     sequence, KV write or outstanding frame is left, a client has no
 //     outcome or a leg no answer.
+//   - outcome_agreement: in a calm seed (or an exhaustive leaf without a
+//     fault or a disconnect), prefill and decode ended a room differently.
 
 // snap is a room's state before a step.
 type snap struct {

@@ -100,11 +100,11 @@ type frame struct {
 
 // chooser drives one run of the search along the stack's path.
 type chooser struct {
-	stack   *[]*frame
-	depth   int
-	faults  int
-	k       int
-	blocked bool // every option at a choice point was asleep: the run is redundant
+	stack    *[]*frame
+	depth    int
+	faults   int
+	k        int
+	blocked  bool // every option at a choice point was asleep: the run is redundant
 	noReduce bool
 }
 

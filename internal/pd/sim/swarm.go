@@ -17,15 +17,14 @@ const (
 
 // Fixed model constants.
 const (
-	pageTokens     = 128 // prompt tokens per KV page
-	kvLayers       = 2   // layers of the KV cache in the swarm: a page is kvLayers K and V frames
-	kvPageBytes    = 16  // bytes of one layer's K (or V) of one page: one KV frame's data
+	pageTokens     = 128  // prompt tokens per KV page
+	kvLayers       = 2    // layers of the KV cache in the swarm: a page is kvLayers K and V frames
+	kvPageBytes    = 16   // bytes of one layer's K (or V) of one page: one KV frame's data
 	chunksMax      = 4    // KV frames a prefill job sends at most
 	genTokensMax   = 64   // tokens a request generates at most
 	promptTokenMax = 2048 // prompt tokens at most
 	requestsMin    = 20
 	requestsMax    = 60
-	followUpsMax   = 64 // follow-up events one step may cause (a bound on the edge's loop)
 	prefillGrace   = 20 * ms
 )
 
