@@ -104,13 +104,14 @@ type Legs interface {
 }
 
 // Observer receives what the driver counts, for metrics. It is called
-// with the driver's caller's lock held and must return quickly. All
-// methods are optional in the sense that NopObserver does nothing.
+// with the driver's caller's lock held and must return quickly. Embed
+// NopObserver to implement only some methods.
 type Observer interface {
 	// Event reports one stepped event and how the core handled it.
 	Event(kind room.EventKind, o room.Outcome)
-	// Transition reports one state change; bytes is the room's KV bytes
-	// so far (sent or received).
+	// Transition reports one state change; for a transition to a
+	// terminal state bytes is the room's KV bytes (sent or received), 0
+	// otherwise.
 	Transition(t room.Transition, bytes int64)
 	// KVDropped counts a received KV frame whose bytes were discarded, by
 	// why: unknown_or_finished_room, room_not_receiving, wrong_peer,

@@ -19,7 +19,8 @@
 //
 //   - Request and ClientAbort for the router's HTTP legs;
 //   - Frame, KVDest and KVDone for what the transport received;
-//   - PeerLost when the transport lost a peer;
+//   - PeerAlive for each heartbeat and PeerLost when the transport lost a
+//     peer;
 //   - Admitted, KVReady, ComputeDone and EngineError for the engine's
 //     progress;
 //   - Sent when a frame handed to Wire.Send has been written (or failed);
@@ -58,7 +59,10 @@
 // moving never hits ProgressTimeout however slow the link. The engine's end
 // (ComputeDone) is held back until the room's last KV frame is on the wire,
 // and only then stepped, so the core's DONE carries every byte and goes out
-// after them (see room.EventComputeDone).
+// after them (see room.EventComputeDone). Written is not yet received:
+// while a prefill room waits for DONE_ACK, PeerAlive (each heartbeat from
+// the peer) extends its deadline, up to room.DoneAckWaitMax progress
+// timeouts after DONE.
 //
 // # Send lanes
 //
@@ -68,7 +72,8 @@
 // room being written). KV queued for a room that has ended is dropped, not
 // sent. Every queued byte counts against one worker-wide budget
 // (Limits.QueueBytesMax) and a per-peer share derived from it; a room whose
-// frame would pass either fails (room.ReasonOverloaded is not used: the
-// room fails as a local send failure). A peer's state is removed as soon as
-// it has no room, nothing queued and nothing outstanding.
+// frame would pass either fails with room.ReasonSendFailed, as does a room
+// whose frame the wire refused locally (IsLocal); any other send error
+// means the peer is unreachable. A peer's state is removed as soon as it
+// has no room, nothing queued and nothing outstanding.
 package driver

@@ -345,6 +345,15 @@ func (d *Driver) PeerLost(now room.Instant, peer string) {
 	}
 }
 
+// PeerAlive reports that the transport heard from peer (a heartbeat):
+// prefill rooms waiting for its DONE_ACK extend their deadline (see
+// "Progress" in package room). Decode ignores it.
+func (d *Driver) PeerAlive(now room.Instant, peer string) {
+	if d.role == room.RolePrefill {
+		d.step(now, room.Event{Kind: room.EventPeerAlive, Peer: peer})
+	}
+}
+
 // Step applies an event the driver has no method for (tests, the
 // simulator's probes) and carries out its effects.
 func (d *Driver) Step(now room.Instant, ev room.Event) room.Outcome { return d.step(now, ev) }

@@ -216,9 +216,9 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 	case kvwire.TypeDone:
 		return &kvwire.Done{PageCount: r.Uint32(), Bytes: r.Uint64()}
 	case kvwire.TypeAbort:
-		return &kvwire.Abort{Reason: room.Reason(r.Uint32()), Message: str(kvwire.MessageBytesMax)}
+		return &kvwire.Abort{Reason: room.Reasons()[r.IntN(len(room.Reasons()))], Message: str(kvwire.MessageBytesMax)}
 	case kvwire.TypeFailed:
-		return &kvwire.Failed{Reason: room.Reason(r.Uint32()), Message: str(kvwire.MessageBytesMax)}
+		return &kvwire.Failed{Reason: room.Reasons()[r.IntN(len(room.Reasons()))], Message: str(kvwire.MessageBytesMax)}
 	}
 	return kvwire.NewPayload(typ) // the empty payloads
 }

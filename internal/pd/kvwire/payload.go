@@ -468,9 +468,9 @@ func (m *Done) Decode(b []byte) error {
 	return d.done()
 }
 
-// Abort says the sender gave up on the room (either way). The reason is a
-// room.Reason carried unchanged; values this node does not know are
-// passed on for the core to handle.
+// Abort says the sender gave up on the room (either way). The reason is
+// carried as its wire value (ReasonToWire); a value this node does not
+// know reads as room.ReasonNone.
 type Abort struct {
 	Reason  room.Reason
 	Message string // cut to MessageBytesMax at a UTF-8 boundary when encoded
@@ -481,13 +481,13 @@ func (*Abort) Type() Type { return TypeAbort }
 
 // AppendTo appends the encoding of m.
 func (m *Abort) AppendTo(b []byte) []byte {
-	return appendStr(append(b, byte(m.Reason)), cutMessage(m.Message))
+	return appendStr(append(b, ReasonToWire(m.Reason)), cutMessage(m.Message))
 }
 
 // Decode decodes b into m.
 func (m *Abort) Decode(b []byte) error {
 	d := decoder{what: "ABORT", b: b}
-	m.Reason = room.Reason(d.u8("reason"))
+	m.Reason = ReasonFromWire(d.u8("reason"))
 	m.Message = d.str("message", MessageBytesMax)
 	return d.done()
 }
@@ -503,13 +503,13 @@ func (*Failed) Type() Type { return TypeFailed }
 
 // AppendTo appends the encoding of m.
 func (m *Failed) AppendTo(b []byte) []byte {
-	return appendStr(append(b, byte(m.Reason)), cutMessage(m.Message))
+	return appendStr(append(b, ReasonToWire(m.Reason)), cutMessage(m.Message))
 }
 
 // Decode decodes b into m.
 func (m *Failed) Decode(b []byte) error {
 	d := decoder{what: "FAILED", b: b}
-	m.Reason = room.Reason(d.u8("reason"))
+	m.Reason = ReasonFromWire(d.u8("reason"))
 	m.Message = d.str("message", MessageBytesMax)
 	return d.done()
 }

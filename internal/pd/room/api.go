@@ -130,6 +130,7 @@ const (
 	EventTick                                // the driver's timer fired: Step(now, EventTick) is Tick(now)
 	EventWatchdog                            // the edge's watchdog found Room live past its deadline (a timer did not fire): see watchdog.go
 	EventSendFailed                          // the edge could not send a frame of Room for a local reason (not the peer's): fails the room (send_failed)
+	EventPeerAlive                           // transport: a heartbeat came from Peer; prefill rooms waiting for its DONE_ACK extend their deadline (see "Progress")
 	eventKindCount
 )
 
@@ -142,6 +143,18 @@ const (
 // only then steps it. So when EventComputeDone arrives every byte has been
 // reported, the DONE it emits carries the full count, and DONE goes out
 // after the last KV frame. (package driver implements this.)
+//
+// Written is not received: the kernel's socket buffers can hold megabytes,
+// so the last KV frame and DONE may be "on the wire" long before decode has
+// read them, and prefill learns nothing more until DONE_ACK. While a
+// prefill room waits for DONE_ACK (Sending, DONE sent), each EventPeerAlive
+// from its peer (the transport heard a heartbeat: decode is up and would
+// have sent ABORT had its room failed, since decode's own progress deadline
+// is measured at reception) moves the deadline to now + ProgressTimeout,
+// but never past DoneAckWaitMax progress timeouts after DONE was sent. So a
+// slow link fails only when what the buffers held takes longer than that
+// to drain, and a silent peer still fails the room by ProgressTimeout (or
+// PeerLost).
 
 // Event is one input. Which fields matter depends on Kind (see each kind).
 // Every frame event carries the sending peer's address in Peer; a frame from

@@ -240,6 +240,30 @@ func (m *Machine) peerLost(now Instant, ev Event) Outcome {
 	return OutcomeApplied
 }
 
+// peerAlive extends the deadline of every prefill room that waits for
+// ev.Peer's DONE_ACK to now + ProgressTimeout, capped at DoneAckWaitMax
+// progress timeouts after its DONE (see "Progress" in api.go). Decode
+// rooms measure progress themselves: there it changes nothing.
+func (m *Machine) peerAlive(now Instant, ev Event) Outcome {
+	if ev.Peer == "" {
+		return OutcomeRejected
+	}
+	var waiting []*room
+	for _, r := range m.live {
+		if m.cfg.Role == RolePrefill && r.peer == ev.Peer && r.phase == PhaseSending && r.doneSent {
+			waiting = append(waiting, r)
+		}
+	}
+	for _, r := range waiting {
+		d := min(now+Instant(m.cfg.ProgressTimeout), r.doneAt+Instant(DoneAckWaitMax*m.cfg.ProgressTimeout))
+		if d > r.deadline {
+			r.deadline = d
+			m.live.fix(r.heapIdx)
+		}
+	}
+	return OutcomeApplied
+}
+
 // shutdown fails every live room and refuses new ones from now on.
 func (m *Machine) shutdown(now Instant) {
 	m.stopping = true

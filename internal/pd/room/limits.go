@@ -14,6 +14,11 @@ const (
 	// admission with more fails the room (engine) before any ALLOC is sent.
 	AllocPagesMax = (64<<10 - 4) / 4
 
+	// DoneAckWaitMax bounds a prefill room's wait for DONE_ACK: heartbeats
+	// from its peer (EventPeerAlive) extend the deadline, but never past
+	// DoneAckWaitMax progress timeouts after DONE was sent.
+	DoneAckWaitMax = 8
+
 	// WatchdogGrace is how far past its deadline a live room must be
 	// before a watchdog fails it (Overdue(now - WatchdogGrace)), and before
 	// an outside observer (the router's inspect, the e2e checks) may call

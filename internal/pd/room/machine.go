@@ -44,13 +44,14 @@ type room struct {
 	pages      []int32
 	token      int32
 	logprob    float32
-	requested  bool // the router's request is here (its HTTP leg is open)
-	allocated  bool // pages are known (prefill: ALLOC came; decode: admitted)
-	computing  bool // prefill: StartCompute emitted, ComputeDone not yet
-	doneSent   bool // prefill: FIRST_TOKEN and DONE sent
-	admitting  bool // decode: EffectAdmit emitted, no pages yet
-	haveToken  bool // decode: FIRST_TOKEN stored
-	released   bool // EffectRelease emitted
+	requested  bool    // the router's request is here (its HTTP leg is open)
+	allocated  bool    // pages are known (prefill: ALLOC came; decode: admitted)
+	computing  bool    // prefill: StartCompute emitted, ComputeDone not yet
+	doneSent   bool    // prefill: FIRST_TOKEN and DONE sent
+	doneAt     Instant // prefill: when DONE was sent
+	admitting  bool    // decode: EffectAdmit emitted, no pages yet
+	haveToken  bool    // decode: FIRST_TOKEN stored
+	released   bool    // EffectRelease emitted
 	heapIdx    int
 	history    []Transition
 }
@@ -110,6 +111,8 @@ func (m *Machine) Step(now Instant, ev Event) Outcome {
 		o = OutcomeApplied
 	case ev.Kind == EventPeerLost:
 		o = m.peerLost(now, ev)
+	case ev.Kind == EventPeerAlive:
+		o = m.peerAlive(now, ev)
 	case ev.Kind == EventShutdown:
 		m.shutdown(now)
 		o = OutcomeApplied

@@ -300,7 +300,7 @@ func effectKinds(effects []Effect) []EffectKind {
 
 func checkOnlyLateMoved(t *testing.T, role Role, name string, k EventKind, o Outcome, before, after Counters) {
 	t.Helper()
-	global := k == EventPeerLost || k == EventShutdown || k == EventTick
+	global := k == EventPeerLost || k == EventShutdown || k == EventTick || k == EventPeerAlive
 	wantLate := before.Late + 1
 	if global {
 		wantLate = before.Late

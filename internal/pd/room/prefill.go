@@ -185,7 +185,7 @@ func (m *Machine) prefillComputeDone(now Instant, r *room, ev Event) Outcome {
 	if !r.computing {
 		return OutcomeRejected
 	}
-	r.computing, r.doneSent = false, true
+	r.computing, r.doneSent, r.doneAt = false, true, now
 	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameFirstToken, Token: ev.Token, Logprob: ev.Logprob})
 	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameDone, PageCount: len(r.pages), Bytes: r.bytes})
 	if r.phase == PhaseComputing {

@@ -17,7 +17,7 @@ var (
 	eventNames = [...]string{
 		"", "request", "client_abort", "hello", "hello_ack", "admitted", "alloc", "compute_started",
 		"kv_sent", "compute_done", "kv_received", "first_token", "done", "done_ack", "abort", "failed",
-		"checksum_error", "engine_error", "peer_lost", "shutdown", "tick", "watchdog", "send_failed",
+		"checksum_error", "engine_error", "peer_lost", "shutdown", "tick", "watchdog", "send_failed", "peer_alive",
 	}
 	frameNames   = [...]string{"", "hello", "hello_ack", "alloc", "first_token", "done", "done_ack", "abort", "failed"}
 	effectNames  = [...]string{"", "send", "start_compute", "cancel_compute", "admit", "resume", "cancel_request", "reject", "release", "reply_done", "free_pages"}

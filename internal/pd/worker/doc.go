@@ -19,12 +19,15 @@
 //
 // # Concurrency
 //
-// One mutex guards the room machine and the per-room records. Step is called
-// from HTTP handlers, transport readers, engine callbacks and the timer
-// goroutine; effects that block (network sends) go to per-peer sender
-// goroutines in the order the core emitted them, so a room's frames keep their
-// order. KV pages on the decode side are written by the transport's reader
-// goroutine only while the room accepts KV; a room that fails while a write is
-// in flight releases its pages only after that write completes ("pages of an
-// aborted transfer are not reused until the writer stopped").
+// Everything that decides lives in package driver, which is deterministic
+// and not safe for concurrent use; one mutex (Worker.mu) serializes every
+// call into it from HTTP handlers, transport readers, engine callbacks, the
+// lane goroutines, the timer and the watchdog. The driver hands frames to
+// one goroutine per peer and lane (control, KV) through a channel of
+// capacity one (it keeps at most one frame outstanding per lane), and each
+// goroutine reports the frame back with Driver.Sent once the transport wrote
+// it. KV pages on the decode side are written by the transport's reader
+// goroutine only while the room accepts KV; a room that fails while a write
+// is in flight releases its pages only after that write completes ("pages
+// of an aborted transfer are not reused until the writer stopped").
 package worker

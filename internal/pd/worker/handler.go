@@ -37,11 +37,16 @@ type peerLoad struct {
 	Load kvwire.Heartbeat
 }
 
-// PeerUp records a peer's heartbeat (its load), shown in /pd/status.
+// PeerUp records a peer's heartbeat (its load), shown in /pd/status, and
+// tells the driver the peer is alive (prefill rooms waiting for its
+// DONE_ACK extend their deadline).
 func (w *Worker) PeerUp(peer string, hb kvwire.Heartbeat) {
 	w.loadMu.Lock()
 	w.loads[peer] = peerLoad{At: time.Now(), Load: hb}
 	w.loadMu.Unlock()
+	if w.role == room.RolePrefill && hb.Seq != 0 {
+		w.locked(func(now room.Instant) { w.d.PeerAlive(now, peer) })
+	}
 }
 
 // PeerLost fails every live room with that peer and forgets its load.

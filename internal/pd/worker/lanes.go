@@ -27,6 +27,9 @@ type wireAdapter struct{ w *Worker }
 func (a wireAdapter) Send(f driver.Frame) {
 	w := a.w
 	pl := w.lanes[f.Peer]
+	if pl == nil && w.closed {
+		return // stopping: Close waits for the lanes; start no new ones
+	}
 	if pl == nil {
 		pl = &peerLanes{}
 		for _, lane := range []driver.Lane{driver.LaneControl, driver.LaneKV} {

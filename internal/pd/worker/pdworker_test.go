@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/server"
@@ -316,11 +319,11 @@ func TestClientAbortAtEachStage(t *testing.T) {
 				// prefill had only the parked HELLO; the ABORT ended it, and the
 				// router's late prefill leg is answered at once (the silent pin).
 				wantFailed(t, other, id, room.ReasonPeerAbort)
-				start := time.Now()
+				// Submit answers a rejected leg itself, so an error here is immediate.
 				_, err := pp.p.Backend().Submit(pctx, req)
 				var le *Error
-				if !errors.As(err, &le) || le.Status != http.StatusBadGateway || time.Since(start) > time.Second {
-					t.Errorf("late prefill leg: %v after %v, want an immediate 502", err, time.Since(start))
+				if !errors.As(err, &le) || le.Status != http.StatusBadGateway {
+					t.Errorf("late prefill leg: %v, want an immediate 502", err)
 				}
 				return
 			}
@@ -334,11 +337,8 @@ func TestClientAbortAtEachStage(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				start := time.Now()
+				// failed by prefill's answer, not by its own handshake timeout
 				wantFailed(t, pp.d, id, room.ReasonPeerFailed, room.ReasonPeerAbort)
-				if el := time.Since(start); el > time.Second {
-					t.Errorf("late decode leg failed after %v, want at once", el)
-				}
 				if _, last := drain(t, ds); last.Err == nil {
 					t.Errorf("late decode leg ended without an error: %+v", last)
 				}
@@ -378,8 +378,8 @@ func TestPrefillFailsMidTransfer(t *testing.T) {
 }
 
 // TestPeerKilled: the prefill worker's connections vanish without a word
-// (as when its process is killed); decode fails its rooms within two
-// heartbeat intervals (plus scheduling slack).
+// (as when its process is killed); decode fails its rooms as peer_lost
+// (the transport's heartbeat timeout, not a room deadline).
 func TestPeerKilled(t *testing.T) {
 	pp := newPair(t, 16)
 	id := newRoomID()
@@ -393,12 +393,8 @@ func TestPeerKilled(t *testing.T) {
 	// AwaitingKV on decode with prefill alive until we kill it.
 	_ = pctx
 	waitPhase(t, pp.d, id, room.PhaseAwaitingKV)
-	start := time.Now()
 	pp.p.tr.Close() // no ABORT, no shutdown: the peer just disappears
 	wantFailed(t, pp.d, id, room.ReasonPeerLost)
-	if el := time.Since(start); el > 2*heartbeat+200*time.Millisecond {
-		t.Errorf("decode noticed the lost peer after %v, want within two heartbeat intervals (%v)", el, 2*heartbeat)
-	}
 	if _, last := drain(t, ds); last.Err == nil {
 		t.Errorf("decode stream ended without an error: %+v", last)
 	}
@@ -406,36 +402,59 @@ func TestPeerKilled(t *testing.T) {
 }
 
 // TestLateFrameForFinishedRoom: frames for a room that already succeeded
-// change nothing and write no page.
+// change nothing and write no page: the KV frame is discarded (counted as
+// unknown_or_finished_room), DONE and ABORT are counted late.
 func TestLateFrameForFinishedRoom(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
 	pctx, dctx := pp.legs(id)
 	req := engine.Request{Prompt: prompt(20), MaxTokens: 4, IgnoreEOS: true}
-	ds, _ := pp.d.Backend().Submit(dctx, req)
-	ps, _ := pp.p.Backend().Submit(pctx, req)
-	drain(t, ds)
-	drain(t, ps)
+	ds, err := pp.d.Backend().Submit(dctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := pp.p.Backend().Submit(pctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, last := drain(t, ds); last.Err != nil {
+		t.Fatalf("decode leg: %v", last.Err)
+	}
+	if _, last := drain(t, ps); last.Err != nil {
+		t.Fatalf("prefill leg: %v", last.Err)
+	}
 	before := pp.d.counters()
+	dropsBefore := kvDrops(pp.d, "unknown_or_finished_room")
 	ctx := context.Background()
 	kvPage := make([]byte, pp.d.kvCfg.PageBytes())
+	done := (&kvwire.Done{PageCount: 1, Bytes: 1}).AppendTo(nil)
+	abort := (&kvwire.Abort{Reason: room.ReasonPeerAbort, Message: "late"}).AppendTo(nil)
 	for _, send := range []func() error{
-		func() error { return pp.p.tr.SendKV(ctx, pp.d.TransferAddr(), id, kvwireKV(0, 0, 0), kvPage) },
-		func() error { return pp.p.tr.Send(ctx, pp.d.TransferAddr(), typeDone(), id, doneNothing()) },
-		func() error { return pp.p.tr.Send(ctx, pp.d.TransferAddr(), typeAbort(), id, abortPayload()) },
+		func() error { return pp.p.tr.SendKV(ctx, pp.d.TransferAddr(), id, kvwire.KV{}, kvPage) },
+		func() error { return pp.p.tr.Send(ctx, pp.d.TransferAddr(), kvwire.TypeDone, id, done) },
+		func() error { return pp.p.tr.Send(ctx, pp.d.TransferAddr(), kvwire.TypeAbort, id, abort) },
 	} {
 		if err := send(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// DONE and ABORT arrive after the KV frame on the same connection.
+	waitFor(t, "the late DONE and ABORT to be counted", func() bool { return pp.d.counters().Late >= before.Late+2 })
+	if got := kvDrops(pp.d, "unknown_or_finished_room"); got != dropsBefore+1 {
+		t.Errorf("late KV frame: unknown_or_finished_room drops %v -> %v, want one more", dropsBefore, got)
+	}
 	if st, _, _ := pp.d.roomState(id); st != room.StateSucceeded {
 		t.Errorf("decode room changed to %v after late frames", st)
 	}
-	after := pp.d.counters()
-	if after.Late <= before.Late {
-		t.Errorf("late frames were not counted: late %d before, %d after", before.Late, after.Late)
+}
+
+// kvDrops reads tandem_pd_kv_frames_dropped_total{why}.
+func kvDrops(w *Worker, why string) float64 {
+	var m dto.Metric
+	if err := w.met.kvDrops.WithLabelValues(why).Write(&m); err != nil {
+		panic(err)
 	}
+	return m.GetCounter().GetValue()
 }
 
 // TestDuplicateRoom: a second leg with a live room's id gets 409 and the
@@ -496,11 +515,7 @@ func TestWatchdogCatchesAStuckTimer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, pp.d, id, room.PhaseAwaitingKV) // prefill never gets its leg
-	start := time.Now()
 	wantFailed(t, pp.d, id, room.ReasonDeadline)
-	if el := time.Since(start); el > 200*time.Millisecond+time.Duration(room.WatchdogGrace)+2*watchdogInterval {
-		t.Errorf("watchdog took %v", el)
-	}
 	if n := pp.d.counters().Failures(room.ReasonDeadline); n != 1 {
 		t.Errorf("deadline failures = %d, want 1", n)
 	}
@@ -524,7 +539,7 @@ func TestDuplicateKVFrameCountsOnce(t *testing.T) {
 	waitPhase(t, pp.d, id, room.PhaseAwaitingKV) // no prefill leg: nothing else is sent
 	page := make([]byte, pp.d.kvCfg.PageBytes())
 	for range 2 {
-		if err := pp.p.tr.SendKV(context.Background(), pp.d.TransferAddr(), id, kvwireKV(0, 0, 0), page); err != nil {
+		if err := pp.p.tr.SendKV(context.Background(), pp.d.TransferAddr(), id, kvwire.KV{}, page); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -544,7 +559,7 @@ func TestDuplicateKVFrameCountsOnce(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // let the duplicate land
+	waitFor(t, "the duplicate to be dropped", func() bool { return kvDrops(pp.d, "duplicate") == 1 })
 	pp.d.mu.Lock()
 	got, _ := pp.d.d.RecvBytes(id)
 	pp.d.mu.Unlock()
