@@ -220,7 +220,7 @@ func exhaustiveSwarm(rooms int) Swarm {
 func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 	start := time.Now()
 	res := ExhaustiveResult{Stats: Stats{RoomFailures: map[room.Reason]int{}, SendDropped: map[string]int{},
-		Disagreements: map[string]int{}}}
+		Disagreements: map[string]int{}, FramesAfterEnd: map[string]int{}}}
 	var stack []*frame
 	for {
 		before := len(stack)
@@ -478,11 +478,14 @@ func addStats(a *Stats, b Stats) {
 	for k, v := range b.SendDropped {
 		a.SendDropped[k] += v
 	}
+	for k, v := range b.FramesAfterEnd {
+		a.FramesAfterEnd[k] += v
+	}
 }
 
 // String summarises a search.
 func (r ExhaustiveResult) String() string {
-	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v",
+	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v",
 		r.Leaves, r.Blocked, r.States, r.MaxDepth, r.Complete, r.Elapsed.Round(time.Millisecond), r.Stats.RoomSuccesses,
-		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements)
+		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements, r.Stats.FramesAfterEnd)
 }

@@ -69,6 +69,11 @@ func (w wire) Send(f driver.Frame) {
 			s.st.ControlBehindKV++
 		}
 	}
+	// A frame of a room that ended in an earlier call waited in the
+	// driver's lane past the end (ABORT and FAILED are the end's notice).
+	if c, ended := n.endedIn[f.Room]; ended && c < n.calls {
+		s.st.FramesAfterEnd[frameName(f)]++
+	}
 	fc := f
 	out[f.Lane] = &fc
 	start := max(s.now, s.linkBusy[n.idx][to.idx])
@@ -108,7 +113,7 @@ func laneName(l driver.Lane) string {
 
 func frameName(f driver.Frame) string {
 	if f.Lane == driver.LaneKV {
-		return fmt.Sprintf("kv[%d/%d/%d]", f.KV.Ordinal, f.KV.Layer, f.KV.Kind)
+		return "KV"
 	}
 	return f.Type.String()
 }

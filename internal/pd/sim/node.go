@@ -56,9 +56,13 @@ type node struct {
 	// quarantine the driver must respect)
 	inflight map[room.ID]int
 
-	// what the current driver call stepped, for the checks
-	evs   []evRec
-	trans []room.Transition
+	// what the current driver call stepped, for the checks; calls counts
+	// the calls into the driver, endedIn the call in which each room last
+	// turned terminal (for frames sent after their room ended)
+	evs     []evRec
+	trans   []room.Transition
+	calls   uint64
+	endedIn map[room.ID]uint64
 
 	// per-incarnation bookkeeping for the invariants
 	track map[room.ID]*roomTrack
@@ -108,6 +112,7 @@ func (s *sim) boot(n *node) {
 	n.admittedPages = map[*nodeLeg][]int32{}
 	n.out, n.readers, n.inflight = map[string]*[driver.LaneKV + 1]*driver.Frame{}, map[int]*reader{}, map[room.ID]int{}
 	n.track = map[room.ID]*roomTrack{}
+	n.endedIn = map[room.ID]uint64{}
 	if n.slow == 0 {
 		n.slow = 1
 	}
@@ -135,6 +140,7 @@ func (s *sim) call(n *node, ev room.Event, fn func()) {
 	}
 	before := s.snapshot(n, ev)
 	n.evs, n.trans = n.evs[:0], n.trans[:0]
+	n.calls++
 	fn()
 	if s.v != nil || !n.up {
 		return
@@ -272,6 +278,11 @@ func (o observer) Event(kind room.EventKind, out room.Outcome) {
 // Transition records one state change.
 func (o observer) Transition(t room.Transition, bytes int64) {
 	o.n.trans = append(o.n.trans, t)
+	if t.To.Terminal() {
+		o.n.endedIn[t.Room] = o.n.calls
+	} else {
+		delete(o.n.endedIn, t.Room)
+	}
 	if t.To.Terminal() {
 		o.s.st.Drained = max(o.s.st.Drained, o.s.now)
 		if t.To == room.StateSucceeded {

@@ -54,7 +54,10 @@ type Stats struct {
 	QuarantinedWrites int            // KV writes that ended after their room did (the driver's page quarantine)
 	SendDropped       map[string]int // frames the driver did not send, by why (Observer.SendDropped)
 	ControlBehindKV   int            // control frames handed to the wire while another room's KV frame was being written
-	PeersIdle         int            // Wire.PeerIdle calls
+	// FramesAfterEnd counts frames handed to the wire after their room
+	// ended on the sender (queued in a lane before the end), by type.
+	FramesAfterEnd map[string]int
+	PeersIdle      int // Wire.PeerIdle calls
 	// Disagreements counts rooms whose prefill and decode ended
 	// differently (one succeeded, the other failed), by what each side
 	// saw ("prefill=succeeded decode=failed:progress_timeout"); in a calm
@@ -183,6 +186,8 @@ func newWorld(o Options, rng *rand.Rand, sw Swarm) *sim {
 		ends: map[roomAt]room.Transition{}}
 	s.st.RoomFailures = map[room.Reason]int{}
 	s.st.SendDropped = map[string]int{}
+	s.st.FramesAfterEnd = map[string]int{}
+	s.st.FramesAfterEnd = map[string]int{}
 	s.st.Disagreements = map[string]int{}
 	s.st.Calm = s.sw.Calm
 	s.end = room.Instant(s.sw.PhaseOne + s.sw.drainBound())

@@ -89,13 +89,16 @@ func (tt *totals) add(st Stats) {
 	tt.PeersIdle += st.PeersIdle
 	tt.Agreed += st.Agreed
 	if tt.Disagreements == nil {
-		tt.Disagreements, tt.SendDropped = map[string]int{}, map[string]int{}
+		tt.Disagreements, tt.SendDropped, tt.FramesAfterEnd = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	for k, n := range st.Disagreements {
 		tt.Disagreements[k] += n
 	}
 	for k, n := range st.SendDropped {
 		tt.SendDropped[k] += n
+	}
+	for k, n := range st.FramesAfterEnd {
+		tt.FramesAfterEnd[k] += n
 	}
 	if st.Calm {
 		tt.calm++
@@ -114,9 +117,10 @@ func (tt totals) String() string {
 		tt.Steps, tt.Requests, tt.Succeeded, tt.Failed, tt.Disconnected, tt.RoomSuccesses, strings.Join(reasons, " "),
 		tt.FramesSent, tt.FramesLost, tt.FramesDuplicated, tt.Crashes, tt.Partitions, tt.EarlyAborts, tt.WatchdogSweeps, tt.WatchdogProbes) +
 		fmt.Sprintf("; driver: %d KV frames discarded, %d KV writes ended after their room (quarantine), %d control frames sent "+
-			"while another room's KV frame was being written, %d peers idle, frames not sent %v; %d calm seeds; "+
+			"while another room's KV frame was being written, %d peers idle, frames not sent %v, "+
+			"frames sent after their room ended %v; %d calm seeds; "+
 			"rooms both sides ended: %d agreed, disagreements (faulted seeds only) %s",
-			tt.KVDiscarded, tt.QuarantinedWrites, tt.ControlBehindKV, tt.PeersIdle, tt.SendDropped, tt.calm, tt.Agreed,
+			tt.KVDiscarded, tt.QuarantinedWrites, tt.ControlBehindKV, tt.PeersIdle, tt.SendDropped, tt.FramesAfterEnd, tt.calm, tt.Agreed,
 			sortedCounts(tt.Disagreements))
 }
 
