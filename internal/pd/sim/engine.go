@@ -1,37 +1,236 @@
 package sim
 
 import (
+	"fmt"
+
+	"tandem/internal/pd/driver"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 
-// The simulated engines. Prefill runs prompts, PrefillSlots at a time in
-// submission order, each in up to chunksMax chunks; after each chunk the
-// edge sends a KV frame to the decode node and reports EventKVSent, after
-// the last EventComputeDone with the first token. Decode reserves pages
-// from a finite pool in FIFO order (EventAdmitted), and after EffectResume
-// generates tokens, then frees the pages. Pages are counted and must all
-// come back.
+// The fake engines, the driver's Engine (and decode's Pages). Prefill runs
+// prompts, PrefillSlots at a time in submission order, each in up to
+// chunksMax chunks; each chunk hands its pages' KV frames (every layer, K
+// and V, bytes derived from the room and coordinates) to Driver.KVReady,
+// and after the last chunk Driver.ComputeDone reports the first token.
+// Decode reserves pages from a finite pool in FIFO order and reports them
+// with Driver.Admitted a little later; Resume runs a generation on them
+// that frees them at its end and answers the leg; Cancel frees whatever
+// the leg holds. Every page must come back, and none may be freed or
+// reused while a KV write into it is in flight (the driver's quarantine).
 
-// startCompute submits the prompt: the worker's startCompute, which refuses
-// a page count that does not fit the prompt and reports the compute
-// started.
-func (s *sim) startCompute(n *node, l *nodeLeg, e room.Effect) (room.Event, bool) {
-	if l == nil {
-		s.violate("edge", "%s: start_compute for room=%v with no leg", n.addr, e.Room)
-		return room.Event{}, false
+// job is one prompt on the prefill engine.
+type job struct {
+	gen     uint64
+	leg     *nodeLeg
+	chunks  int
+	next    int // chunks done
+	failAt  int // chunk at which the engine fails (-1: never)
+	running bool
+}
+
+// pageState says who holds a decode page.
+type pageState uint8
+
+const (
+	pageFree     pageState = iota
+	pageReserved           // the engine reserved it for a leg (Admitted reports it; the room writes KV into it)
+	pageSequence           // the leg's room resumed: the running sequence holds it
+)
+
+// String names a page state.
+func (p pageState) String() string { return [...]string{"free", "reserved", "held by its sequence"}[p] }
+
+type page struct {
+	state pageState
+	leg   *nodeLeg
+}
+
+// pool is a decode engine's KV cache: pages, their bytes and a free list.
+// It is the driver's Pages for every room of the node.
+type pool struct {
+	pages    []page
+	layers   int
+	data     []byte // layers*2*kvPageBytes bytes per page
+	free     []int32
+	lastPage int32 // the page of the last KVPage call (KVDest's destination)
+	writes   []int // KV writes in flight per page
+}
+
+func newPool(n, layers int) pool {
+	p := pool{pages: make([]page, n), layers: layers, data: make([]byte, n*layers*2*kvPageBytes), writes: make([]int, n)}
+	for i := n - 1; i >= 0; i-- {
+		p.free = append(p.free, int32(i))
 	}
-	pages := pagesFor(l.req.prompt)
-	if len(e.Pages) != pages || s.chance(s.sw.EngineErrorRate/2) {
-		return room.Event{Kind: room.EventEngineError, Room: e.Room}, true
+	return p
+}
+
+// kvSlot is a page's bytes for one layer and kind.
+func (p *pool) kvSlot(layer int, kind kvwire.KVKind, pg int32) []byte {
+	off := (int(pg)*p.layers*2 + layer*2 + int(kind)) * kvPageBytes
+	return p.data[off : off+kvPageBytes : off+kvPageBytes]
+}
+
+// KVPage returns the bytes of layer's K or V page number pg.
+func (p *pool) KVPage(layer int, kind kvwire.KVKind, pg int32) []byte {
+	p.lastPage = pg
+	if pg < 0 || int(pg) >= len(p.pages) || layer < 0 || layer >= p.layers || kind > kvwire.KindV {
+		p.lastPage = -1
+		return nil
+	}
+	return p.kvSlot(layer, kind, pg)
+}
+
+// admission is a leg waiting in the decode engine for pages.
+type admission struct {
+	leg  *nodeLeg
+	need int
+}
+
+// generation is a resumed decode sequence.
+type generation struct {
+	leg   *nodeLeg
+	pages []int32
+}
+
+// kvByte is byte i of the KV of (room, ordinal, layer, kind): what prefill
+// computes and decode must find in its pages when it resumes.
+func kvByte(id room.ID, kv kvwire.KV, i int) byte {
+	return id[(int(kv.Ordinal)+i)%len(id)] ^ byte(kv.Ordinal*7) ^ byte(kv.Layer*13) ^ byte(int(kv.Kind)*101) ^ byte(i)
+}
+
+// engine is the driver's Engine on node n.
+type engine struct {
+	s *sim
+	n *node
+}
+
+// StartCompute submits a prompt: it refuses a page count that does not
+// fit the prompt (and now and then fails at once, while faults are on).
+func (e engine) StartCompute(leg driver.Leg, pages int) error {
+	s, n, l := e.s, e.n, leg.(*nodeLeg)
+	if s.tracing {
+		s.tracef("%v %s engine start_compute %s pages=%d", s.now, n.addr, l.req.name, pages)
+	}
+	want := pagesFor(l.req.prompt)
+	if pages != want {
+		return fmt.Errorf("prompt of %d tokens needs %d pages, the room has %d", l.req.prompt, want, pages)
+	}
+	if s.chance(s.sw.EngineErrorRate / 2) {
+		return fmt.Errorf("engine refused the prompt (injected)")
 	}
 	n.jobGen++
-	j := &job{gen: n.jobGen, room: e.Room, leg: l, peer: e.Peer, chunks: min(pages, 1+s.rng.IntN(chunksMax)), failAt: -1}
+	j := &job{gen: n.jobGen, leg: l, chunks: min(want, 1+s.rng.IntN(chunksMax)), failAt: -1}
 	if s.chance(s.sw.EngineErrorRate / 2) {
 		j.failAt = s.rng.IntN(j.chunks)
 	}
 	n.jobs = append(n.jobs, j)
 	s.startJobs(n)
-	return room.Event{Kind: room.EventComputeStarted, Room: e.Room}, true
+	return nil
+}
+
+// Admit queues a decode leg for its prompt's pages; an engine that can
+// never hold the prompt refuses it at once.
+func (e engine) Admit(leg driver.Leg) error {
+	s, n, l := e.s, e.n, leg.(*nodeLeg)
+	if s.tracing {
+		s.tracef("%v %s engine admit %s", s.now, n.addr, l.req.name)
+	}
+	need := pagesFor(l.req.prompt)
+	if need > len(n.pool.pages) {
+		return fmt.Errorf("prompt needs %d pages, the pool has %d", need, len(n.pool.pages))
+	}
+	if s.chance(s.sw.EngineErrorRate / 2) {
+		return fmt.Errorf("engine refused the request (injected)")
+	}
+	n.admitQ = append(n.admitQ, admission{leg: l, need: need})
+	s.tryAdmit(n)
+	return nil
+}
+
+// Resume hands the leg's reserved pages to a running sequence, which
+// generates the rest of the answer. The KV in the pages must be exactly
+// what prefill computed, and the token the one it sampled.
+func (e engine) Resume(leg driver.Leg, first driver.Token) error {
+	s, n, l := e.s, e.n, leg.(*nodeLeg)
+	r := l.req
+	if s.tracing {
+		s.tracef("%v %s engine resume %s token=%d", s.now, n.addr, r.name, first.ID)
+	}
+	if tok, ok := s.tokens[roomAt{r.id, r.p.addr}]; !ok || tok != first.ID {
+		s.violate("resume", "%s resumed room=%v from token %d; prefill computed %d (known %v)", n.addr, r.id, first.ID, tok, ok)
+		return nil
+	}
+	// Ordinal o lives in the o-th page the engine gave Driver.Admitted.
+	pages := n.admittedPages[l]
+	held := 0
+	for _, pg := range n.pool.pages {
+		if pg.leg == l {
+			held++
+		}
+	}
+	if len(pages) != pagesFor(r.prompt) || held != len(pages) {
+		s.violate("resume", "%s resumed room=%v holding %d pages (admitted %d), want %d", n.addr, r.id, held, len(pages), pagesFor(r.prompt))
+		return nil
+	}
+	for o, p := range pages {
+		if pg := n.pool.pages[p]; pg.state != pageReserved || pg.leg != l {
+			s.violate("pages", "%s: resume of room=%v finds its page %d %v", n.addr, r.id, p, pg.state)
+			return nil
+		}
+		for layer := range s.sw.KVLayers {
+			for kind := kvwire.KindK; kind <= kvwire.KindV; kind++ {
+				kv := kvwire.KV{Layer: uint16(layer), Kind: kind, Ordinal: uint32(o)}
+				got := n.pool.kvSlot(layer, kind, p)
+				for i := range got {
+					if got[i] != kvByte(r.id, kv, i) {
+						s.violate("resume", "%s resumed room=%v but page %d (ordinal %d layer %d %v) byte %d is %#x, prefill computed %#x",
+							n.addr, r.id, p, o, layer, kind, i, got[i], kvByte(r.id, kv, i))
+						return nil
+					}
+				}
+			}
+		}
+	}
+	for _, p := range pages {
+		n.pool.pages[p].state = pageSequence
+	}
+	n.gens[l] = &generation{leg: l, pages: pages}
+	d := room.Duration(r.generate) * s.sw.DecodePerToken * room.Duration(n.slow)
+	s.after(d, item{kind: itemGenerated, node: int32(n.idx), epoch: n.epoch, nl: l})
+	s.after(s.between(50*us, s.sw.LegLatencyMax), item{kind: itemStream, req: int32(r.idx)})
+	return nil
+}
+
+// Cancel ends the leg's engine work: a prompt (prefill), a queued
+// admission, reserved pages or a running sequence (decode). A running
+// sequence's leg is answered (the client went away). Idempotent.
+func (e engine) Cancel(leg driver.Leg) {
+	s, n, l := e.s, e.n, leg.(*nodeLeg)
+	if s.tracing && !l.cancelled {
+		s.tracef("%v %s engine cancel %s", s.now, n.addr, l.req.name)
+	}
+	l.cancelled = true
+	if n.role == room.RolePrefill {
+		for _, j := range n.jobs {
+			if j.leg == l {
+				s.removeJob(n, j)
+				break
+			}
+		}
+		return
+	}
+	for i, a := range n.admitQ {
+		if a.leg == l {
+			n.admitQ = append(n.admitQ[:i], n.admitQ[i+1:]...)
+			break
+		}
+	}
+	if g := n.gens[l]; g != nil {
+		delete(n.gens, l)
+		s.answerLeg(n, l, false, "client_abort")
+	}
+	s.freeLeg(n, l, "cancel")
 }
 
 // startJobs starts queued prompts while a slot is free.
@@ -58,13 +257,6 @@ func (s *sim) scheduleChunk(n *node, j *job) {
 	s.after(d, item{kind: itemCompute, node: int32(n.idx), epoch: n.epoch, gen: j.gen})
 }
 
-// chunkBytes returns the KV bytes of chunk c of j: its pages' bytes.
-func chunkBytes(j *job, c int) int64 {
-	pages := pagesFor(j.leg.req.prompt)
-	lo, hi := c*pages/j.chunks, (c+1)*pages/j.chunks
-	return int64(hi-lo) * pageBytes
-}
-
 // findJob returns the live job with gen, or nil.
 func findJob(n *node, gen uint64) *job {
 	for _, j := range n.jobs {
@@ -75,7 +267,7 @@ func findJob(n *node, gen uint64) *job {
 	return nil
 }
 
-// chunkDone finishes a chunk: ship its KV and report progress, or fail,
+// chunkDone finishes a chunk: hand its KV frames to the driver, or fail,
 // or after the last chunk report the first token.
 func (s *sim) chunkDone(it *item) {
 	n := s.nodes[it.node]
@@ -86,28 +278,55 @@ func (s *sim) chunkDone(it *item) {
 	if j == nil {
 		return // cancelled
 	}
+	l, id := j.leg, j.leg.req.id
 	c := j.next
 	j.next++
 	if c == j.failAt {
 		s.removeJob(n, j)
-		s.step(n, room.Event{Kind: room.EventEngineError, Room: j.room})
+		s.call(n, room.Event{Kind: room.EventEngineError, Room: id}, func() { n.d.EngineError(s.now, id, l) })
 		return
 	}
-	b := chunkBytes(j, c)
-	j.sent += b
-	s.sendKV(n, j, c, b)
-	s.step(n, room.Event{Kind: room.EventKVSent, Room: j.room, Bytes: j.sent})
-	if findJob(n, j.gen) == nil {
-		return // the step cancelled it
+	pages := pagesFor(l.req.prompt)
+	var frames []driver.KVFrame
+	for o := c * pages / j.chunks; o < (c+1)*pages/j.chunks; o++ {
+		for layer := range s.sw.KVLayers {
+			for kind := kvwire.KindK; kind <= kvwire.KindV; kind++ {
+				kv := kvwire.KV{Layer: uint16(layer), Kind: kind, Ordinal: uint32(o)}
+				data := make([]byte, kvPageBytes)
+				for i := range data {
+					data[i] = kvByte(id, kv, i)
+				}
+				frames = append(frames, driver.KVFrame{KV: kv, Data: data})
+			}
+		}
 	}
-	if j.next < j.chunks {
-		s.scheduleChunk(n, j)
+	last := j.next >= j.chunks
+	if last {
+		s.removeJob(n, j)
+	}
+	s.call(n, room.Event{}, func() { n.d.KVReady(s.now, id, l, frames) })
+	if s.v != nil || !n.up || it.epoch != n.epoch {
 		return
 	}
-	s.removeJob(n, j)
-	token := int32(s.rng.IntN(32000))
-	s.tokens[roomAt{j.room, n.addr}] = token
-	s.step(n, room.Event{Kind: room.EventComputeDone, Room: j.room, Token: token, Logprob: -0.5})
+	if !last {
+		if findJob(n, j.gen) != nil {
+			s.scheduleChunk(n, j)
+		}
+		return
+	}
+	if l.cancelled {
+		return
+	}
+	var token int32
+	if s.chooser != nil {
+		token = int32(id[0]) | int32(id[1])<<8 // the search: independent of the order of random draws
+	} else {
+		token = int32(s.rng.IntN(32000))
+	}
+	s.tokens[roomAt{id, n.addr}] = token
+	s.call(n, room.Event{Kind: room.EventComputeDone, Room: id}, func() {
+		n.d.ComputeDone(s.now, id, l, driver.Token{ID: token, Logprob: -0.5})
+	})
 }
 
 // removeJob takes j off the engine and starts the next prompt.
@@ -121,135 +340,63 @@ func (s *sim) removeJob(n *node, j *job) {
 	s.startJobs(n)
 }
 
-// cancelJob is EffectCancelCompute.
-func (s *sim) cancelJob(n *node, id room.ID) {
-	for _, j := range n.jobs {
-		if j.room == id {
-			s.removeJob(n, j)
-			return
-		}
-	}
-}
-
-// admit is EffectAdmit: queue for the prompt's pages. An engine that
-// cannot ever hold the prompt refuses it at once.
-func (s *sim) admit(n *node, l *nodeLeg, e room.Effect) (room.Event, bool) {
-	if l == nil {
-		s.violate("edge", "%s: admit for room=%v with no leg", n.addr, e.Room)
-		return room.Event{}, false
-	}
-	need := pagesFor(l.req.prompt)
-	if need > len(n.pages) || s.chance(s.sw.EngineErrorRate/2) {
-		return room.Event{Kind: room.EventEngineError, Room: e.Room}, true
-	}
-	n.admitQ = append(n.admitQ, admission{room: e.Room, need: need})
-	s.tryAdmit(n)
-	return room.Event{}, false
-}
-
 // tryAdmit reserves pages for the queue's head while they fit; each
-// reservation reaches the machine as EventAdmitted a little later.
+// reservation reaches the driver as Admitted a little later.
 func (s *sim) tryAdmit(n *node) {
-	for len(n.admitQ) > 0 && n.admitQ[0].need <= len(n.free) {
+	for len(n.admitQ) > 0 && n.admitQ[0].need <= len(n.pool.free) {
 		a := n.admitQ[0]
 		n.admitQ = n.admitQ[1:]
 		pages := make([]int32, a.need)
 		for i := range pages {
-			p := n.free[len(n.free)-1]
-			n.free = n.free[:len(n.free)-1]
-			if n.pages[p].state != pageFree {
-				s.violate("pages", "%s: page %d on the free list is %v", n.addr, p, n.pages[p].state)
+			p := n.pool.free[len(n.pool.free)-1]
+			n.pool.free = n.pool.free[:len(n.pool.free)-1]
+			if pg := n.pool.pages[p]; pg.state != pageFree || n.pool.writes[p] != 0 {
+				s.violate("pages", "%s: page %d on the free list is %v with %d writes in flight", n.addr, p, pg.state, n.pool.writes[p])
 				return
 			}
-			n.pages[p] = page{state: pageReserved, room: a.room}
+			n.pool.pages[p] = page{state: pageReserved, leg: a.leg}
 			pages[i] = p
 		}
+		n.admittedPages[a.leg] = pages
 		d := s.between(0, s.sw.AdmitDelayMax) * room.Duration(n.slow)
-		s.after(d, item{kind: itemAdmitted, node: int32(n.idx), epoch: n.epoch,
-			ev: room.Event{Kind: room.EventAdmitted, Room: a.room, Pages: pages}})
+		s.after(d, item{kind: itemAdmitted, node: int32(n.idx), epoch: n.epoch, nl: a.leg, pages: pages})
 	}
 }
 
-// admitted steps the engine's reservation into the machine.
+// admitted reports a reservation to the driver.
 func (s *sim) admitted(it *item) {
 	n := s.nodes[it.node]
 	if !n.up || it.epoch != n.epoch {
 		return
 	}
-	s.step(n, it.ev)
+	l, id := it.nl, it.nl.req.id
+	s.call(n, room.Event{Kind: room.EventAdmitted, Room: id}, func() {
+		n.d.Admitted(s.now, id, l, &n.pool, it.pages)
+	})
 }
 
-// dropAdmission takes a room's queued admission off the engine (a
-// reservation already made comes back through EventAdmitted).
-func (s *sim) dropAdmission(n *node, id room.ID) {
-	for i, a := range n.admitQ {
-		if a.room == id {
-			n.admitQ = append(n.admitQ[:i], n.admitQ[i+1:]...)
-			s.tryAdmit(n)
+// freeLeg returns every page the leg holds to the pool. A page with a KV
+// write in flight must not be freed: the driver keeps the room's pages in
+// quarantine (it calls Cancel only after the last KVDone).
+func (s *sim) freeLeg(n *node, l *nodeLeg, by string) {
+	freed := false
+	for p, pg := range n.pool.pages {
+		if pg.leg != l || pg.state == pageFree {
+			continue
+		}
+		if n.pool.writes[p] != 0 {
+			s.violate("quarantine", "%s: %s of %s room=%v frees page %d while %d KV writes into it are in flight",
+				n.addr, by, l.req.name, l.req.id, p, n.pool.writes[p])
 			return
 		}
+		n.pool.pages[p] = page{}
+		n.pool.free = append(n.pool.free, int32(p))
+		freed = true
 	}
-}
-
-// checkAdmittedPlaced checks that the step of EventAdmitted placed every
-// reserved page: in the room's ALLOC or back in the pool.
-func (s *sim) checkAdmittedPlaced(n *node, ev room.Event) {
-	for _, p := range ev.Pages {
-		if pg := n.pages[p]; pg.state == pageReserved && pg.room == ev.Room {
-			s.violate("pages", "%s: page %d admitted for room=%v was neither sent in ALLOC nor freed", n.addr, p, ev.Room)
-			return
-		}
-	}
-}
-
-// freePages returns pages held in state want by room id to the pool.
-func (s *sim) freePages(n *node, id room.ID, pages []int32, want pageState, by string) {
-	for _, p := range pages {
-		if p < 0 || int(p) >= len(n.pages) {
-			s.violate("pages", "%s: %s of room=%v frees page %d outside the pool", n.addr, by, id, p)
-			return
-		}
-		if pg := n.pages[p]; pg.state != want || pg.room != id {
-			s.violate("pages", "%s: %s of room=%v frees page %d, which is %v of room=%v (want %v)",
-				n.addr, by, id, p, pg.state, pg.room, want)
-			return
-		}
-		n.pages[p] = page{}
-		n.free = append(n.free, p)
-	}
-	if len(pages) > 0 {
+	delete(n.admittedPages, l)
+	if freed {
 		s.tryAdmit(n)
 	}
-}
-
-// resume is EffectResume: the room verified the KV; its pages pass to
-// the running sequence, which generates the rest of the answer. The KV
-// must be complete and the token the one prefill computed.
-func (s *sim) resume(n *node, l *nodeLeg, e room.Effect) {
-	if l == nil {
-		s.violate("edge", "%s: resume for room=%v with no leg", n.addr, e.Room)
-		return
-	}
-	r := l.req
-	if want := int64(pagesFor(r.prompt)) * pageBytes; l.recvBytes != want {
-		s.violate("resume", "%s resumed room=%v with %d KV bytes stored, want %d", n.addr, e.Room, l.recvBytes, want)
-		return
-	}
-	if tok, ok := s.tokens[roomAt{e.Room, r.p.addr}]; !ok || tok != e.Token {
-		s.violate("resume", "%s resumed room=%v from token %d; prefill computed %d (known %v)", n.addr, e.Room, e.Token, tok, ok)
-		return
-	}
-	for _, p := range e.Pages {
-		if pg := n.pages[p]; pg.state != pageRoom || pg.room != e.Room {
-			s.violate("pages", "%s: resume of room=%v hands over page %d, which is %v of room=%v", n.addr, e.Room, p, pg.state, pg.room)
-			return
-		}
-		n.pages[p].state = pageSequence
-	}
-	n.gens[r] = &generation{leg: l, pages: append([]int32(nil), e.Pages...)}
-	d := room.Duration(r.generate) * s.sw.DecodePerToken * room.Duration(n.slow)
-	s.after(d, item{kind: itemGenerated, node: int32(n.idx), epoch: n.epoch, req: int32(r.idx)})
-	s.after(s.between(50*us, s.sw.LegLatencyMax), item{kind: itemStream, req: int32(r.idx)})
 }
 
 // generated ends a sequence that ran to its last token.
@@ -258,23 +405,15 @@ func (s *sim) generated(it *item) {
 	if !n.up || it.epoch != n.epoch {
 		return
 	}
-	r := s.reqs[it.req]
-	if g := n.gens[r]; g != nil {
-		s.endSequence(n, r, g, true, "")
+	l := it.nl
+	g := n.gens[l]
+	if g == nil {
+		return
 	}
-}
-
-// endSequence frees a sequence's pages and answers its leg.
-func (s *sim) endSequence(n *node, r *request, g *generation, ok bool, note string) {
-	delete(n.gens, r)
-	s.freePages(n, r.id, g.pages, pageSequence, "sequence end")
-	s.answerLeg(n, g.leg, ok, note)
+	delete(n.gens, l)
+	s.freeLeg(n, l, "sequence end")
+	s.answerLeg(n, l, true, "")
 	if s.tracing {
-		s.tracef("%v %s sequence of %s room=%v ended ok=%v %s", s.now, n.addr, r.name, r.id, ok, note)
+		s.tracef("%v %s sequence of %s room=%v ended", s.now, n.addr, l.req.name, l.req.id)
 	}
-}
-
-// String names a page state.
-func (p pageState) String() string {
-	return [...]string{"free", "reserved", "held by its room", "held by its sequence"}[p]
 }

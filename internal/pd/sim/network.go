@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 
+	"tandem/internal/pd/driver"
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 
@@ -28,82 +30,139 @@ var crashModeNames = [...]string{"silent", "close", "shutdown"}
 
 func (c crashMode) String() string { return crashModeNames[c] }
 
-// frameEvent turns an EffectSend into the event its receiver steps.
-func frameEvent(e room.Effect, from string) room.Event {
-	ev := room.Event{Room: e.Room, Peer: from, Reason: e.Reason}
-	switch e.Frame {
-	case room.FrameHello:
-		ev.Kind = room.EventHello
-	case room.FrameHelloAck:
-		ev.Kind = room.EventHelloAck
-	case room.FrameAlloc:
-		ev.Kind, ev.Pages = room.EventAlloc, append([]int32(nil), e.Pages...)
-	case room.FrameFirstToken:
-		ev.Kind, ev.Token, ev.Logprob = room.EventFirstToken, e.Token, e.Logprob
-	case room.FrameDone:
-		ev.Kind, ev.PageCount, ev.Bytes = room.EventDone, e.PageCount, e.Bytes
-	case room.FrameDoneAck:
-		ev.Kind = room.EventDoneAck
-	case room.FrameAbort:
-		ev.Kind = room.EventAbort
-	case room.FrameFailed:
-		ev.Kind = room.EventFailed
-	}
-	return ev
+// wire is the driver's Wire on node n. Send puts the frame on the link to
+// its peer: the link writes one frame at a time at the seed's bandwidth,
+// so a frame is on the wire (Sent) after the frames ahead of it and its
+// own transmission time; then it travels with latency and the faults
+// below. It only schedules items: it never calls the driver.
+type wire struct {
+	s *sim
+	n *node
 }
 
-// sendFrame carries out an EffectSend.
-func (s *sim) sendFrame(n *node, e room.Effect) {
-	to := s.byAddr[e.Peer]
-	if to == nil {
-		s.violate("edge", "%s: send %v to unknown peer %q", n.addr, e.Frame, e.Peer)
+// Send schedules f's transmission and its Sent.
+func (w wire) Send(f driver.Frame) {
+	s, n := w.s, w.n
+	to := s.byAddr[f.Peer]
+	if to == nil || to.role == n.role {
+		s.violate("edge", "%s: send of room=%v to unknown peer %q", n.addr, f.Room, f.Peer)
 		return
 	}
-	if n.role == room.RoleDecode && e.Frame == room.FrameAlloc {
-		if l := n.legs[e.Room]; l != nil {
-			l.allocated = true
-		}
-		for _, p := range e.Pages {
-			if pg := n.pages[p]; pg.state != pageReserved || pg.room != e.Room {
-				s.violate("pages", "%s: ALLOC of room=%v names page %d, which is %v of room=%v", n.addr, e.Room, p, pg.state, pg.room)
-				return
-			}
-			n.pages[p].state = pageRoom
-		}
+	out := n.out[f.Peer]
+	if out == nil {
+		out = &[driver.LaneKV + 1]*driver.Frame{}
+		n.out[f.Peer] = out
 	}
-	s.transmit(n, to, item{kind: itemFrame, ev: frameEvent(e, n.addr)}, e.Frame.String())
-}
-
-// sendKV ships chunk c of a prefill job (bytes of KV) to its decode node.
-func (s *sim) sendKV(n *node, j *job, c int, bytes int64) {
-	to := s.byAddr[j.peer]
-	if to == nil {
-		s.violate("edge", "%s: KV for room=%v to unknown peer %q", n.addr, j.room, j.peer)
+	if f.Lane != driver.LaneControl && f.Lane != driver.LaneKV {
+		s.violate("lanes", "%s: send of room=%v on lane %d", n.addr, f.Room, f.Lane)
 		return
 	}
-	s.transmit(n, to, item{kind: itemFrame, ev: room.Event{Room: j.room, Peer: n.addr}, chunk: int32(c + 1), bytes: bytes}, "kv")
+	if out[f.Lane] != nil {
+		s.violate("lanes", "%s: a second frame on the %v lane to %s (room=%v) while one is outstanding (room=%v)",
+			n.addr, laneName(f.Lane), f.Peer, f.Room, out[f.Lane].Room)
+		return
+	}
+	// No control frame waits behind more than one KV frame of another
+	// room: the frames ahead of it on the link are the KV lane's one.
+	if f.Lane == driver.LaneControl {
+		if k := out[driver.LaneKV]; k != nil && k.Room != f.Room && s.linkBusy[n.idx][to.idx] > s.now {
+			s.st.ControlBehindKV++
+		}
+	}
+	// A frame of a room that ended in an earlier call waited in the
+	// driver's lane past the end (ABORT and FAILED are the end's notice).
+	if c, ended := n.endedIn[f.Room]; ended && c < n.calls {
+		s.st.FramesAfterEnd[frameName(f)]++
+	}
+	fc := f
+	out[f.Lane] = &fc
+	start := max(s.now, s.linkBusy[n.idx][to.idx])
+	end := start + room.Instant(s.txTime(f.Bytes()))
+	s.linkBusy[n.idx][to.idx] = end
+	s.schedule(end, item{kind: itemSent, node: int32(n.idx), peer: int32(to.idx), epoch: n.epoch, gen: uint64(f.Lane), frame: &fc})
+	if s.tracing {
+		s.tracef("%v %s send %s room=%v to %s lane=%v on the wire at %v", s.now, n.addr, frameName(f), f.Room, f.Peer, laneName(f.Lane), end)
+	}
 }
 
-// transmit schedules a frame's delivery, or loses it.
+// PeerIdle notes that the driver holds nothing for peer: the wire must
+// have nothing outstanding for it either.
+func (w wire) PeerIdle(peer string) {
+	s, n := w.s, w.n
+	if out := n.out[peer]; out != nil {
+		if out[driver.LaneControl] != nil || out[driver.LaneKV] != nil {
+			s.violate("peer_state", "%s: PeerIdle(%s) while a frame to it is outstanding", n.addr, peer)
+			return
+		}
+		delete(n.out, peer)
+	}
+	s.st.PeersIdle++
+}
+
+// txTime is how long the link takes to write b bytes.
+func (s *sim) txTime(b int64) room.Duration {
+	return room.Duration(float64(b)/s.sw.LinkBytesPerUs)*us + us
+}
+
+func laneName(l driver.Lane) string {
+	if l == driver.LaneKV {
+		return "kv"
+	}
+	return "control"
+}
+
+func frameName(f driver.Frame) string {
+	if f.Lane == driver.LaneKV {
+		return "KV"
+	}
+	return f.Type.String()
+}
+
+// sent is the end of a frame's transmission: Driver.Sent with the
+// connection's fate, and the frame's way to the receiver.
+func (s *sim) sent(it *item) {
+	n, to := s.nodes[it.node], s.nodes[it.peer]
+	if !n.up || it.epoch != n.epoch {
+		return
+	}
+	lane := driver.Lane(it.gen)
+	if out := n.out[to.addr]; out == nil || out[lane] != it.frame {
+		s.violate("lanes", "%s: Sent for a %v frame to %s that is not outstanding", n.addr, laneName(lane), to.addr)
+		return
+	}
+	n.out[to.addr][lane] = nil
+	var err error
+	switch {
+	case !to.up && to.mode != crashSilent:
+		err = fmt.Errorf("connection to %s refused: it is down", to.addr)
+	case s.blocked[n.idx][to.idx] && s.broken[n.idx][to.idx]:
+		err = fmt.Errorf("connection to %s closed during a partition", to.addr)
+	}
+	if err != nil {
+		s.st.FramesLost++
+		if s.tracing {
+			s.tracef("%v net %s room=%v %s->%s lost (%v)", s.now, frameName(*it.frame), it.frame.Room, n.addr, to.addr, err)
+		}
+	} else {
+		s.transmit(n, to, item{kind: itemFrame, frame: it.frame, from: int32(n.idx)}, frameName(*it.frame))
+	}
+	s.call(n, room.Event{}, func() { n.d.Sent(s.now, to.addr, lane, err) })
+}
+
+// transmit schedules a written frame's delivery, or loses it.
 func (s *sim) transmit(from, to *node, it item, what string) {
 	s.st.FramesSent++
 	lost := ""
 	switch {
 	case !to.up:
 		lost = to.addr + " is down"
-		if to.mode != crashSilent {
-			// the connection is refused: the sender's transport says so
-			s.after(s.between(10*us, s.sw.FrameLatencyMax), item{kind: itemPeerLost, node: int32(from.idx), peer: int32(to.idx), epoch: from.epoch})
-		}
-	case s.blocked[from.idx][to.idx] && s.broken[from.idx][to.idx]:
-		lost = "partition, connection closed"
 	case s.blocked[from.idx][to.idx]:
 		// TCP keeps retrying: the frame arrives after the heal, unless
 		// a side gives the connection up first.
 		it.node, it.epoch = int32(to.idx), to.epoch
 		s.held[from.idx][to.idx] = append(s.held[from.idx][to.idx], it)
 		if s.tracing {
-			s.tracef("%v net %s room=%v %s->%s held (partition)", s.now, what, it.ev.Room, from.addr, to.addr)
+			s.tracef("%v net %s room=%v %s->%s held (partition)", s.now, what, it.frame.Room, from.addr, to.addr)
 		}
 		return
 	case s.chance(s.sw.DropRate):
@@ -112,7 +171,7 @@ func (s *sim) transmit(from, to *node, it item, what string) {
 	if lost != "" {
 		s.st.FramesLost++
 		if s.tracing {
-			s.tracef("%v net %s room=%v %s->%s lost (%s)", s.now, what, it.ev.Room, from.addr, to.addr, lost)
+			s.tracef("%v net %s room=%v %s->%s lost (%s)", s.now, what, it.frame.Room, from.addr, to.addr, lost)
 		}
 		return
 	}
@@ -123,7 +182,7 @@ func (s *sim) transmit(from, to *node, it item, what string) {
 	if s.chance(s.sw.ReorderRate) {
 		at += room.Instant(s.between(0, s.sw.ReorderMax))
 		if s.tracing {
-			s.tracef("%v net %s room=%v %s->%s held back until %v (reorder)", s.now, what, it.ev.Room, from.addr, to.addr, at)
+			s.tracef("%v net %s room=%v %s->%s held back until %v (reorder)", s.now, what, it.frame.Room, from.addr, to.addr, at)
 		}
 	} else {
 		at = max(at, s.linkLast[from.idx][to.idx])
@@ -135,60 +194,144 @@ func (s *sim) transmit(from, to *node, it item, what string) {
 		dup := at + room.Instant(s.between(0, s.sw.ReorderMax))
 		s.schedule(dup, it)
 		if s.tracing {
-			s.tracef("%v net %s room=%v %s->%s duplicated, again at %v", s.now, what, it.ev.Room, from.addr, to.addr, dup)
+			s.tracef("%v net %s room=%v %s->%s duplicated, again at %v", s.now, what, it.frame.Room, from.addr, to.addr, dup)
 		}
 	}
 }
 
-// deliver hands a frame to its node.
+// reader is the receiving side of one connection, as the transport reads
+// it: one frame at a time. A KV frame's bytes are copied into the page
+// KVDest gave after it (the copy takes a little while; other calls into the
+// driver happen meanwhile), then KVDone; frames behind it wait.
+type reader struct {
+	busy    bool
+	waiting []item
+	page    int32 // the page being written, -1 for none
+}
+
+// deliver hands a frame to its node's reader for the sending peer.
 func (s *sim) deliver(it *item) {
 	n := s.nodes[it.node]
 	if !n.up || it.epoch != n.epoch {
 		if s.tracing {
-			s.tracef("%v net room=%v to %s lost (the receiver restarted or is down)", s.now, it.ev.Room, n.addr)
+			s.tracef("%v net room=%v to %s lost (the receiver restarted or is down)", s.now, it.frame.Room, n.addr)
 		}
 		return
 	}
-	if it.chunk == 0 {
-		s.step(n, it.ev)
+	rd := n.readers[int(it.from)]
+	if rd == nil {
+		rd = &reader{page: -1}
+		n.readers[int(it.from)] = rd
+	}
+	if rd.busy {
+		rd.waiting = append(rd.waiting, *it)
 		return
 	}
-	s.storeKV(n, it)
+	s.read(n, rd, it)
 }
 
-// storeKV is the decode edge storing one KV frame (the worker's KVDest and
-// KVDone): only for a room with pages that is receiving from this peer;
-// anything else is discarded and the room is not touched. A chunk stored
-// twice is counted once, so a duplicated frame cannot stand in for a lost
-// one.
-func (s *sim) storeKV(n *node, it *item) {
-	id := it.ev.Room
-	l := n.legs[id]
-	st, _, ok := n.m.State(id)
-	why := ""
-	switch {
-	case l == nil || !ok || l.roomDone:
-		why = "unknown or finished room"
-	case st != room.StateWaitingForInput && st != room.StateTransferring:
-		why = "room not receiving"
-	case l.req.p.addr != it.ev.Peer || !l.allocated:
-		why = "wrong peer or no pages"
-	case l.chunks&(1<<uint(it.chunk-1)) != 0:
-		why = "chunk already stored"
-	}
-	if why != "" {
-		if s.tracing {
-			s.tracef("%v %s kv room=%v chunk %d from %s discarded (%s)", s.now, n.addr, id, it.chunk-1, it.ev.Peer, why)
-		}
+// read is the transport handling one received frame: a control frame goes
+// to Driver.Frame; a KV frame asks KVDest for its page and schedules the
+// copy's end (KVDone).
+func (s *sim) read(n *node, rd *reader, it *item) {
+	f, from := it.frame, s.nodes[it.from].addr
+	if f.Lane == driver.LaneControl {
+		h := kvwire.NewHeader(f.Type, f.Room, f.Payload)
+		s.call(n, room.Event{Kind: controlEvent(f.Type), Room: f.Room, Peer: from}, func() {
+			n.d.Frame(s.now, from, h, f.Payload)
+		})
 		return
 	}
-	l.chunks |= 1 << uint(it.chunk-1)
-	if s.chance(s.sw.ChecksumRate) {
-		s.step(n, room.Event{Kind: room.EventChecksumError, Room: id})
+	var dst []byte
+	n.pool.lastPage = -1
+	s.call(n, room.Event{}, func() { dst = n.d.KVDest(from, f.Room, f.KV, len(f.Data)) })
+	if s.v != nil || !n.up {
 		return
 	}
-	l.recvBytes += it.bytes
-	s.step(n, room.Event{Kind: room.EventKVReceived, Room: id, Bytes: l.recvBytes})
+	if dst == nil {
+		// The transport discards the bytes and still reports the end.
+		s.call(n, room.Event{}, func() { n.d.KVDone(s.now, from, f.Room, f.KV, len(f.Data), true) })
+		return
+	}
+	p := n.pool.lastPage
+	if p < 0 || n.role != room.RoleDecode {
+		s.violate("kv_dest", "%s: KVDest for room=%v returned bytes that are no page of the pool", n.addr, f.Room)
+		return
+	}
+	if pg := n.pool.pages[p]; pg.state != pageReserved || pg.leg == nil || pg.leg.req.id != f.Room || pg.leg.req.p.addr != from {
+		s.violate("kv_dest", "%s: KVDest points KV of room=%v from %s into page %d, which is %v (leg %v)",
+			n.addr, f.Room, from, p, pg.state, legDesc(pg.leg))
+		return
+	}
+	n.pool.writes[p]++
+	n.inflight[f.Room]++
+	rd.busy, rd.page = true, p
+	ok := !s.chance(s.sw.ChecksumRate)
+	s.after(s.between(us, 50*us), item{kind: itemKVDone, node: int32(n.idx), epoch: n.epoch, from: it.from, frame: f, ok: ok})
+	_ = dst
+}
+
+// kvDone ends a KV frame's copy into its page: the bytes land (corrupted
+// when the checksum fault hit), KVDone, and the reader takes the next
+// frame.
+func (s *sim) kvDone(it *item) {
+	n := s.nodes[it.node]
+	if !n.up || it.epoch != n.epoch {
+		return
+	}
+	rd := n.readers[int(it.from)]
+	f, from := it.frame, s.nodes[it.from].addr
+	p := rd.page
+	dst := n.pool.kvSlot(int(f.KV.Layer), f.KV.Kind, p)
+	copy(dst, f.Data)
+	if !it.ok {
+		dst[0] ^= 0xff
+	}
+	n.pool.writes[p]--
+	n.inflight[f.Room]--
+	if n.inflight[f.Room] == 0 {
+		delete(n.inflight, f.Room)
+	}
+	if st, _, known := n.d.State(f.Room); !known || st.Terminal() {
+		s.st.QuarantinedWrites++
+	}
+	rd.busy, rd.page = false, -1
+	s.call(n, room.Event{}, func() { n.d.KVDone(s.now, from, f.Room, f.KV, len(f.Data), it.ok) })
+	for !rd.busy && len(rd.waiting) > 0 && s.v == nil && n.up && it.epoch == n.epoch {
+		next := rd.waiting[0]
+		rd.waiting = rd.waiting[1:]
+		s.read(n, rd, &next)
+	}
+}
+
+// controlEvent is the room event a control frame type becomes.
+func controlEvent(t kvwire.Type) room.EventKind {
+	switch t {
+	case kvwire.TypeHello:
+		return room.EventHello
+	case kvwire.TypeHelloAck:
+		return room.EventHelloAck
+	case kvwire.TypeAlloc:
+		return room.EventAlloc
+	case kvwire.TypeFirstToken:
+		return room.EventFirstToken
+	case kvwire.TypeDone:
+		return room.EventDone
+	case kvwire.TypeDoneAck:
+		return room.EventDoneAck
+	case kvwire.TypeAbort:
+		return room.EventAbort
+	case kvwire.TypeFailed:
+		return room.EventFailed
+	}
+	return 0
+}
+
+func legDesc(l *nodeLeg) string {
+	if l == nil {
+		return "none"
+	}
+	return l.req.name
 }
 
 // scheduleFaults queues the run's crashes and partitions, all within
@@ -291,7 +434,10 @@ func (s *sim) peerLost(it *item) {
 			s.after(s.between(10*us, s.sw.FrameLatencyMax), item{kind: itemPeerLost, node: int32(a), peer: int32(b), epoch: peer.epoch})
 		}
 	}
-	s.step(n, room.Event{Kind: room.EventPeerLost, Peer: peer.addr})
+	s.call(n, room.Event{}, func() { n.d.PeerLost(s.now, peer.addr) })
+	if s.v == nil && n.up {
+		s.checkPeerGone(n, peer.addr)
+	}
 }
 
 // closeConnection gives up the connection between nodes a and b: frames
@@ -321,7 +467,7 @@ func (s *sim) crash(n *node, mode crashMode) {
 	}
 	if mode == crashShutdown {
 		n.stopping = true
-		s.step(n, room.Event{Kind: room.EventShutdown})
+		s.call(n, room.Event{}, func() { n.d.Shutdown(s.now) })
 		s.after(s.between(1*ms, 50*ms), item{kind: itemCrash, node: int32(n.idx), gen: uint64(crashClose)})
 		return
 	}
@@ -340,9 +486,10 @@ func (s *sim) down(n *node, mode crashMode) {
 		s.closeConnection(n.idx, p.idx)
 		s.broken[n.idx][p.idx], s.broken[p.idx][n.idx] = false, false
 	}
-	n.up, n.mode, n.m, n.stopping = false, mode, nil, false
+	n.up, n.mode, n.d, n.stopping = false, mode, nil, false
 	n.epoch++
-	n.legs, n.legList, n.jobs, n.admitQ, n.gens, n.track = nil, nil, nil, nil, nil, nil
+	n.legList, n.jobs, n.admitQ, n.gens, n.track, n.admittedPages = nil, nil, nil, nil, nil, nil
+	n.out, n.readers, n.inflight = nil, nil, nil
 	for _, p := range s.nodes {
 		if p.role == n.role {
 			continue

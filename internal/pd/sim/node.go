@@ -3,13 +3,19 @@ package sim
 import (
 	"fmt"
 
+	"tandem/internal/pd/driver"
 	"tandem/internal/pd/room"
 )
 
-// A node is one worker: a real *room.Machine for its role, the edge that
-// carries out the machine's effects the way internal/pd/worker does, a
-// simulated engine and a timer. A crash drops all of it; a restart starts a
-// fresh incarnation (epoch), and items meant for an old one are dropped.
+// A node is one worker: the shipped edge (a *driver.Driver around its
+// room.Machine) with fake adapters on the virtual clock: an engine
+// (engine.go), a wire (network.go) and the router's legs (router.go). A
+// crash drops all of it; a restart starts a fresh incarnation (epoch), and
+// items meant for an old one are dropped.
+//
+// The driver is not re-entrant: the adapters' methods only record what
+// they were asked and schedule items on the virtual-time queue, never call
+// back into the driver.
 
 // node is one prefill or decode worker.
 type node struct {
@@ -19,15 +25,13 @@ type node struct {
 	up    bool
 	epoch uint32
 	mode  crashMode // how its last crash looked to peers
-	// stopping: a graceful shutdown is draining (EventShutdown stepped,
+	// stopping: a graceful shutdown is draining (Driver.Shutdown called,
 	// the node still up)
 	stopping bool
 	slow     int64 // engine slowness factor (1: healthy)
-	m        *room.Machine
+	d        *driver.Driver
 
-	legs       map[room.ID]*nodeLeg // rooms with a router leg here (the worker's legs)
-	legList    []*nodeLeg           // every leg this incarnation took, in order
-	submitting *nodeLeg             // the leg whose EventRequest is being stepped
+	legList    []*nodeLeg // every leg this incarnation took, in order
 	timerArmed bool
 	timerAt    room.Instant
 	timerGen   uint64
@@ -35,72 +39,53 @@ type node struct {
 	// prefill engine: jobs in submission order, the first PrefillSlots run
 	jobs   []*job
 	jobGen uint64
-	// decode engine: the page pool and the admission queue (FIFO)
-	pages  []page
-	free   []int32
+	// decode engine: the page pool (bytes included) and the admission
+	// queue (FIFO)
+	pool   pool
 	admitQ []admission
-	gens   map[*request]*generation // resumed sequences, by request (a room id may be reused)
+	gens   map[*nodeLeg]*generation // resumed sequences
+	// admittedPages: the pages each leg was admitted with, in the order
+	// Driver.Admitted got them (KV ordinal o lands in the o-th)
+	admittedPages map[*nodeLeg][]int32
+
+	// the wire's view of this node's sends: the frame outstanding on each
+	// peer's lane, and the receiving side's reader per sending peer
+	out     map[string]*[driver.LaneKV + 1]*driver.Frame
+	readers map[int]*reader
+	// inflight counts KV writes between KVDest and KVDone per room (the
+	// quarantine the driver must respect)
+	inflight map[room.ID]int
+
+	// what the current driver call stepped, for the checks; calls counts
+	// the calls into the driver, endedIn the call in which each room last
+	// turned terminal (for frames sent after their room ended)
+	evs     []evRec
+	trans   []room.Transition
+	calls   uint64
+	endedIn map[room.ID]uint64
 
 	// per-incarnation bookkeeping for the invariants
 	track map[room.ID]*roomTrack
 }
 
-// nodeLeg is the node's record of one router leg.
+// evRec is one event the driver stepped, as its Observer saw it.
+type evRec struct {
+	kind room.EventKind
+	o    room.Outcome
+}
+
+// nodeLeg is the node's record of one router leg (the driver's Leg).
 type nodeLeg struct {
+	n         *node
 	req       *request
 	leg       int8
 	answered  bool
-	rejected  bool
-	roomDone  bool   // the room released (the worker's roomDone)
-	allocated bool   // decode: ALLOC sent, KV may land in the pages
-	chunks    uint32 // decode: distinct KV chunks stored (bit i: chunk i)
-	recvBytes int64
-}
-
-// job is one prompt on the prefill engine.
-type job struct {
-	gen     uint64
-	room    room.ID
-	leg     *nodeLeg
-	peer    string
-	chunks  int
-	next    int // chunks done
-	failAt  int // chunk at which the engine fails (-1: never)
-	sent    int64
-	running bool
-}
-
-// pageState says who holds a decode page.
-type pageState uint8
-
-const (
-	pageFree     pageState = iota
-	pageReserved           // the engine reserved it for a room; EventAdmitted is on its way
-	pageRoom               // the room sent it in ALLOC
-	pageSequence           // the room resumed: the running sequence holds it
-)
-
-type page struct {
-	state pageState
-	room  room.ID
-}
-
-// admission is a request waiting in the decode engine for pages.
-type admission struct {
-	room room.ID
-	need int
-}
-
-// generation is a resumed decode sequence.
-type generation struct {
-	leg   *nodeLeg
-	pages []int32
+	cancelled bool // the engine's Cancel ran for it
 }
 
 // roomTrack is what the checks remember about a room on one incarnation.
 type roomTrack struct {
 	ended      int
-	released   int
 	terminal   room.State
 	abortFirst bool         // an ABORT or FAILED came while the room was unknown here
 	abortAt    room.Instant // when
@@ -113,26 +98,26 @@ func (s *sim) boot(n *node) {
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}
-	m, err := room.New(cfg)
+	d, err := driver.New(driver.Config{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
+		Engine: engine{s, n}, Wire: wire{s, n}, Legs: legs{s, n}, Observer: observer{s, n}})
 	if err != nil {
-		s.violate("config", "room.New(%+v): %v", cfg, err)
+		s.violate("config", "driver.New(%+v): %v", cfg, err)
 		return
 	}
-	n.m, n.up, n.stopping = m, true, false
+	n.d, n.up, n.stopping = d, true, false
 	n.epoch++
-	n.legs, n.legList, n.submitting = map[room.ID]*nodeLeg{}, nil, nil
+	n.legList = nil
 	n.timerArmed, n.timerGen = false, n.timerGen+1
-	n.jobs, n.admitQ, n.gens = nil, nil, map[*request]*generation{}
+	n.jobs, n.admitQ, n.gens = nil, nil, map[*nodeLeg]*generation{}
+	n.admittedPages = map[*nodeLeg][]int32{}
+	n.out, n.readers, n.inflight = map[string]*[driver.LaneKV + 1]*driver.Frame{}, map[int]*reader{}, map[room.ID]int{}
 	n.track = map[room.ID]*roomTrack{}
+	n.endedIn = map[room.ID]uint64{}
 	if n.slow == 0 {
 		n.slow = 1
 	}
 	if n.role == room.RoleDecode {
-		n.pages = make([]page, s.sw.PoolPages)
-		n.free = n.free[:0]
-		for p := s.sw.PoolPages - 1; p >= 0; p-- {
-			n.free = append(n.free, int32(p))
-		}
+		n.pool = newPool(s.sw.PoolPages, s.sw.KVLayers)
 	}
 }
 
@@ -146,6 +131,39 @@ func (n *node) trackOf(id room.ID) *roomTrack {
 	return t
 }
 
+// call runs one call into n's driver and checks it: ev names the event the
+// call steps first (its Kind and Room; Kind 0 for calls that step nothing
+// of their own, such as Sent), which the checks look at before and after.
+func (s *sim) call(n *node, ev room.Event, fn func()) {
+	if s.v != nil || !n.up {
+		return
+	}
+	before := s.snapshot(n, ev)
+	n.evs, n.trans = n.evs[:0], n.trans[:0]
+	n.calls++
+	fn()
+	if s.v != nil || !n.up {
+		return
+	}
+	var o room.Outcome
+	if ev.Kind != 0 {
+		for _, e := range n.evs {
+			if e.kind == ev.Kind {
+				o = e.o
+				break
+			}
+		}
+	}
+	s.checkCall(n, ev, o, before)
+	if s.v == nil && !s.opts.breakTimers {
+		s.armTimer(n)
+		s.checkDeadline(n)
+	}
+	if s.v == nil {
+		s.checkPeers(n)
+	}
+}
+
 // legArrive is a router leg's HTTP request reaching its node: the worker's
 // submit. A node that is down refuses the connection.
 func (s *sim) legArrive(it *item) {
@@ -155,30 +173,30 @@ func (s *sim) legArrive(it *item) {
 		s.answerRouter(r, k, false, "connection refused: "+n.addr+" is down")
 		return
 	}
-	l := &nodeLeg{req: r, leg: k}
-	if n.legs[r.id] == nil {
-		n.legs[r.id] = l
-	}
-	ev := room.Event{Kind: room.EventRequest, Room: r.id, RequestID: r.reqID}
+	l := &nodeLeg{n: n, req: r, leg: k}
+	peer := ""
 	if n.role == room.RoleDecode {
-		ev.Peer = r.p.addr
+		peer = r.p.addr
 	}
-	n.submitting = l
-	s.step(n, ev)
-	n.submitting = nil
-	if l.rejected {
-		if n.legs[r.id] == l {
-			delete(n.legs, r.id)
-		}
-		return
-	}
+	// Taken before the call: the driver may answer the leg (Legs.Fail)
+	// inside it.
 	r.legs[k].taken, r.legs[k].epoch = true, n.epoch
 	n.legList = append(n.legList, l)
+	var rej *driver.Reject
+	s.call(n, room.Event{Kind: room.EventRequest, Room: r.id}, func() {
+		rej = n.d.Request(s.now, r.id, r.reqID, peer, l)
+	})
+	if rej != nil {
+		r.legs[k].taken = false
+		n.legList = n.legList[:len(n.legList)-1]
+		s.answerLeg(n, l, false, fmt.Sprintf("status %d %v", rej.Status, rej.Reason))
+	}
 }
 
 // legCancel is the router's cancel reaching the node that took the leg:
-// the worker's clientAbort. Before the room ends it is EventClientAbort;
-// after decode resumed it ends the running sequence.
+// the worker's clientAbort (Driver.ClientAbort), which before the room
+// ends is EventClientAbort and after a decode success ends the running
+// sequence.
 func (s *sim) legCancel(it *item) {
 	r, k := s.reqs[it.req], it.leg
 	n := r.legNode(k)
@@ -186,13 +204,21 @@ func (s *sim) legCancel(it *item) {
 	if !rl.taken || !n.up || rl.epoch != n.epoch {
 		return // never taken, or the connection died with that incarnation
 	}
-	if g := n.gens[r]; g != nil {
-		s.endSequence(n, r, g, false, "client_abort")
+	l := n.legOf(r, k)
+	if l == nil {
 		return
 	}
-	if l := n.legs[r.id]; l != nil && l.req == r && !l.roomDone {
-		s.step(n, room.Event{Kind: room.EventClientAbort, Room: r.id})
+	s.call(n, room.Event{Kind: room.EventClientAbort, Room: r.id}, func() { n.d.ClientAbort(s.now, r.id, l) })
+}
+
+// legOf returns the leg of request r this incarnation took.
+func (n *node) legOf(r *request, k int8) *nodeLeg {
+	for i := len(n.legList) - 1; i >= 0; i-- {
+		if l := n.legList[i]; l.req == r && l.leg == k {
+			return l
+		}
 	}
+	return nil
 }
 
 // answerRouter sends a leg's answer back to the router.
@@ -211,136 +237,90 @@ func (s *sim) answerLeg(n *node, l *nodeLeg, ok bool, note string) {
 	s.answerRouter(l.req, l.leg, ok, note)
 }
 
-// step applies one event to n's machine, checks it, carries out the
-// effects, and steps the follow-up events the edge produces (an engine
-// that refuses a prompt, a compute that started), as the worker does.
-func (s *sim) step(n *node, ev room.Event) room.Outcome {
-	pending := []room.Event{ev}
-	var first room.Outcome
-	for i := 0; i < len(pending) && s.v == nil; i++ {
-		if i > followUpsMax {
-			s.violate("sim", "more than %d follow-up events from one step on %s", followUpsMax, n.addr)
-			break
-		}
-		e := pending[i]
-		before := s.snapshot(n, e)
-		o := n.m.Step(s.now, e)
-		rd := n.m.Ready()
-		n.m.Advance()
-		s.st.Steps++
-		if s.tracing {
-			s.traceStep(n, e, o, rd)
-		}
-		s.checkStep(n, e, o, before, rd)
-		pending = append(pending, s.apply(n, e, rd)...)
-		if i == 0 {
-			first = o
-		}
-	}
-	if s.v == nil && n.up && !s.opts.breakTimers {
-		s.armTimer(n)
-		s.checkDeadline(n)
-	}
-	return first
+// legs is the driver's Legs on node n.
+type legs struct {
+	s *sim
+	n *node
 }
 
-// apply carries out a step's effects in order and returns follow-up
-// events.
-func (s *sim) apply(n *node, ev room.Event, rd room.Ready) []room.Event {
-	var more []room.Event
-	for _, t := range rd.Transitions {
-		if t.To.Terminal() {
-			s.st.Drained = max(s.st.Drained, s.now)
-			if t.To == room.StateSucceeded {
-				s.st.RoomSuccesses++
-			} else {
-				s.st.RoomFailures[t.Reason]++
-			}
-		}
-	}
-	for _, e := range rd.Effects {
-		if s.v != nil {
-			break
-		}
-		if f, ok := s.applyOne(n, ev, e); ok {
-			more = append(more, f)
-		}
-	}
-	if ev.Kind == room.EventAdmitted && n.role == room.RoleDecode {
-		s.checkAdmittedPlaced(n, ev)
-	}
-	return more
-}
-
-func (s *sim) applyOne(n *node, ev room.Event, e room.Effect) (room.Event, bool) {
-	l := n.legs[e.Room]
-	switch e.Kind {
-	case room.EffectSend:
-		s.sendFrame(n, e)
-	case room.EffectStartCompute:
-		return s.startCompute(n, l, e)
-	case room.EffectCancelCompute:
-		s.cancelJob(n, e.Room)
-	case room.EffectAdmit:
-		return s.admit(n, l, e)
-	case room.EffectResume:
-		s.resume(n, l, e)
-	case room.EffectCancelRequest:
-		if l == nil {
-			s.violate("edge", "%s: cancel_request for room=%v with no leg", n.addr, e.Room)
-			break
-		}
-		s.answerLeg(n, l, false, e.Reason.String())
-		s.dropAdmission(n, e.Room)
-	case room.EffectReject:
-		s.reject(n, ev, e)
-	case room.EffectRelease:
-		s.release(n, l, e)
-	case room.EffectReplyDone:
-		if l == nil {
-			s.violate("edge", "%s: reply_done for room=%v with no leg", n.addr, e.Room)
-			break
-		}
-		s.answerLeg(n, l, true, "")
-	case room.EffectFreePages:
-		s.freePages(n, e.Room, e.Pages, pageReserved, "free_pages")
-	default:
-		s.violate("edge", "%s: unknown effect %v", n.addr, e)
-	}
-	return room.Event{}, false
-}
-
-// reject answers the leg being submitted at once.
-func (s *sim) reject(n *node, ev room.Event, e room.Effect) {
-	l := n.submitting
-	if l == nil || ev.Kind != room.EventRequest || e.Room != ev.Room || e.RequestID != ev.RequestID {
-		s.violate("edge", "%s: reject %v outside the request it answers (%v)", n.addr, e, ev.Kind)
+// Succeed answers a prefill leg whose transfer succeeded.
+func (a legs) Succeed(leg driver.Leg) {
+	l := leg.(*nodeLeg)
+	if a.n.role != room.RolePrefill {
+		a.s.violate("edge", "%s: Legs.Succeed for the %s leg of %s on a decode node", a.n.addr, legName(l.leg), l.req.name)
 		return
 	}
-	l.rejected = true
-	s.answerLeg(n, l, false, fmt.Sprintf("status %d %v", e.Status, e.Reason))
+	a.s.answerLeg(a.n, l, true, "")
 }
 
-// release is the room's one EffectRelease: the leg is done with (unless
-// its sequence runs on), a queued admission is dropped, and a failed
-// decode room's pages go back to the pool.
-func (s *sim) release(n *node, l *nodeLeg, e room.Effect) {
-	t := n.trackOf(e.Room)
-	t.released++
-	if l != nil {
-		l.roomDone = true
-		delete(n.legs, e.Room)
-	}
-	if n.role == room.RoleDecode {
-		s.dropAdmission(n, e.Room)
-		s.freePages(n, e.Room, e.Pages, pageRoom, "release")
+// Fail answers a leg with its room's failure.
+func (a legs) Fail(leg driver.Leg, reason room.Reason) {
+	l := leg.(*nodeLeg)
+	a.s.answerLeg(a.n, l, false, reason.String())
+}
+
+// observer is the driver's Observer on node n: it counts, traces, and
+// keeps what the current call stepped for the checks.
+type observer struct {
+	s *sim
+	n *node
+}
+
+// Event records one stepped event.
+func (o observer) Event(kind room.EventKind, out room.Outcome) {
+	o.s.st.Steps++
+	o.n.evs = append(o.n.evs, evRec{kind, out})
+	if o.s.tracing {
+		o.s.tracef("%v %s.%d %v => %v", o.s.now, o.n.addr, o.n.epoch, kind, out)
 	}
 }
 
-// armTimer sets the node's one timer to the machine's next deadline, late
+// Transition records one state change.
+func (o observer) Transition(t room.Transition, bytes int64) {
+	o.n.trans = append(o.n.trans, t)
+	if t.To.Terminal() {
+		o.n.endedIn[t.Room] = o.n.calls
+	} else {
+		delete(o.n.endedIn, t.Room)
+	}
+	if t.To.Terminal() {
+		o.s.st.Drained = max(o.s.st.Drained, o.s.now)
+		if t.To == room.StateSucceeded {
+			o.s.st.RoomSuccesses++
+		} else {
+			o.s.st.RoomFailures[t.Reason]++
+		}
+	}
+	if o.s.tracing {
+		o.s.trace = append(o.s.trace, o.s.shorten("    "+t.String()))
+	}
+}
+
+// KVDropped counts a received KV frame the driver discarded.
+func (o observer) KVDropped(why string) {
+	o.s.st.KVDiscarded++
+	if o.s.tracing {
+		o.s.tracef("%v %s kv discarded (%s)", o.s.now, o.n.addr, why)
+	}
+}
+
+// BadFrame is a violation: the simulator only sends well-formed frames.
+func (o observer) BadFrame(why string) {
+	o.s.violate("edge", "%s: the driver dropped a frame as %s; the simulator sends only well-formed ones", o.n.addr, why)
+}
+
+// SendDropped counts frames the driver did not send.
+func (o observer) SendDropped(why string, frames int) {
+	o.s.st.SendDropped[why] += frames
+	if o.s.tracing {
+		o.s.tracef("%v %s driver dropped %d frames (%s)", o.s.now, o.n.addr, frames, why)
+	}
+}
+
+// armTimer sets the node's one timer to the driver's next deadline, late
 // by up to TimerLateMax, as the worker's timer loop does.
 func (s *sim) armTimer(n *node) {
-	next, ok := n.m.NextDeadline()
+	next, ok := n.d.NextDeadline()
 	if !ok || (n.timerArmed && n.timerAt <= next) {
 		return
 	}
@@ -350,15 +330,17 @@ func (s *sim) armTimer(n *node) {
 	s.schedule(next+room.Instant(late), item{kind: itemTimer, node: int32(n.idx), epoch: n.epoch, gen: n.timerGen})
 }
 
-// timerFired ticks the machine. Afterwards nothing may be due any more.
+// timerFired ticks the driver. Afterwards nothing may be due any more.
 func (s *sim) timerFired(it *item) {
 	n := s.nodes[it.node]
 	if !n.up || it.epoch != n.epoch || it.gen != n.timerGen {
 		return
 	}
 	n.timerArmed = false
-	s.step(n, room.Event{Kind: room.EventTick})
-	if next, ok := n.m.NextDeadline(); ok && next <= s.now && s.v == nil {
-		s.violate("tick", "%s: Tick(%v) left work due at %v", n.addr, s.now, next)
+	s.call(n, room.Event{}, func() { n.d.Tick(s.now) })
+	if s.v == nil && n.up {
+		if next, ok := n.d.NextDeadline(); ok && next <= s.now {
+			s.violate("tick", "%s: Tick(%v) left work due at %v", n.addr, s.now, next)
+		}
 	}
 }

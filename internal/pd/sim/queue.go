@@ -1,6 +1,9 @@
 package sim
 
-import "tandem/internal/pd/room"
+import (
+	"tandem/internal/pd/driver"
+	"tandem/internal/pd/room"
+)
 
 // itemKind names what a queued item does when its time comes.
 type itemKind uint8
@@ -12,10 +15,12 @@ const (
 	itemLegAnswer                      // a node's answer to a leg reaches the router
 	itemStream                         // the decode leg's first bytes reach the router
 	itemFrame                          // a control or KV frame reaches node (epoch)
+	itemSent                           // a frame handed to the wire is written (node, peer, lane; epoch)
+	itemKVDone                         // the receiver finished copying a KV frame into its page (epoch)
 	itemTimer                          // node's timer fires (epoch, gen)
 	itemWatchdog                       // the periodic watchdog runs on every node
 	itemCompute                        // prefill engine: a chunk of a job finished (epoch, gen)
-	itemAdmitted                       // decode engine reserved pages: step EventAdmitted (epoch)
+	itemAdmitted                       // decode engine reserved pages: Driver.Admitted (epoch)
 	itemGenerated                      // decode engine finished a sequence (epoch)
 	itemPeerLost                       // node learns that peer is gone (heartbeats or a closed connection)
 	itemCrash                          // node crashes
@@ -39,10 +44,11 @@ type item struct {
 	leg   int8  // legPrefill or legDecode
 	ok    bool  // leg answers: success
 	gen   uint64
-	note  string     // leg answers: why it failed
-	ev    room.Event // frames: the event the receiver steps
-	chunk int32      // KV frames: chunk index + 1 (0: a control frame)
-	bytes int64      // KV frames: payload bytes
+	note  string        // leg answers: why it failed
+	frame *driver.Frame // frames, Sent: the frame on the wire
+	from  int32         // frames: the sending node
+	nl    *nodeLeg      // engine callbacks: the leg
+	pages []int32       // itemAdmitted: the pages reserved
 }
 
 // queue is a binary min-heap of items ordered by (at, seq): same-time

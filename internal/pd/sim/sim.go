@@ -38,25 +38,40 @@ func (v *Violation) Error() string {
 // Stats counts what a run did, so that tests can check that runs reach
 // far (successes, every kind of fault) and not only that nothing broke.
 type Stats struct {
-	Steps            uint64 // room.Machine.Step calls
-	Requests         int
-	Succeeded        int // clients that got their tokens
-	Failed           int // clients that got an error
-	Disconnected     int // clients that went away first
-	RoomSuccesses    int
-	RoomFailures     map[room.Reason]int
-	FramesSent       int
-	FramesLost       int
-	FramesDuplicated int
-	Crashes          int
-	Partitions       int
-	EarlyAborts      int // ABORT or FAILED stepped on prefill for a room it did not know
-	EarlyAnswered    int // requests and HELLOs for such a room answered at once (the silent pin's race, handled)
-	Collisions       int // requests that reused a room id
-	WatchdogSweeps   int
-	WatchdogProbes   int // EventWatchdog for live rooms not past their deadline
-	Drained          room.Instant
-	End              room.Instant
+	Steps             uint64 // events the drivers stepped (Observer.Event)
+	Requests          int
+	Succeeded         int // clients that got their tokens
+	Failed            int // clients that got an error
+	Disconnected      int // clients that went away first
+	RoomSuccesses     int
+	RoomFailures      map[room.Reason]int
+	FramesSent        int
+	FramesLost        int
+	FramesDuplicated  int
+	Crashes           int
+	Partitions        int
+	KVDiscarded       int            // received KV frames the driver discarded (KVDest returned nil)
+	QuarantinedWrites int            // KV writes that ended after their room did (the driver's page quarantine)
+	SendDropped       map[string]int // frames the driver did not send, by why (Observer.SendDropped)
+	ControlBehindKV   int            // control frames handed to the wire while another room's KV frame was being written
+	// FramesAfterEnd counts frames handed to the wire after their room
+	// ended on the sender (queued in a lane before the end), by type.
+	FramesAfterEnd map[string]int
+	PeersIdle      int // Wire.PeerIdle calls
+	// Disagreements counts rooms whose prefill and decode ended
+	// differently (one succeeded, the other failed), by what each side
+	// saw ("prefill=succeeded decode=failed:progress_timeout"); in a calm
+	// seed (no faults at all) any is a violation.
+	Disagreements  map[string]int
+	Agreed         int  // rooms both sides ended the same way
+	Calm           bool // the seed's swarm is calm (Swarm.Calm)
+	EarlyAborts    int  // ABORT or FAILED stepped on prefill for a room it did not know
+	EarlyAnswered  int  // requests and HELLOs for such a room answered at once (the silent pin's race, handled)
+	Collisions     int  // requests that reused a room id
+	WatchdogSweeps int
+	WatchdogProbes int // EventWatchdog for live rooms not past their deadline
+	Drained        room.Instant
+	End            room.Instant
 }
 
 // Result is what one run found.
@@ -130,13 +145,23 @@ type sim struct {
 	// held[a][b] are frames a partition holds back; broken[a][b] says the
 	// connection was given up during the partition.
 	linkLast [][]room.Instant
+	// linkBusy[a][b] is when the link from a to b has written every
+	// frame handed to it so far (frames are written one at a time).
+	linkBusy [][]room.Instant
 	held     [][][]item
 	broken   [][]bool
 	// verified holds the rooms a decode node verified (DONE matched),
 	// by room and decode node; tokens the first token each room's prefill
-	// computed, by room and prefill node (room ids may collide).
+	// computed, by room and prefill node (room ids may collide); ends the
+	// last terminal transition of each room on each node.
 	verified map[roomAt]bool
 	tokens   map[roomAt]int32
+	ends     map[roomAt]room.Transition
+	// chooser, in exhaustive mode, picks the next item (exhaustive.go);
+	// fp gathers the footprint of the item being handled.
+	chooser *chooser
+	fp      footprint
+	local   map[int][]string // exhaustive mode with a leaf hook: what each part of the world did, in order
 }
 
 // roomAt is a room on one node.
@@ -147,9 +172,24 @@ type roomAt struct {
 
 func newSim(o Options) *sim {
 	rng := rand.New(rand.NewPCG(o.Seed, 0x73696d756c61746f))
-	s := &sim{opts: o, rng: rng, sw: newSwarm(rng), faults: true, tracing: o.Trace,
-		byAddr: map[string]*node{}, names: map[room.ID]string{}, verified: map[roomAt]bool{}, tokens: map[roomAt]int32{}}
+	return newWorld(o, rng, newSwarm(rng))
+}
+
+// newSimSwarm returns a world with the swarm sw (exhaustive mode).
+func newSimSwarm(o Options, sw Swarm) *sim {
+	return newWorld(o, rand.New(rand.NewPCG(o.Seed, 0x73696d756c61746f)), sw)
+}
+
+func newWorld(o Options, rng *rand.Rand, sw Swarm) *sim {
+	s := &sim{opts: o, rng: rng, sw: sw, faults: true, tracing: o.Trace,
+		byAddr: map[string]*node{}, names: map[room.ID]string{}, verified: map[roomAt]bool{}, tokens: map[roomAt]int32{},
+		ends: map[roomAt]room.Transition{}}
 	s.st.RoomFailures = map[room.Reason]int{}
+	s.st.SendDropped = map[string]int{}
+	s.st.FramesAfterEnd = map[string]int{}
+	s.st.FramesAfterEnd = map[string]int{}
+	s.st.Disagreements = map[string]int{}
+	s.st.Calm = s.sw.Calm
 	s.end = room.Instant(s.sw.PhaseOne + s.sw.drainBound())
 	for i := range s.sw.Prefills + s.sw.Decodes {
 		role, addr := room.RolePrefill, fmt.Sprintf("p%d", i)
@@ -164,6 +204,7 @@ func newSim(o Options) *sim {
 		s.blocked = append(s.blocked, make([]bool, len(s.nodes)))
 		s.blockGen = append(s.blockGen, make([]uint64, len(s.nodes)))
 		s.linkLast = append(s.linkLast, make([]room.Instant, len(s.nodes)))
+		s.linkBusy = append(s.linkBusy, make([]room.Instant, len(s.nodes)))
 		s.held = append(s.held, make([][]item, len(s.nodes)))
 		s.broken = append(s.broken, make([]bool, len(s.nodes)))
 	}
@@ -200,9 +241,26 @@ func (s *sim) run() {
 	}
 }
 
-// schedule queues it at instant at (never in the past).
+// schedule queues it at instant at (never in the past). In exhaustive
+// mode every item but a timer is due at once, and the queue keeps the
+// order items were scheduled in (the chooser picks among them).
 func (s *sim) schedule(at room.Instant, it item) {
 	s.seq++
+	if s.chooser != nil {
+		if routerItem(it.kind) {
+			// the router hears at once (a modelling choice of the
+			// search: its own latencies are not enumerated)
+			it.at = s.now
+			s.handle(&it)
+			return
+		}
+		if !timedItem(it.kind) {
+			at = s.now
+		}
+		it.at, it.seq = max(at, s.now), s.seq
+		s.q = append(s.q, it)
+		return
+	}
 	it.at, it.seq = max(at, s.now), s.seq
 	s.q.push(it)
 }
@@ -222,6 +280,9 @@ func (s *sim) between(lo, hi room.Duration) room.Duration {
 func (s *sim) chance(p float64) bool { return s.faults && p > 0 && s.rng.Float64() < p }
 
 func (s *sim) handle(it *item) {
+	if s.chooser != nil {
+		s.fp |= s.footprintOf(it)
+	}
 	switch it.kind {
 	case itemDispatch:
 		s.dispatch(s.reqs[it.req])
@@ -239,6 +300,10 @@ func (s *sim) handle(it *item) {
 		s.graceOver(s.reqs[it.req])
 	case itemFrame:
 		s.deliver(it)
+	case itemSent:
+		s.sent(it)
+	case itemKVDone:
+		s.kvDone(it)
 	case itemTimer:
 		s.timerFired(it)
 	case itemWatchdog:

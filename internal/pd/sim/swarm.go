@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 
@@ -16,14 +17,14 @@ const (
 
 // Fixed model constants.
 const (
-	pageTokens     = 16   // prompt tokens per KV page
-	pageBytes      = 4096 // KV bytes per page (all layers, K and V)
+	pageTokens     = 128  // prompt tokens per KV page
+	kvLayers       = 2    // layers of the KV cache in the swarm: a page is kvLayers K and V frames
+	kvPageBytes    = 16   // bytes of one layer's K (or V) of one page: one KV frame's data
 	chunksMax      = 4    // KV frames a prefill job sends at most
 	genTokensMax   = 64   // tokens a request generates at most
 	promptTokenMax = 2048 // prompt tokens at most
 	requestsMin    = 20
 	requestsMax    = 60
-	followUpsMax   = 64 // follow-up events one step may cause (a bound on the edge's loop)
 	prefillGrace   = 20 * ms
 )
 
@@ -49,6 +50,7 @@ type Swarm struct {
 	DupRate         float64 // P-D frames delivered twice
 	ReorderRate     float64 // P-D frames held back up to ReorderMax
 	ReorderMax      room.Duration
+	LinkBytesPerUs  float64 // each link writes this many bytes per microsecond (some seeds: slow links)
 	Crashes         int
 	Partitions      int
 	DisconnectRate  float64 // clients that go away at a random moment
@@ -62,10 +64,17 @@ type Swarm struct {
 	DecodePerToken  room.Duration // decode time per generated token
 	PromptMax       int
 	PoolPages       int // pages per decode engine
+	KVLayers        int // layers of the KV cache (a page is KVLayers K and V frames)
 	PrefillSlots    int // prompts a prefill engine runs at once
 	AdmitDelayMax   room.Duration
 	TimerLateMax    room.Duration // timers fire up to this late
 	WatchdogPeriod  room.Duration
+
+	// Calm seeds have no fault at all (no loss, duplicate, reorder,
+	// crash, partition, disconnect, engine or checksum error, slow leg or
+	// engine) and loose timeouts: prefill and decode must agree on every
+	// room's outcome.
+	Calm bool
 }
 
 // newSwarm derives a run's parameters from rng.
@@ -148,11 +157,33 @@ func newSwarm(rng *rand.Rand) Swarm {
 	if rng.IntN(10) == 0 {
 		sw.PoolPages = 1 + rng.IntN(pagesFor(sw.PromptMax)) // some prompts never fit: the engine refuses them
 	}
+	sw.KVLayers = kvLayers
 	sw.PrefillSlots = 1 + rng.IntN(2)
 	sw.AdmitDelayMax = between(10*us, 500*us)
 	sw.TimerLateMax = between(0, 500*us)
 	sw.WatchdogPeriod = between(25*ms, 100*ms)
+	sw.LinkBytesPerUs = []float64{0.2, 2, 50, 1000}[rng.IntN(4)]
+	if rng.IntN(8) == 0 {
+		sw.calm(rng)
+	}
 	return sw
+}
+
+// calm turns every fault of the swarm off and loosens its timeouts.
+func (sw *Swarm) calm(rng *rand.Rand) {
+	sw.Calm, sw.Tight = true, false
+	sw.LegSlowRate, sw.DropRate, sw.DupRate, sw.ReorderRate = 0, 0, 0, 0
+	sw.Crashes, sw.Partitions = 0, 0
+	sw.DisconnectRate, sw.EngineErrorRate, sw.ChecksumRate, sw.SlowRate, sw.CollisionRate = 0, 0, 0, 0, 0
+	sw.LinkBytesPerUs = max(sw.LinkBytesPerUs, 2)
+	c := &sw.Room
+	c.HelloTimeout, c.RequestTimeout, c.HandshakeTimeout = 2000*ms, 2000*ms, 2000*ms
+	c.AdmissionTimeout, c.PrefillTimeout, c.ProgressTimeout = 5000*ms, 5000*ms, 2000*ms
+	c.AllocTimeout = c.HandshakeTimeout + c.AdmissionTimeout + 100*ms
+	c.TombstoneTTL = 3 * c.AdmissionTimeout
+	c.RoomsMax, c.TombstonesMax = 1024, 4096
+	sw.Heartbeat = 500 * ms
+	_ = rng
 }
 
 // tolerance is how late past a deadline a room may still be live: the
@@ -180,7 +211,16 @@ func (sw *Swarm) drainBound() room.Duration {
 	inFlight := sw.LegLatencyMax + sw.LegSlowMax + sw.FrameLatencyMax + 2*sw.ReorderMax
 	longest := max(sw.chain(room.RolePrefill), sw.chain(room.RoleDecode))
 	gen := room.Duration(genTokensMax) * sw.DecodePerToken * room.Duration(sw.SlowMax)
-	return inFlight + sw.Heartbeat + longest + gen + 2*sw.LegLatencyMax + prefillGrace + sw.tolerance() + 10*ms
+	return inFlight + sw.Heartbeat + longest + gen + 2*sw.LegLatencyMax + prefillGrace + sw.tolerance() + 10*ms + sw.linkTime()
+}
+
+// linkTime bounds how long one link takes to write every frame of every
+// request (all of them through one link, each frame waiting once more for
+// a frame of another room).
+func (sw *Swarm) linkTime() room.Duration {
+	frames := int64(sw.Requests) * (int64(pagesFor(sw.PromptMax))*int64(sw.KVLayers)*2 + 8)
+	perFrame := float64(kvwire.HeaderBytes+kvPageBytes+64)/sw.LinkBytesPerUs + 1
+	return room.Duration(float64(2*frames)*perFrame) * us
 }
 
 // String lists the parameters, one "key=value" each, for the trace header.
@@ -192,8 +232,8 @@ func (sw Swarm) String() string {
 	fmt.Fprintf(&b, "timeouts tight=%v hello=%v request=%v alloc=%v handshake=%v admission=%v prefill=%v progress=%v ttl=%v heartbeat=%v rooms_max=%d tombstones_max=%d\n",
 		sw.Tight, c.HelloTimeout, c.RequestTimeout, c.AllocTimeout, c.HandshakeTimeout, c.AdmissionTimeout,
 		c.PrefillTimeout, c.ProgressTimeout, c.TombstoneTTL, sw.Heartbeat, c.RoomsMax, c.TombstonesMax)
-	fmt.Fprintf(&b, "network frame_latency_max=%v leg_latency_max=%v leg_slow=%.3f/%v drop=%.3f dup=%.3f reorder=%.3f/%v\n",
-		sw.FrameLatencyMax, sw.LegLatencyMax, sw.LegSlowRate, sw.LegSlowMax, sw.DropRate, sw.DupRate, sw.ReorderRate, sw.ReorderMax)
+	fmt.Fprintf(&b, "network frame_latency_max=%v link=%gB/us leg_latency_max=%v leg_slow=%.3f/%v drop=%.3f dup=%.3f reorder=%.3f/%v calm=%v\n",
+		sw.FrameLatencyMax, sw.LinkBytesPerUs, sw.LegLatencyMax, sw.LegSlowRate, sw.LegSlowMax, sw.DropRate, sw.DupRate, sw.ReorderRate, sw.ReorderMax, sw.Calm)
 	fmt.Fprintf(&b, "faults crashes=%d partitions=%d disconnect=%.3f collision=%.3f engine_error=%.3f checksum=%.3f slow=%.2fx%d\n",
 		sw.Crashes, sw.Partitions, sw.DisconnectRate, sw.CollisionRate, sw.EngineErrorRate, sw.ChecksumRate, sw.SlowRate, sw.SlowMax)
 	fmt.Fprintf(&b, "engines compute_per_token=%v decode_per_token=%v prompt_max=%d pool_pages=%d prefill_slots=%d admit_delay_max=%v timer_late_max=%v watchdog=%v",
