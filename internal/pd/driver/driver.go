@@ -203,7 +203,7 @@ func (d *Driver) applyOne(now room.Instant, e room.Effect) {
 		// sequence, which frees them when the engine reaps it.
 	case room.EffectRelease:
 		if r != nil {
-			d.release(r)
+			d.release(r, e.Reason)
 		}
 	}
 }
@@ -223,13 +223,20 @@ func rejectMessage(e room.Effect) string {
 	return fmt.Sprintf("room %s already failed here: %s", e.Room, e.Reason)
 }
 
-// release handles the room's one EffectRelease: its queued KV is dropped,
-// its engine sequence ends (unless decode resumed it), and the record goes
-// once no KV write into its pages is in flight.
-func (d *Driver) release(r *rec) {
+// release handles the room's one EffectRelease (reason: ReasonNone for
+// success): its queued KV is dropped; after a failure so are its queued
+// control frames other than the ABORT or FAILED that tell the peer (a DONE
+// sent after the room failed here would let decode succeed on a room this
+// side failed); its engine sequence ends (unless decode resumed it), and
+// the record goes once no KV write into its pages is in flight.
+func (d *Driver) release(r *rec, reason room.Reason) {
 	r.ended = true
 	if p := d.peers[r.peer]; p != nil {
-		if n := p.dropRoom(d, r.id); n > 0 {
+		n := p.dropRoom(d, r.id)
+		if reason != room.ReasonNone {
+			n += p.dropControl(d, r.id)
+		}
+		if n > 0 {
 			d.obs.SendDropped("room_ended", n)
 		}
 	}

@@ -594,3 +594,38 @@ func TestLateHelloAckGetsAbort(t *testing.T) {
 		t.Errorf("ABORT %+v (%v), want reason handshake_timeout", a, err)
 	}
 }
+
+// TestFailedRoomSendsNoQueuedDone: a prefill room that fails while its DONE
+// waits in the control lane (behind its FIRST_TOKEN, being written) sends
+// the ABORT and never the DONE. Sent, the DONE let decode verify the KV and
+// succeed while prefill and the client had failed (the simulator's
+// exhaustive mode found it: the sides disagreed on the room's outcome).
+func TestFailedRoomSendsNoQueuedDone(t *testing.T) {
+	h := newHarness(t, room.RolePrefill, Limits{})
+	id, leg := roomID(1), &testLeg{"a"}
+	h.prefillRoom(id, leg, 1)
+	h.drainControl("d1") // HELLO_ACK
+	h.d.KVReady(h.now, id, leg, kvFrames(1))
+	h.d.ComputeDone(h.now, id, leg, Token{ID: 3})
+	for {
+		if _, ok := h.outstanding("d1", LaneKV); !ok {
+			break
+		}
+		h.complete("d1", LaneKV, nil)
+	}
+	if f, ok := h.outstanding("d1", LaneControl); !ok || f.Type != kvwire.TypeFirstToken {
+		t.Fatalf("outstanding control frame %v %v, want FIRST_TOKEN (DONE queued behind it)", f.Type, ok)
+	}
+	h.d.ClientAbort(h.now, id, leg)
+	got := types(h.drainControl("d1"))
+	want := []kvwire.Type{kvwire.TypeFirstToken, kvwire.TypeAbort}
+	if !slices.Equal(got, want) {
+		t.Errorf("control frames after the abort: %v, want %v (no DONE)", got, want)
+	}
+	if st, _ := h.state(id); st != room.StateFailed {
+		t.Errorf("room state %v, want failed", st)
+	}
+	if n := h.obs.sendDropped["room_ended"]; n != 1 {
+		t.Errorf("send drops counted room_ended = %d, want 1 (the DONE)", n)
+	}
+}

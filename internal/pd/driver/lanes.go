@@ -3,6 +3,7 @@ package driver
 import (
 	"slices"
 
+	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
 
@@ -75,6 +76,24 @@ func (p *peer) dropRoom(d *Driver, id room.ID) int {
 	p.kvOrder = slices.DeleteFunc(p.kvOrder, func(x room.ID) bool { return x == id })
 	p.kvN -= len(q)
 	return len(q)
+}
+
+// dropControl drops the failed room's queued control frames except the
+// ABORT or FAILED that announce its end (and a DONE_ACK, which only a
+// room that succeeded sends), and returns how many went. A frame already
+// handed to the wire is not recalled.
+func (p *peer) dropControl(d *Driver, id room.ID) int {
+	n := 0
+	p.control = slices.DeleteFunc(p.control, func(f Frame) bool {
+		if f.Room != id || f.Type == kvwire.TypeAbort || f.Type == kvwire.TypeFailed || f.Type == kvwire.TypeDoneAck {
+			return false
+		}
+		p.bytes -= f.Bytes()
+		d.queued -= f.Bytes()
+		n++
+		return true
+	})
+	return n
 }
 
 // dropAll drops everything queued for the peer (it is unreachable) and

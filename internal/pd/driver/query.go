@@ -84,3 +84,7 @@ func (d *Driver) Stats() Stats {
 	}
 	return s
 }
+
+// CheckInvariants checks the room core's invariants (room.Machine's
+// CheckInvariants), for the simulator and tests.
+func (d *Driver) CheckInvariants() error { return d.m.CheckInvariants() }

@@ -31,6 +31,8 @@ import (
 //   - watchdog_fired: the periodic watchdog found a room past its deadline
 //     (a timer did not fire). watchdog_probe: EventWatchdog for a room not
 //     past its deadline changed it.
+//   - core_invariants: Driver.CheckInvariants (the room core's own
+//     invariants) failed at a watchdog sweep.
 //   - panic: the driver, the core (or the simulator) panicked.
 //   - pages, resume: a page on the free list that is not free, a resume
 //     whose pages do not hold exactly the bytes prefill computed or with
@@ -298,6 +300,9 @@ func (s *sim) watchdogSweep() {
 			s.violate("watchdog_fired", "%s: Driver.Watchdog failed %v (a timer did not fire)", n.addr, ids)
 		}
 		s.probeWatchdog(n)
+		if err := n.d.CheckInvariants(); err != nil {
+			s.violate("core_invariants", "%s: %v", n.addr, err)
+		}
 	}
 	if next := s.now + room.Instant(s.sw.WatchdogPeriod); next <= s.end {
 		s.schedule(next, item{kind: itemWatchdog})
