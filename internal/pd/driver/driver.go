@@ -57,7 +57,7 @@ type rec struct {
 	pages     []int32
 	inflight  int // KV writes between KVDest and KVDone
 	recvBytes int64
-	recvSeen  []bool
+	recv      []frameState
 	firstTop  []kvwire.TopLogprob
 }
 

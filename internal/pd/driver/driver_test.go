@@ -629,3 +629,35 @@ func TestFailedRoomSendsNoQueuedDone(t *testing.T) {
 		t.Errorf("send drops counted room_ended = %d, want 1 (the DONE)", n)
 	}
 }
+
+// TestDuplicateWhileTheFirstIsBeingWritten: a duplicate KV frame that
+// arrives (on another connection) while the first copy is still being
+// written gets no buffer, so the frame's bytes count once towards DONE's
+// check. Before, the duplicate got a second buffer and both writes counted,
+// so a duplicate could stand in for a lost frame.
+func TestDuplicateWhileTheFirstIsBeingWritten(t *testing.T) {
+	h := newHarness(t, room.RoleDecode, Limits{})
+	id, leg := roomID(1), &testLeg{"a"}
+	if rej := h.d.Request(h.now, id, "r", "p1", leg); rej != nil {
+		t.Fatal(rej)
+	}
+	h.drainControl("p1")
+	h.frame("p1", kvwire.TypeHelloAck, id, nil)
+	h.d.Admitted(h.now, id, leg, &fakePages{buf: map[[3]int32][]byte{}}, []int32{4, 5})
+	h.drainControl("p1") // ALLOC
+	kv := kvwire.KV{Layer: 1, Kind: kvwire.KindK, Ordinal: 0}
+	if dst := h.d.KVDest("p1", id, kv, pageBytes); dst == nil {
+		t.Fatal("no destination for the first copy")
+	}
+	if dst := h.d.KVDest("p1", id, kv, pageBytes); dst != nil {
+		t.Fatal("the duplicate got a buffer while the first copy was being written")
+	}
+	h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) // the first copy's write
+	if b, _ := h.d.RecvBytes(id); b != pageBytes {
+		t.Errorf("after the write: %d bytes counted, want %d", b, pageBytes)
+	}
+	h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) // a stray KVDone for a frame no buffer is out for
+	if b, _ := h.d.RecvBytes(id); b != pageBytes || h.obs.kvDropped["duplicate"] != 1 {
+		t.Errorf("%d bytes, drops %v; want %d bytes and one duplicate", b, h.obs.kvDropped, pageBytes)
+	}
+}

@@ -116,15 +116,16 @@ func (d *Driver) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
 	case r.peer != peer || r.dest == nil:
 		d.obs.KVDropped("wrong_peer")
 		return nil
-	case int(kv.Ordinal) >= len(r.pages) || int(kv.Layer) >= d.layers || kv.Kind > kvwire.KindV || n != d.pageB:
+	case !d.validKV(r, kv) || n != d.pageB:
 		d.obs.KVDropped("bad_coordinates")
 		return nil
 	}
-	if r.recvSeen == nil {
-		r.recvSeen = make([]bool, len(r.pages)*d.layers*2)
+	if r.recv == nil {
+		r.recv = make([]frameState, len(r.pages)*d.layers*2)
 	}
-	if r.recvSeen[d.frameIndex(kv)] {
-		d.obs.KVDropped("duplicate")
+	i := d.frameIndex(kv)
+	if r.recv[i] != frameNone {
+		d.obs.KVDropped("duplicate") // stored already, or being written
 		return nil
 	}
 	dst := r.dest.KVPage(int(kv.Layer), kv.Kind, r.pages[kv.Ordinal])
@@ -132,24 +133,39 @@ func (d *Driver) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
 		d.obs.KVDropped("bad_coordinates")
 		return nil
 	}
+	r.recv[i] = frameWriting
 	r.inflight++
 	return dst
 }
 
-// KVDone follows every KVDest that returned a buffer (the transport calls
-// it for discards too; those change nothing). A complete write with a good
+// frameState is where one (ordinal, layer, K/V) frame of a decode room
+// stands. A frame is marked writing when KVDest hands out its buffer, so a
+// duplicate arriving on another connection before the first write ended
+// gets no second buffer (its bytes would count twice towards DONE's check).
+type frameState uint8
+
+const (
+	frameNone    frameState = iota // not received
+	frameWriting                   // KVDest gave out the buffer; KVDone not yet called
+	frameStored                    // written with a good checksum
+)
+
+// KVDone follows every KVDest that returned a buffer (a call for a frame
+// no buffer was given out for changes nothing). A complete write with a good
 // checksum counts towards the room's bytes once; a bad one fails the room
 // (checksum). The last write into an ended room's pages lets them go.
 func (d *Driver) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
 	r := d.rooms[id]
-	if r == nil || r.inflight == 0 {
-		return // a discarded frame
+	if r == nil || r.recv == nil || !d.validKV(r, kv) || r.recv[d.frameIndex(kv)] != frameWriting {
+		return // a discarded frame: KVDest gave it no buffer
 	}
+	i := d.frameIndex(kv)
+	r.recv[i] = frameNone
 	r.inflight--
 	var ev room.Event
 	if !r.ended {
 		if checksumOK {
-			r.recvSeen[d.frameIndex(kv)] = true
+			r.recv[i] = frameStored
 			r.recvBytes += int64(n)
 			ev = room.Event{Kind: room.EventKVReceived, Room: id, Bytes: r.recvBytes}
 		} else {
@@ -166,6 +182,11 @@ func (d *Driver) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV,
 	if ev.Kind != 0 {
 		d.step(now, ev)
 	}
+}
+
+// validKV reports whether kv's coordinates name a frame of r's pages.
+func (d *Driver) validKV(r *rec, kv kvwire.KV) bool {
+	return int(kv.Ordinal) < len(r.pages) && int(kv.Layer) < d.layers && kv.Kind <= kvwire.KindV
 }
 
 // frameIndex numbers a KV frame within its room.

@@ -249,9 +249,7 @@ func (s *sim) read(n *node, rd *reader, it *item) {
 		return
 	}
 	if dst == nil {
-		// The transport discards the bytes and still reports the end.
-		s.call(n, room.Event{}, func() { n.d.KVDone(s.now, from, f.Room, f.KV, len(f.Data), true) })
-		return
+		return // the transport discards the bytes; no KVDone follows
 	}
 	p := n.pool.lastPage
 	if p < 0 || n.role != room.RoleDecode {

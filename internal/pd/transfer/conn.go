@@ -411,7 +411,7 @@ func (r *reader) readKV(h kvwire.Header, f Fault) error {
 	if c.isClosed() {
 		return c.err
 	}
-	// From here every path calls KVDone exactly once.
+	// From here every path that got a buffer calls KVDone exactly once.
 	dest := t.h.KVDest(c.p.addr, h.Room, kv, n)
 	if dest != nil && len(dest) < n {
 		t.inc(cKVDestShort)
@@ -427,7 +427,9 @@ func (r *reader) readKV(h kvwire.Header, f Fault) error {
 	if err == nil {
 		r.received(h)
 	}
-	t.h.KVDone(c.p.addr, h.Room, kv, n, err == nil)
+	if dest != nil {
+		t.h.KVDone(c.p.addr, h.Room, kv, n, err == nil)
+	}
 	return err
 }
 

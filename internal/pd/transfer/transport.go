@@ -41,10 +41,11 @@ type Handler interface {
 	// them (counted). A shorter slice is treated as nil and counted as
 	// kv_dest_short.
 	KVDest(peer string, room room.ID, kv kvwire.KV, n int) []byte
-	// KVDone follows every KVDest call exactly once, on the same
-	// goroutine, when the transport is done with the slice: the data was
-	// opened into it (or discarded), or reading stopped because the
-	// connection failed or closed. checksumOK is true only when all n
+	// KVDone follows every KVDest call that returned a buffer exactly
+	// once, on the same goroutine, when the transport is done with the
+	// slice: the data was opened into it, or reading stopped because the
+	// connection failed or closed. A frame KVDest gave no buffer (nil, or
+	// a short one) is discarded and gets no KVDone. checksumOK is true only when all n
 	// bytes arrived and every sealed record of them opened (authentic,
 	// unchanged, in order); a page whose KVDone says false holds garbage.
 	// A record that fails to open also closes the connection.
