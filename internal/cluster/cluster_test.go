@@ -66,6 +66,7 @@ func fakeChild(args []string) int {
 	exit := make(chan int, 1)
 	mux.HandleFunc("GET /exit", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush() // the answer goes out before the process exits
 		exit <- 3
 	})
 	go func() { _ = http.Serve(ln, mux) }()
@@ -253,11 +254,11 @@ func TestOnExitSeesRestartedProcess(t *testing.T) {
 			url = p.URL
 		}
 	}
-	resp, err := http.Get(url + "/exit")
-	if err != nil {
-		t.Fatal(err)
+	// The child may exit before its answer is read (a reset): what is
+	// checked is the exit it reports.
+	if resp, err := http.Get(url + "/exit"); err == nil {
+		resp.Body.Close()
 	}
-	resp.Body.Close()
 	e := next()
 	if e.Name != "decode-0" || e.Requested || e.Err == nil || !strings.Contains(e.Err.Error(), "exit status 3") {
 		t.Fatalf("restarted process exiting on its own: %+v, want decode-0, not requested, exit status 3", e)
