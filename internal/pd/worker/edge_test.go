@@ -95,16 +95,8 @@ func TestInfoPublishesAdvertiseAddr(t *testing.T) {
 func TestStatusShowsPeerLoad(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
 	req := engine.Request{Prompt: prompt(20), MaxTokens: 2, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := pp.p.Backend().Submit(pctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, ps := pp.submit(t, id, req)
 	drain(t, ds)
 	drain(t, ps)
 	var st struct {
@@ -131,16 +123,8 @@ func TestDecodeListensNowhere(t *testing.T) {
 		t.Fatal("prefill's transport has no listener")
 	}
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
 	req := engine.Request{Prompt: prompt(20), MaxTokens: 3, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := pp.p.Backend().Submit(pctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, ps := pp.submit(t, id, req)
 	ids, dl := drain(t, ds)
 	_, pl := drain(t, ps)
 	if dl.Err != nil || pl.Err != nil || len(ids) != 3 {

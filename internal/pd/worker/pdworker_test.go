@@ -145,6 +145,22 @@ func (pp *pair) legs(id room.ID) (context.Context, context.Context) {
 	return pctx, dctx
 }
 
+// submit sends req as both legs of room id, decode's first (as the router
+// does), and returns the two streams.
+func (pp *pair) submit(t *testing.T, id room.ID, req engine.Request) (ds, ps server.Stream) {
+	t.Helper()
+	pctx, dctx := pp.legs(id)
+	ds, err := pp.d.Backend().Submit(dctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err = pp.p.Backend().Submit(pctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds, ps
+}
+
 func prompt(n int) []int32 {
 	p := []int32{1}
 	for i := 1; i < n; i++ {
@@ -411,16 +427,8 @@ func TestPeerKilled(t *testing.T) {
 func TestLateFrameForFinishedRoom(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
 	req := engine.Request{Prompt: prompt(20), MaxTokens: 4, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := pp.p.Backend().Submit(pctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, ps := pp.submit(t, id, req)
 	if _, last := drain(t, ds); last.Err != nil {
 		t.Fatalf("decode leg: %v", last.Err)
 	}
