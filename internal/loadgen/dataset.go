@@ -19,12 +19,26 @@ const maxDatasetItems = 1 << 20
 // Item is one request of a run: its prompt, its nominal prompt length (used
 // when the server reports no usage), its max_tokens and its class.
 type Item struct {
+	// Prompt is the prompt text; when empty, Text generates InputLen random
+	// words from the item's seed and index, so a large synthetic run does
+	// not hold every prompt in memory.
 	Prompt    string
 	InputLen  int
 	MaxTokens int
 	// Class names the request's class in a mixed or file dataset; "" when
 	// the dataset has none.
 	Class string
+
+	seed  uint64
+	index int
+}
+
+// Text returns the prompt to send.
+func (it *Item) Text() string {
+	if it.Prompt != "" {
+		return it.Prompt
+	}
+	return makePrompt(it.seed, it.index, it.InputLen)
 }
 
 // Class is one class of a mixed dataset: requests with input lengths drawn
@@ -147,7 +161,7 @@ func RandomItems(n, in, out int, ratio float64, seed uint64) []Item {
 	items := make([]Item, n)
 	for i := range items {
 		il := between(r, ilo, ihi)
-		items[i] = Item{Prompt: makePrompt(seed, i, il), InputLen: il, MaxTokens: between(r, olo, ohi)}
+		items[i] = Item{InputLen: il, MaxTokens: between(r, olo, ohi), seed: seed, index: i}
 	}
 	return items
 }
@@ -168,7 +182,7 @@ func MixedItems(n int, classes []Class, seed uint64) []Item {
 			u -= k.Share
 		}
 		il := between(r, c.InMin, c.InMax)
-		items[i] = Item{Prompt: makePrompt(seed, i, il), InputLen: il, MaxTokens: between(r, c.OutMin, c.OutMax), Class: c.Name}
+		items[i] = Item{InputLen: il, MaxTokens: between(r, c.OutMin, c.OutMax), Class: c.Name, seed: seed, index: i}
 	}
 	return items
 }

@@ -19,8 +19,8 @@ func TestParseMixedAndMixedItems(t *testing.T) {
 		count[it.Class]++
 		switch it.Class {
 		case "long":
-			if it.InputLen != 1000 || it.MaxTokens != 16 || len(strings.Fields(it.Prompt)) != 1000 {
-				t.Fatalf("long item %d words, in %d, out %d", len(strings.Fields(it.Prompt)), it.InputLen, it.MaxTokens)
+			if it.InputLen != 1000 || it.MaxTokens != 16 || len(strings.Fields(it.Text())) != 1000 {
+				t.Fatalf("long item %d words, in %d, out %d", len(strings.Fields(it.Text())), it.InputLen, it.MaxTokens)
 			}
 		case "short":
 			if it.InputLen != 30 || it.MaxTokens < 96 || it.MaxTokens > 128 {
@@ -50,7 +50,7 @@ func TestRandomItemsRange(t *testing.T) {
 		if it.InputLen < 50 || it.InputLen > 150 || it.MaxTokens < 10 || it.MaxTokens > 30 {
 			t.Fatalf("item in %d out %d outside the ranges", it.InputLen, it.MaxTokens)
 		}
-		if got := len(strings.Fields(it.Prompt)); got != it.InputLen {
+		if got := len(strings.Fields(it.Text())); got != it.InputLen {
 			t.Fatalf("prompt has %d words, InputLen %d", got, it.InputLen)
 		}
 		sawLow = sawLow || it.InputLen < 75

@@ -104,7 +104,7 @@ func doRequest(ctx context.Context, client *http.Client, o Options, i int) resul
 func request(ctx context.Context, client *http.Client, o Options, it Item) result {
 	req := completionRequest{
 		Model:       o.Model,
-		Prompt:      it.Prompt,
+		Prompt:      it.Text(),
 		MaxTokens:   it.MaxTokens,
 		Temperature: 0,
 		Stream:      o.Stream,
