@@ -115,6 +115,7 @@ type Report struct {
 	UsageReported       int               `json:"usage_reported"`
 	TTFT                Stats             `json:"ttft_ms"`
 	ITL                 Stats             `json:"itl_ms"`
+	TPOT                Stats             `json:"tpot_ms"`
 	E2E                 Stats             `json:"e2e_ms"`
 	Errors              map[string]int    `json:"errors"`
 	ErrorExamples       map[string]string `json:"error_examples,omitempty"`
@@ -391,6 +392,13 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		}
 		rep.GoodputSLOs = append(rep.GoodputSLOs, k+":"+strconv.FormatFloat(slo.MS, 'g', -1, 64))
 	}
+	var tpots []float64
+	for i := range t.recs {
+		if v, ok := t.recs[i].tpot(); ok {
+			tpots = append(tpots, v)
+		}
+	}
+	rep.TPOT = Summarize(tpots)
 	rep.Metrics = computeMetrics(t.recs, rep.DurationS, o.PercentileMetrics, o.MetricPercentiles, o.Goodput)
 	byClass := map[string][]record{}
 	for _, r := range t.recs {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 )
 
 // WriteText writes the report as an aligned, human-readable table.
@@ -27,8 +28,37 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, row := range []struct {
 		name string
 		s    Stats
-	}{{"TTFT", r.TTFT}, {"ITL", r.ITL}, {"E2E", r.E2E}} {
+	}{{"TTFT", r.TTFT}, {"TPOT", r.TPOT}, {"ITL", r.ITL}, {"E2E", r.E2E}} {
 		p.printf("%-12s %10.2f %10.2f %10.2f %10.2f %8d\n", row.name, row.s.Mean, row.s.P50, row.s.P90, row.s.P99, row.s.N)
+	}
+	if r.RequestRate != "" && r.RequestRate != "0" {
+		p.printf("arrivals     %s req/s, burstiness %g, max concurrency %d (peak %d in flight)\n", r.RequestRate, r.Burstiness, r.MaxConcurrency, r.MaxConcurrentRequests)
+	}
+	if len(r.GoodputSLOs) > 0 {
+		p.printf("goodput      %.3f req/s, %g of %d good (%v)\n", r.Metrics["request_goodput"], r.Metrics["good_completed"], r.Completed, r.GoodputSLOs)
+	}
+	classes := make([]string, 0, len(r.Classes))
+	for c := range r.Classes {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		m := r.Classes[c]
+		p.printf("class %-6s %g ok", c, m["completed"])
+		if len(r.GoodputSLOs) > 0 {
+			p.printf(", %g good (%.3f req/s)", m["good_completed"], m["request_goodput"])
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			if strings.HasSuffix(k, "_ms") && !strings.HasPrefix(k, "std_") {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p.printf(", %s %.1f", strings.TrimSuffix(k, "_ms"), m[k])
+		}
+		p.printf("\n")
 	}
 	if len(r.Errors) > 0 {
 		kinds := make([]string, 0, len(r.Errors))
