@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +25,7 @@ func benchServeCmd() *cobra.Command {
 		goodput                []string
 		pctMetrics, metricPcts string
 		numPrompts             int
+		sweepRates, plotFile   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --url URL [--concurrency C] [--requests N] [--prompt-tokens P] [--gen-tokens G]",
@@ -50,7 +54,12 @@ Metrics as vLLM: TTFT, TPOT = (e2el - ttft) / (output_tokens - 1), ITL, E2EL, wi
 --percentile-metrics and --metric-percentiles. --goodput "ttft:MS tpot:MS e2el:MS" counts a request
 good when it meets every objective; "CLASS.METRIC:MS" applies to one class, and itl:MS bounds the
 longest gap between chunks. --format json or --result-file F writes vLLM's field names
-(completed, request_goodput, mean_ttft_ms, p99_ttft_ms, ...) with a "classes" block per class.`,
+(completed, request_goodput, mean_ttft_ms, p99_ttft_ms, ...) with a "classes" block per class.
+
+--sweep-rates R1,R2,... runs the benchmark once per rate and reports DistServe's goodput, the
+highest rate at which at least 90% of the requests met every --goodput objective; --plot F.svg
+draws attainment and p90 TTFT against rate. Its JSON is {"goodput_rate", "goodput_slos",
+"points": [{"request_rate", "attainment", "p90_ttft_ms", "result": {...}}]}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -75,6 +84,12 @@ longest gap between chunks. --format json or --result-file F writes vLLM's field
 			}
 			if err := benchOptions(&o, dataset, mixed, dsPath, randIn, randOut, rangeRatio, goodput, pctMetrics, metricPcts); err != nil {
 				return err
+			}
+			if sweepRates != "" {
+				return runSweep(cmd, o, sweepRates, plotFile, format, resultFile)
+			}
+			if plotFile != "" {
+				return fmt.Errorf("--plot needs --sweep-rates")
 			}
 			rep, err := loadgen.Run(cmd.Context(), o, cmd.ErrOrStderr())
 			if err != nil {
@@ -134,6 +149,8 @@ longest gap between chunks. --format json or --result-file F writes vLLM's field
 	fs.StringArrayVar(&goodput, "goodput", nil, `objectives "ttft:MS tpot:MS e2el:MS itl:MS", CLASS.METRIC:MS for one class (repeatable)`)
 	fs.StringVar(&pctMetrics, "percentile-metrics", "ttft,tpot,itl,e2el", "metrics to report percentiles of")
 	fs.StringVar(&metricPcts, "metric-percentiles", "50,90,99", "percentiles to report")
+	fs.StringVar(&sweepRates, "sweep-rates", "", "run once per rate (req/s, comma-separated) and report DistServe's goodput: the highest rate with >= 90% of requests meeting --goodput")
+	fs.StringVar(&plotFile, "plot", "", "with --sweep-rates: write an SVG of attainment and p90 TTFT against rate")
 	return cmd
 }
 
@@ -189,6 +206,70 @@ func benchOptions(o *loadgen.Options, dataset, mixed, path string, randIn, randO
 	}
 	if o.MetricPercentiles, err = loadgen.ParsePercentiles(metricPcts); err != nil {
 		return fmt.Errorf("--metric-percentiles: %w", err)
+	}
+	return nil
+}
+
+// runSweep runs the benchmark at each rate of rates and reports the sweep.
+func runSweep(cmd *cobra.Command, o loadgen.Options, rates, plotFile, format, resultFile string) error {
+	var rs []float64
+	for f := range strings.SplitSeq(rates, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(r > 0) || math.IsInf(r, 0) {
+			return fmt.Errorf("--sweep-rates: %q is not a positive finite rate", f)
+		}
+		rs = append(rs, r)
+	}
+	if len(o.Goodput) == 0 {
+		return fmt.Errorf("--sweep-rates needs --goodput objectives to measure attainment against")
+	}
+	res, err := loadgen.Sweep(cmd.Context(), o, rs, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if format == "json" {
+		err = json.NewEncoder(w).Encode(res)
+	} else {
+		for _, p := range res.Points {
+			if _, err = fmt.Fprintf(w, "rate %8.3f req/s  attainment %5.1f%%  p90 TTFT %9.1f ms  goodput %.3f req/s\n",
+				p.Rate, 100*p.Attainment, p.P90TTFTMS, p.Report.Metrics["request_goodput"]); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			_, err = fmt.Fprintf(w, "goodput (DistServe, >= 90%% meet %s): %g req/s\n", strings.Join(res.SLOs, " "), res.Goodput)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if resultFile != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode result: %w", err)
+		}
+		if err := os.WriteFile(resultFile, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write --result-file: %w", err)
+		}
+	}
+	if plotFile != "" {
+		var b bytes.Buffer
+		if err := res.WriteSVG(&b); err != nil {
+			return fmt.Errorf("draw plot: %w", err)
+		}
+		if err := os.WriteFile(plotFile, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write --plot: %w", err)
+		}
+	}
+	for _, p := range res.Points {
+		if p.Report.Interrupted {
+			return fmt.Errorf("interrupted at %g req/s", p.Rate)
+		}
 	}
 	return nil
 }
