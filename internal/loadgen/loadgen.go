@@ -90,6 +90,8 @@ type Options struct {
 	// and 50,90,99).
 	PercentileMetrics []string
 	MetricPercentiles []float64
+
+	dataset bool // Items were given, not made from PromptTokens and GenTokens
 }
 
 // Report is the outcome of a run. Token rates and request throughput are
@@ -139,6 +141,9 @@ type Report struct {
 	// level of the JSON; Classes the same per request class.
 	Metrics Metrics            `json:"-"`
 	Classes map[string]Metrics `json:"classes,omitempty"`
+	// Dataset is true when the requests came from Options.Items rather than
+	// PromptTokens and GenTokens (which then do not describe them).
+	Dataset bool `json:"dataset"`
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -174,6 +179,7 @@ func (o Options) withDefaults() (Options, error) {
 	case o.ProgressInterval < 0:
 		return o, fmt.Errorf("progress interval %v is negative", o.ProgressInterval)
 	}
+	o.dataset = o.Items != nil
 	if o.Items != nil {
 		if len(o.Items) == 0 || len(o.Items) > maxRequests {
 			return o, fmt.Errorf("%d requests in the dataset: use 1..%d", len(o.Items), maxRequests)
@@ -380,6 +386,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		ErrorExamples:       t.errorExamples,
 	}
 	rep.Duration = rep.DurationS
+	rep.Dataset = o.dataset
 	rep.TotalInputTokens, rep.TotalOutputTokens = rep.PromptTokens, rep.OutputTokens
 	rep.Burstiness = o.Burstiness
 	rep.MaxConcurrency = o.MaxConcurrency

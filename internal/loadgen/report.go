@@ -14,7 +14,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		mode = "not streaming"
 	}
 	p := &printer{w: w}
-	p.printf("server       %s, model %s (%s, concurrency %d)\n", r.URL, r.Model, mode, r.Concurrency)
+	if r.RequestRate != "" && r.RequestRate != "0" {
+		p.printf("server       %s, model %s (%s, open loop)\n", r.URL, r.Model, mode)
+	} else {
+		p.printf("server       %s, model %s (%s, concurrency %d)\n", r.URL, r.Model, mode, r.Concurrency)
+	}
 	p.printf("requests     %d ok, %d failed, %d canceled (of %d)", r.Completed, r.Failed, r.Canceled, r.Requests)
 	if r.Interrupted {
 		p.printf(" - interrupted")
@@ -22,8 +26,13 @@ func (r *Report) WriteText(w io.Writer) error {
 	p.printf("\n")
 	p.printf("duration     %.3f s\n", r.DurationS)
 	p.printf("throughput   %.3f req/s, %.2f output tok/s, %.2f total tok/s\n", r.RequestThroughput, r.OutputTokS, r.TotalTokS)
-	p.printf("tokens       %d prompt, %d output (server usage for %d of %d requests; nominal %d prompt, %d max output)\n",
-		r.PromptTokens, r.OutputTokens, r.UsageReported, r.Completed, r.NominalPromptTokens, r.GenTokens)
+	if r.Dataset {
+		p.printf("tokens       %d prompt, %d output (server usage for %d of %d requests)\n",
+			r.PromptTokens, r.OutputTokens, r.UsageReported, r.Completed)
+	} else {
+		p.printf("tokens       %d prompt, %d output (server usage for %d of %d requests; nominal %d prompt, %d max output)\n",
+			r.PromptTokens, r.OutputTokens, r.UsageReported, r.Completed, r.NominalPromptTokens, r.GenTokens)
+	}
 	p.printf("%-12s %10s %10s %10s %10s %8s\n", "latency ms", "mean", "p50", "p90", "p99", "samples")
 	for _, row := range []struct {
 		name string
@@ -50,7 +59,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		keys := make([]string, 0, len(m))
 		for k := range m {
-			if strings.HasSuffix(k, "_ms") && !strings.HasPrefix(k, "std_") {
+			if strings.HasSuffix(k, "_ms") && (strings.HasPrefix(k, "mean_") || strings.HasPrefix(k, "p")) {
 				keys = append(keys, k)
 			}
 		}
