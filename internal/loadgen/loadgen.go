@@ -2,11 +2,14 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +67,31 @@ type Options struct {
 	// progress writer is not a terminal (default 5 s). On a terminal a bar
 	// is redrawn in place several times a second.
 	ProgressInterval time.Duration
+
+	// RequestRate, when positive, makes the run open-loop: requests are
+	// sent at Arrivals(Requests, RequestRate, Burstiness, Seed) whatever is
+	// in flight, +Inf sending them all at once. Zero keeps the closed loop
+	// of Concurrency workers.
+	RequestRate float64
+	// Burstiness is the gamma shape of open-loop intervals (default 1:
+	// Poisson).
+	Burstiness float64
+	// MaxConcurrency, when positive, caps the requests in flight under
+	// open-loop arrivals; a request due while the cap is reached waits.
+	MaxConcurrency int
+	// Items are the requests to send (prompt, max_tokens, class); when nil,
+	// Requests prompts of PromptTokens words with max_tokens GenTokens.
+	// When set, Requests is len(Items).
+	Items []Item
+	// Goodput are the objectives a request must all meet to count as good.
+	Goodput []SLO
+	// PercentileMetrics and MetricPercentiles choose the metrics and
+	// percentiles of the vLLM-named results (defaults ttft,tpot,itl,e2el
+	// and 50,90,99).
+	PercentileMetrics []string
+	MetricPercentiles []float64
+
+	dataset bool // Items were given, not made from PromptTokens and GenTokens
 }
 
 // Report is the outcome of a run. Token rates and request throughput are
@@ -89,9 +117,33 @@ type Report struct {
 	UsageReported       int               `json:"usage_reported"`
 	TTFT                Stats             `json:"ttft_ms"`
 	ITL                 Stats             `json:"itl_ms"`
+	TPOT                Stats             `json:"tpot_ms"`
 	E2E                 Stats             `json:"e2e_ms"`
 	Errors              map[string]int    `json:"errors"`
 	ErrorExamples       map[string]string `json:"error_examples,omitempty"`
+
+	// Fields named as in vLLM's result JSON.
+	Duration             float64 `json:"duration"`
+	TotalInputTokens     int64   `json:"total_input_tokens"`
+	TotalOutputTokens    int64   `json:"total_output_tokens"`
+	OutputThroughput     float64 `json:"output_throughput"`
+	TotalTokenThroughput float64 `json:"total_token_throughput"`
+	// RequestRate is the configured rate ("inf" for all at once; 0 for the
+	// closed loop) and MaxConcurrency the cap under open loop (0: none).
+	RequestRate           string  `json:"request_rate"`
+	Burstiness            float64 `json:"burstiness"`
+	MaxConcurrency        int     `json:"max_concurrency"`
+	MaxConcurrentRequests int     `json:"max_concurrent_requests"`
+	// GoodputSLOs echoes the objectives, "CLASS.METRIC:MS" or "METRIC:MS".
+	GoodputSLOs []string `json:"goodput_slos,omitempty"`
+	// Metrics are the vLLM-named results over every completed request
+	// (request_goodput, mean_ttft_ms, p99_ttft_ms...), written at the top
+	// level of the JSON; Classes the same per request class.
+	Metrics Metrics            `json:"-"`
+	Classes map[string]Metrics `json:"classes,omitempty"`
+	// Dataset is true when the requests came from Options.Items rather than
+	// PromptTokens and GenTokens (which then do not describe them).
+	Dataset bool `json:"dataset"`
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -126,6 +178,30 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("timeout %v is negative", o.Timeout)
 	case o.ProgressInterval < 0:
 		return o, fmt.Errorf("progress interval %v is negative", o.ProgressInterval)
+	}
+	o.dataset = o.Items != nil
+	if o.Items != nil {
+		if len(o.Items) == 0 || len(o.Items) > maxRequests {
+			return o, fmt.Errorf("%d requests in the dataset: use 1..%d", len(o.Items), maxRequests)
+		}
+		o.Requests = len(o.Items)
+	} else {
+		o.Items = RandomItems(o.Requests, o.PromptTokens, o.GenTokens, 0, o.Seed)
+	}
+	if o.Burstiness == 0 {
+		o.Burstiness = 1
+	}
+	if o.RequestRate < 0 || math.IsNaN(o.RequestRate) {
+		return o, fmt.Errorf("request rate %v must be positive, inf, or 0 for the closed loop", o.RequestRate)
+	}
+	if o.MaxConcurrency < 0 || o.MaxConcurrency > maxConcurrency {
+		return o, fmt.Errorf("max concurrency %d is out of range: use 0 (no cap) .. %d", o.MaxConcurrency, maxConcurrency)
+	}
+	if len(o.PercentileMetrics) == 0 {
+		o.PercentileMetrics = MetricNames
+	}
+	if len(o.MetricPercentiles) == 0 {
+		o.MetricPercentiles = []float64{50, 90, 99}
 	}
 	if o.Concurrency > o.Requests {
 		o.Concurrency = o.Requests
@@ -188,6 +264,7 @@ type tally struct {
 	usage         int
 	errors        map[string]int
 	errorExamples map[string]string
+	recs          []record
 
 	completed, failed, canceled atomic.Int64
 }
@@ -211,6 +288,7 @@ func (t *tally) add(r *result) {
 	t.ttft = append(t.ttft, ms(r.ttft))
 	t.e2e = append(t.e2e, ms(r.e2e))
 	t.itl = append(t.itl, r.itl...)
+	t.recs = append(t.recs, record{class: r.class, ttft: ms(r.ttft), e2e: ms(r.e2e), itl: r.itl, maxGap: r.maxGap, in: r.promptTokens, out: r.outputTokens})
 	t.promptTokens += int64(r.promptTokens)
 	t.outputTokens += int64(r.outputTokens)
 	if r.usage {
@@ -235,11 +313,17 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench serve: %w", err)
 	}
-	client := newClient(o.Concurrency)
+	client := newClient(max(o.Concurrency, min(o.MaxConcurrency, 1024), 64))
 	defer client.CloseIdleConnections()
 	if o.Model == "" {
 		o.Model, err = discoverModel(ctx, client, o)
 		if err != nil {
+			return nil, fmt.Errorf("bench serve: %w", err)
+		}
+	}
+	var sched []time.Duration
+	if o.RequestRate > 0 {
+		if sched, err = Arrivals(o.Requests, o.RequestRate, o.Burstiness, o.Seed); err != nil {
 			return nil, fmt.Errorf("bench serve: %w", err)
 		}
 	}
@@ -249,21 +333,31 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	start := time.Now()
 	stopProgress := startProgress(progress, o, t, start)
-	var next atomic.Int64
+	var inFlight, peak atomic.Int64
+	send := func(i int) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		r := doRequest(ctx, client, o, i)
+		inFlight.Add(-1)
+		t.add(&r)
+	}
 	var wg sync.WaitGroup
-	for w := 0; w < o.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= o.Requests {
-					return
+	if o.RequestRate == 0 {
+		var next atomic.Int64
+		for w := 0; w < o.Concurrency; w++ {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					i := int(next.Add(1) - 1)
+					if i >= o.Requests {
+						return
+					}
+					send(i)
 				}
-				r := doRequest(ctx, client, o, i)
-				t.add(&r)
-			}
-		}()
+			})
+		}
+	} else {
+		openLoop(ctx, o, sched, start, &wg, send)
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -291,10 +385,107 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		Errors:              t.errors,
 		ErrorExamples:       t.errorExamples,
 	}
+	rep.Duration = rep.DurationS
+	rep.Dataset = o.dataset
+	rep.TotalInputTokens, rep.TotalOutputTokens = rep.PromptTokens, rep.OutputTokens
+	rep.Burstiness = o.Burstiness
+	rep.MaxConcurrency = o.MaxConcurrency
+	rep.MaxConcurrentRequests = int(peak.Load())
+	rep.RequestRate = strconv.FormatFloat(o.RequestRate, 'g', -1, 64)
+	for _, slo := range o.Goodput {
+		k := slo.Metric
+		if slo.Class != "" {
+			k = slo.Class + "." + k
+		}
+		rep.GoodputSLOs = append(rep.GoodputSLOs, k+":"+strconv.FormatFloat(slo.MS, 'g', -1, 64))
+	}
+	var tpots []float64
+	for i := range t.recs {
+		if v, ok := t.recs[i].tpot(); ok {
+			tpots = append(tpots, v)
+		}
+	}
+	rep.TPOT = Summarize(tpots)
+	rep.Metrics = computeMetrics(t.recs, rep.DurationS, o.PercentileMetrics, o.MetricPercentiles, o.Goodput)
+	byClass := map[string][]record{}
+	for _, r := range t.recs {
+		if r.class != "" {
+			byClass[r.class] = append(byClass[r.class], r)
+		}
+	}
+	for c, recs := range byClass {
+		if rep.Classes == nil {
+			rep.Classes = map[string]Metrics{}
+		}
+		rep.Classes[c] = computeMetrics(recs, rep.DurationS, o.PercentileMetrics, o.MetricPercentiles, o.Goodput)
+	}
 	if s := rep.DurationS; s > 0 {
 		rep.RequestThroughput = float64(rep.Completed) / s
 		rep.OutputTokS = float64(rep.OutputTokens) / s
 		rep.TotalTokS = float64(rep.PromptTokens+rep.OutputTokens) / s
+		rep.OutputThroughput, rep.TotalTokenThroughput = rep.OutputTokS, rep.TotalTokS
 	}
 	return rep, nil
+}
+
+// openLoop sends request i at start+Arrivals(...)[i], waiting for a slot
+// first when MaxConcurrency caps the requests in flight, until every request
+// is sent or ctx is done.
+func openLoop(ctx context.Context, o Options, sched []time.Duration, start time.Time, wg *sync.WaitGroup, send func(int)) {
+	var sem chan struct{}
+	if o.MaxConcurrency > 0 {
+		sem = make(chan struct{}, o.MaxConcurrency)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i, at := range sched {
+		if d := time.Until(start.Add(at)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			if sem != nil {
+				<-sem
+			}
+			return
+		}
+		wg.Go(func() {
+			send(i)
+			if sem != nil {
+				<-sem
+			}
+		})
+	}
+}
+
+// MarshalJSON writes the report's fields with the vLLM-named Metrics at the
+// top level beside them (completed, request_goodput, mean_ttft_ms,
+// p99_itl_ms...), so tools that read vLLM's result JSON read it.
+func (r *Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	b, err := json.Marshal((*plain)(r))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range r.Metrics {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
 }

@@ -34,6 +34,8 @@ type result struct {
 	promptTokens int
 	outputTokens int
 	usage        bool // the token counts came from the server
+	class        string
+	maxGap       float64 // the longest gap between chunks with text, ms
 }
 
 type usage struct {
@@ -93,10 +95,17 @@ func (c *chunk) text() (string, bool) {
 
 // doRequest sends request i and measures it.
 func doRequest(ctx context.Context, client *http.Client, o Options, i int) result {
+	r := request(ctx, client, o, o.Items[i])
+	r.class = o.Items[i].Class
+	return r
+}
+
+// request sends one item and measures it.
+func request(ctx context.Context, client *http.Client, o Options, it Item) result {
 	req := completionRequest{
 		Model:       o.Model,
-		Prompt:      makePrompt(o.Seed, i, o.PromptTokens),
-		MaxTokens:   o.GenTokens,
+		Prompt:      it.Text(),
+		MaxTokens:   it.MaxTokens,
 		Temperature: 0,
 		Stream:      o.Stream,
 		IgnoreEOS:   o.IgnoreEOS,
@@ -133,15 +142,15 @@ func doRequest(ctx context.Context, client *http.Client, o Options, i int) resul
 	}
 	var r result
 	if o.Stream {
-		r = readStream(ctx, rctx, resp.Body, start, o.GenTokens)
+		r = readStream(ctx, rctx, resp.Body, start, it.MaxTokens)
 	} else {
-		r = readWhole(ctx, rctx, resp.Body, start, o.GenTokens)
+		r = readWhole(ctx, rctx, resp.Body, start, it.MaxTokens)
 		if r.kind == "" && !r.usage {
-			r.outputTokens = o.GenTokens
+			r.outputTokens = it.MaxTokens
 		}
 	}
 	if r.kind == "" && !r.canceled && r.promptTokens == 0 {
-		r.promptTokens = o.PromptTokens
+		r.promptTokens = it.InputLen
 	}
 	return r
 }
@@ -227,6 +236,9 @@ func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxT
 	}
 	r.ttft = times[0].Sub(start)
 	r.itl = interTokenLatencies(times, r.outputTokens)
+	for j := 1; j < len(times); j++ {
+		r.maxGap = max(r.maxGap, ms(times[j].Sub(times[j-1])))
+	}
 	return r
 }
 
