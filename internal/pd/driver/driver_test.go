@@ -184,6 +184,22 @@ func (h *harness) prefillRoom(id room.ID, leg *testLeg, pages int) {
 	}
 }
 
+// decodeRoom brings a decode room to awaiting KV from prefill p1: request,
+// HELLO, HELLO_ACK, admission of pages 4 and 5, ALLOC.
+func (h *harness) decodeRoom(id room.ID, leg *testLeg) {
+	h.t.Helper()
+	if rej := h.d.Request(h.now, id, "r", "p1", leg); rej != nil {
+		h.t.Fatal(rej)
+	}
+	h.drainControl("p1")
+	h.frame("p1", kvwire.TypeHelloAck, id, nil)
+	if !h.eng.has("admit " + leg.name) {
+		h.t.Fatalf("no admission: %v", h.eng.calls)
+	}
+	h.d.Admitted(h.now, id, leg, &fakePages{buf: map[[3]int32][]byte{}}, []int32{4, 5})
+	h.drainControl("p1") // ALLOC
+}
+
 // kvFrames returns every K and V frame of pages pages over all layers.
 func kvFrames(pages int) []KVFrame {
 	var out []KVFrame
@@ -476,16 +492,7 @@ func TestOverBudgetFailsTheRoom(t *testing.T) {
 func TestDecodeQuarantineAndDuplicates(t *testing.T) {
 	h := newHarness(t, room.RoleDecode, Limits{})
 	id, leg := roomID(1), &testLeg{"a"}
-	if rej := h.d.Request(h.now, id, "r", "p1", leg); rej != nil {
-		t.Fatal(rej)
-	}
-	h.drainControl("p1")
-	h.frame("p1", kvwire.TypeHelloAck, id, nil)
-	if !h.eng.has("admit a") {
-		t.Fatalf("no admission: %v", h.eng.calls)
-	}
-	h.d.Admitted(h.now, id, leg, &fakePages{buf: map[[3]int32][]byte{}}, []int32{4, 5})
-	h.drainControl("p1") // ALLOC
+	h.decodeRoom(id, leg)
 	kv := kvwire.KV{Layer: 1, Kind: kvwire.KindV, Ordinal: 1}
 	if dst := h.d.KVDest("p1", id, kv, pageBytes); len(dst) != pageBytes {
 		t.Fatalf("KVDest = %d bytes, want %d", len(dst), pageBytes)
@@ -638,13 +645,7 @@ func TestFailedRoomSendsNoQueuedDone(t *testing.T) {
 func TestDuplicateWhileTheFirstIsBeingWritten(t *testing.T) {
 	h := newHarness(t, room.RoleDecode, Limits{})
 	id, leg := roomID(1), &testLeg{"a"}
-	if rej := h.d.Request(h.now, id, "r", "p1", leg); rej != nil {
-		t.Fatal(rej)
-	}
-	h.drainControl("p1")
-	h.frame("p1", kvwire.TypeHelloAck, id, nil)
-	h.d.Admitted(h.now, id, leg, &fakePages{buf: map[[3]int32][]byte{}}, []int32{4, 5})
-	h.drainControl("p1") // ALLOC
+	h.decodeRoom(id, leg)
 	kv := kvwire.KV{Layer: 1, Kind: kvwire.KindK, Ordinal: 0}
 	if dst := h.d.KVDest("p1", id, kv, pageBytes); dst == nil {
 		t.Fatal("no destination for the first copy")
