@@ -103,18 +103,28 @@ func decodeStrict(body []byte, v any) *openai.Error {
 	return nil
 }
 
-func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+// tokenizerRequest reads a /tokenize or /detokenize body (tokenizerAccess),
+// decodes it strictly into v and checks its model (model reads it from v),
+// answering any failure itself; it reports whether the handler goes on.
+func (s *Server) tokenizerRequest(w http.ResponseWriter, r *http.Request, v any, model func() string) bool {
 	body, ok := s.tokenizerAccess(w, r)
 	if !ok {
-		return
+		return false
 	}
+	if e := decodeStrict(body, v); e != nil {
+		httpx.WriteError(w, e)
+		return false
+	}
+	if e := s.checkModel(model()); e != nil {
+		httpx.WriteError(w, e)
+		return false
+	}
+	return true
+}
+
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req TokenizeRequest
-	if e := decodeStrict(body, &req); e != nil {
-		httpx.WriteError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		httpx.WriteError(w, e)
+	if !s.tokenizerRequest(w, r, &req, func() string { return req.Model }) {
 		return
 	}
 	tok := s.b.Tokenizer()
@@ -213,17 +223,8 @@ func itoa(i int) string {
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.tokenizerAccess(w, r)
-	if !ok {
-		return
-	}
 	var req DetokenizeRequest
-	if e := decodeStrict(body, &req); e != nil {
-		httpx.WriteError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		httpx.WriteError(w, e)
+	if !s.tokenizerRequest(w, r, &req, func() string { return req.Model }) {
 		return
 	}
 	tok := s.b.Tokenizer()
