@@ -70,6 +70,7 @@ func archSet(l Level, k *kernelSet) {
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
 		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)
+		k.rowsAsm = &rowsAsm{dotF16: dotF16RowsAVX512, axpyF16: axpyF16RowsAVX512}
 	}
 }
 
@@ -348,3 +349,9 @@ func dotQ5_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride 
 
 //go:noescape
 func dotQ5Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotF16RowsAVX512(q, rows *uint16, stride, nrows, n int, scale float32, dst *float32)
+
+//go:noescape
+func axpyF16RowsAVX512(w *float32, rows *uint16, stride, nrows int, y *float32, n int)

@@ -77,6 +77,7 @@ func bindFloat(k *kernelSet) {
 	k.vecDot[tensor.F32] = func(n int, w, a []byte) float32 { return vecDotF32(k.dotF32, n, w, a) }
 	k.vecDot[tensor.F16] = func(n int, w, a []byte) float32 { return vecDotF16(k.dotF16, n, w, a) }
 	k.quantize[tensor.F16] = func(src []float32, dst []byte) { quantizeF16(k.f32ToF16, src, dst) }
+	bindRows(k)
 }
 
 // aligned reports whether b starts at a multiple of n bytes (n a power of 2).

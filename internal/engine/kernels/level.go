@@ -53,6 +53,14 @@ type kernelSet struct {
 	f32ToF16 func(src []float32, dst []uint16)
 	f16ToF32 func(src []uint16, dst []float32)
 
+	// dotF16Rows and axpyF16Rows are the many-row attention forms (see
+	// DotF16Rows, AxpyF16Rows); rowsFromSingle builds them from dotF16
+	// and axpyF16 where a level has no kernel of its own.
+	dotF16Rows  func(q, rows []uint16, stride int, scale float32, dst []float32)
+	axpyF16Rows func(w []float32, rows []uint16, stride int, y []float32)
+	// rowsAsm holds a level's assembly for the many-row forms (nil: none).
+	rowsAsm *rowsAsm
+
 	// vecDot is indexed by the weight type; quantize by the vec dot type.
 	// Both may assume their slices hold exactly the bytes of n elements.
 	vecDot   [numTypes]func(n int, w, a []byte) float32

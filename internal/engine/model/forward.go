@@ -359,9 +359,7 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 				m := min(pt, npos-p0)
 				if f16 {
 					page := kvcache.F16(kv.KPage(l, pages[p0/pt]))
-					for s := range m {
-						sc[p0+s] = kernels.DotF16(q16, page[s*rowElems+off:s*rowElems+off+c.HeadDim]) * scale
-					}
+					kernels.DotF16Rows(q16, page[off:], rowElems, scale, sc[p0:p0+m])
 				} else {
 					page := kvcache.F32(kv.KPage(l, pages[p0/pt]))
 					for s := range m {
@@ -381,9 +379,7 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 				m := min(pt, npos-p0)
 				if f16 {
 					page := kvcache.F16(kv.VPage(l, pages[p0/pt]))
-					for s := range m {
-						kernels.AxpyF16(sc[p0+s], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
-					}
+					kernels.AxpyF16Rows(sc[p0:p0+m], page[off:], rowElems, out)
 				} else {
 					page := kvcache.F32(kv.VPage(l, pages[p0/pt]))
 					for s := range m {
