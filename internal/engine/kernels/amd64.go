@@ -67,6 +67,7 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI, sizeQ8_0)
+		k.dot4Rows[tensor.Q8_0] = q8Dot4Rows(dotQ8_0x4RowsVNNI, sizeQ8_0)
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
 		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)
@@ -81,6 +82,20 @@ func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byt
 			return 0
 		}
 		return f(&w[0], &a[0], n/bs)
+	}
+}
+
+// q8Dot4Rows adapts a many-row four-token kernel for a weight type dotted
+// with Q8_0, checking the slice bounds the assembly relies on.
+func q8Dot4Rows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int), wsize int) dot4RowsFunc {
+	return func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int) {
+		if nb <= 0 || nrows <= 0 {
+			return
+		}
+		_ = w[(nrows-1)*wrb+nb*wsize-1]
+		_ = prep[nb*prepQ8_0-1]
+		_ = y[3*ystride+nrows-1]
+		f(&w[0], wrb, nrows, &prep[0], nb, &y[0], ystride)
 	}
 }
 
@@ -355,3 +370,6 @@ func dotF16RowsAVX512(q, rows *uint16, stride, nrows, n int, scale float32, dst 
 
 //go:noescape
 func axpyF16RowsAVX512(w *float32, rows *uint16, stride, nrows int, y *float32, n int)
+
+//go:noescape
+func dotQ8_0x4RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)

@@ -69,12 +69,20 @@ type kernelSet struct {
 	// dot4, where set, computes the dots of one weight row with four
 	// activation rows at once (see dot4Func), bit-identical to vecDot.
 	dot4 [numTypes]dot4Func
+	// dot4Rows, where set, is dot4 over several consecutive weight rows in
+	// one call (see dot4RowsFunc), bit-identical to dot4 row by row.
+	dot4Rows [numTypes]dot4RowsFunc
 }
 
 // dot4Func computes y[t·ystride] = vecDot(w, a[t·arb:]) for t < 4, for rows
 // of nb blocks, given the tile's prepared activation data (see
 // prepareTile). Results equal the level's vecDot bit for bit.
 type dot4Func func(w, a []byte, arb int, prep []byte, nb int, y []float32, ystride int)
+
+// dot4RowsFunc computes, for the nrows weight rows in w (wrb bytes apart),
+// what dot4 computes for each: row r's output for token t goes to
+// y[r + t·ystride]. It needs the tile's prepared data, not the rows.
+type dot4RowsFunc func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int)
 
 // numTypes bounds the ggml type ids used as table indices (BF16 = 30 is the
 // largest one the kernels know).

@@ -26,10 +26,11 @@ type matmulState struct {
 	prepFn  func(lo, hi int)
 
 	dot       func(n int, w, a []byte) float32
-	dot4      dot4Func // nil: one token at a time
-	prep      []byte   // prepared data of the four-token tiles
-	tileSize  int      // bytes of prep per tile
-	nb        int      // activation blocks per row
+	dot4      dot4Func     // nil: one token at a time
+	dot4Rows  dot4RowsFunc // nil: dot4 row by row
+	prep      []byte       // prepared data of the four-token tiles
+	tileSize  int          // bytes of prep per tile
+	nb        int          // activation blocks per row
 	vt        tensor.Type
 	quantize  func(src []float32, dst []byte)
 	w         []byte
@@ -116,9 +117,10 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		}
 	}
 
-	m.dot4 = nil
+	m.dot4, m.dot4Rows = nil, nil
 	if nTok >= 4 && ks.dot4[wt] != nil {
 		m.dot4 = ks.dot4[wt]
+		m.dot4Rows = ks.dot4Rows[wt]
 		m.sizeTiles(vt)
 		if tiles := nTok / 4; m.tileSize > 0 {
 			if nTok*nIn < quantSerialElems {
@@ -142,7 +144,7 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 
 // release drops the references to the caller's slices.
 func (m *matmulState) release() {
-	m.dot, m.dot4, m.quantize = nil, nil, nil
+	m.dot, m.dot4, m.dot4Rows, m.quantize = nil, nil, nil, nil
 	m.prep = nil
 	m.w, m.x, m.y, m.act = nil, nil, nil, nil
 }
@@ -183,6 +185,10 @@ func (m *matmulState) rows(lo, hi int) {
 		if m.dot4 != nil {
 			for ; t+4 <= m.nTok; t += 4 {
 				a, prep := act[t*arb:(t+4)*arb], m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize]
+				if m.dot4Rows != nil {
+					m.dot4Rows(w[g*wrb:ge*wrb], wrb, ge-g, prep, m.nb, y[t*nOut+g:], nOut)
+					continue
+				}
 				for o := g; o < ge; o++ {
 					m.dot4(w[o*wrb:(o+1)*wrb], a, arb, prep, m.nb, y[t*nOut+o:], nOut)
 				}
