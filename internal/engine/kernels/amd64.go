@@ -38,6 +38,7 @@ func archSet(l Level, k *kernelSet) {
 		k.axpyF16 = axpyF16Vec(axpyF16AVX2, 8)
 		k.f32ToF16 = f32ToF16Vec
 		k.f16ToF32 = f16ToF32Vec
+		k.expShift = expShiftVec
 		k.vecDot[tensor.Q8_0] = blockDot(dotQ8_0AVX2, qk)
 		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0AVX2, qk)
 		k.vecDot[tensor.Q4_K] = blockDot(dotQ4KAVX2, qkk)
@@ -373,3 +374,16 @@ func axpyF16RowsAVX512(w *float32, rows *uint16, stride, nrows int, y *float32, 
 
 //go:noescape
 func dotQ8_0x4RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func expShiftAVX2(x *float32, n int, m float32, c *[12]float32)
+
+// expShiftVec runs the AVX2 exp on the largest multiple of 8 elements and
+// the Go reference on the rest.
+func expShiftVec(x []float32, m float32) {
+	n := len(x) &^ 7
+	if n > 0 {
+		expShiftAVX2(&x[0], n, m, &expConsts)
+	}
+	expShiftGo(x[n:], m)
+}

@@ -51,6 +51,7 @@ func genericSet() *kernelSet {
 		axpyF16:  axpyF16Go,
 		f32ToF16: f32ToF16Go,
 		f16ToF32: f16ToF32Go,
+		expShift: expShiftGo,
 	}
 	k.vecDot[tensor.BF16] = dotBF16Go
 	k.vecDot[tensor.Q8_0] = dotQ8_0Go

@@ -52,6 +52,7 @@ type kernelSet struct {
 	axpyF16  func(alpha float32, x []uint16, y []float32)
 	f32ToF16 func(src []float32, dst []uint16)
 	f16ToF32 func(src []uint16, dst []float32)
+	expShift func(x []float32, m float32)
 
 	// dotF16Rows and axpyF16Rows are the many-row attention forms (see
 	// DotF16Rows, AxpyF16Rows); rowsFromSingle builds them from dotF16

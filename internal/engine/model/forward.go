@@ -397,10 +397,9 @@ func softmax(x []float32) {
 	for _, v := range x[1:] {
 		m = max(m, v)
 	}
+	kernels.ExpShiftF32(x, m)
 	var sum float64
-	for i, v := range x {
-		e := expf(v - m)
-		x[i] = e
+	for _, e := range x {
 		sum += float64(e)
 	}
 	inv := float32(1 / sum)
