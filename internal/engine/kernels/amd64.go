@@ -69,6 +69,7 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI, sizeQ8_0)
 		k.dot4Rows[tensor.Q8_0] = q8Dot4Rows(dotQ8_0x4RowsVNNI, sizeQ8_0)
+		k.dot8[tensor.Q8_0] = q8Dot8Rows
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
 		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)
@@ -386,4 +387,19 @@ func expShiftVec(x []float32, m float32) {
 		expShiftAVX2(&x[0], n, m, &expConsts)
 	}
 	expShiftGo(x[n:], m)
+}
+
+//go:noescape
+func dotQ8_0x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+
+// q8Dot8Rows checks the slice bounds dotQ8_0x8RowsVNNI relies on and calls
+// it (nb is the blocks per row, even).
+func q8Dot8Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int) {
+	if nb <= 0 || nrows <= 0 {
+		return
+	}
+	_ = w[(nrows-1)*wrb+nb*sizeQ8_0-1]
+	_ = prep[nb/2*prep8PairBytes-1]
+	_ = y[7*ystride+nrows-1]
+	dotQ8_0x8RowsVNNI(&w[0], wrb, nrows, &prep[0], nb/2, &y[0], ystride)
 }

@@ -73,6 +73,9 @@ type kernelSet struct {
 	// dot4Rows, where set, is dot4 over several consecutive weight rows in
 	// one call (see dot4RowsFunc), bit-identical to dot4 row by row.
 	dot4Rows [numTypes]dot4RowsFunc
+	// dot8, where set, is dot4Rows for eight tokens, whose prepared data
+	// is prepareTile8's (rows of an even number of blocks only).
+	dot8 [numTypes]dot4RowsFunc
 }
 
 // dot4Func computes y[t·ystride] = vecDot(w, a[t·arb:]) for t < 4, for rows
