@@ -39,6 +39,7 @@ func archSet(l Level, k *kernelSet) {
 		k.f32ToF16 = f32ToF16Vec
 		k.f16ToF32 = f16ToF32Vec
 		k.expShift = expShiftVec
+		k.swiglu = swigluVec
 		k.vecDot[tensor.Q8_0] = blockDot(dotQ8_0AVX2, qk)
 		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0AVX2, qk)
 		k.vecDot[tensor.Q4_K] = blockDot(dotQ4KAVX2, qkk)
@@ -377,7 +378,7 @@ func axpyF16RowsAVX512(w *float32, rows *uint16, stride, nrows int, y *float32, 
 func dotQ8_0x4RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
 
 //go:noescape
-func expShiftAVX2(x *float32, n int, m float32, c *[12]float32)
+func expShiftAVX2(x *float32, n int, m float32, c *[13]float32)
 
 // expShiftVec runs the AVX2 exp on the largest multiple of 8 elements and
 // the Go reference on the rest.
@@ -402,4 +403,17 @@ func q8Dot8Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystr
 	_ = prep[nb/2*prep8PairBytes-1]
 	_ = y[7*ystride+nrows-1]
 	dotQ8_0x8RowsVNNI(&w[0], wrb, nrows, &prep[0], nb/2, &y[0], ystride)
+}
+
+//go:noescape
+func swigluAVX2(gp, u *float32, n int, c *[13]float32)
+
+// swigluVec runs the AVX2 SwiGLU on the largest multiple of 8 elements and
+// the Go reference on the rest.
+func swigluVec(g, u []float32) {
+	n := len(g) &^ 7
+	if n > 0 {
+		swigluAVX2(&g[0], &u[0], n, &expConsts)
+	}
+	swigluGo(g[n:], u[n:])
 }

@@ -67,3 +67,36 @@ func BenchmarkExpShift(b *testing.B) {
 		}
 	})
 }
+
+// TestSwiGLUMatchesReference checks SwiGLU against swigluGo bit for bit at
+// every level (large gates of both signs, the clamp, NaN, tails), and
+// swigluGo against silu in float64.
+func TestSwiGLUMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	var g, u []float32
+	for range 3000 {
+		g = append(g, float32(rng.NormFloat64()*4))
+		u = append(u, float32(rng.NormFloat64()))
+	}
+	g = append(g, 0, 87, 88, 89, 200, -87, -88, -89, -200, -1e30, 1e30, float32(math.NaN()))
+	u = append(u, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	ref := append([]float32(nil), g...)
+	swigluGo(ref, u)
+	for i, v := range g {
+		want := float64(v) / (1 + math.Exp(-float64(v))) * float64(u[i])
+		if d := math.Abs(float64(ref[i]) - want); !(d <= 1e-6*math.Abs(want)+1e-36) && !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			t.Errorf("swigluGo(%v, %v) = %v, silu gives %v", v, u[i], ref[i], want)
+		}
+	}
+	forEachLevel(t, func(t *testing.T) {
+		for _, n := range []int{len(g), 1, 7, 9, 64} {
+			got := append([]float32(nil), g[len(g)-n:]...)
+			SwiGLU(got, u[len(u)-n:])
+			for i := range got {
+				if want := ref[len(g)-n+i]; math.Float32bits(got[i]) != math.Float32bits(want) && !(math.IsNaN(float64(got[i])) && math.IsNaN(float64(want))) {
+					t.Fatalf("n=%d: SwiGLU(%v) = %v, reference %v", n, g[len(g)-n+i], got[i], want)
+				}
+			}
+		}
+	})
+}

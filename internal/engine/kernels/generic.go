@@ -52,6 +52,7 @@ func genericSet() *kernelSet {
 		f32ToF16: f32ToF16Go,
 		f16ToF32: f16ToF32Go,
 		expShift: expShiftGo,
+		swiglu:   swigluGo,
 	}
 	k.vecDot[tensor.BF16] = dotBF16Go
 	k.vecDot[tensor.Q8_0] = dotQ8_0Go

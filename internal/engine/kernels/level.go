@@ -53,6 +53,7 @@ type kernelSet struct {
 	f32ToF16 func(src []float32, dst []uint16)
 	f16ToF32 func(src []uint16, dst []float32)
 	expShift func(x []float32, m float32)
+	swiglu   func(g, u []float32)
 
 	// dotF16Rows and axpyF16Rows are the many-row attention forms (see
 	// DotF16Rows, AxpyF16Rows); rowsFromSingle builds them from dotF16

@@ -305,12 +305,7 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	r.matmul(&ly.Gate, r.h, n, r.gate)
 	r.matmul(&ly.Up, r.h, n, r.up)
 	g, u := r.gate[:n*c.FF], r.up[:n*c.FF]
-	r.pool.Parallel(len(g), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			v := g[i]
-			g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
-		}
-	})
+	r.pool.Parallel(len(g), func(lo, hi int) { kernels.SwiGLU(g[lo:hi], u[lo:hi]) })
 	r.matmul(&ly.Down, r.gate, n, r.out)
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
