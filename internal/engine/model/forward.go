@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
@@ -39,6 +40,8 @@ type Runner struct {
 	tokSeq                             []int     // per token: sequence index
 
 	layerHook func(layer int)
+	// times accumulates where Forward spends its time (see Times).
+	times PhaseTimes
 	// attnPool recycles attention scratch between steps and layers, so a
 	// decode step allocates nothing per layer.
 	attnPool sync.Pool
@@ -103,6 +106,8 @@ func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Co
 // token. The returned slices alias the runner's scratch and are valid until
 // the next call.
 func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
+	start := time.Now()
+	defer func() { r.times.Total += time.Since(start) }()
 	if err := r.CheckCache(kv); err != nil {
 		return nil, err
 	}
@@ -251,8 +256,25 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 }
 
 func (r *Runner) matmul(w *Linear, x []float32, n int, y []float32) {
+	start := time.Now()
 	r.pool.MatMul(w.Type, w.Data, w.Out, w.In, x[:n*w.In], n, y[:n*w.Out])
+	r.times.MatMul += time.Since(start)
 }
+
+// PhaseTimes is the wall time Forward spent in all, in matrix
+// multiplications (every linear layer and the output projection) and in
+// attention (scores, softmax, weighted values), summed over calls.
+type PhaseTimes struct {
+	Total, MatMul, Attention time.Duration
+}
+
+// Times returns the time spent in Forward since the runner was made or
+// the last ResetTimes. A Runner is used by one goroutine at a time, so the
+// counters need no lock.
+func (r *Runner) Times() PhaseTimes { return r.times }
+
+// ResetTimes zeroes the counters Times returns.
+func (r *Runner) ResetTimes() { r.times = PhaseTimes{} }
 
 func addBias(y, b []float32, n int) {
 	if b == nil {
@@ -292,7 +314,9 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	if r.layerHook != nil {
 		r.layerHook(l)
 	}
+	attStart := time.Now()
 	r.attention(kv, l, seqs, n)
+	r.times.Attention += time.Since(attStart)
 	r.matmul(&ly.O, r.attn, n, r.out)
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
