@@ -62,8 +62,11 @@ func benchEngineCmd() *cobra.Command {
 				return json.NewEncoder(w).Encode(res)
 			}
 			fmt.Fprintf(w, "model %s, %d threads\n", res.Model, res.Threads)
-			fmt.Fprintf(w, "prefill  %5d tokens  %8.3f s  %9.2f tok/s\n", res.PromptTokens, res.PrefillS, res.PrefillTokS)
-			fmt.Fprintf(w, "decode   %5d tokens  %8.3f s  %9.2f tok/s\n", res.GenTokens, res.DecodeS, res.DecodeTokS)
+			sh := func(s bench.Shares) string {
+				return fmt.Sprintf("matmul %4.1f%%  attention %4.1f%%  other %4.1f%%", 100*s.MatMul, 100*s.Attention, 100*s.Other)
+			}
+			fmt.Fprintf(w, "prefill  %5d tokens  %8.3f s  %9.2f tok/s   %s\n", res.PromptTokens, res.PrefillS, res.PrefillTokS, sh(res.PrefillShares))
+			fmt.Fprintf(w, "decode   %5d tokens  %8.3f s  %9.2f tok/s   %s\n", res.GenTokens, res.DecodeS, res.DecodeTokS, sh(res.DecodeShares))
 			return nil
 		},
 	}

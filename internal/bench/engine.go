@@ -31,6 +31,30 @@ type EngineResult struct {
 	DecodeS      float64 `json:"decode_s"`
 	PrefillTokS  float64 `json:"prefill_tok_s"`
 	DecodeTokS   float64 `json:"decode_tok_s"`
+	// PrefillShares and DecodeShares say where each phase's forward time
+	// went, from the runner's own counters.
+	PrefillShares Shares `json:"prefill_time_shares"`
+	DecodeShares  Shares `json:"decode_time_shares"`
+}
+
+// Shares splits a phase's forward time into matrix multiplications,
+// attention and everything else (norms, RoPE, activations, embedding,
+// sampling setup), as fractions summing to 1.
+type Shares struct {
+	MatMul    float64 `json:"matmul"`
+	Attention float64 `json:"attention"`
+	Other     float64 `json:"other"`
+}
+
+// sharesOf turns the runner's counters into Shares.
+func sharesOf(t model.PhaseTimes) Shares {
+	if t.Total <= 0 {
+		return Shares{}
+	}
+	tot := float64(t.Total)
+	s := Shares{MatMul: float64(t.MatMul) / tot, Attention: float64(t.Attention) / tot}
+	s.Other = max(0, 1-s.MatMul-s.Attention)
+	return s
 }
 
 // Engine prefills a random prompt and decodes greedily, timing each phase.
@@ -61,12 +85,15 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 		prompt[i] = int32(3 + rng.IntN(m.Config.Vocab-3)) // skip the usual special ids 0..2
 	}
 	res := &EngineResult{Model: m.Config.Name, Threads: threads, PromptTokens: o.PromptTokens, GenTokens: o.GenTokens}
+	r.ResetTimes()
 	start := time.Now()
 	out, err := r.Forward(kv, []model.Seq{{Tokens: prompt, Pos: 0, Pages: pages}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: prefill: %w", err)
 	}
 	res.PrefillS = time.Since(start).Seconds()
+	res.PrefillShares = sharesOf(r.Times())
+	r.ResetTimes()
 	smp := sample.New(sample.Params{})
 	logits := out[0]
 	history := prompt
@@ -84,6 +111,7 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 		logits = out[0]
 	}
 	res.DecodeS = time.Since(start).Seconds()
+	res.DecodeShares = sharesOf(r.Times())
 	res.PrefillTokS = float64(o.PromptTokens) / res.PrefillS
 	if o.GenTokens > 0 {
 		res.DecodeTokS = float64(o.GenTokens) / res.DecodeS
