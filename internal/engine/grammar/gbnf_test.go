@@ -420,3 +420,20 @@ func TestGBNFDeepRecursion(t *testing.T) {
 		t.Errorf("100 levels accepted with MaxDepth 50")
 	}
 }
+
+// TestRealVocabularyGrammars checks Mask against Accept on the real 32k
+// Llama 2 vocabulary for a GBNF grammar and a tool-call grammar built from
+// parts, at several prefixes of their benchmark documents.
+func TestRealVocabularyGrammars(t *testing.T) {
+	v := vocab32k(t)
+	for _, mg := range maskGrammars[1:] {
+		g, err := mg.compile(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := docPrefixMatchers(t, g, v, mg.doc)
+		for _, i := range []int{0, 1, 13, 40, 77, len(ms) - 1} {
+			checkMaskAgrees(t, ms[i], v, mg.name+" prefix "+mg.doc[:i])
+		}
+	}
+}
