@@ -437,3 +437,21 @@ func TestRealVocabularyGrammars(t *testing.T) {
 		}
 	}
 }
+
+// TestGBNFAmbiguousMask: an ambiguous grammar keeps many parallel stacks
+// that share their lower parts (each is masked once); the mask must still
+// equal what Accept takes at every step.
+func TestGBNFAmbiguousMask(t *testing.T) {
+	v, _ := synthVocab(t)
+	g := mustGBNF(t, "root ::= a\na ::= (\"x\" | \"xx\") a b | \"\"\nb ::= \"\" | \"x\" | \"y\"")
+	m := NewMatcher(g, v)
+	for i := 0; i < 24; i++ {
+		checkMaskAgrees(t, m, v, fmt.Sprintf("after %d x", i))
+		if err := m.AcceptBytes([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(m.stacks) < 20 {
+		t.Errorf("%d parallel stacks after 24 x; the test wants an ambiguous state", len(m.stacks))
+	}
+}
