@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/grammar"
@@ -368,5 +369,32 @@ func TestLegRefusesSeveralSequences(t *testing.T) {
 	s.Handler().ServeHTTP(rec, signedLeg(t, keys, "/v1/completions", `{"prompt":["a","b"],"max_tokens":2}`, testDecodeLeg))
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "one request per prompt") || len(b.submitted()) != 0 {
 		t.Errorf("list prompt on a leg: %d %s, %d submitted", rec.Code, rec.Body, len(b.submitted()))
+	}
+}
+
+// TestPrefillLegClampsMinTokens: the router's prefill body asks for one
+// token; a min_tokens meant for the whole answer must not make it a 400,
+// and still holds off an end as that first token.
+func TestPrefillLegClampsMinTokens(t *testing.T) {
+	tok := testVocab(t, llama2Template, true)
+	keys := testLegKeys(t)
+	b := &legBackend{fakeBackend: newFake(t, tok, append(tokens(t, tok, 0, "▁Hello"), done(engine.FinishLength)))}
+	s, _ := newTestServer(t, b, Options{LegKeys: keys})
+	prefill := LegInfo{Room: strings.Repeat("ab", 16), RequestID: "req-8", Leg: leg.KindPrefill}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, signedLeg(t, keys, "/v1/completions", `{"prompt":"a","max_tokens":1,"min_tokens":5,"guided_regex":"[a-z]+"}`, prefill))
+	st := b.submitted()
+	if rec.Code != 200 || len(st) != 1 || st[0].req.MinTokens != 1 || st[0].req.Grammar == nil {
+		t.Fatalf("prefill leg with min_tokens 5: %d %s, requests %d", rec.Code, rec.Body, len(st))
+	}
+	// Not on a decode leg or colocated: there it is the client's error.
+	rec = do(s.Handler(), "POST", "/v1/completions", `{"prompt":"a","max_tokens":1,"min_tokens":5}`)
+	if rec.Code != 401 {
+		t.Errorf("unsigned request to a worker: %d, want 401", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, signedLeg(t, keys, "/v1/completions", `{"prompt":"a","max_tokens":1,"min_tokens":5}`, testDecodeLeg))
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "min_tokens") {
+		t.Errorf("decode leg with min_tokens over max_tokens: %d %s, want 400", rec.Code, rec.Body)
 	}
 }

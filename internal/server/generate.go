@@ -108,7 +108,13 @@ func (s *Server) plan(ctx context.Context, c *openai.Common, prompts [][]int32, 
 				maxTokens = ctxLen - n
 			}
 		}
-		if c.MinTokens > maxTokens {
+		minTokens := c.MinTokens
+		if li, ok := LegFromContext(ctx); ok && li.Leg == leg.KindPrefill {
+			// The router's prefill body asks for one token; min_tokens
+			// still applies to it.
+			minTokens = min(minTokens, maxTokens)
+		}
+		if minTokens > maxTokens {
 			return nil, openai.Invalid("min_tokens", openai.CodeInvalidValue,
 				"min_tokens is %d, more than the %d tokens this request may generate (max_tokens, or the rest of the context).", c.MinTokens, maxTokens)
 		}
@@ -127,7 +133,7 @@ func (s *Server) plan(ctx context.Context, c *openai.Common, prompts [][]int32, 
 				// choice's first chunk carries them without waiting for another.
 				PromptLogprobs: promptLogprobs,
 				LogitBias:      c.LogitBias,
-				MinTokens:      c.MinTokens,
+				MinTokens:      minTokens,
 			})
 		}
 	}
