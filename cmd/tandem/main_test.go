@@ -90,12 +90,20 @@ func TestSynthInfoGenerateBench(t *testing.T) {
 			t.Errorf("same seed, different output on %s:\n%s\n%s", typ, out, again)
 		}
 		bench := run(t, "bench", "engine", "--model", p, "--prompt-tokens", "32", "--gen-tokens", "4", "--threads", "1", "--format", "json")
+		type shares struct{ MatMul, Attention, Other float64 }
 		var br struct {
-			PrefillTokS float64 `json:"prefill_tok_s"`
-			DecodeTokS  float64 `json:"decode_tok_s"`
+			PrefillTokS   float64 `json:"prefill_tok_s"`
+			DecodeTokS    float64 `json:"decode_tok_s"`
+			PrefillShares shares  `json:"prefill_time_shares"`
+			DecodeShares  shares  `json:"decode_time_shares"`
 		}
 		if err := json.Unmarshal([]byte(bench), &br); err != nil || br.PrefillTokS <= 0 || br.DecodeTokS <= 0 {
 			t.Errorf("bench engine on %s: %q (%v)", typ, bench, err)
+		}
+		for _, sh := range []shares{br.PrefillShares, br.DecodeShares} {
+			if sum := sh.MatMul + sh.Attention + sh.Other; sh.MatMul <= 0 || sh.Attention <= 0 || sum < 0.999 || sum > 1.001 {
+				t.Errorf("bench engine on %s: time shares %+v must be positive for matmul and attention and sum to 1", typ, sh)
+			}
 		}
 	}
 }

@@ -125,7 +125,7 @@ func modelSynthCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m or 1b")
 	fs.StringVar(&typ, "type", "q8_0", "weight type: f16, q8_0 or q4_k")
-	fs.StringVar(&vocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file (default: a synthesized SentencePiece vocabulary)")
+	fs.StringVar(&vocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file, or convert this Hugging Face tokenizer.json (default: a synthesized SentencePiece vocabulary)")
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")
 	fs.IntVar(&context, "context", 0, "context length written into the model (0: the preset's, 2048)")

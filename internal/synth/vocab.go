@@ -174,6 +174,9 @@ func (v vocab) keys() []gguf.KV {
 // tokenizerKeysFrom reads every tokenizer.* key of the GGUF file at path and
 // the vocabulary size (the length of tokenizer.ggml.tokens).
 func tokenizerKeysFrom(path string) ([]gguf.KV, int, error) {
+	if kvs, n, ok, err := hfKeysIfJSON(path); ok { // a Hugging Face tokenizer.json (hfvocab.go)
+		return kvs, n, err
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read vocabulary: %w", err)

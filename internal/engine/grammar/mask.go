@@ -157,8 +157,12 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 
 // computeMask ORs into dst the tokens that some stack accepts.
 func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
+	var done map[string]bool
+	if len(stacks) > 1 {
+		done = map[string]bool{}
+	}
 	for _, st := range stacks {
-		t.maskStack(st, dst, w)
+		t.maskStack(st, dst, w, done)
 	}
 }
 
@@ -166,8 +170,19 @@ func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
 // precomputed set, plus, where the top rule can end inside a token, the rest
 // of that token walked against the stack below; when the top rule can end
 // before the token starts, the same again one frame down.
-func (t *tables) maskStack(st []int32, dst Bitset, w *walker) {
+//
+// With several stacks, done holds the stacks already masked: a stack
+// contributes the same tokens whichever stack it is the lower part of, so
+// a shared lower part is walked once.
+func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bool) {
 	for len(st) > 0 {
+		if done != nil {
+			k := stackKey(st)
+			if done[k] {
+				return
+			}
+			done[k] = true
+		}
 		top := st[len(st)-1]
 		below := st[:len(st)-1]
 		tab := t.state(top, w)

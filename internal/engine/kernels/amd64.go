@@ -38,6 +38,8 @@ func archSet(l Level, k *kernelSet) {
 		k.axpyF16 = axpyF16Vec(axpyF16AVX2, 8)
 		k.f32ToF16 = f32ToF16Vec
 		k.f16ToF32 = f16ToF32Vec
+		k.expShift = expShiftVec
+		k.swiglu = swigluVec
 		k.vecDot[tensor.Q8_0] = blockDot(dotQ8_0AVX2, qk)
 		k.vecDot[tensor.Q4_0] = blockDot(dotQ4_0AVX2, qk)
 		k.vecDot[tensor.Q4_K] = blockDot(dotQ4KAVX2, qkk)
@@ -53,6 +55,8 @@ func archSet(l Level, k *kernelSet) {
 		k.dot4[tensor.Q4_K] = kDot4(dotQ4Kx4AVX2, sizeQ4_K)
 		k.dot4[tensor.Q6_K] = kDot4(dotQ6Kx4AVX2, sizeQ6_K)
 		k.dot4[tensor.Q5_K] = kDot4(dotQ5Kx4AVX2, sizeQ5_K)
+		k.quantize[tensor.Q8_0] = quantizeQ8_0AVX2
+		k.quantize[tensor.Q8_K] = quantizeQ8_KAVX2
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
@@ -65,9 +69,12 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI, sizeQ8_0)
+		k.dot4Rows[tensor.Q8_0] = q8Dot4Rows(dotQ8_0x4RowsVNNI, sizeQ8_0)
+		k.dot8[tensor.Q8_0] = q8Dot8Rows
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
 		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)
+		k.rowsAsm = &rowsAsm{dotF16: dotF16RowsAVX512, axpyF16: axpyF16RowsAVX512}
 	}
 }
 
@@ -78,6 +85,20 @@ func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byt
 			return 0
 		}
 		return f(&w[0], &a[0], n/bs)
+	}
+}
+
+// q8Dot4Rows adapts a many-row four-token kernel for a weight type dotted
+// with Q8_0, checking the slice bounds the assembly relies on.
+func q8Dot4Rows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int), wsize int) dot4RowsFunc {
+	return func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int) {
+		if nb <= 0 || nrows <= 0 {
+			return
+		}
+		_ = w[(nrows-1)*wrb+nb*wsize-1]
+		_ = prep[nb*prepQ8_0-1]
+		_ = y[3*ystride+nrows-1]
+		f(&w[0], wrb, nrows, &prep[0], nb, &y[0], ystride)
 	}
 }
 
@@ -346,3 +367,53 @@ func dotQ5_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride 
 
 //go:noescape
 func dotQ5Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotF16RowsAVX512(q, rows *uint16, stride, nrows, n int, scale float32, dst *float32)
+
+//go:noescape
+func axpyF16RowsAVX512(w *float32, rows *uint16, stride, nrows int, y *float32, n int)
+
+//go:noescape
+func dotQ8_0x4RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func expShiftAVX2(x *float32, n int, m float32, c *[13]float32)
+
+// expShiftVec runs the AVX2 exp on the largest multiple of 8 elements and
+// the Go reference on the rest.
+func expShiftVec(x []float32, m float32) {
+	n := len(x) &^ 7
+	if n > 0 {
+		expShiftAVX2(&x[0], n, m, &expConsts)
+	}
+	expShiftGo(x[n:], m)
+}
+
+//go:noescape
+func dotQ8_0x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+
+// q8Dot8Rows checks the slice bounds dotQ8_0x8RowsVNNI relies on and calls
+// it (nb is the blocks per row, even).
+func q8Dot8Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int) {
+	if nb <= 0 || nrows <= 0 {
+		return
+	}
+	_ = w[(nrows-1)*wrb+nb*sizeQ8_0-1]
+	_ = prep[nb/2*prep8PairBytes-1]
+	_ = y[7*ystride+nrows-1]
+	dotQ8_0x8RowsVNNI(&w[0], wrb, nrows, &prep[0], nb/2, &y[0], ystride)
+}
+
+//go:noescape
+func swigluAVX2(gp, u *float32, n int, c *[13]float32)
+
+// swigluVec runs the AVX2 SwiGLU on the largest multiple of 8 elements and
+// the Go reference on the rest.
+func swigluVec(g, u []float32) {
+	n := len(g) &^ 7
+	if n > 0 {
+		swigluAVX2(&g[0], &u[0], n, &expConsts)
+	}
+	swigluGo(g[n:], u[n:])
+}

@@ -51,6 +51,8 @@ func genericSet() *kernelSet {
 		axpyF16:  axpyF16Go,
 		f32ToF16: f32ToF16Go,
 		f16ToF32: f16ToF32Go,
+		expShift: expShiftGo,
+		swiglu:   swigluGo,
 	}
 	k.vecDot[tensor.BF16] = dotBF16Go
 	k.vecDot[tensor.Q8_0] = dotQ8_0Go
@@ -77,6 +79,7 @@ func bindFloat(k *kernelSet) {
 	k.vecDot[tensor.F32] = func(n int, w, a []byte) float32 { return vecDotF32(k.dotF32, n, w, a) }
 	k.vecDot[tensor.F16] = func(n int, w, a []byte) float32 { return vecDotF16(k.dotF16, n, w, a) }
 	k.quantize[tensor.F16] = func(src []float32, dst []byte) { quantizeF16(k.f32ToF16, src, dst) }
+	bindRows(k)
 }
 
 // aligned reports whether b starts at a multiple of n bytes (n a power of 2).

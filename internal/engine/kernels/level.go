@@ -52,6 +52,16 @@ type kernelSet struct {
 	axpyF16  func(alpha float32, x []uint16, y []float32)
 	f32ToF16 func(src []float32, dst []uint16)
 	f16ToF32 func(src []uint16, dst []float32)
+	expShift func(x []float32, m float32)
+	swiglu   func(g, u []float32)
+
+	// dotF16Rows and axpyF16Rows are the many-row attention forms (see
+	// DotF16Rows, AxpyF16Rows); rowsFromSingle builds them from dotF16
+	// and axpyF16 where a level has no kernel of its own.
+	dotF16Rows  func(q, rows []uint16, stride int, scale float32, dst []float32)
+	axpyF16Rows func(w []float32, rows []uint16, stride int, y []float32)
+	// rowsAsm holds a level's assembly for the many-row forms (nil: none).
+	rowsAsm *rowsAsm
 
 	// vecDot is indexed by the weight type; quantize by the vec dot type.
 	// Both may assume their slices hold exactly the bytes of n elements.
@@ -61,12 +71,23 @@ type kernelSet struct {
 	// dot4, where set, computes the dots of one weight row with four
 	// activation rows at once (see dot4Func), bit-identical to vecDot.
 	dot4 [numTypes]dot4Func
+	// dot4Rows, where set, is dot4 over several consecutive weight rows in
+	// one call (see dot4RowsFunc), bit-identical to dot4 row by row.
+	dot4Rows [numTypes]dot4RowsFunc
+	// dot8, where set, is dot4Rows for eight tokens, whose prepared data
+	// is prepareTile8's (rows of an even number of blocks only).
+	dot8 [numTypes]dot4RowsFunc
 }
 
 // dot4Func computes y[t·ystride] = vecDot(w, a[t·arb:]) for t < 4, for rows
 // of nb blocks, given the tile's prepared activation data (see
 // prepareTile). Results equal the level's vecDot bit for bit.
 type dot4Func func(w, a []byte, arb int, prep []byte, nb int, y []float32, ystride int)
+
+// dot4RowsFunc computes, for the nrows weight rows in w (wrb bytes apart),
+// what dot4 computes for each: row r's output for token t goes to
+// y[r + t·ystride]. It needs the tile's prepared data, not the rows.
+type dot4RowsFunc func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int)
 
 // numTypes bounds the ggml type ids used as table indices (BF16 = 30 is the
 // largest one the kernels know).

@@ -24,12 +24,19 @@ type matmulState struct {
 	rowsFn  func(lo, hi int)
 	quantFn func(lo, hi int)
 	prepFn  func(lo, hi int)
+	prep8Fn func(lo, hi int)
 
 	dot       func(n int, w, a []byte) float32
-	dot4      dot4Func // nil: one token at a time
-	prep      []byte   // prepared data of the four-token tiles
-	tileSize  int      // bytes of prep per tile
-	nb        int      // activation blocks per row
+	dot4      dot4Func     // nil: one token at a time
+	dot4Rows  dot4RowsFunc // nil: dot4 row by row
+	dot8      dot4RowsFunc // nil: no eight-token tiles
+	n8        int          // eight-token tiles (tokens [0, 8·n8))
+	prep8     []byte       // their prepared data
+	prep8Size int          // bytes of prep8 per tile
+	prep8Mem  []byte
+	prep      []byte // prepared data of the four-token tiles
+	tileSize  int    // bytes of prep per tile
+	nb        int    // activation blocks per row
 	vt        tensor.Type
 	quantize  func(src []float32, dst []byte)
 	w         []byte
@@ -52,6 +59,7 @@ func (m *matmulState) init() {
 	m.rowsFn = m.rows
 	m.quantFn = m.quant
 	m.prepFn = m.prepare
+	m.prep8Fn = m.prepare8
 }
 
 // MatMul computes y[t*nOut+o] = W[o]·x[t*nIn:(t+1)*nIn] for o < nOut and
@@ -116,9 +124,23 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		}
 	}
 
-	m.dot4 = nil
+	m.dot4, m.dot4Rows, m.dot8, m.n8 = nil, nil, nil, 0
+	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && nb%2 == 0 {
+		m.dot8, m.n8, m.nb = ks.dot8[wt], nTok/8, nb
+		m.prep8Size = nb / 2 * prep8PairBytes
+		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
+			m.prep8Mem = make([]byte, n)
+		}
+		m.prep8 = m.prep8Mem[:m.n8*m.prep8Size]
+		if nTok*nIn < quantSerialElems {
+			m.prepare8(0, m.n8)
+		} else {
+			p.run(m.n8, 1, m.prep8Fn)
+		}
+	}
 	if nTok >= 4 && ks.dot4[wt] != nil {
 		m.dot4 = ks.dot4[wt]
+		m.dot4Rows = ks.dot4Rows[wt]
 		m.sizeTiles(vt)
 		if tiles := nTok / 4; m.tileSize > 0 {
 			if nTok*nIn < quantSerialElems {
@@ -142,7 +164,8 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 
 // release drops the references to the caller's slices.
 func (m *matmulState) release() {
-	m.dot, m.dot4, m.quantize = nil, nil, nil
+	m.dot, m.dot4, m.dot4Rows, m.dot8, m.quantize = nil, nil, nil, nil, nil
+	m.prep8 = nil
 	m.prep = nil
 	m.w, m.x, m.y, m.act = nil, nil, nil, nil
 }
@@ -167,6 +190,14 @@ func (m *matmulState) prepare(lo, hi int) {
 	}
 }
 
+// prepare8 fills the prepared data of eight-token tiles [lo, hi).
+func (m *matmulState) prepare8(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		t := 8 * i
+		prepareTile8(m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[i*m.prep8Size:(i+1)*m.prep8Size])
+	}
+}
+
 // quant quantizes activation blocks [lo, hi) of the concatenated rows.
 func (m *matmulState) quant(lo, hi int) {
 	m.quantize(m.x[lo*m.qBlock:hi*m.qBlock], m.act[lo*m.qBytes:hi*m.qBytes])
@@ -180,9 +211,16 @@ func (m *matmulState) rows(lo, hi int) {
 	for g := lo; g < hi; g += m.group {
 		ge := min(g+m.group, hi)
 		t := 0
+		for ; t < 8*m.n8; t += 8 {
+			m.dot8(w[g*wrb:ge*wrb], wrb, ge-g, m.prep8[t/8*m.prep8Size:(t/8+1)*m.prep8Size], m.nb, y[t*nOut+g:], nOut)
+		}
 		if m.dot4 != nil {
 			for ; t+4 <= m.nTok; t += 4 {
 				a, prep := act[t*arb:(t+4)*arb], m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize]
+				if m.dot4Rows != nil {
+					m.dot4Rows(w[g*wrb:ge*wrb], wrb, ge-g, prep, m.nb, y[t*nOut+g:], nOut)
+					continue
+				}
 				for o := g; o < ge; o++ {
 					m.dot4(w[o*wrb:(o+1)*wrb], a, arb, prep, m.nb, y[t*nOut+o:], nOut)
 				}

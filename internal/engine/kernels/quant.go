@@ -183,3 +183,31 @@ func prepareTile(vt tensor.Type, a []byte, arb, nb int, dst []byte) {
 		}
 	}
 }
+
+// prep8PairBytes is the bytes of one block pair's record in an eight-token
+// Q8_0 tile: per token, the pair's 64 activation quants + 128 as unsigned
+// bytes, then 16 float32 scales (the first block's scale 8 times, then the
+// second's), so the kernel loads both without shuffles.
+const prep8PairBytes = 8 * 128
+
+// prepareTile8 writes the eight-token tile data of the eight Q8_0
+// activation rows a (row stride arb, nb blocks each, nb even) into dst
+// (nb/2·prep8PairBytes bytes).
+func prepareTile8(a []byte, arb, nb int, dst []byte) {
+	for p := 0; p < nb/2; p++ {
+		for t := 0; t < 8; t++ {
+			rec := dst[p*prep8PairBytes+128*t : p*prep8PairBytes+128*(t+1)]
+			for h := 0; h < 2; h++ {
+				blk := a[t*arb+(2*p+h)*sizeQ8_0 : t*arb+(2*p+h+1)*sizeQ8_0]
+				c, q := rec[32*h:32*h+32], blk[2:sizeQ8_0]
+				for j := 0; j < 32; j += 8 {
+					binary.LittleEndian.PutUint64(c[j:], binary.LittleEndian.Uint64(q[j:])^0x8080808080808080)
+				}
+				d := math.Float32bits(half(blk))
+				for j := 0; j < 8; j++ {
+					binary.LittleEndian.PutUint32(rec[64+32*h+4*j:], d)
+				}
+			}
+		}
+	}
+}

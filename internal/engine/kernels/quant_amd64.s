@@ -1516,3 +1516,176 @@ DATA shufK6<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
 DATA shufK6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA shufK6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL shufK6<>(SB), RODATA|NOPTR, $128
+
+// func dotQ8_0x4RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// is dotQ8_0x4VNNI for nrows >= 1 consecutive weight rows wrb bytes apart,
+// row r's four outputs at y[r + t·ystride]: the same instructions per row,
+// without a call and the constant setup per row.
+TEXT ·dotQ8_0x4RowsVNNI(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), R11
+	MOVQ         wrb+8(FP), R12
+	MOVQ         nrows+16(FP), R13
+	MOVQ         y+40(FP), R14
+	MOVL         $0xFF00, AX
+	KMOVW        AX, K1
+	MOVL         $0x00FF, AX
+	KMOVW        AX, K2
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z14
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z16, Z16, Z16
+	MOVL         $4, AX
+	VPBROADCASTD AX, K1, Z16
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z20
+	VPADDD       Z20, Z16, Z17
+	VPADDD       Z20, Z17, Z18
+	VPADDD       Z20, Z18, Z19
+
+rowsloop:
+	MOVQ   R11, SI
+	MOVQ   prep+24(FP), R10
+	MOVQ   nb+32(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ   CX, $2
+	JB     rone
+
+rloop2:
+	VMOVDQU       2(SI), Y8
+	VINSERTI64X4  $1, 36(SI), Z8, Z8
+	VPXORD        Z9, Z9, Z9
+	VPDPBUSD      Z8, Z14, Z9
+	VPSUBD        Z9, Z13, Z9
+	VPBROADCASTW  0(SI), X10
+	VPBROADCASTW  34(SI), X11
+	VPUNPCKLQDQ   X11, X10, X10
+	VCVTPH2PS     X10, Y10
+	VMOVUPS       0(R10), X11
+	VINSERTF128   $1, 144(R10), Y11, Y11
+	VMULPS        Y11, Y10, Y15
+	X4ZTOKEN(0, Z16, Z0)
+	X4ZTOKEN(1, Z17, Z1)
+	X4ZTOKEN(2, Z18, Z2)
+	X4ZTOKEN(3, Z19, Z3)
+	ADDQ          $68, SI
+	ADDQ          $288, R10
+	SUBQ          $2, CX
+	CMPQ          CX, $2
+	JAE           rloop2
+
+rone:
+	TESTQ CX, CX
+	JEQ   rreduce
+	X4WQ8_0(0)
+	X4WVNNI(0)
+	X4ZTAIL(0, Z0)
+	X4ZTAIL(1, Z1)
+	X4ZTAIL(2, Z2)
+	X4ZTAIL(3, Z3)
+
+rreduce:
+	MOVQ R14, BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X4ZSTORE(Z0, Y0, X0)
+	X4ZSTORE(Z1, Y1, X1)
+	X4ZSTORE(Z2, Y2, X2)
+	X4ZSTORE(Z3, Y3, X3)
+	ADDQ $4, R14
+	ADDQ R12, R11
+	DECQ R13
+	JNZ  rowsloop
+	VZEROUPPER
+	RET
+
+// X8TOKEN adds token T's block pair (quants at T·128(R10), scales at
+// T·128+64(R10)) to ACC: the same operations as X4ZTOKEN, with the pair's
+// quants and its 16 lane scales laid out for the kernel (no shuffles).
+// Z8 = weight quants, Z9 = -128·Σw, Z10 = the 16 lane weight scales.
+#define X8TOKEN(T, ACC) \
+	VMOVDQU64   (128*T)(R10), Z12;    \
+	VMOVDQA64   Z9, Z11;              \
+	VPDPBUSD    Z8, Z12, Z11;         \
+	VCVTDQ2PS   Z11, Z11;             \
+	VMULPS      (128*T+64)(R10), Z10, Z12; \
+	VFMADD231PS Z12, Z11, ACC
+
+// X8STORE stores ACC's reduction (odd half added to even half, then
+// HSUM8, as X4ZSTORE) at (BX) and advances BX by DX.
+#define X8STORE(ACC, YACC) \
+	VEXTRACTF64X4 $1, ACC, Y4; \
+	VADDPS        Y4, YACC, Y0; \
+	HSUM8(Y0, X0, X1);         \
+	VMOVSS        X0, (BX);    \
+	ADDQ          DX, BX
+
+// func dotQ8_0x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+// computes, for nrows >= 1 Q8_0 weight rows wrb bytes apart and eight
+// tokens, row r's output for token t into y[r + t·ystride], over npairs >= 1
+// block pairs; prep is the tile's data (see prepareTile8). Each output
+// equals dotQ8_0VNNI's bit for bit.
+TEXT ·dotQ8_0x8RowsVNNI(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), R11
+	MOVQ         wrb+8(FP), R12
+	MOVQ         nrows+16(FP), R13
+	MOVQ         y+40(FP), R14
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z14
+	VPXORD       Z13, Z13, Z13
+
+x8row:
+	MOVQ   R11, SI
+	MOVQ   prep+24(FP), R10
+	MOVQ   npairs+32(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+x8pair:
+	VMOVDQU      2(SI), Y8
+	VINSERTI64X4 $1, 36(SI), Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPDPBUSD     Z8, Z14, Z9
+	VPSUBD       Z9, Z13, Z9
+	VPBROADCASTW 0(SI), Y10
+	VPBROADCASTW 34(SI), Y11
+	VINSERTI128  $1, X11, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	X8TOKEN(0, Z16)
+	X8TOKEN(1, Z17)
+	X8TOKEN(2, Z18)
+	X8TOKEN(3, Z19)
+	X8TOKEN(4, Z20)
+	X8TOKEN(5, Z21)
+	X8TOKEN(6, Z22)
+	X8TOKEN(7, Z23)
+	ADDQ         $68, SI
+	ADDQ         $1024, R10
+	DECQ         CX
+	JNZ          x8pair
+
+	MOVQ R14, BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	X8STORE(Z16, Y16)
+	X8STORE(Z17, Y17)
+	X8STORE(Z18, Y18)
+	X8STORE(Z19, Y19)
+	X8STORE(Z20, Y20)
+	X8STORE(Z21, Y21)
+	X8STORE(Z22, Y22)
+	X8STORE(Z23, Y23)
+	ADDQ $4, R14
+	ADDQ R12, R11
+	DECQ R13
+	JNZ  x8row
+	VZEROUPPER
+	RET

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
@@ -39,6 +40,8 @@ type Runner struct {
 	tokSeq                             []int     // per token: sequence index
 
 	layerHook func(layer int)
+	// times accumulates where Forward spends its time (see Times).
+	times PhaseTimes
 	// attnPool recycles attention scratch between steps and layers, so a
 	// decode step allocates nothing per layer.
 	attnPool sync.Pool
@@ -103,6 +106,8 @@ func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Co
 // token. The returned slices alias the runner's scratch and are valid until
 // the next call.
 func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
+	start := time.Now()
+	defer func() { r.times.Total += time.Since(start) }()
 	if err := r.CheckCache(kv); err != nil {
 		return nil, err
 	}
@@ -251,8 +256,25 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 }
 
 func (r *Runner) matmul(w *Linear, x []float32, n int, y []float32) {
+	start := time.Now()
 	r.pool.MatMul(w.Type, w.Data, w.Out, w.In, x[:n*w.In], n, y[:n*w.Out])
+	r.times.MatMul += time.Since(start)
 }
+
+// PhaseTimes is the wall time Forward spent in all, in matrix
+// multiplications (every linear layer and the output projection) and in
+// attention (scores, softmax, weighted values), summed over calls.
+type PhaseTimes struct {
+	Total, MatMul, Attention time.Duration
+}
+
+// Times returns the time spent in Forward since the runner was made or
+// the last ResetTimes. A Runner is used by one goroutine at a time, so the
+// counters need no lock.
+func (r *Runner) Times() PhaseTimes { return r.times }
+
+// ResetTimes zeroes the counters Times returns.
+func (r *Runner) ResetTimes() { r.times = PhaseTimes{} }
 
 func addBias(y, b []float32, n int) {
 	if b == nil {
@@ -292,7 +314,9 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	if r.layerHook != nil {
 		r.layerHook(l)
 	}
+	attStart := time.Now()
 	r.attention(kv, l, seqs, n)
+	r.times.Attention += time.Since(attStart)
 	r.matmul(&ly.O, r.attn, n, r.out)
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
@@ -305,12 +329,7 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	r.matmul(&ly.Gate, r.h, n, r.gate)
 	r.matmul(&ly.Up, r.h, n, r.up)
 	g, u := r.gate[:n*c.FF], r.up[:n*c.FF]
-	r.pool.Parallel(len(g), func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			v := g[i]
-			g[i] = v / (1 + float32(math.Exp(float64(-v)))) * u[i]
-		}
-	})
+	r.pool.Parallel(len(g), func(lo, hi int) { kernels.SwiGLU(g[lo:hi], u[lo:hi]) })
 	r.matmul(&ly.Down, r.gate, n, r.out)
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
@@ -359,9 +378,7 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 				m := min(pt, npos-p0)
 				if f16 {
 					page := kvcache.F16(kv.KPage(l, pages[p0/pt]))
-					for s := range m {
-						sc[p0+s] = kernels.DotF16(q16, page[s*rowElems+off:s*rowElems+off+c.HeadDim]) * scale
-					}
+					kernels.DotF16Rows(q16, page[off:], rowElems, scale, sc[p0:p0+m])
 				} else {
 					page := kvcache.F32(kv.KPage(l, pages[p0/pt]))
 					for s := range m {
@@ -381,9 +398,7 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 				m := min(pt, npos-p0)
 				if f16 {
 					page := kvcache.F16(kv.VPage(l, pages[p0/pt]))
-					for s := range m {
-						kernels.AxpyF16(sc[p0+s], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
-					}
+					kernels.AxpyF16Rows(sc[p0:p0+m], page[off:], rowElems, out)
 				} else {
 					page := kvcache.F32(kv.VPage(l, pages[p0/pt]))
 					for s := range m {
@@ -401,10 +416,9 @@ func softmax(x []float32) {
 	for _, v := range x[1:] {
 		m = max(m, v)
 	}
+	kernels.ExpShiftF32(x, m)
 	var sum float64
-	for i, v := range x {
-		e := expf(v - m)
-		x[i] = e
+	for _, e := range x {
 		sum += float64(e)
 	}
 	inv := float32(1 / sum)

@@ -1,0 +1,54 @@
+package kernels
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"tandem/internal/engine/tensor"
+)
+
+// BenchmarkQ8Tiles compares, on one 768-row group of Q8_0 weights 768
+// wide, the AVX-512 four-token kernel row by row, over the whole group in
+// one call, and the eight-token kernel, for the same eight tokens.
+func BenchmarkQ8Tiles(b *testing.B) {
+	if MaxLevel() < AVX512 {
+		b.Skip("needs AVX-512")
+	}
+	const nOut, nIn, nTok = 768, 768, 8
+	rng := rand.New(rand.NewPCG(3, 3))
+	w := randWeights(rng, tensor.Q8_0, nOut*nIn)
+	x := randActivations(rng, nTok*nIn)
+	arb, _ := tensor.Q8_0.RowBytes(nIn)
+	wrb := arb
+	act := make([]byte, nTok*arb)
+	QuantizeActivation(tensor.Q8_0, x, act)
+	nb := nIn / 32
+	prep4 := make([]byte, 2*nb*prepQ8_0)
+	prepareTile(tensor.Q8_0, act[:4*arb], arb, nb, prep4[:nb*prepQ8_0])
+	prepareTile(tensor.Q8_0, act[4*arb:], arb, nb, prep4[nb*prepQ8_0:])
+	prep8 := make([]byte, nb/2*prep8PairBytes)
+	prepareTile8(act, arb, nb, prep8)
+	y := make([]float32, nTok*nOut)
+	ks := sets[AVX512]
+	b.Run("x4/row", func(b *testing.B) {
+		for b.Loop() {
+			for t := 0; t < 8; t += 4 {
+				for o := range nOut {
+					ks.dot4[tensor.Q8_0](w[o*wrb:(o+1)*wrb], act[t*arb:], arb, prep4[t/4*nb*prepQ8_0:], nb, y[t*nOut+o:], nOut)
+				}
+			}
+		}
+	})
+	b.Run("x4/rows", func(b *testing.B) {
+		for b.Loop() {
+			for t := 0; t < 8; t += 4 {
+				ks.dot4Rows[tensor.Q8_0](w, wrb, nOut, prep4[t/4*nb*prepQ8_0:], nb, y[t*nOut:], nOut)
+			}
+		}
+	})
+	b.Run("x8/rows", func(b *testing.B) {
+		for b.Loop() {
+			ks.dot8[tensor.Q8_0](w, wrb, nOut, prep8, nb, y, nOut)
+		}
+	})
+}
