@@ -49,7 +49,7 @@ const check = (schema, v) => { const r = schema.safeParse(v); return r.success ?
 const models = await client.models.list();
 const model = models.data[0].id;
 out.model = model;
-const base = { model, temperature: 0, max_tokens: 400 };
+const base = { model, temperature: 0, max_tokens: 1500 };
 const messages = [{ role: "user", content: "Describe a person as JSON." }];
 
 await step("parse", async () => {
