@@ -53,6 +53,9 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		fmt.Fprintf(w, "context       %d\n", cfg.Context)
 		fmt.Fprintf(w, "rope          %s, %d dims, base %g, scale %g\n", cfg.RopeStyle, cfg.RopeDim, cfg.RopeBase, cfg.RopeScale)
 		fmt.Fprintf(w, "norm eps      %g\n", cfg.NormEps)
+		if f := archFeatures(cfg); f != "" {
+			fmt.Fprintf(w, "features      %s\n", f)
+		}
 	}
 	var params, bytes uint64
 	counts := map[tensor.Type]int{}
@@ -97,6 +100,7 @@ func modelSynthCmd() *cobra.Command {
 		context                     int
 		arch                        string
 		layers, window, pattern     int
+		keyLength                   int
 		origContext                 int
 		llama3Rope, tied            bool
 		attnCap, finalCap, gain     float32
@@ -120,6 +124,7 @@ func modelSynthCmd() *cobra.Command {
 			if layers > 0 {
 				cfg.Layers = layers
 			}
+			cfg.KeyLength = keyLength
 			cfg.Arch, cfg.Llama3Rope, cfg.Tied = arch, llama3Rope, tied
 			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
 			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
@@ -146,6 +151,7 @@ func modelSynthCmd() *cobra.Command {
 	fs.IntVar(&context, "context", 0, "context length written into the model (0: the preset's, 2048)")
 	fs.StringVar(&arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
 	fs.IntVar(&layers, "layers", 0, "number of blocks (0: the preset's)")
+	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
 	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
 	fs.BoolVar(&tied, "tied", false, "no output.weight: the output projection is token_embd (always for gemma2)")
 	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers; llama.cpp ignores it for llama and phi3)")
@@ -156,4 +162,40 @@ func modelSynthCmd() *cobra.Command {
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
 	return cmd
+}
+
+// archFeatures describes the non-Llama parts of a model's block in one line.
+func archFeatures(c model.Config) string {
+	var f []string
+	if c.RopeAttnFactor != 1 {
+		f = append(f, fmt.Sprintf("rope attn factor %g", c.RopeAttnFactor))
+	}
+	if c.QKNorm {
+		f = append(f, "q/k norm")
+	}
+	if c.PostNorms {
+		f = append(f, "post norms")
+	}
+	if c.Act != model.ActSiLU {
+		f = append(f, c.Act.String())
+	}
+	if c.EmbedScale != 0 {
+		f = append(f, fmt.Sprintf("embeddings x%g", c.EmbedScale))
+	}
+	if c.AttnSoftcap != 0 {
+		f = append(f, fmt.Sprintf("attention soft-cap %g", c.AttnSoftcap))
+	}
+	if c.FinalSoftcap != 0 {
+		f = append(f, fmt.Sprintf("final soft-cap %g", c.FinalSoftcap))
+	}
+	if c.SlidingWindow > 0 {
+		n := 0
+		for _, w := range c.SWALayers {
+			if w {
+				n++
+			}
+		}
+		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
+	}
+	return strings.Join(f, ", ")
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// outputs blind to positions (RoPE, windows); tests set it to make
 	// those matter. A llama file with AttnGain gets jittered norms too.
 	AttnGain float32
+	// KeyLength, when positive, is the head dimension, written as
+	// {arch}.attention.key_length and value_length, instead of Dim/Heads
+	// (Qwen3 and Gemma have heads·head_dim != Dim).
+	KeyLength int
 }
 
 // Archs lists the architectures Write synthesizes.
@@ -133,8 +137,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// HeadDim returns Dim / Heads (0 when Heads is not positive).
+// HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
+// positive).
 func (c Config) HeadDim() int {
+	if c.KeyLength > 0 {
+		return c.KeyLength
+	}
 	if c.Heads <= 0 {
 		return 0
 	}
@@ -159,7 +167,10 @@ func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
 			return fmt.Errorf("%s %d out of range: want 1..%d", f.name, f.v, max(f.high, 1))
 		}
 	}
-	if c.Dim%c.Heads != 0 {
+	if c.KeyLength < 0 || c.KeyLength > DimMax || (c.KeyLength > 0 && c.Arch == "phi3") {
+		return fmt.Errorf("key length %d: want 0..%d, and 0 for phi3 (its attention output is Dim wide)", c.KeyLength, DimMax)
+	}
+	if c.KeyLength == 0 && c.Dim%c.Heads != 0 {
 		return fmt.Errorf("dim %d is not a multiple of heads %d", c.Dim, c.Heads)
 	}
 	if c.HeadDim()%2 != 0 {
@@ -200,7 +211,7 @@ func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
 	}
 	// Every matrix row (ne0) is Dim or FF elements long.
 	for _, t := range weightTypes(typ) {
-		for _, n := range []int{c.Dim, c.FF} {
+		for _, n := range []int{c.Dim, c.FF, c.Heads * c.HeadDim()} {
 			if _, err := t.RowBytes(n); err != nil {
 				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", typ, t.BlockSize(), err)
 			}

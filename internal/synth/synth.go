@@ -77,7 +77,7 @@ const normJitter = 0.25
 // llama.cpp's loader for c.Arch expects.
 func layout(c Config, typ tensor.Type, vocab int) []tensorSpec {
 	hd := uint64(c.HeadDim())
-	dim, ff, kv := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd
+	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
 	jitter := c.Arch != "llama" || c.AttnGain > 0
 	mat := func(name string, t tensor.Type, ne0, ne1 uint64) tensorSpec {
 		return tensorSpec{name: name, dims: []uint64{ne0, ne1}, typ: t}
@@ -112,17 +112,17 @@ func layout(c Config, typ tensor.Type, vocab int) []tensorSpec {
 		an.gain = c.AttnGain
 		specs = append(specs, an)
 		if c.Arch == "phi3" {
-			specs = append(specs, mat(p+"attn_qkv.weight", vd, dim, dim+2*kv))
+			specs = append(specs, mat(p+"attn_qkv.weight", vd, dim, qd+2*kv))
 		} else {
 			specs = append(specs,
-				mat(p+"attn_q.weight", typ, dim, dim),
+				mat(p+"attn_q.weight", typ, dim, qd),
 				mat(p+"attn_k.weight", typ, dim, kv),
 				mat(p+"attn_v.weight", vd, dim, kv))
 		}
 		if c.Arch == "qwen3" || c.Arch == "gemma3" {
 			specs = append(specs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
 		}
-		specs = append(specs, mat(p+"attn_output.weight", typ, dim, dim))
+		specs = append(specs, mat(p+"attn_output.weight", typ, qd, dim))
 		gemma := c.Arch == "gemma2" || c.Arch == "gemma3"
 		if gemma {
 			specs = append(specs, norm(p+"post_attention_norm.weight"))
@@ -238,6 +238,10 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	w.SetUint32(a+"attention.head_count_kv", uint32(c.KVHeads))
 	w.SetFloat32(a+"attention.layer_norm_rms_epsilon", c.NormEps)
 	w.SetUint32(a+"rope.dimension_count", uint32(c.HeadDim()))
+	if c.KeyLength > 0 {
+		w.SetUint32(a+"attention.key_length", uint32(c.KeyLength))
+		w.SetUint32(a+"attention.value_length", uint32(c.KeyLength))
+	}
 	w.SetFloat32(a+"rope.freq_base", c.RopeBase)
 	if c.SlidingWindow > 0 {
 		w.SetUint32(a+"attention.sliding_window", uint32(c.SlidingWindow))

@@ -24,6 +24,8 @@ type archCase struct {
 	// means once.
 	reps int
 	ids  []int32
+	// quant, when set, is the weight type instead of F16.
+	quant tensor.Type
 }
 
 // archCases: every file is the tiny preset in F16, seed 21, changed as cfg
@@ -33,7 +35,11 @@ type archCase struct {
 //	tandem model synth --preset tiny --type f16 --seed 21 FLAGS -o F.gguf
 //	node llamacpp-greedy.mjs F.gguf 24 "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
 //
-// with the FLAGS in each case's comment. --attn-gain 5 scales the attention
+// with the FLAGS in each case's comment. Two files are left out because
+// their greedy paths reach near ties where Tandem and llama.cpp part: gemma2
+// --type q8_0 --head-dim 128 (step 4, where llama.cpp's top two logits are
+// 0.0007 apart and Tandem's 0.0024 the other way) and gemma3 --type q4_k
+// --head-dim 128 (token 21); the F16 files of those shapes match. --attn-gain 5 scales the attention
 // scores by 25 so that RoPE and windows change the output (with plain random
 // weights attention is nearly uniform and blind to positions).
 var archCases = []archCase{
@@ -42,42 +48,60 @@ var archCases = []archCase{
 	// rotations, which need long positions to matter.
 	{"llama3-rope", func(c *synth.Config) {
 		c.Llama3Rope, c.Context, c.RopeBase, c.AttnGain = true, 131072, 500000, 5
-	}, 20, []int32{317, 272, 45, 330, 14, 272, 277, 272, 277, 272, 296, 253, 296, 384, 338, 277, 386, 338, 277, 386, 338, 136, 427, 69}},
+	}, 20, []int32{317, 272, 45, 330, 14, 272, 277, 272, 277, 272, 296, 253, 296, 384, 338, 277, 386, 338, 277, 386, 338, 136, 427, 69}, 0},
 	// --sliding-window 6 --attn-gain 5: llama.cpp ignores the window for
 	// arch llama (Mistral-style files); the ids equal those without the key.
 	{"llama-sliding-window-ignored", func(c *synth.Config) {
 		c.SlidingWindow, c.AttnGain = 6, 5
-	}, 0, []int32{372, 333, 127, 270, 271, 129, 91, 345, 465, 145, 223, 385, 43, 270, 145, 106, 188, 129, 334, 471, 248, 298, 129, 206}},
+	}, 0, []int32{372, 333, 127, 270, 271, 129, 91, 345, 465, 145, 223, 385, 43, 270, 145, 106, 188, 129, 334, 471, 248, 298, 129, 206}, 0},
 	// --arch qwen3
 	{"qwen3", func(c *synth.Config) { c.Arch = "qwen3" }, 0,
-		[]int32{392, 102, 240, 240, 240, 508, 392, 468, 509, 508, 392, 468, 468, 468, 504, 508, 392, 156, 89, 168, 240, 508, 392, 508}},
+		[]int32{392, 102, 240, 240, 240, 508, 392, 468, 509, 508, 392, 468, 468, 468, 504, 508, 392, 156, 89, 168, 240, 508, 392, 508}, 0},
 	// --arch qwen3 --tied
 	{"qwen3-tied", func(c *synth.Config) { c.Arch, c.Tied = "qwen3", true }, 0,
-		[]int32{286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286}},
+		[]int32{286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286, 286}, 0},
 	// --arch phi3 --attn-gain 5
 	{"phi3", func(c *synth.Config) { c.Arch, c.AttnGain = "phi3", 5 }, 0,
-		[]int32{130, 384, 430, 428, 204, 468, 375, 237, 311, 396, 136, 459, 461, 133, 136, 195, 428, 334, 265, 434, 100, 136, 376, 130}},
+		[]int32{130, 384, 430, 428, 204, 468, 375, 237, 311, 396, 136, 459, 461, 133, 136, 195, 428, 334, 265, 434, 100, 136, 376, 130}, 0},
 	// --arch phi3 --context 4096 --rope-orig-context 256 --attn-gain 5:
 	// LongRoPE, long factors (llama.cpp: context 512 > 256; Tandem: 4096 > 256)
 	{"phi3-longrope-long", func(c *synth.Config) {
 		c.Arch, c.Context, c.RopeOrigContext, c.AttnGain = "phi3", 4096, 256, 5
-	}, 0, []int32{153, 295, 57, 327, 238, 217, 272, 237, 75, 428, 354, 477, 143, 214, 156, 428, 61, 209, 345, 173, 57, 182, 198, 368}},
+	}, 0, []int32{153, 295, 57, 327, 238, 217, 272, 237, 75, 428, 354, 477, 143, 214, 156, 428, 61, 209, 345, 173, 57, 182, 198, 368}, 0},
 	// --arch phi3 --context 4096 --rope-orig-context 4096 --attn-gain 5: short factors
 	{"phi3-longrope-short", func(c *synth.Config) {
 		c.Arch, c.Context, c.RopeOrigContext, c.AttnGain = "phi3", 4096, 4096, 5
-	}, 0, []int32{153, 153, 153, 153, 57, 422, 153, 57, 75, 214, 309, 349, 57, 247, 419, 9, 284, 341, 275, 114, 57, 113, 417, 323}},
+	}, 0, []int32{153, 153, 153, 153, 57, 422, 153, 57, 75, 214, 309, 349, 57, 247, 419, 9, 284, 341, 275, 114, 57, 113, 417, 323}, 0},
 	// --arch gemma2 --sliding-window 6 --attn-softcap 1 --final-softcap 0.5 --attn-gain 5
 	{"gemma2-window-softcap", func(c *synth.Config) {
 		c.Arch, c.SlidingWindow, c.AttnSoftcap, c.FinalSoftcap, c.AttnGain = "gemma2", 6, 1, 0.5, 5
-	}, 0, []int32{156, 156, 156, 269, 269, 269, 269, 269, 269, 269, 269, 269, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505}},
+	}, 0, []int32{156, 156, 156, 269, 269, 269, 269, 269, 269, 269, 269, 269, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505}, 0},
 	// --arch gemma2 --attn-gain 5 (llama.cpp's defaults: window 4096, caps 50 and 30)
 	{"gemma2", func(c *synth.Config) { c.Arch, c.AttnGain = "gemma2", 5 }, 0,
-		[]int32{286, 286, 423, 423, 423, 423, 423, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 94, 94, 94}},
+		[]int32{286, 286, 423, 423, 423, 423, 423, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 94, 94, 94}, 0},
 	// --arch gemma3 --layers 6 --sliding-window 6 --rope-base 1000000:
 	// layers 0-4 local (rope base 10000), layer 5 global (base 1e6)
 	{"gemma3-window", func(c *synth.Config) {
 		c.Arch, c.Layers, c.SlidingWindow, c.RopeBase = "gemma3", 6, 6, 1e6
-	}, 0, []int32{359, 319, 319, 113, 20, 233, 28, 464, 327, 97, 509, 115, 155, 29, 196, 98, 321, 155, 262, 77, 300, 162, 162, 162}},
+	}, 0, []int32{359, 319, 319, 113, 20, 233, 28, 464, 327, 97, 509, 115, 155, 29, 196, 98, 321, 155, 262, 77, 300, 162, 162, 162}, 0},
+	// Quantized files, and head dimensions with heads·head_dim != Dim (as
+	// in Qwen3 and Gemma): --type q8_0 --arch qwen3 --head-dim 128
+	{"qwen3-q8_0-headdim128", func(c *synth.Config) { c.Arch, c.KeyLength = "qwen3", 128 }, 0,
+		[]int32{302, 479, 479, 479, 479, 479, 479, 479, 330, 273, 326, 330, 330, 330, 330, 330, 330, 330, 330, 330, 330, 330, 330, 330}, tensor.Q8_0},
+	// --arch gemma3 --layers 6 --sliding-window 6 --rope-base 1000000 --head-dim 128
+	{"gemma3-headdim128", func(c *synth.Config) {
+		c.Arch, c.Layers, c.SlidingWindow, c.RopeBase, c.KeyLength = "gemma3", 6, 6, 1e6, 128
+	}, 0, []int32{44, 198, 22, 342, 502, 18, 166, 211, 400, 232, 503, 208, 22, 44, 253, 226, 367, 423, 423, 199, 448, 266, 472, 469}, 0},
+	// --type q4_k --arch phi3 --attn-gain 5
+	{"phi3-q4_k", func(c *synth.Config) { c.Arch, c.AttnGain = "phi3", 5 }, 0,
+		[]int32{120, 466, 352, 249, 307, 437, 143, 15, 54, 293, 122, 244, 439, 322, 175, 195, 59, 77, 473, 107, 109, 435, 226, 450}, tensor.Q4_K},
+	// --arch gemma2 --sliding-window 6 --attn-gain 5 --head-dim 128
+	{"gemma2-headdim128", func(c *synth.Config) {
+		c.Arch, c.SlidingWindow, c.AttnGain, c.KeyLength = "gemma2", 6, 5, 128
+	}, 0, []int32{323, 350, 350, 350, 492, 492, 492, 492, 492, 492, 29, 29, 214, 214, 214, 214, 343, 343, 343, 343, 343, 343, 343, 343}, 0},
+	// --type q8_0 --arch gemma2 --sliding-window 6 --attn-gain 5
+	{"gemma2-q8_0", func(c *synth.Config) { c.Arch, c.SlidingWindow, c.AttnGain = "gemma2", 6, 5 }, 0,
+		[]int32{66, 66, 66, 336, 336, 382, 396, 396, 396, 396, 396, 396, 191, 191, 191, 191, 191, 191, 191, 191, 191, 191, 191, 191}, tensor.Q8_0},
 }
 
 // llamaCppPromptIDs is how llama.cpp tokenized prompt1 with the synthesized
@@ -102,7 +126,11 @@ func synthArch(t *testing.T, tc archCase) *model.Model {
 	}
 	tc.cfg(&cfg)
 	p := filepath.Join(t.TempDir(), tc.name+".gguf")
-	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.F16, Seed: 21}); err != nil {
+	typ := tensor.F16
+	if tc.quant != 0 {
+		typ = tc.quant
+	}
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: typ, Seed: 21}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := model.Load(p)
