@@ -372,3 +372,80 @@ func TestConfigArchKeys(t *testing.T) {
 		t.Errorf("phi3: %+v", c)
 	}
 }
+
+// TestAllWindowedReleasesPages: on a model whose every layer is windowed
+// (gemma3 with 2 layers: pattern 6 leaves no global layer), releasing the
+// pages that fall before FirstNeededPos as decoding goes leaves the greedy
+// ids unchanged and Forward accepts the released slots; with a global layer
+// (6 layers) FirstNeededPos stays 0.
+func TestAllWindowedReleasesPages(t *testing.T) {
+	six := synthArch(t, archCase{name: "gemma3-6", cfg: func(c *synth.Config) { c.Arch, c.Layers, c.SlidingWindow = "gemma3", 6, 6 }})
+	if six.Config.AllWindowed() || six.FirstNeededPos(100) != 0 {
+		t.Fatalf("6-layer gemma3: all windowed %v, FirstNeededPos(100) = %d, want false, 0", six.Config.AllWindowed(), six.FirstNeededPos(100))
+	}
+	m := synthArch(t, archCase{name: "gemma3-2", cfg: func(c *synth.Config) {
+		c.Arch, c.SlidingWindow, c.RopeBase = "gemma3", 6, 1e6
+	}})
+	if !m.Config.AllWindowed() || m.FirstNeededPos(100) != 95 {
+		t.Fatalf("2-layer gemma3: all windowed %v, FirstNeededPos(100) = %d, want true, 95", m.Config.AllWindowed(), m.FirstNeededPos(100))
+	}
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	r := model.NewRunner(m, pool)
+	const n = 40
+	want := greedy(t, r, newCache(t, m, 4, 32, tensor.F16), llamaCppPromptIDs, n)
+
+	kv := newCache(t, m, 4, 32, tensor.F16)
+	pages, err := kv.Alloc(kv.Config().PagesFor(len(llamaCppPromptIDs) + n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	release := func(next int) {
+		for i := released; (i+1)*4 <= m.FirstNeededPos(next); i++ {
+			// poison the page (0xffff is a half-precision NaN), so a read
+			// of it after the release would show in the ids
+			for l := range m.Config.Layers {
+				for _, b := range [][]byte{kv.KPage(l, pages[i]), kv.VPage(l, pages[i])} {
+					for j := range b {
+						b[j] = 0xff
+					}
+				}
+			}
+			if err := kv.Release(pages[i : i+1]); err != nil {
+				t.Fatal(err)
+			}
+			pages[i] = -1
+			released = i + 1
+		}
+	}
+	out, err := r.Forward(kv, []model.Seq{{Tokens: llamaCppPromptIDs, Pages: pages}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for i := range n {
+		id := argmax(out[0])
+		got = append(got, id)
+		pos := len(llamaCppPromptIDs) + i
+		release(pos)
+		if i == n-1 {
+			break
+		}
+		if out, err = r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: pages}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("with released pages: %v, want %v", got, want)
+	}
+	if held := (len(llamaCppPromptIDs) + n + 3) / 4; released < held-3 {
+		t.Errorf("released %d of %d pages; a 6-token window needs at most 3", released, held)
+	}
+	for _, p := range pages[released:] {
+		kv.Release([]int32{p})
+	}
+	if kv.FreeCount() != 32 {
+		t.Errorf("free pages %d, want 32", kv.FreeCount())
+	}
+}

@@ -100,6 +100,19 @@ func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Co
 		PageTokens: pageTokens, Pages: pages, DType: dtype}
 }
 
+// FirstNeededPos returns the earliest cache position that a step whose
+// first new token is at position pos reads: 0, unless every layer is a
+// sliding-window layer, when positions before pos-SlidingWindow+1 are never
+// read again. A caller may release a sequence's pages that lie wholly
+// before FirstNeededPos of its next step; Forward then accepts any value
+// (such as -1) in those page-table slots.
+func (m *Model) FirstNeededPos(pos int) int {
+	if !m.Config.AllWindowed() {
+		return 0
+	}
+	return max(0, pos-m.Config.SlidingWindow+1)
+}
+
 // Forward runs one step over seqs and returns, per sequence, its logits:
 // len(Tokens)*Vocab floats when AllLogits, else Vocab floats for the last
 // token. The returned slices alias the runner's scratch and are valid until
@@ -156,7 +169,12 @@ func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error
 		if end > len(s.Pages)*pt {
 			return 0, 0, fmt.Errorf("sequence %d: %d positions need %d pages, page table has %d", si, end, (end+pt-1)/pt, len(s.Pages))
 		}
-		for _, p := range s.Pages[:(end+pt-1)/pt] {
+		// Pages wholly before the first position the step reads may have
+		// been released (models whose every layer is windowed).
+		for i, p := range s.Pages[:(end+pt-1)/pt] {
+			if (i+1)*pt <= r.m.FirstNeededPos(s.Pos) {
+				continue
+			}
 			if kv.Refs(p) == 0 {
 				return 0, 0, fmt.Errorf("sequence %d: page %d is not allocated", si, p)
 			}
