@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/fixture"
 	"tandem/internal/synth"
 )
 
@@ -447,5 +449,38 @@ func TestAllWindowedReleasesPages(t *testing.T) {
 	}
 	if kv.FreeCount() != 32 {
 		t.Errorf("free pages %d, want 32", kv.FreeCount())
+	}
+}
+
+// TestUnusedTensorRefused: a file with a tensor the architecture does not
+// use (here an FFN bias on a llama file) is refused, as llama.cpp refuses
+// it, instead of running without that weight.
+func TestUnusedTensorRefused(t *testing.T) {
+	src, err := gguf.Open(fixture.TinyPath(t, tensor.F32, 11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	w := gguf.NewWriter()
+	for _, kv := range src.KV {
+		if kv.Key != "general.alignment" {
+			w.Set(kv.Key, kv.Value)
+		}
+	}
+	for _, ti := range src.Tensors {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, ti.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.AddTensor("blk.0.ffn_up.bias", tensor.F32, []uint64{512}, make([]byte, 4*512)); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "extra.gguf")
+	if err := w.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	_, err = model.Load(p)
+	if err == nil || !strings.Contains(err.Error(), "tensor blk.0.ffn_up.bias is not part of Tandem's llama architecture") {
+		t.Errorf("Load: %v", err)
 	}
 }

@@ -323,6 +323,7 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	if ly.QKV.Data != nil {
 		r.matmul(&ly.QKV, r.h, n, r.qkv)
 		w := qDim + 2*kvDim
+		addBias(r.qkv, ly.QKVBias, n)
 		for t := range n {
 			row := r.qkv[t*w : (t+1)*w]
 			copy(r.q[t*qDim:(t+1)*qDim], row[:qDim])

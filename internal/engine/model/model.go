@@ -25,6 +25,7 @@ type Layer struct {
 	// QKV is the fused Q|K|V projection (attn_qkv, phi3); when it is set
 	// (QKV.Data != nil) Q, K and V are empty.
 	QKV          Linear
+	QKVBias      []float32 // attn_qkv.bias when present
 	Q, K, V, O   Linear
 	QBias, KBias []float32 // required in qwen2, optional elsewhere; nil when absent
 	VBias        []float32
@@ -85,7 +86,7 @@ func FromFile(f *gguf.File) (*Model, error) {
 		return nil, fmt.Errorf("tokenizer has %d tokens but the model expects %d", tok.VocabSize(), cfg.Vocab)
 	}
 	m := &Model{Config: cfg, Tokenizer: tok, File: f}
-	l := loader{f: f}
+	l := loader{f: f, used: map[string]bool{}}
 	c := cfg
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.Embed = l.linear("token_embd.weight", c.Dim, c.Vocab)
@@ -118,6 +119,9 @@ func FromFile(f *gguf.File) (*Model, error) {
 		ly.AttnNorm = l.vector(p+"attn_norm.weight", c.Dim)
 		if l.has(p + "attn_qkv.weight") {
 			ly.QKV = l.linear(p+"attn_qkv.weight", c.Dim, qDim+2*kvDim)
+			if l.has(p + "attn_qkv.bias") {
+				ly.QKVBias = l.vector(p+"attn_qkv.bias", qDim+2*kvDim)
+			}
 		} else {
 			ly.Q = l.linear(p+"attn_q.weight", c.Dim, qDim)
 			ly.K = l.linear(p+"attn_k.weight", c.Dim, kvDim)
@@ -152,6 +156,18 @@ func FromFile(f *gguf.File) (*Model, error) {
 		}
 		ly.Down = l.linear(p+"ffn_down.weight", c.FF, c.Dim)
 	}
+	// Like llama.cpp, refuse files with tensors the architecture does not
+	// use, rather than run them without those weights. Phi-3's unchosen
+	// RoPE factors are part of the architecture.
+	l.used["rope_factors_long.weight"], l.used["rope_factors_short.weight"] = true, true
+	if l.err == nil {
+		for _, t := range f.Tensors {
+			if !l.used[t.Name] {
+				l.err = fmt.Errorf("tensor %s is not part of Tandem's %s architecture (a variant it does not run)", t.Name, c.Arch)
+				break
+			}
+		}
+	}
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -163,8 +179,9 @@ func (m *Model) Close() error { return m.File.Close() }
 
 // loader collects the first error so FromFile reads straight through.
 type loader struct {
-	f   *gguf.File
-	err error
+	f    *gguf.File
+	err  error
+	used map[string]bool // tensors read
 }
 
 // has reports whether the file holds a tensor called name.
@@ -182,6 +199,7 @@ func (l *loader) tensor(name string, dims ...int) *gguf.TensorInfo {
 		l.err = fmt.Errorf("tensor %s is missing", name)
 		return nil
 	}
+	l.used[name] = true
 	match := len(t.Dims) == len(dims)
 	for i := 0; match && i < len(dims); i++ {
 		match = t.Dims[i] == uint64(dims[i])
