@@ -101,6 +101,18 @@ var archCases = []archCase{
 	{"gemma2-headdim128", func(c *synth.Config) {
 		c.Arch, c.SlidingWindow, c.AttnGain, c.KeyLength = "gemma2", 6, 5, 128
 	}, 0, []int32{323, 350, 350, 350, 492, 492, 492, 492, 492, 492, 29, 29, 214, 214, 214, 214, 343, 343, 343, 343, 343, 343, 343, 343}, 0},
+	// The 27B models' query scale 1/sqrt(dim/heads), which llama.cpp picks by
+	// layer count (46 for gemma2, 62 for gemma3): Dim 128, 2 heads of 128
+	// (dim/heads 64), 1 KV head, FF 256, window 6, attention gain 5 (written
+	// with synth.Write; the CLI has no --dim).
+	{"gemma2-27b-shape", func(c *synth.Config) {
+		*c = synth.Config{Arch: "gemma2", Dim: 128, Layers: 46, Heads: 2, KVHeads: 1, FF: 256, Vocab: 512, Context: 2048,
+			KeyLength: 128, AttnGain: 5, SlidingWindow: 6, Name: "g27"}
+	}, 0, []int32{57, 240, 242, 57, 233, 472, 482, 84, 91, 57, 335, 347, 57, 57, 0, 374, 374, 500, 240, 50, 99, 221, 84, 181}, 0},
+	{"gemma3-27b-shape", func(c *synth.Config) {
+		*c = synth.Config{Arch: "gemma3", Dim: 128, Layers: 62, Heads: 2, KVHeads: 1, FF: 256, Vocab: 512, Context: 2048,
+			KeyLength: 128, AttnGain: 5, SlidingWindow: 6, Name: "g27"}
+	}, 0, []int32{360, 297, 283, 36, 165, 355, 283, 219, 97, 97, 97, 97, 130, 93, 398, 102, 408, 408, 408, 408, 176, 97, 97, 114}, 0},
 	// --type q8_0 --arch gemma2 --sliding-window 6 --attn-gain 5
 	{"gemma2-q8_0", func(c *synth.Config) { c.Arch, c.SlidingWindow, c.AttnGain = "gemma2", 6, 5 }, 0,
 		[]int32{66, 66, 66, 336, 336, 382, 396, 396, 396, 396, 396, 396, 191, 191, 191, 191, 191, 191, 191, 191, 191, 191, 191, 191}, tensor.Q8_0},
@@ -235,6 +247,8 @@ func TestArchFeaturesDiscriminate(t *testing.T) {
 			}
 		}},
 		{"gemma3-window", "sliding window", func(m *model.Model) { m.Config.SlidingWindow = 0 }},
+		{"gemma2-27b-shape", "27B query scale", func(m *model.Model) { m.Config.QueryScale = float32(1 / math.Sqrt(128)) }},
+		{"gemma3-27b-shape", "27B query scale", func(m *model.Model) { m.Config.QueryScale = float32(1 / math.Sqrt(128)) }},
 		{"gemma3-window", "local rope base", func(m *model.Model) { m.Config.RopeBaseSWA = m.Config.RopeBase }},
 	} {
 		t.Run(d.arch+"/"+d.feature, func(t *testing.T) {
