@@ -53,6 +53,9 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		fmt.Fprintf(w, "context       %d\n", cfg.Context)
 		fmt.Fprintf(w, "rope          %s, %d dims, base %g, scale %g\n", cfg.RopeStyle, cfg.RopeDim, cfg.RopeBase, cfg.RopeScale)
 		fmt.Fprintf(w, "norm eps      %g\n", cfg.NormEps)
+		if f := archFeatures(cfg); f != "" {
+			fmt.Fprintf(w, "features      %s\n", f)
+		}
 	}
 	var params, bytes uint64
 	counts := map[tensor.Type]int{}
@@ -95,10 +98,17 @@ func modelSynthCmd() *cobra.Command {
 		preset, typ, vocabFrom, out string
 		seed                        uint64
 		context                     int
+		arch                        string
+		layers, window, pattern     int
+		keyLength                   int
+		origContext                 int
+		llama3Rope, tied            bool
+		attnCap, finalCap, gain     float32
+		ropeBase                    float32
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_k -o OUT",
-		Short: "Write a random-weight Llama GGUF (a fixture for tests and benchmarks; llama.cpp loads it too)",
+		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_k [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
+		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -111,6 +121,16 @@ func modelSynthCmd() *cobra.Command {
 			if context > 0 {
 				cfg.Context = context
 			}
+			if layers > 0 {
+				cfg.Layers = layers
+			}
+			cfg.KeyLength = keyLength
+			cfg.Arch, cfg.Llama3Rope, cfg.Tied = arch, llama3Rope, tied
+			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
+			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
+			if ropeBase > 0 {
+				cfg.RopeBase = ropeBase
+			}
 			t, err := tensor.ParseType(typ)
 			if err != nil {
 				return err
@@ -118,7 +138,7 @@ func modelSynthCmd() *cobra.Command {
 			if err := synth.Write(out, synth.Options{Config: cfg, Type: t, VocabFrom: vocabFrom, Seed: seed}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s, %s)\n", out, preset, t)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, arch, preset, t)
 			return nil
 		},
 	}
@@ -129,5 +149,53 @@ func modelSynthCmd() *cobra.Command {
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")
 	fs.IntVar(&context, "context", 0, "context length written into the model (0: the preset's, 2048)")
+	fs.StringVar(&arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
+	fs.IntVar(&layers, "layers", 0, "number of blocks (0: the preset's)")
+	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
+	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
+	fs.BoolVar(&tied, "tied", false, "no output.weight: the output projection is token_embd (always for gemma2)")
+	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers; llama.cpp ignores it for llama and phi3)")
+	fs.IntVar(&pattern, "sliding-window-pattern", 0, "write {arch}.attention.sliding_window_pattern (0: the arch's default, gemma2 2, gemma3 6)")
+	fs.IntVar(&origContext, "rope-orig-context", 0, "phi3: write LongRoPE factors and this original context length")
+	fs.Float32Var(&attnCap, "attn-softcap", 0, "write {arch}.attn_logit_softcapping (0: leave it out)")
+	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
+	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
+	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
 	return cmd
+}
+
+// archFeatures describes the non-Llama parts of a model's block in one line.
+func archFeatures(c model.Config) string {
+	var f []string
+	if c.RopeAttnFactor != 1 {
+		f = append(f, fmt.Sprintf("rope attn factor %g", c.RopeAttnFactor))
+	}
+	if c.QKNorm {
+		f = append(f, "q/k norm")
+	}
+	if c.PostNorms {
+		f = append(f, "post norms")
+	}
+	if c.Act != model.ActSiLU {
+		f = append(f, c.Act.String())
+	}
+	if c.EmbedScale != 0 {
+		f = append(f, fmt.Sprintf("embeddings x%g", c.EmbedScale))
+	}
+	if c.AttnSoftcap != 0 {
+		f = append(f, fmt.Sprintf("attention soft-cap %g", c.AttnSoftcap))
+	}
+	if c.FinalSoftcap != 0 {
+		f = append(f, fmt.Sprintf("final soft-cap %g", c.FinalSoftcap))
+	}
+	if c.SlidingWindow > 0 {
+		n := 0
+		for _, w := range c.SWALayers {
+			if w {
+				n++
+			}
+		}
+		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
+	}
+	return strings.Join(f, ", ")
 }

@@ -3,15 +3,21 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"tandem/internal/engine/tensor"
 )
 
-// Config is the shape of a synthesized Llama model.
+// Config is the shape of a synthesized model.
 type Config struct {
 	// Name goes into general.name; empty means "tandem-synth".
 	Name string
+	// Arch is general.architecture: "llama" (the default when empty),
+	// "qwen3", "phi3", "gemma2" or "gemma3" (see Archs). Hyperparameter keys
+	// are written under this prefix and tensors laid out as llama.cpp's
+	// loader for that architecture expects.
+	Arch string
 	// Dim is the embedding width (llama.embedding_length).
 	Dim int
 	// Layers is the number of transformer blocks (llama.block_count).
@@ -31,7 +37,46 @@ type Config struct {
 	RopeBase float32
 	// NormEps is llama.attention.layer_norm_rms_epsilon; 0 means 1e-5.
 	NormEps float32
+
+	// Llama3Rope writes rope_freqs.weight with Llama 3.1's RoPE factors
+	// (factor 8, low 1, high 4, original context 8192), computed from
+	// RopeBase and the head dimension as llama.cpp's converter does (llama
+	// and qwen3 only).
+	Llama3Rope bool
+	// Tied leaves output.weight out, so the output projection is token_embd
+	// (always so for gemma2, whose llama.cpp loader has no output tensor).
+	Tied bool
+	// SlidingWindow, when positive, is written as {arch}.attention.sliding_window.
+	// gemma2 and gemma3 window their local layers with it; llama.cpp ignores
+	// the key for llama ("mistral"-style files) and phi3.
+	SlidingWindow int
+	// SlidingWindowPattern, when positive, is written as
+	// {arch}.attention.sliding_window_pattern (gemma2 defaults to 2, gemma3
+	// to 6: the last layer of each period is global).
+	SlidingWindowPattern int
+	// AttnSoftcap and FinalSoftcap, when positive, are written as
+	// {arch}.attn_logit_softcapping and {arch}.final_logit_softcapping
+	// (gemma2, gemma3; llama.cpp's gemma2 defaults are 50 and 30).
+	AttnSoftcap, FinalSoftcap float32
+	// RopeOrigContext, when positive, makes a phi3 file a LongRoPE one:
+	// rope_factors_long and rope_factors_short tensors,
+	// phi3.rope.scaling.original_context_length and the attention factor
+	// sqrt(1 + ln(Context/RopeOrigContext)/ln(RopeOrigContext)).
+	RopeOrigContext int
+	// AttnGain, when positive, multiplies the attn_norm weights, which
+	// scales Q, K and V and so the attention scores by its square. Random
+	// weights otherwise give scores near 0, nearly uniform attention, and
+	// outputs blind to positions (RoPE, windows); tests set it to make
+	// those matter. A llama file with AttnGain gets jittered norms too.
+	AttnGain float32
+	// KeyLength, when positive, is the head dimension, written as
+	// {arch}.attention.key_length and value_length, instead of Dim/Heads
+	// (Qwen3 and Gemma have heads·head_dim != Dim).
+	KeyLength int
 }
+
+// Archs lists the architectures Write synthesizes.
+var Archs = []string{"llama", "qwen3", "phi3", "gemma2", "gemma3"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -77,6 +122,12 @@ func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = "tandem-synth"
 	}
+	if c.Arch == "" {
+		c.Arch = "llama"
+	}
+	if c.Arch == "gemma2" {
+		c.Tied = true
+	}
 	if c.RopeBase == 0 {
 		c.RopeBase = 10000
 	}
@@ -86,8 +137,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// HeadDim returns Dim / Heads (0 when Heads is not positive).
+// HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
+// positive).
 func (c Config) HeadDim() int {
+	if c.KeyLength > 0 {
+		return c.KeyLength
+	}
 	if c.Heads <= 0 {
 		return 0
 	}
@@ -112,7 +167,10 @@ func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
 			return fmt.Errorf("%s %d out of range: want 1..%d", f.name, f.v, max(f.high, 1))
 		}
 	}
-	if c.Dim%c.Heads != 0 {
+	if c.KeyLength < 0 || c.KeyLength > DimMax || (c.KeyLength > 0 && c.Arch == "phi3") {
+		return fmt.Errorf("key length %d: want 0..%d, and 0 for phi3 (its attention output is Dim wide)", c.KeyLength, DimMax)
+	}
+	if c.KeyLength == 0 && c.Dim%c.Heads != 0 {
 		return fmt.Errorf("dim %d is not a multiple of heads %d", c.Dim, c.Heads)
 	}
 	if c.HeadDim()%2 != 0 {
@@ -130,12 +188,30 @@ func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
 	if !(c.NormEps > 0 && c.NormEps < 1) {
 		return fmt.Errorf("norm epsilon %v must be in (0, 1)", c.NormEps)
 	}
+	if c.Arch != "" && !slices.Contains(Archs, c.Arch) {
+		return fmt.Errorf("architecture %q cannot be synthesized (want one of %s)", c.Arch, strings.Join(Archs, ", "))
+	}
+	if c.Llama3Rope && c.Arch != "llama" && c.Arch != "qwen3" {
+		return fmt.Errorf("llama3 rope factors are for llama and qwen3 files, not %s", c.Arch)
+	}
+	if c.RopeOrigContext != 0 && (c.Arch != "phi3" || c.RopeOrigContext < 2 || c.RopeOrigContext > c.Context) {
+		return fmt.Errorf("rope original context %d: only phi3 files take one, in 2..context (%d)", c.RopeOrigContext, c.Context)
+	}
+	if c.SlidingWindow < 0 || c.SlidingWindow > ContextMax || c.SlidingWindowPattern < 0 || c.SlidingWindowPattern > LayersMax {
+		return fmt.Errorf("sliding window %d / pattern %d out of range", c.SlidingWindow, c.SlidingWindowPattern)
+	}
+	if c.AttnGain < 0 || c.AttnGain > 1000 {
+		return fmt.Errorf("attention gain %v out of range 0..1000", c.AttnGain)
+	}
+	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
+		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
+	}
 	if strings.ContainsRune(c.Name, 0) {
 		return fmt.Errorf("name %q contains a NUL byte", c.Name)
 	}
 	// Every matrix row (ne0) is Dim or FF elements long.
 	for _, t := range weightTypes(typ) {
-		for _, n := range []int{c.Dim, c.FF} {
+		for _, n := range []int{c.Dim, c.FF, c.Heads * c.HeadDim()} {
 			if _, err := t.RowBytes(n); err != nil {
 				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", typ, t.BlockSize(), err)
 			}

@@ -1,4 +1,6 @@
-// Package synth writes random-weight Llama models as GGUF files.
+// Package synth writes random-weight models as GGUF files: llama by default,
+// and qwen3, phi3, gemma2 and gemma3 (Config.Arch) with the tensors and keys
+// llama.cpp's loader for each expects (see README.md).
 //
 // Place in the data flow: `tandem model synth` calls Write to make fixtures
 // of real model shapes (tiny, stories110M, TinyLlama 1.1B) without

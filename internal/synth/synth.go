@@ -56,48 +56,132 @@ func useMoreBits(layer, layers int) bool {
 }
 
 // tensorSpec is one tensor of the model: its name, shape (ne0 first), type,
-// and whether it is a norm (all ones) rather than random weights.
+// and whether it is a norm rather than random weights. A norm is all ones,
+// or, with jitter, ones plus uniform noise of ±normJitter (the archs beyond
+// llama, so a test notices a norm applied with the wrong weights). data,
+// when set, is the tensor's F32 contents (RoPE factors).
 type tensorSpec struct {
-	name string
-	dims []uint64
-	typ  tensor.Type
-	norm bool
+	name   string
+	dims   []uint64
+	typ    tensor.Type
+	norm   bool
+	jitter bool
+	gain   float32 // norm weights are multiplied by it when nonzero
+	data   []float32
 }
 
-// layout returns the model's tensors in file order.
+// normJitter is the half-width of the noise on jittered norm weights.
+const normJitter = 0.25
+
+// layout returns the model's tensors in file order, named and shaped as
+// llama.cpp's loader for c.Arch expects.
 func layout(c Config, typ tensor.Type, vocab int) []tensorSpec {
-	dim, ff, kv := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads*c.HeadDim())
+	hd := uint64(c.HeadDim())
+	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
+	jitter := c.Arch != "llama" || c.AttnGain > 0
 	mat := func(name string, t tensor.Type, ne0, ne1 uint64) tensorSpec {
 		return tensorSpec{name: name, dims: []uint64{ne0, ne1}, typ: t}
 	}
-	norm := func(name string) tensorSpec {
-		return tensorSpec{name: name, dims: []uint64{dim}, typ: tensor.F32, norm: true}
+	normN := func(name string, n uint64) tensorSpec {
+		return tensorSpec{name: name, dims: []uint64{n}, typ: tensor.F32, norm: true, jitter: jitter}
 	}
+	norm := func(name string) tensorSpec { return normN(name, dim) }
 	// Q4_K_M: Q6_K for output and for attn_v/ffn_down of the use-more-bits layers.
 	more, output := typ, typ
 	if typ == tensor.Q4_K {
 		more, output = tensor.Q6_K, tensor.Q6_K
 	}
 	specs := []tensorSpec{mat("token_embd.weight", typ, dim, uint64(vocab))}
+	if c.Llama3Rope {
+		specs = append(specs, tensorSpec{name: "rope_freqs.weight", dims: []uint64{hd / 2}, typ: tensor.F32,
+			data: llama3Factors(float64(c.RopeBase), int(hd))})
+	}
+	if c.RopeOrigContext > 0 {
+		long, short := longRopeFactors(int(hd))
+		specs = append(specs,
+			tensorSpec{name: "rope_factors_long.weight", dims: []uint64{hd / 2}, typ: tensor.F32, data: long},
+			tensorSpec{name: "rope_factors_short.weight", dims: []uint64{hd / 2}, typ: tensor.F32, data: short})
+	}
 	for l := range c.Layers {
 		vd := typ
 		if useMoreBits(l, c.Layers) {
 			vd = more
 		}
 		p := fmt.Sprintf("blk.%d.", l)
-		specs = append(specs,
-			norm(p+"attn_norm.weight"),
-			mat(p+"attn_q.weight", typ, dim, dim),
-			mat(p+"attn_k.weight", typ, dim, kv),
-			mat(p+"attn_v.weight", vd, dim, kv),
-			mat(p+"attn_output.weight", typ, dim, dim),
-			norm(p+"ffn_norm.weight"),
-			mat(p+"ffn_gate.weight", typ, dim, ff),
-			mat(p+"ffn_up.weight", typ, dim, ff),
-			mat(p+"ffn_down.weight", vd, ff, dim),
-		)
+		an := norm(p + "attn_norm.weight")
+		an.gain = c.AttnGain
+		specs = append(specs, an)
+		if c.Arch == "phi3" {
+			specs = append(specs, mat(p+"attn_qkv.weight", vd, dim, qd+2*kv))
+		} else {
+			specs = append(specs,
+				mat(p+"attn_q.weight", typ, dim, qd),
+				mat(p+"attn_k.weight", typ, dim, kv),
+				mat(p+"attn_v.weight", vd, dim, kv))
+		}
+		if c.Arch == "qwen3" || c.Arch == "gemma3" {
+			specs = append(specs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
+		}
+		specs = append(specs, mat(p+"attn_output.weight", typ, qd, dim))
+		gemma := c.Arch == "gemma2" || c.Arch == "gemma3"
+		if gemma {
+			specs = append(specs, norm(p+"post_attention_norm.weight"))
+		}
+		specs = append(specs, norm(p+"ffn_norm.weight"))
+		if c.Arch == "phi3" {
+			specs = append(specs, mat(p+"ffn_up.weight", typ, dim, 2*ff))
+		} else {
+			specs = append(specs,
+				mat(p+"ffn_gate.weight", typ, dim, ff),
+				mat(p+"ffn_up.weight", typ, dim, ff))
+		}
+		specs = append(specs, mat(p+"ffn_down.weight", vd, ff, dim))
+		if gemma {
+			specs = append(specs, norm(p+"post_ffw_norm.weight"))
+		}
 	}
-	return append(specs, norm("output_norm.weight"), mat("output.weight", output, dim, uint64(vocab)))
+	specs = append(specs, norm("output_norm.weight"))
+	if !c.Tied {
+		specs = append(specs, mat("output.weight", output, dim, uint64(vocab)))
+	}
+	return specs
+}
+
+// llama3Factors are the rope_freqs values llama.cpp's converter writes for
+// Llama 3.1's "llama3" RoPE scaling (factor 8, low_freq_factor 1,
+// high_freq_factor 4, original_max_position_embeddings 8192).
+func llama3Factors(base float64, headDim int) []float32 {
+	const factor, low, high, old = 8.0, 1.0, 4.0, 8192.0
+	lowWave, highWave := old/low, old/high
+	out := make([]float32, headDim/2)
+	for i := range out {
+		freq := 1 / math.Pow(base, float64(2*i)/float64(headDim))
+		wave := 2 * math.Pi / freq
+		switch {
+		case wave < highWave:
+			out[i] = 1
+		case wave > lowWave:
+			out[i] = factor
+		default:
+			smooth := (old/wave - low) / (high - low)
+			out[i] = float32(1 / ((1-smooth)/factor + smooth))
+		}
+	}
+	return out
+}
+
+// longRopeFactors are Phi-3-style LongRoPE factors: short ones near 1 and
+// long ones rising from 1 to about 40 over the rotated pairs, the shape of
+// Phi-3-mini-128k's.
+func longRopeFactors(headDim int) (long, short []float32) {
+	n := headDim / 2
+	long, short = make([]float32, n), make([]float32, n)
+	for i := range n {
+		x := float64(i) / float64(max(n-1, 1))
+		long[i] = float32(1 + 39*x*x)
+		short[i] = float32(1 + 0.1*x)
+	}
+	return long, short
 }
 
 // Write synthesizes a random-weight Llama model as described by o and writes
@@ -140,29 +224,60 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	}
 
 	w := gguf.NewWriter()
-	w.SetString("general.architecture", "llama")
+	a := c.Arch + "."
+	w.SetString("general.architecture", c.Arch)
 	w.SetString("general.name", c.Name)
 	w.SetUint32("general.file_type", ftype)
 	w.SetUint32("general.quantization_version", 2)
-	w.SetUint32("llama.vocab_size", uint32(vocabSize))
-	w.SetUint32("llama.context_length", uint32(c.Context))
-	w.SetUint32("llama.embedding_length", uint32(c.Dim))
-	w.SetUint32("llama.block_count", uint32(c.Layers))
-	w.SetUint32("llama.feed_forward_length", uint32(c.FF))
-	w.SetUint32("llama.attention.head_count", uint32(c.Heads))
-	w.SetUint32("llama.attention.head_count_kv", uint32(c.KVHeads))
-	w.SetFloat32("llama.attention.layer_norm_rms_epsilon", c.NormEps)
-	w.SetUint32("llama.rope.dimension_count", uint32(c.HeadDim()))
-	w.SetFloat32("llama.rope.freq_base", c.RopeBase)
+	w.SetUint32(a+"vocab_size", uint32(vocabSize))
+	w.SetUint32(a+"context_length", uint32(c.Context))
+	w.SetUint32(a+"embedding_length", uint32(c.Dim))
+	w.SetUint32(a+"block_count", uint32(c.Layers))
+	w.SetUint32(a+"feed_forward_length", uint32(c.FF))
+	w.SetUint32(a+"attention.head_count", uint32(c.Heads))
+	w.SetUint32(a+"attention.head_count_kv", uint32(c.KVHeads))
+	w.SetFloat32(a+"attention.layer_norm_rms_epsilon", c.NormEps)
+	w.SetUint32(a+"rope.dimension_count", uint32(c.HeadDim()))
+	if c.KeyLength > 0 {
+		w.SetUint32(a+"attention.key_length", uint32(c.KeyLength))
+		w.SetUint32(a+"attention.value_length", uint32(c.KeyLength))
+	}
+	w.SetFloat32(a+"rope.freq_base", c.RopeBase)
+	if c.SlidingWindow > 0 {
+		w.SetUint32(a+"attention.sliding_window", uint32(c.SlidingWindow))
+	}
+	if c.SlidingWindowPattern > 0 {
+		w.SetUint32(a+"attention.sliding_window_pattern", uint32(c.SlidingWindowPattern))
+	}
+	if c.AttnSoftcap > 0 {
+		w.SetFloat32(a+"attn_logit_softcapping", c.AttnSoftcap)
+	}
+	if c.FinalSoftcap > 0 {
+		w.SetFloat32(a+"final_logit_softcapping", c.FinalSoftcap)
+	}
+	if c.RopeOrigContext > 0 {
+		w.SetUint32(a+"rope.scaling.original_context_length", uint32(c.RopeOrigContext))
+		scale := float64(c.Context) / float64(c.RopeOrigContext)
+		attn := 1.0
+		if scale > 1 {
+			attn = math.Sqrt(1 + math.Log(scale)/math.Log(float64(c.RopeOrigContext)))
+		}
+		w.SetFloat32(a+"rope.scaling.attn_factor", float32(attn))
+	}
 	for _, kv := range tokKeys {
 		w.Set(kv.Key, kv.Value)
 	}
 
 	for i, s := range layout(c, o.Type, vocabSize) {
 		var err error
-		if s.norm {
+		switch {
+		case s.data != nil:
+			err = w.AddTensor(s.name, s.typ, s.dims, f32Bytes(s.data))
+		case s.norm && s.jitter:
+			err = w.AddTensor(s.name, s.typ, s.dims, jittered(int(s.dims[0]), s.gain, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xffffffff))))
+		case s.norm:
 			err = w.AddTensor(s.name, s.typ, s.dims, ones(int(s.dims[0])))
-		} else {
+		default:
 			g := generator{spec: s, seed: o.Seed, index: uint64(i), workers: workers}
 			err = w.AddTensorFunc(s.name, s.typ, s.dims, g.write)
 		}
@@ -171,6 +286,29 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		}
 	}
 	return w, nil
+}
+
+// f32Bytes returns v as little-endian float32s.
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// jittered returns n little-endian float32s uniform in 1±normJitter,
+// multiplied by gain when it is nonzero.
+func jittered(n int, gain float32, p *rand.PCG) []byte {
+	v := make([]float32, n)
+	for i := range v {
+		u := float64(p.Uint64()>>11) / (1 << 53)
+		v[i] = float32(1 + normJitter*(2*u-1))
+		if gain != 0 {
+			v[i] *= gain
+		}
+	}
+	return f32Bytes(v)
 }
 
 // ones returns n little-endian float32 ones.

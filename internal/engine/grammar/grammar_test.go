@@ -322,7 +322,9 @@ func TestNumberBoundsRandom(t *testing.T) {
 			if d[0] == '-' && x.Sign() == 0 {
 				continue // negative zero is never written by the grammar
 			}
-			if got, want := accepts(g, v, d), in(x); got != want {
+			// Integers are generated without a fraction (not even ".0").
+			want := in(x) && !(integer && strings.Contains(d, "."))
+			if got := accepts(g, v, d); got != want {
 				t.Fatalf("%s: %s accepted %v, want %v", schema, d, got, want)
 			}
 		}

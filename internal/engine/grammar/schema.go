@@ -690,20 +690,21 @@ func (c *schemaCompiler) literalValue(v any) *expr {
 	return lit(string(appendJSON(nil, v)))
 }
 
-// numberLiteral matches the decimal spellings of n's value without an
-// exponent: 1, 1.0 and 1.00 for 1; 0.5 and 0.50 for 0.5.
+// numberLiteral matches the one shortest decimal spelling of n's value
+// without an exponent: 1 for 1, 1.0 and 1e0; 0.5 for 0.50. Only one
+// spelling, so that generation cannot run on in trailing zeros.
 func numberLiteral(n json.Number) *expr {
 	r, ok := parseRat(n)
 	if !ok {
 		return lit(string(n))
 	}
 	if r.IsInt() {
-		return seq(lit(r.Num().String()), opt(seq(byteExpr('.'), plus(byteExpr('0')))))
+		return lit(r.Num().String())
 	}
 	for prec := 1; prec <= 400; prec++ {
 		s := r.FloatString(prec)
 		if back, ok := new(big.Rat).SetString(s); ok && back.Cmp(r) == 0 {
-			return seq(lit(s), star(byteExpr('0')))
+			return lit(s)
 		}
 	}
 	return lit(string(n))
@@ -893,7 +894,7 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 	}
 	if lo == nil && hi == nil {
 		if integer {
-			return seq(integerExpr(), zeroFraction()), nil
+			return integerExpr(), nil
 		}
 		return numberExpr(), nil
 	}
@@ -914,7 +915,7 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 		if ilo != nil && ihi != nil && ilo.Cmp(ihi) > 0 {
 			return noneExpr, nil
 		}
-		return c.share(seq(intRangeExpr(ilo, ihi), zeroFraction()), path), nil
+		return c.share(intRangeExpr(ilo, ihi), path), nil
 	}
 	if lo != nil && hi != nil && (lo.Cmp(hi) > 0 || (lo.Cmp(hi) == 0 && (loStrict || hiStrict))) {
 		return noneExpr, nil
@@ -925,9 +926,6 @@ func (c *schemaCompiler) numberType(s *object, path string, integer bool) (*expr
 	}
 	return c.share(e, path), nil
 }
-
-// zeroFraction matches an optional ".0…": 1.0 is an integer in JSON Schema.
-func zeroFraction() *expr { return opt(seq(byteExpr('.'), plus(byteExpr('0')))) }
 
 func floorRat(r *big.Rat) *big.Int {
 	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))

@@ -39,6 +39,8 @@ func suiteKnown(file, group, test string, accepted bool) string {
 		return "second 60 is allowed at any hh:mm (leap seconds are not checked against the offset)"
 	case file == "optional/format/email.json" && !accepted:
 		return "email is a dot-atom subset: no quoted local parts, no address literals"
+	case !accepted && (strings.Contains(test, "float") || strings.Contains(test, ".0")):
+		return "integers and numeric enum/const values are generated in their one shortest spelling (1, never 1.0)"
 	case strings.Contains(test, "different property order") && !accepted:
 		return "object literals in enum/const keep their key order"
 	}

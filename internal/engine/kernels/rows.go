@@ -10,8 +10,7 @@ type rowsAsm struct {
 }
 
 // bindRows sets k's many-row forms: k's assembly where it has some and the
-// row length suits it, else k's one-row kernels called row by row (the
-// results are the same bit for bit either way).
+// row length suits it, else k's one-row kernels called row by row.
 func bindRows(k *kernelSet) {
 	dot, axpy, asm := k.dotF16, k.axpyF16, k.rowsAsm
 	k.dotF16Rows = func(q, rows []uint16, stride int, scale float32, dst []float32) {
@@ -42,10 +41,12 @@ func checkRows(op string, rows []uint16, stride, n, m int) {
 	}
 }
 
-// DotF16Rows sets dst[i] = DotF16(q, rows[i·stride:]) · scale for every
-// i < len(dst): the scores of one query against len(dst) keys stored
-// stride elements apart (a KV page's rows for one head). Results equal
-// DotF16 called row by row, bit for bit.
+// DotF16Rows sets dst[i] = q·rows[i·stride:] · scale for every i <
+// len(dst): the scores of one query against len(dst) keys stored stride
+// elements apart (a KV page's rows for one head). A row's result depends
+// only on q, that row and scale (not on the other rows or their number);
+// it equals DotF16's up to float32 rounding (the AVX-512 kernel sums in
+// its own order).
 func DotF16Rows(q, rows []uint16, stride int, scale float32, dst []float32) {
 	checkRows("DotF16Rows", rows, stride, len(dst), len(q))
 	active.Load().dotF16Rows(q, rows, stride, scale, dst)

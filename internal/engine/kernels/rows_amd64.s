@@ -1,13 +1,18 @@
-// Many-row forms of the AVX-512 half-precision attention kernels: the same
-// instructions, per row, as dotF16AVX512 and axpyF16AVX512, without a call
-// per row (and, for axpy, with y held in registers across the rows), so
-// results equal row-by-row calls bit for bit.
+// Many-row forms of the AVX-512 half-precision attention kernels. The dot
+// form works on four rows at a time with its own reduction order (a row's
+// result is the same whatever rows come with it); the axpy form runs the
+// same instructions per row as axpyF16AVX512 with y held in registers, so it
+// equals row-by-row calls bit for bit.
 
 #include "textflag.h"
 
 // func dotF16RowsAVX512(q, rows *uint16, stride, nrows, n int, scale float32, dst *float32)
 // dst[i] = dot(q, rows + i·stride) · scale for i < nrows; n is a positive
-// multiple of 16, stride in elements; nrows >= 1.
+// multiple of 16, stride in elements; nrows >= 1. Four rows at a time share
+// each converted chunk of q; every row's 16 lane sums are reduced by the
+// same tree (halves, then pairs twice, then the two 128-bit halves) whether
+// it is one of four or alone, so a row's result does not depend on the
+// others.
 TEXT ·dotF16RowsAVX512(SB), NOSPLIT, $0-56
 	MOVQ         rows+8(FP), R8
 	MOVQ         stride+16(FP), R9
@@ -16,67 +21,89 @@ TEXT ·dotF16RowsAVX512(SB), NOSPLIT, $0-56
 	VBROADCASTSS scale+40(FP), X15
 	MOVQ         dst+48(FP), R11
 
-row:
+group4:
+	CMPQ   R10, $4
+	JB     single
 	MOVQ   q+0(FP), SI
 	MOVQ   R8, DI
+	LEAQ   (DI)(R9*1), BX
+	LEAQ   (BX)(R9*1), R12
+	LEAQ   (R12)(R9*1), R13
 	MOVQ   n+32(FP), CX
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
 	VXORPS Z3, Z3, Z3
-	CMPQ   CX, $64
-	JB     tail
 
-loop64:
+g4loop:
 	VCVTPH2PS   (SI), Z4
-	VCVTPH2PS   32(SI), Z5
-	VCVTPH2PS   64(SI), Z6
-	VCVTPH2PS   96(SI), Z7
-	VCVTPH2PS   (DI), Z8
-	VCVTPH2PS   32(DI), Z9
-	VCVTPH2PS   64(DI), Z10
-	VCVTPH2PS   96(DI), Z11
-	VFMADD231PS Z8, Z4, Z0
-	VFMADD231PS Z9, Z5, Z1
-	VFMADD231PS Z10, Z6, Z2
-	VFMADD231PS Z11, Z7, Z3
-	ADDQ        $128, SI
-	ADDQ        $128, DI
-	SUBQ        $64, CX
-	CMPQ        CX, $64
-	JAE         loop64
+	VCVTPH2PS   (DI), Z5
+	VFMADD231PS Z5, Z4, Z0
+	VCVTPH2PS   (BX), Z6
+	VFMADD231PS Z6, Z4, Z1
+	VCVTPH2PS   (R12), Z7
+	VFMADD231PS Z7, Z4, Z2
+	VCVTPH2PS   (R13), Z8
+	VFMADD231PS Z8, Z4, Z3
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, BX
+	ADDQ        $32, R12
+	ADDQ        $32, R13
+	SUBQ        $16, CX
+	JNE         g4loop
 
-tail:
-	TESTQ CX, CX
-	JEQ   reduce
+	VEXTRACTF64X4 $1, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF64X4 $1, Z1, Y5
+	VADDPS        Y5, Y1, Y1
+	VEXTRACTF64X4 $1, Z2, Y6
+	VADDPS        Y6, Y2, Y2
+	VEXTRACTF64X4 $1, Z3, Y7
+	VADDPS        Y7, Y3, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VMULPS        X15, X0, X0
+	VMOVUPS       X0, (R11)
+	ADDQ          $16, R11
+	LEAQ          (R8)(R9*4), R8
+	SUBQ          $4, R10
+	JMP           group4
 
-loop16:
+single:
+	TESTQ  R10, R10
+	JEQ    done
+	MOVQ   q+0(FP), SI
+	MOVQ   R8, DI
+	MOVQ   n+32(FP), CX
+	VXORPS Z0, Z0, Z0
+
+s1loop:
 	VCVTPH2PS   (SI), Z4
-	VCVTPH2PS   (DI), Z8
-	VFMADD231PS Z8, Z4, Z0
+	VCVTPH2PS   (DI), Z5
+	VFMADD231PS Z5, Z4, Z0
 	ADDQ        $32, SI
 	ADDQ        $32, DI
 	SUBQ        $16, CX
-	JNE         loop16
+	JNE         s1loop
 
-reduce:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS        Y1, Y0, Y0
+	VEXTRACTF64X4 $1, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VHADDPS       Y0, Y0, Y0
+	VHADDPS       Y0, Y0, Y0
 	VEXTRACTF128  $1, Y0, X1
 	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
 	VMULSS        X15, X0, X0
 	VMOVSS        X0, (R11)
 	ADDQ          $4, R11
 	ADDQ          R9, R8
 	DECQ          R10
-	JNZ           row
+	JMP           single
+
+done:
 	VZEROUPPER
 	RET
 

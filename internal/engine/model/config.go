@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"math"
+	"strings"
 )
 
 // RopeStyle says which elements of a head RoPE rotates together.
@@ -10,9 +12,40 @@ type RopeStyle int
 const (
 	// RopeNorm rotates adjacent pairs (2i, 2i+1): llama.cpp's LLAMA_ROPE_TYPE_NORM, used by arch "llama".
 	RopeNorm RopeStyle = iota
-	// RopeNeox rotates pairs (i, i+n/2): LLAMA_ROPE_TYPE_NEOX, used by arch "qwen2".
+	// RopeNeox rotates pairs (i, i+n/2): LLAMA_ROPE_TYPE_NEOX, used by archs
+	// "qwen2", "qwen3", "phi3", "gemma2" and "gemma3".
 	RopeNeox
 )
+
+// Activation is the nonlinearity of the feed-forward gate.
+type Activation int
+
+const (
+	// ActSiLU is SwiGLU's silu(gate)·up (llama, qwen, phi3).
+	ActSiLU Activation = iota
+	// ActGELU is GeGLU's gelu_tanh(gate)·up (gemma), computed through
+	// ggml's half-precision GELU table as llama.cpp's CPU backend does.
+	ActGELU
+)
+
+// String names the activation.
+func (a Activation) String() string {
+	if a == ActGELU {
+		return "gelu"
+	}
+	return "silu"
+}
+
+// Architectures lists the values of general.architecture Tandem runs.
+var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}
+
+// UnsupportedArchError is the error for a file of an architecture Tandem
+// does not run.
+type UnsupportedArchError struct{ Arch string }
+
+func (e *UnsupportedArchError) Error() string {
+	return fmt.Sprintf("model architecture %q is not supported (supported: %s)", e.Arch, strings.Join(Architectures, ", "))
+}
 
 // String names the style.
 func (s RopeStyle) String() string {
@@ -39,6 +72,78 @@ type Config struct {
 	RopeScale float32 // position multiplier (1/linear scaling factor)
 	RopeStyle RopeStyle
 	NormEps   float32
+
+	// The fields below describe architecture features; their zero values
+	// mean a plain Llama block.
+
+	// RopeAttnFactor multiplies RoPE's cos and sin ({arch}.rope.scaling.attn_factor,
+	// Phi-3's long-context scaling); 1 when absent.
+	RopeAttnFactor float32
+	// RopeOrigContext is {arch}.rope.scaling.original_context_length (Context
+	// when absent). Phi-3 uses its long RoPE factors when Context exceeds it.
+	RopeOrigContext int
+	// QKNorm: per-head RMS norms of Q and K before RoPE (qwen3, gemma3).
+	QKNorm bool
+	// PostNorms: RMS norms of the attention and feed-forward outputs before
+	// their residual adds (gemma2, gemma3).
+	PostNorms bool
+	// Act is the feed-forward gate's nonlinearity.
+	Act Activation
+	// EmbedScale multiplies the token embeddings (gemma: sqrt(Dim)); 0 means 1.
+	EmbedScale float32
+	// QueryScale, when nonzero, multiplies Q before attention and the scores
+	// are not scaled again (phi3, gemma); when zero the scores are scaled by
+	// 1/sqrt(HeadDim) inside the softmax, as llama.cpp does for llama.
+	QueryScale float32
+	// AttnSoftcap, when nonzero, caps attention scores as cap·tanh(s/cap)
+	// before the softmax (gemma2).
+	AttnSoftcap float32
+	// FinalSoftcap, when nonzero, caps the logits the same way (gemma2,
+	// optional in gemma3).
+	FinalSoftcap float32
+	// TiedOutput: the output projection is always token_embd, whatever else
+	// the file holds (gemma2, as llama.cpp loads it).
+	TiedOutput bool
+	// SlidingWindow is the attention window of the sliding-window layers
+	// ({arch}.attention.sliding_window): a token at position p attends to
+	// positions p-SlidingWindow+1 .. p. 0 means no layer is windowed.
+	SlidingWindow int
+	// SWALayers marks, per layer, the sliding-window layers; nil when
+	// SlidingWindow is 0.
+	SWALayers []bool
+	// RopeBaseSWA and RopeScaleSWA are the RoPE base and position scale of
+	// the sliding-window layers (gemma3: base 10000, scale 1, while the
+	// global layers use RopeBase and RopeScale).
+	RopeBaseSWA, RopeScaleSWA float32
+}
+
+// Window returns the attention window of layer l: SlidingWindow for a
+// sliding-window layer, 0 (unbounded) otherwise.
+func (c *Config) Window(l int) int {
+	if c.SlidingWindow > 0 && l < len(c.SWALayers) && c.SWALayers[l] {
+		return c.SlidingWindow
+	}
+	return 0
+}
+
+// AllWindowed reports whether every layer is a sliding-window layer, so no
+// position older than SlidingWindow is ever read again.
+func (c *Config) AllWindowed() bool {
+	if c.SlidingWindow <= 0 {
+		return false
+	}
+	for _, w := range c.SWALayers {
+		if !w {
+			return false
+		}
+	}
+	return len(c.SWALayers) == c.Layers
+}
+
+// swaRopeDiffers reports whether sliding-window layers need their own RoPE
+// table.
+func (c *Config) swaRopeDiffers() bool {
+	return c.SlidingWindow > 0 && (c.RopeBaseSWA != c.RopeBase || c.RopeScaleSWA != c.RopeScale)
 }
 
 // Metadata is the part of a GGUF file the loader reads keys from.
@@ -70,10 +175,10 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	switch arch {
 	case "llama":
 		c.RopeStyle = RopeNorm
-	case "qwen2":
+	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
 		c.RopeStyle = RopeNeox
 	default:
-		return c, fmt.Errorf("model architecture %q is not supported (supported: llama, qwen2)", arch)
+		return c, &UnsupportedArchError{Arch: arch}
 	}
 	c.Name, _ = md.String("general.name")
 	req := func(key string, dst *int, max int) error {
@@ -145,15 +250,42 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 		}
 		c.RopeBase = v
 	}
+	// RoPE scaling as llama.cpp reads it: the type defaults to "linear", the
+	// factor (or the older rope.scale_linear) applies to linear and longrope
+	// alike, and "none" forces scale 1. Llama 3.x's "llama3" scaling has no
+	// type key: its converter folds it into the rope_freqs tensor.
 	c.RopeScale = 1
-	if typ, ok := md.String(arch + ".rope.scaling.type"); ok && typ != "none" {
-		f, _ := md.Float32(arch + ".rope.scaling.factor")
-		switch {
-		case typ == "linear" && f > 0:
+	typ, ok := md.String(arch + ".rope.scaling.type")
+	if !ok {
+		typ = "linear"
+	}
+	f, ok := md.Float32(arch + ".rope.scaling.factor")
+	if !ok {
+		f, _ = md.Float32(arch + ".rope.scale_linear")
+	}
+	switch typ {
+	case "none":
+	case "linear", "longrope":
+		if f != 0 {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				return c, fmt.Errorf("model metadata: rope.scaling.factor %v must be a positive number", f)
+			}
 			c.RopeScale = 1 / f
-		case typ == "linear":
-		default:
-			return c, fmt.Errorf("model metadata: rope scaling %q is not supported (supported: none, linear)", typ)
+		}
+	default:
+		return c, fmt.Errorf("model metadata: rope scaling %q is not supported (supported: none, linear, longrope)", typ)
+	}
+	c.RopeAttnFactor = 1
+	if v, ok := md.Float32(arch + ".rope.scaling.attn_factor"); ok {
+		if !(v > 0) || math.IsInf(float64(v), 0) {
+			return c, fmt.Errorf("model metadata: rope.scaling.attn_factor %v must be a positive number", v)
+		}
+		c.RopeAttnFactor = v
+	}
+	c.RopeOrigContext = c.Context
+	if _, ok := md.Int(arch + ".rope.scaling.original_context_length"); ok {
+		if err := req("rope.scaling.original_context_length", &c.RopeOrigContext, contextMax); err != nil {
+			return c, err
 		}
 	}
 	c.NormEps = 1e-5
@@ -162,6 +294,9 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 			return c, fmt.Errorf("model metadata: layer_norm_rms_epsilon %v is out of range (0,1)", v)
 		}
 		c.NormEps = v
+	}
+	if err := c.archFeatures(md, req); err != nil {
+		return c, err
 	}
 	if n, ok := md.Int(arch + ".expert_count"); ok && n > 0 {
 		return c, fmt.Errorf("model metadata: mixture-of-experts models (%s.expert_count = %d) are not supported", arch, n)
@@ -176,4 +311,98 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 		return c, fmt.Errorf("model metadata: vocabulary size %d is out of range 1..%d", c.Vocab, vocabMax)
 	}
 	return c, nil
+}
+
+// archFeatures sets the per-architecture fields, reading their keys the way
+// llama.cpp's loader for that architecture does (defaults included).
+func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) error {
+	arch := c.Arch
+	optFloat := func(key string, dst *float32) error {
+		if v, ok := md.Float32(arch + "." + key); ok {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
+				return fmt.Errorf("model metadata: %s.%s = %v must be a finite non-negative number", arch, key, v)
+			}
+			*dst = v
+		}
+		return nil
+	}
+	// swa reads the window and the layer pattern: with period n, layer l is
+	// windowed when l%n < n-1 (the last layer of each period is global; a
+	// period of 1 windows none).
+	swa := func(defWindow, defPeriod int) error {
+		c.SlidingWindow = defWindow
+		if _, ok := md.Int(arch + ".attention.sliding_window"); ok {
+			if err := req("attention.sliding_window", &c.SlidingWindow, contextMax); err != nil {
+				return err
+			}
+		}
+		// A period of 0 windows every layer, as llama.cpp's set_swa_pattern does.
+		period := defPeriod
+		if v, ok := md.Int(arch + ".attention.sliding_window_pattern"); ok {
+			if v < 0 || v > layersMax {
+				return fmt.Errorf("model metadata: %s.attention.sliding_window_pattern = %d is out of range 0..%d", arch, v, layersMax)
+			}
+			period = v
+		}
+		c.SWALayers = make([]bool, c.Layers)
+		for l := range c.SWALayers {
+			c.SWALayers[l] = period == 0 || l%period < period-1
+		}
+		return nil
+	}
+	// gemma's query scale: 1/sqrt(head dim), except the 27B models
+	// (identified by their layer count, as llama.cpp does), which scale by
+	// 1/sqrt(Dim/Heads).
+	gemmaScale := func(layers27B int) float32 {
+		if c.Layers == layers27B {
+			return float32(1 / math.Sqrt(float64(c.Dim/c.Heads)))
+		}
+		return float32(1 / math.Sqrt(float64(c.HeadDim)))
+	}
+	switch arch {
+	case "qwen3":
+		c.QKNorm = true
+	case "phi3":
+		// llama.cpp disables Phi-3's sliding window (its converters do not
+		// write the pattern), so Tandem ignores the key too.
+		c.QueryScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
+	case "gemma2":
+		c.PostNorms, c.Act, c.TiedOutput = true, ActGELU, true
+		c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+		c.QueryScale = gemmaScale(46)
+		c.AttnSoftcap, c.FinalSoftcap = 50, 30
+		if err := optFloat("attn_logit_softcapping", &c.AttnSoftcap); err != nil {
+			return err
+		}
+		if err := optFloat("final_logit_softcapping", &c.FinalSoftcap); err != nil {
+			return err
+		}
+		if err := swa(4096, 2); err != nil {
+			return err
+		}
+		c.RopeBaseSWA, c.RopeScaleSWA = c.RopeBase, c.RopeScale
+		if err := optFloat("rope.freq_base_swa", &c.RopeBaseSWA); err != nil {
+			return err
+		}
+	case "gemma3":
+		c.QKNorm, c.PostNorms, c.Act = true, true, ActGELU
+		c.EmbedScale = float32(math.Sqrt(float64(c.Dim)))
+		c.QueryScale = gemmaScale(62)
+		if err := optFloat("final_logit_softcapping", &c.FinalSoftcap); err != nil {
+			return err
+		}
+		if v, ok := md.Int(arch + ".attention.sliding_window"); ok && v > 0 {
+			if err := swa(0, 6); err != nil {
+				return err
+			}
+			c.RopeBaseSWA, c.RopeScaleSWA = 10000, 1
+			if err := optFloat("rope.freq_base_swa", &c.RopeBaseSWA); err != nil {
+				return err
+			}
+		}
+	}
+	if c.SlidingWindow > 0 && !(c.RopeBaseSWA > 0) {
+		return fmt.Errorf("model metadata: %s.rope.freq_base_swa %v must be positive", arch, c.RopeBaseSWA)
+	}
+	return nil
 }

@@ -9,9 +9,14 @@
 // every token through the weights as one matrix, so a weight row is read once
 // per step however many tokens the step holds.
 //
-// Supported architectures: "llama" (RoPE on adjacent pairs, optional
-// rope_freqs, grouped-query attention, SwiGLU, tied or separate output) and
-// "qwen2" (the same with biases on Q, K and V and half-split RoPE).
+// Supported architectures (Architectures): "llama" (RoPE on adjacent pairs,
+// optional rope_freqs as Llama 3.x files carry, grouped-query attention,
+// SwiGLU, tied or separate output), "qwen2" (biases on Q, K and V and
+// half-split RoPE), "qwen3" (per-head Q/K norms), "phi3" (fused QKV and
+// gate/up, LongRoPE factors), "gemma2" (GELU, embedding scale, post norms,
+// soft-capping, alternating sliding-window layers) and "gemma3" (Q/K norms,
+// 5:1 local/global layers with their own RoPE bases). Each is read as
+// llama.cpp's loader for it reads it; see README.md for the details.
 // Weights stay in their file types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K) and are read in place from the mapped file.
 //

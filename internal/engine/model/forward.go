@@ -34,8 +34,10 @@ type Runner struct {
 
 	// scratch, grown to the largest step seen
 	x, h, q, k, v, attn, gate, up, out []float32
+	qkv                                []float32 // fused Q|K|V projection (attn_qkv models)
 	logits                             []float32
 	rope                               []float32 // per token: cos, sin pairs
+	ropeSWA                            []float32 // the same for sliding-window layers with their own RoPE
 	tokPos                             []int     // per token: position
 	tokSeq                             []int     // per token: sequence index
 
@@ -101,6 +103,19 @@ func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Co
 		PageTokens: pageTokens, Pages: pages, DType: dtype}
 }
 
+// FirstNeededPos returns the earliest cache position that a step whose
+// first new token is at position pos reads: 0, unless every layer is a
+// sliding-window layer, when positions before pos-SlidingWindow+1 are never
+// read again. A caller may release a sequence's pages that lie wholly
+// before FirstNeededPos of its next step; Forward then accepts any value
+// (such as -1) in those page-table slots.
+func (m *Model) FirstNeededPos(pos int) int {
+	if !m.Config.AllWindowed() {
+		return 0
+	}
+	return max(0, pos-m.Config.SlidingWindow+1)
+}
+
 // Forward runs one step over seqs and returns, per sequence, its logits:
 // len(Tokens)*Vocab floats when AllLogits, else Vocab floats for the last
 // token. The returned slices alias the runner's scratch and are valid until
@@ -126,13 +141,22 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 		for i, tok := range s.Tokens {
 			r.tokPos[t] = s.Pos + i
 			r.tokSeq[t] = si
-			if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), r.x[t*c.Dim:(t+1)*c.Dim]); err != nil {
+			row := r.x[t*c.Dim : (t+1)*c.Dim]
+			if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), row); err != nil {
 				return nil, fmt.Errorf("embed token %d: %w", tok, err)
+			}
+			if c.EmbedScale != 0 {
+				for i := range row {
+					row[i] *= c.EmbedScale
+				}
 			}
 			t++
 		}
 	}
-	r.ropeTable(n)
+	r.ropeTable(r.rope, n, c.RopeBase, c.RopeScale)
+	if c.swaRopeDiffers() {
+		r.ropeTable(r.ropeSWA, n, c.RopeBaseSWA, c.RopeScaleSWA)
+	}
 	for l := range r.m.Layers {
 		r.layer(kv, l, seqs, n)
 	}
@@ -150,7 +174,12 @@ func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error
 		if end > len(s.Pages)*pt {
 			return 0, 0, fmt.Errorf("sequence %d: %d positions need %d pages, page table has %d", si, end, (end+pt-1)/pt, len(s.Pages))
 		}
-		for _, p := range s.Pages[:(end+pt-1)/pt] {
+		// Pages wholly before the first position the step reads may have
+		// been released (models whose every layer is windowed).
+		for i, p := range s.Pages[:(end+pt-1)/pt] {
+			if (i+1)*pt <= r.m.FirstNeededPos(s.Pos) {
+				continue
+			}
 			if kv.Refs(p) == 0 {
 				return 0, 0, fmt.Errorf("sequence %d: page %d is not allocated", si, p)
 			}
@@ -190,9 +219,18 @@ func (r *Runner) grow(n, nOut int) {
 	r.attn = grow(r.attn, n*qDim)
 	r.gate = grow(r.gate, n*c.FF)
 	r.up = grow(r.up, n*c.FF)
+	if r.m.Layers[0].QKV.Data != nil {
+		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
+	}
+	if r.m.Layers[0].Gate.Data == nil {
+		r.up = grow(r.up, n*2*c.FF) // fused gate|up
+	}
 	r.out = grow(r.out, n*c.Dim)
 	r.logits = grow(r.logits, nOut*c.Vocab)
 	r.rope = grow(r.rope, n*c.RopeDim)
+	if c.swaRopeDiffers() {
+		r.ropeSWA = grow(r.ropeSWA, n*c.RopeDim)
+	}
 	if cap(r.tokPos) < n {
 		r.tokPos = make([]int, n)
 		r.tokSeq = make([]int, n)
@@ -200,23 +238,30 @@ func (r *Runner) grow(n, nOut int) {
 	r.tokPos, r.tokSeq = r.tokPos[:n], r.tokSeq[:n]
 }
 
-// ropeTable fills cos/sin for every token's position, computed as ggml's
-// rope cache does: theta advances by base^(-2/n_rot) in float32.
-func (r *Runner) ropeTable(n int) {
+// ropeTable fills dst with cos/sin for every token's position, computed as
+// ggml's rope cache does: theta advances by base^(-2/n_rot) in float32, is
+// divided by the frequency factor, multiplied by the position scale, and
+// cos and sin are multiplied by the attention factor.
+func (r *Runner) ropeTable(dst []float32, n int, base, scale float32) {
 	c := r.m.Config
 	half := c.RopeDim / 2
-	thetaScale := float32(math.Pow(float64(c.RopeBase), -2.0/float64(c.RopeDim)))
+	thetaScale := float32(math.Pow(float64(base), -2.0/float64(c.RopeDim)))
+	mscale := c.RopeAttnFactor
 	for t := range n {
 		theta := float32(r.tokPos[t])
-		tab := r.rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		tab := dst[t*c.RopeDim : (t+1)*c.RopeDim]
 		for i := range half {
 			th := theta
 			if r.m.RopeFreqs != nil {
 				th /= r.m.RopeFreqs[i]
 			}
-			th *= c.RopeScale
+			th *= scale
 			tab[2*i] = float32(math.Cos(float64(th)))
 			tab[2*i+1] = float32(math.Sin(float64(th)))
+			if mscale != 1 && mscale != 0 {
+				tab[2*i] *= mscale
+				tab[2*i+1] *= mscale
+			}
 			theta *= thetaScale
 		}
 	}
@@ -297,15 +342,40 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], ly.AttnNorm, c.NormEps)
 		}
 	})
-	r.matmul(&ly.Q, r.h, n, r.q)
-	r.matmul(&ly.K, r.h, n, r.k)
-	r.matmul(&ly.V, r.h, n, r.v)
+	if ly.QKV.Data != nil {
+		r.matmul(&ly.QKV, r.h, n, r.qkv)
+		w := qDim + 2*kvDim
+		addBias(r.qkv, ly.QKVBias, n)
+		for t := range n {
+			row := r.qkv[t*w : (t+1)*w]
+			copy(r.q[t*qDim:(t+1)*qDim], row[:qDim])
+			copy(r.k[t*kvDim:(t+1)*kvDim], row[qDim:qDim+kvDim])
+			copy(r.v[t*kvDim:(t+1)*kvDim], row[qDim+kvDim:])
+		}
+	} else {
+		r.matmul(&ly.Q, r.h, n, r.q)
+		r.matmul(&ly.K, r.h, n, r.k)
+		r.matmul(&ly.V, r.h, n, r.v)
+	}
 	addBias(r.q, ly.QBias, n)
 	addBias(r.k, ly.KBias, n)
 	addBias(r.v, ly.VBias, n)
+	if ly.QNorm != nil {
+		headNorm(r.q[:n*qDim], ly.QNorm, c.HeadDim, c.NormEps)
+		headNorm(r.k[:n*kvDim], ly.KNorm, c.HeadDim, c.NormEps)
+	}
+	rope := r.rope
+	if c.Window(l) > 0 && c.swaRopeDiffers() {
+		rope = r.ropeSWA
+	}
 	for t := range n {
-		tab := r.rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		tab := rope[t*c.RopeDim : (t+1)*c.RopeDim]
 		r.applyRope(r.q[t*qDim:(t+1)*qDim], c.Heads, tab)
+		if c.QueryScale != 0 {
+			for i := range r.q[t*qDim : (t+1)*qDim] {
+				r.q[t*qDim+i] *= c.QueryScale
+			}
+		}
 		r.applyRope(r.k[t*kvDim:(t+1)*kvDim], c.KVHeads, tab)
 		pages := seqs[r.tokSeq[t]].Pages
 		storeRow(kv.KRow(l, pages, r.tokPos[t]), r.k[t*kvDim:(t+1)*kvDim], kv.Config().DType)
@@ -318,6 +388,7 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	r.attention(kv, l, seqs, n)
 	r.times.Attention += time.Since(attStart)
 	r.matmul(&ly.O, r.attn, n, r.out)
+	r.postNorm(ly.PostAttnNorm, n)
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
 	}
@@ -326,14 +397,86 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], ly.FFNNorm, c.NormEps)
 		}
 	})
-	r.matmul(&ly.Gate, r.h, n, r.gate)
-	r.matmul(&ly.Up, r.h, n, r.up)
-	g, u := r.gate[:n*c.FF], r.up[:n*c.FF]
-	r.pool.Parallel(len(g), func(lo, hi int) { kernels.SwiGLU(g[lo:hi], u[lo:hi]) })
+	if ly.Gate.Data == nil {
+		// fused gate|up (phi3): each token's row holds FF gate values, then FF up values
+		r.matmul(&ly.Up, r.h, n, r.up)
+		ff := c.FF
+		r.pool.Parallel(n, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				row, g := r.up[t*2*ff:(t+1)*2*ff], r.gate[t*ff:(t+1)*ff]
+				copy(g, row[:ff])
+				kernels.SwiGLU(g, row[ff:])
+			}
+		})
+	} else {
+		r.matmul(&ly.Gate, r.h, n, r.gate)
+		r.matmul(&ly.Up, r.h, n, r.up)
+		g, u := r.gate[:n*c.FF], r.up[:n*c.FF]
+		if c.Act == ActGELU {
+			r.pool.Parallel(len(g), func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					g[i] = geluF16(g[i]) * u[i]
+				}
+			})
+		} else {
+			r.pool.Parallel(len(g), func(lo, hi int) { kernels.SwiGLU(g[lo:hi], u[lo:hi]) })
+		}
+	}
 	r.matmul(&ly.Down, r.gate, n, r.out)
+	r.postNorm(ly.PostFFNNorm, n)
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
 	}
+}
+
+// postNorm RMS-normalizes the block output in r.out in place with weights w
+// (gemma's post-attention and post-FFN norms); nil w leaves it alone.
+func (r *Runner) postNorm(w []float32, n int) {
+	if w == nil {
+		return
+	}
+	c := r.m.Config
+	r.pool.Parallel(n, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			row := r.out[t*c.Dim : (t+1)*c.Dim]
+			rmsNorm(row, row, w, c.NormEps)
+		}
+	})
+}
+
+// headNorm RMS-normalizes every head (headDim values) of x in place with
+// weights w: the Q/K norms of qwen3 and gemma3.
+func headNorm(x, w []float32, headDim int, eps float32) {
+	for h := 0; h < len(x); h += headDim {
+		row := x[h : h+headDim]
+		rmsNorm(row, row, w, eps)
+	}
+}
+
+// geluTable is ggml's GELU lookup: for every half-precision input, the
+// tanh-approximated GELU of it rounded to half precision.
+var geluTable = sync.OnceValue(func() *[1 << 16]uint16 {
+	var t [1 << 16]uint16
+	const sqrt2OverPi, coefA = float32(0.79788456080286535587989211986876), float32(0.044715)
+	for i := range t {
+		x := tensor.FP16ToFP32(uint16(i))
+		g := 0.5 * x * (1 + float32(math.Tanh(float64(sqrt2OverPi*x*(1+coefA*x*x)))))
+		t[i] = tensor.FP32ToFP16(g)
+	}
+	return &t
+})
+
+// geluF16 is ggml's CPU GELU (GGML_GELU_FP16): inputs at or below -10 give 0,
+// at or above 10 themselves, and the rest are rounded to half precision and
+// looked up in geluTable.
+func geluF16(x float32) float32 {
+	switch {
+	case x <= -10:
+		return 0
+	case x >= 10:
+		return x
+	}
+	return tensor.FP16ToFP32(geluTable()[tensor.FP32ToFP16(x)])
 }
 
 func storeRow(dst []byte, src []float32, dt tensor.Type) {
@@ -353,6 +496,10 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	f16 := kv.Config().DType == tensor.F16
 	group := c.Heads / c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if c.QueryScale != 0 {
+		scale = 1 // Q was scaled before it reached the cache's keys
+	}
+	window, softcap := c.Window(l), c.AttnSoftcap
 	pt := kv.Config().PageTokens
 	rowElems := c.KVHeads * c.HeadDim
 	maxLen := 0
@@ -369,40 +516,54 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			npos := r.tokPos[t] + 1
+			// first position the token sees: 0, or the start of its
+			// window on a sliding-window layer (llama.cpp masks p0 when
+			// p1-p0 >= n_swa)
+			first := 0
+			if window > 0 {
+				first = max(0, npos-window)
+			}
 			sc := scores[:npos]
 			off := (h / group) * c.HeadDim
 			if f16 {
 				kernels.ConvertF32ToF16(q, q16)
 			}
-			for p0 := 0; p0 < npos; p0 += pt {
-				m := min(pt, npos-p0)
+			for p0 := first - first%pt; p0 < npos; p0 += pt {
+				s0, m := max(first-p0, 0), min(pt, npos-p0)
 				if f16 {
 					page := kvcache.F16(kv.KPage(l, pages[p0/pt]))
-					kernels.DotF16Rows(q16, page[off:], rowElems, scale, sc[p0:p0+m])
+					kernels.DotF16Rows(q16, page[s0*rowElems+off:], rowElems, scale, sc[p0+s0:p0+m])
 				} else {
 					page := kvcache.F32(kv.KPage(l, pages[p0/pt]))
-					for s := range m {
+					for s := s0; s < m; s++ {
 						sc[p0+s] = kernels.DotF32(q, page[s*rowElems+off:s*rowElems+off+c.HeadDim]) * scale
 					}
+				}
+			}
+			sc = sc[first:]
+			if softcap != 0 {
+				inv := 1 / softcap
+				for i, v := range sc {
+					sc[i] = float32(math.Tanh(float64(v*inv))) * softcap
 				}
 			}
 			softmax(sc)
 			if f16 {
 				// llama.cpp rounds the attention weights to half precision
 				// before they meet an F16 V.
-				kernels.ConvertF32ToF16(sc, p16[:npos])
-				kernels.ConvertF16ToF32(p16[:npos], sc)
+				kernels.ConvertF32ToF16(sc, p16[:len(sc)])
+				kernels.ConvertF16ToF32(p16[:len(sc)], sc)
 			}
 			clear(out)
-			for p0 := 0; p0 < npos; p0 += pt {
-				m := min(pt, npos-p0)
+			for p0 := first - first%pt; p0 < npos; p0 += pt {
+				s0, m := max(first-p0, 0), min(pt, npos-p0)
 				if f16 {
 					page := kvcache.F16(kv.VPage(l, pages[p0/pt]))
-					kernels.AxpyF16Rows(sc[p0:p0+m], page[off:], rowElems, out)
+					kernels.AxpyF16Rows(sc[p0+s0-first:p0+m-first], page[s0*rowElems+off:], rowElems, out)
 				} else {
 					page := kvcache.F32(kv.VPage(l, pages[p0/pt]))
-					for s := range m {
-						kernels.AxpyF32(sc[p0+s], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
+					for s := s0; s < m; s++ {
+						kernels.AxpyF32(sc[p0+s-first], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
 					}
 				}
 			}
@@ -443,6 +604,15 @@ func (r *Runner) output(seqs []Seq, n, nOut int) [][]float32 {
 		}
 	}
 	r.matmul(&r.m.Output, rows, nOut, r.logits)
+	if capv := c.FinalSoftcap; capv != 0 {
+		inv := 1 / capv
+		lg := r.logits[:nOut*c.Vocab]
+		r.pool.Parallel(len(lg), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				lg[i] = float32(math.Tanh(float64(lg[i]*inv))) * capv
+			}
+		})
+	}
 	res := make([][]float32, len(seqs))
 	o = 0
 	for si, s := range seqs {

@@ -21,12 +21,21 @@ type Linear struct {
 
 // Layer holds one transformer block's weights.
 type Layer struct {
-	AttnNorm       []float32
-	Q, K, V, O     Linear
-	QBias, KBias   []float32 // qwen2 only; nil otherwise
-	VBias          []float32
-	FFNNorm        []float32
+	AttnNorm []float32
+	// QKV is the fused Q|K|V projection (attn_qkv, phi3); when it is set
+	// (QKV.Data != nil) Q, K and V are empty.
+	QKV          Linear
+	QKVBias      []float32 // attn_qkv.bias when present
+	Q, K, V, O   Linear
+	QBias, KBias []float32 // required in qwen2, optional elsewhere; nil when absent
+	VBias        []float32
+	QNorm, KNorm []float32 // per-head Q/K RMS norm weights (HeadDim); nil unless Config.QKNorm
+	PostAttnNorm []float32 // post_attention_norm; nil unless Config.PostNorms
+	FFNNorm      []float32
+	// Gate and Up are the feed-forward projections; when Gate is empty
+	// (Gate.Data == nil, phi3) Up is the fused gate|up matrix of 2·FF rows.
 	Gate, Up, Down Linear
+	PostFFNNorm    []float32 // post_ffw_norm; nil unless Config.PostNorms
 }
 
 // Model is a loaded model: its configuration, tokenizer and weights. It is
@@ -77,36 +86,86 @@ func FromFile(f *gguf.File) (*Model, error) {
 		return nil, fmt.Errorf("tokenizer has %d tokens but the model expects %d", tok.VocabSize(), cfg.Vocab)
 	}
 	m := &Model{Config: cfg, Tokenizer: tok, File: f}
-	l := loader{f: f}
+	l := loader{f: f, used: map[string]bool{}}
 	c := cfg
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.Embed = l.linear("token_embd.weight", c.Dim, c.Vocab)
 	m.OutputNorm = l.vector("output_norm.weight", c.Dim)
-	if _, ok := f.Tensor("output.weight"); ok {
+	if _, ok := f.Tensor("output.weight"); ok && !c.TiedOutput {
 		m.Output = l.linear("output.weight", c.Dim, c.Vocab)
 	} else {
 		m.Output = m.Embed
 	}
-	if _, ok := f.Tensor("rope_freqs.weight"); ok {
-		m.RopeFreqs = l.vector("rope_freqs.weight", c.RopeDim/2)
+	// RoPE frequency factors, as llama.cpp picks them: rope_freqs (Llama
+	// 3.x) when present, else Phi-3's long factors when the context exceeds
+	// the original one and its short factors otherwise. Tandem runs a model
+	// at its trained context, so the choice is made once here.
+	factors := ""
+	switch {
+	case l.has("rope_freqs.weight"):
+		factors = "rope_freqs.weight"
+	case c.Context > c.RopeOrigContext && l.has("rope_factors_long.weight"):
+		factors = "rope_factors_long.weight"
+	case c.Context <= c.RopeOrigContext && l.has("rope_factors_short.weight"):
+		factors = "rope_factors_short.weight"
+	}
+	if factors != "" {
+		m.RopeFreqs = l.vector(factors, c.RopeDim/2)
 	}
 	m.Layers = make([]Layer, c.Layers)
 	for i := range m.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := &m.Layers[i]
 		ly.AttnNorm = l.vector(p+"attn_norm.weight", c.Dim)
-		ly.Q = l.linear(p+"attn_q.weight", c.Dim, qDim)
-		ly.K = l.linear(p+"attn_k.weight", c.Dim, kvDim)
-		ly.V = l.linear(p+"attn_v.weight", c.Dim, kvDim)
+		if l.has(p + "attn_qkv.weight") {
+			ly.QKV = l.linear(p+"attn_qkv.weight", c.Dim, qDim+2*kvDim)
+			if l.has(p + "attn_qkv.bias") {
+				ly.QKVBias = l.vector(p+"attn_qkv.bias", qDim+2*kvDim)
+			}
+		} else {
+			ly.Q = l.linear(p+"attn_q.weight", c.Dim, qDim)
+			ly.K = l.linear(p+"attn_k.weight", c.Dim, kvDim)
+			ly.V = l.linear(p+"attn_v.weight", c.Dim, kvDim)
+			// Biases: qwen2 requires them, every other architecture may
+			// have them (llama.cpp loads them when present).
+			if c.Arch == "qwen2" || l.has(p+"attn_q.bias") {
+				ly.QBias = l.vector(p+"attn_q.bias", qDim)
+			}
+			if c.Arch == "qwen2" || l.has(p+"attn_k.bias") {
+				ly.KBias = l.vector(p+"attn_k.bias", kvDim)
+			}
+			if c.Arch == "qwen2" || l.has(p+"attn_v.bias") {
+				ly.VBias = l.vector(p+"attn_v.bias", kvDim)
+			}
+		}
 		ly.O = l.linear(p+"attn_output.weight", qDim, c.Dim)
+		if c.QKNorm {
+			ly.QNorm = l.vector(p+"attn_q_norm.weight", c.HeadDim)
+			ly.KNorm = l.vector(p+"attn_k_norm.weight", c.HeadDim)
+		}
+		if c.PostNorms {
+			ly.PostAttnNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
+			ly.PostFFNNorm = l.vector(p+"post_ffw_norm.weight", c.Dim)
+		}
 		ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
-		ly.Gate = l.linear(p+"ffn_gate.weight", c.Dim, c.FF)
-		ly.Up = l.linear(p+"ffn_up.weight", c.Dim, c.FF)
+		if c.Arch == "phi3" {
+			ly.Up = l.linear(p+"ffn_up.weight", c.Dim, 2*c.FF)
+		} else {
+			ly.Gate = l.linear(p+"ffn_gate.weight", c.Dim, c.FF)
+			ly.Up = l.linear(p+"ffn_up.weight", c.Dim, c.FF)
+		}
 		ly.Down = l.linear(p+"ffn_down.weight", c.FF, c.Dim)
-		if c.Arch == "qwen2" {
-			ly.QBias = l.vector(p+"attn_q.bias", qDim)
-			ly.KBias = l.vector(p+"attn_k.bias", kvDim)
-			ly.VBias = l.vector(p+"attn_v.bias", kvDim)
+	}
+	// Like llama.cpp, refuse files with tensors the architecture does not
+	// use, rather than run them without those weights. Phi-3's unchosen
+	// RoPE factors are part of the architecture.
+	l.used["rope_factors_long.weight"], l.used["rope_factors_short.weight"] = true, true
+	if l.err == nil {
+		for _, t := range f.Tensors {
+			if !l.used[t.Name] {
+				l.err = fmt.Errorf("tensor %s is not part of Tandem's %s architecture (a variant it does not run)", t.Name, c.Arch)
+				break
+			}
 		}
 	}
 	if l.err != nil {
@@ -120,8 +179,15 @@ func (m *Model) Close() error { return m.File.Close() }
 
 // loader collects the first error so FromFile reads straight through.
 type loader struct {
-	f   *gguf.File
-	err error
+	f    *gguf.File
+	err  error
+	used map[string]bool // tensors read
+}
+
+// has reports whether the file holds a tensor called name.
+func (l *loader) has(name string) bool {
+	_, ok := l.f.Tensor(name)
+	return ok
 }
 
 func (l *loader) tensor(name string, dims ...int) *gguf.TensorInfo {
@@ -133,6 +199,7 @@ func (l *loader) tensor(name string, dims ...int) *gguf.TensorInfo {
 		l.err = fmt.Errorf("tensor %s is missing", name)
 		return nil
 	}
+	l.used[name] = true
 	match := len(t.Dims) == len(dims)
 	for i := 0; match && i < len(dims); i++ {
 		match = t.Dims[i] == uint64(dims[i])

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runErr executes the tandem command line args in-process and returns its
+// error and output.
+func runErr(args ...string) (string, error) {
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// TestSynthArchs: `tandem model synth --arch A` writes a file of each
+// architecture that `model info` describes and `generate` runs.
+func TestSynthArchs(t *testing.T) {
+	dir := t.TempDir()
+	for _, arch := range []string{"llama", "qwen3", "phi3", "gemma2", "gemma3"} {
+		p := filepath.Join(dir, arch+".gguf")
+		run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", arch, "--sliding-window", "8", "-o", p)
+		info := run(t, "model", "info", p)
+		if !strings.Contains(info, "architecture  "+arch+"\n") {
+			t.Errorf("model info of the %s file:\n%s", arch, info)
+		}
+		out := run(t, "generate", "--model", p, "--prompt", "hello world", "--temperature", "0", "--max-tokens", "12", "--format", "json")
+		var g struct{ IDs []int32 }
+		if err := json.Unmarshal([]byte(out), &g); err != nil || len(g.IDs) != 12 {
+			t.Errorf("generate on %s: %q (%v)", arch, out, err)
+		}
+	}
+	if out, err := runErr("model", "synth", "--arch", "mamba", "-o", filepath.Join(dir, "x.gguf")); err == nil ||
+		!strings.Contains(err.Error(), `architecture "mamba" cannot be synthesized`) {
+		t.Errorf("synth --arch mamba: %v\n%s", err, out)
+	}
+}
+
+// TestUnsupportedArchEveryCommand: a file of an architecture Tandem does
+// not run gets the same error, naming it and the supported list, from
+// generate, serve and bench engine, and model info says so too.
+func TestUnsupportedArchEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "gemma2.gguf")
+	run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", "gemma2", "-o", src)
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// general.architecture is the first key, so its value is the first "gemma2".
+	i := bytes.Index(b, []byte("gemma2"))
+	copy(b[i:], "mamba9")
+	bad := filepath.Join(dir, "mamba9.gguf")
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = `model architecture "mamba9" is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)`
+	for _, args := range [][]string{
+		{"generate", "--model", bad, "--prompt", "hi"},
+		{"serve", "--model", bad, "--port", "0"},
+		{"bench", "engine", "--model", bad, "--prompt-tokens", "8", "--gen-tokens", "2"},
+	} {
+		out, err := runErr(args...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("tandem %s: %v\n%s", args[0], err, out)
+		}
+	}
+	if info := run(t, "model", "info", bad); !strings.Contains(info, "tandem cannot run it: "+want) {
+		t.Errorf("model info:\n%s", info)
+	}
+}
