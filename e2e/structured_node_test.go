@@ -71,8 +71,14 @@ await step("json_object", async () => {
   const c = await client.chat.completions.create({ ...base, messages, response_format: { type: "json_object" } });
   const content = c.choices[0].message.content;
   let invalid = "";
-  try { const v = JSON.parse(content); if (v === null || typeof v !== "object" || Array.isArray(v)) invalid = "not an object"; }
-  catch (e) { invalid = String(e); }
+  if (c.choices[0].finish_reason === "length") {
+    // json_object bounds nothing, so a random-weight model may run out of tokens inside a string: then the text
+    // must still be the start of an object.
+    if (!content.startsWith("{")) invalid = "does not start an object";
+  } else {
+    try { const v = JSON.parse(content); if (v === null || typeof v !== "object" || Array.isArray(v)) invalid = "not an object"; }
+    catch (e) { invalid = String(e); }
+  }
   return { content, invalid, finish_reason: c.choices[0].finish_reason };
 });
 
