@@ -79,7 +79,10 @@ func Compile(schema []byte, opts Options) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.rs.define(top, seq(c.ws, e, c.ws))
+	// No whitespace before or after the document: a model that may start
+	// or end with it can spend its tokens there (and streaming clients that
+	// parse each partial document choke on a blank one).
+	c.rs.define(top, e)
 	return compileRules(c.rs, top, opts)
 }
 
@@ -88,7 +91,7 @@ func Compile(schema []byte, opts Options) (*Grammar, error) {
 func CompileAnyObject(opts Options) (*Grammar, error) {
 	c := newSchemaCompiler(nil, opts)
 	top := c.rs.add("root")
-	c.rs.define(top, seq(c.ws, c.anyObject(), c.ws))
+	c.rs.define(top, c.anyObject())
 	return compileRules(c.rs, top, opts)
 }
 
