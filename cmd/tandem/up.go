@@ -10,14 +10,16 @@ import (
 
 	"tandem/internal/cluster"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/router"
 	"tandem/internal/synth"
 )
 
 func upCmd() *cobra.Command {
 	var (
-		o         cluster.Options
-		threads   int
-		logFormat string
+		o           cluster.Options
+		threads     int
+		logFormat   string
+		pdThreshold int
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
@@ -51,7 +53,7 @@ so it runs on a fresh machine.`,
 				o.WorkerArgs = append(o.WorkerArgs, "--threads", strconv.Itoa(threads))
 			}
 			o.WorkerArgs = append(o.WorkerArgs, "--log-format", logFormat)
-			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat)
+			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold))
 			o.Output, o.Logger, o.LogFormat = os.Stderr, log, logFormat
 			o.OnExit = func(e cluster.Exit) {
 				if !e.Requested {
@@ -78,6 +80,7 @@ so it runs on a fresh machine.`,
 	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
 	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: all cores)")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
 	return cmd
 }

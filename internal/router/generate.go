@@ -41,6 +41,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.active.Add(-1)
+	req.decision = rt.decide(r.Context(), req)
 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)

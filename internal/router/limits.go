@@ -52,4 +52,8 @@ const (
 	DefaultMaxRequests     = 4096
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = 2 * time.Second
+	// DefaultPDThreshold is `tandem route`'s --pd-threshold (Options'
+	// zero disaggregates everything): prompts under 256 tokens run locally on
+	// a decode worker. See the router's README for the measurement.
+	DefaultPDThreshold = 256
 )

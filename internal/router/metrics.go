@@ -26,6 +26,7 @@ type metrics struct {
 	ttft           *prometheus.HistogramVec // endpoint
 	e2e            *prometheus.HistogramVec // endpoint
 	retries        prometheus.Counter
+	pdDecisions    *prometheus.CounterVec // path, reason: one per attempt
 
 	breakerState       *prometheus.GaugeVec   // worker, role: 0 closed, 1 half open, 2 open
 	breakerTransitions *prometheus.CounterVec // worker, role, to
@@ -76,6 +77,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Samples sent to another pair because an attempt failed before anything of it reached the client.",
 		}),
 	}
+	m.pdDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tandem_router_pd_decisions_total",
+		Help: "Selective disaggregation: attempts sent as one local leg to a decode worker or disaggregated (prefill and decode legs), by reason (short_prompt, long_prompt, no_prefill_worker, count_failed, threshold_off). A retried sample counts once per attempt.",
+	}, []string{"path", "reason"})
 	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tandem_router_worker_breaker_state",
 		Help: "Each worker's circuit breaker: 0 closed (picked), 1 half open (one probe leg out), 2 open (out after failed legs).",
@@ -85,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Circuit breaker state changes per worker, by the state entered (open, half_open, closed).",
 	}, []string{"worker", "role", "to"})
 	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.workerInflight,
-		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries, m.breakerState, m.breakerTransitions} {
+		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries, m.pdDecisions, m.breakerState, m.breakerTransitions} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register router metrics: %w", err)
 		}

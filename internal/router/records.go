@@ -28,7 +28,8 @@ type record struct {
 	legDeadline               map[Role]time.Time // open legs only
 	bytes                     int64
 	history                   []debugdoc.Transition
-	dropped                   int // history entries over historyMax
+	dropped                   int      // history entries over historyMax
+	dec                       decision // the attempt's path (set at open, never changed)
 }
 
 // records keeps live rooms and a ring of the most recently finished ones.
@@ -46,12 +47,16 @@ func newRecords(finishedMax int, now func() time.Time) *records {
 	return &records{now: now, live: map[string]*record{}, ring: make([]*record, 0, finishedMax), size: finishedMax}
 }
 
-// open starts a record in state dispatched with both legs open.
-func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time) *record {
+// open starts a record in state dispatched with its legs open: both, or
+// for a local attempt (prefill "") the decode worker's alone.
+func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time, dec decision) *record {
 	now := rs.now()
 	r := &record{room: room, requestID: requestID, endpoint: endpoint, prefill: prefill, decode: decode,
-		start: now, state: stateDispatched, requestDeadline: requestDeadline,
-		legDeadline: map[Role]time.Time{RolePrefill: now.Add(legTimeout), RoleDecode: now.Add(legTimeout)}}
+		start: now, state: stateDispatched, requestDeadline: requestDeadline, dec: dec,
+		legDeadline: map[Role]time.Time{RoleDecode: now.Add(legTimeout)}}
+	if prefill != "" {
+		r.legDeadline[RolePrefill] = now.Add(legTimeout)
+	}
 	r.history = append(r.history, debugdoc.Transition{From: "", To: stateDispatched, Event: "dispatched"})
 	rs.mu.Lock()
 	rs.live[room] = r
@@ -147,6 +152,8 @@ func phaseLocked(r *record) string {
 		return "prefill+decode"
 	case p:
 		return "prefill"
+	case d && r.prefill == "":
+		return "local"
 	case d:
 		return "decode"
 	}
@@ -184,7 +191,7 @@ func (rs *records) snapshot() []debugdoc.Room {
 func roomLocked(r *record, now time.Time) debugdoc.Room {
 	room := debugdoc.Room{ID: r.room, RequestID: r.requestID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
 		Prefill: r.prefill, Decode: r.decode, AgeMS: millis(now.Sub(r.start)), Bytes: r.bytes,
-		History: slices.Clone(r.history)}
+		History: slices.Clone(r.history), Decision: r.dec.doc()}
 	if r.state != stateDone && r.state != stateFailed {
 		d := r.requestDeadline
 		for _, ld := range r.legDeadline {

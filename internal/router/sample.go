@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tandem/internal/api/httpx"
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 )
 
@@ -104,10 +105,22 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 	}
 }
 
-// attempt sends sample s to one pair and follows it to its end.
+// attempt sends sample s to one pair (or, when the request's decision
+// is local, or no prefill worker can be picked and selective
+// disaggregation is on, as one local leg to a decode worker) and follows
+// it to its end.
 func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
+	dec := s.req.decision
+	if dec.path == pathLocal {
+		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
+	}
 	p, err := rt.pool.pick(RolePrefill, exclude, avoid)
 	if err != nil {
+		if errors.Is(err, errNoWorker) && rt.o.PDThreshold > 0 {
+			rt.log.Info("no prefill worker can be picked; the sample runs on a decode worker alone",
+				"request", s.req.requestID, "sample", s.i, "err", err)
+			return rt.attemptLocal(ctx, s, dec.withPath(pathLocal, reasonNoPrefill), exclude, avoid)
+		}
 		return rt.pickFailed(s, err)
 	}
 	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
@@ -126,9 +139,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
 		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
 	}
+	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline)
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline, dec)
 	sctx, scancel := context.WithCancelCause(ctx)
 	pl := rt.newLeg(sctx, p, RolePrefill, rec)
 	dl := rt.newLeg(sctx, d, RoleDecode, rec)
@@ -137,10 +151,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		pch <- rt.runPrefill(pl, s.req.ep.path, s.prefill, s.req.wantPromptLogprobs, withLeg(common, RolePrefill, ""))
+		pch <- rt.runPrefill(pl, s.req.ep.path, s.prefill, s.req.wantPromptLogprobs, withLeg(common, apileg.KindPrefill, ""))
 	})
 	wg.Go(func() {
-		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, RoleDecode, addr), dch)
+		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, apileg.KindDecode, addr), dch)
 	})
 	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
 	le := f.follow(ctx, pch, dch)
@@ -154,7 +168,49 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
+	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
+	if le != nil && le.leg == RoleDecode {
+		res.failed, res.partner = res.partner, res.failed
+	}
+	return rt.ended(ctx, s, rec, f, le, res)
+}
 
+// attemptLocal sends sample s as one local leg to a decode worker, which
+// runs the whole request (its prefill included), and follows it to its
+// end. It fails, is retried and is cancelled as a decode leg is; the
+// client's prompt logprobs come in the worker's own answer.
+func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*worker) attemptResult {
+	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
+	if err != nil {
+		return rt.pickFailed(s, err)
+	}
+	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
+	room := newRoomID()
+	deadline, _ := ctx.Deadline()
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.url, rt.o.LegTimeout, deadline, dec)
+	sctx, scancel := context.WithCancelCause(ctx)
+	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	dl.kind = apileg.KindLocal
+	dch := make(chan decodeEvent)
+	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, apileg.KindLocal, ""), dch)
+	})
+	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
+	le := f.follow(ctx, nil, dch)
+	if le != nil {
+		scancel(le)
+	}
+	wg.Wait()
+	scancel(errSampleEnded)
+	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*worker{d}})
+}
+
+// ended closes an attempt's record and turns its failure le (nil: it was
+// answered, or the request ended) into its result; res names the workers
+// not to pick again (failed) and to avoid (partner) on a retry.
+func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult) attemptResult {
 	switch {
 	case ctx.Err() != nil:
 		rt.recs.finish(rec, false, reasonFor(context.Cause(ctx)))
@@ -163,10 +219,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		rt.recs.finish(rec, true, "")
 		return attemptResult{}
 	}
-	res := attemptResult{err: le.clientError(), failed: []*worker{p}, partner: []*worker{d}}
-	if le.leg == RoleDecode {
-		res.failed, res.partner = res.partner, res.failed
-	}
+	res.err = le.clientError()
 	res.retry = retryable(le, f.delivered)
 	reason := le.Error()
 	if res.retry {
@@ -177,8 +230,8 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if le.clientFault() {
 		level = slog.LevelInfo // the worker refused the request: the client's doing, not a failure
 	}
-	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", room, "sample", s.i,
-		"leg", le.leg, "worker", le.worker, "err", le)
+	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", rec.room, "sample", s.i,
+		"leg", le.legName(), "worker", le.worker, "err", le)
 	return res
 }
 
@@ -212,8 +265,11 @@ func reasonFor(cause error) string {
 	return cause.Error()
 }
 
-func withLeg(common map[string]string, role Role, prefillAddr string) map[string]string {
-	h := map[string]string{HeaderLeg: string(role)}
+// withLeg returns the headers of a leg of kind (apileg.KindPrefill,
+// KindDecode or KindLocal): common's, the kind and, for a decode leg, the
+// prefill worker's transfer address.
+func withLeg(common map[string]string, kind string, prefillAddr string) map[string]string {
+	h := map[string]string{HeaderLeg: kind}
 	for k, v := range common {
 		h[k] = v
 	}
@@ -350,8 +406,10 @@ type follower struct {
 // client wants prompt logprobs, decode's answer waits for prefill's. A
 // prefill failure after decode's answer began does not fail the sample:
 // decode could only answer once the KV had arrived.
+//
+// A local attempt has no prefill leg: pch is nil.
 func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-chan decodeEvent) *legError {
-	prefillDone := false
+	prefillDone := pch == nil
 	for {
 		din := dch
 		if f.s.req.wantPromptLogprobs && !prefillDone {
@@ -419,6 +477,9 @@ func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
 func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
 	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
 	le := &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	if f.rec.dec.path == pathLocal {
+		le.name = apileg.KindLocal
+	}
 	if legOutcome(le) == outcomeFailure {
 		f.rt.pool.failed(f.decodeWorker, le.Error())
 	}
