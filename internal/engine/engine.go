@@ -39,10 +39,10 @@ type Engine struct {
 	// waitPrefill sums waitTokens over waiting: their prefill work.
 	waitPrefill int
 	resumes     []resume
-	closed  bool
-	stats   Stats
-	wake    chan struct{} // capacity 1: a pending wake-up is never lost
-	done    chan struct{} // closed when the loop has exited
+	closed      bool
+	stats       Stats
+	wake        chan struct{} // capacity 1: a pending wake-up is never lost
+	done        chan struct{} // closed when the loop has exited
 
 	// owned by the loop goroutine
 	running []*seq
