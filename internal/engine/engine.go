@@ -36,11 +36,13 @@ type Engine struct {
 
 	mu      sync.Mutex
 	waiting []*seq // FIFO; preempted sequences go to the front
-	resumes []resume
-	closed  bool
-	stats   Stats
-	wake    chan struct{} // capacity 1: a pending wake-up is never lost
-	done    chan struct{} // closed when the loop has exited
+	// waitPrefill sums waitTokens over waiting: their prefill work.
+	waitPrefill int
+	resumes     []resume
+	closed      bool
+	stats       Stats
+	wake        chan struct{} // capacity 1: a pending wake-up is never lost
+	done        chan struct{} // closed when the loop has exited
 
 	// owned by the loop goroutine
 	running []*seq
@@ -65,6 +67,9 @@ type seq struct {
 	lpDone   bool      // prompt logprobs delivered
 	preempt  int
 	queued   bool // in the waiting queue (after preemption)
+	// waitTokens is the prefill work s added to Engine.waitPrefill when it
+	// was queued (prefillLeft then); subtracted when it leaves the queue.
+	waitTokens int
 	// importing: admitted with pages for the prompt, waiting for Resume
 	// (Request.Import); never scheduled or preempted meanwhile.
 	importing bool
@@ -159,7 +164,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 		cancel()
 		return nil, fmt.Errorf("%w (%d requests waiting); retry later", ErrQueueFull, e.cfg.MaxWaiting)
 	}
-	e.waiting = append(e.waiting, s)
+	e.enqueueLocked(s, false)
 	e.stats.Waiting = len(e.waiting)
 	e.mu.Unlock()
 	s.stopWake = context.AfterFunc(sctx, e.wakeup)
@@ -200,6 +205,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.stats
+	s.PrefillQueueTokens += e.waitPrefill
 	if len(e.waiting) > 0 {
 		s.OldestWaiting = time.Since(e.waiting[0].enqueued)
 	}

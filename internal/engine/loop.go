@@ -46,6 +46,7 @@ func (e *Engine) shutdown() {
 	e.mu.Lock()
 	waiting := e.waiting
 	e.waiting = nil
+	e.waitPrefill = 0
 	e.mu.Unlock()
 	for _, s := range append(e.running, waiting...) {
 		e.finish(s, FinishError, ErrClosed)
@@ -71,6 +72,7 @@ func (e *Engine) reapCancelled() {
 	e.waiting = slices.DeleteFunc(e.waiting, func(s *seq) bool {
 		if s.ctx.Err() != nil {
 			gone = append(gone, s)
+			e.waitPrefill -= s.waitTokens
 			return true
 		}
 		return false
@@ -160,7 +162,7 @@ func (e *Engine) preempt(s *seq) {
 	s.queued = true
 	e.running = slices.DeleteFunc(e.running, func(v *seq) bool { return v == s })
 	e.mu.Lock()
-	e.waiting = slices.Insert(e.waiting, 0, s)
+	e.enqueueLocked(s, true)
 	e.stats.Preemptions++
 	e.mu.Unlock()
 	e.log.Warn("preempted sequence for recompute: KV cache is full", "request", s.req.ID, "tokens", len(s.tokens), "times", s.preempt)
@@ -210,6 +212,7 @@ func (e *Engine) admit() *seq {
 	s.queued = false
 	e.mu.Lock()
 	e.waiting = e.waiting[1:]
+	e.waitPrefill -= s.waitTokens
 	if first {
 		e.stats.PrefixHitTokens += uint64(s.cached)
 		e.stats.PromptTokens += uint64(s.nPrompt)
@@ -406,11 +409,43 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 
 // publish refreshes the gauges in Stats.
 func (e *Engine) publish() {
+	running := 0
+	for _, s := range e.running {
+		running += prefillLeft(s)
+	}
 	e.mu.Lock()
 	e.stats.Waiting = len(e.waiting)
 	e.stats.Running = len(e.running)
 	e.stats.PagesUsed = e.kv.Config().Pages - e.kv.FreeCount()
+	e.stats.PrefillQueueTokens = running
 	e.mu.Unlock()
+}
+
+// prefillLeft is s's prefill work: the tokens it must still compute before
+// it samples from its own prompt (or recomputed history). A decoding
+// sequence, one whose K/V is being imported and a fresh imported one in
+// the queue have none.
+func prefillLeft(s *seq) int {
+	if s.importing || (s.req.Import != nil && s.preempt == 0 && len(s.tokens) == s.nPrompt) {
+		return 0
+	}
+	need := len(s.tokens) - s.computed
+	if s.computed >= s.nPrompt && need <= 1 {
+		return 0 // decoding
+	}
+	return need
+}
+
+// enqueueLocked puts s in the waiting queue (at the front for a preempted
+// sequence) and counts its prefill work. The caller holds e.mu.
+func (e *Engine) enqueueLocked(s *seq, front bool) {
+	s.waitTokens = prefillLeft(s)
+	e.waitPrefill += s.waitTokens
+	if front {
+		e.waiting = slices.Insert(e.waiting, 0, s)
+	} else {
+		e.waiting = append(e.waiting, s)
+	}
 }
 
 func (h *Handle) finishedFlag() bool {

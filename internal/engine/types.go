@@ -120,4 +120,12 @@ type Stats struct {
 	Preemptions         uint64
 	Steps               uint64
 	OldestWaiting       time.Duration
+	// PrefillQueueTokens is the prefill work this engine still holds: the
+	// uncomputed prompt tokens of every admitted and waiting sequence
+	// (recompute after preemption included; prefix-cache hits of waiting
+	// sequences are not known yet and count in full). Sequences whose K/V
+	// is imported (Request.Import) count nothing until they are preempted.
+	// Running sequences are counted as of the last step; waiting ones
+	// change at once on Submit.
+	PrefillQueueTokens int
 }
