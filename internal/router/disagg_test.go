@@ -270,3 +270,27 @@ func TestNegativeThresholdIsRefused(t *testing.T) {
 		t.Errorf("New with PDThreshold -1: %v, want an error naming the threshold", err)
 	}
 }
+
+// TestPrefillPickedByQueuedTokens: through /pd/status, the router sends a
+// prompt to the prefill worker with fewer queued prefill tokens, though it
+// reports more requests.
+func TestPrefillPickedByQueuedTokens(t *testing.T) {
+	busy := newFake(t, "prefill", answer(200, prefillAnswer))
+	idle := newFake(t, "prefill", answer(200, prefillAnswer))
+	n1, n2 := 4000, 100
+	busy.status.Running, busy.status.PrefillQueueTokens = 1, &n1 // one long prompt computing
+	idle.status.Waiting, idle.status.Running, idle.status.PrefillQueueTokens = 3, 2, &n2
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	c := newCluster(t, []*fake{busy, idle}, []*fake{d}, nil)
+	if status, body := c.post(t, "/v1/completions", `{"prompt":`+tokenIDs(40)+`}`); status != 200 {
+		t.Fatalf("POST = %d %s", status, body)
+	}
+	idle.nextLeg(t)
+	if n := len(busy.got); n != 0 {
+		t.Errorf("the worker with 4000 queued tokens got %d legs, want none", n)
+	}
+	_, body := c.get(t, "/debug/rooms")
+	if !strings.Contains(body, `"prefill_queue_tokens":4000`) {
+		t.Errorf("/debug/rooms workers do not show the reported queue: %s", body)
+	}
+}

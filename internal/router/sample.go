@@ -114,7 +114,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if dec.path == pathLocal {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
 	}
-	p, err := rt.pool.pick(RolePrefill, exclude, avoid)
+	p, err := rt.pool.pickFor(RolePrefill, exclude, avoid, max(0, dec.tokens))
 	if err != nil {
 		if errors.Is(err, errNoWorker) && rt.o.PDThreshold > 0 {
 			rt.log.Info("no prefill worker can be picked; the sample runs on a decode worker alone",

@@ -141,6 +141,10 @@ type Worker struct {
 	Failures int `json:"failures"`
 	// Inflight is the router's open legs on the worker.
 	Inflight int `json:"inflight"`
+	// PrefillQueueTokens is the worker's reported prefill queue (prompt
+	// tokens to compute) plus what the router sent it since; absent when
+	// the worker does not report it.
+	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
 }
 
 // Cluster is the document GET /debug/cluster answers on the router: its
