@@ -56,6 +56,7 @@ type seq struct {
 	stopWake func() bool
 	h        *Handle
 	enqueued time.Time
+	admitted time.Time // first admission (pages allocated)
 
 	tokens   []int32 // prompt, then generated tokens
 	nPrompt  int
@@ -307,6 +308,9 @@ func (h *Handle) push(u Update) {
 		p.PromptLogprobs = u.PromptLogprobs
 	}
 	p.PromptTokens, p.CachedTokens, p.Preempted = u.PromptTokens, u.CachedTokens, u.Preempted
+	if u.QueueTime != 0 {
+		p.QueueTime = u.QueueTime
+	}
 	if u.Done {
 		p.Done, p.Finish, p.Err = true, u.Finish, u.Err
 		h.finished = true

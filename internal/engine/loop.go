@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
@@ -208,6 +209,7 @@ func (e *Engine) admit() *seq {
 	first := s.preempt == 0
 	if first {
 		s.cached = s.computed
+		s.admitted = time.Now()
 	}
 	s.queued = false
 	e.mu.Lock()
@@ -326,6 +328,9 @@ func (e *Engine) accept(s *seq, tok Token) bool {
 	id := tok.ID
 	s.tokens = append(s.tokens, id)
 	u := Update{Tokens: []Token{tok}, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt}
+	if len(s.tokens)-s.nPrompt == 1 && !s.admitted.IsZero() {
+		u.QueueTime = s.admitted.Sub(s.enqueued)
+	}
 	if s.req.PromptLogprobs && !s.lpDone {
 		u.PromptLogprobs = s.promptLP
 		s.lpDone = true

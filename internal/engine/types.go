@@ -108,6 +108,10 @@ type Update struct {
 	// Preempted counts the times the sequence lost its pages and was
 	// recomputed (KV cache pressure).
 	Preempted int
+	// QueueTime, in the update that carries the first generated token, is
+	// how long the sequence waited from Submit to its first admission (its
+	// pages allocated); 0 in other updates.
+	QueueTime time.Duration
 }
 
 // Stats is a snapshot of the engine's queues and counters for metrics.
