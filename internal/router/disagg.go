@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tandem/internal/api/httpx"
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
 )
 
@@ -234,4 +235,21 @@ func (rt *Router) countTokens(ctx context.Context, req *clientRequest) (int, err
 		return 0, fmt.Errorf("count tokens on %s: the answer has no count (%v)", wk.url, err)
 	}
 	return *doc.Count, nil
+}
+
+// phases records a succeeded disaggregated attempt's worker timings (the
+// prefill leg's queue, prefill and transfer, the decode leg's first decode
+// step) in its record and in tandem_router_ttft_phase_seconds.
+func (rt *Router) phases(rec *record, prefill, decode apileg.Timing) {
+	t := prefill
+	t.FirstDecode = decode.FirstDecode
+	rt.recs.setTiming(rec, t)
+	for _, p := range []struct {
+		name string
+		d    *time.Duration
+	}{{"queue", t.Queue}, {"prefill", t.Prefill}, {"transfer", t.Transfer}, {"first_decode", t.FirstDecode}} {
+		if p.d != nil {
+			rt.met.ttftPhase.WithLabelValues(p.name).Observe(p.d.Seconds())
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package router_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -292,5 +293,100 @@ func TestPrefillPickedByQueuedTokens(t *testing.T) {
 	_, body := c.get(t, "/debug/rooms")
 	if !strings.Contains(body, `"prefill_queue_tokens":4000`) {
 		t.Errorf("/debug/rooms workers do not show the reported queue: %s", body)
+	}
+}
+
+// TestTTFTPhases: the prefill worker's timing header and the decode
+// worker's timing trailer become the request's phases in /debug/rooms and
+// tandem_router_ttft_phase_seconds, beside the router's own time to first
+// token; neither reaches the client.
+func TestTTFTPhases(t *testing.T) {
+	p := newFake(t, "prefill", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("X-Tandem-Timing", "queue_ms=5.000, prefill_ms=20.000, transfer_ms=1.500")
+		writeJSONBody(w, 200, prefillAnswer)
+	})
+	pieces := strings.SplitAfter(chatStream, "\n\n")
+	d := newFake(t, "decode", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		writeEvents(w, pieces...)
+		w.Header().Set(http.TrailerPrefix+"X-Tandem-Timing", "first_decode_ms=0.250")
+	})
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	resp, err := http.Post(c.srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != chatStream || resp.Header.Get("X-Tandem-Timing") != "" || resp.Trailer.Get("X-Tandem-Timing") != "" {
+		t.Fatalf("client got %q with timing header %q trailer %q; want decode's stream and no timing", body,
+			resp.Header.Get("X-Tandem-Timing"), resp.Trailer.Get("X-Tandem-Timing"))
+	}
+	rooms := routerRooms(t, c)
+	if len(rooms) != 1 || rooms[0].Phases == nil {
+		t.Fatalf("rooms %+v, want one with phases", rooms)
+	}
+	ph := rooms[0].Phases
+	if ph.QueueMS == nil || *ph.QueueMS != 5 || ph.PrefillMS == nil || *ph.PrefillMS != 20 || ph.TransferMS == nil || *ph.TransferMS != 1.5 ||
+		ph.FirstDecodeMS == nil || *ph.FirstDecodeMS != 0.25 || ph.TTFTMS == nil || *ph.TTFTMS <= 0 {
+		t.Errorf("phases %+v, want queue 5, prefill 20, transfer 1.5, first decode 0.25 and a TTFT", *ph)
+	}
+	_, m := c.get(t, "/metrics")
+	for _, phase := range []string{"queue", "prefill", "transfer", "first_decode"} {
+		if v := metricValue(t, m, fmt.Sprintf(`tandem_router_ttft_phase_seconds_count{phase=%q}`, phase)); v != 1 {
+			t.Errorf("phase %s observed %v times, want 1", phase, v)
+		}
+	}
+	if v := metricValue(t, m, `tandem_router_ttft_phase_seconds_sum{phase="prefill"}`); v != 0.02 {
+		t.Errorf("prefill phase sum %v, want 0.02", v)
+	}
+	if v := metricValue(t, m, `tandem_router_time_to_first_token_seconds_count{endpoint="chat"}`); v != 1 {
+		t.Errorf("TTFT observed %v times, want 1", v)
+	}
+}
+
+// TestEachEventGoesOutAtOnce: the router forwards each of decode's events
+// (one per engine step) to the client as its own chunk before the next
+// exists: the fake writes event i+1 only once the client has read event
+// i, so a router that held or merged events would never finish.
+func TestEachEventGoesOutAtOnce(t *testing.T) {
+	const steps = 8
+	read := make(chan int)
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for i := range steps {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"text\":\"t%d\"}]}\n\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-read:
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Second):
+				return // the client never saw event i: it fails below
+			}
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	for _, th := range []int{0, 256} { // disaggregated, then a local leg
+		c := newCluster(t, []*fake{p}, []*fake{d}, withThreshold(th))
+		resp, err := http.Post(c.srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := bufio.NewReader(resp.Body)
+		for i := range steps {
+			line, err := rd.ReadString('\n')
+			if err != nil || !strings.Contains(line, fmt.Sprintf(`"t%d"`, i)) {
+				t.Fatalf("threshold %d: event %d: %q, %v; want its own chunk before the next step", th, i, line, err)
+			}
+			rd.ReadString('\n') // the blank line ending the event
+			read <- i
+		}
+		if rest, _ := io.ReadAll(rd); string(rest) != "data: [DONE]\n\n" {
+			t.Errorf("threshold %d: after the steps: %q", th, rest)
+		}
+		resp.Body.Close()
 	}
 }

@@ -175,6 +175,24 @@ type leg struct {
 	draining atomic.Bool
 	start    time.Time
 	once     sync.Once
+	// timing is the worker's apileg.HeaderTiming, read from its answer's
+	// header or trailer by the goroutine running the leg before it ends.
+	timing apileg.Timing
+}
+
+// readTiming records the worker's timing from h (a header or trailer);
+// a malformed value is logged and ignored.
+func (l *leg) readTiming(h http.Header) {
+	v := h.Get(apileg.HeaderTiming)
+	if v == "" {
+		return
+	}
+	t, err := apileg.ParseTiming(v)
+	if err != nil {
+		l.rt.log.Debug("ignoring a worker's leg timing", "worker", l.w.url, "err", err)
+		return
+	}
+	l.timing = t
 }
 
 func (rt *Router) newLeg(parent context.Context, w *worker, role Role, rec *record) *leg {

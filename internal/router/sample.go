@@ -25,7 +25,8 @@ type reply struct {
 	doc         object        // n > 1, not streamed: the sample's answer, choices re-indexed
 	usage       *openai.Usage // n > 1, streamed: the sample's usage chunk, if it sent one
 	usageChunk  object        // n > 1, streamed: that chunk, as a template for the merged one
-	token       bool          // data carries the sample's first token (for TTFT)
+	token       bool          // data carries a token (for TTFT)
+	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
 	err         *openai.Error // the sample failed; nothing else is set
 }
@@ -168,6 +169,9 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
+	if le == nil && ctx.Err() == nil {
+		rt.phases(rec, pl.timing, dl.timing)
+	}
 	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
 	if le != nil && le.leg == RoleDecode {
 		res.failed, res.partner = res.partner, res.failed
@@ -304,6 +308,7 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 		return prefillResult{err: le}
 	}
 	defer resp.Body.Close()
+	l.readTiming(resp.Header)
 	b, err := httpx.ReadAllMax(resp.Body, legBodyBytesMax)
 	if err != nil {
 		return prefillResult{err: l.fail(kindStream, 0, nil, err)}
@@ -359,6 +364,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			fail(l.fail(kindStream, 0, nil, err))
 			return
 		}
+		l.readTiming(resp.Header)
 		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), end: true})
 		return
 	}
@@ -382,6 +388,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 		}
 		if end {
 			l.drain(resp.Body)
+			l.readTiming(resp.Trailer) // a trailer is there once the body reached its end
 			return
 		}
 	}
@@ -441,6 +448,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 				return le
 			}
 			if r != nil {
+				r.rec = f.rec
 				if !f.s.send(ctx, *r) {
 					return nil
 				}

@@ -260,6 +260,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: cached}
+	setLegTiming(w, streams, sw != nil) // a router leg's worker timings (leg.HeaderTiming)
 	if sw != nil {
 		if p.includeUsage && sw.send(enc.usageChunk(p, u)) != nil {
 			return

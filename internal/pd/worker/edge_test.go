@@ -131,16 +131,3 @@ func TestDecodeListensNowhere(t *testing.T) {
 		t.Errorf("decode %v (%d tokens), prefill %v; want 3 tokens and no error", dl.Err, len(ids), pl.Err)
 	}
 }
-
-// TestStatusReportsPrefillQueueTokens: /pd/status carries
-// prefill_queue_tokens (engine.Stats.PrefillQueueTokens, 0 on an idle
-// worker), which the router picks prefill workers by.
-func TestStatusReportsPrefillQueueTokens(t *testing.T) {
-	m := tinyModel(t)
-	p, _ := newWorker(t, m, room.RolePrefill, 512)
-	var status map[string]any
-	getJSON(t, p.Handler(), "/pd/status", &status)
-	if v, ok := status["prefill_queue_tokens"]; !ok || v != 0.0 {
-		t.Errorf("/pd/status prefill_queue_tokens = %v (present %v), want 0 on an idle worker", v, ok)
-	}
-}

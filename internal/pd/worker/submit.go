@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
@@ -98,6 +99,7 @@ func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
 		return err
 	}
 	l.setHandle(h, cancel)
+	l.computeAt = time.Now()
 	w.wg.Add(1)
 	go w.watchPrefill(l, h)
 	return nil
@@ -128,6 +130,7 @@ func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
 		return fmt.Errorf("room %s has no engine sequence to resume", l.id)
 	}
 	l.resumed = true
+	l.resumedAt = time.Now()
 	tok := engine.Token{ID: first.ID, Logprob: first.Logprob}
 	if n := l.req.TopLogprobs; n > 0 {
 		for _, t := range first.Top[:min(n, len(first.Top))] {
@@ -173,6 +176,7 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 			w.locked(func(now room.Instant) {
 				l.first = u
 				l.first.Done = false
+				l.firstAt = time.Now()
 				w.d.ComputeDone(now, l.id, l, first)
 			})
 			return
