@@ -390,3 +390,42 @@ func TestEachEventGoesOutAtOnce(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestAnsweredThenClosedIsSucceeded: a client that closes its connection
+// as soon as it has read [DONE] got the whole answer: its room is recorded
+// succeeded, not failed with client_abort (the decode leg was still being
+// drained when the client left).
+func TestAnsweredThenClosedIsSucceeded(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		writeEvents(w, "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n", "data: [DONE]\n\n")
+		<-r.Context().Done() // the response stays open: the router drains it until it gives up or the request ends
+	})
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	resp, err := http.Post(c.srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before [DONE]: %v", err)
+		}
+		if strings.HasPrefix(line, "data: [DONE]") {
+			break
+		}
+	}
+	resp.Body.Close()
+	var rooms []debugdoc.Room
+	deadline := time.Now().Add(10 * time.Second)
+	for rooms = routerRooms(t, c); len(rooms) != 1 || !rooms[0].Terminal(); rooms = routerRooms(t, c) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the room never ended: %+v", rooms)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rooms[0].State != "succeeded" {
+		t.Errorf("room %s (%s), want succeeded: the client had the whole answer", rooms[0].State, rooms[0].Reason)
+	}
+}

@@ -169,7 +169,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
-	if le == nil && ctx.Err() == nil {
+	if le == nil && f.answered {
 		rt.phases(rec, pl.timing, dl.timing)
 	}
 	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
@@ -216,6 +216,11 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 // not to pick again (failed) and to avoid (partner) on a retry.
 func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult) attemptResult {
 	switch {
+	case le == nil && f.answered:
+		// The whole answer went to the writer; the request ending since
+		// (the client closing once it read [DONE]) does not undo that.
+		rt.recs.finish(rec, true, "")
+		return attemptResult{}
 	case ctx.Err() != nil:
 		rt.recs.finish(rec, false, reasonFor(context.Cause(ctx)))
 		return attemptResult{}
@@ -404,6 +409,7 @@ type follower struct {
 	plp          json.RawMessage // prefill's prompt logprobs, once it answered
 	seenData     bool            // a data event went out (the first gets the prompt logprobs)
 	delivered    bool            // part of decode's answer went to the writer
+	answered     bool            // the end of decode's answer went to the writer
 	usage        *openai.Usage
 	usageTpl     object
 }
@@ -456,6 +462,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 				f.rt.recs.delivered(f.rec)
 			}
 			if de.end {
+				f.answered = true
 				if !prefillDone {
 					f.awaitPrefill(ctx, pch)
 				}
