@@ -22,6 +22,7 @@ const (
 	maxRunningMax     = 4096
 	maxWaitingMax     = 1 << 20
 	topLogprobsMax    = 20
+	itlTargetMax      = time.Minute
 )
 
 // Engine schedules sequences onto one model runner. See the package doc.
@@ -38,6 +39,7 @@ type Engine struct {
 	waiting []*seq // FIFO; preempted sequences go to the front
 	// waitPrefill sums waitTokens over waiting: their prefill work.
 	waitPrefill int
+	submitted   uint64 // Submit calls that queued a sequence
 	resumes     []resume
 	closed      bool
 	stats       Stats
@@ -46,6 +48,7 @@ type Engine struct {
 
 	// owned by the loop goroutine
 	running []*seq
+	cost    costModel
 }
 
 // seq is one request inside the engine.
@@ -57,6 +60,8 @@ type seq struct {
 	h        *Handle
 	enqueued time.Time
 	admitted time.Time // first admission (pages allocated)
+	arrival  uint64    // Stats.Steps at Submit: the clock of prefill aging
+	order    uint64    // submission number: ties in prefill priority
 
 	tokens   []int32 // prompt, then generated tokens
 	nPrompt  int
@@ -97,6 +102,12 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.MaxWaiting == 0 {
 		cfg.MaxWaiting = 256
 	}
+	if cfg.AgingTokensPerStep == 0 {
+		cfg.AgingTokensPerStep = max(1, cfg.MaxBatchTokens/16)
+	}
+	if cfg.MinPrefillTokens == 0 {
+		cfg.MinPrefillTokens = min(16, cfg.MaxBatchTokens)
+	}
 	switch {
 	case cfg.MaxBatchTokens < 1 || cfg.MaxBatchTokens > maxBatchTokensMax:
 		return nil, fmt.Errorf("engine: max batch tokens %d is out of range 1..%d", cfg.MaxBatchTokens, maxBatchTokensMax)
@@ -104,6 +115,12 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("engine: max running %d is out of range 1..%d", cfg.MaxRunning, maxRunningMax)
 	case cfg.MaxWaiting < 1 || cfg.MaxWaiting > maxWaitingMax:
 		return nil, fmt.Errorf("engine: max waiting %d is out of range 1..%d", cfg.MaxWaiting, maxWaitingMax)
+	case cfg.ITLTarget < 0 || cfg.ITLTarget > itlTargetMax:
+		return nil, fmt.Errorf("engine: ITL target %v is out of range 0..%v (0: off)", cfg.ITLTarget, itlTargetMax)
+	case cfg.MinPrefillTokens < 1 || cfg.MinPrefillTokens > cfg.MaxBatchTokens:
+		return nil, fmt.Errorf("engine: min prefill tokens %d is out of range 1..%d (max batch tokens)", cfg.MinPrefillTokens, cfg.MaxBatchTokens)
+	case cfg.AgingTokensPerStep < 1 || cfg.AgingTokensPerStep > maxBatchTokensMax:
+		return nil, fmt.Errorf("engine: aging tokens per step %d is out of range 1..%d", cfg.AgingTokensPerStep, maxBatchTokensMax)
 	case cfg.Pages < 2:
 		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
 	}
@@ -165,6 +182,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 		cancel()
 		return nil, fmt.Errorf("%w (%d requests waiting); retry later", ErrQueueFull, e.cfg.MaxWaiting)
 	}
+	s.arrival, s.order = e.stats.Steps, e.submitted
+	e.submitted++
 	e.enqueueLocked(s, false)
 	e.stats.Waiting = len(e.waiting)
 	e.mu.Unlock()

@@ -31,7 +31,7 @@ func (e *Engine) loop() {
 			<-e.wake
 			continue
 		}
-		e.run(steps)
+		e.observeStep(steps)
 		e.publish()
 	}
 }
@@ -84,48 +84,6 @@ func (e *Engine) reapCancelled() {
 	}
 }
 
-// schedule picks this step's tokens: one for each decoding sequence, then
-// prompt chunks of running sequences, then newly admitted ones, within
-// MaxBatchTokens.
-func (e *Engine) schedule() []step {
-	budget := e.cfg.MaxBatchTokens
-	var steps []step
-	in := map[*seq]bool{}
-	order := slices.Clone(e.running)
-	for pass := range 2 {
-		for _, s := range order {
-			if budget == 0 {
-				break
-			}
-			need := len(s.tokens) - s.computed
-			if (pass == 0) != (need == 1) || in[s] || s.queued || s.importing {
-				continue
-			}
-			take := min(need, budget)
-			if !e.ensurePages(s, s.computed+take, in) {
-				continue // s itself was preempted
-			}
-			steps = append(steps, step{s, take})
-			in[s] = true
-			budget -= take
-		}
-	}
-	for budget > 0 && len(e.running) < e.cfg.MaxRunning {
-		s := e.admit()
-		if s == nil {
-			break
-		}
-		if s.importing {
-			continue
-		}
-		take := min(len(s.tokens)-s.computed, budget)
-		steps = append(steps, step{s, take})
-		in[s] = true
-		budget -= take
-	}
-	return steps
-}
-
 // ensurePages grows s's page table to hold n positions, evicting from the
 // prefix cache and then preempting the newest running sequences that are
 // not in this step. It reports false when s itself had to be preempted.
@@ -169,16 +127,10 @@ func (e *Engine) preempt(s *seq) {
 	e.log.Warn("preempted sequence for recompute: KV cache is full", "request", s.req.ID, "tokens", len(s.tokens), "times", s.preempt)
 }
 
-// admit moves the head of the queue into the running set when its pages
-// fit with one page of reserve per running sequence, or returns nil.
-func (e *Engine) admit() *seq {
-	e.mu.Lock()
-	if len(e.waiting) == 0 {
-		e.mu.Unlock()
-		return nil
-	}
-	s := e.waiting[0]
-	e.mu.Unlock()
+// admit moves s from the queue into the running set when its pages fit
+// with one page of reserve per running sequence, and reports whether it
+// did.
+func (e *Engine) admit(s *seq) bool {
 	pt := e.kv.Config().PageTokens
 	var matched []int32
 	if e.pc != nil && !s.req.PromptLogprobs && s.req.Import == nil {
@@ -193,7 +145,7 @@ func (e *Engine) admit() *seq {
 		if len(matched) > 0 {
 			e.kv.Release(matched)
 		}
-		return nil
+		return false
 	}
 	for e.kv.FreeCount() < need && e.pc != nil && e.pc.Evict(need-e.kv.FreeCount()) > 0 {
 	}
@@ -202,7 +154,7 @@ func (e *Engine) admit() *seq {
 		if len(matched) > 0 {
 			e.kv.Release(matched)
 		}
-		return nil
+		return false
 	}
 	s.pages = append(matched, pages...)
 	s.computed = len(matched) * pt
@@ -213,7 +165,7 @@ func (e *Engine) admit() *seq {
 	}
 	s.queued = false
 	e.mu.Lock()
-	e.waiting = e.waiting[1:]
+	e.waiting = slices.DeleteFunc(e.waiting, func(v *seq) bool { return v == s })
 	e.waitPrefill -= s.waitTokens
 	if first {
 		e.stats.PrefixHitTokens += uint64(s.cached)
@@ -225,7 +177,7 @@ func (e *Engine) admit() *seq {
 		s.importing = true
 		s.req.Import.Allocated(e.kv, slices.Clone(s.pages))
 	}
-	return s
+	return true
 }
 
 // run executes one forward step and hands out its results.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
@@ -19,8 +20,9 @@ import (
 )
 
 // Backend returns the server.Backend for this worker's HTTP API: requests
-// that carry the router's leg headers become rooms; requests without them
-// are served colocated by the engine (handy for checks and debugging).
+// that carry the router's prefill or decode leg headers become rooms; a
+// local leg (decode workers; see local.go) and requests without leg
+// headers are served colocated by the engine.
 func (w *Worker) Backend() server.Backend {
 	return &backend{w: w, local: server.EngineBackend(w.eng)}
 }
@@ -42,6 +44,9 @@ func (b *backend) Submit(ctx context.Context, req engine.Request) (server.Stream
 	id, err := room.ParseID(li.Room)
 	if err != nil {
 		return nil, fmt.Errorf("%w: header X-Tandem-Room: %w", engine.ErrBadRequest, err)
+	}
+	if li.Leg == apileg.KindLocal {
+		return b.submitLocal(ctx, id, li, req)
 	}
 	want := roleName(b.w.role)
 	if li.Leg != want {
