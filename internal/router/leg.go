@@ -176,11 +176,11 @@ type leg struct {
 	start    time.Time
 	once     sync.Once
 	// timing is the worker's apileg.HeaderTiming, read from its answer's
-	// header or trailer by the goroutine running the leg before it ends.
+	// header by the goroutine running the leg before it ends.
 	timing apileg.Timing
 }
 
-// readTiming records the worker's timing from h (a header or trailer);
+// readTiming records the worker's timing from h (its answer's headers);
 // a malformed value is logged and ignored.
 func (l *leg) readTiming(h http.Header) {
 	v := h.Get(apileg.HeaderTiming)

@@ -170,7 +170,11 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	wg.Wait()
 	scancel(errSampleEnded)
 	if le == nil && f.answered {
-		rt.phases(rec, pl.timing, dl.timing)
+		dt := dl.timing // a whole answer's header
+		if f.timing != nil {
+			dt = *f.timing // a stream's comment
+		}
+		rt.phases(rec, pl.timing, dt)
 	}
 	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
 	if le != nil && le.leg == RoleDecode {
@@ -393,7 +397,6 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 		}
 		if end {
 			l.drain(resp.Body)
-			l.readTiming(resp.Trailer) // a trailer is there once the body reached its end
 			return
 		}
 	}
@@ -410,6 +413,7 @@ type follower struct {
 	seenData     bool            // a data event went out (the first gets the prompt logprobs)
 	delivered    bool            // part of decode's answer went to the writer
 	answered     bool            // the end of decode's answer went to the writer
+	timing       *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage        *openai.Usage
 	usageTpl     object
 }
@@ -512,6 +516,12 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	}
 	ev := de.ev
 	merged := req.n > 1
+	if v, ok := apileg.TimingFromComment(ev.raw); ok && !ev.hasData {
+		if t, err := apileg.ParseTiming(v); err == nil {
+			f.timing = &t
+		}
+		return nil, nil // the router's, not the client's
+	}
 	if !ev.hasData {
 		if merged {
 			return nil, nil // comments of n streams would only interleave

@@ -260,15 +260,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	u.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: cached}
-	setLegTiming(w, streams, sw != nil) // a router leg's worker timings (leg.HeaderTiming)
 	if sw != nil {
 		if p.includeUsage && sw.send(enc.usageChunk(p, u)) != nil {
+			return
+		}
+		if writeLegTiming(w, sw, streams) != nil { // a router leg's worker timings (leg.HeaderTiming)
 			return
 		}
 		if sw.done() != nil {
 			return
 		}
 	} else {
+		writeLegTiming(w, nil, streams)
 		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 		httpx.WriteJSON(w, http.StatusOK, enc.answer(p, res, u))
 	}
@@ -398,6 +401,15 @@ func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
 }
 
 func (s *sseWriter) write(data []byte) error {
+	buf := make([]byte, 0, len(data)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	return s.raw(buf)
+}
+
+// raw writes buf, one or more whole events, and flushes it.
+func (s *sseWriter) raw(buf []byte) error {
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -409,10 +421,6 @@ func (s *sseWriter) write(data []byte) error {
 	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	buf := make([]byte, 0, len(data)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
 	if _, err := s.w.Write(buf); err != nil {
 		return err
 	}

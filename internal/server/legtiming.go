@@ -13,22 +13,34 @@ type LegTimer interface {
 	LegTiming() string
 }
 
-// setLegTiming writes the first stream's leg timing that is not empty:
-// as an HTTP trailer of a stream (trailer true: the headers are out), or
-// as a header of a whole answer not yet written.
-func setLegTiming(w http.ResponseWriter, streams []Stream, trailer bool) {
+// legTiming returns the first stream's leg timing that is not empty.
+func legTiming(streams []Stream) string {
 	for _, st := range streams {
-		lt, ok := st.(LegTimer)
-		if !ok {
-			continue
-		}
-		if v := lt.LegTiming(); v != "" {
-			name := leg.HeaderTiming
-			if trailer {
-				name = http.TrailerPrefix + name
+		if lt, ok := st.(LegTimer); ok {
+			if v := lt.LegTiming(); v != "" {
+				return v
 			}
-			w.Header().Set(name, v)
-			return
 		}
 	}
+	return ""
+}
+
+// writeLegTiming sends a router leg's worker timings (see leg.HeaderTiming):
+// as a comment event of a stream (sw not nil; just before [DONE]) or as a
+// header of a whole answer not yet written.
+func writeLegTiming(w http.ResponseWriter, sw *sseWriter, streams []Stream) error {
+	v := legTiming(streams)
+	switch {
+	case v == "":
+		return nil
+	case sw != nil:
+		return sw.comment(leg.TimingComment + v)
+	}
+	w.Header().Set(leg.HeaderTiming, v)
+	return nil
+}
+
+// comment writes one SSE comment event (text must hold no line break).
+func (s *sseWriter) comment(text string) error {
+	return s.raw([]byte(": " + text + "\n\n"))
 }

@@ -9,14 +9,36 @@ import (
 
 // HeaderTiming carries a worker's timings of its part of a leg, so that the
 // router, which alone sees both legs, can split a disaggregated request's
-// time to first token into phases. A prefill worker sends it as a header of
-// its (non-streamed) answer; a decode worker as an HTTP trailer of its
-// stream (the value is known only once the first token is out), or as a
-// header of a non-streamed answer. The router reads it and never passes it
-// to the client. The value is Timing.String's: "name=milliseconds" pairs
+// time to first token into phases. A worker sends it as a header of a
+// whole (non-streamed) answer, such as a prefill leg's; a streamed answer,
+// such as a decode leg's, carries the same value in an SSE comment event
+// just before data: [DONE] (": " + TimingComment + value), since its
+// headers go out before the first token. An HTTP trailer would be lost
+// when the client closes its connection right after [DONE], which ends the
+// router's read of the leg. The router reads both and passes neither to
+// the client. The value is Timing.String's: "name=milliseconds" pairs
 // separated by ", ", each a duration on the worker's own clock (no clock
 // needs to agree with another).
 const HeaderTiming = "X-Tandem-Timing"
+
+// TimingComment starts the SSE comment that carries HeaderTiming's value
+// in a stream.
+const TimingComment = "x-tandem-timing "
+
+// TimingFromComment returns the value of a timing comment event (its raw
+// text: ": x-tandem-timing VALUE" and line ends), and whether raw is one.
+func TimingFromComment(raw []byte) (string, bool) {
+	s := strings.TrimRight(string(raw), "\r\n")
+	s, ok := strings.CutPrefix(s, ":")
+	if !ok || strings.ContainsAny(s, "\r\n") {
+		return "", false
+	}
+	v, ok := strings.CutPrefix(strings.TrimPrefix(s, " "), TimingComment)
+	if !ok {
+		return "", false
+	}
+	return v, true
+}
 
 // Timing is what HeaderTiming says; a nil field was not reported.
 type Timing struct {

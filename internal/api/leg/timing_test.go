@@ -25,6 +25,24 @@ func TestTimingRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTimingFromComment: the comment event a stream carries its timing in
+// is recognised (with or without the space after the colon, LF or CRLF);
+// other comments and data events are not.
+func TestTimingFromComment(t *testing.T) {
+	for raw, want := range map[string]string{
+		": x-tandem-timing first_decode_ms=0.250\n\n": "first_decode_ms=0.250",
+		":x-tandem-timing queue_ms=1\r\n\r\n":         "queue_ms=1",
+		": keep-alive\n\n":                            "",
+		"data: x-tandem-timing queue_ms=1\n\n":        "",
+		": x-tandem-timing a=1\n: second line\n\n":    "",
+	} {
+		got, ok := TimingFromComment([]byte(raw))
+		if got != want || ok != (want != "") {
+			t.Errorf("TimingFromComment(%q) = %q, %v; want %q", raw, got, ok, want)
+		}
+	}
+}
+
 // TestParseTimingRefuses: malformed values are errors, unknown names are
 // skipped.
 func TestParseTimingRefuses(t *testing.T) {
