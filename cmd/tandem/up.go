@@ -30,7 +30,8 @@ $TANDEM_CLUSTER_TOKEN when set (export it to run ` + "`tandem inspect`" + ` agai
 the cluster), else a fresh random one. It prints the router's URL once
 everything answers /health, and stops them all on Ctrl-C. With no --model it
 synthesizes a small random-weight Llama (cached under the user cache folder)
-so it runs on a fresh machine.`,
+so it runs on a fresh machine. --pd-threshold is the router's: prompts under that many
+tokens run as one local leg on a decode worker (0: every request is disaggregated).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat)
