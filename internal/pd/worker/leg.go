@@ -11,6 +11,7 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
+	"tandem/internal/server"
 )
 
 // Error is a disaggregation failure as the router's HTTP leg sees it. The
@@ -171,10 +172,29 @@ func (s *prefillStream) LegTiming() string {
 // decodeStream is what the decode worker's HTTP handler reads: the engine
 // sequence's updates once the K/V has arrived, or the room's failure.
 type decodeStream struct {
-	l *leg
+	l    *leg
+	rest []engine.Update // one token each: the rest of an update server.SplitUpdate split
 }
 
+// Next returns the sequence's next update: one token per call, so that
+// each engine step's token becomes its own chunk (see server.SplitUpdate).
 func (s *decodeStream) Next(ctx context.Context) (engine.Update, error) {
+	if len(s.rest) > 0 {
+		u := s.rest[0]
+		s.rest = s.rest[1:]
+		return u, nil
+	}
+	u, err := s.next(ctx)
+	if err != nil {
+		return u, err
+	}
+	parts := server.SplitUpdate(u)
+	s.rest = parts[1:]
+	return parts[0], nil
+}
+
+// next returns the engine's next (possibly merged) update.
+func (s *decodeStream) next(ctx context.Context) (engine.Update, error) {
 	select {
 	case <-s.l.started:
 	case <-ctx.Done():
