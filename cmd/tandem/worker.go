@@ -49,6 +49,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.IntVar(&f.cfg.MaxBatchTokens, "max-batch-tokens", 512, "tokens per engine step (decode and prefill chunks together)")
 	fs.IntVar(&f.cfg.MaxRunning, "max-running", 64, "sequences in the running batch")
 	fs.IntVar(&f.cfg.MaxWaiting, "max-waiting", 256, "queued sequences before requests get 429")
+	fs.DurationVar(&f.cfg.ITLTarget, "itl-target", 0, "inter-token latency budget of a step: while sequences decode, each step's prefill chunk is sized "+
+		"from the measured step cost to stay within it (at least 16 tokens a step, so prefill progresses); 0: off. serve and decode (local prefill)")
 	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	fs.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")

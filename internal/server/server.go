@@ -122,7 +122,7 @@ func New(b Backend, o Options) *Server {
 		o.ModelName = "tandem"
 	}
 	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix()}
-	s.met = newMetrics(o.Registry, b, o.Logger)
+	s.met = newMetrics(o.Registry, b, o.Logger, o.ModelName)
 	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
 		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
