@@ -178,6 +178,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
 		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), con: con, queued: true}
 	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
+	// Set before the sequence is visible to the loop, which calls it when
+	// the sequence finishes.
+	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -194,7 +197,6 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	e.enqueueLocked(s, false)
 	e.stats.Waiting = len(e.waiting)
 	e.mu.Unlock()
-	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.wakeup()
 	return s.h, nil
 }
