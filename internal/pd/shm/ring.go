@@ -196,6 +196,10 @@ func (p *Producer) Alloc(n int) (seq, off uint64, data []byte, ok bool, err erro
 	return seq, off, p.r.data[off+SlotHeaderBytes : off+SlotHeaderBytes+uint64(n)], true, nil
 }
 
+// Damage changes the stamp of the slot at off (fault injection: the
+// consumer then fails that frame as overwritten).
+func (p *Producer) Damage(off uint64) { word(p.r.data, off).Add(1 << 40) }
+
 // Outstanding returns how many slots the consumer has not released yet
 // (as last read).
 func (p *Producer) Outstanding() uint64 { return p.last - p.released }
@@ -212,9 +216,10 @@ func NewConsumer(r *Region) *Consumer { return &Consumer{r: r, next: 1} }
 
 // Slot checks a KV_SHM frame against the ring and returns the slot's
 // data bytes (inside the region): the frame must be the next in
-// sequence, its slot aligned, inside the data area, and stamped with
-// the frame's sequence number and length. Every error wraps ErrPeer or
-// ErrSlot; nothing is read outside the region.
+// sequence and its slot aligned and inside the data area. Every error
+// wraps ErrPeer; nothing is read outside the region. Whether the slot
+// holds this frame (its stamp) is checked by Release, after the copy,
+// so a frame whose slot was wrong fails like one whose bytes changed.
 func (c *Consumer) Slot(f *kvwire.KVShm) ([]byte, error) {
 	size := uint64(len(c.r.data))
 	if f.Seq != c.next {
@@ -227,16 +232,13 @@ func (c *Consumer) Slot(f *kvwire.KVShm) ([]byte, error) {
 	if f.Offset%slotAlign != 0 || f.Offset > size || m > size-f.Offset {
 		return nil, fmt.Errorf("KV_SHM slot [%d, +%d) outside the %d-byte ring or unaligned: %w", f.Offset, m, size, ErrPeer)
 	}
-	if err := c.stamped(f); err != nil {
-		return nil, err
-	}
 	start := f.Offset + SlotHeaderBytes
 	return c.r.data[start : start+uint64(f.Length) : start+uint64(f.Length)], nil
 }
 
 // stamped checks the slot header of f.
 func (c *Consumer) stamped(f *kvwire.KVShm) error {
-	seq := word(c.r.data, f.Offset).Load()
+	seq := word(c.r.data, f.Offset).Load() // after the copy's loads
 	n := binary.LittleEndian.Uint32(c.r.data[f.Offset+8:])
 	if seq != f.Seq || n != f.Length {
 		return fmt.Errorf("slot at %d holds seq %d length %d, frame says seq %d length %d: %w", f.Offset, seq, n, f.Seq, f.Length, ErrSlot)
@@ -245,10 +247,11 @@ func (c *Consumer) stamped(f *kvwire.KVShm) error {
 }
 
 // Release ends frame f (after Slot succeeded and its bytes were copied
-// out, or were to be discarded): it checks that the slot was not
-// overwritten meanwhile, then hands the slot back to the producer. After
-// an ErrSlot the slot is released too, but the bytes copied are not to
-// be trusted.
+// out, or were to be discarded): it checks that the slot is stamped with
+// f's sequence number and length (so it held f and was not overwritten
+// during the copy), then hands the slot back to the producer. After an
+// ErrSlot the slot is released too, but the bytes copied are not to be
+// trusted.
 func (c *Consumer) Release(f *kvwire.KVShm) error {
 	err := c.stamped(f)
 	c.next = f.Seq + 1
