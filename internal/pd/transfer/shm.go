@@ -41,6 +41,13 @@ import (
 // the reader unmaps them when it ends (taking the write lock for the
 // producer's), or Close does when the reader never started.
 
+// Test hooks (export_test.go): shmOfferHook edits each offer before it
+// is sent, shmFrameHook each KV_SHM frame. nil outside tests.
+var (
+	shmOfferHook func(*kvwire.ShmOffer)
+	shmFrameHook func(*kvwire.KVShm)
+)
+
 // readBufBytes is the read buffer of a connection that receives KV_SHM
 // frames (72 bytes each on the wire).
 const readBufBytes = 64 << 10
@@ -109,6 +116,9 @@ func (t *Transport) offerShm(c *conn) error {
 		return nil
 	}
 	c.rx, c.rxRegion = shm.NewConsumer(region), region
+	if shmOfferHook != nil {
+		shmOfferHook(&offer)
+	}
 	payload := offer.AppendTo(nil)
 	if err := c.lock(t.life, false); err != nil {
 		return err
@@ -386,6 +396,9 @@ func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data
 		c.tx.Damage(off) // the consumer fails the frame, as a broken tag would
 	}
 	m := kvwire.KVShm{KV: kv, Seq: seq, Offset: off, Length: uint32(len(data))}
+	if shmFrameHook != nil {
+		shmFrameHook(&m)
+	}
 	var buf [64]byte
 	pl := m.AppendTo(buf[:0])
 	dh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKVShm, Room: h.Room, Length: uint32(len(pl))}
