@@ -35,6 +35,9 @@ func kvPair(t *testing.T, dk, pk transfer.KVTransport, regionBytes int, change f
 	return pair(t, func(dc, pc *transfer.Config) {
 		dc.KVTransport, pc.KVTransport = dk, pk
 		dc.ShmRegionBytes, pc.ShmRegionBytes = regionBytes, regionBytes
+		// Not config's 50 ms: a blocked consumer (the back-pressure tests)
+		// or a loaded machine must not lose the peer mid-test.
+		dc.HeartbeatInterval, pc.HeartbeatInterval = time.Second, time.Second
 		if change != nil {
 			change(dc, pc)
 		}
@@ -365,7 +368,6 @@ func TestShmStuckConsumerTimesOut(t *testing.T) {
 	needShm(t)
 	d, p := kvPair(t, transfer.KVAuto, transfer.KVAuto, 1<<20, func(dc, pc *transfer.Config) {
 		pc.WriteTimeout = 100 * time.Millisecond
-		dc.HeartbeatInterval, pc.HeartbeatInterval = time.Second, time.Second
 	})
 	connect(t, d, p)
 	release := make(chan struct{})
