@@ -95,8 +95,13 @@ func sameHost(nc net.Conn) bool {
 	return ra.IP.IsLoopback() || (ok && la.IP.Equal(ra.IP))
 }
 
-// wantShm reports whether to offer the peer at nc a region.
+// wantShm reports whether to offer the peer at nc a region. An
+// AcceptOnly node (a prefill worker) never receives KV, so it offers
+// none.
 func (t *Transport) wantShm(nc net.Conn) bool {
+	if t.cfg.AcceptOnly {
+		return false
+	}
 	switch t.cfg.KVTransport {
 	case KVTCP:
 		return false

@@ -251,6 +251,20 @@ func openFDs(t *testing.T) int {
 	return len(ents)
 }
 
+func memfdFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "/memfd:tandem-kv-") {
+			n++
+		}
+	}
+	return n
+}
+
 func regionMaps(t *testing.T) int {
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
@@ -259,8 +273,9 @@ func regionMaps(t *testing.T) int {
 	return strings.Count(string(b), "memfd:tandem-kv-")
 }
 
-// TestShmRegionsReleased: while connected, each side maps its own region
-// and the peer's and holds no descriptor for them; when the connection
+// TestShmRegionsReleased: while connected, decode maps the region it
+// offered and prefill (AcceptOnly: it offers none) maps decode's, and
+// neither holds a descriptor for it; when the connection
 // ends (the peer closes) the survivor unmaps both, and closing everything
 // leaves the descriptors and mappings as before.
 func TestShmRegionsReleased(t *testing.T) {
@@ -270,8 +285,11 @@ func TestShmRegionsReleased(t *testing.T) {
 	d, p := kvPair(t, transfer.KVAuto, transfer.KVAuto, 1<<20, nil)
 	connect(t, d, p)
 	sendAll(t, d, p, frames(10, 5000))
-	if got := regionMaps(t) - maps0; got != 4 {
-		t.Errorf("%d region mappings while connected, want 4 (each side: its own and the peer's)", got)
+	if got := regionMaps(t) - maps0; got != 2 {
+		t.Errorf("%d region mappings while connected, want 2 (decode's region, mapped by both)", got)
+	}
+	if got := memfdFDs(t); got != 0 {
+		t.Errorf("%d descriptors of regions open while connected, want 0 (only the mappings)", got)
 	}
 	d.stop()
 	p.rec.wait(t, patience, 1, "PeerLost", isKind("lost"))
