@@ -540,6 +540,8 @@ func TestSendRefusesBadFrames(t *testing.T) {
 	}{
 		{"heartbeat", kvwire.TypeHeartbeat, room.ID{}, make([]byte, 28), kvwire.ErrType},
 		{"kv via Send", kvwire.TypeKV, roomID(1), make([]byte, 8), kvwire.ErrType},
+		{"KV_SHM via Send", kvwire.TypeKVShm, roomID(1), payload(&kvwire.KVShm{Seq: 1, Length: 8}), kvwire.ErrType},
+		{"SHM_OFFER via Send", kvwire.TypeShmOffer, room.ID{}, make([]byte, 96), kvwire.ErrType},
 		{"no room", kvwire.TypeHello, room.ID{}, nil, kvwire.ErrMalformed},
 		{"payload on hello", kvwire.TypeHello, roomID(1), []byte{1}, kvwire.ErrTooLarge},
 		{"bad alloc", kvwire.TypeAlloc, roomID(1), []byte{9, 0, 0, 0}, kvwire.ErrMalformed},

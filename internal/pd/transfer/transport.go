@@ -502,7 +502,7 @@ func (t *Transport) Peers() []PeerStatus {
 // Frames sent one after another (each Send returning before the next) to
 // one peer arrive in that order; concurrent Sends are ordered arbitrarily.
 func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id room.ID, payload []byte) error {
-	if !typ.HasRoom() || typ == kvwire.TypeKV {
+	if !typ.HasRoom() || typ == kvwire.TypeKV || typ == kvwire.TypeKVShm {
 		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w: %w", typ, peer, ErrFrame, kvwire.ErrType)
 	}
 	h := kvwire.NewHeader(typ, id, payload)
