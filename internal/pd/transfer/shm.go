@@ -73,6 +73,9 @@ type shmState struct {
 	// lock); flushLoop writes them, or the next frame written does first.
 	pend      []byte
 	flushWake chan struct{} // capacity 1
+	// Scratch for the KV_SHM frame being sealed (under the write lock).
+	shmPayload [32]byte // a KV_SHM payload is 32 bytes
+	shmHeader  [kvwire.HeaderBytes]byte
 
 	shmMu     sync.Mutex
 	readerOn  bool // the reader owns the regions from now on
@@ -408,10 +411,11 @@ func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data
 	}
 	m := kvwire.KVShm{KV: kv, Seq: seq, Offset: off, Length: uint32(len(data))}
 	if shmFrameHook != nil {
-		shmFrameHook(&m)
+		hooked := m
+		shmFrameHook(&hooked)
+		m = hooked
 	}
-	var buf [64]byte
-	pl := m.AppendTo(buf[:0])
+	pl := m.AppendTo(c.shmPayload[:0])
 	dh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKVShm, Room: h.Room, Length: uint32(len(pl))}
 	if err := c.pendShm(dh, pl); err != nil {
 		return err
@@ -433,8 +437,8 @@ const pendBytesMax = 32 << 10
 // stream keeps its order.
 func (c *conn) pendShm(h kvwire.Header, payload []byte) error {
 	t := c.t
-	var hdr [kvwire.HeaderBytes]byte
-	h.Put(&hdr)
+	hdr := &c.shmHeader
+	h.Put(hdr)
 	c.pend = append(c.pend, hdr[:]...)
 	var err error
 	if c.pend, err = c.send.seal(c.pend, payload, hdr[:]); err != nil {
