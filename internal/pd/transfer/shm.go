@@ -49,7 +49,7 @@ var (
 )
 
 // readBufBytes is the read buffer of a connection that receives KV_SHM
-// frames (72 bytes each on the wire).
+// frames (80 bytes each on the wire).
 const readBufBytes = 64 << 10
 
 // shmState is a connection's shared-memory data path.
