@@ -36,7 +36,6 @@ type conn struct {
 	hbSeq       uint64        // last heartbeat sequence number sent; runPeer only
 
 	wlock   chan struct{} // capacity 1: held while a frame is sealed and written
-	sockMu  sync.Mutex    // held while bytes are written to nc (taken under wlock; see flushLoop)
 	waiting atomic.Int32  // writers waiting for or holding wlock
 	send    *sealer       // this node's direction; under wlock
 	sbuf    []byte        // sealed bytes waiting to be written; under wlock, ≤ sealBufBytesMax
@@ -61,10 +60,8 @@ type conn struct {
 const sealBufBytesMax = kvwire.HeaderBytes + kvwire.KVSubHeaderBytes + kvwire.SealTagBytes + 2*(kvwire.SealRecordBytesMax+kvwire.SealTagBytes)
 
 func newConn(t *Transport, nc net.Conn, incarnation uint64, timeout time.Duration, keys sessionKeys) *conn {
-	c := &conn{t: t, nc: nc, incarnation: incarnation, timeout: timeout, wlock: make(chan struct{}, 1), closed: make(chan struct{}),
+	return &conn{t: t, nc: nc, incarnation: incarnation, timeout: timeout, wlock: make(chan struct{}, 1), closed: make(chan struct{}),
 		send: newSealer(keys.send), recv: newSealer(keys.recv)}
-	c.flushWake = make(chan struct{}, 1)
-	return c
 }
 
 // close closes the connection once, recording why.
@@ -180,14 +177,8 @@ func (c *conn) sealAndWrite(h kvwire.Header, prefix, data []byte, size int, try 
 	if try {
 		timeout = min(timeout, c.timeout)
 	}
-	c.sockMu.Lock()
 	c.nc.SetWriteDeadline(time.Now().Add(timeout))
-	err := c.flushPendLocked()
-	if err == nil {
-		err = c.seal(h, prefix, data, size, fw)
-	}
-	c.sockMu.Unlock()
-	if err != nil {
+	if err := c.seal(h, prefix, data, size, fw); err != nil {
 		if errors.Is(err, ErrInjected) {
 			return err
 		}

@@ -69,13 +69,8 @@ type shmState struct {
 
 	sending, receiving atomic.Bool // for Peers
 
-	// pend holds sealed KV_SHM frames not yet written (under the write
-	// lock); flushLoop writes them, or the next frame written does first.
-	pend      []byte
-	flushWake chan struct{} // capacity 1
-	// Scratch for the KV_SHM frame being sealed (under the write lock).
+	// Scratch for the KV_SHM payload being sealed (under the write lock).
 	shmPayload [32]byte // a KV_SHM payload is 32 bytes
-	shmHeader  [kvwire.HeaderBytes]byte
 
 	shmMu     sync.Mutex
 	readerOn  bool // the reader owns the regions from now on
@@ -232,7 +227,6 @@ func (r *reader) shmOffer(payload []byte) error {
 	if region != nil {
 		c.tx, c.txRegion = shm.NewProducer(region), region
 		c.sending.Store(true)
-		t.wg.Go(c.flushLoop)
 		t.inc(cShmAccepted)
 		t.log.Info("transfer: KV to this peer goes through shared memory", "peer", c.peerAddr(), "region_bytes", region.Bytes())
 	} else {
@@ -417,104 +411,12 @@ func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data
 	}
 	pl := m.AppendTo(c.shmPayload[:0])
 	dh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKVShm, Room: h.Room, Length: uint32(len(pl))}
-	if err := c.pendShm(dh, pl); err != nil {
+	if err := c.sealAndWrite(dh, pl, nil, kvwire.HeaderBytes+kvwire.SealedBytes(dh), false, &fw); err != nil {
 		return err
 	}
 	t.inc(cShmFramesOut)
 	t.add(cShmBytesOut, uint64(len(data)))
 	return nil
-}
-
-// pendBytesMax bounds the sealed KV_SHM frames waiting for the flusher
-// (80 bytes each); past it the sender writes them itself.
-const pendBytesMax = 32 << 10
-
-// pendShm seals a KV_SHM frame into the pending buffer (write lock held)
-// and wakes the flusher. Sealed KV_SHM frames are written in batches: a
-// sender that copies small frames into the ring faster than one write
-// system call per frame would go does not wait for each; every other
-// frame written first writes what is pending (sealed before it), so the
-// stream keeps its order.
-func (c *conn) pendShm(h kvwire.Header, payload []byte) error {
-	t := c.t
-	hdr := &c.shmHeader
-	h.Put(hdr)
-	c.pend = append(c.pend, hdr[:]...)
-	var err error
-	if c.pend, err = c.send.seal(c.pend, payload, hdr[:]); err != nil {
-		err = fmt.Errorf("seal KV_SHM frame: %w", err)
-		c.close(err)
-		return err
-	}
-	size := uint64(kvwire.HeaderBytes + kvwire.SealedBytes(h))
-	t.inc(cFramesOut)
-	t.add(cBytesOut, size)
-	if c.p != nil {
-		c.p.framesOut.Add(1)
-		c.p.bytesOut.Add(size)
-	}
-	if len(c.pend) >= pendBytesMax {
-		c.sockMu.Lock()
-		c.nc.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-		err := c.flushPendLocked()
-		c.sockMu.Unlock()
-		if err != nil {
-			t.inc(cWriteErrors)
-			err = fmt.Errorf("write KV_SHM frames: %w", err)
-			c.close(err)
-		}
-		return err
-	}
-	select {
-	case c.flushWake <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// flushPendLocked writes the pending KV_SHM frames (write lock and
-// sockMu held).
-func (c *conn) flushPendLocked() error {
-	if len(c.pend) == 0 {
-		return nil
-	}
-	_, err := c.nc.Write(c.pend)
-	c.pend = c.pend[:0]
-	return err
-}
-
-// flushLoop is the flusher of a connection that sends through shared
-// memory: woken after a KV_SHM frame is pended, it takes the pending
-// frames under the write lock, swaps in its spare buffer, and writes
-// them holding only sockMu, so senders go on copying into the ring
-// during the system call. It ends when the connection closes.
-func (c *conn) flushLoop() {
-	var spare []byte
-	for {
-		select {
-		case <-c.flushWake:
-		case <-c.closed:
-			return
-		}
-		c.wlock <- struct{}{}
-		if len(c.pend) == 0 || c.isClosed() {
-			<-c.wlock
-			continue
-		}
-		buf := c.pend
-		c.pend = spare[:0]
-		c.sockMu.Lock() // before the write lock goes: later frames wait for these
-		<-c.wlock
-		c.nc.SetWriteDeadline(time.Now().Add(c.t.cfg.WriteTimeout))
-		_, err := c.nc.Write(buf)
-		c.sockMu.Unlock()
-		spare = buf
-		if err != nil {
-			c.t.inc(cWriteErrors)
-			c.close(fmt.Errorf("write KV_SHM frames: %w", err))
-			return
-		}
-	}
 }
 
 // Back-pressure polling: the first wait and the longest.
@@ -542,21 +444,6 @@ func (c *conn) allocShm(ctx context.Context, n int) (seq, off uint64, slot []byt
 		}
 		if ok {
 			return seq, off, slot, nil
-		}
-		// The consumer frees slots only for frames it was told about:
-		// write the pending ones before waiting (the flusher cannot take
-		// them while this sender holds the write lock).
-		if len(c.pend) > 0 {
-			c.sockMu.Lock()
-			c.nc.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-			err := c.flushPendLocked()
-			c.sockMu.Unlock()
-			if err != nil {
-				t.inc(cWriteErrors)
-				err = fmt.Errorf("write KV_SHM frames: %w", err)
-				c.close(err)
-				return 0, 0, nil, err
-			}
 		}
 		now := time.Now()
 		if deadline.IsZero() {
