@@ -96,6 +96,8 @@ type pdFlags struct {
 	advertise    string
 	tokenFile    string
 	heartbeat    time.Duration
+	kvTransport  string // --kv-transport: auto, tcp or shm
+	shmMiB       int    // --kv-shm-mib: shared-memory region per connection
 	faultSpec    string // only settable in -tags tandemfaults builds
 }
 
@@ -105,6 +107,8 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "transfer-advertise", "", "prefill: the host:port decode workers dial to reach the transfer listener (needed when --transfer-host is 0.0.0.0); decode: the name it presents to prefill workers (default: a random one per process)")
 	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
+	fs.StringVar(&f.kvTransport, "kv-transport", "auto", "how KV bytes travel between prefill and decode: auto (shared memory with a peer on this host when it can be set up, else TCP), tcp, or shm (offer shared memory to every peer; a prefill worker then refuses to send KV over TCP)")
+	fs.IntVar(&f.shmMiB, "kv-shm-mib", 64, "MiB of shared memory per prefill-decode connection (1..1024); larger KV pages go over TCP")
 	registerFaultFlags(fs, f)
 }
 
@@ -179,10 +183,17 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		if err != nil {
 			return err
 		}
+		kvt, err := transfer.ParseKVTransport(pd.kvTransport)
+		if err != nil {
+			return fmt.Errorf("--kv-transport: %w", err)
+		}
+		if pd.shmMiB < 1 || pd.shmMiB > 1024 {
+			return fmt.Errorf("--kv-shm-mib %d is out of range 1..1024", pd.shmMiB)
+		}
 		rc := worker.DefaultRoomConfig()
 		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
 			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
-			HeartbeatInterval: pd.heartbeat, Faults: inj}})
+			HeartbeatInterval: pd.heartbeat, Faults: inj, KVTransport: kvt, ShmRegionBytes: pd.shmMiB << 20}})
 		if err != nil {
 			return err
 		}
