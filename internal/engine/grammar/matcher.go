@@ -12,7 +12,7 @@ const DefaultMaxDepth = 384
 // MaxStacks bounds the parallel stacks a matcher follows (an ambiguous
 // grammar, such as anyOf branches that agree on a long prefix, keeps one
 // per live reading).
-const MaxStacks = 1024
+const MaxStacks = 128
 
 // Errors returned (wrapped) by Matcher methods; test with errors.Is.
 var (
