@@ -508,3 +508,54 @@ func TestGBNFStackLimitMask(t *testing.T) {
 		})
 	}
 }
+
+// TestExactMaskAgreesWithFast: on the benchmark grammars (a schema, the GBNF
+// JSON grammar, the Hermes tool grammar) and the 32k vocabulary, the exact
+// stack-set walk and the per-state fast path give the same mask at every
+// byte prefix of their documents, where neither hits MaxStacks.
+func TestExactMaskAgreesWithFast(t *testing.T) {
+	v := vocab32k(t)
+	for _, mg := range maskGrammars {
+		t.Run(mg.name, func(t *testing.T) {
+			g, err := mg.compile(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms := docPrefixMatchers(t, g, v, mg.doc)
+			fast, exact := NewBitset(v.Size()), NewBitset(v.Size())
+			wide := 0 // masks of more than 10000 tokens (inside strings)
+			for i, m := range ms {
+				if i%3 != 0 {
+					continue
+				}
+				fast.clear()
+				exact.clear()
+				m.w.work, m.w.workMax = 0, 1<<62
+				fan := 0
+				var done map[string]bool
+				if len(m.stacks) > 1 {
+					done = map[string]bool{}
+				}
+				for _, st := range m.stacks {
+					fan += m.t.maskStack(st, fast, m.w, done)
+				}
+				if fan > MaxStacks {
+					t.Fatalf("prefix %d: fast path bound %d past MaxStacks", i, fan)
+				}
+				m.t.exactMask(m.stacks, exact, m.w)
+				for id := 0; id < v.Size(); id++ {
+					if fast.Has(id) != exact.Has(id) {
+						t.Fatalf("prefix %d %q (%d stacks): token %d %q: fast %v, exact %v", i, mg.doc[:i], len(m.stacks), id, v.Token(int32(id)), fast.Has(id), exact.Has(id))
+					}
+				}
+				if exact.Count() > 10000 {
+					wide++
+				}
+			}
+			if wide == 0 {
+				t.Errorf("no prefix inside a string; the test wants wide masks")
+			}
+			t.Logf("%d prefixes compared, %d with wide masks", (len(ms)+2)/3, wide)
+		})
+	}
+}
