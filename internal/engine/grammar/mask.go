@@ -171,9 +171,9 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 // computed by exactMask, which steps the whole stack set along the trie as
 // Accept does, limit included. exactMask is also used when the fast path
 // walks more trie nodes against real stacks than the trie has (many stacks
-// of an ambiguous grammar, each walked down its own frames: measured, 111
-// stacks of gbnfNested take 0.12 s per mask by the fast path and 3 ms by
-// exactMask).
+// of an ambiguous grammar, each walked down its own frames: measured, the
+// nested grammar of TestGBNFStackLimitMask at 111 stacks takes 0.12 s per
+// mask by the fast path and 3 ms by exactMask).
 func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
 	var done map[string]bool
 	if len(stacks) > 1 {
