@@ -23,6 +23,9 @@ type stateTable struct {
 	conts   []int32
 	rootPop bool
 	maxRel  int32 // deepest frame the walk reached, relative to s
+	// maxFan is the most readings (configs) the walk had after any byte,
+	// capped at MaxStacks+1 (the walk stops below a node with more).
+	maxFan int
 }
 
 func (st *stateTable) bytes() int { return 8*len(st.accept) + 4*len(st.conts) + 64 }
@@ -132,8 +135,10 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 	w.reset()
 	w.fl = append(w.fl[:0], config{s, -1})
 	w.maxRel = 1
+	w.fan = 0
 	w.visit(t.v, 0, 0, 1, st.accept, st)
 	st.maxRel = w.maxRel
+	st.maxFan = w.fan
 	_, stateMax := t.limits()
 	if stateMax < 0 {
 		return st
@@ -155,15 +160,109 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 	return st
 }
 
-// computeMask ORs into dst the tokens that some stack accepts.
+// computeMask ORs into dst the tokens that the stacks accept, exactly as
+// Accept decides them, MaxStacks included.
+//
+// The fast path (maskStack per stack, from the per-state tables) ignores
+// MaxStacks; it also sums, over the parts it walks, the most readings each
+// had after any byte: an upper bound on how many stacks Accept can hold
+// after any byte of any token. When that bound is within MaxStacks no token
+// can hit the limit and the fast mask is exact. Otherwise the mask is
+// computed by exactMask, which steps the whole stack set along the trie as
+// Accept does, limit included. exactMask is also used when the fast path
+// walks more trie nodes against real stacks than the trie has (many stacks
+// of an ambiguous grammar, each walked down its own frames: measured, the
+// nested grammar of TestGBNFStackLimitMask at 111 stacks takes 0.12 s per
+// mask by the fast path and 3 ms by exactMask).
 func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
 	var done map[string]bool
 	if len(stacks) > 1 {
 		done = map[string]bool{}
 	}
+	fan := 0
+	w.work, w.workMax = 0, len(t.v.nodes)
 	for _, st := range stacks {
-		t.maskStack(st, dst, w, done)
+		fan += t.maskStack(st, dst, w, done)
+		if fan > MaxStacks || w.work > w.workMax {
+			dst.clear()
+			t.exactMask(stacks, dst, w)
+			return
+		}
 	}
+}
+
+// exactMask ORs into dst the tokens Accept takes from stacks: a depth-first
+// walk of the vocabulary trie that steps the whole stack set byte by byte as
+// stepStacks does and prunes a subtree when no stack survives its byte or
+// more than MaxStacks do, as Accept refuses both. Frames are hash-consed
+// (a frame with the same state over the same frame is made once), so equal
+// stacks are one config and the count per node is Accept's stack count.
+func (t *tables) exactMask(stacks [][]int32, dst Bitset, w *walker) {
+	w.reset()
+	w.hc = map[config]int32{}
+	defer func() { w.hc = nil }()
+	w.fl = w.fl[:0]
+	for _, st := range stacks {
+		top := w.load(st)
+		w.fl = append(w.fl, config{w.st[top], w.par[top]})
+	}
+	w.fl = sortConfigs(w.fl)
+	w.exactVisit(t.v, 0, 0, len(w.fl), dst)
+}
+
+// sortConfigs sorts cs and removes duplicates.
+func sortConfigs(cs []config) []config {
+	slices.SortFunc(cs, func(a, b config) int {
+		if a.state != b.state {
+			return int(a.state) - int(b.state)
+		}
+		return int(a.parent) - int(b.parent)
+	})
+	return slices.Compact(cs)
+}
+
+// exactVisit is visit for exactMask: w.fl[fs:fe] are distinct stacks after
+// node's bytes; a child is walked when 1 to MaxStacks stacks read its byte.
+func (w *walker) exactVisit(v *Vocab, node int32, fs, fe int, dst Bitset) {
+	g := w.g
+	cfgStart := len(w.cfg)
+	for i := fs; i < fe; i++ {
+		f := w.fl[i]
+		if g.simple[f.state] {
+			w.cfg = append(w.cfg, f)
+			continue
+		}
+		w.closure(f.state, f.parent)
+	}
+	cfgEnd := len(w.cfg)
+	mark := len(w.st)
+	nc := g.nclass
+	nodes := v.nodes
+	for c := nodes[node].first; c >= 0; c = nodes[c].sib {
+		n := &nodes[c]
+		cls := int(g.class[n.b])
+		flStart := len(w.fl)
+		for i := cfgStart; i < cfgEnd; i++ {
+			cf := w.cfg[i]
+			if nt := g.trans[int(cf.state)*nc+cls]; nt >= 0 {
+				w.fl = append(w.fl, config{nt, cf.parent})
+			}
+		}
+		if len(w.fl) > flStart+1 {
+			w.fl = append(w.fl[:flStart], sortConfigs(w.fl[flStart:])...)
+		}
+		if k := len(w.fl) - flStart; k > 0 && k <= MaxStacks {
+			for i := n.tokS; i < n.tokE; i++ {
+				dst.Set(int(v.ids[i]))
+			}
+			if n.first >= 0 {
+				w.exactVisit(v, c, flStart, len(w.fl), dst)
+			}
+			w.truncate(mark)
+		}
+		w.fl = w.fl[:flStart]
+	}
+	w.cfg = w.cfg[:cfgStart]
 }
 
 // maskStack ORs into dst the tokens stack st accepts: the top state's
@@ -174,12 +273,17 @@ func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
 // With several stacks, done holds the stacks already masked: a stack
 // contributes the same tokens whichever stack it is the lower part of, so
 // a shared lower part is walked once.
-func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bool) {
+//
+// It returns an upper bound on the readings of st after any byte of any
+// token: the most each walk had, summed (a lower part skipped here adds
+// nothing, as its readings are those counted where it was walked). Past
+// MaxStacks it stops early, and dst is incomplete.
+func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bool) (fan int) {
 	for len(st) > 0 {
 		if done != nil {
 			k := stackKey(st)
 			if done[k] {
-				return
+				return fan
 			}
 			done[k] = true
 		}
@@ -189,30 +293,41 @@ func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bo
 		if int32(len(st))+tab.maxRel+1 >= w.maxDepth {
 			// Near the depth limit the context-free table may accept what
 			// the real stack cannot: walk the whole trie exactly.
-			t.fullWalk(st, 0, dst, w)
-			return
+			return fan + t.fullWalk(st, 0, dst, w)
+		}
+		fan += tab.maxFan
+		if fan > MaxStacks {
+			return fan
 		}
 		dst.or(tab.accept)
 		if len(below) == 0 {
-			return
+			return fan
 		}
 		for _, node := range tab.conts {
-			t.fullWalk(below, node, dst, w)
+			fan += t.fullWalk(below, node, dst, w)
+			if fan > MaxStacks || w.work > w.workMax {
+				return fan
+			}
 		}
 		if !tab.rootPop {
-			return
+			return fan
 		}
 		st = below
 	}
+	return fan
 }
 
 // fullWalk walks the trie below node against the real stack st, marking
-// every token of the subtree (not node's own) the stack accepts.
-func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) {
+// every token of the subtree (not node's own) the stack accepts. It
+// returns the most readings the walk had after any byte (MaxStacks+1 when
+// it stopped at a node with more) and adds the nodes it walked to w.work.
+func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) int {
 	w.reset()
 	top := w.load(st)
 	w.fl = append(w.fl[:0], config{w.st[top], w.par[top]})
+	w.fan = 0
 	w.visit(t.v, node, 0, 1, dst, nil)
+	return w.fan
 }
 
 // visit walks the trie below node with the unexpanded stacks w.fl[fs:fe]
@@ -267,7 +382,17 @@ func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateT
 				w.fl = append(w.fl, next)
 			}
 		}
-		if len(w.fl) > flStart {
+		if k := len(w.fl) - flStart; k > w.fan {
+			w.fan = k
+		}
+		if len(w.fl)-flStart > MaxStacks {
+			// More readings than Accept allows: the caller's bound is
+			// past MaxStacks and it recomputes the mask exactly.
+			w.fan = MaxStacks + 1
+		} else if len(w.fl) > flStart {
+			if tab == nil {
+				w.work++
+			}
 			for i := n.tokS; i < n.tokE; i++ {
 				id := v.ids[i]
 				dst[id>>6] |= 1 << (uint(id) & 63)
@@ -283,6 +408,11 @@ func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateT
 }
 
 func (w *walker) truncate(n int) {
+	if w.hc != nil {
+		for i := n; i < len(w.st); i++ {
+			delete(w.hc, config{w.st[i], w.par[i]})
+		}
+	}
 	w.st, w.par, w.dep = w.st[:n], w.par[:n], w.dep[:n]
 }
 

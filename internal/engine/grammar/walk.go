@@ -27,7 +27,11 @@ type walker struct {
 	cfg      []config
 	fl       []config // unexpanded stacks of the trie walk, a stack of per-node lists
 	maxDepth int32
-	maxRel   int32 // deepest frame made since it was last reset
+	maxRel   int32            // deepest frame made since it was last reset
+	fan      int              // most readings a trie walk had after a byte, see visit
+	work     int              // trie nodes walked against real stacks by one fast mask
+	workMax  int              // beyond it the mask is computed by exactMask
+	hc       map[config]int32 // when set, frame returns the existing frame of a (state, parent)
 	budget   int
 	cfgBase  int // first config of the current closure
 }
@@ -41,11 +45,18 @@ func newWalker(g *Grammar) *walker {
 }
 
 func (w *walker) reset() {
+	clear(w.hc)
 	w.st, w.par, w.dep, w.cfg = w.st[:0], w.par[:0], w.dep[:0], w.cfg[:0]
 }
 
 // frame appends a frame and returns its index.
 func (w *walker) frame(state, parent int32) int32 {
+	if w.hc != nil {
+		if f, ok := w.hc[config{state, parent}]; ok {
+			return f
+		}
+		w.hc[config{state, parent}] = int32(len(w.st))
+	}
 	d := int32(1)
 	if parent >= 0 {
 		d = w.dep[parent] + 1
