@@ -33,6 +33,8 @@ type Engine struct {
 	log *slog.Logger
 	// ctxTokens is the longest sequence the engine accepts.
 	ctxTokens int
+	// gv is the vocabulary index for constrained decoding (constrain.go).
+	gv grammarVocab
 
 	mu      sync.Mutex
 	waiting []*seq // FIFO; preempted sequences go to the front
@@ -61,8 +63,9 @@ type seq struct {
 	pages    []int32 // page table; the seq holds one reference on each
 	cached   int     // prompt tokens served from the prefix cache
 	smp      *sample.Sampler
-	promptLP []float32 // prompt logprobs being gathered (PromptLogprobs)
-	lpDone   bool      // prompt logprobs delivered
+	con      *constraint // grammar, logit bias, min tokens; nil when the request has none
+	promptLP []float32   // prompt logprobs being gathered (PromptLogprobs)
+	lpDone   bool        // prompt logprobs delivered
 	preempt  int
 	queued   bool // in the waiting queue (after preemption)
 	// importing: admitted with pages for the prompt, waiting for Resume
@@ -144,9 +147,13 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	if err := e.check(&req); err != nil {
 		return nil, err
 	}
+	con, err := e.newConstraint(&req)
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
-		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), queued: true}
+		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), con: con, queued: true}
 	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
 	e.mu.Lock()
 	if e.closed {
@@ -192,7 +199,7 @@ func (e *Engine) check(req *Request) error {
 	if err := req.Sample.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return nil
+	return e.checkConstraint(req)
 }
 
 // Stats returns a snapshot of the engine's queues and counters.

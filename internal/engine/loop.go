@@ -309,7 +309,17 @@ func (e *Engine) gatherPromptLogprobs(s *seq, logits []float32, take, vocab int)
 // sampleNext picks the next token from logits, delivers it and reports
 // whether the sequence ended (in which case it has been finished).
 func (e *Engine) sampleNext(s *seq, logits []float32) bool {
-	id, lp := s.smp.Sample(logits, s.tokens)
+	var id int32
+	var lp float32
+	if s.con == nil {
+		id, lp = s.smp.Sample(logits, s.tokens)
+	} else {
+		id, lp = s.con.sample(s.smp, logits, s)
+		if id < 0 {
+			e.finish(s, FinishError, fmt.Errorf("%w: no token is allowed next (the vocabulary cannot spell what the grammar needs)", ErrConstraint))
+			return true
+		}
+	}
 	tok := Token{ID: id, Logprob: lp}
 	if s.req.TopLogprobs > 0 {
 		tok.Top = sample.TopLogprobs(logits, s.req.TopLogprobs)
@@ -321,6 +331,12 @@ func (e *Engine) sampleNext(s *seq, logits []float32) bool {
 // sequence ended (in which case it has been finished).
 func (e *Engine) accept(s *seq, tok Token) bool {
 	id := tok.ID
+	complete, err := s.con.advance(id)
+	if err != nil {
+		e.log.Warn("constrained sequence got a token its grammar rejects", "request", s.req.ID, "err", err)
+		e.finish(s, FinishError, err)
+		return true
+	}
 	s.tokens = append(s.tokens, id)
 	u := Update{Tokens: []Token{tok}, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt}
 	if s.req.PromptLogprobs && !s.lpDone {
@@ -333,7 +349,7 @@ func (e *Engine) accept(s *seq, tok Token) bool {
 	gen := len(s.tokens) - s.nPrompt
 	var reason FinishReason
 	switch {
-	case !s.req.IgnoreEOS && e.r.Model().Tokenizer.IsEOG(id), slices.Contains(s.req.StopTokens, id):
+	case !s.req.IgnoreEOS && e.r.Model().Tokenizer.IsEOG(id), slices.Contains(s.req.StopTokens, id), complete:
 		reason = FinishStop
 	case gen >= s.req.MaxTokens || len(s.tokens) >= e.ctxTokens:
 		reason = FinishLength
@@ -360,6 +376,7 @@ func (e *Engine) applyResumes() {
 		}
 		s.importing = false
 		s.computed = s.nPrompt
+		s.smp.Skip(1) // the first token was drawn by the prefill side: the next draw is the second
 		if e.accept(s, r.tok) {
 			e.running = slices.DeleteFunc(e.running, func(v *seq) bool { return v == s })
 		}

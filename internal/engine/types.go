@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/sample"
 	"tandem/internal/engine/tensor"
@@ -40,9 +41,24 @@ type Request struct {
 	MaxTokens      int // > 0
 	Sample         sample.Params
 	StopTokens     []int32 // end generation besides the vocabulary's end-of-generation tokens
-	IgnoreEOS      bool    // keep generating past end-of-generation tokens
+	IgnoreEOS      bool    // keep generating past end-of-generation tokens (they are not masked either)
 	TopLogprobs    int     // alternatives to report per generated token (0: none; the chosen token's logprob is always reported)
 	PromptLogprobs bool    // report logprobs of the prompt tokens (in the first Update)
+
+	// Grammar, when set, constrains the generated tokens: before each draw
+	// the logits of the tokens the grammar does not allow next are set to
+	// -Inf, end-of-generation tokens are allowed exactly when the document
+	// is complete, and the sequence finishes (FinishStop) once the
+	// document is complete and nothing may follow. nil: unconstrained.
+	// A compiled Grammar is immutable and may be shared by many requests.
+	Grammar *grammar.Grammar
+	// LogitBias is added to the logits of the given token ids before
+	// sampling (OpenAI's logit_bias, already range-checked by the caller;
+	// -100 in practice bans a token, +100 forces it unless masked).
+	LogitBias map[int32]float32
+	// MinTokens masks the end-of-generation and stop tokens until this
+	// many tokens have been generated (vLLM's min_tokens).
+	MinTokens int
 
 	// KVSink, when set, receives the prompt's K/V as it is computed: the
 	// prefill role of disaggregated serving.

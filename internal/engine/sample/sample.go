@@ -3,6 +3,7 @@ package sample
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
@@ -112,8 +113,10 @@ func sanitize(l float32) float32 {
 // Sampler draws tokens for one sequence. It owns its PRNG and scratch
 // buffers, so it is not safe for concurrent use; create one per sequence.
 type Sampler struct {
-	p   Params
-	rng *rand.Rand
+	p    Params
+	src  *rand.PCG
+	rng  *rand.Rand
+	step uint64 // draws so far (Sample calls and Skip): draw k's randomness depends only on (Seed, k)
 
 	cands   []candidate // one per vocabulary entry; cands[i].id == i until the cut-offs reorder it
 	nucleus []candidate // top-p output when candidates are popped from a heap
@@ -140,7 +143,46 @@ func New(p Params) *Sampler {
 	if p.RepeatLastN < -1 {
 		p.RepeatLastN = -1
 	}
-	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, pcgStream))}
+	src := rand.NewPCG(p.Seed, pcgStream)
+	return &Sampler{p: p, src: src, rng: rand.New(src)}
+}
+
+// Skip advances the Sampler past n draws made elsewhere, so that its next
+// call draws what the (n+1)-th call of a fresh Sampler with the same Params
+// would have drawn after n calls: a decode worker that resumes a sequence
+// whose first token was sampled by the prefill worker calls Skip(1).
+func (s *Sampler) Skip(n int) {
+	if n > 0 {
+		s.step += uint64(n)
+	}
+}
+
+// reseed points the PRNG at the stream of the current step: the draw of
+// call k uses a generator seeded from (Seed, k) alone, whatever the
+// earlier calls consumed.
+func (s *Sampler) reseed() {
+	z := s.p.Seed + (s.step+1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	s.src.Seed(z^z>>31, pcgStream)
+	s.step++
+}
+
+// TokenBias is an additive adjustment of one token's logit.
+type TokenBias struct {
+	ID   int32
+	Bias float32
+}
+
+// Constraint narrows one draw; the zero value changes nothing.
+type Constraint struct {
+	// Allow, when not nil, is a bitset over token ids (token i is bit i%64
+	// of word i/64): only tokens whose bit is set may be drawn. Words past
+	// its end count as zero.
+	Allow []uint64
+	// Bias is added to the listed tokens' logits before the penalties
+	// (OpenAI's logit_bias). Ids outside the vocabulary are ignored.
+	Bias []TokenBias
 }
 
 // Params returns the parameters the Sampler was created with (after New's
@@ -154,18 +196,74 @@ func (s *Sampler) Params() Params { return s.p }
 // the raw logits, before penalties and temperature. An empty logits row
 // returns (-1, -Inf).
 func (s *Sampler) Sample(logits []float32, history []int32) (id int32, logprob float32) {
+	return s.SampleConstrained(logits, history, Constraint{})
+}
+
+// SampleConstrained is Sample under a Constraint: the bias is added to the
+// logits, then the penalties apply, then only the allowed tokens take part
+// in the chain (top-k, top-p and min-p see the allowed tokens only, as if
+// the others had a logit of -Inf). The reported log-probability is still
+// the log-softmax of the raw logits. When no token is allowed it returns
+// (-1, -Inf).
+func (s *Sampler) SampleConstrained(logits []float32, history []int32, con Constraint) (id int32, logprob float32) {
+	s.reseed()
 	if len(logits) == 0 {
 		return -1, float32(math.Inf(-1))
 	}
 	rawMax, rawSum := s.load(logits)
-	changed := s.penalize(history)
+	changed := s.bias(con.Bias)
+	changed = s.penalize(history) || changed
 	c := s.cands
+	if con.Allow != nil {
+		c = allowed(c, con.Allow)
+		if len(c) == 0 {
+			return -1, float32(math.Inf(-1))
+		}
+		changed = true
+	}
 	if s.p.Temperature > 0 {
 		id = s.pick(c, changed, rawMax, rawSum)
 	} else {
 		id = argmax(c)
 	}
 	return id, logSoftmaxAt(logits[id], rawMax, rawSum)
+}
+
+// bias adds b to s.cands (still indexed by id) and reports whether any
+// logit changed.
+func (s *Sampler) bias(b []TokenBias) bool {
+	changed := false
+	for _, x := range b {
+		if x.ID < 0 || int(x.ID) >= len(s.cands) || x.Bias == 0 || x.Bias != x.Bias {
+			continue
+		}
+		s.cands[x.ID].logit = sanitize(s.cands[x.ID].logit + x.Bias)
+		changed = true
+	}
+	return changed
+}
+
+// allowed compacts c, still indexed by id, to the candidates whose bit is
+// set in allow, keeping id order, and returns the prefix. Words of allow
+// that are zero skip 64 candidates at once.
+func allowed(c []candidate, allow []uint64) []candidate {
+	n := 0
+	for w, word := range allow {
+		base := w * 64
+		if base >= len(c) {
+			break
+		}
+		for word != 0 {
+			i := base + bits.TrailingZeros64(word)
+			word &= word - 1
+			if i >= len(c) {
+				break
+			}
+			c[n] = c[i] // n <= i: the write never overtakes the read
+			n++
+		}
+	}
+	return c[:n]
 }
 
 // load copies logits into the candidate scratch (sanitized) and returns the

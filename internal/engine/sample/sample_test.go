@@ -541,3 +541,79 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// TestConstraintAllowAndBias: only allowed tokens are drawn, greedy picks
+// the best allowed one, the bias moves logits before the draw, the
+// logprob stays the raw one, and an empty mask gives -1.
+func TestConstraintAllowAndBias(t *testing.T) {
+	l := randomLogits(11, 300, false)
+	allow := make([]uint64, 5)
+	var ids []int32
+	for _, id := range []int32{3, 64, 65, 130, 299} {
+		allow[id/64] |= 1 << (id % 64)
+		ids = append(ids, id)
+	}
+	best := ids[0]
+	for _, id := range ids {
+		if l[id] > l[best] {
+			best = id
+		}
+	}
+	g := New(Params{})
+	if got, lp := g.SampleConstrained(l, nil, Constraint{Allow: allow}); got != best || lp != LogSoftmax(l, best) {
+		t.Errorf("greedy under a mask: %d (logprob %v), want %d (raw logprob %v)", got, lp, best, LogSoftmax(l, best))
+	}
+	if got, _ := g.SampleConstrained(l, nil, Constraint{Allow: allow, Bias: []TokenBias{{ID: 299, Bias: 100}}}); got != 299 {
+		t.Errorf("greedy with bias +100 on 299: %d", got)
+	}
+	if got, _ := g.SampleConstrained(l, nil, Constraint{Bias: []TokenBias{{ID: naiveArgmax(l), Bias: -100}}}); got == naiveArgmax(l) {
+		t.Errorf("greedy with bias -100 on the argmax still picked it")
+	}
+	for _, p := range []Params{{Temperature: 1, Seed: 1}, {Temperature: 1.5, TopK: 2, Seed: 2}, {Temperature: 1, TopP: 0.5, Seed: 3}, {Temperature: 1, MinP: 0.2, Seed: 4}} {
+		s := New(p)
+		seen := map[int32]bool{}
+		for range 400 {
+			id, _ := s.SampleConstrained(l, nil, Constraint{Allow: allow})
+			if !slices.Contains(ids, id) {
+				t.Fatalf("%+v drew %d outside the mask", p, id)
+			}
+			seen[id] = true
+		}
+		if p.TopK == 0 && p.TopP == 0 && p.MinP == 0 && len(seen) < 3 {
+			t.Errorf("%+v drew only %v from 5 allowed tokens", p, seen)
+		}
+	}
+	if got, lp := g.SampleConstrained(l, nil, Constraint{Allow: make([]uint64, 5)}); got != -1 || lp == lp && lp > -1e30 {
+		t.Errorf("empty mask: (%d, %v), want (-1, -Inf)", got, lp)
+	}
+	// A mask shorter than the row and bits past the row are both fine.
+	if got, _ := g.SampleConstrained(l[:100], nil, Constraint{Allow: allow}); got != 3 && got != 64 && got != 65 {
+		t.Errorf("row of 100 under the mask: %d", got)
+	}
+}
+
+// TestSkipAlignsDraws: a sampler that skips k draws then draws the rest
+// agrees with one that made all of them, so a resumed sequence continues
+// the same random stream.
+func TestSkipAlignsDraws(t *testing.T) {
+	l := randomLogits(7, 500, false)
+	for i := range l {
+		l[i] /= 4
+	}
+	p := Params{Temperature: 1, TopP: 0.95, Seed: 99}
+	full := New(p)
+	var want []int32
+	for range 20 {
+		id, _ := full.Sample(l, nil)
+		want = append(want, id)
+	}
+	for _, k := range []int{1, 5} {
+		s := New(p)
+		s.Skip(k)
+		for i := k; i < 20; i++ {
+			if id, _ := s.Sample(l, nil); id != want[i] {
+				t.Fatalf("after Skip(%d), draw %d = %d, want %d", k, i, id, want[i])
+			}
+		}
+	}
+}
