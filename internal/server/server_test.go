@@ -63,7 +63,7 @@ func TestBadRequests(t *testing.T) {
 		{"malformed JSON", "POST", "/v1/completions", `{"prompt": "x",`, nil, false, false, 400, "invalid_request_error", "", "invalid_json", "parse the JSON"},
 		{"wrong type", "POST", "/v1/completions", `{"prompt": "x", "max_tokens": "ten"}`, nil, false, false, 400, "invalid_request_error", "max_tokens", "invalid_type", "must be an integer"},
 		{"wrong type in chat", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": 7}]}`, nil, false, false, 400, "invalid_request_error", "messages[0].content", "invalid_type", "a string or an array"},
-		{"tools", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}`, nil, false, false, 400, "invalid_request_error", "tools", "unsupported_parameter", "not supported"},
+		{"tools", "POST", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}`, nil, false, false, 400, "invalid_request_error", "tools[0].function", "invalid_value", "Missing required parameter"},
 		{"logit_bias", "POST", "/v1/completions", `{"prompt": "x", "logit_bias": {"3": 5}}`, nil, false, false, 400, "invalid_request_error", "logit_bias", "unsupported_parameter", "not supported"},
 		{"suffix", "POST", "/v1/completions", `{"prompt": "x", "suffix": "y"}`, nil, false, false, 400, "invalid_request_error", "suffix", "unsupported_parameter", "not supported"},
 		{"prompt longer than context", "POST", "/v1/completions", `{"prompt": "` + long + `"}`, nil, false, false, 400, "invalid_request_error", "prompt", "context_length_exceeded", "maximum context length is 64 tokens"},

@@ -154,11 +154,12 @@ func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 type ChoiceMode int
 
 const (
+	// ChoiceNone: the model must not call tools; the output is content
+	// (the zero Choice, and the default without tools).
+	ChoiceNone ChoiceMode = iota
 	// ChoiceAuto lets the model answer or call tools (the default when
 	// tools are given).
-	ChoiceAuto ChoiceMode = iota
-	// ChoiceNone: the model must not call tools; the output is content.
-	ChoiceNone
+	ChoiceAuto
 	// ChoiceRequired: the model must call one or more tools.
 	ChoiceRequired
 	// ChoiceFunction: the model must call the function Choice.Name.
