@@ -152,6 +152,9 @@ func (p *Parser) Feed(text string) Delta {
 	return p.take()
 }
 
+// Calls returns how many tool calls the parser has started.
+func (p *Parser) Calls() int { return p.calls }
+
 // Flush ends the output and returns what was held back.
 func (p *Parser) Flush() Delta {
 	p.run(true)

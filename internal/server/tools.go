@@ -1,0 +1,255 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"tandem/internal/api/openai"
+	"tandem/internal/api/toolcall"
+	"tandem/internal/engine/grammar"
+	"tandem/internal/engine/tokenizer"
+)
+
+// Tool calling, as vLLM's server does it with --enable-auto-tool-choice:
+// the request's tools go to the chat template; with tool_choice "auto"
+// the output is parsed into content and tool calls in the model's syntax
+// (package toolcall), constrained by a grammar when a tool is strict;
+// "required" and a named function constrain the output to calls with
+// arguments that follow the tools' schemas; "none" renders the tools but
+// parses nothing.
+
+// toolConfig is a server's tool-call setup: the syntax of its model and
+// the control tokens whose text the parser needs.
+type toolConfig struct {
+	format toolcall.Format
+	// keep maps the ids of the format's markers that are control tokens
+	// (decoded as nothing) to their text, kept in the output that is
+	// parsed.
+	keep map[int32]string
+	// cache holds compiled tool grammars by request shape.
+	mu    sync.Mutex
+	cache map[string]*grammar.Grammar
+}
+
+// maxToolGrammars bounds the tool grammars a server keeps compiled.
+const maxToolGrammars = 64
+
+// newToolConfig resolves the --tool-call-parser value parser against the
+// chat template (auto: toolcall.Detect) and finds the markers among tok's
+// control tokens.
+func newToolConfig(parser string, t *ChatTemplate, tok *tokenizer.Tokenizer) (*toolConfig, error) {
+	f, err := toolcall.ParseFormat(parser)
+	if err != nil {
+		return nil, err
+	}
+	if f == "" {
+		f = toolcall.Detect(t.Source())
+	}
+	c := &toolConfig{format: f, cache: map[string]*grammar.Grammar{}}
+	markers := f.Markers()
+	if len(markers) == 0 {
+		return c, nil
+	}
+	for id, text := range tok.Vocab().Tokens {
+		for _, m := range markers {
+			if text == m && len(tok.TokenPiece(int32(id))) == 0 {
+				if c.keep == nil {
+					c.keep = map[int32]string{}
+				}
+				c.keep[int32(id)] = text
+			}
+		}
+	}
+	return c, nil
+}
+
+// toolPlan is what a chat request's tools ask of its generation.
+type toolPlan struct {
+	parse   bool             // split the output into content and tool calls
+	grammar *grammar.Grammar // constrain the output (nil: no constraint)
+}
+
+// planTools decides how req's tools are handled: nothing without tools or
+// with tool_choice none; parsing for auto, constrained when a tool is
+// strict; parsing and a grammar for required and a named function.
+func (s *Server) planTools(req *openai.ChatRequest) (*toolPlan, *openai.Error) {
+	tp := &toolPlan{}
+	if len(req.Tools) == 0 || req.ToolChoice.Mode == toolcall.ChoiceNone {
+		return tp, nil
+	}
+	tp.parse = true
+	constrain := req.ToolChoice.Mode != toolcall.ChoiceAuto
+	for _, t := range req.Tools {
+		constrain = constrain || t.Strict
+	}
+	if !constrain {
+		return tp, nil
+	}
+	g, e := s.tools.grammarFor(req)
+	if e != nil {
+		return nil, e
+	}
+	tp.grammar = g
+	return tp, nil
+}
+
+// grammarFor compiles (or finds compiled) the grammar of req's tool calls.
+func (c *toolConfig) grammarFor(req *openai.ChatRequest) (*grammar.Grammar, *openai.Error) {
+	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v\x00%s", c.format, req.ToolChoice.Mode, req.ToolChoice.Name, req.Parallel(), req.ToolsJSON)
+	c.mu.Lock()
+	g, ok := c.cache[key]
+	c.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: c.format, Tools: req.Tools, Choice: req.ToolChoice,
+		Parallel: req.Parallel()})
+	if e != nil {
+		return nil, openai.Invalid(e.Param, openai.CodeInvalidValue, "%s", e.Message)
+	}
+	c.mu.Lock()
+	if len(c.cache) >= maxToolGrammars {
+		for k := range c.cache { // evict an arbitrary entry
+			delete(c.cache, k)
+			break
+		}
+	}
+	c.cache[key] = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// applyTools puts a tool plan into the generation plan and the encoder:
+// the grammar on every choice's request (a request that already carries
+// another constraint, such as response_format, cannot take it) and the
+// parser in the encoder.
+func (s *Server) applyTools(tp *toolPlan, p *genPlan, enc *chatEncoder) *openai.Error {
+	if !tp.parse {
+		return nil
+	}
+	if tp.grammar != nil {
+		for i := range p.reqs {
+			if p.reqs[i].Grammar != nil {
+				return openai.Invalid("tool_choice", openai.CodeInvalidValue,
+					"tool_choice %q (or a strict tool) cannot be combined with another output constraint such as response_format.", "required")
+			}
+			p.reqs[i].Grammar = tp.grammar
+		}
+	}
+	p.keep = s.tools.keep
+	enc.toolFormat = s.tools.format
+	return nil
+}
+
+// writeMessage writes one chat message as the template sees it: role and
+// content, an assistant's tool_calls with arguments as an object when they
+// are the JSON text of one (as transformers' templates expect and vLLM
+// passes them; other text stays a string), and a tool message's
+// tool_call_id.
+func writeMessage(b *strings.Builder, m openai.Message) {
+	role, _ := json.Marshal(m.Role)
+	content, _ := json.Marshal(m.Content)
+	b.WriteString(`{"role":` + string(role) + `,"content":` + string(content))
+	if len(m.ToolCalls) > 0 {
+		b.WriteString(`,"tool_calls":[`)
+		for i, c := range m.ToolCalls {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			id, _ := json.Marshal(c.ID)
+			name, _ := json.Marshal(c.Function.Name)
+			b.WriteString(`{"id":` + string(id) + `,"type":"function","function":{"name":` + string(name) + `,"arguments":`)
+			args := bytes.TrimSpace([]byte(c.Function.Arguments))
+			if len(args) > 0 && args[0] == '{' && json.Valid(args) {
+				b.Write(args)
+			} else {
+				a, _ := json.Marshal(c.Function.Arguments)
+				b.Write(a)
+			}
+			b.WriteString(`}}`)
+		}
+		b.WriteByte(']')
+	}
+	if m.Role == "tool" {
+		id, _ := json.Marshal(m.ToolCallID)
+		b.WriteString(`,"tool_call_id":` + string(id))
+	}
+	b.WriteByte('}')
+}
+
+// toolParser returns choice i's streaming tool-call parser.
+func (e *chatEncoder) toolParser(i int) *toolcall.Parser {
+	if e.toolParsers == nil {
+		e.toolParsers = make(map[int]*toolcall.Parser)
+	}
+	p := e.toolParsers[i]
+	if p == nil {
+		p = toolcall.NewParser(e.toolFormat, nil)
+		e.toolParsers[i] = p
+	}
+	return p
+}
+
+// toolDelta turns a parser's delta into delta.tool_calls pieces; it
+// reports the content text too.
+func toolDelta(d toolcall.Delta) (string, []openai.ToolCallDelta) {
+	var out []openai.ToolCallDelta
+	for _, c := range d.Calls {
+		td := openai.ToolCallDelta{Index: c.Index, Function: &openai.ToolCallFunctionDelta{Arguments: c.Arguments}}
+		if c.ID != "" {
+			td.ID, td.Type, td.Function.Name = c.ID, "function", c.Name
+		}
+		out = append(out, td)
+	}
+	return d.Content, out
+}
+
+// streamTools runs a streamed piece of content through choice pc.index's
+// tool parser: it returns the content to send, the tool call pieces, and
+// the finish reason (tool_calls when the choice stopped after making
+// calls).
+func (e *chatEncoder) streamTools(pc *piece, text string) (string, []openai.ToolCallDelta, string) {
+	tp := e.toolParser(pc.index)
+	d := tp.Feed(text)
+	finish := pc.finish
+	if pc.final {
+		f := tp.Flush()
+		d.Content += f.Content
+		d.Calls = mergeCallDeltas(d.Calls, f.Calls)
+		if finish == openai.FinishReasonStop && tp.Calls() > 0 {
+			finish = openai.FinishReasonToolCalls
+		}
+	}
+	content, calls := toolDelta(d)
+	return content, calls, finish
+}
+
+// mergeCallDeltas appends b to a, joining a piece of the call a ends with.
+func mergeCallDeltas(a, b []toolcall.CallDelta) []toolcall.CallDelta {
+	for _, c := range b {
+		if n := len(a); n > 0 && a[n-1].Index == c.Index && c.ID == "" {
+			a[n-1].Arguments += c.Arguments
+			continue
+		}
+		a = append(a, c)
+	}
+	return a
+}
+
+// answerTools splits a whole choice's content into content and tool
+// calls, and the finish reason.
+func (e *chatEncoder) answerTools(msg *openai.ChatMessage, finish string) string {
+	r := toolcall.Parse(e.toolFormat, msg.Content)
+	msg.Content = r.Content
+	for _, c := range r.Calls {
+		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: c.ID, Type: "function",
+			Function: openai.ToolCallFunction{Name: c.Name, Arguments: c.Arguments}})
+	}
+	if finish == openai.FinishReasonStop && len(r.Calls) > 0 {
+		finish = openai.FinishReasonToolCalls
+	}
+	return finish
+}
