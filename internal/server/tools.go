@@ -148,11 +148,16 @@ func (s *Server) applyTools(tp *toolPlan, p *genPlan, enc *chatEncoder) *openai.
 // content, an assistant's tool_calls with arguments as an object when they
 // are the JSON text of one (as transformers' templates expect and vLLM
 // passes them; other text stays a string), and a tool message's
-// tool_call_id.
+// tool_call_id (before its content, in OpenAI's order).
 func writeMessage(b *strings.Builder, m openai.Message) {
 	role, _ := json.Marshal(m.Role)
 	content, _ := json.Marshal(m.Content)
-	b.WriteString(`{"role":` + string(role) + `,"content":` + string(content))
+	b.WriteString(`{"role":` + string(role))
+	if m.Role == "tool" {
+		id, _ := json.Marshal(m.ToolCallID)
+		b.WriteString(`,"tool_call_id":` + string(id))
+	}
+	b.WriteString(`,"content":` + string(content))
 	if len(m.ToolCalls) > 0 {
 		b.WriteString(`,"tool_calls":[`)
 		for i, c := range m.ToolCalls {
@@ -172,10 +177,6 @@ func writeMessage(b *strings.Builder, m openai.Message) {
 			b.WriteString(`}}`)
 		}
 		b.WriteByte(']')
-	}
-	if m.Role == "tool" {
-		id, _ := json.Marshal(m.ToolCallID)
-		b.WriteString(`,"tool_call_id":` + string(id))
 	}
 	b.WriteByte('}')
 }
