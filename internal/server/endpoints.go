@@ -151,14 +151,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.b.Tokenizer()
-	tp, e := s.planTools(req)
-	if e != nil {
-		httpx.WriteError(w, e)
-		return
-	}
 	prompt, text, err := s.chat.promptInput(tok, ChatInput{Messages: messagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
+		return
+	}
+	tp, e := s.planTools(req, text)
+	if e != nil {
+		httpx.WriteError(w, e)
 		return
 	}
 	req.Stop = append(req.Stop[:len(req.Stop):len(req.Stop)], s.chat.stops...)

@@ -25,6 +25,9 @@ import (
 // the control tokens whose text the parser needs.
 type toolConfig struct {
 	format toolcall.Format
+	// mistralNames: the template writes Mistral's v11 name form
+	// ([TOOL_CALLS]name[ARGS]{...}), which grammars then follow.
+	mistralNames bool
 	// keep maps the ids of the format's markers that are control tokens
 	// (decoded as nothing) to their text, kept in the output that is
 	// parsed.
@@ -48,7 +51,8 @@ func newToolConfig(parser string, t *ChatTemplate, tok *tokenizer.Tokenizer) (*t
 	if f == "" {
 		f = toolcall.Detect(t.Source())
 	}
-	c := &toolConfig{format: f, cache: map[string]*grammar.Grammar{}}
+	c := &toolConfig{format: f, cache: map[string]*grammar.Grammar{},
+		mistralNames: f == toolcall.Mistral && strings.Contains(t.Source(), "[ARGS]")}
 	markers := f.Markers()
 	if len(markers) == 0 {
 		return c, nil
@@ -74,8 +78,11 @@ type toolPlan struct {
 
 // planTools decides how req's tools are handled: nothing without tools or
 // with tool_choice none; parsing for auto, constrained when a tool is
-// strict; parsing and a grammar for required and a named function.
-func (s *Server) planTools(req *openai.ChatRequest) (*toolPlan, *openai.Error) {
+// strict; parsing and a grammar for required and a named function. prompt
+// is the rendered prompt: with the reasoning parser on, a required call may
+// follow a reasoning block, unless the prompt closed one already (Qwen 3's
+// enable_thinking false).
+func (s *Server) planTools(req *openai.ChatRequest, prompt string) (*toolPlan, *openai.Error) {
 	tp := &toolPlan{}
 	if len(req.Tools) == 0 || req.ToolChoice.Mode == toolcall.ChoiceNone {
 		return tp, nil
@@ -88,7 +95,15 @@ func (s *Server) planTools(req *openai.ChatRequest) (*toolPlan, *openai.Error) {
 	if !constrain {
 		return tp, nil
 	}
-	g, e := s.tools.grammarFor(req)
+	think := toolcall.ThinkNone
+	switch {
+	case !s.think:
+	case promptOpensThink(prompt):
+		think = toolcall.ThinkOpen
+	case !strings.HasSuffix(strings.TrimRight(prompt, " \t\r\n"), thinkClose):
+		think = toolcall.ThinkOptional
+	}
+	g, e := s.tools.grammarFor(req, think)
 	if e != nil {
 		return nil, e
 	}
@@ -97,8 +112,8 @@ func (s *Server) planTools(req *openai.ChatRequest) (*toolPlan, *openai.Error) {
 }
 
 // grammarFor compiles (or finds compiled) the grammar of req's tool calls.
-func (c *toolConfig) grammarFor(req *openai.ChatRequest) (*grammar.Grammar, *openai.Error) {
-	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v\x00%s", c.format, req.ToolChoice.Mode, req.ToolChoice.Name, req.Parallel(), req.ToolsJSON)
+func (c *toolConfig) grammarFor(req *openai.ChatRequest, think toolcall.ThinkMode) (*grammar.Grammar, *openai.Error) {
+	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v\x00%d\x00%s", c.format, req.ToolChoice.Mode, req.ToolChoice.Name, req.Parallel(), think, req.ToolsJSON)
 	c.mu.Lock()
 	g, ok := c.cache[key]
 	c.mu.Unlock()
@@ -106,7 +121,7 @@ func (c *toolConfig) grammarFor(req *openai.ChatRequest) (*grammar.Grammar, *ope
 		return g, nil
 	}
 	g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: c.format, Tools: req.Tools, Choice: req.ToolChoice,
-		Parallel: req.Parallel()})
+		Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames})
 	if e != nil {
 		return nil, openai.Invalid(e.Param, openai.CodeInvalidValue, "%s", e.Message)
 	}

@@ -12,6 +12,7 @@ import (
 	"tandem/internal/api/openai"
 	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
+	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
@@ -176,6 +177,42 @@ func TestChatToolChoiceGrammar(t *testing.T) {
 	json.Unmarshal(rec.Body.Bytes(), &r)
 	if len(r.Choices) != 1 || len(r.Choices[0].Message.ToolCalls) != 1 || r.Choices[0].Message.ToolCalls[0].Function.Arguments != `{"query": "x"}` {
 		t.Errorf("llama3_json override: %s", rec.Body)
+	}
+}
+
+// TestToolChoiceAfterThinking: with the Qwen 3 template (reasoning parser
+// on) a required call may follow a reasoning block: the submitted grammar
+// accepts the model's "<think>...</think>" then the call, the answer has
+// the reasoning in reasoning_content and the call in tool_calls; with
+// enable_thinking false (the prompt closed the block) the grammar refuses
+// a reasoning block.
+func TestToolChoiceAfterThinking(t *testing.T) {
+	out := "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"Paris\"}}\n</tool_call>"
+	body := `{"messages":[{"role":"user","content":"Weather?"}],"tools":` + toolsJSON + `,"tool_choice":"required"%s}`
+	s, fb := toolServer(t, out, Options{})
+	rec := do(s.Handler(), "POST", "/v1/chat/completions", fmt.Sprintf(body, ""))
+	var r openai.ChatResponse
+	json.Unmarshal(rec.Body.Bytes(), &r)
+	if rec.Code != 200 || deref(r.Choices[0].Message.ReasoningContent) != "The user wants weather." || r.Choices[0].Message.Content != "" ||
+		len(r.Choices[0].Message.ToolCalls) != 1 || deref(r.Choices[0].FinishReason) != "tool_calls" {
+		t.Fatalf("answer %s", rec.Body)
+	}
+	v, err := grammar.FromTokenizer(fb.tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepts := func(g *grammar.Grammar, text string) bool {
+		m := grammar.NewMatcher(g, v)
+		return m.AcceptBytes([]byte(text)) == nil && m.CanEnd()
+	}
+	if g := fb.submitted()[0].req.Grammar; g == nil || !accepts(g, out) {
+		t.Fatalf("the grammar does not accept the reasoning then the call")
+	}
+	s, fb = toolServer(t, out, Options{})
+	do(s.Handler(), "POST", "/v1/chat/completions", fmt.Sprintf(body, `,"chat_template_kwargs":{"enable_thinking":false}`))
+	call := out[strings.Index(out, "<tool_call>"):]
+	if g := fb.submitted()[0].req.Grammar; g == nil || accepts(g, out) || !accepts(g, call) {
+		t.Fatalf("enable_thinking false: the grammar must take the call and refuse a reasoning block")
 	}
 }
 
@@ -377,7 +414,8 @@ func TestEngineToolChoice(t *testing.T) {
 		for _, choice := range []string{`"required"`, `{"type":"function","function":{"name":"search"}}`} {
 			for seed := range 3 {
 				for _, stream := range []bool{false, true} {
-					body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Weather?"}],"tools":%s,"tool_choice":%s,"parallel_tool_calls":false,"max_tokens":300,"seed":%d,"stream":%v}`,
+					// No thinking: a random model would think until max_tokens.
+					body := fmt.Sprintf(`{"messages":[{"role":"user","content":"Weather?"}],"tools":%s,"tool_choice":%s,"parallel_tool_calls":false,"max_tokens":300,"seed":%d,"stream":%v,"chat_template_kwargs":{"enable_thinking":false}}`,
 						toolsJSON, choice, seed, stream)
 					rec := do(s.Handler(), "POST", "/v1/chat/completions", body)
 					var calls []openai.ToolCall

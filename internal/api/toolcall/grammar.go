@@ -23,6 +23,42 @@ type GrammarSpec struct {
 	Parallel bool
 	// Options are the grammar options (whitespace inside arguments).
 	Options grammar.Options
+	// Think lets the output start with a reasoning block before the calls
+	// (a model whose reasoning the server splits off, as Qwen 3).
+	Think ThinkMode
+	// MistralNames writes Mistral calls in the v11 tokenizer's name form,
+	// [TOOL_CALLS]name[ARGS]{...} per call (templates that write [ARGS]),
+	// instead of the array form.
+	MistralNames bool
+}
+
+// ThinkMode is how a reasoning block may precede constrained tool calls.
+type ThinkMode int
+
+const (
+	// ThinkNone: the calls start the output.
+	ThinkNone ThinkMode = iota
+	// ThinkOptional: the output may start with <think>...</think>.
+	ThinkOptional
+	// ThinkOpen: the prompt opened <think>; the output starts inside the
+	// block and closes it with </think> before the calls.
+	ThinkOpen
+)
+
+// Reasoning block markers.
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+// thinkPart is the reasoning prefix of mode m: text without </think>,
+// </think>, and a little whitespace.
+func thinkPart(m ThinkMode) grammar.Part {
+	block := grammar.Seq(grammar.Regex(withoutMarker(thinkClose)), grammar.Lit(thinkClose), grammar.Regex(`[ \t\r\n]{0,8}`))
+	if m == ThinkOpen {
+		return block
+	}
+	return grammar.Optional(grammar.Seq(grammar.Lit(thinkOpen), block))
 }
 
 // Grammar builds the grammar of the model's output for spec, in the
@@ -72,9 +108,14 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 	call := grammar.Alt(alts...)
 	many := spec.Parallel && spec.Choice.Mode != ChoiceFunction
 	calls := callsPart(spec.Format, call, many)
+	if spec.Format == Mistral && spec.MistralNames {
+		calls = mistralNamesPart(spec.Tools, indexes, spec.Choice, many)
+	}
 	top := calls
 	if spec.Choice.Mode == ChoiceAuto {
 		top = autoPart(spec.Format, calls)
+	} else if spec.Think != ThinkNone {
+		top = grammar.Seq(thinkPart(spec.Think), calls)
 	}
 	g, err := grammar.CompileParts(top, spec.Options)
 	if err == nil {
@@ -132,6 +173,25 @@ func callsPart(f Format, call grammar.Part, many bool) grammar.Part {
 		return call
 	}
 	return grammar.Seq(grammar.Lit("["), grammar.Repeat(call, 1, max, grammar.Lit(", ")), grammar.Lit("]"))
+}
+
+// mistralNamesPart is the v11 name form of the calls:
+// [TOOL_CALLS]name[ARGS]{...}, one block per call, no separator.
+func mistralNamesPart(tools []Tool, indexes []int, c Choice, many bool) grammar.Part {
+	var alts []grammar.Part
+	for _, i := range indexes {
+		t := tools[i]
+		schema := []byte(anyObject)
+		if t.Parameters != nil && (c.Mode != ChoiceAuto || t.Strict) {
+			schema = t.Parameters
+		}
+		alts = append(alts, grammar.Seq(grammar.Lit(mistralCall+t.Name+mistralArgs), grammar.Schema(schema)))
+	}
+	max := 1
+	if many {
+		max = -1
+	}
+	return grammar.Repeat(grammar.Alt(alts...), 1, max, grammar.Part{})
 }
 
 // autoPart lets the model answer with content or call tools: Hermes and

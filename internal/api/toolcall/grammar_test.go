@@ -277,3 +277,42 @@ func TestGrammarErrors(t *testing.T) {
 		t.Errorf("auto, no strict tools: %v", e)
 	}
 }
+
+// TestGrammarThinkAndMistralNames: a reasoning block may precede required
+// calls (optional, or already open in the prompt), and Mistral's v11 name
+// form is constrained when asked for.
+func TestGrammarThinkAndMistralNames(t *testing.T) {
+	v := byteVocab(t)
+	req := Choice{Mode: ChoiceRequired}
+	call := "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"
+	for _, tc := range []struct {
+		spec GrammarSpec
+		text string
+		want bool
+	}{
+		{GrammarSpec{Format: Hermes, Think: ThinkOptional}, call, true},
+		{GrammarSpec{Format: Hermes, Think: ThinkOptional}, "<think>\nI should ping. <b>\n</think>\n\n" + call, true},
+		{GrammarSpec{Format: Hermes, Think: ThinkOptional}, "<think>\nno close\n" + call, false},
+		{GrammarSpec{Format: Hermes}, "<think>\n</think>\n\n" + call, false},
+		{GrammarSpec{Format: Hermes, Think: ThinkOpen}, "Reasoning.</think>\n\n" + call, true},
+		{GrammarSpec{Format: Hermes, Think: ThinkOpen}, call, false},
+		{GrammarSpec{Format: Mistral, MistralNames: true}, `[TOOL_CALLS]search[ARGS]{"query": "a"}`, true},
+		{GrammarSpec{Format: Mistral, MistralNames: true, Parallel: true}, `[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]search[ARGS]{"query": "b"}`, true},
+		{GrammarSpec{Format: Mistral, MistralNames: true}, `[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]ping[ARGS]{}`, false},
+		{GrammarSpec{Format: Mistral, MistralNames: true}, `[TOOL_CALLS][{"name": "ping", "arguments": {}}]`, false},
+	} {
+		tc.spec.Tools, tc.spec.Choice = testTools, req
+		g, gerr := Grammar(tc.spec)
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		if got := accepts(g, v, tc.text); got != tc.want {
+			t.Errorf("%+v: %q accepted %v, want %v", tc.spec, tc.text, got, tc.want)
+		}
+		if tc.want && tc.spec.Format == Mistral {
+			if r := Parse(Mistral, tc.text); len(r.Calls) == 0 || r.Content != "" {
+				t.Errorf("%q parsed as %+v", tc.text, r)
+			}
+		}
+	}
+}
