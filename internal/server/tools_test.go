@@ -459,3 +459,25 @@ func TestEngineToolChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestToolFormatOfTemplates: the tool-call syntax chosen for each template
+// of testdata/chat.
+func TestToolFormatOfTemplates(t *testing.T) {
+	tok := testVocab(t, "", true)
+	for tmpl, want := range map[string]toolcall.Format{
+		"qwen3.jinja": toolcall.Hermes, "qwen3-gguf.jinja": toolcall.Hermes, "llama3.2.jinja": toolcall.Llama3JSON,
+		"ministral3.jinja": toolcall.Mistral, "llama3.jinja": toolcall.Generic, "gemma3.jinja": toolcall.Generic,
+		"phi3.jinja": toolcall.Generic,
+	} {
+		c, err := newToolConfig("auto", mustTemplate(t, readTemplate(t, tmpl)), tok)
+		if err != nil || c.format != want {
+			t.Errorf("%s: format %q (%v), want %q", tmpl, c.format, err, want)
+		}
+		if c.mistralNames != (tmpl == "ministral3.jinja") {
+			t.Errorf("%s: Mistral name form %v", tmpl, c.mistralNames)
+		}
+	}
+	if _, err := newToolConfig("pythonic", mustTemplate(t, ""), tok); err == nil {
+		t.Error("an unknown parser name was accepted")
+	}
+}
