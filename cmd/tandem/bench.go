@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"tandem/internal/bench"
+	"tandem/internal/engine/grammar"
 )
 
 func benchCmd() *cobra.Command {
@@ -19,14 +20,16 @@ func benchCmd() *cobra.Command {
 
 func benchEngineCmd() *cobra.Command {
 	var (
-		ef     engineFlags
-		o      bench.EngineOptions
-		format string
-		prof   string
+		ef      engineFlags
+		o       bench.EngineOptions
+		format  string
+		prof    string
+		schema  string
+		compact bool
 	)
 	cmd := &cobra.Command{
-		Use:   "engine --model M --prompt-tokens P --gen-tokens G",
-		Short: "Print prefill and decode tokens per second for one sequence",
+		Use:   "engine --model M --prompt-tokens P --gen-tokens G [--batch N] [--json-schema FILE]",
+		Short: "Print prefill and decode tokens per second for a batch of sequences, plain or constrained by a JSON schema",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -37,6 +40,15 @@ func benchEngineCmd() *cobra.Command {
 				return err
 			}
 			o.PageTokens = ef.pageTokens
+			if schema != "" {
+				b, err := os.ReadFile(schema)
+				if err != nil {
+					return fmt.Errorf("read --json-schema: %w", err)
+				}
+				if o.Grammar, err = grammar.Compile(b, grammar.Options{DisableAnyWhitespace: compact}); err != nil {
+					return fmt.Errorf("--json-schema %s: %w", schema, err)
+				}
+			}
 			r, pool, closeAll, err := ef.open(cmd.Context())
 			if err != nil {
 				return err
@@ -61,9 +73,12 @@ func benchEngineCmd() *cobra.Command {
 			if format == "json" {
 				return json.NewEncoder(w).Encode(res)
 			}
-			fmt.Fprintf(w, "model %s, %d threads\n", res.Model, res.Threads)
-			fmt.Fprintf(w, "prefill  %5d tokens  %8.3f s  %9.2f tok/s\n", res.PromptTokens, res.PrefillS, res.PrefillTokS)
-			fmt.Fprintf(w, "decode   %5d tokens  %8.3f s  %9.2f tok/s\n", res.GenTokens, res.DecodeS, res.DecodeTokS)
+			fmt.Fprintf(w, "model %s, %d threads, batch %d\n", res.Model, res.Threads, res.Batch)
+			fmt.Fprintf(w, "prefill  %5d tokens  %8.3f s  %9.2f tok/s\n", res.Batch*res.PromptTokens, res.PrefillS, res.PrefillTokS)
+			fmt.Fprintf(w, "decode   %5d tokens  %8.3f s  %9.2f tok/s  (choosing tokens %.3f s)\n", res.Batch*res.GenTokens, res.DecodeS, res.DecodeTokS, res.SampleS)
+			if res.Constrained {
+				fmt.Fprintf(w, "grammar  %5d documents  masks and accepts %.3f s  vocabulary index %.3f s (once)\n", res.Documents, res.ConstraintS, res.VocabS)
+			}
 			return nil
 		},
 	}
@@ -71,7 +86,11 @@ func benchEngineCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.IntVar(&o.PromptTokens, "prompt-tokens", 512, "prompt length, prefilled in one step")
 	fs.IntVar(&o.GenTokens, "gen-tokens", 128, "tokens to decode after the prompt")
-	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the random prompt")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed for the random prompts and the draws")
+	fs.IntVar(&o.Batch, "batch", 1, "sequences decoded together")
+	fs.Float32Var(&o.Temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	fs.StringVar(&schema, "json-schema", "", "constrain every sequence by this JSON schema file (a completed document starts another)")
+	fs.BoolVar(&compact, "compact", false, "with --json-schema: no whitespace between JSON tokens (disable_any_whitespace)")
 	fs.StringVar(&format, "format", "text", "output: text or json")
 	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	return cmd

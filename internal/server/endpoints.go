@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -59,27 +60,6 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.b.Tokenizer()
-	var prompt []int32
-	echo := ""
-	if req.TokenPrompt {
-		vocab := s.vocabSize()
-		for i, id := range req.PromptTokens {
-			if int(id) >= vocab {
-				httpx.WriteError(w, openai.Invalid("prompt", openai.CodeInvalidValue,
-					"prompt[%d] is token id %d, outside this model's vocabulary of %d tokens.", i, id, vocab))
-				return
-			}
-		}
-		prompt = req.PromptTokens
-		if req.Echo {
-			echo = tok.Decode(prompt)
-		}
-	} else {
-		prompt = tok.Encode(req.Prompt, true, true)
-		if req.Echo {
-			echo = req.Prompt
-		}
-	}
 	top, wantLP := 0, req.Logprobs != nil
 	if wantLP {
 		top = *req.Logprobs
@@ -88,17 +68,47 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	// prompt logprobs (and reports them as prompt_logprobs as well, as vLLM
 	// does; the router reads them there from the prefill leg).
 	echoLP := req.Echo && wantLP
-	p, e := s.plan(&req.Common, prompt, "prompt", s.o.DefaultCompletionTokens, top, req.PromptLogprobs != nil || echoLP)
+	enc := &completionEncoder{tok: tok, logprobs: wantLP, top: top, echo: req.Echo, fingerprint: s.o.SystemFingerprint}
+	prompts := make([][]int32, len(req.Prompts))
+	vocab := s.vocabSize()
+	for pi, in := range req.Prompts {
+		param := "prompt"
+		if len(req.Prompts) > 1 {
+			param = fmt.Sprintf("prompt[%d]", pi)
+		}
+		var prompt []int32
+		echo := ""
+		if in.Tokenized {
+			for i, id := range in.Tokens {
+				if int(id) >= vocab {
+					httpx.WriteError(w, openai.Invalid("prompt", openai.CodeInvalidValue,
+						"%s[%d] is token id %d, outside this model's vocabulary of %d tokens.", param, i, id, vocab))
+					return
+				}
+			}
+			prompt = in.Tokens
+			if req.Echo {
+				echo = tok.Decode(prompt)
+			}
+		} else {
+			prompt = tok.Encode(in.Text, true, true)
+			if req.Echo {
+				echo = in.Text
+			}
+		}
+		prompts[pi] = prompt
+		ec := echoed{text: echo, runes: utf8.RuneCountInString(echo)}
+		if echoLP {
+			ec.offsets = promptOffsets(tok, prompt, ec.runes)
+		}
+		enc.echoes = append(enc.echoes, ec)
+	}
+	p, e := s.plan(r.Context(), &req.Common, prompts, "prompt", s.o.DefaultCompletionTokens, top, req.PromptLogprobs != nil || echoLP)
 	if e != nil {
 		httpx.WriteError(w, e)
 		return
 	}
 	p.endpoint = "completions"
-	enc := &completionEncoder{tok: tok, logprobs: wantLP, top: top, echo: req.Echo, echoText: echo,
-		echoRunes: utf8.RuneCountInString(echo), fingerprint: s.o.SystemFingerprint}
-	if echoLP {
-		enc.promptOffsets = promptOffsets(tok, prompt, enc.echoRunes)
-	}
 	s.generate(w, r, p, enc, t0)
 }
 
@@ -156,7 +166,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 		return
 	}
-	tp, e := s.planTools(req, text)
+	tp, e := s.planTools(r.Context(), req, text)
 	if e != nil {
 		httpx.WriteError(w, e)
 		return
@@ -167,7 +177,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if req.Logprobs {
 		top = req.TopLogprobs
 	}
-	p, e := s.plan(&req.Common, prompt, "messages", 0, top, req.PromptLogprobs != nil)
+	p, e := s.plan(r.Context(), &req.Common, [][]int32{prompt}, "messages", 0, top, req.PromptLogprobs != nil)
 	if e != nil {
 		httpx.WriteError(w, e)
 		return
@@ -194,14 +204,19 @@ func finishPtr(s string) *string {
 
 // completionEncoder builds /v1/completions documents.
 type completionEncoder struct {
-	tok           *tokenizer.Tokenizer
-	logprobs      bool
-	top           int
-	echo          bool   // the prompt is shown before the completion
-	echoText      string // the prompt's text
-	echoRunes     int
-	promptOffsets []int // echo with logprobs: each prompt token's rune offset in echoText
-	fingerprint   string
+	tok         *tokenizer.Tokenizer
+	logprobs    bool
+	top         int
+	echo        bool     // the prompt is shown before the completion
+	echoes      []echoed // per prompt
+	fingerprint string
+}
+
+// echoed is what echo shows of one prompt.
+type echoed struct {
+	text    string // the prompt's text
+	runes   int
+	offsets []int // echo with logprobs: each prompt token's rune offset in text
 }
 
 func (e *completionEncoder) doc(p *genPlan, choices []openai.CompletionChoice, u *openai.Usage) *openai.CompletionResponse {
@@ -215,13 +230,14 @@ func (e *completionEncoder) doc(p *genPlan, choices []openai.CompletionChoice, u
 // legacy builds the logprobs object of toks, led by the prompt's tokens
 // when withPrompt (echo): their logprobs from plp (null for the first, and
 // for all when plp is nil), top_logprobs null, offsets in the echoed text.
-func (e *completionEncoder) legacy(p *genPlan, toks []tokenRec, withPrompt bool, plp []float32) *openai.CompletionLogprobs {
+func (e *completionEncoder) legacy(p *genPlan, choice int, toks []tokenRec, withPrompt bool, plp []float32) *openai.CompletionLogprobs {
 	if !e.logprobs {
 		return nil
 	}
+	prompt, ec := p.promptOf(choice), e.echoes[p.choicePrompt[choice]]
 	np := 0
-	if withPrompt && e.promptOffsets != nil {
-		np = len(p.prompt)
+	if withPrompt && ec.offsets != nil {
+		np = len(prompt)
 	}
 	n := np + len(toks)
 	lp := &openai.CompletionLogprobs{
@@ -231,7 +247,7 @@ func (e *completionEncoder) legacy(p *genPlan, toks []tokenRec, withPrompt bool,
 		TextOffset:    make([]int, 0, n),
 	}
 	for i := range np {
-		id := p.prompt[i]
+		id := prompt[i]
 		var x *float64
 		if i > 0 && i < len(plp) {
 			v := logprob(plp[i])
@@ -240,7 +256,7 @@ func (e *completionEncoder) legacy(p *genPlan, toks []tokenRec, withPrompt bool,
 		lp.Tokens = append(lp.Tokens, string(e.tok.TokenPiece(id)))
 		lp.TokenLogprobs = append(lp.TokenLogprobs, x)
 		lp.TopLogprobs = append(lp.TopLogprobs, nil)
-		lp.TextOffset = append(lp.TextOffset, e.promptOffsets[i])
+		lp.TextOffset = append(lp.TextOffset, ec.offsets[i])
 	}
 	for _, t := range toks {
 		x := logprob(t.Logprob)
@@ -254,7 +270,7 @@ func (e *completionEncoder) legacy(p *genPlan, toks []tokenRec, withPrompt bool,
 		lp.Tokens = append(lp.Tokens, string(e.tok.TokenPiece(t.ID)))
 		lp.TokenLogprobs = append(lp.TokenLogprobs, &x)
 		lp.TopLogprobs = append(lp.TopLogprobs, m)
-		lp.TextOffset = append(lp.TextOffset, e.echoRunes+t.runeStart)
+		lp.TextOffset = append(lp.TextOffset, ec.runes+t.runeStart)
 	}
 	return lp
 }
@@ -263,21 +279,21 @@ func (e *completionEncoder) opening(p *genPlan, i int, plp []float32) any {
 	if !e.echo {
 		return nil
 	}
-	return e.doc(p, []openai.CompletionChoice{{Index: i, Text: e.echoText, Logprobs: e.legacy(p, nil, true, plp),
-		PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, plp)}}, nil)
+	return e.doc(p, []openai.CompletionChoice{{Index: i, Text: e.echoes[p.choicePrompt[i]].text, Logprobs: e.legacy(p, i, nil, true, plp),
+		PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(i), plp)}}, nil)
 }
 
 func (e *completionEncoder) chunk(p *genPlan, pc *piece) any {
-	return e.doc(p, []openai.CompletionChoice{{Index: pc.index, Text: pc.text, Logprobs: e.legacy(p, pc.toks, false, nil),
-		FinishReason: finishPtr(pc.finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, pc.plp)}}, nil)
+	return e.doc(p, []openai.CompletionChoice{{Index: pc.index, Text: pc.text, Logprobs: e.legacy(p, pc.index, pc.toks, false, nil),
+		FinishReason: finishPtr(pc.finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(pc.index), pc.plp)}}, nil)
 }
 
 func (e *completionEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) any {
 	choices := make([]openai.CompletionChoice, len(res))
 	for i, cr := range res {
-		choices[i] = openai.CompletionChoice{Index: i, Text: e.echoText + cr.text.String(),
-			Logprobs: e.legacy(p, cr.toks, e.echo, cr.plp), FinishReason: finishPtr(cr.finish),
-			PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, cr.plp)}
+		choices[i] = openai.CompletionChoice{Index: i, Text: e.echoes[p.choicePrompt[i]].text + cr.text.String(),
+			Logprobs: e.legacy(p, i, cr.toks, e.echo, cr.plp), FinishReason: finishPtr(cr.finish),
+			PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(i), cr.plp)}
 	}
 	return e.doc(p, choices, u)
 }
@@ -348,7 +364,7 @@ func (e *chatEncoder) opening(p *genPlan, i int, plp []float32) any {
 	empty := ""
 	return e.chunkDoc(p, []openai.ChatChunkChoice{{Index: i,
 		Delta:          openai.ChatDelta{Role: openai.RoleAssistant, Content: &empty},
-		PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, plp)}}, nil)
+		PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(i), plp)}}, nil)
 }
 
 func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
@@ -374,7 +390,7 @@ func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 		d.Content = &text
 	}
 	return e.chunkDoc(p, []openai.ChatChunkChoice{{Index: pc.index, Delta: d, Logprobs: e.content(pc.toks),
-		FinishReason: finishPtr(finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, pc.plp)}}, nil)
+		FinishReason: finishPtr(finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(pc.index), pc.plp)}}, nil)
 }
 
 func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) any {
@@ -395,7 +411,7 @@ func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) a
 		choices[i] = openai.ChatChoice{Index: i,
 			Message:  msg,
 			Logprobs: e.content(cr.toks), FinishReason: finishPtr(finish),
-			PromptLogprobs: promptLogprobsDoc(e.tok, p.prompt, cr.plp)}
+			PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(i), cr.plp)}
 	}
 	return &openai.ChatResponse{ID: p.id, Object: openai.ObjectChatCompletion, Created: p.created, Model: p.model,
 		SystemFingerprint: e.fingerprint, Choices: choices, Usage: u}

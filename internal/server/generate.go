@@ -21,11 +21,14 @@ import (
 
 // genPlan is a checked generation request, ready to submit.
 type genPlan struct {
-	endpoint     string // metric label: "completions" or "chat"
-	id           string
-	model        string
-	created      int64
-	prompt       []int32
+	endpoint string // metric label: "completions" or "chat"
+	id       string
+	model    string
+	created  int64
+	// prompts are the request's prompts (several for a completions list
+	// prompt); reqs[i] is choice i, whose prompt is prompts[choicePrompt[i]].
+	prompts      [][]int32
+	choicePrompt []int
 	promptParam  string // "prompt" or "messages": the field errors about the prompt name
 	reqs         []engine.Request
 	stops        []string
@@ -40,35 +43,18 @@ type genPlan struct {
 	keep map[int32]string
 }
 
+// promptOf returns choice i's prompt.
+func (p *genPlan) promptOf(i int) []int32 { return p.prompts[p.choicePrompt[i]] }
+
 // plan checks the lengths against the context and builds one engine request
-// per choice. defaultMax is the max_tokens used when the request gives none
-// (0: the rest of the context); it is clamped to the context, while an
-// explicit max_tokens that does not fit is an error. promptLogprobs asks
-// each choice's sequence for the prompt's logprobs.
-func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax, topLogprobs int, promptLogprobs bool) (*genPlan, *openai.Error) {
+// per choice: c.N for each prompt, choice i*N+j being prompt i's j-th.
+// defaultMax is the max_tokens used when the request gives none (0: the
+// rest of the context); it is clamped to the context, while an explicit
+// max_tokens that does not fit is an error. promptLogprobs asks each
+// choice's sequence for the prompt's logprobs. The request's constraint is
+// compiled (or taken from the cache) and shared by every choice.
+func (s *Server) plan(ctx context.Context, c *openai.Common, prompts [][]int32, param string, defaultMax, topLogprobs int, promptLogprobs bool) (*genPlan, *openai.Error) {
 	ctxLen := s.b.ModelConfig().Context
-	n := len(prompt)
-	switch {
-	case n == 0:
-		return nil, openai.Invalid(param, openai.CodeInvalidValue, "The %s is empty after tokenization; send at least one token.", param)
-	case ctxLen > 0 && n >= ctxLen:
-		return nil, openai.ContextLengthExceeded(param, ctxLen, n, 0)
-	}
-	maxTokens := c.MaxTokens
-	if maxTokens > 0 {
-		if ctxLen > 0 && maxTokens > ctxLen {
-			return nil, openai.Invalid(c.MaxTokensParam, openai.CodeInvalidValue,
-				"%s is %d, but this model's maximum context length is %d tokens.", c.MaxTokensParam, maxTokens, ctxLen)
-		}
-		if ctxLen > 0 && n+maxTokens > ctxLen {
-			return nil, openai.ContextLengthExceeded(param, ctxLen, n, maxTokens)
-		}
-	} else {
-		maxTokens = defaultMax
-		if maxTokens <= 0 || (ctxLen > 0 && n+maxTokens > ctxLen) {
-			maxTokens = ctxLen - n
-		}
-	}
 	sp := sample.Params{Temperature: 1, TopP: 1, TopK: max(c.TopK, 0), MinP: float32(c.MinP),
 		PresencePenalty: float32(c.PresencePenalty), FrequencyPenalty: float32(c.FrequencyPenalty)}
 	if c.Temperature != nil {
@@ -83,27 +69,83 @@ func (s *Server) plan(c *openai.Common, prompt []int32, param string, defaultMax
 	if err := sp.Validate(); err != nil {
 		return nil, openai.Invalid("", openai.CodeInvalidValue, "%v", err)
 	}
+	if vocab := s.vocabSize(); vocab > 0 {
+		for id := range c.LogitBias {
+			if int(id) >= vocab {
+				return nil, openai.Invalid("logit_bias", openai.CodeInvalidValue,
+					"logit_bias names token id %d, outside this model's vocabulary of %d tokens.", id, vocab)
+			}
+		}
+	}
 	seed := randomSeed()
 	if c.Seed != nil {
 		seed = uint64(*c.Seed)
 	}
-	p := &genPlan{id: newID("cmpl-"), model: s.o.ModelName, created: time.Now().Unix(), prompt: prompt,
+	p := &genPlan{id: newID("cmpl-"), model: s.o.ModelName, created: time.Now().Unix(), prompts: prompts,
 		promptParam: param, stops: c.Stop, stream: c.Stream, includeUsage: c.Stream && c.IncludeUsage,
 		promptLogprobs: promptLogprobs}
-	for i := range c.N {
-		q := sp
-		q.Seed = seed + uint64(i)
-		p.reqs = append(p.reqs, engine.Request{
-			Prompt:      prompt,
-			MaxTokens:   maxTokens,
-			Sample:      q,
-			StopTokens:  c.StopTokenIDs,
-			IgnoreEOS:   c.IgnoreEOS,
-			TopLogprobs: topLogprobs,
-			// Each choice computes them (the values are the same): every
-			// choice's first chunk carries them without waiting for another.
-			PromptLogprobs: promptLogprobs,
-		})
+	for pi, prompt := range prompts {
+		pp := param
+		if len(prompts) > 1 {
+			pp = fmt.Sprintf("%s[%d]", param, pi)
+		}
+		n := len(prompt)
+		switch {
+		case n == 0:
+			return nil, openai.Invalid(pp, openai.CodeInvalidValue, "The %s is empty after tokenization; send at least one token.", pp)
+		case ctxLen > 0 && n >= ctxLen:
+			return nil, openai.ContextLengthExceeded(pp, ctxLen, n, 0)
+		}
+		maxTokens := c.MaxTokens
+		if maxTokens > 0 {
+			if ctxLen > 0 && maxTokens > ctxLen {
+				return nil, openai.Invalid(c.MaxTokensParam, openai.CodeInvalidValue,
+					"%s is %d, but this model's maximum context length is %d tokens.", c.MaxTokensParam, maxTokens, ctxLen)
+			}
+			if ctxLen > 0 && n+maxTokens > ctxLen {
+				return nil, openai.ContextLengthExceeded(pp, ctxLen, n, maxTokens)
+			}
+		} else {
+			maxTokens = defaultMax
+			if maxTokens <= 0 || (ctxLen > 0 && n+maxTokens > ctxLen) {
+				maxTokens = ctxLen - n
+			}
+		}
+		minTokens := c.MinTokens
+		if li, ok := LegFromContext(ctx); ok && li.Leg == leg.KindPrefill {
+			// The router's prefill body asks for one token; min_tokens
+			// still applies to it.
+			minTokens = min(minTokens, maxTokens)
+		}
+		if minTokens > maxTokens {
+			return nil, openai.Invalid("min_tokens", openai.CodeInvalidValue,
+				"min_tokens is %d, more than the %d tokens this request may generate (max_tokens, or the rest of the context).", c.MinTokens, maxTokens)
+		}
+		for range c.N {
+			q := sp
+			q.Seed = seed + uint64(len(p.reqs))
+			p.choicePrompt = append(p.choicePrompt, pi)
+			p.reqs = append(p.reqs, engine.Request{
+				Prompt:      prompt,
+				MaxTokens:   maxTokens,
+				Sample:      q,
+				StopTokens:  c.StopTokenIDs,
+				IgnoreEOS:   c.IgnoreEOS,
+				TopLogprobs: topLogprobs,
+				// Each choice computes them (the values are the same): every
+				// choice's first chunk carries them without waiting for another.
+				PromptLogprobs: promptLogprobs,
+				LogitBias:      c.LogitBias,
+				MinTokens:      minTokens,
+			})
+		}
+	}
+	g, e := s.compileConstraint(ctx, c.Constraint)
+	if e != nil {
+		return nil, e
+	}
+	for i := range p.reqs {
+		p.reqs[i].Grammar = g
 	}
 	return p, nil
 }
@@ -157,6 +199,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 	// has no prompt logprobs: the router splices in the prefill leg's.
 	li, isLeg := LegFromContext(ctx)
 	decodeLeg := isLeg && li.Leg == leg.KindDecode
+	if isLeg && len(p.reqs) > 1 {
+		// A leg is one room: one sequence. The router splits n > 1 into
+		// samples; it does not split a list of prompts.
+		cancel()
+		httpx.WriteError(w, openai.Invalid(p.promptParam, openai.CodeUnsupported,
+			"This request makes %d sequences (a list of prompts, or n > 1), but a disaggregated leg serves one: send one request per prompt.", len(p.reqs)))
+		return
+	}
 	streams := make([]Stream, 0, len(p.reqs))
 	for i, req := range p.reqs {
 		req.ID = fmt.Sprintf("%s-%d", p.id, i)
@@ -182,11 +232,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		wg.Wait()
 	}()
 	tok := s.b.Tokenizer()
-	wantPLP := -1
-	if p.promptLogprobs && !decodeLeg {
-		wantPLP = len(p.prompt)
-	}
 	for i, st := range streams {
+		wantPLP := -1
+		if p.promptLogprobs && !decodeLeg {
+			wantPLP = len(p.promptOf(i))
+		}
 		c := newChoiceState(tok.NewContinuationDecoder(), p.stops)
 		c.keep = p.keep
 		wg.Go(func() { s.follow(ctx, i, st, c, wantPLP, out, t0) })
@@ -256,7 +306,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		cr.text.WriteString(pc.text)
 		cr.toks = append(cr.toks, pc.toks...)
 	}
-	u := &openai.Usage{PromptTokens: len(p.prompt)}
+	u := &openai.Usage{}
+	for _, pr := range p.prompts {
+		u.PromptTokens += len(pr)
+	}
 	cached := 0
 	for _, cr := range res {
 		u.CompletionTokens += cr.tokens

@@ -94,6 +94,8 @@ type Server struct {
 	ready   atomic.Bool
 	created int64
 	handler http.Handler
+	// grammars caches compiled structured-output grammars (constraint.go).
+	grammars grammarCache
 }
 
 // New builds a server over b. It starts not ready: /health answers 503 and

@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"tandem/internal/api/openai"
 	"tandem/internal/api/toolcall"
@@ -32,13 +34,7 @@ type toolConfig struct {
 	// (decoded as nothing) to their text, kept in the output that is
 	// parsed.
 	keep map[int32]string
-	// cache holds compiled tool grammars by request shape.
-	mu    sync.Mutex
-	cache map[string]*grammar.Grammar
 }
-
-// maxToolGrammars bounds the tool grammars a server keeps compiled.
-const maxToolGrammars = 64
 
 // newToolConfig resolves the --tool-call-parser value parser against the
 // chat template (auto: toolcall.Detect) and finds the markers among tok's
@@ -51,7 +47,7 @@ func newToolConfig(parser string, t *ChatTemplate, tok *tokenizer.Tokenizer) (*t
 	if f == "" {
 		f = toolcall.Detect(t.Source())
 	}
-	c := &toolConfig{format: f, cache: map[string]*grammar.Grammar{},
+	c := &toolConfig{format: f,
 		mistralNames: f == toolcall.Mistral && strings.Contains(t.Source(), "[ARGS]")}
 	markers := f.Markers()
 	if len(markers) == 0 {
@@ -82,7 +78,7 @@ type toolPlan struct {
 // is the rendered prompt: with the reasoning parser on, a required call may
 // follow a reasoning block, unless the prompt closed one already (Qwen 3's
 // enable_thinking false).
-func (s *Server) planTools(req *openai.ChatRequest, prompt string) (*toolPlan, *openai.Error) {
+func (s *Server) planTools(ctx context.Context, req *openai.ChatRequest, prompt string) (*toolPlan, *openai.Error) {
 	tp := &toolPlan{}
 	if len(req.Tools) == 0 || req.ToolChoice.Mode == toolcall.ChoiceNone {
 		return tp, nil
@@ -103,7 +99,7 @@ func (s *Server) planTools(req *openai.ChatRequest, prompt string) (*toolPlan, *
 	case !strings.HasSuffix(strings.TrimRight(prompt, " \t\r\n"), thinkClose):
 		think = toolcall.ThinkOptional
 	}
-	g, e := s.tools.grammarFor(req, think)
+	g, e := s.grammarFor(ctx, req, think)
 	if e != nil {
 		return nil, e
 	}
@@ -111,29 +107,31 @@ func (s *Server) planTools(req *openai.ChatRequest, prompt string) (*toolPlan, *
 	return tp, nil
 }
 
-// grammarFor compiles (or finds compiled) the grammar of req's tool calls.
-func (c *toolConfig) grammarFor(req *openai.ChatRequest, think toolcall.ThinkMode) (*grammar.Grammar, *openai.Error) {
-	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v\x00%d\x00%s", c.format, req.ToolChoice.Mode, req.ToolChoice.Name, req.Parallel(), think, req.ToolsJSON)
-	c.mu.Lock()
-	g, ok := c.cache[key]
-	c.mu.Unlock()
-	if ok {
-		return g, nil
-	}
-	g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: c.format, Tools: req.Tools, Choice: req.ToolChoice,
-		Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames})
-	if e != nil {
-		return nil, openai.Invalid(e.Param, openai.CodeInvalidValue, "%s", e.Message)
-	}
-	c.mu.Lock()
-	if len(c.cache) >= maxToolGrammars {
-		for k := range c.cache { // evict an arbitrary entry
-			delete(c.cache, k)
-			break
+// grammarFor compiles (or finds in the server's grammar cache) the grammar
+// of req's tool calls. The key is prefixed so that it never meets a
+// structured-output key.
+func (s *Server) grammarFor(ctx context.Context, req *openai.ChatRequest, think toolcall.ThinkMode) (*grammar.Grammar, *openai.Error) {
+	c := s.tools
+	key := sha256.Sum256(fmt.Appendf(nil, "tools\x00%s\x00%d\x00%q\x00%v\x00%d\x00%v\x00%s", c.format, req.ToolChoice.Mode,
+		req.ToolChoice.Name, req.Parallel(), think, c.mistralNames, req.ToolsJSON))
+	g, err := s.grammars.get(ctx, key, func() (*grammar.Grammar, error) {
+		g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: c.format, Tools: req.Tools, Choice: req.ToolChoice,
+			Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames})
+		if e != nil {
+			return nil, e
 		}
+		return g, nil
+	})
+	if err != nil {
+		var te *toolcall.Error
+		if errors.As(err, &te) {
+			return nil, openai.Invalid(te.Param, openai.CodeInvalidValue, "%s", te.Message)
+		}
+		if ctx.Err() != nil {
+			return nil, openai.Invalid("", openai.CodeInvalidValue, "The request ended while its tool grammar was compiled.")
+		}
+		return nil, openai.Internal(err.Error())
 	}
-	c.cache[key] = g
-	c.mu.Unlock()
 	return g, nil
 }
 

@@ -170,6 +170,13 @@ func TestChatToolChoiceGrammar(t *testing.T) {
 		t.Errorf("unsupported schema: %d %s", rec.Code, rec.Body)
 	}
 
+	s, fb = toolServer(t, qwenCall, Options{})
+	rec = do(s.Handler(), "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"tool_choice":"required","tools":`+toolsJSON+
+		`,"response_format":{"type":"json_object"}}`)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "tool_choice") || len(fb.submitted()) != 0 {
+		t.Errorf("tool_choice required with response_format: %d %s, want a 400 naming tool_choice", rec.Code, rec.Body)
+	}
+
 	llama := `{"name": "search", "parameters": {"query": "x"}}`
 	s, _ = toolServer(t, llama, Options{ToolCallParser: "llama3_json"})
 	rec = do(s.Handler(), "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"tools":`+toolsJSON+`}`)

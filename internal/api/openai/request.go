@@ -14,14 +14,17 @@ import (
 
 // Limits on request fields.
 const (
-	MaxN           = 8   // choices per request
-	MaxLogprobs    = 20  // logprobs (completions) and top_logprobs (chat)
-	MaxStop        = 4   // stop strings
-	MaxStopBytes   = 512 // bytes in one stop string
-	MaxStopTokens  = 64  // entries of stop_token_ids
-	MaxTemperature = 2   // OpenAI's documented range is [0, 2]
-	MaxPenalty     = 2   // presence_penalty and frequency_penalty are in [-2, 2]
-	maxTokenID     = 1<<31 - 1
+	MaxN          = 8   // choices per request
+	MaxLogprobs   = 20  // logprobs (completions) and top_logprobs (chat)
+	MaxStop       = 4   // stop strings
+	MaxStopBytes  = 512 // bytes in one stop string
+	MaxStopTokens = 64  // entries of stop_token_ids
+	MaxPrompts    = 64  // prompts in one completions request
+	// MaxCompletionChoices bounds prompts times n in one completions request.
+	MaxCompletionChoices = 64
+	MaxTemperature       = 2 // OpenAI's documented range is [0, 2]
+	MaxPenalty           = 2 // presence_penalty and frequency_penalty are in [-2, 2]
+	maxTokenID           = 1<<31 - 1
 )
 
 // Common holds the request fields both endpoints share, decoded and
@@ -52,17 +55,40 @@ type Common struct {
 	// turns prompt logprobs on; nil when not given. The server reports the
 	// prompt's own tokens only, so values above 0 add nothing today.
 	PromptLogprobs *int
+
+	// Constraint is the structured-output constraint (response_format,
+	// structured_outputs, guided_*, or llama.cpp's json_schema and
+	// grammar); nil for unconstrained output. See constraint.go.
+	Constraint *Constraint
+	// LogitBias is logit_bias: token id -> bias in [-100, 100]; nil when
+	// absent or empty.
+	LogitBias map[int32]float32
+	// MinTokens is min_tokens (vLLM's extension): end-of-generation and
+	// stop tokens are held off until this many tokens are generated.
+	MinTokens int
 }
 
-// CompletionRequest is a decoded POST /v1/completions body. Exactly one of
-// Prompt (TokenPrompt false) or PromptTokens (TokenPrompt true) is the prompt.
+// CompletionRequest is a decoded POST /v1/completions body. Prompts holds
+// the prompts (at least one; several when the prompt member is a list of
+// strings or of token-id arrays: each gets N choices, choice index
+// i*N+j for prompt i). Prompt, PromptTokens and TokenPrompt repeat the
+// first prompt.
 type CompletionRequest struct {
 	Common
+	Prompts      []CompletionPrompt
 	Prompt       string
 	PromptTokens []int32
 	TokenPrompt  bool
 	Logprobs     *int // 0..MaxLogprobs; nil: no logprobs
 	Echo         bool
+}
+
+// CompletionPrompt is one completions prompt: Text, or Tokens when
+// Tokenized.
+type CompletionPrompt struct {
+	Text      string
+	Tokens    []int32
+	Tokenized bool
 }
 
 // Message is one chat message: its role (system, user or assistant;
@@ -96,23 +122,13 @@ type ChatRequest struct {
 var harmless = map[string][]string{
 	"functions":              {`[]`},
 	"function_call":          {`"none"`, `"auto"`},
-	"response_format":        {`{"type":"text"}`},
-	"logit_bias":             {`{}`},
 	"suffix":                 {`""`},
 	"best_of":                {`1`},
-	"grammar":                {`""`},
-	"json_schema":            {},
-	"guided_json":            {},
-	"guided_regex":           {},
-	"guided_choice":          {},
-	"guided_grammar":         {},
-	"structured_outputs":     {},
 	"audio":                  {},
 	"modalities":             {`["text"]`},
 	"prediction":             {},
 	"typical_p":              {`1`, `1.0`},
 	"mirostat":               {`0`},
-	"min_tokens":             {`0`},
 	"add_generation_prompt":  {`true`},
 	"continue_final_message": {`false`},
 	"chat_template":          {},
@@ -422,7 +438,7 @@ func (f fields) common(c *Common) *Error {
 			c.IncludeUsage = v
 		}
 	}
-	return nil
+	return f.constraint(c)
 }
 
 func decodeStop(raw json.RawMessage) ([]string, *Error) {
@@ -485,6 +501,10 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 	if e := r.decodePrompt(raw); e != nil {
 		return nil, e
 	}
+	if k := len(r.Prompts) * r.N; k > MaxCompletionChoices {
+		return nil, Invalid("n", CodeInvalidValue, "%d prompts with n %d make %d choices; at most %d are allowed per request.", len(r.Prompts), r.N, k, MaxCompletionChoices)
+	}
+	r.Prompt, r.PromptTokens, r.TokenPrompt = r.Prompts[0].Text, r.Prompts[0].Tokens, r.Prompts[0].Tokenized
 	if raw, ok := f.get("logprobs"); ok {
 		n, e := intIn("logprobs", raw, 0, MaxLogprobs)
 		if e != nil {
@@ -503,14 +523,14 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 }
 
 func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
-	const want = "a string or an array of token ids"
+	const want = "a string, an array of token ids, or an array of those"
 	switch kind(raw) {
 	case "a string":
 		s, e := str("prompt", raw)
 		if e != nil {
 			return e
 		}
-		r.Prompt = s
+		r.Prompts = []CompletionPrompt{{Text: s}}
 		return nil
 	case "an array":
 	default:
@@ -523,42 +543,59 @@ func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	if len(items) == 0 {
 		return Invalid("prompt", CodeInvalidValue, "prompt must not be an empty array.")
 	}
-	switch kind(items[0]) {
+	first := kind(items[0])
+	switch first {
 	case "a number":
-		return r.decodeTokens(items)
-	case "a string", "an array":
-		if len(items) > 1 {
-			return Invalid("prompt", CodeInvalidValue, "prompt holds %d prompts; this server takes one prompt per request (send one request per prompt).", len(items))
+		ids, e := decodeTokens("prompt", items)
+		if e != nil {
+			return e
 		}
-		if kind(items[0]) == "a string" {
-			s, e := str("prompt[0]", items[0])
+		r.Prompts = []CompletionPrompt{{Tokens: ids, Tokenized: true}}
+		return nil
+	case "a string", "an array":
+	default:
+		return typeError("prompt", want, raw)
+	}
+	if len(items) > MaxPrompts {
+		return Invalid("prompt", CodeInvalidValue, "prompt holds %d prompts; at most %d are allowed per request.", len(items), MaxPrompts)
+	}
+	for i, it := range items {
+		p := fmt.Sprintf("prompt[%d]", i)
+		if kind(it) != first {
+			return Invalid(p, CodeInvalidType, "%s is %s, but prompt[0] is %s: a list of prompts holds only strings or only arrays of token ids.", p, kind(it), first)
+		}
+		if first == "a string" {
+			s, e := str(p, it)
 			if e != nil {
 				return e
 			}
-			r.Prompt = s
-			return nil
+			r.Prompts = append(r.Prompts, CompletionPrompt{Text: s})
+			continue
 		}
 		var inner []json.RawMessage
-		if json.Unmarshal(items[0], &inner) != nil || len(inner) == 0 {
-			return Invalid("prompt", CodeInvalidValue, "prompt[0] must be a non-empty array of token ids.")
+		if json.Unmarshal(it, &inner) != nil || len(inner) == 0 {
+			return Invalid(p, CodeInvalidValue, "%s must be a non-empty array of token ids.", p)
 		}
-		return r.decodeTokens(inner)
+		ids, e := decodeTokens(p, inner)
+		if e != nil {
+			return e
+		}
+		r.Prompts = append(r.Prompts, CompletionPrompt{Tokens: ids, Tokenized: true})
 	}
-	return typeError("prompt", want, raw)
+	return nil
 }
 
-func (r *CompletionRequest) decodeTokens(items []json.RawMessage) *Error {
+func decodeTokens(param string, items []json.RawMessage) ([]int32, *Error) {
 	ids := make([]int32, len(items))
 	for i, it := range items {
-		n, e := intIn(fmt.Sprintf("prompt[%d]", i), it, 0, maxTokenID)
+		n, e := intIn(fmt.Sprintf("%s[%d]", param, i), it, 0, maxTokenID)
 		if e != nil {
 			e.Message = "prompt must be a string or an array of token ids: " + e.Message
-			return e
+			return nil, e
 		}
 		ids[i] = int32(n)
 	}
-	r.PromptTokens, r.TokenPrompt = ids, true
-	return nil
+	return ids, nil
 }
 
 // DecodeChatRequest decodes and checks a /v1/chat/completions body. It never

@@ -1,7 +1,8 @@
 // Package grammar is Tandem's constrained-decoding engine: it compiles a
-// JSON schema (or a regular expression, or a list of choices) into a
-// pushdown automaton over bytes, and tells, for each step of a generation,
-// which tokens of a vocabulary may come next.
+// JSON schema (or a regular expression, a list of choices, a GBNF grammar
+// with [CompileGBNF], or a grammar built from parts with [CompileParts])
+// into a pushdown automaton over bytes, and tells, for each step of a
+// generation, which tokens of a vocabulary may come next.
 //
 // Place in the data flow: the API layer compiles a request's schema with
 // [Compile] (once per schema; a caller may cache the *Grammar by schema

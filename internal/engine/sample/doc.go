@@ -24,6 +24,11 @@
 //     penalties and temperature), which is what OpenAI-style logprobs report.
 //   - Same Params (including Seed), same sequence of calls → same tokens. Each
 //     Sampler owns its PRNG (math/rand/v2 PCG); nothing reads global state.
+//     Call k draws from a generator seeded from (Seed, k) alone, so
+//     [Sampler.Skip] lets a resumed sequence continue another's stream.
+//   - [Sampler.SampleConstrained] adds a logit bias before the penalties and
+//     lets only the tokens of an allow bitset (a grammar mask) take part in
+//     the chain; the logprob is still the raw one.
 //   - Candidate order is total: higher logit first, then lower id. It decides
 //     ties everywhere (top-k cut, top-p cut, greedy) and the draw order.
 //   - Non-finite logits never cause a panic: NaN counts as -Inf (impossible),

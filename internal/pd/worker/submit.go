@@ -91,6 +91,7 @@ func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
 	ctx, cancel := context.WithCancel(w.ctx)
 	req := l.req
 	req.MaxTokens = 1
+	req.MinTokens = min(req.MinTokens, 1) // still holds off an end as the first token
 	req.KVSink = &sink{w: w, l: l, pageCount: pages}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
