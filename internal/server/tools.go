@@ -147,7 +147,7 @@ func (s *Server) applyTools(tp *toolPlan, p *genPlan, enc *chatEncoder) *openai.
 		for i := range p.reqs {
 			if p.reqs[i].Grammar != nil {
 				return openai.Invalid("tool_choice", openai.CodeInvalidValue,
-					"tool_choice %q (or a strict tool) cannot be combined with another output constraint such as response_format.", "required")
+					"Constrained tool calls (tool_choice required or a named function, or a strict tool) cannot be combined with another output constraint such as response_format.")
 			}
 			p.reqs[i].Grammar = tp.grammar
 		}
