@@ -27,6 +27,18 @@
 // releases the sequence's pages in the same step; tests compare the free
 // page count with its initial value after each scenario.
 //
+// # Constraints
+//
+// A Request may carry a Grammar (constrained decoding), a LogitBias and a
+// MinTokens. Only sequences with one of them take the constrained path
+// (constrain.go): the grammar's token mask, minus end and stop tokens
+// while fewer than MinTokens are out, goes to sample.SampleConstrained
+// with the bias, and the chosen token is fed to the sequence's
+// grammar.Matcher; the sequence finishes with FinishStop once the document
+// is complete and nothing may follow. Plain sequences in the same batch pay
+// nothing. A resumed import replays its first token into the matcher and
+// skips one sampler draw, so disaggregated output equals colocated.
+//
 // # Concurrency
 //
 // Submit, Handle methods, Stats and Close are safe for concurrent use. The

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -222,12 +223,43 @@ func checkDecoded(t *testing.T, c *Common) {
 	if c.PromptLogprobs != nil && (*c.PromptLogprobs < 0 || *c.PromptLogprobs > MaxLogprobs) {
 		t.Errorf("decoded prompt_logprobs %d out of range", *c.PromptLogprobs)
 	}
+	if len(c.LogitBias) > MaxLogitBiasLen {
+		t.Errorf("decoded %d logit_bias entries", len(c.LogitBias))
+	}
+	for id, b := range c.LogitBias {
+		if id < 0 || !(b >= -MaxLogitBias && b <= MaxLogitBias) {
+			t.Errorf("decoded logit_bias %d: %v out of range", id, b)
+		}
+	}
+	if c.MinTokens < 0 {
+		t.Errorf("decoded min_tokens %d", c.MinTokens)
+	}
+	if k := c.Constraint; k != nil {
+		ok := false
+		switch k.Kind {
+		case ConstraintJSONSchema:
+			ok = json.Valid(k.Schema)
+		case ConstraintJSONObject:
+			ok = true
+		case ConstraintRegex:
+			ok = k.Regex != ""
+		case ConstraintChoice:
+			ok = len(k.Choice) > 0 && len(k.Choice) <= MaxChoices
+		case ConstraintGrammar:
+			ok = strings.TrimSpace(k.Grammar) != ""
+		}
+		if !ok || k.Param == "" {
+			t.Errorf("decoded constraint %+v is not well formed", k)
+		}
+	}
 }
 
 func FuzzDecodeCompletionRequest(f *testing.F) {
 	f.Add([]byte(`{"prompt":"hello","max_tokens":4,"stop":["\n"],"n":2,"logprobs":2}`))
 	f.Add([]byte(`{"prompt":[[1,2]],"stream":true,"stream_options":{"include_usage":true}}`))
 	f.Add([]byte(`{"prompt":"a","prompt_logprobs":3,"echo":true,"logprobs":1}`))
+	f.Add([]byte(`{"prompt":["a","b"],"n":2,"logit_bias":{"5":-100},"min_tokens":2,"structured_outputs":{"regex":"[a-z]+","disable_any_whitespace":true}}`))
+	f.Add([]byte(`{"prompt":[[1],[2,3]],"guided_json":"{\"type\":\"integer\"}","response_format":{"type":"text"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeCompletionRequest(body)
 		if err != nil {
@@ -245,12 +277,17 @@ func FuzzDecodeCompletionRequest(f *testing.F) {
 				t.Errorf("decoded negative token id %d", id)
 			}
 		}
+		if len(r.Prompts) == 0 || len(r.Prompts) > MaxPrompts || len(r.Prompts)*r.N > MaxCompletionChoices {
+			t.Errorf("decoded %d prompts with n %d", len(r.Prompts), r.N)
+		}
 	})
 }
 
 func FuzzDecodeChatRequest(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":4,"logprobs":true,"top_logprobs":2}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stop":"x"}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"logit_bias":{"1":1}}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"a"}],"structured_outputs":{"choice":["a","b"]},"grammar":""}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := DecodeChatRequest(body)
 		if err != nil {
