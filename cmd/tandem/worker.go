@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/api/leg"
+	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
@@ -38,6 +39,7 @@ type workerFlags struct {
 	apiKey    string // tandem serve only: required bearer token on /v1/*
 	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
 	reasoning string // --reasoning-parser
+	toolCalls string // --tool-call-parser
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
@@ -57,6 +59,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
 	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
 }
 
 // chatOptions reads --chat-template and checks --reasoning-parser.
@@ -148,6 +151,9 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	if err != nil {
 		return err
 	}
+	if _, err := toolcall.ParseFormat(f.toolCalls); err != nil {
+		return fmt.Errorf("--tool-call-parser: %w", err)
+	}
 	kvType, err := f.ef.kvDType()
 	if err != nil {
 		return err
@@ -204,7 +210,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		backend = pw.Backend()
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
-		ChatTemplate: chatTmpl, ReasoningParser: parser}
+		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
 	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
 		guarded := keys.RequireCredential(pw.Handler())
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}

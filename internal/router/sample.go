@@ -630,8 +630,8 @@ func isUsageChunk(obj object) bool {
 }
 
 // carriesToken reports whether a streamed chunk carries generated text
-// (content, or reasoning_content from a worker's reasoning parser) or a
-// finish reason (a chat stream's opening chunk, with the role only, does
+// (content, reasoning_content from a worker's reasoning parser, or
+// tool_calls from its tool-call parser) or a finish reason (a chat stream's opening chunk, with the role only, does
 // not).
 func carriesToken(obj object) bool {
 	raw, ok := obj.get("choices")
@@ -641,8 +641,9 @@ func carriesToken(obj object) bool {
 	var choices []struct {
 		Text  *string `json:"text"`
 		Delta *struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
+			Content          *string           `json:"content"`
+			ReasoningContent *string           `json:"reasoning_content"`
+			ToolCalls        []json.RawMessage `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	}
@@ -651,7 +652,8 @@ func carriesToken(obj object) bool {
 	}
 	for _, c := range choices {
 		if (c.Text != nil && *c.Text != "") || (c.Delta != nil && c.Delta.Content != nil && *c.Delta.Content != "") ||
-			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") || c.FinishReason != nil {
+			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") ||
+			(c.Delta != nil && len(c.Delta.ToolCalls) > 0) || c.FinishReason != nil {
 			return true
 		}
 	}

@@ -38,6 +38,9 @@ type genPlan struct {
 	// or echo with logprobs); the engine is asked for them except on a
 	// router's decode leg.
 	promptLogprobs bool
+	// keep maps control tokens whose text the output keeps (tool-call
+	// markers the parser reads) to that text.
+	keep map[int32]string
 }
 
 // promptOf returns choice i's prompt.
@@ -235,6 +238,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 			wantPLP = len(p.promptOf(i))
 		}
 		c := newChoiceState(tok.NewContinuationDecoder(), p.stops)
+		c.keep = p.keep
 		wg.Go(func() { s.follow(ctx, i, st, c, wantPLP, out, t0) })
 	}
 
