@@ -98,7 +98,8 @@ func TestChaosSoak(t *testing.T) {
 	cl, err := cluster.Start(startCtx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 2, Decode: 2, Token: e2eClusterToken,
 		WorkerArgs: []string{"--threads", "1", "--prefix-cache=false", "--kv-pages", strconv.Itoa(*chaosKVPages),
 			"--max-batch-tokens", strconv.Itoa(chaosWorkerBatch)},
-		RouterArgs: []string{"--debug-records", strconv.Itoa(6*n + 64)}, // n <= 2 samples, <= 3 attempts each
+		// Every request disaggregated: the chaos is the PD path's.
+		RouterArgs: []string{"--debug-records", strconv.Itoa(6*n + 64), "--pd-threshold", "0"}, // n <= 2 samples, <= 3 attempts each
 		Output:     &out})
 	if err != nil {
 		t.Fatalf("start the cluster: %v\n%s", err, out.String())

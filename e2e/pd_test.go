@@ -23,12 +23,16 @@ const batchTokens = 64
 
 // startUp runs `tandem up` (1 prefill, 1 decode) on model and returns the
 // router's base URL once it is healthy.
-func startUp(t *testing.T, model string) string {
+// startUp starts `tandem up` with every request disaggregated
+// (--pd-threshold 0: these tests are about the PD path); extra flags come
+// last, so a later --pd-threshold wins.
+func startUp(t *testing.T, model string, extra ...string) string {
 	t.Helper()
 	setup(t)
 	port := freePort(t)
-	return startProcess(t, port, "up", "--model", model, "--port", strconv.Itoa(port), "--threads", "1",
-		"--worker-arg=--max-batch-tokens="+strconv.Itoa(batchTokens), "--worker-arg=--prefix-cache=false")
+	args := append([]string{"up", "--model", model, "--port", strconv.Itoa(port), "--threads", "1",
+		"--worker-arg=--max-batch-tokens=" + strconv.Itoa(batchTokens), "--worker-arg=--prefix-cache=false", "--pd-threshold", "0"}, extra...)
+	return startProcess(t, port, args...)
 }
 
 func startServe(t *testing.T, model string) string {

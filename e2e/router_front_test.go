@@ -22,7 +22,7 @@ func startRouterCluster(t *testing.T, routerArgs ...string) *cluster.Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cl, err := cluster.Start(ctx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 1, Decode: 2,
-		WorkerArgs: []string{"--threads", "1"}, RouterArgs: routerArgs, Output: &out, Token: e2eClusterToken})
+		WorkerArgs: []string{"--threads", "1"}, RouterArgs: append([]string{"--pd-threshold", "0"}, routerArgs...), Output: &out, Token: e2eClusterToken})
 	if err != nil {
 		t.Fatalf("start the cluster: %v\n%s", err, out.String())
 	}

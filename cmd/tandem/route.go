@@ -36,6 +36,12 @@ each choice is its own prefill/decode pair. Workers are picked among the healthy
 ones (GET /health every --health-interval) by the load they report
 (GET /pd/status) plus the legs the router has open on them.
 
+Selective disaggregation: a prompt under --pd-threshold tokens (counted by its
+bytes, or by a decode worker's /tokenize when that is not enough) skips the
+prefill workers and runs as one local leg on a decode worker, which prefills it
+in its own batch; so does every request while no prefill worker is healthy.
+--pd-threshold 0 disaggregates every request.
+
 A failed leg cancels the other; the client gets one error naming the leg (the
 worker's address goes to the log, not to the client). Besides the API it serves GET /health, /metrics (Prometheus),
 /debug/rooms (its own request records) and /debug/cluster (its records and
@@ -91,6 +97,7 @@ which it needs: the workers refuse unsigned requests.`,
 		"consecutive failed legs that open a worker's circuit breaker (no legs until a probe leg succeeds)")
 	fs.DurationVar(&o.BreakerCooldown, "breaker-cooldown", router.DefaultBreakerCooldown,
 		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
+	fs.IntVar(&o.PDThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health and /metrics stay open")
 	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
@@ -100,6 +107,10 @@ which it needs: the workers refuse unsigned requests.`,
 	cmd.MarkFlagRequired("decode")
 	return cmd
 }
+
+// pdThresholdUsage is the help of --pd-threshold (route and up).
+const pdThresholdUsage = "selective disaggregation: prompts under this many tokens run as one local leg on a decode worker " +
+	"(which prefills them itself); longer ones go to a prefill worker; 0 disaggregates every request"
 
 func routeLogger(format string) (*slog.Logger, error) {
 	switch format {

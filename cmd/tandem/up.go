@@ -10,14 +10,16 @@ import (
 
 	"tandem/internal/cluster"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/router"
 	"tandem/internal/synth"
 )
 
 func upCmd() *cobra.Command {
 	var (
-		o         cluster.Options
-		threads   int
-		logFormat string
+		o           cluster.Options
+		threads     int
+		logFormat   string
+		pdThreshold int
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
@@ -28,7 +30,8 @@ $TANDEM_CLUSTER_TOKEN when set (export it to run ` + "`tandem inspect`" + ` agai
 the cluster), else a fresh random one. It prints the router's URL once
 everything answers /health, and stops them all on Ctrl-C. With no --model it
 synthesizes a small random-weight Llama (cached under the user cache folder)
-so it runs on a fresh machine.`,
+so it runs on a fresh machine. --pd-threshold is the router's: prompts under that many
+tokens run as one local leg on a decode worker (0: every request is disaggregated).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat)
@@ -51,7 +54,7 @@ so it runs on a fresh machine.`,
 				o.WorkerArgs = append(o.WorkerArgs, "--threads", strconv.Itoa(threads))
 			}
 			o.WorkerArgs = append(o.WorkerArgs, "--log-format", logFormat)
-			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat)
+			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold))
 			o.Output, o.Logger, o.LogFormat = os.Stderr, log, logFormat
 			o.OnExit = func(e cluster.Exit) {
 				if !e.Requested {
@@ -78,6 +81,7 @@ so it runs on a fresh machine.`,
 	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
 	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: all cores)")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/api/leg"
+	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
@@ -38,6 +39,7 @@ type workerFlags struct {
 	apiKey    string // tandem serve only: required bearer token on /v1/*
 	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
 	reasoning string // --reasoning-parser
+	toolCalls string // --tool-call-parser
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
@@ -49,12 +51,15 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.IntVar(&f.cfg.MaxBatchTokens, "max-batch-tokens", 512, "tokens per engine step (decode and prefill chunks together)")
 	fs.IntVar(&f.cfg.MaxRunning, "max-running", 64, "sequences in the running batch")
 	fs.IntVar(&f.cfg.MaxWaiting, "max-waiting", 256, "queued sequences before requests get 429")
+	fs.DurationVar(&f.cfg.ITLTarget, "itl-target", 0, "inter-token latency budget of a step: while sequences decode, each step's prefill chunk is sized "+
+		"from the measured step cost to stay within it (at least 16 tokens a step, so prefill progresses); 0: off. serve and decode (local prefill)")
 	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	fs.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
 	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
 }
 
 // chatOptions reads --chat-template and checks --reasoning-parser.
@@ -94,6 +99,8 @@ type pdFlags struct {
 	advertise    string
 	tokenFile    string
 	heartbeat    time.Duration
+	kvTransport  string // --kv-transport: auto, tcp or shm
+	shmMiB       int    // --kv-shm-mib: shared-memory region per connection
 	faultSpec    string // only settable in -tags tandemfaults builds
 }
 
@@ -103,6 +110,8 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "transfer-advertise", "", "prefill: the host:port decode workers dial to reach the transfer listener (needed when --transfer-host is 0.0.0.0); decode: the name it presents to prefill workers (default: a random one per process)")
 	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
+	fs.StringVar(&f.kvTransport, "kv-transport", "auto", "how KV bytes travel between prefill and decode: auto (shared memory with a peer on this host when it can be set up, else TCP), tcp, or shm (offer shared memory to every peer; a prefill worker then refuses to send KV over TCP)")
+	fs.IntVar(&f.shmMiB, "kv-shm-mib", 64, "MiB of shared memory per prefill-decode connection (1..1024); larger KV pages go over TCP")
 	registerFaultFlags(fs, f)
 }
 
@@ -142,6 +151,9 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	if err != nil {
 		return err
 	}
+	if _, err := toolcall.ParseFormat(f.toolCalls); err != nil {
+		return fmt.Errorf("--tool-call-parser: %w", err)
+	}
 	kvType, err := f.ef.kvDType()
 	if err != nil {
 		return err
@@ -177,10 +189,17 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		if err != nil {
 			return err
 		}
+		kvt, err := transfer.ParseKVTransport(pd.kvTransport)
+		if err != nil {
+			return fmt.Errorf("--kv-transport: %w", err)
+		}
+		if pd.shmMiB < 1 || pd.shmMiB > 1024 {
+			return fmt.Errorf("--kv-shm-mib %d is out of range 1..1024", pd.shmMiB)
+		}
 		rc := worker.DefaultRoomConfig()
 		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
 			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
-			HeartbeatInterval: pd.heartbeat, Faults: inj}})
+			HeartbeatInterval: pd.heartbeat, Faults: inj, KVTransport: kvt, ShmRegionBytes: pd.shmMiB << 20}})
 		if err != nil {
 			return err
 		}
@@ -191,7 +210,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		backend = pw.Backend()
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
-		ChatTemplate: chatTmpl, ReasoningParser: parser}
+		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
 	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
 		guarded := keys.RequireCredential(pw.Handler())
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}

@@ -8,7 +8,10 @@
 // admits waiting requests while pages allow, builds each step from at most
 // MaxBatchTokens tokens (one decode token per running sequence first, then
 // prompt chunks: chunked prefill), runs them through model.Runner.Forward
-// as one batch, samples, and delivers tokens to the Handles.
+// as one batch, samples, and delivers tokens to the Handles. Prompt chunks
+// go shortest remaining first with aging, several prompts per step (see
+// sched.go); with Config.ITLTarget a step that carries decodes gets only
+// the prefill a measured step-cost model says fits the target (cost.go).
 //
 // Every sequence is the same object in every phase: tokens (prompt, then
 // generated) and computed, the count of tokens whose K/V are in its pages.

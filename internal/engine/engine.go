@@ -22,6 +22,7 @@ const (
 	maxRunningMax     = 4096
 	maxWaitingMax     = 1 << 20
 	topLogprobsMax    = 20
+	itlTargetMax      = time.Minute
 )
 
 // Engine schedules sequences onto one model runner. See the package doc.
@@ -38,14 +39,18 @@ type Engine struct {
 
 	mu      sync.Mutex
 	waiting []*seq // FIFO; preempted sequences go to the front
-	resumes []resume
-	closed  bool
-	stats   Stats
-	wake    chan struct{} // capacity 1: a pending wake-up is never lost
-	done    chan struct{} // closed when the loop has exited
+	// waitPrefill sums waitTokens over waiting: their prefill work.
+	waitPrefill int
+	submitted   uint64 // Submit calls that queued a sequence
+	resumes     []resume
+	closed      bool
+	stats       Stats
+	wake        chan struct{} // capacity 1: a pending wake-up is never lost
+	done        chan struct{} // closed when the loop has exited
 
 	// owned by the loop goroutine
 	running []*seq
+	cost    costModel
 }
 
 // seq is one request inside the engine.
@@ -56,6 +61,9 @@ type seq struct {
 	stopWake func() bool
 	h        *Handle
 	enqueued time.Time
+	admitted time.Time // first admission (pages allocated)
+	arrival  uint64    // Stats.Steps at Submit: the clock of prefill aging
+	order    uint64    // submission number: ties in prefill priority
 
 	tokens   []int32 // prompt, then generated tokens
 	nPrompt  int
@@ -68,6 +76,9 @@ type seq struct {
 	lpDone   bool        // prompt logprobs delivered
 	preempt  int
 	queued   bool // in the waiting queue (after preemption)
+	// waitTokens is the prefill work s added to Engine.waitPrefill when it
+	// was queued (prefillLeft then); subtracted when it leaves the queue.
+	waitTokens int
 	// importing: admitted with pages for the prompt, waiting for Resume
 	// (Request.Import); never scheduled or preempted meanwhile.
 	importing bool
@@ -94,6 +105,12 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.MaxWaiting == 0 {
 		cfg.MaxWaiting = 256
 	}
+	if cfg.AgingTokensPerStep == 0 {
+		cfg.AgingTokensPerStep = max(1, cfg.MaxBatchTokens/16)
+	}
+	if cfg.MinPrefillTokens == 0 {
+		cfg.MinPrefillTokens = min(16, cfg.MaxBatchTokens)
+	}
 	switch {
 	case cfg.MaxBatchTokens < 1 || cfg.MaxBatchTokens > maxBatchTokensMax:
 		return nil, fmt.Errorf("engine: max batch tokens %d is out of range 1..%d", cfg.MaxBatchTokens, maxBatchTokensMax)
@@ -101,6 +118,12 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("engine: max running %d is out of range 1..%d", cfg.MaxRunning, maxRunningMax)
 	case cfg.MaxWaiting < 1 || cfg.MaxWaiting > maxWaitingMax:
 		return nil, fmt.Errorf("engine: max waiting %d is out of range 1..%d", cfg.MaxWaiting, maxWaitingMax)
+	case cfg.ITLTarget < 0 || cfg.ITLTarget > itlTargetMax:
+		return nil, fmt.Errorf("engine: ITL target %v is out of range 0..%v (0: off)", cfg.ITLTarget, itlTargetMax)
+	case cfg.MinPrefillTokens < 1 || cfg.MinPrefillTokens > cfg.MaxBatchTokens:
+		return nil, fmt.Errorf("engine: min prefill tokens %d is out of range 1..%d (max batch tokens)", cfg.MinPrefillTokens, cfg.MaxBatchTokens)
+	case cfg.AgingTokensPerStep < 1 || cfg.AgingTokensPerStep > maxBatchTokensMax:
+		return nil, fmt.Errorf("engine: aging tokens per step %d is out of range 1..%d", cfg.AgingTokensPerStep, maxBatchTokensMax)
 	case cfg.Pages < 2:
 		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
 	}
@@ -155,6 +178,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
 		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), con: con, queued: true}
 	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
+	// Set before the sequence is visible to the loop, which calls it when
+	// the sequence finishes.
+	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -166,10 +192,11 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 		cancel()
 		return nil, fmt.Errorf("%w (%d requests waiting); retry later", ErrQueueFull, e.cfg.MaxWaiting)
 	}
-	e.waiting = append(e.waiting, s)
+	s.arrival, s.order = e.stats.Steps, e.submitted
+	e.submitted++
+	e.enqueueLocked(s, false)
 	e.stats.Waiting = len(e.waiting)
 	e.mu.Unlock()
-	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.wakeup()
 	return s.h, nil
 }
@@ -207,6 +234,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.stats
+	s.PrefillQueueTokens += e.waitPrefill
 	if len(e.waiting) > 0 {
 		s.OldestWaiting = time.Since(e.waiting[0].enqueued)
 	}
@@ -308,6 +336,9 @@ func (h *Handle) push(u Update) {
 		p.PromptLogprobs = u.PromptLogprobs
 	}
 	p.PromptTokens, p.CachedTokens, p.Preempted = u.PromptTokens, u.CachedTokens, u.Preempted
+	if u.QueueTime != 0 {
+		p.QueueTime = u.QueueTime
+	}
 	if u.Done {
 		p.Done, p.Finish, p.Err = true, u.Finish, u.Err
 		h.finished = true

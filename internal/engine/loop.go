@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
@@ -30,7 +31,7 @@ func (e *Engine) loop() {
 			<-e.wake
 			continue
 		}
-		e.run(steps)
+		e.observeStep(steps)
 		e.publish()
 	}
 }
@@ -46,6 +47,7 @@ func (e *Engine) shutdown() {
 	e.mu.Lock()
 	waiting := e.waiting
 	e.waiting = nil
+	e.waitPrefill = 0
 	e.mu.Unlock()
 	for _, s := range append(e.running, waiting...) {
 		e.finish(s, FinishError, ErrClosed)
@@ -71,6 +73,7 @@ func (e *Engine) reapCancelled() {
 	e.waiting = slices.DeleteFunc(e.waiting, func(s *seq) bool {
 		if s.ctx.Err() != nil {
 			gone = append(gone, s)
+			e.waitPrefill -= s.waitTokens
 			return true
 		}
 		return false
@@ -79,48 +82,6 @@ func (e *Engine) reapCancelled() {
 	for _, s := range gone {
 		e.finish(s, FinishCancelled, s.ctx.Err())
 	}
-}
-
-// schedule picks this step's tokens: one for each decoding sequence, then
-// prompt chunks of running sequences, then newly admitted ones, within
-// MaxBatchTokens.
-func (e *Engine) schedule() []step {
-	budget := e.cfg.MaxBatchTokens
-	var steps []step
-	in := map[*seq]bool{}
-	order := slices.Clone(e.running)
-	for pass := range 2 {
-		for _, s := range order {
-			if budget == 0 {
-				break
-			}
-			need := len(s.tokens) - s.computed
-			if (pass == 0) != (need == 1) || in[s] || s.queued || s.importing {
-				continue
-			}
-			take := min(need, budget)
-			if !e.ensurePages(s, s.computed+take, in) {
-				continue // s itself was preempted
-			}
-			steps = append(steps, step{s, take})
-			in[s] = true
-			budget -= take
-		}
-	}
-	for budget > 0 && len(e.running) < e.cfg.MaxRunning {
-		s := e.admit()
-		if s == nil {
-			break
-		}
-		if s.importing {
-			continue
-		}
-		take := min(len(s.tokens)-s.computed, budget)
-		steps = append(steps, step{s, take})
-		in[s] = true
-		budget -= take
-	}
-	return steps
 }
 
 // ensurePages grows s's page table to hold n positions, evicting from the
@@ -160,22 +121,16 @@ func (e *Engine) preempt(s *seq) {
 	s.queued = true
 	e.running = slices.DeleteFunc(e.running, func(v *seq) bool { return v == s })
 	e.mu.Lock()
-	e.waiting = slices.Insert(e.waiting, 0, s)
+	e.enqueueLocked(s, true)
 	e.stats.Preemptions++
 	e.mu.Unlock()
 	e.log.Warn("preempted sequence for recompute: KV cache is full", "request", s.req.ID, "tokens", len(s.tokens), "times", s.preempt)
 }
 
-// admit moves the head of the queue into the running set when its pages
-// fit with one page of reserve per running sequence, or returns nil.
-func (e *Engine) admit() *seq {
-	e.mu.Lock()
-	if len(e.waiting) == 0 {
-		e.mu.Unlock()
-		return nil
-	}
-	s := e.waiting[0]
-	e.mu.Unlock()
+// admit moves s from the queue into the running set when its pages fit
+// with one page of reserve per running sequence, and reports whether it
+// did.
+func (e *Engine) admit(s *seq) bool {
 	pt := e.kv.Config().PageTokens
 	var matched []int32
 	if e.pc != nil && !s.req.PromptLogprobs && s.req.Import == nil {
@@ -190,7 +145,7 @@ func (e *Engine) admit() *seq {
 		if len(matched) > 0 {
 			e.kv.Release(matched)
 		}
-		return nil
+		return false
 	}
 	for e.kv.FreeCount() < need && e.pc != nil && e.pc.Evict(need-e.kv.FreeCount()) > 0 {
 	}
@@ -199,17 +154,19 @@ func (e *Engine) admit() *seq {
 		if len(matched) > 0 {
 			e.kv.Release(matched)
 		}
-		return nil
+		return false
 	}
 	s.pages = append(matched, pages...)
 	s.computed = len(matched) * pt
 	first := s.preempt == 0
 	if first {
 		s.cached = s.computed
+		s.admitted = time.Now()
 	}
 	s.queued = false
 	e.mu.Lock()
-	e.waiting = e.waiting[1:]
+	e.waiting = slices.DeleteFunc(e.waiting, func(v *seq) bool { return v == s })
+	e.waitPrefill -= s.waitTokens
 	if first {
 		e.stats.PrefixHitTokens += uint64(s.cached)
 		e.stats.PromptTokens += uint64(s.nPrompt)
@@ -220,7 +177,7 @@ func (e *Engine) admit() *seq {
 		s.importing = true
 		s.req.Import.Allocated(e.kv, slices.Clone(s.pages))
 	}
-	return s
+	return true
 }
 
 // run executes one forward step and hands out its results.
@@ -339,6 +296,9 @@ func (e *Engine) accept(s *seq, tok Token) bool {
 	}
 	s.tokens = append(s.tokens, id)
 	u := Update{Tokens: []Token{tok}, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt}
+	if len(s.tokens)-s.nPrompt == 1 && !s.admitted.IsZero() {
+		u.QueueTime = s.admitted.Sub(s.enqueued)
+	}
 	if s.req.PromptLogprobs && !s.lpDone {
 		u.PromptLogprobs = s.promptLP
 		s.lpDone = true
@@ -423,11 +383,43 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 
 // publish refreshes the gauges in Stats.
 func (e *Engine) publish() {
+	running := 0
+	for _, s := range e.running {
+		running += prefillLeft(s)
+	}
 	e.mu.Lock()
 	e.stats.Waiting = len(e.waiting)
 	e.stats.Running = len(e.running)
 	e.stats.PagesUsed = e.kv.Config().Pages - e.kv.FreeCount()
+	e.stats.PrefillQueueTokens = running
 	e.mu.Unlock()
+}
+
+// prefillLeft is s's prefill work: the tokens it must still compute before
+// it samples from its own prompt (or recomputed history). A decoding
+// sequence, one whose K/V is being imported and a fresh imported one in
+// the queue have none.
+func prefillLeft(s *seq) int {
+	if s.importing || (s.req.Import != nil && s.preempt == 0 && len(s.tokens) == s.nPrompt) {
+		return 0
+	}
+	need := len(s.tokens) - s.computed
+	if s.computed >= s.nPrompt && need <= 1 {
+		return 0 // decoding
+	}
+	return need
+}
+
+// enqueueLocked puts s in the waiting queue (at the front for a preempted
+// sequence) and counts its prefill work. The caller holds e.mu.
+func (e *Engine) enqueueLocked(s *seq, front bool) {
+	s.waitTokens = prefillLeft(s)
+	e.waitPrefill += s.waitTokens
+	if front {
+		e.waiting = slices.Insert(e.waiting, 0, s)
+	} else {
+		e.waiting = append(e.waiting, s)
+	}
 }
 
 func (h *Handle) finishedFlag() bool {

@@ -31,6 +31,24 @@ type Config struct {
 	MaxRunning     int         // sequences in the running batch (default 64)
 	MaxWaiting     int         // queued requests before Submit fails with ErrQueueFull (default 256)
 	PrefixCache    bool        // share full prompt pages between requests
+
+	// ITLTarget, when > 0, bounds each step's prefill tokens so that a step
+	// that carries decoding sequences is predicted to take at most this
+	// long: the inter-token latency a prefill chunk may impose on them.
+	// The prediction comes from an online model of step cost (see
+	// cost.go); steps with nothing decoding take MaxBatchTokens. 0: off.
+	ITLTarget time.Duration
+	// MinPrefillTokens is the prefill every step with prompt work left
+	// carries even when the ITL target is already spent, so prefill always
+	// progresses (default 16, at most MaxBatchTokens).
+	MinPrefillTokens int
+	// AgingTokensPerStep is how fast a sequence's prefill priority
+	// improves while it waits: its remaining prompt tokens minus this
+	// times the steps since it was submitted (default MaxBatchTokens/16).
+	// See sched.go.
+	AgingTokensPerStep int
+
+	hooks *testHooks // the package's tests only
 }
 
 // Request is one sequence to generate. Prompt is already tokenized (BOS
@@ -124,6 +142,10 @@ type Update struct {
 	// Preempted counts the times the sequence lost its pages and was
 	// recomputed (KV cache pressure).
 	Preempted int
+	// QueueTime, in the update that carries the first generated token, is
+	// how long the sequence waited from Submit to its first admission (its
+	// pages allocated); 0 in other updates.
+	QueueTime time.Duration
 }
 
 // Stats is a snapshot of the engine's queues and counters for metrics.
@@ -136,4 +158,12 @@ type Stats struct {
 	Preemptions         uint64
 	Steps               uint64
 	OldestWaiting       time.Duration
+	// PrefillQueueTokens is the prefill work this engine still holds: the
+	// uncomputed prompt tokens of every admitted and waiting sequence
+	// (recompute after preemption included; prefix-cache hits of waiting
+	// sequences are not known yet and count in full). Sequences whose K/V
+	// is imported (Request.Import) count nothing until they are preempted.
+	// Running sequences are counted as of the last step; waiting ones
+	// change at once on Submit.
+	PrefillQueueTokens int
 }

@@ -44,6 +44,9 @@ type fake struct {
 	got       chan legReq  // every generation leg, in arrival order
 	cancelled chan string  // rooms whose leg context ended while gen waited (see waitCancel)
 	conns     atomic.Int64 // connections accepted
+	// count, when set, answers /tokenize with {"count": count(body)}
+	// (a negative count answers 500).
+	count func(body []byte) int
 }
 
 func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.Request, body []byte)) *fake {

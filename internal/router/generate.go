@@ -41,6 +41,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.active.Add(-1)
+	req.decision = rt.decide(r.Context(), req)
 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)
@@ -58,6 +59,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	}
 	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
 		docs: make([]object, req.n), usages: make([]*openai.Usage, req.n), usageChunks: make([]object, req.n)}
+	firstOut := make([]bool, req.n) // a sample's first token reached the client
 	for remaining := req.n; remaining > 0; {
 		select {
 		case rp := <-out:
@@ -66,14 +68,21 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 				cw.fail(rp.err)
 				return
 			}
-			if rp.token && req.stream && !cw.ttftSeen {
-				cw.ttftSeen = true
-				rt.met.ttft.WithLabelValues(ep.name).Observe(time.Since(t0).Seconds())
-			}
 			if err := cw.write(rp); err != nil {
 				cancel(errClientGone)
 				rt.log.Info("client stopped reading; request cancelled", "request", req.requestID, "err", err)
 				return
+			}
+			// Time to first token: the request's arrival to its first token
+			// written to the client (a whole answer's write, unstreamed).
+			if (rp.token || (!req.stream && req.n == 1 && rp.done)) && !firstOut[rp.sample] {
+				firstOut[rp.sample] = true
+				d := time.Since(t0)
+				rt.recs.firstToken(rp.rec, d)
+				if req.stream && !cw.ttftSeen {
+					cw.ttftSeen = true
+					rt.met.ttft.WithLabelValues(ep.name).Observe(d.Seconds())
+				}
 			}
 			if rp.done {
 				remaining--

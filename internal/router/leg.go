@@ -46,7 +46,8 @@ const drainTimeout = time.Second
 // legError is a failed leg: which leg and worker, what kind of failure,
 // and the worker's own error when it sent one.
 type legError struct {
-	leg       Role
+	leg       Role   // the worker's role
+	name      string // the leg's kind (apileg.KindLocal for a local leg); "" means leg's
 	worker    string
 	kind      string        // one of the kind* labels
 	status    int           // the worker's HTTP status for kindStatus, else 0
@@ -58,7 +59,15 @@ type legError struct {
 
 // Error names the leg, the worker and the failure.
 func (e *legError) Error() string {
-	return fmt.Sprintf("%s leg to %s: %s", e.leg, e.worker, e.detail())
+	return fmt.Sprintf("%s leg to %s: %s", e.legName(), e.worker, e.detail())
+}
+
+// legName is the leg's kind: prefill, decode or local.
+func (e *legError) legName() string {
+	if e.name != "" {
+		return e.name
+	}
+	return string(e.leg)
 }
 
 func (e *legError) detail() string {
@@ -110,7 +119,7 @@ func namesAPeer(err error) bool {
 // timeout, else 502. The message names the leg and carries the worker's
 // message, but not the worker's URL (that goes to the log).
 func (e *legError) clientError() *openai.Error {
-	msg := fmt.Sprintf("The %s leg failed: %s", e.leg, e.publicDetail())
+	msg := fmt.Sprintf("The %s leg failed: %s", e.legName(), e.publicDetail())
 	switch {
 	case e.kind == kindTimeout || e.status == http.StatusGatewayTimeout:
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout, Message: msg}
@@ -155,7 +164,8 @@ const (
 type leg struct {
 	rt       *Router
 	w        *worker
-	role     Role
+	role     Role   // the worker's
+	kind     string // the leg's: apileg.KindPrefill, KindDecode or KindLocal
 	rec      *record
 	parent   context.Context // the sample's: ends when the sample no longer listens
 	ctx      context.Context // the leg's: parent, its timeout, its end
@@ -165,11 +175,29 @@ type leg struct {
 	draining atomic.Bool
 	start    time.Time
 	once     sync.Once
+	// timing is the worker's apileg.HeaderTiming, read from its answer's
+	// header by the goroutine running the leg before it ends.
+	timing apileg.Timing
+}
+
+// readTiming records the worker's timing from h (its answer's headers);
+// a malformed value is logged and ignored.
+func (l *leg) readTiming(h http.Header) {
+	v := h.Get(apileg.HeaderTiming)
+	if v == "" {
+		return
+	}
+	t, err := apileg.ParseTiming(v)
+	if err != nil {
+		l.rt.log.Debug("ignoring a worker's leg timing", "worker", l.w.url, "err", err)
+		return
+	}
+	l.timing = t
 }
 
 func (rt *Router) newLeg(parent context.Context, w *worker, role Role, rec *record) *leg {
 	ctx, cancel := context.WithCancelCause(parent)
-	l := &leg{rt: rt, w: w, role: role, rec: rec, parent: parent, ctx: ctx, cancel: cancel, start: time.Now()}
+	l := &leg{rt: rt, w: w, role: role, kind: string(role), rec: rec, parent: parent, ctx: ctx, cancel: cancel, start: time.Now()}
 	l.timer = time.AfterFunc(rt.o.LegTimeout, func() { cancel(errLegSilent) })
 	return l
 }
@@ -197,11 +225,11 @@ func (l *leg) close(err *legError) {
 		l.rt.met.legSeconds.WithLabelValues(l.w.url, string(l.role)).Observe(time.Since(l.start).Seconds())
 		switch {
 		case err == nil:
-			l.rt.recs.legClosed(l.rec, l.role, string(l.role)+"_ok", "")
+			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_ok", "")
 		case err.cancelled:
-			l.rt.recs.legClosed(l.rec, l.role, string(l.role)+"_cancelled", err.detail())
+			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_cancelled", err.detail())
 		default:
-			l.rt.recs.legClosed(l.rec, l.role, string(l.role)+"_failed", err.detail())
+			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_failed", err.detail())
 		}
 	})
 }
@@ -211,7 +239,7 @@ func (l *leg) close(err *legError) {
 // other cancellation is not the worker's failure. Worker failures are
 // counted.
 func (l *leg) fail(kind string, status int, api *openai.Error, cause error) *legError {
-	e := &legError{leg: l.role, worker: l.w.url, kind: kind, status: status, api: api, cause: cause}
+	e := &legError{leg: l.role, name: l.kind, worker: l.w.url, kind: kind, status: status, api: api, cause: cause}
 	if l.ctx.Err() != nil {
 		switch c := context.Cause(l.ctx); {
 		case errors.Is(c, errLegSilent):

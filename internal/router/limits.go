@@ -52,4 +52,13 @@ const (
 	DefaultMaxRequests     = 4096
 	DefaultBreakerFailures = 3
 	DefaultBreakerCooldown = 2 * time.Second
+	// DefaultPDThreshold is `tandem route`'s and `tandem up`'s
+	// --pd-threshold (Options' zero disaggregates everything): prompts
+	// under 128 tokens run locally on a decode worker. A 128-token prefill
+	// costs about 256 ms on one core at 2 ms a token (the 110m model), about
+	// one 250 ms inter-token SLO even if the decode worker ran it in one
+	// step, while the PD path costs only 3-10 ms more than its prefill but
+	// puts the prompt in the prefill workers' queue. See the router's
+	// README for the measurement.
+	DefaultPDThreshold = 128
 )

@@ -26,12 +26,18 @@ type metrics struct {
 	ttft           *prometheus.HistogramVec // endpoint
 	e2e            *prometheus.HistogramVec // endpoint
 	retries        prometheus.Counter
+	pdDecisions    *prometheus.CounterVec   // path, reason: one per attempt
+	ttftPhase      *prometheus.HistogramVec // phase: the workers' parts of a disaggregated request's TTFT
 
 	breakerState       *prometheus.GaugeVec   // worker, role: 0 closed, 1 half open, 2 open
 	breakerTransitions *prometheus.CounterVec // worker, role, to
 }
 
 var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}
+
+// phaseBuckets are finer than latencyBuckets at the low end: a transfer or
+// a first decode step takes milliseconds.
+var phaseBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	wl := []string{"worker", "role"}
@@ -76,6 +82,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Samples sent to another pair because an attempt failed before anything of it reached the client.",
 		}),
 	}
+	m.pdDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tandem_router_pd_decisions_total",
+		Help: "Selective disaggregation: attempts sent as one local leg to a decode worker or disaggregated (prefill and decode legs), by reason (short_prompt, long_prompt, no_prefill_worker, count_failed, threshold_off). A retried sample counts once per attempt.",
+	}, []string{"path", "reason"})
+	m.ttftPhase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "tandem_router_ttft_phase_seconds",
+		Help: "Disaggregated requests answered in full: the phases of their time to first token as the workers report them " +
+			"(queue: arrival at the prefill worker to admission; prefill: admission to first token; transfer: first token to " +
+			"decode's acknowledgement of the KV; first_decode: decode resuming to its first token sent).",
+		Buckets: phaseBuckets,
+	}, []string{"phase"})
 	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tandem_router_worker_breaker_state",
 		Help: "Each worker's circuit breaker: 0 closed (picked), 1 half open (one probe leg out), 2 open (out after failed legs).",
@@ -85,7 +102,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Circuit breaker state changes per worker, by the state entered (open, half_open, closed).",
 	}, []string{"worker", "role", "to"})
 	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.workerInflight,
-		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries, m.breakerState, m.breakerTransitions} {
+		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries, m.pdDecisions, m.ttftPhase, m.breakerState, m.breakerTransitions} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register router metrics: %w", err)
 		}

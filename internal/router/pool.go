@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,10 @@ type WorkerStatus struct {
 	PagesUsed  int    `json:"pages_used"`
 	PagesTotal int    `json:"pages_total"`
 	RoomsLive  int    `json:"rooms_live"`
+	// PrefillQueueTokens is the prompt tokens the worker's engine has
+	// still to compute (queued and partly computed prompts); nil when the
+	// worker does not report it. The router picks prefill workers by it.
+	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
 	// TransferAddr is the worker's transfer address now. A prefill worker
 	// that restarted listens on a new one; the router notices here.
 	TransferAddr string `json:"transfer_addr,omitempty"`
@@ -61,6 +66,8 @@ type worker struct {
 	haveStatus     bool
 	inflight       int // the router's legs on this worker now
 	inflightAtPoll int // inflight when status was read
+	sentTokens     int // prompt tokens of the prefill legs the router sent, in all
+	tokensAtPoll   int // sentTokens when status was read
 	transferAddr   string
 	model          string
 	infoProblem    string  // the last /pd/info failure, logged once
@@ -75,6 +82,17 @@ func (w *worker) load() int {
 		return w.inflight
 	}
 	return max(0, w.status.Waiting+w.status.Running+w.inflight-w.inflightAtPoll)
+}
+
+// queuedTokens is the worker's reported prefill queue plus the prompt
+// tokens of the legs the router sent since that report (an over-estimate
+// until the next report: legs finished since are not taken off), and
+// whether the worker reports it at all. Callers hold pool.mu.
+func (w *worker) queuedTokens() (int, bool) {
+	if !w.haveStatus || w.status.PrefillQueueTokens == nil {
+		return 0, false
+	}
+	return max(0, *w.status.PrefillQueueTokens+w.sentTokens-w.tokensAtPoll), true
 }
 
 // pool holds the workers of both roles. It is safe for concurrent use.
@@ -138,20 +156,49 @@ func publicError(err error) string {
 // (release undoes that). A worker picked while its breaker is open (past
 // its cool-down) gets the one half-open probe leg.
 func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
+	return p.pickFor(role, exclude, avoid, 0)
+}
+
+// pickFor is pick for a leg whose prompt has tokens tokens (0: unknown).
+// Prefill workers are ranked by their queued prefill tokens, then by load,
+// when every candidate reports its queue; otherwise (and for decode
+// workers) by load alone. The picked prefill worker's queue grows by
+// tokens until its next report.
+func (p *pool) pickFor(role Role, exclude, avoid []*worker, tokens int) (*worker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	var best []*worker
-	bestLoad, bestAvoided := 0, true
+	var cands []*worker
+	byTokens := role == RolePrefill
 	for _, w := range p.byRo[role] {
 		if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
 			continue
 		}
-		l, avoided := w.load(), containsWorker(avoid, w)
-		switch {
-		case len(best) == 0 || (bestAvoided && !avoided) || (avoided == bestAvoided && l < bestLoad):
-			best, bestLoad, bestAvoided = append(best[:0], w), l, avoided
-		case avoided == bestAvoided && l == bestLoad:
+		cands = append(cands, w)
+		if _, ok := w.queuedTokens(); !ok {
+			byTokens = false
+		}
+	}
+	// key orders candidates: avoided last, then fewer queued tokens (when
+	// ranked by them), then less load.
+	key := func(w *worker) [3]int {
+		k := [3]int{0, 0, w.load()}
+		if containsWorker(avoid, w) {
+			k[0] = 1
+		}
+		if byTokens {
+			k[1], _ = w.queuedTokens()
+		}
+		return k
+	}
+	var best []*worker
+	var bestKey [3]int
+	for _, w := range cands {
+		k := key(w)
+		switch c := cmpKey(k, bestKey); {
+		case len(best) == 0 || c < 0:
+			best, bestKey = append(best[:0], w), k
+		case c == 0:
 			best = append(best, w)
 		}
 	}
@@ -165,8 +212,21 @@ func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
 		w.br.probing = true
 	}
 	w.inflight++
+	if role == RolePrefill {
+		w.sentTokens += max(0, tokens)
+	}
 	p.met.workerInflight.WithLabelValues(w.url, string(role)).Set(float64(w.inflight))
 	return w, nil
+}
+
+// cmpKey compares two pick keys element by element.
+func cmpKey(a, b [3]int) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return cmp.Compare(a[i], b[i])
+		}
+	}
+	return 0
 }
 
 // noWorkerError is a pick that found no worker: Error names each worker
@@ -291,8 +351,12 @@ func (p *pool) debugWorkers() []debugdoc.Worker {
 	defer p.mu.Unlock()
 	var out []debugdoc.Worker
 	for _, w := range append(append([]*worker(nil), p.byRo[RolePrefill]...), p.byRo[RoleDecode]...) {
-		out = append(out, debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
-			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight})
+		dw := debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
+			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight}
+		if n, ok := w.queuedTokens(); ok {
+			dw.PrefillQueueTokens = &n
+		}
+		out = append(out, dw)
 	}
 	return out
 }
@@ -327,6 +391,7 @@ type probe struct {
 	info      *WorkerInfo
 	infoErr   error
 	inflight  int // the router's legs on the worker when status was read
+	sent      int // its sentTokens then
 }
 
 // check runs one health round over every worker, concurrently, and waits
@@ -352,7 +417,7 @@ func (p *pool) probe(ctx context.Context, c *http.Client, w *worker, timeout tim
 		return pr
 	}
 	p.mu.Lock()
-	pr.inflight = w.inflight
+	pr.inflight, pr.sent = w.inflight, w.sentTokens
 	needInfo := w.role == RolePrefill && w.transferAddr == ""
 	p.mu.Unlock()
 	var st WorkerStatus
@@ -401,7 +466,7 @@ func (p *pool) apply(w *worker, pr probe) {
 		w.fails, w.healthy, w.problem = 0, true, ""
 		w.haveStatus = pr.status != nil
 		if pr.status != nil {
-			w.status, w.inflightAtPoll = *pr.status, pr.inflight
+			w.status, w.inflightAtPoll, w.tokensAtPoll = *pr.status, pr.inflight, pr.sent
 			if a := pr.status.TransferAddr; w.role == RolePrefill && a != "" && w.transferAddr != "" && a != w.transferAddr {
 				p.log.Warn("prefill worker's transfer address changed (it restarted); using the new one",
 					"worker", w.url, "old", w.transferAddr, "new", a)

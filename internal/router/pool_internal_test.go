@@ -140,3 +140,65 @@ func TestRoomIDsAreUniqueHex(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// prefillPool is a pool of healthy prefill workers.
+func prefillPool(t *testing.T, urls ...string) *pool {
+	t.Helper()
+	met, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(slog.New(slog.NewTextHandler(io.Discard, nil)), met, breakerConfig{threshold: 3, cooldown: time.Second, now: time.Now}, urls, []string{"http://d"})
+	for _, w := range p.byRo[RolePrefill] {
+		w.healthy = true
+	}
+	return p
+}
+
+func intp(n int) *int { return &n }
+
+// TestPickPrefillByQueuedTokens: prefill workers are ranked by their
+// reported prefill queue, not by open legs: a worker with one long prompt
+// queued loses to one with several short ones; the tokens sent since the
+// report count; equal queues fall back to load.
+func TestPickPrefillByQueuedTokens(t *testing.T) {
+	p := prefillPool(t, "http://a", "http://b")
+	a, b := p.byRo[RolePrefill][0], p.byRo[RolePrefill][1]
+	a.haveStatus, a.status = true, WorkerStatus{Running: 1, PrefillQueueTokens: intp(1000)} // one long prompt
+	b.haveStatus, b.status = true, WorkerStatus{Running: 3, Waiting: 2, PrefillQueueTokens: intp(150)}
+	w, err := p.pickFor(RolePrefill, nil, nil, 600)
+	if err != nil || w != b {
+		t.Fatalf("pick = %v, %v; want b (150 queued tokens against 1000, though b has more legs)", w, err)
+	}
+	// b now holds 150+600 since its report: still under a's 1000.
+	if w, _ = p.pickFor(RolePrefill, nil, nil, 600); w != b {
+		t.Errorf("second pick = %s, want b (750 < 1000)", w.url)
+	}
+	// 1350 > 1000: a's turn.
+	if w, _ = p.pickFor(RolePrefill, nil, nil, 10); w != a {
+		t.Errorf("third pick = %s, want a (1000 < 1350)", w.url)
+	}
+	// A report resets what was sent since.
+	p.apply(b, probe{status: &WorkerStatus{PrefillQueueTokens: intp(0)}, inflight: b.inflight, sent: b.sentTokens})
+	if n, _ := b.queuedTokens(); n != 0 {
+		t.Errorf("b's queue after a report of 0 = %d, want 0", n)
+	}
+	// Ties on tokens: fewer open legs wins.
+	a.status.PrefillQueueTokens, a.sentTokens, a.tokensAtPoll = intp(0), 0, 0
+	a.inflight, a.inflightAtPoll, b.inflight, b.inflightAtPoll = 5, 0, 0, 0
+	if w, _ = p.pickFor(RolePrefill, nil, nil, 0); w != b {
+		t.Errorf("tied queues: pick = %s, want b (no open legs against 5)", w.url)
+	}
+}
+
+// TestPickPrefillFallsBackToLoad: when a candidate does not report its
+// queue, every prefill worker is ranked by load as before.
+func TestPickPrefillFallsBackToLoad(t *testing.T) {
+	p := prefillPool(t, "http://a", "http://b")
+	a, b := p.byRo[RolePrefill][0], p.byRo[RolePrefill][1]
+	a.haveStatus, a.status = true, WorkerStatus{Running: 0, PrefillQueueTokens: intp(5000)}
+	b.haveStatus, b.status = true, WorkerStatus{Running: 3} // an older worker: no queue reported
+	if w, _ := p.pickFor(RolePrefill, nil, nil, 10); w != a {
+		t.Errorf("pick = %s, want a (load 0 against 3: b does not report its queue, so queues are ignored)", w.url)
+	}
+}

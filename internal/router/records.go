@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
 )
 
@@ -28,7 +29,11 @@ type record struct {
 	legDeadline               map[Role]time.Time // open legs only
 	bytes                     int64
 	history                   []debugdoc.Transition
-	dropped                   int // history entries over historyMax
+	dropped                   int      // history entries over historyMax
+	dec                       decision // the attempt's path (set at open, never changed)
+	ttft                      time.Duration
+	haveTTFT                  bool
+	timing                    apileg.Timing // the workers' phases (prefill's and decode's merged)
 }
 
 // records keeps live rooms and a ring of the most recently finished ones.
@@ -46,12 +51,16 @@ func newRecords(finishedMax int, now func() time.Time) *records {
 	return &records{now: now, live: map[string]*record{}, ring: make([]*record, 0, finishedMax), size: finishedMax}
 }
 
-// open starts a record in state dispatched with both legs open.
-func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time) *record {
+// open starts a record in state dispatched with its legs open: both, or
+// for a local attempt (prefill "") the decode worker's alone.
+func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time, dec decision) *record {
 	now := rs.now()
 	r := &record{room: room, requestID: requestID, endpoint: endpoint, prefill: prefill, decode: decode,
-		start: now, state: stateDispatched, requestDeadline: requestDeadline,
-		legDeadline: map[Role]time.Time{RolePrefill: now.Add(legTimeout), RoleDecode: now.Add(legTimeout)}}
+		start: now, state: stateDispatched, requestDeadline: requestDeadline, dec: dec,
+		legDeadline: map[Role]time.Time{RoleDecode: now.Add(legTimeout)}}
+	if prefill != "" {
+		r.legDeadline[RolePrefill] = now.Add(legTimeout)
+	}
 	r.history = append(r.history, debugdoc.Transition{From: "", To: stateDispatched, Event: "dispatched"})
 	rs.mu.Lock()
 	rs.live[room] = r
@@ -111,6 +120,24 @@ func (rs *records) delivered(r *record) {
 	}
 }
 
+// firstToken records the request's time to first token for r's sample
+// (nil r: nothing).
+func (rs *records) firstToken(r *record, d time.Duration) {
+	if r == nil {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r.ttft, r.haveTTFT = d, true
+}
+
+// setTiming records the workers' phase timings of r.
+func (rs *records) setTiming(r *record, t apileg.Timing) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r.timing = t
+}
+
 // finish ends a record (done, or failed with a reason) and moves it to the
 // ring of finished records. A second finish is ignored.
 func (rs *records) finish(r *record, ok bool, reason string) {
@@ -147,6 +174,8 @@ func phaseLocked(r *record) string {
 		return "prefill+decode"
 	case p:
 		return "prefill"
+	case d && r.prefill == "":
+		return "local"
 	case d:
 		return "decode"
 	}
@@ -184,7 +213,7 @@ func (rs *records) snapshot() []debugdoc.Room {
 func roomLocked(r *record, now time.Time) debugdoc.Room {
 	room := debugdoc.Room{ID: r.room, RequestID: r.requestID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
 		Prefill: r.prefill, Decode: r.decode, AgeMS: millis(now.Sub(r.start)), Bytes: r.bytes,
-		History: slices.Clone(r.history)}
+		History: slices.Clone(r.history), Decision: r.dec.doc(), Phases: phasesLocked(r)}
 	if r.state != stateDone && r.state != stateFailed {
 		d := r.requestDeadline
 		for _, ld := range r.legDeadline {
@@ -202,6 +231,27 @@ func roomLocked(r *record, now time.Time) debugdoc.Room {
 			Event: "history_truncated", Reason: "more transitions than the history keeps"})
 	}
 	return room
+}
+
+// phasesLocked renders r's time to first token and its phases (nil when
+// nothing is known yet). Callers hold mu.
+func phasesLocked(r *record) *debugdoc.Phases {
+	ms := func(d *time.Duration) *float64 {
+		if d == nil {
+			return nil
+		}
+		v := millis(*d)
+		return &v
+	}
+	p := &debugdoc.Phases{QueueMS: ms(r.timing.Queue), PrefillMS: ms(r.timing.Prefill), TransferMS: ms(r.timing.Transfer),
+		FirstDecodeMS: ms(r.timing.FirstDecode)}
+	if r.haveTTFT {
+		p.TTFTMS = ms(&r.ttft)
+	}
+	if *p == (debugdoc.Phases{}) {
+		return nil
+	}
+	return p
 }
 
 // millis is d in milliseconds, to the microsecond.

@@ -40,7 +40,8 @@ type clientRequest struct {
 	wantPromptLogprobs bool
 	echoLogprobs       bool // completions with echo and logprobs: the legacy block starts with the prompt
 	requestID          string
-	mergedID           string // id of the merged answer when n > 1
+	mergedID           string   // id of the merged answer when n > 1
+	decision           decision // selective disaggregation's choice, made once for every sample
 }
 
 // parseRequest reads the members the router acts on; requestID is the

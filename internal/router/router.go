@@ -80,6 +80,16 @@ type Options struct {
 	// router to the workers' /pd/* and /debug/*; the router's own /debug/*
 	// then requires their credential. nil: nothing signed or required.
 	LegKeys *apileg.Keys
+	// PDThreshold is selective disaggregation's threshold in prompt
+	// tokens: a request whose prompt has fewer runs as one local leg on a
+	// decode worker (which prefills it in its own batch); one with at least
+	// this many, or whose size is unknown, is disaggregated. When no prefill
+	// worker can be picked, a request runs locally whatever its length.
+	// Unlike the other fields, 0 is not replaced by a default: it
+	// disaggregates every request (and a failed prefill pick fails the
+	// request), as the router did before; `tandem route` defaults to
+	// DefaultPDThreshold. See disagg.go for how prompts are counted.
+	PDThreshold int
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -200,6 +210,9 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("new router: the breaker failure count is negative (%d)", o.BreakerFailures)
 	case o.BreakerFailures == 0:
 		o.BreakerFailures = DefaultBreakerFailures
+	}
+	if o.PDThreshold < 0 {
+		return fmt.Errorf("new router: the disaggregation threshold is negative (%d tokens); 0 disaggregates every request", o.PDThreshold)
 	}
 	switch {
 	case o.FinishedRecords < 0:
@@ -352,7 +365,9 @@ type roleCount struct {
 }
 
 // serveHealth answers 200 when at least one worker of each role is
-// healthy, else 503 with the reason.
+// healthy (with selective disaggregation on, a healthy decode worker is
+// enough: the reason says that prefill workers are missing), else 503 with
+// the reason.
 func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 	doc := healthDoc{Status: "ok",
 		Prefill: roleCount{rt.pool.healthyCount(RolePrefill), len(rt.pool.byRo[RolePrefill])},
@@ -363,6 +378,12 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	if doc.Decode.Healthy == 0 {
 		missing = append(missing, "decode")
+	}
+	if len(missing) == 1 && missing[0] == "prefill" && rt.o.PDThreshold > 0 {
+		// Selective disaggregation runs every request on decode workers.
+		doc.Reason = "no healthy prefill worker: every request runs as a local leg on a decode worker"
+		httpx.WriteJSON(w, http.StatusOK, doc)
+		return
 	}
 	if len(missing) > 0 {
 		doc.Status = "unavailable"

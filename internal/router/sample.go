@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tandem/internal/api/httpx"
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 )
 
@@ -24,7 +25,8 @@ type reply struct {
 	doc         object        // n > 1, not streamed: the sample's answer, choices re-indexed
 	usage       *openai.Usage // n > 1, streamed: the sample's usage chunk, if it sent one
 	usageChunk  object        // n > 1, streamed: that chunk, as a template for the merged one
-	token       bool          // data carries the sample's first token (for TTFT)
+	token       bool          // data carries a token (for TTFT)
+	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
 	err         *openai.Error // the sample failed; nothing else is set
 }
@@ -104,10 +106,22 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 	}
 }
 
-// attempt sends sample s to one pair and follows it to its end.
+// attempt sends sample s to one pair (or, when the request's decision
+// is local, or no prefill worker can be picked and selective
+// disaggregation is on, as one local leg to a decode worker) and follows
+// it to its end.
 func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
-	p, err := rt.pool.pick(RolePrefill, exclude, avoid)
+	dec := s.req.decision
+	if dec.path == pathLocal {
+		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
+	}
+	p, err := rt.pool.pickFor(RolePrefill, exclude, avoid, max(0, dec.tokens))
 	if err != nil {
+		if errors.Is(err, errNoWorker) && rt.o.PDThreshold > 0 {
+			rt.log.Info("no prefill worker can be picked; the sample runs on a decode worker alone",
+				"request", s.req.requestID, "sample", s.i, "err", err)
+			return rt.attemptLocal(ctx, s, dec.withPath(pathLocal, reasonNoPrefill), exclude, avoid)
+		}
 		return rt.pickFailed(s, err)
 	}
 	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
@@ -126,9 +140,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
 		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
 	}
+	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline)
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline, dec)
 	sctx, scancel := context.WithCancelCause(ctx)
 	pl := rt.newLeg(sctx, p, RolePrefill, rec)
 	dl := rt.newLeg(sctx, d, RoleDecode, rec)
@@ -137,10 +152,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		pch <- rt.runPrefill(pl, s.req.ep.path, s.prefill, s.req.wantPromptLogprobs, withLeg(common, RolePrefill, ""))
+		pch <- rt.runPrefill(pl, s.req.ep.path, s.prefill, s.req.wantPromptLogprobs, withLeg(common, apileg.KindPrefill, ""))
 	})
 	wg.Go(func() {
-		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, RoleDecode, addr), dch)
+		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, apileg.KindDecode, addr), dch)
 	})
 	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
 	le := f.follow(ctx, pch, dch)
@@ -154,8 +169,62 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
+	if le == nil && f.answered {
+		dt := dl.timing // a whole answer's header
+		if f.timing != nil {
+			dt = *f.timing // a stream's comment
+		}
+		rt.phases(rec, pl.timing, dt)
+	}
+	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
+	if le != nil && le.leg == RoleDecode {
+		res.failed, res.partner = res.partner, res.failed
+	}
+	return rt.ended(ctx, s, rec, f, le, res)
+}
 
+// attemptLocal sends sample s as one local leg to a decode worker, which
+// runs the whole request (its prefill included), and follows it to its
+// end. It fails, is retried and is cancelled as a decode leg is; the
+// client's prompt logprobs come in the worker's own answer.
+func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*worker) attemptResult {
+	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
+	if err != nil {
+		return rt.pickFailed(s, err)
+	}
+	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
+	room := newRoomID()
+	deadline, _ := ctx.Deadline()
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.url, rt.o.LegTimeout, deadline, dec)
+	sctx, scancel := context.WithCancelCause(ctx)
+	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	dl.kind = apileg.KindLocal
+	dch := make(chan decodeEvent)
+	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, apileg.KindLocal, ""), dch)
+	})
+	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
+	le := f.follow(ctx, nil, dch)
+	if le != nil {
+		scancel(le)
+	}
+	wg.Wait()
+	scancel(errSampleEnded)
+	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*worker{d}})
+}
+
+// ended closes an attempt's record and turns its failure le (nil: it was
+// answered, or the request ended) into its result; res names the workers
+// not to pick again (failed) and to avoid (partner) on a retry.
+func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult) attemptResult {
 	switch {
+	case le == nil && f.answered:
+		// The whole answer went to the writer; the request ending since
+		// (the client closing once it read [DONE]) does not undo that.
+		rt.recs.finish(rec, true, "")
+		return attemptResult{}
 	case ctx.Err() != nil:
 		rt.recs.finish(rec, false, reasonFor(context.Cause(ctx)))
 		return attemptResult{}
@@ -163,10 +232,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		rt.recs.finish(rec, true, "")
 		return attemptResult{}
 	}
-	res := attemptResult{err: le.clientError(), failed: []*worker{p}, partner: []*worker{d}}
-	if le.leg == RoleDecode {
-		res.failed, res.partner = res.partner, res.failed
-	}
+	res.err = le.clientError()
 	res.retry = retryable(le, f.delivered)
 	reason := le.Error()
 	if res.retry {
@@ -177,8 +243,8 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if le.clientFault() {
 		level = slog.LevelInfo // the worker refused the request: the client's doing, not a failure
 	}
-	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", room, "sample", s.i,
-		"leg", le.leg, "worker", le.worker, "err", le)
+	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", rec.room, "sample", s.i,
+		"leg", le.legName(), "worker", le.worker, "err", le)
 	return res
 }
 
@@ -212,8 +278,11 @@ func reasonFor(cause error) string {
 	return cause.Error()
 }
 
-func withLeg(common map[string]string, role Role, prefillAddr string) map[string]string {
-	h := map[string]string{HeaderLeg: string(role)}
+// withLeg returns the headers of a leg of kind (apileg.KindPrefill,
+// KindDecode or KindLocal): common's, the kind and, for a decode leg, the
+// prefill worker's transfer address.
+func withLeg(common map[string]string, kind string, prefillAddr string) map[string]string {
+	h := map[string]string{HeaderLeg: kind}
 	for k, v := range common {
 		h[k] = v
 	}
@@ -248,6 +317,7 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 		return prefillResult{err: le}
 	}
 	defer resp.Body.Close()
+	l.readTiming(resp.Header)
 	b, err := httpx.ReadAllMax(resp.Body, legBodyBytesMax)
 	if err != nil {
 		return prefillResult{err: l.fail(kindStream, 0, nil, err)}
@@ -303,6 +373,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			fail(l.fail(kindStream, 0, nil, err))
 			return
 		}
+		l.readTiming(resp.Header)
 		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), end: true})
 		return
 	}
@@ -341,6 +412,8 @@ type follower struct {
 	plp          json.RawMessage // prefill's prompt logprobs, once it answered
 	seenData     bool            // a data event went out (the first gets the prompt logprobs)
 	delivered    bool            // part of decode's answer went to the writer
+	answered     bool            // the end of decode's answer went to the writer
+	timing       *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage        *openai.Usage
 	usageTpl     object
 }
@@ -350,8 +423,10 @@ type follower struct {
 // client wants prompt logprobs, decode's answer waits for prefill's. A
 // prefill failure after decode's answer began does not fail the sample:
 // decode could only answer once the KV had arrived.
+//
+// A local attempt has no prefill leg: pch is nil.
 func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-chan decodeEvent) *legError {
-	prefillDone := false
+	prefillDone := pch == nil
 	for {
 		din := dch
 		if f.s.req.wantPromptLogprobs && !prefillDone {
@@ -383,6 +458,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 				return le
 			}
 			if r != nil {
+				r.rec = f.rec
 				if !f.s.send(ctx, *r) {
 					return nil
 				}
@@ -390,6 +466,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 				f.rt.recs.delivered(f.rec)
 			}
 			if de.end {
+				f.answered = true
 				if !prefillDone {
 					f.awaitPrefill(ctx, pch)
 				}
@@ -419,6 +496,9 @@ func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
 func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
 	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
 	le := &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	if f.rec.dec.path == pathLocal {
+		le.name = apileg.KindLocal
+	}
 	if legOutcome(le) == outcomeFailure {
 		f.rt.pool.failed(f.decodeWorker, le.Error())
 	}
@@ -436,6 +516,12 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	}
 	ev := de.ev
 	merged := req.n > 1
+	if v, ok := apileg.TimingFromComment(ev.raw); ok && !ev.hasData {
+		if t, err := apileg.ParseTiming(v); err == nil {
+			f.timing = &t
+		}
+		return nil, nil // the router's, not the client's
+	}
 	if !ev.hasData {
 		if merged {
 			return nil, nil // comments of n streams would only interleave
@@ -544,8 +630,8 @@ func isUsageChunk(obj object) bool {
 }
 
 // carriesToken reports whether a streamed chunk carries generated text
-// (content, or reasoning_content from a worker's reasoning parser) or a
-// finish reason (a chat stream's opening chunk, with the role only, does
+// (content, reasoning_content from a worker's reasoning parser, or
+// tool_calls from its tool-call parser) or a finish reason (a chat stream's opening chunk, with the role only, does
 // not).
 func carriesToken(obj object) bool {
 	raw, ok := obj.get("choices")
@@ -555,8 +641,9 @@ func carriesToken(obj object) bool {
 	var choices []struct {
 		Text  *string `json:"text"`
 		Delta *struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
+			Content          *string           `json:"content"`
+			ReasoningContent *string           `json:"reasoning_content"`
+			ToolCalls        []json.RawMessage `json:"tool_calls"`
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	}
@@ -565,7 +652,8 @@ func carriesToken(obj object) bool {
 	}
 	for _, c := range choices {
 		if (c.Text != nil && *c.Text != "") || (c.Delta != nil && c.Delta.Content != nil && *c.Delta.Content != "") ||
-			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") || c.FinishReason != nil {
+			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") ||
+			(c.Delta != nil && len(c.Delta.ToolCalls) > 0) || c.FinishReason != nil {
 			return true
 		}
 	}

@@ -17,6 +17,14 @@ import (
 func (f *fake) tokenizer(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.got <- legReq{path: r.URL.Path, body: body, hdr: r.Header.Clone()}
+	if f.count != nil && r.URL.Path == "/tokenize" {
+		if n := f.count(body); n >= 0 {
+			writeJSONBody(w, http.StatusOK, fmt.Sprintf(`{"count":%d,"max_model_len":8192,"tokens":[]}`, n))
+		} else {
+			writeJSONBody(w, http.StatusInternalServerError, `{"error":{"message":"tokenizer broke","type":"server_error"}}`)
+		}
+		return
+	}
 	if strings.Contains(string(body), `"nope"`) {
 		writeJSONBody(w, http.StatusNotFound, `{"error":{"message":"The model \"nope\" does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`)
 		return

@@ -54,7 +54,7 @@ func (b *engineBackend) Submit(ctx context.Context, req engine.Request) (Stream,
 	if err != nil {
 		return nil, err // not a nil *Handle in a non-nil interface
 	}
-	return h, nil
+	return &stepStream{Stream: h}, nil // one token per Next: one chunk per engine step
 }
 
 func (b *engineBackend) Stats() engine.Stats             { return b.e.Stats() }

@@ -102,8 +102,9 @@ func (c *ChatTemplate) Render(msgs []openai.Message, addGenerationPrompt bool) (
 	return c.RenderInput(ChatInput{Messages: messagesJSON(msgs), AddGenerationPrompt: addGenerationPrompt})
 }
 
-// messagesJSON writes msgs as the JSON array of {"role","content"} objects
-// a template renders.
+// messagesJSON writes msgs as the JSON array of message objects a
+// template renders ({"role","content"}, and the tool members: see
+// writeMessage).
 func messagesJSON(msgs []openai.Message) json.RawMessage {
 	var b strings.Builder
 	b.WriteByte('[')
@@ -111,9 +112,7 @@ func messagesJSON(msgs []openai.Message) json.RawMessage {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		role, _ := json.Marshal(m.Role)
-		content, _ := json.Marshal(m.Content)
-		b.WriteString(`{"role":` + string(role) + `,"content":` + string(content) + `}`)
+		writeMessage(&b, m)
 	}
 	b.WriteByte(']')
 	return json.RawMessage(b.String())

@@ -34,10 +34,11 @@ type choiceState struct {
 	runes    int // runes in text
 	released int
 	safe     int
-	pending  []tokenRec // tokens not yet handed out, in order
-	tokens   int        // completion tokens consumed
-	stopped  bool       // a stop string matched at safe
-	ended    bool       // no more text will come
+	pending  []tokenRec       // tokens not yet handed out, in order
+	tokens   int              // completion tokens consumed
+	stopped  bool             // a stop string matched at safe
+	keep     map[int32]string // control tokens decoded as this text instead of nothing
+	ended    bool             // no more text will come
 }
 
 func newChoiceState(dec *tokenizer.Decoder, stops []string) *choiceState {
@@ -55,7 +56,7 @@ func (c *choiceState) add(t engine.Token) bool {
 		return c.stopped
 	}
 	start, runeStart := len(c.text), c.runes
-	c.appendText(c.dec.Add(t.ID))
+	c.appendText(c.dec.Add(t.ID) + c.keep[t.ID])
 	c.pending = append(c.pending, tokenRec{Token: t, start: start, end: len(c.text), runeStart: runeStart})
 	c.tokens++
 	c.scan()

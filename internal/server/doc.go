@@ -67,6 +67,16 @@
 //     order.
 //   - A reasoning parser (Options.ReasoningParser; auto for templates that
 //     write <think>) splits chat output into reasoning_content and content.
+//   - Tool calling (tools.go; Options.ToolCallParser, auto from the
+//     template): tools go to the template; tool_choice auto parses the
+//     content into tool calls in the model's syntax (package toolcall),
+//     constrained by a grammar when a tool is strict; required and a named
+//     function constrain the output to calls (after an optional reasoning
+//     block when the reasoning parser is on); none renders the tools and
+//     parses nothing. Answers carry message.tool_calls (content null when
+//     only calls), streams delta.tool_calls with incremental arguments;
+//     finish_reason is tool_calls when a call was made and generation
+//     stopped normally.
 //   - Logprobs: the chosen token's logprob always, TopLogprobs alternatives
 //     when asked. Completions use the legacy shape (tokens, token_logprobs,
 //     top_logprobs maps, text_offset in runes of the returned text); chat

@@ -9,6 +9,7 @@ import (
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
+	"tandem/internal/api/toolcall"
 	"tandem/internal/engine/tokenizer"
 )
 
@@ -160,9 +161,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.b.Tokenizer()
-	prompt, text, err := s.chat.promptInput(tok, ChatInput{Messages: messagesJSON(req.Messages), AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
+	prompt, text, err := s.chat.promptInput(tok, ChatInput{Messages: messagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
+		return
+	}
+	tp, e := s.planTools(r.Context(), req, text)
+	if e != nil {
+		httpx.WriteError(w, e)
 		return
 	}
 	req.Stop = append(req.Stop[:len(req.Stop):len(req.Stop)], s.chat.stops...)
@@ -181,6 +187,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	enc := &chatEncoder{tok: tok, logprobs: req.Logprobs, fingerprint: s.o.SystemFingerprint}
 	if s.think {
 		enc.think, enc.thinkOpen = true, promptOpensThink(text)
+	}
+	if e := s.applyTools(tp, p, enc); e != nil {
+		httpx.WriteError(w, e)
+		return
 	}
 	s.generate(w, r, p, enc, t0)
 }
@@ -298,6 +308,8 @@ type chatEncoder struct {
 	think       bool                 // split reasoning from content
 	thinkOpen   bool                 // the prompt left a <think> block open
 	parsers     map[int]*thinkParser // streaming: each choice's parser
+	toolFormat  toolcall.Format      // "": no tool-call parsing
+	toolParsers map[int]*toolcall.Parser
 }
 
 // parser returns choice i's reasoning parser.
@@ -370,11 +382,15 @@ func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 		}
 		text = c
 	}
+	finish := pc.finish
+	if e.toolFormat != "" {
+		text, d.ToolCalls, finish = e.streamTools(pc, text)
+	}
 	if text != "" {
 		d.Content = &text
 	}
 	return e.chunkDoc(p, []openai.ChatChunkChoice{{Index: pc.index, Delta: d, Logprobs: e.content(pc.toks),
-		FinishReason: finishPtr(pc.finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(pc.index), pc.plp)}}, nil)
+		FinishReason: finishPtr(finish), PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(pc.index), pc.plp)}}, nil)
 }
 
 func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) any {
@@ -388,9 +404,13 @@ func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) a
 				msg.ReasoningContent = &r
 			}
 		}
+		finish := cr.finish
+		if e.toolFormat != "" {
+			finish = e.answerTools(&msg, finish)
+		}
 		choices[i] = openai.ChatChoice{Index: i,
 			Message:  msg,
-			Logprobs: e.content(cr.toks), FinishReason: finishPtr(cr.finish),
+			Logprobs: e.content(cr.toks), FinishReason: finishPtr(finish),
 			PromptLogprobs: promptLogprobsDoc(e.tok, p.promptOf(i), cr.plp)}
 	}
 	return &openai.ChatResponse{ID: p.id, Object: openai.ObjectChatCompletion, Created: p.created, Model: p.model,

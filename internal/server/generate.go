@@ -38,6 +38,9 @@ type genPlan struct {
 	// or echo with logprobs); the engine is asked for them except on a
 	// router's decode leg.
 	promptLogprobs bool
+	// keep maps control tokens whose text the output keeps (tool-call
+	// markers the parser reads) to that text.
+	keep map[int32]string
 }
 
 // promptOf returns choice i's prompt.
@@ -235,6 +238,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 			wantPLP = len(p.promptOf(i))
 		}
 		c := newChoiceState(tok.NewContinuationDecoder(), p.stops)
+		c.keep = p.keep
 		wg.Go(func() { s.follow(ctx, i, st, c, wantPLP, out, t0) })
 	}
 
@@ -317,14 +321,18 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		if p.includeUsage && sw.send(enc.usageChunk(p, u)) != nil {
 			return
 		}
+		if writeLegTiming(w, sw, streams) != nil { // a router leg's worker timings (leg.HeaderTiming)
+			return
+		}
 		if sw.done() != nil {
 			return
 		}
 	} else {
+		writeLegTiming(w, nil, streams)
 		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 		httpx.WriteJSON(w, http.StatusOK, enc.answer(p, res, u))
 	}
-	s.met.e2e.WithLabelValues(p.endpoint).Observe(time.Since(t0).Seconds())
+	s.met.requestDone(p.endpoint, time.Since(t0))
 }
 
 // streamError maps a failure during generation to an API error.
@@ -362,7 +370,7 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 		s.met.finished.WithLabelValues(string(engine.FinishError)).Inc()
 		send(piece{final: true, err: err})
 	}
-	var last time.Time
+	var first, last time.Time
 	for {
 		u, err := st.Next(ctx)
 		if ctx.Err() != nil {
@@ -386,13 +394,14 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 		if k := len(u.Tokens); k > 0 {
 			now := time.Now()
 			if last.IsZero() {
-				s.met.ttft.Observe(now.Sub(t0).Seconds())
+				s.met.firstToken(now.Sub(t0), u.QueueTime)
+				first = now
 				k--
 			}
 			if k > 0 && !last.IsZero() {
 				gap := now.Sub(last).Seconds() / float64(k)
 				for range k {
-					s.met.itl.Observe(gap)
+					s.met.interToken(gap)
 				}
 			}
 			last = now
@@ -409,12 +418,14 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 			st.Cancel()
 			text, toks := c.take()
 			s.met.finished.WithLabelValues(string(engine.FinishStop)).Inc()
+			s.met.decoded(first, last)
 			send(piece{text: text, toks: toks, final: true, finish: openai.FinishReasonStop, tokens: c.tokens, cached: u.CachedTokens})
 			return
 		case u.Done && (u.Finish == engine.FinishStop || u.Finish == engine.FinishLength):
 			c.end()
 			text, toks := c.take()
 			s.met.finished.WithLabelValues(string(u.Finish)).Inc()
+			s.met.decoded(first, last)
 			send(piece{text: text, toks: toks, final: true, finish: string(u.Finish), tokens: c.tokens, cached: u.CachedTokens})
 			return
 		case u.Done:
@@ -447,6 +458,15 @@ func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
 }
 
 func (s *sseWriter) write(data []byte) error {
+	buf := make([]byte, 0, len(data)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	return s.raw(buf)
+}
+
+// raw writes buf, one or more whole events, and flushes it.
+func (s *sseWriter) raw(buf []byte) error {
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -458,10 +478,6 @@ func (s *sseWriter) write(data []byte) error {
 	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	buf := make([]byte, 0, len(data)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
 	if _, err := s.w.Write(buf); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,9 +19,37 @@ type metrics struct {
 	ttft     prometheus.Histogram     // submit → first token, per choice
 	itl      prometheus.Histogram     // gap between tokens, per token
 	e2e      *prometheus.HistogramVec // endpoint; request start → last byte
+	vllm     vllmMetrics
 }
 
-func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger) *metrics {
+// vllmMetrics are the same figures under vLLM's names (vllm:..., with a
+// model_name label), so dashboards and Kubernetes endpoint pickers built
+// for vLLM read Tandem's servers and workers as they read vLLM. Their
+// buckets are vLLM's. Colons are legal in Prometheus names (promlint
+// flags them; the e2e lint test exempts these).
+type vllmMetrics struct {
+	ttft    prometheus.Observer // vllm:time_to_first_token_seconds: arrival to first token, per choice
+	itl     prometheus.Observer // vllm:inter_token_latency_seconds: per token
+	e2e     prometheus.Observer // vllm:e2e_request_latency_seconds: arrival to the end of the answer, per request
+	queue   prometheus.Observer // vllm:request_queue_time_seconds: Submit to first admission (engine.Update.QueueTime)
+	prefill prometheus.Observer // vllm:request_prefill_time_seconds: first admission to first token
+	decode  prometheus.Observer // vllm:request_decode_time_seconds: first token to last
+}
+
+// vLLM's buckets (vllm/v1/metrics/loggers.py).
+var (
+	vllmTTFTBuckets    = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	vllmITLBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	vllmRequestBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// newVLLMHistogram returns a vllm: histogram with model_name set to model.
+func newVLLMHistogram(name, help, model string, buckets []float64) (prometheus.Collector, prometheus.Observer) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{"model_name"})
+	return h, h.WithLabelValues(model)
+}
+
+func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger, model string) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_http_requests_total",
@@ -46,7 +75,24 @@ func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger) *metrics
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640},
 		}, []string{"endpoint"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.finished, m.ttft, m.itl, m.e2e, newStatsCollector(b)} {
+	cs := []prometheus.Collector{m.requests, m.finished, m.ttft, m.itl, m.e2e, newStatsCollector(b, model)}
+	for _, h := range []struct {
+		name, help string
+		buckets    []float64
+		obs        *prometheus.Observer
+	}{
+		{"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", vllmTTFTBuckets, &m.vllm.ttft},
+		{"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", vllmITLBuckets, &m.vllm.itl},
+		{"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", vllmRequestBuckets, &m.vllm.e2e},
+		{"vllm:request_queue_time_seconds", "Histogram of time spent waiting for admission (Tandem: Submit to the sequence's pages allocated) in seconds.", vllmRequestBuckets, &m.vllm.queue},
+		{"vllm:request_prefill_time_seconds", "Histogram of time spent in prefill (Tandem: arrival to first token, less the queue time) in seconds.", vllmRequestBuckets, &m.vllm.prefill},
+		{"vllm:request_decode_time_seconds", "Histogram of time spent in decode (first token to last) in seconds.", vllmRequestBuckets, &m.vllm.decode},
+	} {
+		var c prometheus.Collector
+		c, *h.obs = newVLLMHistogram(h.name, h.help, model, h.buckets)
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -59,6 +105,36 @@ func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger) *metrics
 	return m
 }
 
+// firstToken observes a choice's time to first token (from the request's
+// arrival) and, with the engine's queue time, vLLM's queue and prefill
+// times.
+func (m *metrics) firstToken(ttft, queue time.Duration) {
+	m.ttft.Observe(ttft.Seconds())
+	m.vllm.ttft.Observe(ttft.Seconds())
+	m.vllm.queue.Observe(queue.Seconds())
+	m.vllm.prefill.Observe(max(0, ttft-queue).Seconds())
+}
+
+// interToken observes one inter-token gap, in seconds.
+func (m *metrics) interToken(gap float64) {
+	m.itl.Observe(gap)
+	m.vllm.itl.Observe(gap)
+}
+
+// decoded observes the decode time of a choice that finished (stop or
+// length): its first token to its last.
+func (m *metrics) decoded(first, last time.Time) {
+	if !first.IsZero() {
+		m.vllm.decode.Observe(last.Sub(first).Seconds())
+	}
+}
+
+// requestDone observes a generation request answered in full.
+func (m *metrics) requestDone(endpoint string, d time.Duration) {
+	m.e2e.WithLabelValues(endpoint).Observe(d.Seconds())
+	m.vllm.e2e.Observe(d.Seconds())
+}
+
 // statsCollector exports a Backend's Stats at scrape time.
 type statsCollector struct {
 	b                                     Backend
@@ -66,11 +142,19 @@ type statsCollector struct {
 	oldest                                *prometheus.Desc
 	prompt, generated, prefixHit, preempt *prometheus.Desc
 	steps                                 *prometheus.Desc
+	// vLLM's names for the same gauges, labelled model_name.
+	vWaiting, vRunning, vKVUsage *prometheus.Desc
 }
 
-func newStatsCollector(b Backend) *statsCollector {
+func newStatsCollector(b Backend, model string) *statsCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	v := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, nil, prometheus.Labels{"model_name": model})
+	}
 	return &statsCollector{
+		vWaiting:  v("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		vRunning:  v("vllm:num_requests_running", "Number of requests in model execution batches."),
+		vKVUsage:  v("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
 		b:         b,
 		waiting:   d("tandem_num_requests_waiting", "Sequences queued for admission."),
 		running:   d("tandem_num_requests_running", "Sequences in the running batch."),
@@ -88,7 +172,7 @@ func newStatsCollector(b Backend) *statsCollector {
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.pagesUsed, c.pagesTot, c.oldest,
-		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps} {
+		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.vWaiting, c.vRunning, c.vKVUsage} {
 		ch <- d
 	}
 }
@@ -110,4 +194,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	n(c.prefixHit, s.PrefixHitTokens)
 	n(c.preempt, s.Preemptions)
 	n(c.steps, s.Steps)
+	g(c.vWaiting, float64(s.Waiting))
+	g(c.vRunning, float64(s.Running))
+	usage := 0.0
+	if s.PagesTot > 0 {
+		usage = float64(s.PagesUsed) / float64(s.PagesTot)
+	}
+	g(c.vKVUsage, usage)
 }

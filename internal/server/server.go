@@ -73,6 +73,11 @@ type Options struct {
 	// reasoning_content and content: "none", "think" (<think>...</think>)
 	// or "" / "auto" (think when the chat template writes <think>).
 	ReasoningParser string
+	// ToolCallParser is the tool-call syntax chat output is parsed in
+	// when a request has tools: "hermes", "llama3_json", "mistral",
+	// "generic", or "" / "auto" (chosen from the chat template; see
+	// toolcall.Detect). --tool-call-parser.
+	ToolCallParser string
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -85,6 +90,7 @@ type Server struct {
 	met     *metrics
 	chat    *chatFormat
 	think   bool // chat output is split into reasoning_content and content
+	tools   *toolConfig
 	ready   atomic.Bool
 	created int64
 	handler http.Handler
@@ -122,7 +128,7 @@ func New(b Backend, o Options) *Server {
 		o.ModelName = "tandem"
 	}
 	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix()}
-	s.met = newMetrics(o.Registry, b, o.Logger)
+	s.met = newMetrics(o.Registry, b, o.Logger, o.ModelName)
 	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
 		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
@@ -133,6 +139,12 @@ func New(b Backend, o Options) *Server {
 		s.log.Error("reasoning parser disabled", "err", err)
 	}
 	s.think = think
+	tools, err := newToolConfig(o.ToolCallParser, chat.tmpl, b.Tokenizer())
+	if err != nil {
+		s.log.Error("tool call parser unknown; choosing it from the chat template", "err", err)
+		tools, _ = newToolConfig("", chat.tmpl, b.Tokenizer())
+	}
+	s.tools = tools
 	s.handler = s.routes()
 	return s
 }

@@ -38,16 +38,22 @@ import (
 const (
 	HeaderRoom      = "X-Tandem-Room"       // the room id, 32 hex digits
 	HeaderRequestID = "X-Tandem-Request-Id" // the router's request id
-	HeaderLeg       = "X-Tandem-Leg"        // KindPrefill or KindDecode
+	HeaderLeg       = "X-Tandem-Leg"        // KindPrefill, KindDecode or KindLocal
 	HeaderPrefill   = "X-Tandem-Prefill"    // decode leg only: the prefill worker's transfer address
 	HeaderExpires   = "X-Tandem-Expires"    // unix milliseconds after which the signature is void
 	HeaderSignature = "X-Tandem-Signature"  // hex HMAC-SHA256 of Canonical's string
 )
 
-// Values of HeaderLeg.
+// Values of HeaderLeg. A prefill and a decode leg are the two halves of a
+// disaggregated request; a local leg asks a decode worker to run the whole
+// request itself, prefill included (the router's selective disaggregation
+// sends short prompts so). A local leg carries a room id and a request id
+// like the others (the router aborts it and tracks it by them) and no
+// prefill address.
 const (
 	KindPrefill = "prefill"
 	KindDecode  = "decode"
+	KindLocal   = "local"
 )
 
 // HKDF info labels of the keys derived from the cluster token. The
@@ -84,8 +90,8 @@ var (
 type Info struct {
 	Room      string // the room id
 	RequestID string // the router's request id
-	Leg       string // KindPrefill or KindDecode
-	Prefill   string // decode leg: the prefill worker's transfer address, which decode dials
+	Leg       string // KindPrefill, KindDecode or KindLocal
+	Prefill   string // decode leg: the prefill worker's transfer address, which decode dials (empty otherwise)
 }
 
 // FromHeader reads the leg headers of h, without checking them.
@@ -176,9 +182,9 @@ func (k *Keys) Verify(method, path string, h http.Header, body []byte) (Info, er
 		return Info{}, ErrMissing
 	}
 	li := FromHeader(h)
-	if li.Room == "" || li.RequestID == "" || (li.Leg != KindPrefill && li.Leg != KindDecode) {
-		return Info{}, fmt.Errorf("%w: a signed leg needs %s, %s and %s (%q or %q)", ErrMalformed,
-			HeaderRoom, HeaderRequestID, HeaderLeg, KindPrefill, KindDecode)
+	if li.Room == "" || li.RequestID == "" || (li.Leg != KindPrefill && li.Leg != KindDecode && li.Leg != KindLocal) {
+		return Info{}, fmt.Errorf("%w: a signed leg needs %s, %s and %s (%q, %q or %q)", ErrMalformed,
+			HeaderRoom, HeaderRequestID, HeaderLeg, KindPrefill, KindDecode, KindLocal)
 	}
 	if len(exps) == 0 || len(exps) > 16 || strings.Trim(exps, "0123456789") != "" {
 		return Info{}, fmt.Errorf("%w: %s must be unix milliseconds", ErrMalformed, HeaderExpires)

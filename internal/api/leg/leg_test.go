@@ -124,6 +124,28 @@ func TestVerifyRefuses(t *testing.T) {
 	}
 }
 
+// TestLocalLeg: a local leg (room and request id, no prefill address)
+// signs and verifies, and its kind is covered by the signature: a signed
+// decode leg relabelled local, or a local leg relabelled decode, is refused.
+func TestLocalLeg(t *testing.T) {
+	k := testKeys(t, testToken, t0)
+	local := Info{Room: decode.Room, RequestID: "req-2", Leg: KindLocal}
+	h := signed(k, local, "POST", "/v1/chat/completions", body)
+	li, err := k.Verify("POST", "/v1/chat/completions", h, body)
+	if err != nil || li != local {
+		t.Fatalf("Verify = %+v, %v; want %+v, nil", li, err, local)
+	}
+	h.Set(HeaderLeg, KindDecode)
+	if _, err := k.Verify("POST", "/v1/chat/completions", h, body); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("a local leg relabelled decode: %v, want ErrBadMAC", err)
+	}
+	d := signed(k, decode, "POST", "/v1/completions", body)
+	d.Set(HeaderLeg, KindLocal)
+	if _, err := k.Verify("POST", "/v1/completions", d, body); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("a decode leg relabelled local: %v, want ErrBadMAC", err)
+	}
+}
+
 // TestCanonicalInjective: moving bytes from one field to the next changes
 // the string (fields are length-prefixed).
 func TestCanonicalInjective(t *testing.T) {

@@ -26,17 +26,20 @@
 //     turns prompt logprobs on; see [PromptLogprobs]). max_tokens and
 //     max_completion_tokens must be >= 1; the server checks them against
 //     the context length.
-//   - Members that would change the result but are not implemented (tools,
-//     functions, response_format other than text, logit_bias, suffix,
+//   - Members that would change the result but are not implemented
+//     (functions, response_format other than text, logit_bias, suffix,
 //     best_of > 1, guided decoding, ...) are rejected with a 400 naming the
 //     member, unless their value is one that changes nothing (null, [],
 //     {}, {"type":"text"}, ...). Other unknown members are ignored.
 //   - A completions prompt is a string or an array of token ids; an array
 //     holding one string or one array of ids is read as that prompt. Several
 //     prompts in one request are rejected (send one request per prompt).
-//   - Chat messages have role system, user or assistant ("developer" is read
-//     as system); content is a string or an array of {"type":"text"} parts,
-//     joined with "\n". Tool and image messages are rejected.
+//   - Chat messages have role system, user, assistant ("developer" is read
+//     as system) or tool; content is a string or an array of
+//     {"type":"text"} parts, joined with "\n". Image parts and function
+//     messages are rejected. Tool calling (tools, tool_choice,
+//     parallel_tool_calls, assistant tool_calls, tool_call_id) is decoded
+//     in tools.go, with package toolcall.
 //   - Chat requests may carry chat_template_kwargs (an object, or null):
 //     extra chat template variables, as vLLM takes them
 //     ({"enable_thinking": false} for Qwen3), in ChatRequest.ChatTemplateKwargs.

@@ -97,6 +97,10 @@ type CompletionPrompt struct {
 type Message struct {
 	Role    string
 	Content string
+	// ToolCalls are an assistant message's tool calls; ToolCallID is the
+	// call a tool message answers (see tools.go).
+	ToolCalls  []ToolCall
+	ToolCallID string
 }
 
 // ChatRequest is a decoded POST /v1/chat/completions body.
@@ -109,14 +113,13 @@ type ChatRequest struct {
 	// (chat_template_kwargs, as vLLM takes them: {"enable_thinking":
 	// false} for Qwen3); nil when absent or null.
 	ChatTemplateKwargs map[string]json.RawMessage
+	ToolFields
 }
 
 // harmless lists, for fields that would change results and are not
 // implemented, the values that leave results unchanged (null is always
 // harmless). Any other value is a 400 naming the field.
 var harmless = map[string][]string{
-	"tools":                  {`[]`},
-	"tool_choice":            {`"none"`, `"auto"`},
 	"functions":              {`[]`},
 	"function_call":          {`"none"`, `"auto"`},
 	"suffix":                 {`""`},
@@ -485,6 +488,9 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 		return nil, e
 	}
 	r := &CompletionRequest{}
+	if e := f.rejectTools(); e != nil {
+		return nil, e
+	}
 	if e := f.common(&r.Common); e != nil {
 		return nil, e
 	}
@@ -615,6 +621,9 @@ func DecodeChatRequest(body []byte) (*ChatRequest, *Error) {
 		return nil, e
 	}
 	r.Messages = msgs
+	if e := f.decodeTools(&r.ToolFields); e != nil {
+		return nil, e
+	}
 	if raw, ok := f.get("logprobs"); ok {
 		v, e := boolean("logprobs", raw)
 		if e != nil {
@@ -666,18 +675,17 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 			return nil, e
 		}
 		switch role {
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		case "developer":
 			role = "system"
-		case "tool", "function":
-			return nil, Invalid(p+".role", CodeUnsupported, "%s.role %q is not supported: this server does not implement tool calls.", p, role)
+		case "function":
+			return nil, Invalid(p+".role", CodeUnsupported, "%s.role \"function\" is deprecated and not supported; use tool messages.", p)
 		default:
-			return nil, Invalid(p+".role", CodeInvalidValue, "%s.role must be system, user or assistant, got %q.", p, clip(role))
+			return nil, Invalid(p+".role", CodeInvalidValue, "%s.role must be system, user, assistant or tool, got %q.", p, clip(role))
 		}
-		for _, name := range []string{"tool_calls", "function_call"} {
-			if r, ok := m.get(name); ok && !matchesAny(r, []string{`[]`}) {
-				return nil, Invalid(p+"."+name, CodeUnsupported, "%s.%s is not supported: this server does not implement tool calls.", p, name)
-			}
+		msg := Message{Role: role}
+		if e := decodeToolMessage(p, role, m, &msg); e != nil {
+			return nil, e
 		}
 		var content string
 		if craw, ok := m.get("content"); ok {
@@ -688,7 +696,11 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 		} else if role != "assistant" {
 			return nil, Invalid(p+".content", CodeInvalidValue, "%s.content is required.", p)
 		}
-		out = append(out, Message{Role: role, Content: content})
+		msg.Content = content
+		out = append(out, msg)
+	}
+	if e := checkToolResults(out); e != nil {
+		return nil, e
 	}
 	return out, nil
 }

@@ -64,16 +64,16 @@ func TestDecodeChatRequest(t *testing.T) {
 		want ChatRequest
 	}{
 		{"string content", `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u","name":"bob"}]}`,
-			ChatRequest{Common: Common{N: 1}, Messages: []Message{{"system", "s"}, {"user", "u"}}}},
+			ChatRequest{Common: Common{N: 1}, Messages: []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}}},
 		{"parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`,
-			ChatRequest{Common: Common{N: 1}, Messages: []Message{{"user", "a\nb"}}}},
+			ChatRequest{Common: Common{N: 1}, Messages: []Message{{Role: "user", Content: "a\nb"}}}},
 		{"developer and null assistant", `{"messages":[{"role":"developer","content":"d"},{"role":"assistant","content":null},{"role":"user","content":"x"}]}`,
-			ChatRequest{Common: Common{N: 1}, Messages: []Message{{"system", "d"}, {"assistant", ""}, {"user", "x"}}}},
+			ChatRequest{Common: Common{N: 1}, Messages: []Message{{Role: "system", Content: "d"}, {Role: "assistant"}, {Role: "user", Content: "x"}}}},
 		{"logprobs", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":5,"max_completion_tokens":3}`,
-			ChatRequest{Common: Common{N: 1, MaxTokens: 3, MaxTokensParam: "max_completion_tokens"}, Messages: []Message{{"user", "x"}},
+			ChatRequest{Common: Common{N: 1, MaxTokens: 3, MaxTokensParam: "max_completion_tokens"}, Messages: []Message{{Role: "user", Content: "x"}},
 				Logprobs: true, TopLogprobs: 5}},
 		{"prompt_logprobs", `{"messages":[{"role":"user","content":"x"}],"prompt_logprobs":1}`,
-			ChatRequest{Common: Common{N: 1, PromptLogprobs: &one}, Messages: []Message{{"user", "x"}}}},
+			ChatRequest{Common: Common{N: 1, PromptLogprobs: &one}, Messages: []Message{{Role: "user", Content: "x"}}}},
 	}
 	for _, tc := range tests {
 		got, err := DecodeChatRequest([]byte(tc.body))
@@ -151,14 +151,14 @@ func TestDecodeErrors(t *testing.T) {
 		{true, `{"messages":{}}`, "messages", "an array"},
 		{true, `{"messages":["hi"]}`, "messages[0]", "an object"},
 		{true, `{"messages":[{"content":"x"}]}`, "messages[0].role", "required"},
-		{true, `{"messages":[{"role":"robot","content":"x"}]}`, "messages[0].role", "system, user or assistant"},
-		{true, `{"messages":[{"role":"tool","content":"x"}]}`, "messages[0].role", "tool calls"},
+		{true, `{"messages":[{"role":"robot","content":"x"}]}`, "messages[0].role", "system, user, assistant or tool"},
+		{true, `{"messages":[{"role":"tool","content":"x","tool_call_id":"a"}]}`, "messages[0].role", "preceding message with 'tool_calls'"},
 		{true, `{"messages":[{"role":"user"}]}`, "messages[0].content", "required"},
 		{true, `{"messages":[{"role":"user","content":5}]}`, "messages[0].content", "a string or an array"},
 		{true, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "messages[0].content[0].type", "text only"},
 		{true, `{"messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text", "required"},
-		{true, `{"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, "messages[0].tool_calls", "tool calls"},
-		{true, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools", "not supported"},
+		{true, `{"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, "messages[0].tool_calls[0].function", "Missing"},
+		{true, `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, "tools[0].function", "Missing"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]}`, "functions", "not supported"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"logprobs":1}`, "logprobs", "a boolean"},
 		{true, `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, "top_logprobs", "requires logprobs"},
@@ -301,8 +301,11 @@ func FuzzDecodeChatRequest(f *testing.F) {
 			t.Errorf("DecodeChatRequest(%q) gave no messages", body)
 		}
 		for _, m := range r.Messages {
-			if m.Role != "system" && m.Role != "user" && m.Role != "assistant" {
+			if m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool" {
 				t.Errorf("decoded role %q", m.Role)
+			}
+			if len(m.ToolCalls) > 0 && m.Role != "assistant" {
+				t.Errorf("decoded tool calls in a %s message", m.Role)
 			}
 		}
 		if r.TopLogprobs > 0 && !r.Logprobs {

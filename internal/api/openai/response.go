@@ -105,6 +105,9 @@ type ChatMessage struct {
 	// ReasoningContent is the model's reasoning (<think>...</think>) when
 	// the server splits it from the content, as vLLM and llama.cpp do.
 	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	// ToolCalls are the tool calls the model made (content is then null
+	// when empty; see MarshalJSON in tools.go).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChatDelta is the message fragment of a streamed chat chunk.
@@ -113,6 +116,8 @@ type ChatDelta struct {
 	Content *string `json:"content,omitempty"`
 	// ReasoningContent is the next piece of the model's reasoning.
 	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	// ToolCalls are pieces of tool calls.
+	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // ChatChoice is one choice of a chat completion. PromptLogprobs is set

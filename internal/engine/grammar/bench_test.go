@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -416,5 +417,42 @@ func TestRealVocabularies(t *testing.T) {
 	}
 	if !m.CanEnd() {
 		t.Fatalf("document tokenized by longest match does not end the grammar")
+	}
+}
+
+// BenchmarkMaskAmbiguous32k: uncached masks (per-state tables warm) of
+// ambiguous GBNF grammars on the 32k vocabulary: gbnfDoubling after n
+// letters (2^n readings up to MaxStacks) and gbnfNested after n x's (readings
+// growing with n, sharing lower parts).
+func BenchmarkMaskAmbiguous32k(b *testing.B) {
+	v := vocab32k(b)
+	for _, tc := range []struct {
+		name, src, step string
+		n               int
+	}{
+		{"doubling/0", gbnfDoubling, "q", 0},
+		{"doubling/4", gbnfDoubling, "q", 4},
+		{"doubling/7", gbnfDoubling, "q", 7},
+		{"nested/24", gbnfNested, "x", 24},
+		{"nested/56", gbnfNested, "x", 56},
+		{"nested/60", gbnfNested, "x", 60},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			g, err := CompileGBNF(tc.src, Options{MaskCacheBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := NewMatcher(g, v)
+			if err := m.AcceptBytes([]byte(strings.Repeat(tc.step, tc.n))); err != nil {
+				b.Fatal(err)
+			}
+			dst := NewBitset(v.Size())
+			m.Mask(dst)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				m.Mask(dst)
+			}
+			b.ReportMetric(float64(len(m.stacks)), "stacks")
+		})
 	}
 }

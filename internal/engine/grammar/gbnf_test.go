@@ -455,3 +455,107 @@ func TestGBNFAmbiguousMask(t *testing.T) {
 		t.Errorf("%d parallel stacks after 24 x; the test wants an ambiguous state", len(m.stacks))
 	}
 }
+
+// gbnfDoubling is ambiguous without bound: every letter doubles the readings
+// (rule a or rule b may take the rest), so MaxStacks is reached after a few
+// letters.
+const gbnfDoubling = "root ::= a\na ::= [a-z] a \"1\" | [a-z] b \"2\" | \"\"\nb ::= [a-z] a \"3\" | [a-z] b \"4\" | \"\""
+
+// gbnfNested is ambiguous with readings that grow with the input (one per
+// way to split the x's and place the b's); its stacks share lower parts.
+const gbnfNested = "root ::= a\na ::= (\"x\" | \"xx\") a b | \"\"\nb ::= \"\" | \"x\" | \"y\""
+
+// TestGBNFStackLimitMask drives grammars to MaxStacks readings and checks,
+// for every token of the 32k Llama 2 vocabulary, that the mask holds the
+// token exactly when Accept takes it: a token whose bytes would make more
+// than MaxStacks readings is refused by Accept, so it must be out of the
+// mask too.
+func TestGBNFStackLimitMask(t *testing.T) {
+	v := vocab32k(t)
+	for _, tc := range []struct {
+		name, src, step string
+		steps           int
+	}{
+		{"doubling", gbnfDoubling, "q", 8},
+		{"nested", gbnfNested, "x", 24},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := mustGBNF(t, tc.src)
+			m := NewMatcher(g, v)
+			limited := false
+			for i := 0; i <= tc.steps; i++ {
+				if i == 0 || i >= tc.steps-1 {
+					mask := checkMaskAgrees(t, m, v, fmt.Sprintf("after %d %q (%d stacks)", i, tc.step, len(m.stacks)))
+					for id := 0; id < v.Size() && !limited; id++ {
+						c := m.Clone()
+						if err := c.AcceptBytes(v.Token(int32(id))); err != nil && strings.Contains(err.Error(), "parallel readings") {
+							limited = true
+							if mask.Has(id) {
+								t.Fatalf("token %d in the mask past the limit", id)
+							}
+						}
+					}
+				}
+				if i < tc.steps {
+					if err := m.AcceptBytes([]byte(tc.step)); err != nil {
+						t.Fatalf("after %d %q: %v", i, tc.step, err)
+					}
+				}
+			}
+			if tc.name == "doubling" && !limited {
+				t.Errorf("no token reached MaxStacks; the test wants the limit")
+			}
+		})
+	}
+}
+
+// TestExactMaskAgreesWithFast: on the benchmark grammars (a schema, the GBNF
+// JSON grammar, the Hermes tool grammar) and the 32k vocabulary, the exact
+// stack-set walk and the per-state fast path give the same mask at every
+// byte prefix of their documents, where neither hits MaxStacks.
+func TestExactMaskAgreesWithFast(t *testing.T) {
+	v := vocab32k(t)
+	for _, mg := range maskGrammars {
+		t.Run(mg.name, func(t *testing.T) {
+			g, err := mg.compile(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms := docPrefixMatchers(t, g, v, mg.doc)
+			fast, exact := NewBitset(v.Size()), NewBitset(v.Size())
+			wide := 0 // masks of more than 10000 tokens (inside strings)
+			for i, m := range ms {
+				if i%3 != 0 {
+					continue
+				}
+				fast.clear()
+				exact.clear()
+				m.w.work, m.w.workMax = 0, 1<<62
+				fan := 0
+				var done map[string]bool
+				if len(m.stacks) > 1 {
+					done = map[string]bool{}
+				}
+				for _, st := range m.stacks {
+					fan += m.t.maskStack(st, fast, m.w, done)
+				}
+				if fan > MaxStacks {
+					t.Fatalf("prefix %d: fast path bound %d past MaxStacks", i, fan)
+				}
+				m.t.exactMask(m.stacks, exact, m.w)
+				for id := 0; id < v.Size(); id++ {
+					if fast.Has(id) != exact.Has(id) {
+						t.Fatalf("prefix %d %q (%d stacks): token %d %q: fast %v, exact %v", i, mg.doc[:i], len(m.stacks), id, v.Token(int32(id)), fast.Has(id), exact.Has(id))
+					}
+				}
+				if exact.Count() > 10000 {
+					wide++
+				}
+			}
+			if wide == 0 {
+				t.Errorf("no prefix inside a string; the test wants wide masks")
+			}
+			t.Logf("%d prefixes compared, %d with wide masks", (len(ms)+2)/3, wide)
+		})
+	}
+}

@@ -167,36 +167,29 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 // MaxStacks; it also sums, over the parts it walks, the most readings each
 // had after any byte: an upper bound on how many stacks Accept can hold
 // after any byte of any token. When that bound is within MaxStacks no token
-// can hit the limit and the fast mask is exact; otherwise, or when the
-// stacks are many (the fast path then costs about stacks x depth walks of
-// the trie), the mask is computed by exactMask, which steps the whole stack
-// set along the trie with Accept's own step and its limit.
+// can hit the limit and the fast mask is exact. Otherwise the mask is
+// computed by exactMask, which steps the whole stack set along the trie as
+// Accept does, limit included. exactMask is also used when the fast path
+// walks more trie nodes against real stacks than the trie has (many stacks
+// of an ambiguous grammar, each walked down its own frames: measured, the
+// nested grammar of TestGBNFStackLimitMask at 111 stacks takes 0.12 s per
+// mask by the fast path and 3 ms by exactMask).
 func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
-	if len(stacks) > exactMaskStacks {
-		t.exactMask(stacks, dst, w)
-		return
-	}
 	var done map[string]bool
 	if len(stacks) > 1 {
 		done = map[string]bool{}
 	}
 	fan := 0
+	w.work, w.workMax = 0, len(t.v.nodes)
 	for _, st := range stacks {
 		fan += t.maskStack(st, dst, w, done)
-		if fan > MaxStacks {
+		if fan > MaxStacks || w.work > w.workMax {
 			dst.clear()
 			t.exactMask(stacks, dst, w)
 			return
 		}
 	}
 }
-
-// exactMaskStacks is the stack count above which a mask is computed by
-// exactMask directly: with many stacks the per-stack walks repeat the work
-// of their shared parts (measured: 111 stacks of an ambiguous GBNF grammar,
-// 0.12 s per mask by maskStack) while exactMask visits only the trie nodes
-// some stack can read.
-const exactMaskStacks = 16
 
 // exactMask ORs into dst the tokens Accept takes from stacks: a depth-first
 // walk of the vocabulary trie that steps the whole stack set byte by byte as
@@ -312,7 +305,7 @@ func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bo
 		}
 		for _, node := range tab.conts {
 			fan += t.fullWalk(below, node, dst, w)
-			if fan > MaxStacks {
+			if fan > MaxStacks || w.work > w.workMax {
 				return fan
 			}
 		}
@@ -327,7 +320,7 @@ func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bo
 // fullWalk walks the trie below node against the real stack st, marking
 // every token of the subtree (not node's own) the stack accepts. It
 // returns the most readings the walk had after any byte (MaxStacks+1 when
-// it stopped at a node with more).
+// it stopped at a node with more) and adds the nodes it walked to w.work.
 func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) int {
 	w.reset()
 	top := w.load(st)
@@ -397,6 +390,9 @@ func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateT
 			// past MaxStacks and it recomputes the mask exactly.
 			w.fan = MaxStacks + 1
 		} else if len(w.fl) > flStart {
+			if tab == nil {
+				w.work++
+			}
 			for i := n.tokS; i < n.tokE; i++ {
 				id := v.ids[i]
 				dst[id>>6] |= 1 << (uint(id) & 63)

@@ -11,7 +11,10 @@ const DefaultMaxDepth = 384
 
 // MaxStacks bounds the parallel stacks a matcher follows (an ambiguous
 // grammar, such as anyOf branches that agree on a long prefix, keeps one
-// per live reading).
+// per live reading; equal stacks are one). Accept refuses a token after
+// whose bytes more stacks would be live, and Mask leaves it out. The bound
+// also bounds the time of a mask: about (live trie nodes) x MaxStacks
+// configurations in the worst case.
 const MaxStacks = 128
 
 // Errors returned (wrapped) by Matcher methods; test with errors.Is.
@@ -113,7 +116,7 @@ func (m *Matcher) advance(b []byte) error {
 			return fmt.Errorf("byte %d (%q): %w", i, b[i], ErrRejected)
 		}
 		if len(st) > MaxStacks {
-			return fmt.Errorf("byte %d: more than %d parallel readings (the schema is too ambiguous): %w", i, MaxStacks, ErrRejected)
+			return fmt.Errorf("byte %d: more than %d parallel readings (MaxStacks): the grammar is too ambiguous; make its alternatives differ earlier: %w", i, MaxStacks, ErrRejected)
 		}
 	}
 	m.push()

@@ -29,6 +29,8 @@ type walker struct {
 	maxDepth int32
 	maxRel   int32            // deepest frame made since it was last reset
 	fan      int              // most readings a trie walk had after a byte, see visit
+	work     int              // trie nodes walked against real stacks by one fast mask
+	workMax  int              // beyond it the mask is computed by exactMask
 	hc       map[config]int32 // when set, frame returns the existing frame of a (state, parent)
 	budget   int
 	cfgBase  int // first config of the current closure

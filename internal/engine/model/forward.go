@@ -511,7 +511,10 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		defer r.attnPool.Put(sc0)
 		scores, p16, q16 := sc0.grow(maxLen, c.HeadDim)
 		for job := lo; job < hi; job++ {
-			t, h := job/c.Heads, job%c.Heads
+			// Head-major: one worker's consecutive jobs are the tokens of one
+			// head (and the heads of one KV head follow each other), so the
+			// pages they read stay in cache from one query to the next.
+			t, h := job%n, job/n
 			pages := seqs[r.tokSeq[t]].Pages
 			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]

@@ -54,8 +54,10 @@ type Rooms struct {
 
 // Room is one room as a process sees it. On the router a room is one
 // attempt of one sample of a client request, sent to one prefill and
-// decode pair: Prefill and Decode name the pair, Peer is empty and Bytes
-// counts decode's answer as received.
+// decode pair (or, for a local leg, to a decode worker alone: Prefill is
+// empty): Prefill and Decode name the pair, Peer is empty, Bytes counts
+// decode's answer as received, Decision says why the attempt took its path
+// and Phases how long each part of its time to first token took.
 type Room struct {
 	ID        string `json:"id"`
 	RequestID string `json:"request_id"`
@@ -72,6 +74,43 @@ type Room struct {
 	DeadlineInMS *float64     `json:"deadline_in_ms,omitempty"`
 	Bytes        int64        `json:"bytes"`
 	History      []Transition `json:"history"`
+	// Decision is the router's choice of path for the attempt.
+	Decision *Decision `json:"decision,omitempty"`
+	// Phases are the attempt's time-to-first-token phases, once known.
+	Phases *Phases `json:"phases,omitempty"`
+}
+
+// Decision is the router's selective-disaggregation choice for one
+// attempt: Path "local" (one leg, the decode worker prefills the prompt
+// itself) or "disaggregated" (a prefill and a decode leg), and Reason
+// ("short_prompt", "long_prompt", "no_prefill_worker", "count_failed",
+// "threshold_off"), the labels of tandem_router_pd_decisions_total.
+type Decision struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	// PromptTokens is the prompt's size as counted (-1: not counted).
+	PromptTokens int `json:"prompt_tokens"`
+	// CountedBy says how: "token_ids" (exact), "byte_bound" (the prompt's
+	// bytes, an upper bound) or "tokenize" (a worker's /tokenize, exact).
+	CountedBy string `json:"counted_by,omitempty"`
+	// Threshold is the router's --pd-threshold (0: always disaggregate).
+	Threshold int `json:"threshold"`
+}
+
+// Phases is a request's time to first token split into its parts, in
+// milliseconds. TTFT is the router's own measure (the request's arrival to
+// its first token written to the client); the others come from the
+// workers' timings (each on its own clock, as durations) and are absent
+// when a worker did not report them: queue wait on the prefill worker,
+// prefill compute, KV transfer (the prompt computed to its KV acknowledged
+// by decode), and the first decode step (decode resuming from the KV to
+// its first token written).
+type Phases struct {
+	TTFTMS        *float64 `json:"ttft_ms,omitempty"`
+	QueueMS       *float64 `json:"queue_ms,omitempty"`
+	PrefillMS     *float64 `json:"prefill_ms,omitempty"`
+	TransferMS    *float64 `json:"transfer_ms,omitempty"`
+	FirstDecodeMS *float64 `json:"first_decode_ms,omitempty"`
 }
 
 // Transition is one entry of a room's history.
@@ -102,6 +141,10 @@ type Worker struct {
 	Failures int `json:"failures"`
 	// Inflight is the router's open legs on the worker.
 	Inflight int `json:"inflight"`
+	// PrefillQueueTokens is the worker's reported prefill queue (prompt
+	// tokens to compute) plus what the router sent it since; absent when
+	// the worker does not report it.
+	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
 }
 
 // Cluster is the document GET /debug/cluster answers on the router: its

@@ -166,6 +166,9 @@ func examples() []kvwire.Payload {
 		&kvwire.DoneAck{},
 		&kvwire.Abort{Reason: room.ReasonClientAbort, Message: "client went away"},
 		&kvwire.Failed{Reason: room.ReasonEngine, Message: "engine: out of memory ✗"},
+		&kvwire.ShmOffer{PID: 4242, FD: 7, Bytes: 64 << 20, Name: [16]byte{1}, Cookie: [32]byte{2}, Ack: [32]byte{31: 3}},
+		&kvwire.ShmReply{Status: kvwire.ShmFailed, Message: "open /proc/4242/fd/7: permission denied"},
+		&kvwire.KVShm{KV: kvwire.KV{Layer: 3, Kind: kvwire.KindV, Ordinal: 9}, Seq: 1, Offset: 4096, Length: 24 << 10},
 	}
 }
 
@@ -221,6 +224,16 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 		return &kvwire.Abort{Reason: room.Reasons()[r.IntN(len(room.Reasons()))], Message: str(kvwire.MessageBytesMax)}
 	case kvwire.TypeFailed:
 		return &kvwire.Failed{Reason: room.Reasons()[r.IntN(len(room.Reasons()))], Message: str(kvwire.MessageBytesMax)}
+	case kvwire.TypeShmOffer:
+		o := &kvwire.ShmOffer{PID: 1 + r.Uint32N(1<<22), FD: r.Uint32N(1 << 31), Bytes: kvwire.ShmPageBytes * (kvwire.ShmRegionBytesMin/kvwire.ShmPageBytes + r.Uint64N((kvwire.ShmRegionBytesMax-kvwire.ShmRegionBytesMin)/kvwire.ShmPageBytes+1)),
+			Cookie: nonce(), Ack: nonce()}
+		copy(o.Name[:], str(kvwire.ShmNameBytes))
+		return o
+	case kvwire.TypeShmReply:
+		return &kvwire.ShmReply{Status: kvwire.ShmStatus(r.IntN(3)), Message: str(kvwire.MessageBytesMax)}
+	case kvwire.TypeKVShm:
+		return &kvwire.KVShm{KV: kvwire.KV{Layer: uint16(r.Uint32()), Kind: kvwire.KVKind(r.IntN(2)), Ordinal: r.Uint32()},
+			Seq: 1 + r.Uint64N(1<<63), Offset: r.Uint64N(kvwire.ShmRegionBytesMax), Length: 1 + r.Uint32N(kvwire.KVDataBytesMax)}
 	}
 	return kvwire.NewPayload(typ) // the empty payloads
 }

@@ -52,6 +52,12 @@ func NewPayload(t Type) Payload {
 		return new(Abort)
 	case TypeFailed:
 		return new(Failed)
+	case TypeShmOffer:
+		return new(ShmOffer)
+	case TypeShmReply:
+		return new(ShmReply)
+	case TypeKVShm:
+		return new(KVShm)
 	}
 	return nil
 }

@@ -30,6 +30,9 @@ const (
 	TypeDoneAck                       // decode → prefill: KV verified, room succeeded
 	TypeAbort                         // either way: the sender gave up on the room
 	TypeFailed                        // either way: the room failed at the sender
+	TypeShmOffer                      // either way: a shared-memory region to receive KV data into
+	TypeShmReply                      // either way: the answer to an SHM_OFFER
+	TypeKVShm                         // prefill → decode: a KV frame whose data lies in the region
 	typeEnd
 )
 
@@ -49,6 +52,9 @@ var typeNames = [typeEnd]string{
 	TypeDoneAck:       "DONE_ACK",
 	TypeAbort:         "ABORT",
 	TypeFailed:        "FAILED",
+	TypeShmOffer:      "SHM_OFFER",
+	TypeShmReply:      "SHM_REPLY",
+	TypeKVShm:         "KV_SHM",
 }
 
 // String returns the type's protocol name ("HELLO_ACK"), or "type(N)".
@@ -66,8 +72,9 @@ func (t Type) Valid() bool { return t >= TypeAuthHello && t < typeEnd }
 func (t Type) IsAuth() bool { return t >= TypeAuthHello && t <= TypeAuthReject }
 
 // HasRoom reports whether frames of type t belong to a room (and so carry a
-// non-zero room id); auth and heartbeat frames carry a zero id.
-func (t Type) HasRoom() bool { return t >= TypeHello && t < typeEnd }
+// non-zero room id); auth, heartbeat and the connection's SHM_OFFER and
+// SHM_REPLY frames carry a zero id.
+func (t Type) HasRoom() bool { return (t >= TypeHello && t <= TypeFailed) || t == TypeKVShm }
 
 // Encoded sizes used for the per-type bounds.
 const (
@@ -101,6 +108,9 @@ var payloadBounds = [typeEnd][2]int{
 	TypeDoneAck:       {0, 0},
 	TypeAbort:         {messageFrameMin, messageFrameMin + MessageBytesMax},
 	TypeFailed:        {messageFrameMin, messageFrameMin + MessageBytesMax},
+	TypeShmOffer:      {shmOfferBytes, shmOfferBytes},
+	TypeShmReply:      {messageFrameMin, messageFrameMin + MessageBytesMax},
+	TypeKVShm:         {kvShmBytes, kvShmBytes},
 }
 
 // PayloadBytesMin is the shortest payload a frame of type t can have; 0

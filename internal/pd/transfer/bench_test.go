@@ -10,6 +10,7 @@ import (
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
+	"tandem/internal/pd/shm"
 	"tandem/internal/pd/transfer"
 )
 
@@ -34,11 +35,17 @@ func (s *sink) KVDone(_ string, _ room.ID, _ kvwire.KV, _ int, ok bool) {
 // sinkPair returns a sender transport connected to a receiving one whose
 // Handler is a sink of pageBytes.
 func sinkPair(tb testing.TB, pageBytes int) (send *transfer.Transport, to string, s *sink) {
+	return sinkPairOver(tb, pageBytes, config("127.0.0.1:0").KVTransport)
+}
+
+// sinkPairOver is sinkPair with both transports on KV transport kv.
+func sinkPairOver(tb testing.TB, pageBytes int, kv transfer.KVTransport) (send *transfer.Transport, to string, s *sink) {
 	s = &sink{page: make([]byte, pageBytes)}
 	// Heartbeats every second, not config's 50ms: a 100ms peer timeout
 	// lost the peer mid-benchmark on a loaded 2-core machine.
 	cfg := config("127.0.0.1:0")
 	cfg.HeartbeatInterval = time.Second
+	cfg.KVTransport = kv
 	recv, err := transfer.New(cfg, s)
 	if err != nil {
 		tb.Fatal(err)
@@ -85,12 +92,31 @@ func TestSendKVDoesNotCopy(t *testing.T) {
 // 110m preset (16 tokens x 768 x f16); the others bracket it.
 var kvBenchSizes = []int{16 << 10, 24 << 10, 256 << 10, 4 << 20}
 
+// BenchmarkSendKV measures SendKV's throughput to a peer on this host
+// over TCP (sealed) and through shared memory (KV_SHM frames on the same
+// sealed connection), beside BenchmarkMemcpy at the same sizes.
 func BenchmarkSendKV(b *testing.B) {
+	b.Run("tcp", func(b *testing.B) { benchSendKV(b, transfer.KVTCP) })
+	if shm.Supported() {
+		b.Run("shm", func(b *testing.B) { benchSendKV(b, transfer.KVAuto) })
+	}
+}
+
+func benchSendKV(b *testing.B, kv transfer.KVTransport) {
 	for _, size := range kvBenchSizes {
 		b.Run(byteSize(size), func(b *testing.B) {
-			send, to, s := sinkPair(b, size)
+			send, to, s := sinkPairOver(b, size, kv)
 			data := make([]byte, size)
 			ctx := context.Background()
+			if kv == transfer.KVAuto {
+				// The receiver's offer arrives just after the handshake: wait
+				// for it, so every timed frame goes through shared memory.
+				for i := 0; len(send.Peers()) == 0 || send.Peers()[0].KVOut != "shm"; i++ {
+					if err := send.SendKV(ctx, to, roomID(1), kvwire.KV{}, data); err != nil || i > 1000 {
+						b.Fatalf("no shared memory after %d frames (%v): %v", i, err, send.Counters())
+					}
+				}
+			}
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
@@ -100,6 +126,9 @@ func BenchmarkSendKV(b *testing.B) {
 			}
 			if s.bad.Load() != 0 {
 				b.Fatalf("%d checksum errors", s.bad.Load())
+			}
+			if c := send.Counters(); kv == transfer.KVAuto && c["shm_kv_frames_out"] == 0 {
+				b.Fatalf("no frame went through shared memory: %v", c)
 			}
 		})
 	}

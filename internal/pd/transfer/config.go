@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tandem/internal/pd/kvwire"
+	"tandem/internal/pd/shm"
 )
 
 // Limits and defaults. Every queue and map of the transport is bounded by
@@ -117,6 +118,57 @@ type Config struct {
 	// Faults injects failures for tests. nil in production; it can only
 	// be set from code. See Faults.
 	Faults Faults
+	// KVTransport says how KV data bytes travel (see KVTransport and
+	// shm.go): KVAuto (the zero value) uses shared memory with peers on
+	// this host when it can be set up, else TCP.
+	KVTransport KVTransport
+	// ShmRegionBytes is the size of the shared-memory region this node
+	// creates per connection to receive KV data into, and the largest
+	// region of a peer it maps (default 64 MiB; whole 4 KiB pages, 1 MiB
+	// to 1 GiB). A KV frame larger than the region goes over TCP.
+	ShmRegionBytes int
+}
+
+// KVTransport chooses the path of KV data bytes between two workers.
+// Control frames (and the handshake) always travel over TCP.
+type KVTransport uint8
+
+// The transports.
+const (
+	// KVAuto offers shared memory to peers whose TCP address is this
+	// host's (loopback, or the connection's own local address), accepts
+	// the offers of any peer, and uses TCP when setup fails.
+	KVAuto KVTransport = iota
+	// KVTCP never offers shared memory and declines offers.
+	KVTCP
+	// KVShm offers shared memory to every peer and requires it for
+	// sending: SendKV to a peer without a region fails (ErrIncompatible)
+	// instead of falling back to TCP (a frame larger than the region
+	// still goes over TCP).
+	KVShm
+)
+
+// String returns "auto", "tcp" or "shm".
+func (k KVTransport) String() string {
+	switch k {
+	case KVAuto:
+		return "auto"
+	case KVTCP:
+		return "tcp"
+	case KVShm:
+		return "shm"
+	}
+	return fmt.Sprintf("kv-transport(%d)", uint8(k))
+}
+
+// ParseKVTransport parses "auto", "tcp" or "shm".
+func ParseKVTransport(s string) (KVTransport, error) {
+	for k := KVAuto; k <= KVShm; k++ {
+		if s == k.String() {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("kv transport %q: use auto, tcp or shm", s)
 }
 
 // withDefaults checks cfg and fills its defaults.
@@ -148,6 +200,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SendQueueMax < 0 || cfg.SendQueueMax > sendQueueMaxLimit {
 		errs = append(errs, fmt.Errorf("SendQueueMax %d outside 0..%d", cfg.SendQueueMax, sendQueueMaxLimit))
 	}
+	if cfg.KVTransport > KVShm {
+		errs = append(errs, fmt.Errorf("KVTransport %d unknown", cfg.KVTransport))
+	}
+	if n := cfg.ShmRegionBytes; n != 0 && (n < kvwire.ShmRegionBytesMin || n > kvwire.ShmRegionBytesMax || n%kvwire.ShmPageBytes != 0) {
+		errs = append(errs, fmt.Errorf("ShmRegionBytes %d: want whole %d-byte pages within %d..%d", n, kvwire.ShmPageBytes, kvwire.ShmRegionBytesMin, kvwire.ShmRegionBytesMax))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return cfg, fmt.Errorf("transfer config: %w", err)
 	}
@@ -166,6 +224,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.SendQueueMax == 0 {
 		cfg.SendQueueMax = defaultSendQueueMax
+	}
+	if cfg.ShmRegionBytes == 0 {
+		cfg.ShmRegionBytes = shm.DefaultBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = discardLogger()

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,8 @@ type conn struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	err       error // why it closed; set before closed is closed
+
+	shmState // the shared-memory data path (shm.go)
 }
 
 // sealBufBytesMax bounds a connection's send buffer: a whole control
@@ -67,6 +70,7 @@ func (c *conn) close(cause error) {
 		c.err = cause
 		close(c.closed)
 		c.nc.Close()
+		c.closedShm()
 	})
 }
 
@@ -101,47 +105,80 @@ func (c *conn) peerAddr() string {
 // WriteTimeout and PeerTimeout as its deadline. Any write error closes
 // the connection: a partial frame cannot be taken back.
 func (c *conn) write(ctx context.Context, h kvwire.Header, prefix, data []byte, try bool) error {
+	if err := c.lock(ctx, try); err != nil {
+		return err
+	}
+	defer c.unlock(try)
+	return c.writeLocked(h, prefix, data, try, true)
+}
+
+// lock takes the write lock: a heartbeat (try) only when it is free,
+// other writers waiting with ctx, at most SendQueueMax of them. unlock
+// releases it.
+func (c *conn) lock(ctx context.Context, try bool) error {
 	t := c.t
-	if !try {
-		if int(c.waiting.Add(1)) > t.cfg.SendQueueMax {
-			c.waiting.Add(-1)
-			t.inc(cSendQueueFull)
-			return fmt.Errorf("%d senders waiting: %w", t.cfg.SendQueueMax, ErrSendQueueFull)
-		}
-		defer c.waiting.Add(-1)
+	if try {
 		select {
 		case c.wlock <- struct{}{}:
-		case <-c.closed:
-			return fmt.Errorf("connection closed: %w", c.err)
-		case <-ctx.Done():
-			return fmt.Errorf("wait to write: %w", context.Cause(ctx))
-		}
-	} else {
-		select {
-		case c.wlock <- struct{}{}:
+			return nil
 		default:
 			t.inc(cHeartbeatsSkipped)
 			return ErrSendQueueFull
 		}
 	}
-	defer func() { <-c.wlock }()
+	if int(c.waiting.Add(1)) > t.cfg.SendQueueMax {
+		c.waiting.Add(-1)
+		t.inc(cSendQueueFull)
+		return fmt.Errorf("%d senders waiting: %w", t.cfg.SendQueueMax, ErrSendQueueFull)
+	}
+	select {
+	case c.wlock <- struct{}{}:
+		return nil
+	case <-c.closed:
+		c.waiting.Add(-1)
+		return fmt.Errorf("connection closed: %w", c.err)
+	case <-ctx.Done():
+		c.waiting.Add(-1)
+		return fmt.Errorf("wait to write: %w", context.Cause(ctx))
+	}
+}
+
+func (c *conn) unlock(try bool) {
+	<-c.wlock
+	if !try {
+		c.waiting.Add(-1)
+	}
+}
+
+// writeLocked is write with the lock held. hooked says whether the Faults
+// hook sees the frame (not for the shared-memory setup frames, nor for
+// a KV_SHM frame, whose hook call saw the KV frame it stands for).
+func (c *conn) writeLocked(h kvwire.Header, prefix, data []byte, try, hooked bool) error {
+	t := c.t
 	if c.isClosed() {
 		return fmt.Errorf("connection closed: %w", c.err)
 	}
 	h.Checksum = 0 // the tags authenticate sealed frames
 	size := kvwire.HeaderBytes + kvwire.SealedBytes(h)
 	fw := frameWriter{c: c, cutAt: -1, corruptAt: -1}
-	if t.cfg.Faults != nil {
+	if t.cfg.Faults != nil && hooked {
 		if done, err := c.writeFault(h, size, &fw); done {
 			return err
 		}
 	}
+	return c.sealAndWrite(h, prefix, data, size, try, &fw)
+}
+
+// sealAndWrite seals and writes the frame under the write deadline and
+// counts it.
+func (c *conn) sealAndWrite(h kvwire.Header, prefix, data []byte, size int, try bool, fw *frameWriter) error {
+	t := c.t
 	timeout := t.cfg.WriteTimeout
 	if try {
 		timeout = min(timeout, c.timeout)
 	}
 	c.nc.SetWriteDeadline(time.Now().Add(timeout))
-	if err := c.seal(h, prefix, data, size, &fw); err != nil {
+	if err := c.seal(h, prefix, data, size, fw); err != nil {
 		if errors.Is(err, ErrInjected) {
 			return err
 		}
@@ -237,33 +274,42 @@ func (c *conn) writeFault(h kvwire.Header, size int, fw *frameWriter) (bool, err
 	return false, nil
 }
 
-// readLoop reads frames until the connection fails, then closes it.
+// readLoop reads frames until the connection fails, then closes it and
+// releases its shared-memory regions.
 func (t *Transport) readLoop(c *conn) {
 	err := t.readFrames(c)
 	c.close(err)
+	c.releaseShm()
 }
 
 // reader is the state of one connection's read loop.
 type reader struct {
 	t       *Transport
 	c       *conn
+	in      io.Reader // the connection, buffered when KV_SHM frames may come
 	hdr     [kvwire.HeaderBytes]byte
 	sub     [kvwire.KVSubHeaderBytes + kvwire.SealTagBytes]byte
 	payload []byte              // sealed control payloads; grows to at most ControlPayloadBytesMax + a tag
 	record  []byte              // sealed KV data records, recvBatchRecords at a time
 	check   [256]kvwire.Payload // scratch values for checking payloads, by type
+
+	kvShmFrame kvwire.KVShm
 }
 
 func (t *Transport) readFrames(c *conn) error {
-	r := &reader{t: t, c: c}
+	r := &reader{t: t, c: c, in: c.nc}
+	if c.rx != nil {
+		// Many small KV_SHM frames: read them without a system call each.
+		r.in = bufio.NewReaderSize(c.nc, readBufBytes)
+	}
 	for {
 		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
-		h, err := kvwire.ReadHeader(c.nc, &r.hdr)
+		h, err := kvwire.ReadHeader(r.in, &r.hdr)
 		if err != nil {
 			return r.failed(err)
 		}
 		var f Fault
-		if t.cfg.Faults != nil {
+		if t.cfg.Faults != nil && !isShmType(h.Type) {
 			if f, err = r.readFault(h); err != nil {
 				return err
 			}
@@ -338,7 +384,7 @@ func (r *reader) readControl(h kvwire.Header, f Fault) error {
 		r.payload = make([]byte, n, max(n, min(2*cap(r.payload), kvwire.ControlPayloadBytesMax+kvwire.SealTagBytes)))
 	}
 	sealed := r.payload[:n]
-	if _, err := io.ReadFull(c.nc, sealed); err != nil {
+	if _, err := io.ReadFull(r.in, sealed); err != nil {
 		return err
 	}
 	if f.Action == FaultCorrupt {
@@ -353,6 +399,9 @@ func (r *reader) readControl(h kvwire.Header, f Fault) error {
 		err := fmt.Errorf("%v frame after the handshake", h.Type)
 		t.reject(cRejectedUnexpected, c.peerAddr(), err)
 		return err
+	}
+	if isShmType(h.Type) {
+		return r.readShm(h, payload)
 	}
 	chk := r.check[h.Type]
 	if chk == nil {
@@ -385,7 +434,7 @@ func (r *reader) readControl(h kvwire.Header, f Fault) error {
 // (KVDone false) and closes the connection.
 func (r *reader) readKV(h kvwire.Header, f Fault) error {
 	t, c := r.t, r.c
-	if _, err := io.ReadFull(c.nc, r.sub[:]); err != nil {
+	if _, err := io.ReadFull(r.in, r.sub[:]); err != nil {
 		return err
 	}
 	n := int(h.Length) - kvwire.KVSubHeaderBytes
@@ -461,7 +510,7 @@ func (r *reader) readData(dst []byte, n int, corrupt bool) error {
 		records := (data + kvwire.SealRecordBytesMax - 1) / kvwire.SealRecordBytesMax
 		batch := r.record[:data+records*kvwire.SealTagBytes]
 		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
-		if _, err := io.ReadFull(c.nc, batch); err != nil {
+		if _, err := io.ReadFull(r.in, batch); err != nil {
 			return err
 		}
 		if corrupt {

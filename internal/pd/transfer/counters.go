@@ -53,6 +53,16 @@ const (
 	cPeerRestarts
 	cSendQueueFull
 	cFaultsInjected
+	cShmOffered
+	cShmAccepted
+	cShmRefused
+	cShmUnavailable
+	cShmFramesOut
+	cShmBytesOut
+	cShmFramesIn
+	cShmBytesIn
+	cShmRingFull
+	cRejectedShm
 	counterEnd
 )
 
@@ -94,6 +104,16 @@ var counterNames = [counterEnd]string{
 	cPeerRestarts:            "peer_restarts",            // reconnections that found a new peer incarnation
 	cSendQueueFull:           "send_queue_full",          // sends refused with ErrSendQueueFull
 	cFaultsInjected:          "faults_injected",          // frames a Faults hook changed
+	cShmOffered:              "shm_offered",              // shared-memory regions this node offered (one per connection to a same-host peer)
+	cShmAccepted:             "shm_accepted",             // regions set up: this node's offer accepted, or a peer's offer mapped
+	cShmRefused:              "shm_refused",              // offers that ended on TCP: declined or failed, either side (the log says why)
+	cShmUnavailable:          "shm_unavailable",          // regions this node could not create (no offer made)
+	cShmFramesOut:            "shm_kv_frames_out",        // KV frames sent through shared memory (also counted in frames_out)
+	cShmBytesOut:             "shm_kv_bytes_out",         // their data bytes (not in bytes_out, which counts the wire)
+	cShmFramesIn:             "shm_kv_frames_in",         //
+	cShmBytesIn:              "shm_kv_bytes_in",          //
+	cShmRingFull:             "shm_ring_full",            // KV sends that waited for the peer to free ring space
+	cRejectedShm:             "rejected_shm",             // a shared-memory frame or ring state that breaks the protocol, or a slot overwritten (the connection closes)
 }
 
 func (t *Transport) inc(c counter)           { t.counters[c].Add(1) }

@@ -20,6 +20,15 @@
 // of a peer that is gone (room.EventPeerLost). SendKV seals page memory
 // from the caller's slice record by record into a small send buffer.
 //
+// # Shared memory
+//
+// Between two nodes on one host (Config.KVTransport), KV data bytes go
+// through a shared-memory ring (internal/pd/shm) that the receiver
+// creates and offers inside the sealed session (SHM_OFFER, SHM_REPLY);
+// a KV frame becomes a sealed KV_SHM frame naming its slot, in order
+// with every other frame, and the Handler sees the same KVDest/KVDone
+// calls. shm.go has the details; the README the design.
+//
 // # Security
 //
 // The handshake proves the cluster token both ways (HMAC-SHA256 over the

@@ -143,8 +143,11 @@ func TestHandshakeAndRoomFlow(t *testing.T) {
 		t.Errorf("prefill Peers() = %+v, want one accepted peer %s", ps, d.Addr())
 	}
 	c := d.Counters()
-	if c["handshakes_ok"] != 1 || c["conns_dialed"] != 1 || c["kv_checksum_errors"] != 0 || c["frames_out"] != 3 {
-		t.Errorf("decode counters %v: want 1 handshake, 1 dial, 3 frames out, no checksum errors", c)
+	// Besides its 3 frames decode wrote its shared-memory offer and its
+	// answer to prefill's, if any.
+	setup := c["shm_offered"] + p.Counters()["shm_offered"]
+	if c["handshakes_ok"] != 1 || c["conns_dialed"] != 1 || c["kv_checksum_errors"] != 0 || c["frames_out"] != 3+setup {
+		t.Errorf("decode counters %v: want 1 handshake, 1 dial, 3 frames out (+%d shared-memory setup frames), no checksum errors", c, setup)
 	}
 }
 
@@ -238,8 +241,10 @@ func TestCorruptKVFrameClosesConnection(t *testing.T) {
 	if !bytes.Equal(data, bytes.Repeat([]byte{0x11}, 100)) {
 		t.Errorf("FaultCorrupt changed the caller's data")
 	}
-	if got := d.Counters()["rejected_auth_tag"]; got != 1 {
-		t.Errorf("decode rejected_auth_tag = %d, want 1", got)
+	// Over TCP the frame fails to open; through shared memory its slot
+	// fails its check.
+	if c := d.Counters(); c["rejected_auth_tag"]+c["rejected_shm"] != 1 {
+		t.Errorf("decode rejected_auth_tag = %d, rejected_shm = %d, want 1 in all", c["rejected_auth_tag"], c["rejected_shm"])
 	}
 }
 
@@ -535,6 +540,8 @@ func TestSendRefusesBadFrames(t *testing.T) {
 	}{
 		{"heartbeat", kvwire.TypeHeartbeat, room.ID{}, make([]byte, 28), kvwire.ErrType},
 		{"kv via Send", kvwire.TypeKV, roomID(1), make([]byte, 8), kvwire.ErrType},
+		{"KV_SHM via Send", kvwire.TypeKVShm, roomID(1), payload(&kvwire.KVShm{Seq: 1, Length: 8}), kvwire.ErrType},
+		{"SHM_OFFER via Send", kvwire.TypeShmOffer, room.ID{}, make([]byte, 96), kvwire.ErrType},
 		{"no room", kvwire.TypeHello, room.ID{}, nil, kvwire.ErrMalformed},
 		{"payload on hello", kvwire.TypeHello, roomID(1), []byte{1}, kvwire.ErrTooLarge},
 		{"bad alloc", kvwire.TypeAlloc, roomID(1), []byte{9, 0, 0, 0}, kvwire.ErrMalformed},

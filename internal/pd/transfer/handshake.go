@@ -283,7 +283,12 @@ func (t *Transport) dialPeer(p *peer, timeout time.Duration) (*conn, error) {
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return newConn(t, nc, ok.Incarnation, t.timeoutWith(ok.HeartbeatMillis), keys), nil
+	c := newConn(t, nc, ok.Incarnation, t.timeoutWith(ok.HeartbeatMillis), keys)
+	if err := t.offerShm(c); err != nil {
+		c.close(err)
+		return nil, fmt.Errorf("handshake with %s: %w", p.addr, err)
+	}
+	return c, nil
 }
 
 // heartbeatMillisMax caps the heartbeat interval a peer may announce, so

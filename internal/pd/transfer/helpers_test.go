@@ -3,6 +3,7 @@ package transfer_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"slices"
@@ -134,8 +135,19 @@ func isFrame(typ kvwire.Type) func(event) bool {
 	return func(e event) bool { return e.kind == "frame" && e.typ == typ }
 }
 
+// kvTransport is the KV transport of the tests' transports. With auto
+// (the default) the pairs on 127.0.0.1 carry KV through shared memory on
+// Linux and the pipe-network pairs over TCP; -kv-transport=tcp runs them
+// all over TCP.
+var kvTransport = flag.String("kv-transport", "auto", "KV transport of the test transports: auto or tcp")
+
 func config(listen string) transfer.Config {
+	kv, err := transfer.ParseKVTransport(*kvTransport)
+	if err != nil {
+		panic(err)
+	}
 	return transfer.Config{
+		KVTransport:       kv,
 		ListenAddr:        listen,
 		ClusterToken:      token,
 		Shape:             testShape(),

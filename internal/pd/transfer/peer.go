@@ -218,6 +218,7 @@ func (t *Transport) install(p *peer, c *conn) {
 	p.lastHeard.Store(int64(t.now()))
 	t.log.Info("transfer: peer connected", "peer", p.addr, "dialed", p.dialer, "incarnation", c.incarnation)
 	t.h.PeerUp(p.addr, kvwire.Heartbeat{})
+	c.startReader()
 	t.wg.Go(func() { t.readLoop(c) })
 }
 

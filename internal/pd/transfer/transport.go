@@ -78,6 +78,9 @@ type PeerStatus struct {
 	FramesOut     uint64
 	BytesIn       uint64
 	BytesOut      uint64
+	// KVOut and KVIn are how KV data travels on the current connection
+	// in each direction: "shm" (shared memory) or "tcp".
+	KVOut, KVIn string
 }
 
 // Transport carries frames between this worker and its peers: one
@@ -397,7 +400,13 @@ func (t *Transport) handleAccepted(pc *preauthConn) {
 		return
 	}
 	nc.SetDeadline(time.Time{})
-	t.adopt(hello.NodeAddr, newConn(t, nc, hello.Incarnation, t.timeoutWith(hello.HeartbeatMillis), keys))
+	c := newConn(t, nc, hello.Incarnation, t.timeoutWith(hello.HeartbeatMillis), keys)
+	if err := t.offerShm(c); err != nil {
+		t.log.Debug("transfer: shared-memory offer failed", "remote", nc.RemoteAddr().String(), "err", err)
+		c.close(err)
+		return
+	}
+	t.adopt(hello.NodeAddr, c)
 }
 
 // Close stops accepting, closes every connection, and returns after every
@@ -457,6 +466,16 @@ func (t *Transport) Peers() []PeerStatus {
 			Incarnation:   p.incarn,
 			Timeout:       time.Duration(p.timeout.Load()),
 			LastHeartbeat: p.lastHB,
+			KVOut:         "tcp",
+			KVIn:          "tcp",
+		}
+		if c := p.conn; c != nil && !c.isClosed() {
+			if c.sending.Load() {
+				st.KVOut = "shm"
+			}
+			if c.receiving.Load() {
+				st.KVIn = "shm"
+			}
 		}
 		p.mu.Unlock()
 		st.LastHeard = t.epoch.Add(time.Duration(p.lastHeard.Load()))
@@ -483,7 +502,7 @@ func (t *Transport) Peers() []PeerStatus {
 // Frames sent one after another (each Send returning before the next) to
 // one peer arrive in that order; concurrent Sends are ordered arbitrarily.
 func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id room.ID, payload []byte) error {
-	if !typ.HasRoom() || typ == kvwire.TypeKV {
+	if !typ.HasRoom() || typ == kvwire.TypeKV || typ == kvwire.TypeKVShm {
 		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w: %w", typ, peer, ErrFrame, kvwire.ErrType)
 	}
 	h := kvwire.NewHeader(typ, id, payload)
@@ -533,7 +552,7 @@ func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwi
 	if err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
-	if err := c.write(ctx, h, sub[:], data, false); err != nil {
+	if err := c.writeKV(ctx, h, sub[:], kv, data); err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
 	return nil

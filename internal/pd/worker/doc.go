@@ -17,6 +17,10 @@
 // sequence in its continuous batch with the first token; the leg then streams
 // like any colocated request.
 //
+// A decode worker also serves local legs (local.go): the router sends a
+// short prompt whole, and the worker runs prefill and decode in its own
+// continuous batch, as a colocated server would.
+//
 // # Concurrency
 //
 // Everything that decides lives in package driver, which is deterministic

@@ -12,7 +12,8 @@ import (
 // Handler serves the worker's disaggregation endpoints:
 //
 //	GET /pd/info      role, transfer address, model
-//	GET /pd/status    load, for the router's choice of worker
+//	GET /pd/status    load, for the router's choice of worker (prefill_queue_tokens:
+//	                  the prompt tokens the engine has still to compute, engine.Stats.PrefillQueueTokens)
 //	GET /debug/rooms  live and recently finished rooms with their histories
 func (w *Worker) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -35,11 +36,13 @@ func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	hb := w.load()
+	queued := w.eng.Stats().PrefillQueueTokens
 	w.mu.Lock()
 	st, peers := w.d.Stats(), w.d.Peers()
 	w.mu.Unlock()
 	writeJSON(rw, map[string]any{"role": roleName(w.role), "waiting": hb.Waiting, "running": hb.Running,
-		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
+		"prefill_queue_tokens": queued,
+		"pages_used":           hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
 		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
 		"peer_loads": w.peerLoads()})
 }

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
+	"tandem/internal/server"
 )
 
 // Error is a disaggregation failure as the router's HTTP leg sees it. The
@@ -61,10 +64,33 @@ type leg struct {
 	finished chan struct{} // closed when the room succeeded or failed
 	err      *Error        // set before finished/started close on failure
 	first    engine.Update // prefill: the engine's update with the first token
+
+	// When the leg's phases happened, for its leg.HeaderTiming (zero: not
+	// yet). received is set at creation; the others with Worker.mu held.
+	received, computeAt, firstAt, ackedAt time.Time // prefill
+	resumedAt, firstOutAt                 time.Time // decode
 }
 
 func newLeg(w *Worker, id room.ID, req engine.Request) *leg {
-	return &leg{w: w, id: id, req: req, started: make(chan struct{}), finished: make(chan struct{})}
+	return &leg{w: w, id: id, req: req, started: make(chan struct{}), finished: make(chan struct{}), received: time.Now()}
+}
+
+// timing returns the leg's leg.HeaderTiming value: a prefill leg's queue,
+// prefill and transfer once decode acknowledged the KV, a decode leg's
+// first decode step once its first token went out; "" before. Callers
+// hold Worker.mu.
+func (l *leg) timing() string {
+	var t apileg.Timing
+	switch {
+	case !l.ackedAt.IsZero() && !l.firstAt.IsZero() && !l.computeAt.IsZero():
+		admitted := l.computeAt.Add(l.first.QueueTime)
+		q, p, x := admitted.Sub(l.received), l.firstAt.Sub(admitted), l.ackedAt.Sub(l.firstAt)
+		t.Queue, t.Prefill, t.Transfer = &q, &p, &x
+	case !l.resumedAt.IsZero() && !l.firstOutAt.IsZero():
+		d := l.firstOutAt.Sub(l.resumedAt)
+		t.FirstDecode = &d
+	}
+	return t.String()
 }
 
 // fail records the failure once and wakes the stream.
@@ -82,7 +108,10 @@ func (l *leg) fail(e *Error) {
 
 // succeed marks the transfer done (prefill: the leg can answer).
 func (l *leg) succeed() {
-	l.once.Do(func() { close(l.finished) })
+	l.once.Do(func() {
+		l.ackedAt = time.Now()
+		close(l.finished)
+	})
 }
 
 func (l *leg) setHandle(h *engine.Handle, cancel context.CancelFunc) {
@@ -132,13 +161,40 @@ func (s *prefillStream) Next(ctx context.Context) (engine.Update, error) {
 
 func (s *prefillStream) Cancel() { s.l.w.clientAbort(s.l) }
 
+// LegTiming reports the prefill leg's queue, prefill and transfer times
+// (server.LegTimer).
+func (s *prefillStream) LegTiming() string {
+	s.l.w.mu.Lock()
+	defer s.l.w.mu.Unlock()
+	return s.l.timing()
+}
+
 // decodeStream is what the decode worker's HTTP handler reads: the engine
 // sequence's updates once the K/V has arrived, or the room's failure.
 type decodeStream struct {
-	l *leg
+	l    *leg
+	rest []engine.Update // one token each: the rest of an update server.SplitUpdate split
 }
 
+// Next returns the sequence's next update: one token per call, so that
+// each engine step's token becomes its own chunk (see server.SplitUpdate).
 func (s *decodeStream) Next(ctx context.Context) (engine.Update, error) {
+	if len(s.rest) > 0 {
+		u := s.rest[0]
+		s.rest = s.rest[1:]
+		return u, nil
+	}
+	u, err := s.next(ctx)
+	if err != nil {
+		return u, err
+	}
+	parts := server.SplitUpdate(u)
+	s.rest = parts[1:]
+	return parts[0], nil
+}
+
+// next returns the engine's next (possibly merged) update.
+func (s *decodeStream) next(ctx context.Context) (engine.Update, error) {
 	select {
 	case <-s.l.started:
 	case <-ctx.Done():
@@ -154,6 +210,13 @@ func (s *decodeStream) Next(ctx context.Context) (engine.Update, error) {
 	if err != nil {
 		return u, err
 	}
+	if len(u.Tokens) > 0 {
+		s.l.w.mu.Lock()
+		if s.l.firstOutAt.IsZero() {
+			s.l.firstOutAt = time.Now()
+		}
+		s.l.w.mu.Unlock()
+	}
 	if u.Done && u.Finish != engine.FinishStop && u.Finish != engine.FinishLength {
 		s.l.w.mu.Lock()
 		if s.l.err != nil {
@@ -165,6 +228,13 @@ func (s *decodeStream) Next(ctx context.Context) (engine.Update, error) {
 }
 
 func (s *decodeStream) Cancel() { s.l.w.clientAbort(s.l) }
+
+// LegTiming reports the decode leg's first decode step (server.LegTimer).
+func (s *decodeStream) LegTiming() string {
+	s.l.w.mu.Lock()
+	defer s.l.w.mu.Unlock()
+	return s.l.timing()
+}
 
 // clientAbort handles the HTTP leg going away: before the room is over it
 // is the core's EventClientAbort; after success (decode) it ends the

@@ -41,6 +41,7 @@ func newSlowDecode(t *testing.T, m *model.Model) (*Worker, *engine.Engine) {
 	d := &net.Dialer{}
 	w, err := New(e, Config{Role: room.RoleDecode, Room: testRoomConfig(), Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
 		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: slowHeartbeat,
+		KVTransport: transfer.KVTCP, // the slow link is TCP's: no shared memory around it
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, "tcp", addr)
 			if err != nil {

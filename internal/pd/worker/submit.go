@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
@@ -18,8 +20,9 @@ import (
 )
 
 // Backend returns the server.Backend for this worker's HTTP API: requests
-// that carry the router's leg headers become rooms; requests without them
-// are served colocated by the engine (handy for checks and debugging).
+// that carry the router's prefill or decode leg headers become rooms; a
+// local leg (decode workers; see local.go) and requests without leg
+// headers are served colocated by the engine.
 func (w *Worker) Backend() server.Backend {
 	return &backend{w: w, local: server.EngineBackend(w.eng)}
 }
@@ -41,6 +44,9 @@ func (b *backend) Submit(ctx context.Context, req engine.Request) (server.Stream
 	id, err := room.ParseID(li.Room)
 	if err != nil {
 		return nil, fmt.Errorf("%w: header X-Tandem-Room: %w", engine.ErrBadRequest, err)
+	}
+	if li.Leg == apileg.KindLocal {
+		return b.submitLocal(ctx, id, li, req)
 	}
 	want := roleName(b.w.role)
 	if li.Leg != want {
@@ -99,6 +105,7 @@ func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
 		return err
 	}
 	l.setHandle(h, cancel)
+	l.computeAt = time.Now()
 	w.wg.Add(1)
 	go w.watchPrefill(l, h)
 	return nil
@@ -129,6 +136,7 @@ func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
 		return fmt.Errorf("room %s has no engine sequence to resume", l.id)
 	}
 	l.resumed = true
+	l.resumedAt = time.Now()
 	tok := engine.Token{ID: first.ID, Logprob: first.Logprob}
 	if n := l.req.TopLogprobs; n > 0 {
 		for _, t := range first.Top[:min(n, len(first.Top))] {
@@ -174,6 +182,7 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 			w.locked(func(now room.Instant) {
 				l.first = u
 				l.first.Done = false
+				l.firstAt = time.Now()
 				w.d.ComputeDone(now, l.id, l, first)
 			})
 			return

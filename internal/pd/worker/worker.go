@@ -75,6 +75,8 @@ type Worker struct {
 	loadMu sync.Mutex
 	loads  map[string]peerLoad // the peers' last heartbeats
 
+	local localLegs // room ids of recent local legs (local.go)
+
 	closeOnce sync.Once
 	timerWake chan struct{} // capacity 1
 	ctx       context.Context

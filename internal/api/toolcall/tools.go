@@ -1,0 +1,266 @@
+package toolcall
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Limits on tools definitions.
+const (
+	MaxTools      = 128 // tools in one request (OpenAI's limit)
+	MaxNameLength = 64  // bytes of a function name (OpenAI's limit)
+)
+
+// Tool is one function a request offers the model.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON schema of the arguments object, as the client
+	// sent it; nil when not given (any object).
+	Parameters json.RawMessage
+	// Strict is function.strict: the arguments must follow Parameters
+	// exactly.
+	Strict bool
+}
+
+// Error is a problem with a request's tool fields: Param names the member
+// (tools[2].function.name), Message says what is wrong in OpenAI's words.
+type Error struct {
+	Param   string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errorf(param, format string, args ...any) *Error {
+	return &Error{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// kind names the JSON type of raw, for error messages.
+func kind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// validName reports whether s is a function name OpenAI accepts: 1 to
+// MaxNameLength of a-z, A-Z, 0-9, '_' and '-'.
+func validName(s string) bool {
+	if s == "" || len(s) > MaxNameLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseTools decodes a request's tools member: an array of
+// {"type": "function", "function": {"name", "description", "parameters",
+// "strict"}}. Names must be valid and distinct; parameters, when given,
+// must be an object (a JSON schema; whether the grammar can honour it is
+// checked when a grammar is built). It never panics.
+func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
+	var items []json.RawMessage
+	if kind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+		return nil, errorf("tools", "tools must be an array of tool objects, got %s.", kind(raw))
+	}
+	if len(items) > MaxTools {
+		return nil, errorf("tools", "tools has %d entries; at most %d are allowed.", len(items), MaxTools)
+	}
+	tools := make([]Tool, 0, len(items))
+	seen := make(map[string]int, len(items))
+	for i, it := range items {
+		p := fmt.Sprintf("tools[%d]", i)
+		var obj map[string]json.RawMessage
+		if kind(it) != "an object" || json.Unmarshal(it, &obj) != nil {
+			return nil, errorf(p, "%s must be an object, got %s.", p, kind(it))
+		}
+		var typ string
+		if r, ok := obj["type"]; !ok || isNull(r) {
+			return nil, errorf(p+".type", "Missing required parameter: '%s.type'.", p)
+		} else if kind(r) != "a string" || json.Unmarshal(r, &typ) != nil {
+			return nil, errorf(p+".type", "%s.type must be a string, got %s.", p, kind(r))
+		}
+		if typ != "function" {
+			return nil, errorf(p+".type", "Invalid value for '%s.type': %q; the supported value is 'function'.", p, clip(typ))
+		}
+		fraw, ok := obj["function"]
+		if !ok || isNull(fraw) {
+			return nil, errorf(p+".function", "Missing required parameter: '%s.function'.", p)
+		}
+		var fn map[string]json.RawMessage
+		if kind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
+			return nil, errorf(p+".function", "%s.function must be an object, got %s.", p, kind(fraw))
+		}
+		fp := p + ".function"
+		var t Tool
+		nraw, ok := fn["name"]
+		if !ok || isNull(nraw) {
+			return nil, errorf(fp+".name", "Missing required parameter: '%s.name'.", fp)
+		}
+		if kind(nraw) != "a string" || json.Unmarshal(nraw, &t.Name) != nil {
+			return nil, errorf(fp+".name", "%s.name must be a string, got %s.", fp, kind(nraw))
+		}
+		if !validName(t.Name) {
+			return nil, errorf(fp+".name", "Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,%d}$', got %q.", fp, MaxNameLength, clip(t.Name))
+		}
+		if j, dup := seen[t.Name]; dup {
+			return nil, errorf(fp+".name", "%s.name %q is also the name of tools[%d]; function names must be unique.", fp, t.Name, j)
+		}
+		seen[t.Name] = i
+		if r, ok := fn["description"]; ok && !isNull(r) {
+			if kind(r) != "a string" || json.Unmarshal(r, &t.Description) != nil {
+				return nil, errorf(fp+".description", "%s.description must be a string, got %s.", fp, kind(r))
+			}
+		}
+		if r, ok := fn["parameters"]; ok && !isNull(r) {
+			if kind(r) != "an object" {
+				return nil, errorf(fp+".parameters", "%s.parameters must be an object (a JSON schema), got %s.", fp, kind(r))
+			}
+			t.Parameters = append(json.RawMessage(nil), bytes.TrimSpace(r)...)
+		}
+		if r, ok := fn["strict"]; ok && !isNull(r) {
+			if kind(r) != "a boolean" || json.Unmarshal(r, &t.Strict) != nil {
+				return nil, errorf(fp+".strict", "%s.strict must be a boolean, got %s.", fp, kind(r))
+			}
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// ChoiceMode is what tool_choice asks of the model.
+type ChoiceMode int
+
+const (
+	// ChoiceNone: the model must not call tools; the output is content
+	// (the zero Choice, and the default without tools).
+	ChoiceNone ChoiceMode = iota
+	// ChoiceAuto lets the model answer or call tools (the default when
+	// tools are given).
+	ChoiceAuto
+	// ChoiceRequired: the model must call one or more tools.
+	ChoiceRequired
+	// ChoiceFunction: the model must call the function Choice.Name.
+	ChoiceFunction
+)
+
+// String returns tool_choice's spelling of m ("function" for a named one).
+func (m ChoiceMode) String() string {
+	switch m {
+	case ChoiceNone:
+		return "none"
+	case ChoiceRequired:
+		return "required"
+	case ChoiceFunction:
+		return "function"
+	}
+	return "auto"
+}
+
+// Choice is a decoded tool_choice.
+type Choice struct {
+	Mode ChoiceMode
+	Name string // ChoiceFunction: the function to call
+}
+
+// ParseChoice decodes tool_choice against the request's tools: "none",
+// "auto", "required" or {"type": "function", "function": {"name": N}}
+// naming one of them. raw nil (not given) is auto with tools and none
+// without, as OpenAI does. "required" and named choices need tools.
+func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
+	if raw == nil || isNull(raw) {
+		if len(tools) == 0 {
+			return Choice{Mode: ChoiceNone}, nil
+		}
+		return Choice{Mode: ChoiceAuto}, nil
+	}
+	switch kind(raw) {
+	case "a string":
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object.")
+		}
+		switch s {
+		case "none":
+			return Choice{Mode: ChoiceNone}, nil
+		case "auto":
+			return Choice{Mode: ChoiceAuto}, nil
+		case "required":
+			if len(tools) == 0 {
+				return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+			}
+			return Choice{Mode: ChoiceRequired}, nil
+		}
+		return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto', 'required' and a {\"type\": \"function\", \"function\": {\"name\": ...}} object.", clip(s))
+	case "an object":
+	default:
+		return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object, got %s.", kind(raw))
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object.")
+	}
+	var typ string
+	if r, ok := obj["type"]; !ok || isNull(r) {
+		return Choice{}, errorf("tool_choice.type", "Missing required parameter: 'tool_choice.type'.")
+	} else if kind(r) != "a string" || json.Unmarshal(r, &typ) != nil || typ != "function" {
+		return Choice{}, errorf("tool_choice.type", "Invalid value for 'tool_choice.type': the supported value is 'function'.")
+	}
+	fraw, ok := obj["function"]
+	if !ok || isNull(fraw) {
+		return Choice{}, errorf("tool_choice.function", "Missing required parameter: 'tool_choice.function'.")
+	}
+	var fn map[string]json.RawMessage
+	if kind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
+		return Choice{}, errorf("tool_choice.function", "tool_choice.function must be an object, got %s.", kind(fraw))
+	}
+	var name string
+	if r, ok := fn["name"]; !ok || isNull(r) {
+		return Choice{}, errorf("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.")
+	} else if kind(r) != "a string" || json.Unmarshal(r, &name) != nil {
+		return Choice{}, errorf("tool_choice.function.name", "tool_choice.function.name must be a string, got %s.", kind(r))
+	}
+	if len(tools) == 0 {
+		return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+	}
+	for _, t := range tools {
+		if t.Name == name {
+			return Choice{Mode: ChoiceFunction, Name: name}, nil
+		}
+	}
+	return Choice{}, errorf("tool_choice.function.name", "Invalid value for 'tool_choice': no function named %q was specified in the 'tools' parameter.", clip(name))
+}
+
+func clip(s string) string {
+	const n = 40
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

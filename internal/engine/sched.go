@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Prefill scheduling: which sequences get a step's prefill tokens.
+//
+// After one token for every decoding sequence, the step's remaining
+// budget goes to prefill chunks in priority order, several sequences per
+// step when the budget allows. Candidates are the running sequences with
+// prompt (or recompute) tokens left and the waiting ones, which are
+// admitted on the way. Order:
+//
+//  1. Waiting sequences that were preempted, in queue order (most recently
+//     preempted first): they had been decoding, their clients are mid-stream.
+//  2. Everything else by priority = remaining prefill tokens −
+//     AgingTokensPerStep × (steps since the request was submitted), lowest
+//     first; ties go to the earlier submission. Remaining counts the whole
+//     prompt for a waiting sequence (its prefix-cache hit is known only at
+//     admission).
+//
+// This is shortest-remaining-first with aging. A short prompt behind a
+// long one is served first; the long one takes what the short ones leave
+// of each step. It cannot be starved: a sequence X submitted k steps after
+// L ranks before L only while X's remaining tokens plus AgingTokensPerStep
+// × k are below L's, so nothing submitted more than R/AgingTokensPerStep
+// steps after L (R: L's prompt length) ever ranks before it, and L's
+// prefill is done at the latest when all the work submitted until then is:
+// a bounded number of steps, however many short prompts keep coming.
+//
+// Admission (pages for the whole prompt) follows the same order and stops
+// at the first waiting sequence that does not fit, so small requests cannot
+// take the pages a large one waits for. A waiting sequence with prompt
+// tokens is admitted only while the step has budget left; an imported one
+// (which costs the step nothing) is admitted regardless.
+
+// candidate is a sequence that may get prefill tokens this step.
+type candidate struct {
+	s       *seq
+	waiting bool // in the queue when the step was planned: needs admission
+}
+
+// prefillOrder returns this step's prefill candidates, best first.
+func (e *Engine) prefillOrder(in map[*seq]bool) []candidate {
+	var recompute, rest []candidate
+	for _, s := range e.running {
+		if in[s] || s.queued || s.importing || len(s.tokens)-s.computed <= 1 {
+			continue
+		}
+		rest = append(rest, candidate{s: s})
+	}
+	e.mu.Lock()
+	now := e.stats.Steps
+	for _, s := range e.waiting {
+		if s.preempt > 0 {
+			recompute = append(recompute, candidate{s: s, waiting: true})
+		} else {
+			rest = append(rest, candidate{s: s, waiting: true})
+		}
+	}
+	e.mu.Unlock()
+	aging := int64(e.cfg.AgingTokensPerStep)
+	prio := func(s *seq) int64 {
+		return int64(len(s.tokens)-s.computed) - aging*int64(now-s.arrival)
+	}
+	slices.SortFunc(rest, func(a, b candidate) int {
+		if c := cmp.Compare(prio(a.s), prio(b.s)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.s.order, b.s.order)
+	})
+	return append(recompute, rest...)
+}
+
+// schedule picks this step's tokens: one for each decoding sequence, then
+// prefill chunks in priority order (see prefillOrder), admitting waiting
+// sequences on the way, within MaxBatchTokens and, when ITLTarget is set,
+// within the step cost the target allows.
+func (e *Engine) schedule() []step {
+	budget := e.cfg.MaxBatchTokens
+	var steps []step
+	var decodes stepFeatures
+	in := map[*seq]bool{}
+	for _, s := range slices.Clone(e.running) {
+		if budget == 0 {
+			break
+		}
+		if len(s.tokens)-s.computed != 1 || s.queued || s.importing {
+			continue
+		}
+		if !e.ensurePages(s, s.computed+1, in) {
+			continue // s itself was preempted
+		}
+		decodes.add(s.computed, 1)
+		steps = append(steps, step{s, 1})
+		in[s] = true
+		budget--
+	}
+	plan := e.planPrefill(decodes)
+	admitting := true
+	for _, c := range e.prefillOrder(in) {
+		s := c.s
+		if c.waiting {
+			if !admitting || len(e.running) >= e.cfg.MaxRunning {
+				admitting = false
+				continue
+			}
+			if prefillLeft(s) > 0 && (budget == 0 || plan.exhausted()) {
+				continue // no compute left this step: keep its pages free
+			}
+			if !e.admit(s) {
+				admitting = false
+				continue
+			}
+			if s.importing {
+				continue
+			}
+		} else if s.queued {
+			continue // preempted by ensurePages earlier in this step
+		}
+		take := plan.take(s.computed, min(len(s.tokens)-s.computed, budget))
+		if take == 0 {
+			continue
+		}
+		if !c.waiting && !e.ensurePages(s, s.computed+take, in) {
+			continue // s itself was preempted
+		}
+		steps = append(steps, step{s, take})
+		in[s] = true
+		budget -= take
+	}
+	return steps
+}
+
+// features describes a scheduled step for the cost model.
+func features(steps []step) stepFeatures {
+	var f stepFeatures
+	for _, st := range steps {
+		f.add(st.s.computed, st.take)
+	}
+	return f
+}
+
+// stepInfo is what the test hook sees of a step before it runs.
+type stepInfo struct {
+	decodes   int            // sequences fed one token past their prompt
+	prefill   map[string]int // request ID → prefill tokens fed
+	features  stepFeatures   // what the cost model sees of the step
+	predicted time.Duration  // the cost model's prediction for the step
+	limited   bool           // the ITL target limited the step's prefill
+}
+
+// testHooks let the package's tests drive the loop step by step and
+// replace measured step times with a cost model of their own.
+type testHooks struct {
+	step func(stepInfo)                   // called before each step runs; may block
+	cost func(stepFeatures) time.Duration // replaces the measured step time
+}
+
+// observeStep runs steps, timing them for the cost model (and calling the
+// test hooks when set).
+func (e *Engine) observeStep(steps []step) {
+	f := features(steps)
+	h := e.cfg.hooks
+	if h != nil && h.step != nil {
+		info := stepInfo{prefill: map[string]int{}, features: f,
+			predicted: time.Duration(e.cost.predict(f) * float64(time.Second)),
+			limited:   e.cfg.ITLTarget > 0 && e.cost.ready()}
+		for _, st := range steps {
+			if len(st.s.tokens)-st.s.computed == 1 {
+				info.decodes++ // the decode pass of schedule
+			} else {
+				info.prefill[st.s.req.ID] += st.take
+			}
+		}
+		info.limited = info.limited && info.decodes > 0
+		h.step(info)
+	}
+	start := time.Now()
+	e.run(steps)
+	cost := time.Since(start)
+	if h != nil && h.cost != nil {
+		cost = h.cost(f)
+	}
+	e.cost.observe(f, cost)
+}

@@ -1,0 +1,200 @@
+package engine_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"tandem/internal/engine"
+	"tandem/internal/engine/model"
+)
+
+// steppedEngine starts an engine whose loop the test runs step by step.
+func steppedEngine(t *testing.T, m *model.Model, cfg engine.Config, cost func(tokens, seqs, attn int) time.Duration) (*engine.Engine, *engine.Stepper) {
+	t.Helper()
+	cfg, g := engine.WithStepper(cfg, cost)
+	e := newEngine(t, m, cfg)
+	t.Cleanup(g.Free) // runs before newEngine's Close
+	return e, g
+}
+
+func submit(t *testing.T, e *engine.Engine, ctx context.Context, id string, prompt []int32, maxTokens int) *engine.Handle {
+	t.Helper()
+	h, err := e.Submit(ctx, engine.Request{ID: id, Prompt: prompt, MaxTokens: maxTokens, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestShortPrefillOvertakesLong: a short prompt submitted while a long one
+// is mid-prefill gets its whole prefill in the next step (shortest
+// remaining first, the long one taking the rest of the budget) and its
+// first token long before the long prompt's, instead of queueing behind it.
+func TestShortPrefillOvertakesLong(t *testing.T) {
+	m := tinyModel(t)
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: 64, Pages: 256}, nil)
+	rng := rand.New(rand.NewPCG(21, 22))
+	submit(t, e, context.Background(), "long", randomPrompt(rng, m, 600), 1)
+	first := g.Step(t)
+	if first.Prefill["long"] != 64 {
+		t.Fatalf("step 1: %+v, want 64 tokens of the long prompt", first)
+	}
+	submit(t, e, context.Background(), "short", randomPrompt(rng, m, 20), 1)
+	done := map[string]int{}
+	fed := map[string]int{}
+	want := map[string]int{"long": 600, "short": 20}
+	for _, p := range []map[string]int{first.Prefill} {
+		for id, n := range p {
+			fed[id] += n
+		}
+	}
+	for step := 2; len(done) < 2; step++ {
+		if step > 20 {
+			t.Fatalf("prefill not done after 20 steps: fed %v", fed)
+		}
+		info := g.Step(t)
+		if info.Tokens > 64 {
+			t.Errorf("step %d fed %d tokens, more than MaxBatchTokens 64", step, info.Tokens)
+		}
+		for id, n := range info.Prefill {
+			fed[id] += n
+			if fed[id] == want[id] {
+				done[id] = step
+			}
+		}
+	}
+	if done["short"] != 2 || done["long"] <= done["short"] {
+		t.Errorf("prefill done at steps %v; want short at step 2 (its arrival), long after it", done)
+	}
+}
+
+// TestLongPrefillNotStarved: under a stream of short prompts that alone
+// more than fill every step, a long prompt still completes its prefill
+// within the bound of the aging rule: nothing submitted more than
+// R/AgingTokensPerStep steps after it ranks before it, so it is done once
+// the work submitted until then is (steps are work-conserving).
+func TestLongPrefillNotStarved(t *testing.T) {
+	m := tinyModel(t)
+	const budget, aging, longLen, shortLen = 64, 4, 300, 24
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: budget, AgingTokensPerStep: aging, Pages: 512, MaxWaiting: 1024}, nil)
+	rng := rand.New(rand.NewPCG(23, 24))
+	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
+	n := 0
+	shorts := func() { // 3 x 24 = 72 tokens a step: more than the budget
+		for range 3 {
+			submit(t, e, context.Background(), "short", randomPrompt(rng, m, shortLen), 1)
+			n++
+		}
+	}
+	shorts()
+	fed := 0
+	horizon := longLen/aging + 2 // steps after which no new short ranks before the long prompt (+2: off-by-ones of arrival)
+	bound := (longLen+horizon*3*shortLen+budget-1)/budget + 1
+	for step := 1; fed < longLen; step++ {
+		if step > bound {
+			t.Fatalf("long prompt starved: %d of %d tokens after %d steps (bound %d)", fed, longLen, step-1, bound)
+		}
+		info := g.Step(t)
+		fed += info.Prefill["long"]
+		if step == longLen/aging/2 && fed >= longLen/2 {
+			t.Fatalf("by step %d the long prompt had %d tokens: the short stream does not press on it, the test shows nothing", step, fed)
+		}
+		shorts()
+	}
+}
+
+// TestITLTargetShrinksChunk: with an injected step cost, the prefill chunk
+// of a long prompt shrinks while sequences decode so that each step's cost
+// stays under the target, is the full budget while nothing decodes, and
+// the prompt still completes.
+func TestITLTargetShrinksChunk(t *testing.T) {
+	m := tinyModel(t)
+	const target = 8 * time.Millisecond
+	cost := func(tokens, seqs, attn int) time.Duration {
+		return time.Millisecond + time.Duration(tokens)*50*time.Microsecond + time.Duration(seqs)*500*time.Microsecond +
+			time.Duration(attn)*20*time.Nanosecond
+	}
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 512, ITLTarget: target}, cost)
+	rng := rand.New(rand.NewPCG(25, 26))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 4 {
+		submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 1000)
+	}
+	// Let them reach decoding and the cost model warm up.
+	for range 12 {
+		g.Step(t)
+	}
+	const longLen = 1200
+	submit(t, e, ctx, "long", randomPrompt(rng, m, longLen), 1)
+	fed, limited := 0, 0
+	for step := 1; fed < longLen; step++ {
+		if step > 200 {
+			t.Fatalf("long prompt made no progress: %d of %d tokens after 200 steps", fed, longLen)
+		}
+		info := g.Step(t)
+		got := info.Prefill["long"]
+		if got == 0 {
+			t.Fatalf("step %d carried no prefill of the waiting long prompt: %+v", step, info)
+		}
+		fed += got
+		if info.Decodes != 4 || !info.Limited {
+			t.Fatalf("step %d: %+v; want 4 decodes and the ITL limit applied", step, info)
+		}
+		limited++
+		// The first step of the new mix (5 sequences) is predicted from
+		// steps of 4; it may miss by a little, later ones may not.
+		limit := target
+		if step == 1 {
+			limit = target * 105 / 100
+		}
+		if c := cost(info.Tokens, info.Seqs, info.Attn); c > limit {
+			t.Errorf("step %d: %d prefill tokens, cost %v over %v (target %v, predicted %v)", step, got, c, limit, target, info.Predicted)
+		}
+		if got > 200 {
+			t.Errorf("step %d carried %d prefill tokens beside 4 decodes; the target allows far fewer", step, got)
+		}
+	}
+	t.Logf("long prompt of %d tokens prefilled in %d steps under the target", longLen, limited)
+	cancel()
+	// Without decodes the chunk is the whole budget again.
+	submit(t, e, context.Background(), "alone", randomPrompt(rng, m, 600), 1)
+	for {
+		info := g.Step(t)
+		if info.Decodes == 0 && info.Prefill["alone"] > 0 {
+			if info.Prefill["alone"] != 256 || info.Limited {
+				t.Errorf("with nothing decoding: %+v, want a 256-token unlimited chunk", info)
+			}
+			break
+		}
+	}
+}
+
+// TestITLTargetFloor: a target below even the decode part of a step still
+// lets every step carry MinPrefillTokens of prefill.
+func TestITLTargetFloor(t *testing.T) {
+	m := tinyModel(t)
+	cost := func(tokens, seqs, attn int) time.Duration {
+		return 5*time.Millisecond + time.Duration(tokens)*50*time.Microsecond + time.Duration(seqs)*500*time.Microsecond
+	}
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 512, ITLTarget: time.Millisecond, MinPrefillTokens: 16}, cost)
+	rng := rand.New(rand.NewPCG(27, 28))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 1000)
+	for range 10 {
+		g.Step(t)
+	}
+	const longLen = 100
+	submit(t, e, ctx, "long", randomPrompt(rng, m, longLen), 1)
+	for fed, step := 0, 1; fed < longLen; step++ {
+		info := g.Step(t)
+		want := min(16, longLen-fed)
+		if got := info.Prefill["long"]; got != want || !info.Limited {
+			t.Fatalf("step %d: %+v; want %d prefill tokens (the floor) under the spent target", step, info, want)
+		}
+		fed += want
+	}
+}

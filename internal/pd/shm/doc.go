@@ -1,0 +1,67 @@
+// Package shm is the shared-memory data path for KV bytes between two
+// workers on one host: a region (a sealed memfd, mapped by both
+// processes) holding a ring of slots that one side (the producer, the
+// KV sender) writes and the other (the consumer, the region's creator
+// and the KV receiver) reads. The TCP connection between the two still
+// carries every frame, sealed: a KV frame over shared memory is a small
+// KV_SHM frame (kvwire.KVShm) naming the slot's sequence number, offset
+// and length, so frames keep their order with the control frames around
+// them and nothing in the region is ever acted on without an
+// authenticated frame naming it. internal/pd/transfer drives it.
+//
+// # Setting a region up
+//
+// The receiver creates the region (Create): memfd_create with a name
+// holding 16 random bytes, sized, sealed against shrinking and growing
+// (F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL: no process can truncate it
+// under a mapping, which would fault the other side), mapped, and a
+// header written with a random cookie. It offers it inside the
+// authenticated, encrypted session (kvwire.ShmOffer: its pid, the fd
+// number, the size, the name, the cookie, and an ack value). The other
+// side (Open) opens /proc/PID/fd/FD only after readlink says it is that
+// memfd ("/memfd:tandem-kv-<hex> (deleted)"), checks the file it got
+// (the same name through /proc/self/fd, a regular file of the offered
+// size, owned by its own user, with the three seals), maps it, checks
+// the header's size and cookie, writes the ack, and closes its
+// descriptor. Any failure (another host, another pid or user
+// namespace, another user, a changed region) is an error and the
+// connection carries KV over TCP. The creator checks the ack when the
+// answer comes and then closes its own descriptor, so after setup
+// neither process holds a descriptor: only the two mappings, which
+// Close removes when the connection ends.
+//
+// # The ring
+//
+// Layout: a ShmPageBytes header (magic, size, cookie, ack, and the
+// consumer's released sequence number, an atomic word), then the data
+// area. A slot is a 64-byte slot header (its sequence number, written
+// first, and its length) and the data rounded up to 64 bytes. The
+// producer (Producer.Alloc) places slots in a ring in sequence order:
+// after the newest slot when it fits, else at the start when that is
+// free, else it reports the ring full (back-pressure; the caller waits
+// and retries). When every slot was released it starts again at offset
+// 0, so a lightly used ring keeps touching the same few pages. The
+// consumer (Consumer.Slot, Consumer.Release) takes slots strictly in
+// sequence order, each in bounds and carrying the sequence number and
+// length its frame named, and releases each after copying it out by
+// publishing its sequence number. The producer trusts nothing it reads
+// back: a released number that goes backwards or past what it sent is
+// an error (ErrPeer). At most SlotsMax slots are outstanding.
+//
+// # One-sided writes
+//
+// The producer writes only into the ring, never into the consumer's KV
+// pages: the consumer copies each slot once into the page its own
+// transport chose, inside the KVDest/KVDone bracket, so the page
+// quarantine of the TCP path covers it unchanged. A slot is rewritten
+// only after the consumer released it; the consumer checks the slot's
+// sequence number before and after its copy, so a producer that
+// overwrote a slot too early (a bug) makes the frame fail (ErrSlot)
+// instead of delivering mixed bytes (best effort on weakly ordered
+// CPUs). The data itself carries no checksum: it never crosses a
+// network, and only processes of the same user can reach the memfd
+// (the same ones that can read the cluster token from the environment).
+//
+// Everything but Create and Open is portable and works on any []byte;
+// Create and Open are Linux only and fail with ErrUnsupported elsewhere.
+package shm

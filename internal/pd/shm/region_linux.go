@@ -1,0 +1,123 @@
+//go:build linux
+
+package shm
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"tandem/internal/pd/kvwire"
+)
+
+// seals are the seals a region must carry: nobody can change its size
+// (a shrink under a mapping would fault the other process) or add or
+// remove seals.
+const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+
+// Supported reports whether this platform has shared-memory regions.
+func Supported() bool { return true }
+
+// memfdName is the name a region with random part name has, as
+// /proc/*/fd links show it.
+func memfdName(name [kvwire.ShmNameBytes]byte) string {
+	return "/memfd:" + namePrefix + hex.EncodeToString(name[:]) + " (deleted)"
+}
+
+// Create makes a region of size bytes (whole pages, within
+// kvwire.ShmRegionBytesMin..Max) to receive into, and the offer that
+// lets the peer map it. The region keeps its descriptor open (the peer
+// opens it through /proc) until CloseFD.
+func Create(size int) (*Region, kvwire.ShmOffer, error) {
+	var o kvwire.ShmOffer
+	if size < kvwire.ShmRegionBytesMin || size > kvwire.ShmRegionBytesMax || size%kvwire.ShmPageBytes != 0 {
+		return nil, o, fmt.Errorf("create region of %d bytes: want whole %d-byte pages within %d..%d: %w", size, kvwire.ShmPageBytes, kvwire.ShmRegionBytesMin, kvwire.ShmRegionBytesMax, ErrRegion)
+	}
+	rand.Read(o.Name[:])
+	rand.Read(o.Cookie[:])
+	rand.Read(o.Ack[:])
+	fd, err := unix.MemfdCreate(namePrefix+hex.EncodeToString(o.Name[:]), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, o, fmt.Errorf("memfd_create: %w: %w", err, ErrRegion)
+	}
+	fail := func(what string, err error) (*Region, kvwire.ShmOffer, error) {
+		unix.Close(fd)
+		return nil, o, fmt.Errorf("region: %s: %w: %w", what, err, ErrRegion)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		return fail("seal", err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	r := newRegion(mem, fd, unix.Munmap)
+	r.ack = o.Ack
+	r.writeHeader(o.Cookie)
+	o.PID, o.FD, o.Bytes = uint32(os.Getpid()), uint32(fd), uint64(size)
+	return r, o, nil
+}
+
+// CloseFD closes the creator's descriptor (the mapping stays). It is
+// idempotent.
+func (r *Region) CloseFD() error {
+	if r.fd < 0 {
+		return nil
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	return err
+}
+
+// Open maps the region o offers, after checking that it is what the
+// offer says (see the package documentation), and writes the ack into
+// it. maxBytes bounds the size this side accepts. It keeps no
+// descriptor.
+func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
+	if o.Bytes > uint64(maxBytes) {
+		return nil, fmt.Errorf("offered region of %d bytes, this node maps at most %d: %w", o.Bytes, maxBytes, ErrRegion)
+	}
+	path := fmt.Sprintf("/proc/%d/fd/%d", o.PID, o.FD)
+	want := memfdName(o.Name)
+	// Look before opening: a wrong pid (another pid namespace) or fd
+	// could name a FIFO or a device, which must not be opened.
+	if target, err := os.Readlink(path); err != nil || target != want {
+		return nil, fmt.Errorf("%s is %q (%v), not the offered memfd (another host, pid namespace or user?): %w", path, target, err, ErrRegion)
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w: %w", path, err, ErrRegion)
+	}
+	defer unix.Close(fd)
+	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || target != want {
+		return nil, fmt.Errorf("%s changed before it was opened (now %q): %w", path, target, ErrRegion)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("fstat %s: %w: %w", path, err, ErrRegion)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(o.Bytes) || st.Uid != uint32(os.Geteuid()) {
+		return nil, fmt.Errorf("%s: mode %#o, %d bytes, owner %d; want a regular file of %d bytes owned by %d: %w", path, st.Mode, st.Size, st.Uid, o.Bytes, os.Geteuid(), ErrRegion)
+	}
+	got, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || got&seals != seals {
+		return nil, fmt.Errorf("%s: seals %#x (%v), want at least %#x (shrink, grow, seal): %w", path, got, err, seals, ErrRegion)
+	}
+	mem, err := unix.Mmap(fd, 0, int(o.Bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w: %w", path, err, ErrRegion)
+	}
+	r := newRegion(mem, -1, unix.Munmap)
+	if err := r.checkHeader(o); err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.writeAck(o.Ack)
+	return r, nil
+}

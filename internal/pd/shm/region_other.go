@@ -1,0 +1,19 @@
+//go:build !linux
+
+package shm
+
+import "tandem/internal/pd/kvwire"
+
+// Supported reports whether this platform has shared-memory regions.
+func Supported() bool { return false }
+
+// Create fails with ErrUnsupported: regions need Linux.
+func Create(size int) (*Region, kvwire.ShmOffer, error) {
+	return nil, kvwire.ShmOffer{}, ErrUnsupported
+}
+
+// CloseFD does nothing (no region has a descriptor here).
+func (r *Region) CloseFD() error { return nil }
+
+// Open fails with ErrUnsupported: regions need Linux.
+func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) { return nil, ErrUnsupported }

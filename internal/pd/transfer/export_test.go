@@ -1,0 +1,11 @@
+package transfer
+
+import "tandem/internal/pd/kvwire"
+
+// SetShmHooks installs the shared-memory test hooks (nil for none) and
+// returns a function that removes them. Tests that use it must not run
+// in parallel with other transfer tests.
+func SetShmHooks(offer func(*kvwire.ShmOffer), frame func(*kvwire.KVShm)) func() {
+	shmOfferHook, shmFrameHook = offer, frame
+	return func() { shmOfferHook, shmFrameHook = nil, nil }
+}

@@ -1,0 +1,255 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"tandem/internal/api/httpx"
+	apileg "tandem/internal/api/leg"
+	"tandem/internal/pd/debugdoc"
+)
+
+// Selective disaggregation: the router decides per request whether its
+// samples go to a prefill and a decode worker (disaggregated) or as one
+// local leg to a decode worker, which then prefills the prompt itself
+// inside its continuous batch. A prompt shorter than Options.PDThreshold
+// tokens runs locally: its prefill is cheap enough that a decode step
+// carrying it stays short, and it skips the queue of the prefill workers
+// and the KV transfer. A long prompt is disaggregated, so its prefill does
+// not stall the decode worker's running sequences.
+//
+// How the router counts a prompt's tokens, cheapest first:
+//   - a completions prompt of token ids: their number (exact);
+//   - text: its bytes bound the tokens from above (every token of a
+//     byte-level BPE or byte-fallback vocabulary covers at least one byte;
+//     2 are added for BOS and EOS; a chat request counts the raw JSON of
+//     its messages and tools, which is longer than their text, plus
+//     chatTemplateMargin tokens for the template's own text). A bound under
+//     the threshold decides local at no cost;
+//   - text whose bound is at least tokenizeBand times the threshold is
+//     taken as long without counting: it would need more than tokenizeBand
+//     bytes per token to be short, which natural text and code do not
+//     have (about 4 for English);
+//   - in between, the router asks a decode worker's POST /tokenize (one
+//     loopback round trip and a tokenization) and uses the exact count. If
+//     that fails, the request is disaggregated (reason count_failed), as
+//     every request was before.
+//
+// The whole prompt counts as uncached: the router does not know which
+// prefixes the decode worker's prefix cache holds.
+
+// Paths and reasons: the labels of tandem_router_pd_decisions_total and the
+// decision in /debug/rooms.
+const (
+	pathLocal         = "local"
+	pathDisaggregated = "disaggregated"
+
+	reasonShortPrompt  = "short_prompt"      // fewer tokens than the threshold
+	reasonLongPrompt   = "long_prompt"       // at least the threshold
+	reasonNoPrefill    = "no_prefill_worker" // long, but no prefill worker could be picked
+	reasonCountFailed  = "count_failed"      // the prompt could not be counted
+	reasonThresholdOff = "threshold_off"     // PDThreshold 0: every request is disaggregated
+)
+
+// How a decision counted the prompt (debugdoc.Decision.CountedBy).
+const (
+	countTokenIDs  = "token_ids"  // a prompt of token ids: exact
+	countByteBound = "byte_bound" // bytes, an upper bound on the tokens
+	countTokenize  = "tokenize"   // a decode worker's /tokenize: exact
+)
+
+const (
+	// chatTemplateMargin is what a chat request's bound adds for the
+	// template's own text (role markers, a default system prompt).
+	chatTemplateMargin = 64
+	// tokenizeBand: text whose byte bound is at least this many times the
+	// threshold is long without asking a worker.
+	tokenizeBand = 8
+	// countTimeout bounds the /tokenize call of a decision.
+	countTimeout = 2 * time.Second
+	// countBodyBytesMax bounds a /tokenize answer read for a count (its
+	// token ids: at most tokenizeBand*threshold of them).
+	countBodyBytesMax = 16 << 20
+)
+
+// decision is where a request's samples go and why.
+type decision struct {
+	path, reason string
+	tokens       int    // the prompt's tokens as counted (-1: not counted)
+	countedBy    string // one of the count* values, "" when not counted
+	threshold    int
+}
+
+// doc renders d for /debug/rooms.
+func (d decision) doc() *debugdoc.Decision {
+	return &debugdoc.Decision{Path: d.path, Reason: d.reason, PromptTokens: d.tokens, CountedBy: d.countedBy, Threshold: d.threshold}
+}
+
+// withPath returns d sent another way for another reason (a fallback).
+func (d decision) withPath(path, reason string) decision {
+	d.path, d.reason = path, reason
+	return d
+}
+
+// decide chooses the path of req's samples (see the comment above).
+func (rt *Router) decide(ctx context.Context, req *clientRequest) decision {
+	th := rt.o.PDThreshold
+	d := decision{path: pathDisaggregated, tokens: -1, threshold: th}
+	if th <= 0 {
+		d.reason = reasonThresholdOff
+		return d
+	}
+	bound, exact, ok := promptBound(req)
+	if !ok {
+		d.reason = reasonCountFailed
+		return d
+	}
+	d.tokens, d.countedBy = bound, countByteBound
+	if exact {
+		d.countedBy = countTokenIDs
+	}
+	switch {
+	case bound < th:
+		d.path, d.reason = pathLocal, reasonShortPrompt
+		return d
+	case exact || bound >= tokenizeBand*th:
+		d.reason = reasonLongPrompt
+		return d
+	}
+	n, err := rt.countTokens(ctx, req)
+	if err != nil {
+		rt.log.Warn("cannot count a prompt's tokens; disaggregating it", "request", req.requestID, "err", err)
+		d.reason, d.tokens, d.countedBy = reasonCountFailed, -1, ""
+		return d
+	}
+	d.tokens, d.countedBy = n, countTokenize
+	if n < th {
+		d.path, d.reason = pathLocal, reasonShortPrompt
+	} else {
+		d.reason = reasonLongPrompt
+	}
+	return d
+}
+
+// promptBound returns an upper bound on req's prompt tokens, whether it is
+// exact (token ids), and false when the prompt is not one the router can
+// read (the worker will refuse it; it is disaggregated as before).
+func promptBound(req *clientRequest) (n int, exact, ok bool) {
+	if req.ep.chat {
+		msgs, ok := req.obj.get("messages")
+		if !ok {
+			return 0, false, false
+		}
+		n = len(msgs) + chatTemplateMargin
+		if tools, ok := req.obj.get("tools"); ok {
+			n += len(tools)
+		}
+		return n, false, true
+	}
+	raw, ok := req.obj.get("prompt")
+	if !ok {
+		return 0, false, false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return len(s) + 2, false, true
+	}
+	var ids []json.RawMessage
+	if json.Unmarshal(raw, &ids) != nil || len(ids) == 0 {
+		return 0, false, false
+	}
+	if json.Unmarshal(ids[0], &s) == nil && len(ids) == 1 { // ["text"]
+		return len(s) + 2, false, true
+	}
+	var inner []json.RawMessage
+	if len(ids) == 1 && json.Unmarshal(ids[0], &inner) == nil { // [[ids]]
+		return len(inner), true, true
+	}
+	return len(ids), true, true
+}
+
+// tokenizeBody returns the /tokenize body that counts req's prompt as the
+// worker's generation endpoint renders it.
+func tokenizeBody(req *clientRequest) ([]byte, error) {
+	o := object{}
+	if req.ep.chat {
+		for _, k := range []string{"messages", "tools", "chat_template_kwargs", "add_generation_prompt"} {
+			if v, ok := req.obj.get(k); ok {
+				o = o.set(k, v)
+			}
+		}
+		return o.marshal(), nil
+	}
+	raw, _ := req.obj.get("prompt")
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		var one []string
+		if json.Unmarshal(raw, &one) != nil || len(one) != 1 {
+			return nil, fmt.Errorf("the prompt is not text")
+		}
+		s = one[0]
+	}
+	return o.set("prompt", quote(s)).marshal(), nil
+}
+
+// countTokens asks a healthy decode worker's /tokenize for the number of
+// tokens of req's prompt.
+func (rt *Router) countTokens(ctx context.Context, req *clientRequest) (int, error) {
+	body, err := tokenizeBody(req)
+	if err != nil {
+		return 0, err
+	}
+	wk, err := rt.pool.pick(RoleDecode, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rt.pool.release(wk)
+	ctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.url+"/tokenize", bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("count tokens: %w", err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := rt.tokenizerClient().Do(hr)
+	if err != nil {
+		return 0, fmt.Errorf("count tokens on %s: %w", wk.url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		api := readWorkerError(resp)
+		return 0, fmt.Errorf("count tokens on %s: status %d: %s", wk.url, resp.StatusCode, api.Message)
+	}
+	var doc struct {
+		Count *int `json:"count"`
+	}
+	b, err := httpx.ReadAllMax(resp.Body, countBodyBytesMax)
+	if err != nil {
+		return 0, fmt.Errorf("count tokens on %s: %w", wk.url, err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Count == nil || *doc.Count < 0 {
+		return 0, fmt.Errorf("count tokens on %s: the answer has no count (%v)", wk.url, err)
+	}
+	return *doc.Count, nil
+}
+
+// phases records a succeeded disaggregated attempt's worker timings (the
+// prefill leg's queue, prefill and transfer, the decode leg's first decode
+// step) in its record and in tandem_router_ttft_phase_seconds.
+func (rt *Router) phases(rec *record, prefill, decode apileg.Timing) {
+	t := prefill
+	t.FirstDecode = decode.FirstDecode
+	rt.recs.setTiming(rec, t)
+	for _, p := range []struct {
+		name string
+		d    *time.Duration
+	}{{"queue", t.Queue}, {"prefill", t.Prefill}, {"transfer", t.Transfer}, {"first_decode", t.FirstDecode}} {
+		if p.d != nil {
+			rt.met.ttftPhase.WithLabelValues(p.name).Observe(p.d.Seconds())
+		}
+	}
+}
