@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"tandem/internal/api/toolcall"
 )
 
 // Limits on request fields.
@@ -190,29 +192,8 @@ func matchesAny(raw json.RawMessage, allowed []string) bool {
 	return false
 }
 
-// kind names the JSON type of raw, for error messages.
-func kind(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
 func typeError(param, want string, raw json.RawMessage) *Error {
-	return Invalid(param, CodeInvalidType, "%s must be %s, got %s.", param, want, kind(raw))
+	return Invalid(param, CodeInvalidType, "%s must be %s, got %s.", param, want, toolcall.JSONKind(raw))
 }
 
 func (f fields) get(name string) (json.RawMessage, bool) {
@@ -225,7 +206,7 @@ func (f fields) get(name string) (json.RawMessage, bool) {
 
 func str(param string, raw json.RawMessage) (string, *Error) {
 	var s string
-	if kind(raw) != "a string" || json.Unmarshal(raw, &s) != nil {
+	if toolcall.JSONKind(raw) != "a string" || json.Unmarshal(raw, &s) != nil {
 		return "", typeError(param, "a string", raw)
 	}
 	return s, nil
@@ -233,7 +214,7 @@ func str(param string, raw json.RawMessage) (string, *Error) {
 
 func boolean(param string, raw json.RawMessage) (bool, *Error) {
 	var b bool
-	if kind(raw) != "a boolean" || json.Unmarshal(raw, &b) != nil {
+	if toolcall.JSONKind(raw) != "a boolean" || json.Unmarshal(raw, &b) != nil {
 		return false, typeError(param, "a boolean", raw)
 	}
 	return b, nil
@@ -241,7 +222,7 @@ func boolean(param string, raw json.RawMessage) (bool, *Error) {
 
 func number(param string, raw json.RawMessage) (float64, *Error) {
 	var x float64
-	if kind(raw) != "a number" {
+	if toolcall.JSONKind(raw) != "a number" {
 		return 0, typeError(param, "a number", raw)
 	}
 	if err := json.Unmarshal(raw, &x); err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
@@ -251,7 +232,7 @@ func number(param string, raw json.RawMessage) (float64, *Error) {
 }
 
 func integer(param string, raw json.RawMessage) (int64, *Error) {
-	if kind(raw) != "a number" {
+	if toolcall.JSONKind(raw) != "a number" {
 		return 0, typeError(param, "an integer", raw)
 	}
 	s := string(bytes.TrimSpace(raw))
@@ -399,7 +380,7 @@ func (f fields) common(c *Common) *Error {
 	}
 	if raw, ok := f.get("stop_token_ids"); ok {
 		var ids []json.RawMessage
-		if kind(raw) != "an array" || json.Unmarshal(raw, &ids) != nil {
+		if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &ids) != nil {
 			return typeError("stop_token_ids", "an array of token ids", raw)
 		}
 		if len(ids) > MaxStopTokens {
@@ -427,7 +408,7 @@ func (f fields) common(c *Common) *Error {
 	}
 	if raw, ok := f.get("stream_options"); ok {
 		var so map[string]json.RawMessage
-		if kind(raw) != "an object" || json.Unmarshal(raw, &so) != nil {
+		if toolcall.JSONKind(raw) != "an object" || json.Unmarshal(raw, &so) != nil {
 			return typeError("stream_options", "an object", raw)
 		}
 		if r, ok := so["include_usage"]; ok && !isNull(r) {
@@ -443,7 +424,7 @@ func (f fields) common(c *Common) *Error {
 
 func decodeStop(raw json.RawMessage) ([]string, *Error) {
 	var list []string
-	switch kind(raw) {
+	switch toolcall.JSONKind(raw) {
 	case "a string":
 		s, e := str("stop", raw)
 		if e != nil {
@@ -524,7 +505,7 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 
 func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	const want = "a string, an array of token ids, or an array of those"
-	switch kind(raw) {
+	switch toolcall.JSONKind(raw) {
 	case "a string":
 		s, e := str("prompt", raw)
 		if e != nil {
@@ -543,7 +524,7 @@ func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	if len(items) == 0 {
 		return Invalid("prompt", CodeInvalidValue, "prompt must not be an empty array.")
 	}
-	first := kind(items[0])
+	first := toolcall.JSONKind(items[0])
 	switch first {
 	case "a number":
 		ids, e := decodeTokens("prompt", items)
@@ -561,8 +542,8 @@ func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	}
 	for i, it := range items {
 		p := fmt.Sprintf("prompt[%d]", i)
-		if kind(it) != first {
-			return Invalid(p, CodeInvalidType, "%s is %s, but prompt[0] is %s: a list of prompts holds only strings or only arrays of token ids.", p, kind(it), first)
+		if toolcall.JSONKind(it) != first {
+			return Invalid(p, CodeInvalidType, "%s is %s, but prompt[0] is %s: a list of prompts holds only strings or only arrays of token ids.", p, toolcall.JSONKind(it), first)
 		}
 		if first == "a string" {
 			s, e := str(p, it)
@@ -653,7 +634,7 @@ func DecodeChatRequest(body []byte) (*ChatRequest, *Error) {
 
 func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 	var items []json.RawMessage
-	if kind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+	if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
 		return nil, typeError("messages", "an array of message objects", raw)
 	}
 	if len(items) == 0 {
@@ -663,7 +644,7 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 	for i, it := range items {
 		p := fmt.Sprintf("messages[%d]", i)
 		var m fields
-		if kind(it) != "an object" || json.Unmarshal(it, &m) != nil {
+		if toolcall.JSONKind(it) != "an object" || json.Unmarshal(it, &m) != nil {
 			return nil, typeError(p, "an object", it)
 		}
 		rraw, ok := m.get("role")
@@ -707,7 +688,7 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 
 func decodeContent(param string, raw json.RawMessage) (string, *Error) {
 	const want = "a string or an array of text parts"
-	switch kind(raw) {
+	switch toolcall.JSONKind(raw) {
 	case "a string":
 		return str(param, raw)
 	case "an array":
@@ -722,7 +703,7 @@ func decodeContent(param string, raw json.RawMessage) (string, *Error) {
 	for j, pr := range parts {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		var part fields
-		if kind(pr) != "an object" || json.Unmarshal(pr, &part) != nil {
+		if toolcall.JSONKind(pr) != "an object" || json.Unmarshal(pr, &part) != nil {
 			return "", typeError(pp, `an object {"type": "text", "text": ...}`, pr)
 		}
 		traw, ok := part.get("type")

@@ -167,14 +167,14 @@ func decodeToolMessage(p, role string, m fields, msg *Message) *Error {
 // taken too).
 func decodeToolCalls(p string, raw json.RawMessage) ([]ToolCall, *Error) {
 	var items []json.RawMessage
-	if kind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+	if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
 		return nil, typeError(p, "an array of tool calls", raw)
 	}
 	calls := make([]ToolCall, 0, len(items))
 	for i, it := range items {
 		ip := fmt.Sprintf("%s[%d]", p, i)
 		var c fields
-		if kind(it) != "an object" || json.Unmarshal(it, &c) != nil {
+		if toolcall.JSONKind(it) != "an object" || json.Unmarshal(it, &c) != nil {
 			return nil, typeError(ip, "an object", it)
 		}
 		var tc ToolCall
@@ -201,7 +201,7 @@ func decodeToolCalls(p string, raw json.RawMessage) ([]ToolCall, *Error) {
 			return nil, Invalid(ip+".function", CodeInvalidValue, "Missing required parameter: '%s.function'.", ip)
 		}
 		var fn fields
-		if kind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
+		if toolcall.JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
 			return nil, typeError(ip+".function", "an object", fraw)
 		}
 		nraw, ok := fn.get("name")
@@ -215,7 +215,7 @@ func decodeToolCalls(p string, raw json.RawMessage) ([]ToolCall, *Error) {
 		if !ok {
 			return nil, Invalid(ip+".function.arguments", CodeInvalidValue, "Missing required parameter: '%s.function.arguments'.", ip)
 		}
-		switch kind(araw) {
+		switch toolcall.JSONKind(araw) {
 		case "a string":
 			if tc.Function.Arguments, e = str(ip+".function.arguments", araw); e != nil {
 				return nil, e

@@ -37,8 +37,9 @@ func errorf(param, format string, args ...any) *Error {
 	return &Error{Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// kind names the JSON type of raw, for error messages.
-func kind(raw json.RawMessage) string {
+// JSONKind names the JSON type of raw ("a string", "an object", ...), for
+// error messages.
+func JSONKind(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "nothing"
@@ -82,8 +83,8 @@ func validName(s string) bool {
 // checked when a grammar is built). It never panics.
 func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 	var items []json.RawMessage
-	if kind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
-		return nil, errorf("tools", "tools must be an array of tool objects, got %s.", kind(raw))
+	if JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+		return nil, errorf("tools", "tools must be an array of tool objects, got %s.", JSONKind(raw))
 	}
 	if len(items) > MaxTools {
 		return nil, errorf("tools", "tools has %d entries; at most %d are allowed.", len(items), MaxTools)
@@ -93,14 +94,14 @@ func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 	for i, it := range items {
 		p := fmt.Sprintf("tools[%d]", i)
 		var obj map[string]json.RawMessage
-		if kind(it) != "an object" || json.Unmarshal(it, &obj) != nil {
-			return nil, errorf(p, "%s must be an object, got %s.", p, kind(it))
+		if JSONKind(it) != "an object" || json.Unmarshal(it, &obj) != nil {
+			return nil, errorf(p, "%s must be an object, got %s.", p, JSONKind(it))
 		}
 		var typ string
 		if r, ok := obj["type"]; !ok || isNull(r) {
 			return nil, errorf(p+".type", "Missing required parameter: '%s.type'.", p)
-		} else if kind(r) != "a string" || json.Unmarshal(r, &typ) != nil {
-			return nil, errorf(p+".type", "%s.type must be a string, got %s.", p, kind(r))
+		} else if JSONKind(r) != "a string" || json.Unmarshal(r, &typ) != nil {
+			return nil, errorf(p+".type", "%s.type must be a string, got %s.", p, JSONKind(r))
 		}
 		if typ != "function" {
 			return nil, errorf(p+".type", "Invalid value for '%s.type': %q; the supported value is 'function'.", p, clip(typ))
@@ -110,8 +111,8 @@ func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 			return nil, errorf(p+".function", "Missing required parameter: '%s.function'.", p)
 		}
 		var fn map[string]json.RawMessage
-		if kind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
-			return nil, errorf(p+".function", "%s.function must be an object, got %s.", p, kind(fraw))
+		if JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
+			return nil, errorf(p+".function", "%s.function must be an object, got %s.", p, JSONKind(fraw))
 		}
 		fp := p + ".function"
 		var t Tool
@@ -119,8 +120,8 @@ func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 		if !ok || isNull(nraw) {
 			return nil, errorf(fp+".name", "Missing required parameter: '%s.name'.", fp)
 		}
-		if kind(nraw) != "a string" || json.Unmarshal(nraw, &t.Name) != nil {
-			return nil, errorf(fp+".name", "%s.name must be a string, got %s.", fp, kind(nraw))
+		if JSONKind(nraw) != "a string" || json.Unmarshal(nraw, &t.Name) != nil {
+			return nil, errorf(fp+".name", "%s.name must be a string, got %s.", fp, JSONKind(nraw))
 		}
 		if !validName(t.Name) {
 			return nil, errorf(fp+".name", "Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,%d}$', got %q.", fp, MaxNameLength, clip(t.Name))
@@ -130,19 +131,19 @@ func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 		}
 		seen[t.Name] = i
 		if r, ok := fn["description"]; ok && !isNull(r) {
-			if kind(r) != "a string" || json.Unmarshal(r, &t.Description) != nil {
-				return nil, errorf(fp+".description", "%s.description must be a string, got %s.", fp, kind(r))
+			if JSONKind(r) != "a string" || json.Unmarshal(r, &t.Description) != nil {
+				return nil, errorf(fp+".description", "%s.description must be a string, got %s.", fp, JSONKind(r))
 			}
 		}
 		if r, ok := fn["parameters"]; ok && !isNull(r) {
-			if kind(r) != "an object" {
-				return nil, errorf(fp+".parameters", "%s.parameters must be an object (a JSON schema), got %s.", fp, kind(r))
+			if JSONKind(r) != "an object" {
+				return nil, errorf(fp+".parameters", "%s.parameters must be an object (a JSON schema), got %s.", fp, JSONKind(r))
 			}
 			t.Parameters = append(json.RawMessage(nil), bytes.TrimSpace(r)...)
 		}
 		if r, ok := fn["strict"]; ok && !isNull(r) {
-			if kind(r) != "a boolean" || json.Unmarshal(r, &t.Strict) != nil {
-				return nil, errorf(fp+".strict", "%s.strict must be a boolean, got %s.", fp, kind(r))
+			if JSONKind(r) != "a boolean" || json.Unmarshal(r, &t.Strict) != nil {
+				return nil, errorf(fp+".strict", "%s.strict must be a boolean, got %s.", fp, JSONKind(r))
 			}
 		}
 		tools = append(tools, t)
@@ -196,7 +197,7 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
 		}
 		return Choice{Mode: ChoiceAuto}, nil
 	}
-	switch kind(raw) {
+	switch JSONKind(raw) {
 	case "a string":
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
@@ -216,7 +217,7 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
 		return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto', 'required' and a {\"type\": \"function\", \"function\": {\"name\": ...}} object.", clip(s))
 	case "an object":
 	default:
-		return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object, got %s.", kind(raw))
+		return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object, got %s.", JSONKind(raw))
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {
@@ -225,7 +226,7 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
 	var typ string
 	if r, ok := obj["type"]; !ok || isNull(r) {
 		return Choice{}, errorf("tool_choice.type", "Missing required parameter: 'tool_choice.type'.")
-	} else if kind(r) != "a string" || json.Unmarshal(r, &typ) != nil || typ != "function" {
+	} else if JSONKind(r) != "a string" || json.Unmarshal(r, &typ) != nil || typ != "function" {
 		return Choice{}, errorf("tool_choice.type", "Invalid value for 'tool_choice.type': the supported value is 'function'.")
 	}
 	fraw, ok := obj["function"]
@@ -233,14 +234,14 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
 		return Choice{}, errorf("tool_choice.function", "Missing required parameter: 'tool_choice.function'.")
 	}
 	var fn map[string]json.RawMessage
-	if kind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
-		return Choice{}, errorf("tool_choice.function", "tool_choice.function must be an object, got %s.", kind(fraw))
+	if JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
+		return Choice{}, errorf("tool_choice.function", "tool_choice.function must be an object, got %s.", JSONKind(fraw))
 	}
 	var name string
 	if r, ok := fn["name"]; !ok || isNull(r) {
 		return Choice{}, errorf("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.")
-	} else if kind(r) != "a string" || json.Unmarshal(r, &name) != nil {
-		return Choice{}, errorf("tool_choice.function.name", "tool_choice.function.name must be a string, got %s.", kind(r))
+	} else if JSONKind(r) != "a string" || json.Unmarshal(r, &name) != nil {
+		return Choice{}, errorf("tool_choice.function.name", "tool_choice.function.name must be a string, got %s.", JSONKind(r))
 	}
 	if len(tools) == 0 {
 		return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
