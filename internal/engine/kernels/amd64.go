@@ -68,8 +68,8 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q4_1] = blockDot(dotQ4_1VNNI, qk)
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1VNNI, qk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX512, 16)
-		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4VNNI, sizeQ8_0)
 		k.dot4Rows[tensor.Q8_0] = q8Dot4Rows(dotQ8_0x4RowsVNNI, sizeQ8_0)
+		k.dot4[tensor.Q8_0] = oneRow(k.dot4Rows[tensor.Q8_0])
 		k.dot8[tensor.Q8_0] = q8Dot8Rows
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
@@ -85,6 +85,13 @@ func blockDot(f func(w, a *byte, nb int) float32, bs int) func(n int, w, a []byt
 			return 0
 		}
 		return f(&w[0], &a[0], n/bs)
+	}
+}
+
+// oneRow is a four-token kernel made of a many-row one.
+func oneRow(f dot4RowsFunc) dot4Func {
+	return func(w, a []byte, _ int, prep []byte, nb int, y []float32, ystride int) {
+		f(w, 0, 1, prep, nb, y, ystride)
 	}
 }
 
@@ -340,9 +347,6 @@ func dotBF16AVX512(a, b *byte, n int) float32
 
 //go:noescape
 func dotQ8_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
-
-//go:noescape
-func dotQ8_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
 
 //go:noescape
 func dotQ4Kx4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)

@@ -951,77 +951,6 @@ TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
 	VMOVSS        X, (BX);     \
 	ADDQ          DX, BX
 
-// func dotQ8_0x4VNNI(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
-TEXT ·dotQ8_0x4VNNI(SB), NOSPLIT, $0-56
-	MOVQ         w+0(FP), SI
-	MOVQ         prep+24(FP), R10
-	MOVQ         nb+32(FP), CX
-	MOVL         $0xFF00, AX
-	KMOVW        AX, K1
-	MOVL         $0x00FF, AX
-	KMOVW        AX, K2
-	MOVL         $0x80808080, AX
-	VPBROADCASTD AX, Z14
-	VPXORD       Z13, Z13, Z13
-	VPXORD       Z0, Z0, Z0
-	VPXORD       Z1, Z1, Z1
-	VPXORD       Z2, Z2, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z16, Z16, Z16
-	MOVL         $4, AX
-	VPBROADCASTD AX, K1, Z16
-	MOVL         $1, AX
-	VPBROADCASTD AX, Z20
-	VPADDD       Z20, Z16, Z17
-	VPADDD       Z20, Z17, Z18
-	VPADDD       Z20, Z18, Z19
-	CMPQ         CX, $2
-	JB           one
-
-loop2:
-	VMOVDQU       2(SI), Y8
-	VINSERTI64X4  $1, 36(SI), Z8, Z8
-	VPXORD        Z9, Z9, Z9
-	VPDPBUSD      Z8, Z14, Z9
-	VPSUBD        Z9, Z13, Z9
-	VPBROADCASTW  0(SI), X10
-	VPBROADCASTW  34(SI), X11
-	VPUNPCKLQDQ   X11, X10, X10
-	VCVTPH2PS     X10, Y10
-	VMOVUPS       0(R10), X11
-	VINSERTF128   $1, 144(R10), Y11, Y11
-	VMULPS        Y11, Y10, Y15
-	X4ZTOKEN(0, Z16, Z0)
-	X4ZTOKEN(1, Z17, Z1)
-	X4ZTOKEN(2, Z18, Z2)
-	X4ZTOKEN(3, Z19, Z3)
-	ADDQ          $68, SI
-	ADDQ          $288, R10
-	SUBQ          $2, CX
-	CMPQ          CX, $2
-	JAE           loop2
-
-one:
-	TESTQ CX, CX
-	JEQ   reduce
-	X4WQ8_0(0)
-	X4WVNNI(0)
-	X4ZTAIL(0, Z0)
-	X4ZTAIL(1, Z1)
-	X4ZTAIL(2, Z2)
-	X4ZTAIL(3, Z3)
-
-reduce:
-	MOVQ y+40(FP), BX
-	MOVQ ystride+48(FP), DX
-	SHLQ $2, DX
-	X4ZSTORE(Z0, Y0, X0)
-	X4ZSTORE(Z1, Y1, X1)
-	X4ZSTORE(Z2, Y2, X2)
-	X4ZSTORE(Z3, Y3, X3)
-	VZEROUPPER
-	RET
-
 // func dotQ4_0x4AVX2(w, a *byte, arb int, prep *byte, nb int, y *float32, ystride int)
 TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
 	MOVQ w+0(FP), SI
@@ -1518,9 +1447,11 @@ DATA shufK6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL shufK6<>(SB), RODATA|NOPTR, $128
 
 // func dotQ8_0x4RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
-// is dotQ8_0x4VNNI for nrows >= 1 consecutive weight rows wrb bytes apart,
-// row r's four outputs at y[r + t·ystride]: the same instructions per row,
-// without a call and the constant setup per row.
+// dots nrows >= 1 consecutive Q8_0 weight rows (wrb bytes apart) with the
+// four tokens of a tile (prepared data at prep, see prepareTile, for nb
+// blocks), row r's output for token t at y[r + t·ystride]; each equals
+// dotQ8_0VNNI's bit for bit. At nrows 1 it is the level's four-token
+// kernel.
 TEXT ·dotQ8_0x4RowsVNNI(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), R11
 	MOVQ         wrb+8(FP), R12
