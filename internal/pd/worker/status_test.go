@@ -28,16 +28,8 @@ func TestStatusReportsPrefillQueueTokens(t *testing.T) {
 func TestLegTimings(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
 	req := engine.Request{Prompt: prompt(40), MaxTokens: 3, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := pp.p.Backend().Submit(pctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, ps := pp.submit(t, id, req)
 	for _, st := range []server.Stream{ds, ps} {
 		if lt := st.(server.LegTimer).LegTiming(); lt != "" {
 			t.Errorf("a stream reports timing %q before it ran", lt)

@@ -17,16 +17,8 @@ import (
 func TestDecodeStreamOneTokenPerStep(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
 	req := engine.Request{Prompt: prompt(20), MaxTokens: 6, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := pp.p.Backend().Submit(pctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, ps := pp.submit(t, id, req)
 	if _, pl := drain(t, ps); pl.Err != nil {
 		t.Fatal(pl.Err)
 	}
