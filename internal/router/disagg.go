@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"tandem/internal/api/httpx"
@@ -95,7 +96,26 @@ func (d decision) withPath(path, reason string) decision {
 	return d
 }
 
-// decide chooses the path of req's samples (see the comment above).
+// decideAll returns the decision for each prompt of req (one when its
+// prompt is not a list of several): a list's prompts are decided each on
+// its own length, concurrently (a decision may ask a worker to count).
+func (rt *Router) decideAll(ctx context.Context, req *clientRequest) []decision {
+	if req.prompts == nil {
+		return []decision{rt.decide(ctx, req)}
+	}
+	ds := make([]decision, len(req.prompts))
+	var wg sync.WaitGroup
+	for p := range req.prompts {
+		one := *req
+		one.obj, one.prompts = req.promptObj(p), nil
+		wg.Go(func() { ds[p] = rt.decide(ctx, &one) })
+	}
+	wg.Wait()
+	return ds
+}
+
+// decide chooses the path of req's samples (see the comment above); req
+// has one prompt.
 func (rt *Router) decide(ctx context.Context, req *clientRequest) decision {
 	th := rt.o.PDThreshold
 	d := decision{path: pathDisaggregated, tokens: -1, threshold: th}
