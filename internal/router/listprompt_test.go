@@ -2,11 +2,13 @@ package router_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"tandem/internal/router"
@@ -331,5 +333,76 @@ func TestPromptListDecidedPerPrompt(t *testing.T) {
 	}
 	if pl := p.nextLeg(t); !bytes.Contains(pl.body, []byte(long)) || len(p.got) != 0 {
 		t.Errorf("prefill got %s (and %d more), want the long prompt only", pl.body, len(p.got))
+	}
+}
+
+// A list's sample whose decode leg fails before anything reached the
+// client is retried on another pair, as one of n is; the others are not
+// resent.
+func TestPromptListRetriesOneSample(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	var failed atomic.Bool
+	flaky := func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if bytes.Contains(body, []byte(`"prompt":"b"`)) && failed.CompareAndSwap(false, true) {
+			writeJSONBody(w, 500, `{"error":{"message":"engine failed","type":"server_error"}}`)
+			return
+		}
+		promptEcho(w, r, body)
+	}
+	d1 := newFake(t, "decode", flaky)
+	d2 := newFake(t, "decode", flaky)
+	c := newCluster(t, []*fake{p}, []*fake{d1, d2}, nil)
+	status, resp := c.post(t, "/v1/completions", `{"prompt":["a","b","c"],"seed":1}`)
+	if status != 200 {
+		t.Fatalf("POST = %d %s", status, resp)
+	}
+	texts, u := listAnswer(t, resp, false)
+	for i, el := range []string{`"a"`, `"b"`, `"c"`} {
+		if want := fmt.Sprintf("%s|s%d|n1", el, 1+i); texts[i] != want {
+			t.Errorf("choice %d = %q, want %q", i, texts[i], want)
+		}
+	}
+	if u == nil || u.PromptTokens != 9 || u.CompletionTokens != 6 {
+		t.Errorf("usage %+v, want prompt 9, completion 6 (the failed attempt not counted)", u)
+	}
+	if !failed.Load() {
+		t.Fatal("no leg failed")
+	}
+	if _, metrics := c.get(t, "/metrics"); !strings.Contains(metrics, "tandem_router_retries_total 1") {
+		t.Errorf("/metrics does not count one retry")
+	}
+	if legs := len(d1.got) + len(d2.got); legs != 4 {
+		t.Errorf("decode workers got %d legs, want 4 (3 samples, one retried)", legs)
+	}
+}
+
+// A client that goes away cancels every sample of its list.
+func TestPromptListClientAbortCancelsEverySample(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", nil)
+	d.gen = func(w http.ResponseWriter, r *http.Request, _ []byte) { d.waitCancel(r) }
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.srv.URL+"/v1/completions",
+			strings.NewReader(`{"prompt":[[1],[2]],"n":2,"stream":true}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	for range 4 {
+		d.nextLeg(t)
+	}
+	cancel()
+	<-done
+	rooms := map[string]bool{}
+	for range 4 {
+		rooms[d.expectCancel(t)] = true
+	}
+	if len(rooms) != 4 {
+		t.Errorf("cancelled rooms %v, want the 4 samples'", rooms)
 	}
 }
