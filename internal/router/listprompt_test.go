@@ -406,3 +406,47 @@ func TestPromptListClientAbortCancelsEverySample(t *testing.T) {
 		t.Errorf("cancelled rooms %v, want the 4 samples'", rooms)
 	}
 }
+
+// Text prompts of a list in the counting band are each counted by a
+// decode worker's /tokenize and decided on their own count.
+func TestPromptListCountsEachPrompt(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", promptEcho)
+	var counts atomic.Int64
+	d.count = func(body []byte) int {
+		counts.Add(1)
+		if bytes.Contains(body, []byte("long")) {
+			return 20
+		}
+		return 3
+	}
+	c := newCluster(t, []*fake{p}, []*fake{d}, withThreshold(8))
+	var list []string
+	for i := range 10 {
+		w := "short"
+		if i%5 == 4 {
+			w = "long"
+		}
+		list = append(list, fmt.Sprintf(`"%s prompt %02d"`, w, i)) // a bound of 17 or 16 tokens: in the band
+	}
+	status, resp := c.post(t, "/v1/completions", `{"prompt":[`+strings.Join(list, ",")+`]}`)
+	if status != 200 {
+		t.Fatalf("POST = %d %s", status, resp)
+	}
+	if texts, _ := listAnswer(t, resp, false); len(texts) != 10 || texts[4] != list[4]+"|s0|n1" {
+		t.Errorf("choices %v, want 10 in prompt order", texts)
+	}
+	if n := counts.Load(); n != 10 {
+		t.Errorf("%d /tokenize calls, want one per prompt (10)", n)
+	}
+	legs := map[string]int{}
+	for seen := 0; seen < 10; {
+		if l := d.nextLeg(t); l.path == "/v1/completions" { // the fake lists /tokenize calls too
+			legs[l.hdr.Get(router.HeaderLeg)]++
+			seen++
+		}
+	}
+	if legs["local"] != 8 || legs["decode"] != 2 || len(p.got) != 2 {
+		t.Errorf("decode legs by kind %v and %d prefill legs, want 8 local, 2 disaggregated", legs, len(p.got))
+	}
+}
