@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"tandem/internal/api/httpx"
@@ -69,6 +70,9 @@ const (
 	// tokenizeBand: text whose byte bound is at least this many times the
 	// threshold is long without asking a worker.
 	tokenizeBand = 8
+	// decideParallelMax bounds the decisions (and so /tokenize calls) one
+	// request's list of prompts makes at a time.
+	decideParallelMax = 8
 	// countTimeout bounds the /tokenize call of a decision.
 	countTimeout = 2 * time.Second
 	// countBodyBytesMax bounds a /tokenize answer read for a count (its
@@ -95,7 +99,32 @@ func (d decision) withPath(path, reason string) decision {
 	return d
 }
 
-// decide chooses the path of req's samples (see the comment above).
+// decideAll returns the decision for each prompt of req (one when its
+// prompt is not a list of several): a list's prompts are decided each on
+// its own length, up to decideParallelMax at a time (a decision may ask a
+// worker to count).
+func (rt *Router) decideAll(ctx context.Context, req *clientRequest) []decision {
+	if req.prompts == nil {
+		return []decision{rt.decide(ctx, req)}
+	}
+	ds := make([]decision, len(req.prompts))
+	sem := make(chan struct{}, decideParallelMax)
+	var wg sync.WaitGroup
+	for p := range req.prompts {
+		one := *req
+		one.obj, one.prompts = req.promptObj(p), nil
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ds[p] = rt.decide(ctx, &one)
+		})
+	}
+	wg.Wait()
+	return ds
+}
+
+// decide chooses the path of req's samples (see the comment above); req
+// has one prompt.
 func (rt *Router) decide(ctx context.Context, req *clientRequest) decision {
 	th := rt.o.PDThreshold
 	d := decision{path: pathDisaggregated, tokens: -1, threshold: th}

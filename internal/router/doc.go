@@ -21,7 +21,14 @@
 // (and max_completion_tokens 1 for chat, or when given) and no
 // stream_options; the decode leg's body is the client's, unchanged. With
 // n > 1 each choice is its own sample (n 1, seed+i when a seed was given)
-// and the router merges their choices (index i), usage and streams.
+// and the router merges their choices (index i), usage and streams. A
+// completions prompt that is a list of several prompts (strings or token-id
+// arrays) is split the same way: choice j of prompt p is sample p*n+j, whose
+// legs carry that one prompt (its bytes as the client wrote them) and n 1;
+// usage counts each prompt's tokens once. The list is first checked as
+// `tandem serve` checks it (at most 64 prompts and 64 prompts x n, one kind
+// of element), with the same 400s, and each prompt is decided local or
+// disaggregated on its own length.
 //
 // # Invariants
 //

@@ -15,7 +15,8 @@ import (
 )
 
 // serveGeneration answers one /v1/completions or /v1/chat/completions
-// request: it starts one sample per choice (n), writes their replies to
+// request: it starts one sample per choice (n for each prompt of a
+// completions list of prompts), writes their replies to
 // the client, and ends with exactly one outcome: the whole answer, or one
 // error (a JSON error before anything was sent, else one error event and
 // no [DONE]).
@@ -41,26 +42,26 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.active.Add(-1)
-	req.decision = rt.decide(r.Context(), req)
+	req.decisions = rt.decideAll(r.Context(), req)
 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)
-	out := make(chan reply, 4*req.n) // samples block on it only when the client is slow
+	out := make(chan reply, 4*req.samples) // samples block on it only when the client is slow
 	var wg sync.WaitGroup
 	defer func() {
 		cancel(errAnswered)
 		wg.Wait()
 		cancelTimeout()
 	}()
-	for i := range req.n {
+	for i := range req.samples {
 		dec, pre := req.bodies(i)
-		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre}
+		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre, dec: req.decisions[req.promptOf(i)]}
 		wg.Go(func() { rt.runSample(ctx, s) })
 	}
 	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
-		docs: make([]object, req.n), usages: make([]*openai.Usage, req.n), usageChunks: make([]object, req.n)}
-	firstOut := make([]bool, req.n) // a sample's first token reached the client
-	for remaining := req.n; remaining > 0; {
+		docs: make([]object, req.samples), usages: make([]*openai.Usage, req.samples), usageChunks: make([]object, req.samples)}
+	firstOut := make([]bool, req.samples) // a sample's first token reached the client
+	for remaining := req.samples; remaining > 0; {
 		select {
 		case rp := <-out:
 			if rp.err != nil {
@@ -75,7 +76,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 			}
 			// Time to first token: the request's arrival to its first token
 			// written to the client (a whole answer's write, unstreamed).
-			if (rp.token || (!req.stream && req.n == 1 && rp.done)) && !firstOut[rp.sample] {
+			if (rp.token || (!req.stream && req.samples == 1 && rp.done)) && !firstOut[rp.sample] {
 				firstOut[rp.sample] = true
 				d := time.Since(t0)
 				rt.recs.firstToken(rp.rec, d)
@@ -113,9 +114,9 @@ type clientWriter struct {
 	timeout     time.Duration
 	started     bool // the status line went out: errors must be events now
 	ttftSeen    bool
-	docs        []object        // n > 1, not streamed
-	usages      []*openai.Usage // n > 1, streamed
-	usageChunks []object        // n > 1, streamed
+	docs        []object        // several samples, not streamed
+	usages      []*openai.Usage // several samples, streamed
+	usageChunks []object        // several samples, streamed
 }
 
 // start sends the status and headers of a stream.
@@ -161,7 +162,7 @@ func (cw *clientWriter) whole(contentType string, b []byte) error {
 func (cw *clientWriter) write(rp reply) error {
 	switch {
 	case cw.req.stream:
-		if rp.done && cw.req.n > 1 {
+		if rp.done && cw.req.samples > 1 {
 			cw.usages[rp.sample], cw.usageChunks[rp.sample] = rp.usage, rp.usageChunk
 		}
 		if len(rp.data) == 0 {
@@ -169,7 +170,7 @@ func (cw *clientWriter) write(rp reply) error {
 		}
 		cw.startStream()
 		return cw.send(rp.data)
-	case cw.req.n > 1:
+	case cw.req.samples > 1:
 		cw.docs[rp.sample] = rp.doc
 		return nil
 	default:
@@ -182,11 +183,11 @@ func (cw *clientWriter) write(rp reply) error {
 // when the answers do not merge, the error). An error means the answer did
 // not reach the client whole.
 func (cw *clientWriter) finish() error {
-	if cw.req.n == 1 {
+	if cw.req.samples == 1 {
 		return nil
 	}
 	if !cw.req.stream {
-		b, err := mergeDocs(cw.docs, cw.req.mergedID)
+		b, err := mergeDocs(cw.docs, cw.req.mergedID, cw.req.n)
 		if err != nil {
 			cw.fail(&openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: codeUpstreamError,
 				Message: fmt.Sprintf("The decode workers' answers could not be merged: %v.", err)})
@@ -195,7 +196,7 @@ func (cw *clientWriter) finish() error {
 		return cw.whole("application/json", b)
 	}
 	cw.startStream()
-	if u := mergeUsage(cw.usages); u != nil && cw.req.includeUsage {
+	if u := mergeUsage(cw.usages, cw.req.n); u != nil && cw.req.includeUsage {
 		var tpl object
 		for _, c := range cw.usageChunks {
 			if c != nil {
@@ -226,10 +227,11 @@ func (cw *clientWriter) fail(e *openai.Error) {
 	}
 }
 
-// mergeDocs merges n non-streamed answers, one choice each (already
-// re-indexed), into one under id: the first answer's other members, all
-// choices in sample order, and the summed usage.
-func mergeDocs(docs []object, id string) ([]byte, error) {
+// mergeDocs merges the samples' non-streamed answers, one choice each
+// (already re-indexed), into one under id: the first answer's other
+// members, all choices in sample order, and the usage summed as mergeUsage
+// does (n samples to a prompt).
+func mergeDocs(docs []object, id string, n int) ([]byte, error) {
 	var choices []json.RawMessage
 	usages := make([]*openai.Usage, len(docs))
 	for i, d := range docs {
@@ -251,7 +253,7 @@ func mergeDocs(docs []object, id string) ([]byte, error) {
 		}
 	}
 	out := docs[0].set("id", quote(id)).set("choices", marshalArray(choices))
-	if u := mergeUsage(usages); u != nil {
+	if u := mergeUsage(usages, n); u != nil {
 		ub, err := json.Marshal(u)
 		if err != nil {
 			return nil, fmt.Errorf("merge answers: %w", err)
@@ -261,17 +263,24 @@ func mergeDocs(docs []object, id string) ([]byte, error) {
 	return append(out.marshal(), '\n'), nil
 }
 
-// mergeUsage sums the samples' usage: one prompt, every completion; the
+// mergeUsage sums the samples' usage as `tandem serve` reports a request's:
+// each prompt's tokens once (samples i*n .. i*n+n-1 share prompt i; its
+// first sample with usage counts), every sample's completion tokens; the
 // cached prompt tokens are the most any sample had. Nil when no sample
 // reported usage.
-func mergeUsage(us []*openai.Usage) *openai.Usage {
+func mergeUsage(us []*openai.Usage, n int) *openai.Usage {
 	var m *openai.Usage
-	for _, u := range us {
+	counted := -1 // the last prompt whose tokens were counted
+	for i, u := range us {
 		if u == nil {
 			continue
 		}
 		if m == nil {
-			m = &openai.Usage{PromptTokens: u.PromptTokens}
+			m = &openai.Usage{}
+		}
+		if p := i / n; p != counted {
+			counted = p
+			m.PromptTokens += u.PromptTokens
 		}
 		m.CompletionTokens += u.CompletionTokens
 		if u.PromptTokensDetails != nil {

@@ -33,15 +33,17 @@ type clientRequest struct {
 	ep                 endpoint
 	body               []byte // exactly as the client sent it
 	obj                object
-	n                  int
+	n                  int               // choices per prompt
+	prompts            []json.RawMessage // a completions list of several prompts, each as the client wrote it; nil otherwise
+	samples            int               // max(1, len(prompts)) * n: one room each
 	seed               *int64
 	stream             bool
 	includeUsage       bool
 	wantPromptLogprobs bool
 	echoLogprobs       bool // completions with echo and logprobs: the legacy block starts with the prompt
 	requestID          string
-	mergedID           string   // id of the merged answer when n > 1
-	decision           decision // selective disaggregation's choice, made once for every sample
+	mergedID           string     // id of the merged answer when samples > 1
+	decisions          []decision // selective disaggregation's choice for each prompt's samples
 }
 
 // parseRequest reads the members the router acts on; requestID is the
@@ -83,7 +85,41 @@ func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *
 	}
 	r.wantPromptLogprobs = wantsPromptLogprobs(ep, obj)
 	r.echoLogprobs = wantsEchoLogprobs(ep, obj)
+	if !ep.chat {
+		ps, e := promptList(obj, r.n)
+		if e != nil {
+			return nil, e
+		}
+		r.prompts = ps
+	}
+	r.samples = max(1, len(r.prompts)) * r.n
 	return r, nil
+}
+
+// promptList returns the prompts of a completions body whose prompt is a
+// list of several prompts (strings, or arrays of token ids), each element's
+// bytes as the client sent them; nil for one prompt (a string, an array of
+// token ids, or a list of one), which goes to the workers as it is. A list
+// is checked as a worker checks it, with the same 400s (openai's limits: at
+// most MaxPrompts prompts, MaxCompletionChoices prompts times n, one kind
+// of element): once split, no worker sees the whole list.
+func promptList(obj object, n int) ([]json.RawMessage, *openai.Error) {
+	raw, ok := obj.get("prompt")
+	if !ok {
+		return nil, nil
+	}
+	items, err := parseArray(raw)
+	if err != nil || len(items) < 2 {
+		return nil, nil // one prompt, or not a list: the worker's to read and check
+	}
+	if s := bytes.TrimSpace(items[0]); len(s) == 0 || (s[0] != '"' && s[0] != '[') {
+		return nil, nil // an array of token ids: one prompt
+	}
+	check := object{{key: "prompt", val: raw}, {key: "n", val: json.RawMessage(strconv.Itoa(n))}}
+	if _, e := openai.DecodeCompletionRequest(check.marshal()); e != nil {
+		return nil, e
+	}
+	return items, nil
 }
 
 // jsonInt reads a JSON number with an integral value that fits an int64.
@@ -131,15 +167,30 @@ func wantsEchoLogprobs(ep endpoint, obj object) bool {
 	return ok && string(bytes.TrimSpace(lp)) != "false"
 }
 
-// bodies returns sample i's decode and prefill bodies. With n = 1 the
-// decode body is the client's, unchanged; with n > 1 each sample asks for
-// n = 1 and, when the client gave a seed, seed + i. The prefill body is the
-// decode body with stream false, max_tokens 1 (and max_completion_tokens 1
-// for chat, or when given) and no stream_options.
+// promptOf returns the prompt index of sample i: samples i*n .. i*n+n-1
+// are prompt i's n choices, as the choice indexes of `tandem serve`.
+func (r *clientRequest) promptOf(i int) int { return i / r.n }
+
+// promptObj returns the request with prompt p of a list as its only
+// prompt (the element's bytes as the client sent them), or the request
+// itself when its prompt is not a list of several.
+func (r *clientRequest) promptObj(p int) object {
+	if r.prompts == nil {
+		return r.obj
+	}
+	return r.obj.set("prompt", r.prompts[p])
+}
+
+// bodies returns sample i's decode and prefill bodies. With one sample the
+// decode body is the client's, unchanged; otherwise each sample asks for
+// its own prompt of a list (promptOf), n = 1 and, when the client gave a
+// seed, seed + i (i = prompt*n + j, as `tandem serve` seeds its choices).
+// The prefill body is the decode body with stream false, max_tokens 1 (and
+// max_completion_tokens 1 for chat, or when given) and no stream_options.
 func (r *clientRequest) bodies(i int) (decode, prefill []byte) {
-	o := r.obj
+	o := r.promptObj(r.promptOf(i))
 	decode = r.body
-	if r.n > 1 {
+	if r.samples > 1 {
 		o = o.set("n", json.RawMessage("1"))
 		if r.seed != nil {
 			o = o.set("seed", json.RawMessage(strconv.FormatInt(*r.seed+int64(i), 10)))

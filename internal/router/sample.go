@@ -20,25 +20,26 @@ import (
 // reply is what a sample hands the client writer.
 type reply struct {
 	sample      int
-	data        []byte        // bytes for the client: SSE events, or a whole n = 1 answer
-	contentType string        // of a whole n = 1 answer
-	doc         object        // n > 1, not streamed: the sample's answer, choices re-indexed
-	usage       *openai.Usage // n > 1, streamed: the sample's usage chunk, if it sent one
-	usageChunk  object        // n > 1, streamed: that chunk, as a template for the merged one
+	data        []byte        // bytes for the client: SSE events, or a whole one-sample answer
+	contentType string        // of a whole one-sample answer
+	doc         object        // several samples, not streamed: the sample's answer, choices re-indexed
+	usage       *openai.Usage // several samples, streamed: the sample's usage chunk, if it sent one
+	usageChunk  object        // several samples, streamed: that chunk, as a template for the merged one
 	token       bool          // data carries a token (for TTFT)
 	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
 	err         *openai.Error // the sample failed; nothing else is set
 }
 
-// sample is one of a request's n samples: one room, one prefill and decode
+// sample is one of a request's samples (n for each prompt): one room, one prefill and decode
 // pair (two when the first attempt failed before any worker saw it).
 type sample struct {
 	i       int
 	req     *clientRequest
 	out     chan<- reply
-	decode  []byte // body of the decode leg
-	prefill []byte // body of the prefill leg
+	decode  []byte   // body of the decode leg
+	prefill []byte   // body of the prefill leg
+	dec     decision // where its prompt's samples go
 }
 
 // send hands r to the writer unless ctx ends first.
@@ -111,7 +112,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 // disaggregation is on, as one local leg to a decode worker) and follows
 // it to its end.
 func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
-	dec := s.req.decision
+	dec := s.dec
 	if dec.path == pathLocal {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
 	}
@@ -507,15 +508,15 @@ func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legE
 
 // format turns one step of decode's answer into a reply (nil: nothing for
 // the client), splicing prefill's prompt logprobs into the first data
-// event or the answer's choices, and for n > 1 re-indexing choices under
-// the merged id.
+// event or the answer's choices, and for several samples re-indexing
+// choices (index = the sample's, prompt*n + j) under the merged id.
 func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	req := f.s.req
 	if !req.stream {
 		return f.formatBody(de)
 	}
 	ev := de.ev
-	merged := req.n > 1
+	merged := req.samples > 1
 	if v, ok := apileg.TimingFromComment(ev.raw); ok && !ev.hasData {
 		if t, err := apileg.ParseTiming(v); err == nil {
 			f.timing = &t
@@ -544,7 +545,7 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 		if merged {
 			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent an event that is not a JSON object: %w", err))
 		}
-		return &reply{data: ev.raw}, nil // n = 1: pass through what we cannot read
+		return &reply{data: ev.raw}, nil // one sample: pass through what we cannot read
 	}
 	first := !f.seenData
 	f.seenData = true
@@ -585,7 +586,7 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 // formatBody handles a whole non-streamed answer.
 func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	req := f.s.req
-	if req.n == 1 && f.plp == nil {
+	if req.samples == 1 && f.plp == nil {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
 	obj, err := parseObject(de.body)
@@ -593,7 +594,7 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}
 	obj, err = editChoices(obj, func(_ int, c object) object {
-		if req.n > 1 {
+		if req.samples > 1 {
 			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
 		}
 		if f.plp != nil {
@@ -607,7 +608,7 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)
 	}
-	if req.n > 1 {
+	if req.samples > 1 {
 		return &reply{doc: obj, done: true}, nil
 	}
 	b := obj.marshal()
