@@ -26,6 +26,13 @@
 //     request got exactly one outcome. Its size is set by -chaos.* flags
 //     (300 requests by default; scripts/chaos.sh runs 3000).
 //
+//   - TestStructuredOutputsNode (and its 128k Llama 3 vocabulary variant)
+//     runs the official client's zod helpers for structured outputs and tool
+//     calls against `tandem serve` and `tandem up`; TestListPromptMatchesServe,
+//     TestSelectiveDisaggregation and TestUpModelFromHub cover prompt lists,
+//     selective disaggregation and `--model hf.co/...`. README.md lists the
+//     rest.
+//
 // The package has no code of its own; everything is in the _test files. The
 // tests are slow (a build, a model load, an npm install on first use): `go
 // test -short` skips them all.

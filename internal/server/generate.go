@@ -200,8 +200,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 	li, isLeg := LegFromContext(ctx)
 	decodeLeg := isLeg && li.Leg == leg.KindDecode
 	if isLeg && len(p.reqs) > 1 {
-		// A leg is one room: one sequence. The router splits n > 1 into
-		// samples; it does not split a list of prompts.
+		// A leg is one room: one sequence. The router splits n > 1 and
+		// prompt lists into samples, one leg each.
 		cancel()
 		httpx.WriteError(w, openai.Invalid(p.promptParam, openai.CodeUnsupported,
 			"This request makes %d sequences (a list of prompts, or n > 1), but a disaggregated leg serves one: send one request per prompt.", len(p.reqs)))

@@ -26,14 +26,16 @@
 //     turns prompt logprobs on; see [PromptLogprobs]). max_tokens and
 //     max_completion_tokens must be >= 1; the server checks them against
 //     the context length.
-//   - Members that would change the result but are not implemented
-//     (functions, response_format other than text, logit_bias, suffix,
-//     best_of > 1, guided decoding, ...) are rejected with a 400 naming the
-//     member, unless their value is one that changes nothing (null, [],
-//     {}, {"type":"text"}, ...). Other unknown members are ignored.
-//   - A completions prompt is a string or an array of token ids; an array
-//     holding one string or one array of ids is read as that prompt. Several
-//     prompts in one request are rejected (send one request per prompt).
+//   - Structured outputs (response_format json_object/json_schema,
+//     structured_outputs, guided_*, llama.cpp's json_schema and grammar),
+//     logit_bias and min_tokens are decoded in constraint.go. Members that
+//     would change the result but are not implemented (functions, suffix,
+//     best_of > 1, ...) are rejected with a 400 naming the member, unless
+//     their value is one that changes nothing (null, [], {}, ...). Other
+//     unknown members are ignored.
+//   - A completions prompt is a string, an array of token ids, or a list of
+//     strings or of id arrays (one choice per prompt and n, index
+//     prompt·n+j; at most 64 prompts and 64 prompts·n).
 //   - Chat messages have role system, user, assistant ("developer" is read
 //     as system) or tool; content is a string or an array of
 //     {"type":"text"} parts, joined with "\n". Image parts and function
