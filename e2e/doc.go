@@ -8,16 +8,20 @@
 //     server: completions and chat, each streaming and not, checking that
 //     greedy streaming text equals the non-streaming text, that finish
 //     reasons and usage are set. It skips when node or npm is absent.
+//
 //   - TestOpenAINodeClientThroughRouter runs the same client against
 //     `tandem up` (router, one prefill and one decode worker).
+//
 //   - TestPDMatchesServe checks that greedy output through `tandem up`
 //     equals `tandem serve`'s, token for token with logprobs and
 //     top_logprobs, streaming and not, for a synthesized Q8_0 model and
 //     stories260K, with prompts over a KV page and over a prefill chunk;
 //     TestPromptLogprobsThroughRouter and TestEchoLogprobsThroughRouter do
 //     the same for prompt logprobs and echo with logprobs.
+//
 //   - TestBenchServeAgainstServe runs `tandem bench serve` against the
 //     server and checks that every request completed.
+//
 //   - TestChaosSoak runs 2 prefill + 2 decode workers and the router
 //     (internal/cluster) under random load with client disconnects, kills a
 //     worker with SIGKILL mid-load and restarts it, then checks through
