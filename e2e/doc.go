@@ -8,20 +8,16 @@
 //     server: completions and chat, each streaming and not, checking that
 //     greedy streaming text equals the non-streaming text, that finish
 //     reasons and usage are set. It skips when node or npm is absent.
-//
 //   - TestOpenAINodeClientThroughRouter runs the same client against
 //     `tandem up` (router, one prefill and one decode worker).
-//
 //   - TestPDMatchesServe checks that greedy output through `tandem up`
 //     equals `tandem serve`'s, token for token with logprobs and
 //     top_logprobs, streaming and not, for a synthesized Q8_0 model and
 //     stories260K, with prompts over a KV page and over a prefill chunk;
 //     TestPromptLogprobsThroughRouter and TestEchoLogprobsThroughRouter do
 //     the same for prompt logprobs and echo with logprobs.
-//
 //   - TestBenchServeAgainstServe runs `tandem bench serve` against the
 //     server and checks that every request completed.
-//
 //   - TestChaosSoak runs 2 prefill + 2 decode workers and the router
 //     (internal/cluster) under random load with client disconnects, kills a
 //     worker with SIGKILL mid-load and restarts it, then checks through
@@ -29,7 +25,6 @@
 //     KV page or sequence leaked, the watchdog never fired, and every
 //     request got exactly one outcome. Its size is set by -chaos.* flags
 //     (300 requests by default; scripts/chaos.sh runs 3000).
-//
 //   - TestStructuredOutputsNode (and its 128k Llama 3 vocabulary variant)
 //     runs the official client's zod helpers for structured outputs and tool
 //     calls against `tandem serve` and `tandem up`; TestListPromptMatchesServe,
