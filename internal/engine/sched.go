@@ -179,7 +179,7 @@ func (e *Engine) observeStep(steps []step) {
 	if h != nil && h.step != nil {
 		info := stepInfo{prefill: map[string]int{}, features: f,
 			predicted: time.Duration(e.cost.predict(f) * float64(time.Second)),
-			limited:   e.cfg.ITLTarget > 0 && e.cost.ready()}
+			limited:   e.cfg.ITLTarget > 0}
 		for _, st := range steps {
 			if len(st.s.tokens)-st.s.computed == 1 {
 				info.decodes++ // the decode pass of schedule

@@ -198,3 +198,23 @@ func TestITLTargetFloor(t *testing.T) {
 		fed += want
 	}
 }
+
+// TestITLTargetColdStart: before the cost model has seen enough steps, a
+// step that carries decodes gets only the floor of prefill, not the whole
+// budget (measured: unlimited warm-up steps beside decodes were the worst
+// inter-token gaps of a run).
+func TestITLTargetColdStart(t *testing.T) {
+	m := tinyModel(t)
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 512, ITLTarget: time.Second, MinPrefillTokens: 16}, nil)
+	rng := rand.New(rand.NewPCG(29, 30))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 100)
+	submit(t, e, ctx, "long", randomPrompt(rng, m, 600), 1)
+	if info := g.Step(t); info.Prefill["decode"] != 20 || info.Prefill["long"] != 236 || info.Decodes != 0 {
+		t.Fatalf("step 1: %+v; want both prompts sharing the full 256 (nothing decodes yet)", info)
+	}
+	if info := g.Step(t); info.Decodes != 1 || info.Prefill["long"] != 16 || !info.Limited {
+		t.Errorf("step 2 (cost model cold): %+v; want 1 decode and the 16-token floor", info)
+	}
+}
