@@ -172,6 +172,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
 		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), queued: true}
 	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
+	// Set before s is queued: the loop may finish s (and call stopWake) at
+	// once. On the error paths below cancel runs it, a harmless wake-up.
+	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -188,7 +191,6 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	e.enqueueLocked(s, false)
 	e.stats.Waiting = len(e.waiting)
 	e.mu.Unlock()
-	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.wakeup()
 	return s.h, nil
 }
