@@ -210,10 +210,10 @@ func TestITLTargetColdStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 100)
-	submit(t, e, ctx, "long", randomPrompt(rng, m, 600), 1)
-	if info := g.Step(t); info.Prefill["decode"] != 20 || info.Prefill["long"] != 236 || info.Decodes != 0 {
-		t.Fatalf("step 1: %+v; want both prompts sharing the full 256 (nothing decodes yet)", info)
+	if info := g.Step(t); info.Prefill["decode"] != 20 || info.Decodes != 0 {
+		t.Fatalf("step 1: %+v; want the 20-token prompt", info)
 	}
+	submit(t, e, ctx, "long", randomPrompt(rng, m, 600), 1) // seen by step 2
 	if info := g.Step(t); info.Decodes != 1 || info.Prefill["long"] != 16 || !info.Limited {
 		t.Errorf("step 2 (cost model cold): %+v; want 1 decode and the 16-token floor", info)
 	}
