@@ -22,9 +22,11 @@ import (
 const (
 	costFeatures = 4
 	costForget   = 0.97
-	// costWarm is how many steps the model must have seen before the
-	// ITL budget limits anything.
-	costWarm = 8
+	// costWarm is how many steps the model must have seen before its
+	// predictions are trusted; until then a step that carries decodes gets
+	// only the floor of prefill (measured: unlimited warm-up steps beside
+	// decodes were the worst inter-token gaps of a whole run).
+	costWarm = 4
 	// attnScale brings query-key pairs to the scale of tokens, so the
 	// relative ridge treats the features alike.
 	attnScale = 1024
@@ -164,31 +166,36 @@ func (m *costModel) solveActive(active [costFeatures]bool) ([costFeatures]float6
 }
 
 // prefillPlan sizes the prefill chunks of one step under the ITL target.
-// It is unlimited when the target is off, nothing decodes in the step (no
-// inter-token gap to protect) or the cost model is not warm yet.
+// It is unlimited when the target is off or nothing decodes in the step (no
+// inter-token gap to protect), and allows only the floor while the cost
+// model is not warm yet.
 type prefillPlan struct {
 	m       *costModel
 	limited bool
 	left    float64 // seconds of the target the step has left
 	floor   int     // prefill tokens the step gets even over the target
 	gave    bool    // a prefill chunk is in the step already
+	cold    bool    // the cost model is not warm: the floor only
 }
 
 // planPrefill starts the plan for a step whose decode part is decodes.
 func (e *Engine) planPrefill(decodes stepFeatures) prefillPlan {
 	p := prefillPlan{m: &e.cost, floor: e.cfg.MinPrefillTokens}
-	if e.cfg.ITLTarget <= 0 || decodes.seqs == 0 || !e.cost.ready() {
+	if e.cfg.ITLTarget <= 0 || decodes.seqs == 0 {
 		return p
 	}
 	p.limited = true
-	p.left = e.cfg.ITLTarget.Seconds() - e.cost.predict(decodes)
+	p.cold = !e.cost.ready()
+	if !p.cold {
+		p.left = e.cfg.ITLTarget.Seconds() - e.cost.predict(decodes)
+	}
 	return p
 }
 
 // exhausted reports whether the step cannot carry another prefill token
 // under the target (the floor chunk is given already).
 func (p *prefillPlan) exhausted() bool {
-	return p.limited && p.gave && p.m.marginal(0, 1) > p.left
+	return p.limited && p.gave && (p.cold || p.m.marginal(0, 1) > p.left)
 }
 
 // take returns how many of a sequence's next tokens (at most limit, from
@@ -205,6 +212,9 @@ func (p *prefillPlan) take(pos, limit int) int {
 	// The largest t in [0, limit] whose marginal cost fits: marginal is
 	// increasing in t.
 	lo, hi := 0, limit
+	if p.cold {
+		hi = 0
+	}
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		if p.m.marginal(pos, mid) <= p.left {
@@ -219,7 +229,7 @@ func (p *prefillPlan) take(pos, limit int) int {
 	}
 	if t > 0 {
 		p.gave = true
-		p.left -= p.m.marginal(pos, t)
+		p.left -= p.m.marginal(pos, t) // p.left is unused when cold
 	}
 	return t
 }

@@ -23,6 +23,7 @@ const (
 	maxWaitingMax     = 1 << 20
 	topLogprobsMax    = 20
 	itlTargetMax      = time.Minute
+	agingRatioMax     = 1 << 20
 )
 
 // Engine schedules sequences onto one model runner. See the package doc.
@@ -42,6 +43,7 @@ type Engine struct {
 	// waitPrefill sums waitTokens over waiting: their prefill work.
 	waitPrefill int
 	submitted   uint64 // Submit calls that queued a sequence
+	fed         uint64 // prefill tokens fed so far: the clock of prefill aging
 	resumes     []resume
 	closed      bool
 	stats       Stats
@@ -62,7 +64,7 @@ type seq struct {
 	h        *Handle
 	enqueued time.Time
 	admitted time.Time // first admission (pages allocated)
-	arrival  uint64    // Stats.Steps at Submit: the clock of prefill aging
+	arrival  uint64    // Engine.fed at Submit: the clock of prefill aging
 	order    uint64    // submission number: ties in prefill priority
 
 	tokens   []int32 // prompt, then generated tokens
@@ -105,8 +107,8 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.MaxWaiting == 0 {
 		cfg.MaxWaiting = 256
 	}
-	if cfg.AgingTokensPerStep == 0 {
-		cfg.AgingTokensPerStep = max(1, cfg.MaxBatchTokens/16)
+	if cfg.AgingRatio == 0 {
+		cfg.AgingRatio = 4
 	}
 	if cfg.MinPrefillTokens == 0 {
 		cfg.MinPrefillTokens = min(16, cfg.MaxBatchTokens)
@@ -122,8 +124,8 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("engine: ITL target %v is out of range 0..%v (0: off)", cfg.ITLTarget, itlTargetMax)
 	case cfg.MinPrefillTokens < 1 || cfg.MinPrefillTokens > cfg.MaxBatchTokens:
 		return nil, fmt.Errorf("engine: min prefill tokens %d is out of range 1..%d (max batch tokens)", cfg.MinPrefillTokens, cfg.MaxBatchTokens)
-	case cfg.AgingTokensPerStep < 1 || cfg.AgingTokensPerStep > maxBatchTokensMax:
-		return nil, fmt.Errorf("engine: aging tokens per step %d is out of range 1..%d", cfg.AgingTokensPerStep, maxBatchTokensMax)
+	case cfg.AgingRatio < 1 || cfg.AgingRatio > agingRatioMax:
+		return nil, fmt.Errorf("engine: aging ratio %d is out of range 1..%d", cfg.AgingRatio, agingRatioMax)
 	case cfg.Pages < 2:
 		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
 	}
@@ -178,8 +180,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
 		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), con: con, queued: true}
 	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
-	// Set before the sequence is visible to the loop, which calls it when
-	// the sequence finishes.
+	// Set before s is queued: the loop may finish s (and call stopWake) at
+	// once. On the error paths below cancel runs it, a harmless wake-up.
 	s.stopWake = context.AfterFunc(sctx, e.wakeup)
 	e.mu.Lock()
 	if e.closed {
@@ -192,7 +194,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 		cancel()
 		return nil, fmt.Errorf("%w (%d requests waiting); retry later", ErrQueueFull, e.cfg.MaxWaiting)
 	}
-	s.arrival, s.order = e.stats.Steps, e.submitted
+	s.arrival, s.order = e.fed, e.submitted
 	e.submitted++
 	e.enqueueLocked(s, false)
 	e.stats.Waiting = len(e.waiting)

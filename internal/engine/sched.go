@@ -17,19 +17,24 @@ import (
 //  1. Waiting sequences that were preempted, in queue order (most recently
 //     preempted first): they had been decoding, their clients are mid-stream.
 //  2. Everything else by priority = remaining prefill tokens −
-//     AgingTokensPerStep × (steps since the request was submitted), lowest
-//     first; ties go to the earlier submission. Remaining counts the whole
+//     (prefill tokens the engine fed since the request was submitted) /
+//     AgingRatio, lowest first; ties go to the earlier submission. Remaining counts the whole
 //     prompt for a waiting sequence (its prefix-cache hit is known only at
 //     admission).
 //
 // This is shortest-remaining-first with aging. A short prompt behind a
 // long one is served first; the long one takes what the short ones leave
-// of each step. It cannot be starved: a sequence X submitted k steps after
-// L ranks before L only while X's remaining tokens plus AgingTokensPerStep
-// × k are below L's, so nothing submitted more than R/AgingTokensPerStep
-// steps after L (R: L's prompt length) ever ranks before it, and L's
-// prefill is done at the latest when all the work submitted until then is:
-// a bounded number of steps, however many short prompts keep coming.
+// of each step. It cannot be starved: a sequence X submitted after the
+// engine fed k more prefill tokens than at L's submission ranks before L
+// only while X's remaining tokens plus k/AgingRatio are below L's, so
+// nothing submitted after the engine fed AgingRatio×R tokens past L's
+// arrival (R: L's prompt length) ever ranks before it, and L's prefill is
+// done at the latest when all the work submitted until then is: bounded,
+// however many short prompts keep coming. Every step with prefill pending
+// feeds at least MinPrefillTokens, so the bound holds in steps too.
+//
+// Aging counts prefill work, not steps or time, so the rule behaves the
+// same whether steps carry full chunks or only the ITL floor.
 //
 // Admission (pages for the whole prompt) follows the same order and stops
 // at the first waiting sequence that does not fit, so small requests cannot
@@ -53,7 +58,7 @@ func (e *Engine) prefillOrder(in map[*seq]bool) []candidate {
 		rest = append(rest, candidate{s: s})
 	}
 	e.mu.Lock()
-	now := e.stats.Steps
+	now := e.fed
 	for _, s := range e.waiting {
 		if s.preempt > 0 {
 			recompute = append(recompute, candidate{s: s, waiting: true})
@@ -62,9 +67,9 @@ func (e *Engine) prefillOrder(in map[*seq]bool) []candidate {
 		}
 	}
 	e.mu.Unlock()
-	aging := int64(e.cfg.AgingTokensPerStep)
-	prio := func(s *seq) int64 {
-		return int64(len(s.tokens)-s.computed) - aging*int64(now-s.arrival)
+	ratio := int64(e.cfg.AgingRatio)
+	prio := func(s *seq) int64 { // AgingRatio × the priority, in integers
+		return ratio*int64(len(s.tokens)-s.computed) - int64(now-s.arrival)
 	}
 	slices.SortFunc(rest, func(a, b candidate) int {
 		if c := cmp.Compare(prio(a.s), prio(b.s)); c != 0 {
@@ -100,7 +105,7 @@ func (e *Engine) schedule() []step {
 		budget--
 	}
 	plan := e.planPrefill(decodes)
-	admitting := true
+	admitting, fed := true, 0
 	for _, c := range e.prefillOrder(in) {
 		s := c.s
 		if c.waiting {
@@ -131,6 +136,12 @@ func (e *Engine) schedule() []step {
 		steps = append(steps, step{s, take})
 		in[s] = true
 		budget -= take
+		fed += take
+	}
+	if fed > 0 {
+		e.mu.Lock()
+		e.fed += uint64(fed)
+		e.mu.Unlock()
 	}
 	return steps
 }
@@ -168,7 +179,7 @@ func (e *Engine) observeStep(steps []step) {
 	if h != nil && h.step != nil {
 		info := stepInfo{prefill: map[string]int{}, features: f,
 			predicted: time.Duration(e.cost.predict(f) * float64(time.Second)),
-			limited:   e.cfg.ITLTarget > 0 && e.cost.ready()}
+			limited:   e.cfg.ITLTarget > 0}
 		for _, st := range steps {
 			if len(st.s.tokens)-st.s.computed == 1 {
 				info.decodes++ // the decode pass of schedule

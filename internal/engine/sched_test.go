@@ -72,13 +72,13 @@ func TestShortPrefillOvertakesLong(t *testing.T) {
 
 // TestLongPrefillNotStarved: under a stream of short prompts that alone
 // more than fill every step, a long prompt still completes its prefill
-// within the bound of the aging rule: nothing submitted more than
-// R/AgingTokensPerStep steps after it ranks before it, so it is done once
-// the work submitted until then is (steps are work-conserving).
+// within the bound of the aging rule: nothing submitted after the engine
+// fed AgingRatio×R more prefill tokens ranks before it, so it is done once
+// the work submitted until then is (every step here is full: 64 tokens).
 func TestLongPrefillNotStarved(t *testing.T) {
 	m := tinyModel(t)
-	const budget, aging, longLen, shortLen = 64, 4, 300, 24
-	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: budget, AgingTokensPerStep: aging, Pages: 512, MaxWaiting: 1024}, nil)
+	const budget, ratio, longLen, shortLen = 64, 8, 300, 24
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: budget, AgingRatio: ratio, Pages: 512, MaxWaiting: 1024}, nil)
 	rng := rand.New(rand.NewPCG(23, 24))
 	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
 	n := 0
@@ -90,7 +90,7 @@ func TestLongPrefillNotStarved(t *testing.T) {
 	}
 	shorts()
 	fed := 0
-	horizon := longLen/aging + 2 // steps after which no new short ranks before the long prompt (+2: off-by-ones of arrival)
+	horizon := longLen*ratio/budget + 2 // steps after which no new short ranks before the long prompt (+2: off-by-ones of arrival)
 	bound := (longLen+horizon*3*shortLen+budget-1)/budget + 1
 	for step := 1; fed < longLen; step++ {
 		if step > bound {
@@ -98,7 +98,7 @@ func TestLongPrefillNotStarved(t *testing.T) {
 		}
 		info := g.Step(t)
 		fed += info.Prefill["long"]
-		if step == longLen/aging/2 && fed >= longLen/2 {
+		if step == horizon/2 && fed >= longLen/2 {
 			t.Fatalf("by step %d the long prompt had %d tokens: the short stream does not press on it, the test shows nothing", step, fed)
 		}
 		shorts()
@@ -196,5 +196,25 @@ func TestITLTargetFloor(t *testing.T) {
 			t.Fatalf("step %d: %+v; want %d prefill tokens (the floor) under the spent target", step, info, want)
 		}
 		fed += want
+	}
+}
+
+// TestITLTargetColdStart: before the cost model has seen enough steps, a
+// step that carries decodes gets only the floor of prefill, not the whole
+// budget (measured: unlimited warm-up steps beside decodes were the worst
+// inter-token gaps of a run).
+func TestITLTargetColdStart(t *testing.T) {
+	m := tinyModel(t)
+	e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 512, ITLTarget: time.Second, MinPrefillTokens: 16}, nil)
+	rng := rand.New(rand.NewPCG(29, 30))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 100)
+	if info := g.Step(t); info.Prefill["decode"] != 20 || info.Decodes != 0 {
+		t.Fatalf("step 1: %+v; want the 20-token prompt", info)
+	}
+	submit(t, e, ctx, "long", randomPrompt(rng, m, 600), 1) // seen by step 2
+	if info := g.Step(t); info.Decodes != 1 || info.Prefill["long"] != 16 || !info.Limited {
+		t.Errorf("step 2 (cost model cold): %+v; want 1 decode and the 16-token floor", info)
 	}
 }

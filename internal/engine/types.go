@@ -42,11 +42,12 @@ type Config struct {
 	// carries even when the ITL target is already spent, so prefill always
 	// progresses (default 16, at most MaxBatchTokens).
 	MinPrefillTokens int
-	// AgingTokensPerStep is how fast a sequence's prefill priority
-	// improves while it waits: its remaining prompt tokens minus this
-	// times the steps since it was submitted (default MaxBatchTokens/16).
-	// See sched.go.
-	AgingTokensPerStep int
+	// AgingRatio is how fast a sequence's prefill priority improves while
+	// it waits: by one token for every AgingRatio prefill tokens the engine
+	// feeds after its submission (default 4). A prompt of R tokens is
+	// then overtaken only by work submitted within the next AgingRatio×R
+	// prefill tokens. See sched.go.
+	AgingRatio int
 
 	hooks *testHooks // the package's tests only
 }
