@@ -7,6 +7,9 @@
 # llama.cpp's llama-server binary, llama-server (2 threads, 8 slots), all on
 # one synthesized 110m Q8_0 model with an 8k context. Results (vLLM-style
 # JSON and an SVG plot per system) go to $BENCH_DIR (default /tmp/tandem-goodput).
+# Every rate sends the same prompts (one --seed), so the Tandem processes run
+# without their prefix cache (else every rate after the first would find its
+# prompts cached); llama-server keeps only each slot's last prompt.
 #   RATES=0.2,0.35,0.5 REQUESTS=40 scripts/goodput.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,8 +47,8 @@ run_with() { # name url command...
   wait "$pid" 2>/dev/null || true
 }
 
-run_with up http://127.0.0.1:18900 "$t" up --model "$model" --port 18900 --threads 1 ${UP_ARGS:-}
-run_with serve http://127.0.0.1:18901 "$t" serve --model "$model" --port 18901 --threads 2 ${SERVE_ARGS:-}
+run_with up http://127.0.0.1:18900 "$t" up --model "$model" --port 18900 --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-}
+run_with serve http://127.0.0.1:18901 "$t" serve --model "$model" --port 18901 --threads 2 --prefix-cache=false ${SERVE_ARGS:-}
 if [ -n "${LLAMA_SERVER:-}" ]; then
   run_with llama-server http://127.0.0.1:18902 "$LLAMA_SERVER" -m "$model" -t 2 -tb 2 -np 8 -c 8192 --port 18902
 fi
