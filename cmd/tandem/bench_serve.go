@@ -59,7 +59,9 @@ longest gap between chunks. --format json or --result-file F writes vLLM's field
 --sweep-rates R1,R2,... runs the benchmark once per rate and reports DistServe's goodput, the
 highest rate at which at least 90% of the requests met every --goodput objective; --plot F.svg
 draws attainment and p90 TTFT against rate. Its JSON is {"goodput_rate", "goodput_slos",
-"points": [{"request_rate", "attainment", "p90_ttft_ms", "result": {...}}]}.`,
+"points": [{"request_rate", "attainment", "p90_ttft_ms", "result": {...}}]}. Every rate sends
+the same prompts, so run the server without its prefix cache (tandem: --prefix-cache=false),
+or every rate after the first finds its prompts cached.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {

@@ -32,7 +32,8 @@ const DistServeAttainment = 0.9
 
 // Sweep runs o once per rate (open loop; o.RequestRate is replaced) and
 // finds the highest rate whose attainment is at least 90%. It stops early,
-// returning what ran, when ctx is done.
+// returning what ran, when ctx is done. Every rate sends o's prompts, so a
+// server's prefix cache must be off for the later rates to mean anything.
 func Sweep(ctx context.Context, o Options, rates []float64, progress io.Writer) (*SweepResult, error) {
 	if len(rates) == 0 {
 		return nil, fmt.Errorf("sweep: no rate given")
