@@ -26,25 +26,46 @@ func (d *Driver) decode(peer string, h kvwire.Header, payload []byte, into paylo
 	return true
 }
 
-func (d *Driver) frameEvent(peer string, h kvwire.Header, payload []byte) (room.Event, bool) {
-	ev := room.Event{Room: room.ID(h.Room), Peer: peer}
-	switch h.Type {
+// FrameEventKind is the room event a control frame of type t becomes
+// (0 for a type that is no control frame).
+func FrameEventKind(t kvwire.Type) room.EventKind {
+	switch t {
 	case kvwire.TypeHello:
-		ev.Kind = room.EventHello
+		return room.EventHello
 	case kvwire.TypeHelloAck:
-		ev.Kind = room.EventHelloAck
+		return room.EventHelloAck
+	case kvwire.TypeAlloc:
+		return room.EventAlloc
+	case kvwire.TypeFirstToken:
+		return room.EventFirstToken
+	case kvwire.TypeDone:
+		return room.EventDone
+	case kvwire.TypeDoneAck:
+		return room.EventDoneAck
+	case kvwire.TypeAbort:
+		return room.EventAbort
+	case kvwire.TypeFailed:
+		return room.EventFailed
+	}
+	return 0
+}
+
+func (d *Driver) frameEvent(peer string, h kvwire.Header, payload []byte) (room.Event, bool) {
+	ev := room.Event{Kind: FrameEventKind(h.Type), Room: room.ID(h.Room), Peer: peer}
+	switch h.Type {
+	case kvwire.TypeHello, kvwire.TypeHelloAck, kvwire.TypeDoneAck:
 	case kvwire.TypeAlloc:
 		var a kvwire.Alloc
 		if !d.decode(peer, h, payload, &a) {
 			return ev, false
 		}
-		ev.Kind, ev.Pages = room.EventAlloc, a.Pages
+		ev.Pages = a.Pages
 	case kvwire.TypeFirstToken:
 		var f kvwire.FirstToken
 		if !d.decode(peer, h, payload, &f) {
 			return ev, false
 		}
-		ev.Kind, ev.Token, ev.Logprob = room.EventFirstToken, f.Token, f.Logprob
+		ev.Token, ev.Logprob = f.Token, f.Logprob
 		if r := d.rooms[ev.Room]; r != nil && r.peer == peer && !r.ended {
 			r.firstTop = append(r.firstTop[:0], f.Top...)
 		}
@@ -53,21 +74,19 @@ func (d *Driver) frameEvent(peer string, h kvwire.Header, payload []byte) (room.
 		if !d.decode(peer, h, payload, &f) {
 			return ev, false
 		}
-		ev.Kind, ev.PageCount, ev.Bytes = room.EventDone, int(f.PageCount), int64(f.Bytes)
-	case kvwire.TypeDoneAck:
-		ev.Kind = room.EventDoneAck
+		ev.PageCount, ev.Bytes = int(f.PageCount), int64(f.Bytes)
 	case kvwire.TypeAbort:
 		var a kvwire.Abort
 		if !d.decode(peer, h, payload, &a) {
 			return ev, false
 		}
-		ev.Kind, ev.Reason = room.EventAbort, a.Reason
+		ev.Reason = a.Reason
 	case kvwire.TypeFailed:
 		var f kvwire.Failed
 		if !d.decode(peer, h, payload, &f) {
 			return ev, false
 		}
-		ev.Kind, ev.Reason = room.EventFailed, f.Reason
+		ev.Reason = f.Reason
 	default:
 		d.obs.BadFrame("unexpected_type")
 		d.log.Warn("dropped a frame of an unexpected type", "peer", peer, "type", h.Type)

@@ -232,7 +232,7 @@ func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 			res.Blocked++
 		} else {
 			res.Leaves++
-			addStats(&res.Stats, r.Stats)
+			res.Stats.Add(r.Stats)
 		}
 		if r.Violation != nil {
 			res.Violation = r.Violation
@@ -454,33 +454,6 @@ func timerBefore(a, b *item) bool {
 		return a.req < b.req
 	}
 	return a.gen < b.gen
-}
-
-// addStats sums b into a.
-func addStats(a *Stats, b Stats) {
-	a.Steps += b.Steps
-	a.Requests += b.Requests
-	a.Succeeded += b.Succeeded
-	a.Failed += b.Failed
-	a.Disconnected += b.Disconnected
-	a.RoomSuccesses += b.RoomSuccesses
-	for k, v := range b.RoomFailures {
-		a.RoomFailures[k] += v
-	}
-	a.FramesLost += b.FramesLost
-	a.FramesDuplicated += b.FramesDuplicated
-	a.KVDiscarded += b.KVDiscarded
-	a.QuarantinedWrites += b.QuarantinedWrites
-	a.Agreed += b.Agreed
-	for k, v := range b.Disagreements {
-		a.Disagreements[k] += v
-	}
-	for k, v := range b.SendDropped {
-		a.SendDropped[k] += v
-	}
-	for k, v := range b.FramesAfterEnd {
-		a.FramesAfterEnd[k] += v
-	}
 }
 
 // String summarises a search.

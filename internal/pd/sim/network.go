@@ -237,7 +237,7 @@ func (s *sim) read(n *node, rd *reader, it *item) {
 	f, from := it.frame, s.nodes[it.from].addr
 	if f.Lane == driver.LaneControl {
 		h := kvwire.NewHeader(f.Type, f.Room, f.Payload)
-		s.call(n, room.Event{Kind: controlEvent(f.Type), Room: f.Room, Peer: from}, func() {
+		s.call(n, room.Event{Kind: driver.FrameEventKind(f.Type), Room: f.Room, Peer: from}, func() {
 			n.d.Frame(s.now, from, h, f.Payload)
 		})
 		return
@@ -300,29 +300,6 @@ func (s *sim) kvDone(it *item) {
 		rd.waiting = rd.waiting[1:]
 		s.read(n, rd, &next)
 	}
-}
-
-// controlEvent is the room event a control frame type becomes.
-func controlEvent(t kvwire.Type) room.EventKind {
-	switch t {
-	case kvwire.TypeHello:
-		return room.EventHello
-	case kvwire.TypeHelloAck:
-		return room.EventHelloAck
-	case kvwire.TypeAlloc:
-		return room.EventAlloc
-	case kvwire.TypeFirstToken:
-		return room.EventFirstToken
-	case kvwire.TypeDone:
-		return room.EventDone
-	case kvwire.TypeDoneAck:
-		return room.EventDoneAck
-	case kvwire.TypeAbort:
-		return room.EventAbort
-	case kvwire.TypeFailed:
-		return room.EventFailed
-	}
-	return 0
 }
 
 func legDesc(l *nodeLeg) string {

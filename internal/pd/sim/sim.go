@@ -74,6 +74,47 @@ type Stats struct {
 	End            room.Instant
 }
 
+// Add sums b's counters into s (Calm, Drained and End, which describe one
+// run, are left as they are).
+func (s *Stats) Add(b Stats) {
+	s.Steps += b.Steps
+	s.Requests += b.Requests
+	s.Succeeded += b.Succeeded
+	s.Failed += b.Failed
+	s.Disconnected += b.Disconnected
+	s.RoomSuccesses += b.RoomSuccesses
+	s.FramesSent += b.FramesSent
+	s.FramesLost += b.FramesLost
+	s.FramesDuplicated += b.FramesDuplicated
+	s.Crashes += b.Crashes
+	s.Partitions += b.Partitions
+	s.KVDiscarded += b.KVDiscarded
+	s.QuarantinedWrites += b.QuarantinedWrites
+	s.ControlBehindKV += b.ControlBehindKV
+	s.PeersIdle += b.PeersIdle
+	s.Agreed += b.Agreed
+	s.EarlyAborts += b.EarlyAborts
+	s.EarlyAnswered += b.EarlyAnswered
+	s.Collisions += b.Collisions
+	s.WatchdogSweeps += b.WatchdogSweeps
+	s.WatchdogProbes += b.WatchdogProbes
+	s.RoomFailures = addCounts(s.RoomFailures, b.RoomFailures)
+	s.SendDropped = addCounts(s.SendDropped, b.SendDropped)
+	s.FramesAfterEnd = addCounts(s.FramesAfterEnd, b.FramesAfterEnd)
+	s.Disagreements = addCounts(s.Disagreements, b.Disagreements)
+}
+
+// addCounts adds b's counts to a (made when nil) and returns a.
+func addCounts[K comparable](a, b map[K]int) map[K]int {
+	if a == nil {
+		a = map[K]int{}
+	}
+	for k, v := range b {
+		a[k] += v
+	}
+	return a
+}
+
 // Result is what one run found.
 type Result struct {
 	Seed      uint64

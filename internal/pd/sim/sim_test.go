@@ -58,48 +58,11 @@ func TestSim(t *testing.T) {
 // totals sums Stats over seeds.
 type totals struct {
 	Stats
-	reasons map[room.Reason]int
-	calm    int // calm seeds (no faults)
+	calm int // calm seeds (no faults)
 }
 
 func (tt *totals) add(st Stats) {
-	if tt.reasons == nil {
-		tt.reasons = map[room.Reason]int{}
-	}
-	tt.Steps += st.Steps
-	tt.Requests += st.Requests
-	tt.Succeeded += st.Succeeded
-	tt.Failed += st.Failed
-	tt.Disconnected += st.Disconnected
-	tt.RoomSuccesses += st.RoomSuccesses
-	for r, n := range st.RoomFailures {
-		tt.reasons[r] += n
-	}
-	tt.FramesSent += st.FramesSent
-	tt.FramesLost += st.FramesLost
-	tt.FramesDuplicated += st.FramesDuplicated
-	tt.Crashes += st.Crashes
-	tt.Partitions += st.Partitions
-	tt.EarlyAborts += st.EarlyAborts
-	tt.WatchdogSweeps += st.WatchdogSweeps
-	tt.WatchdogProbes += st.WatchdogProbes
-	tt.KVDiscarded += st.KVDiscarded
-	tt.QuarantinedWrites += st.QuarantinedWrites
-	tt.ControlBehindKV += st.ControlBehindKV
-	tt.PeersIdle += st.PeersIdle
-	tt.Agreed += st.Agreed
-	if tt.Disagreements == nil {
-		tt.Disagreements, tt.SendDropped, tt.FramesAfterEnd = map[string]int{}, map[string]int{}, map[string]int{}
-	}
-	for k, n := range st.Disagreements {
-		tt.Disagreements[k] += n
-	}
-	for k, n := range st.SendDropped {
-		tt.SendDropped[k] += n
-	}
-	for k, n := range st.FramesAfterEnd {
-		tt.FramesAfterEnd[k] += n
-	}
+	tt.Stats.Add(st)
 	if st.Calm {
 		tt.calm++
 	}
@@ -108,8 +71,8 @@ func (tt *totals) add(st Stats) {
 func (tt totals) String() string {
 	var reasons []string
 	for _, r := range room.Reasons() {
-		if tt.reasons[r] > 0 {
-			reasons = append(reasons, fmt.Sprintf("%v=%d", r, tt.reasons[r]))
+		if tt.RoomFailures[r] > 0 {
+			reasons = append(reasons, fmt.Sprintf("%v=%d", r, tt.RoomFailures[r]))
 		}
 	}
 	return fmt.Sprintf("%d steps, %d requests: %d tokens, %d errors, %d disconnected; rooms: %d succeeded, failed %s; "+
@@ -161,7 +124,7 @@ func (tt totals) checkReach(t *testing.T) {
 		{"early aborts (ABORT before prefill knew the room)", tt.EarlyAborts, 1},
 		{"watchdog sweeps", tt.WatchdogSweeps, 1},
 		{"watchdog probes", tt.WatchdogProbes, 1},
-		{"distinct failure reasons", len(tt.reasons), 14},
+		{"distinct failure reasons", len(tt.RoomFailures), 14},
 		{"KV frames the driver discarded", tt.KVDiscarded, 1},
 		{"KV writes that ended after their room (the quarantine)", tt.QuarantinedWrites, 1},
 		{"control frames sent while another room's KV was on the link", tt.ControlBehindKV, 1},
