@@ -417,7 +417,8 @@ func TestNetnsPartition(t *testing.T) {
 	waitHealthy(t, client, pf)
 	waitHealthy(t, client, dc)
 	rt := startInNetns(t, n, "rt", "router", url(nsRouterIP), token, "route", "--host", nsRouterIP, "--port", nsHTTPPort,
-		"--prefill", pf.url, "--decode", dc.url)
+		"--prefill", pf.url, "--decode", dc.url,
+		"--pd-threshold", "0") // every request through the prefill worker and the cut link, short prompts too
 	waitHealthy(t, client, rt)
 	workers := []*nsProc{pf, dc}
 
@@ -508,8 +509,11 @@ func TestNetnsPartition(t *testing.T) {
 			t.Errorf("%s metrics: %v", w.name, err)
 			continue
 		}
-		t.Logf("%s rooms: succeeded %v, failed by reason %v", w.name, first(ps.value("tandem_pd_room_successes_total")),
-			ps.byLabel("tandem_pd_room_failures_total", "reason"))
+		ok := first(ps.value("tandem_pd_room_successes_total"))
+		t.Logf("%s rooms: succeeded %v, failed by reason %v", w.name, ok, ps.byLabel("tandem_pd_room_failures_total", "reason"))
+		if ok == 0 {
+			t.Errorf("%s: no room succeeded, so no request crossed the transfer link this test cuts", w.name)
+		}
 	}
 	if load.counts["ok"] == load.sent {
 		t.Logf("note: no request failed; the cuts landed between transfers")
