@@ -80,7 +80,10 @@ func TestSendKVDoesNotCopy(t *testing.T) {
 		}
 	}
 	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / rounds; per > 8<<10 {
+	// TotalAlloc counts every goroutine of the process (heartbeats, the
+	// shared-memory poller, the runtime), so the bound leaves room for them
+	// (CI once saw 8.8 KiB) while a copy of the page (256 KiB) is far over it.
+	if per := (after.TotalAlloc - before.TotalAlloc) / rounds; per > pageBytes/16 {
 		t.Errorf("SendKV of a %d-byte page allocates %d bytes per call (sender and receiver), want a few hundred: the data is being copied", pageBytes, per)
 	}
 	if s.bad.Load() != 0 {
