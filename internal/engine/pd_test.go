@@ -68,7 +68,7 @@ func TestExportImportMatchesColocated(t *testing.T) {
 		allocated := make(chan []int32, 1)
 		var kvDst *kvcache.Cache
 		hd, err := decode.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 10, IgnoreEOS: true,
-			Import: &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) { kvDst = kv; allocated <- pages }}})
+			Import: &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) { kvDst = kv; allocated <- t[kvcache.GroupGlobal] }}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestImportCancelledBeforeResume(t *testing.T) {
 	free := e.KVCache().FreeCount()
 	got := make(chan []int32, 1)
 	h, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, 5, 6}, MaxTokens: 4,
-		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, p []int32) { got <- p }}})
+		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, t kvcache.Tables) { got <- t[kvcache.GroupGlobal] }}})
 	if err != nil {
 		t.Fatal(err)
 	}
