@@ -161,6 +161,10 @@ func TestSlidingWindowPagesBounded(t *testing.T) {
 	}
 	t.Logf("%d positions: window pages held at most %d decoding, %d prefilling; global %d", positions, maxDecode, maxPrefill, maxGlobal)
 	waitPagesFree(t, e)
+	// usage by bytes: a window page holds 5 layers, a global page 1
+	if s, want := e.Stats(), int64(2*kc.PageBytes())*int64(kc.Pages+5*kc.WindowPages); s.KVBytesTot != want || s.PagesTot != kc.Pages+kc.WindowPages {
+		t.Errorf("stats: %d KV bytes in %d pages, want %d bytes in %d", s.KVBytesTot, s.PagesTot, want, kc.Pages+kc.WindowPages)
+	}
 }
 
 // TestSlidingWindowPrefixCache: the prefix cache serves a windowed
@@ -228,13 +232,19 @@ func TestAllWindowedEngine(t *testing.T) {
 // one-group cache that keeps every page.
 func plainGreedy(t *testing.T, m *model.Model, n int) []int32 {
 	t.Helper()
+	return plainGreedyPrompt(t, m, llamaPrompt1, n)
+}
+
+// plainGreedyPrompt is plainGreedy for any prompt.
+func plainGreedyPrompt(t *testing.T, m *model.Model, prompt []int32, n int) []int32 {
+	t.Helper()
 	pool := kernels.NewPool(1)
 	defer pool.Close()
-	kv, err := kvcache.New(m.CacheConfig(4, 64, tensor.F16))
+	kv, err := kvcache.New(m.CacheConfig(4, (len(prompt)+n+3)/4, tensor.F16))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := generate.RunIDs(context.Background(), model.NewRunner(m, pool), kv, llamaPrompt1, generate.Options{MaxTokens: n})
+	res, err := generate.RunIDs(context.Background(), model.NewRunner(m, pool), kv, prompt, generate.Options{MaxTokens: n})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,9 +139,6 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		// enough for every running sequence's window and one full step
 		if cfg.WindowPages == 0 {
 			cfg.WindowPages = cfg.MaxRunning*(kc.WindowPagesMax()+1) + kc.PagesFor(cfg.MaxBatchTokens)
-			if kc.Pages > 0 {
-				cfg.WindowPages = min(cfg.WindowPages, cfg.Pages)
-			}
 		}
 		if least := kc.WindowPagesMax() + kc.PagesFor(cfg.MaxBatchTokens) + 1; cfg.WindowPages < least {
 			return nil, fmt.Errorf("engine: the sliding-window KV pool needs at least %d pages (a %d-token window and a %d-token step), got %d",
@@ -168,6 +165,7 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	}
 	e.stats.PagesTot = kc.Pages + kc.WindowPages
 	e.stats.WindowPagesTot = kc.WindowPages
+	e.stats.KVBytesTot = e.kvBytes(kc.Pages, kc.WindowPages)
 	go e.loop()
 	return e, nil
 }

@@ -419,6 +419,7 @@ func (e *Engine) publish() {
 	global, window := e.pagesUsed()
 	e.stats.PagesUsed = global + window
 	e.stats.WindowPagesUsed = window
+	e.stats.KVBytesUsed = e.kvBytes(global, window)
 	e.stats.PrefillQueueTokens = running
 	e.mu.Unlock()
 }

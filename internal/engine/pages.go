@@ -172,3 +172,11 @@ func (e *Engine) pagesUsed() (global, window int) {
 	window = kc.WindowPages - e.kv.Pool(kvcache.GroupWindow).FreeCount()
 	return global, window
 }
+
+// kvBytes returns the K/V bytes of global global-group pages and window
+// window-group pages.
+func (e *Engine) kvBytes(global, window int) int64 {
+	kc := e.kv.Config()
+	per := int64(2 * kc.PageBytes())
+	return per * (int64(global)*int64(kc.GroupLayers(kvcache.GroupGlobal)) + int64(window)*int64(kc.GroupLayers(kvcache.GroupWindow)))
+}

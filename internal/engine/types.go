@@ -29,7 +29,7 @@ type Config struct {
 	// WindowPages is the page pool of the sliding-window layers (the KV
 	// cache's window group), used only by models that have such layers
 	// (default: a window and a page for each of MaxRunning sequences and
-	// one full step, at most Pages). A sequence holds at most
+	// one full step; at least a window, a full step and a page). A sequence holds at most
 	// ceil(window/PageTokens)+1 of them between steps.
 	WindowPages    int
 	KVType         tensor.Type // tensor.F32 (the zero value) or tensor.F16; commands default to F16 as llama.cpp does
@@ -169,6 +169,10 @@ type Stats struct {
 	// group alone (0 for models without one).
 	PagesUsed, PagesTot             int
 	WindowPagesUsed, WindowPagesTot int
+	// KVBytesUsed and KVBytesTot are the K/V bytes of those pages: a
+	// page of a group holds PageBytes × 2 for each of the group's layers,
+	// so pages of the two groups weigh differently (KVUsage).
+	KVBytesUsed, KVBytesTot int64
 	PrefixHitTokens                 uint64 // cumulative prompt tokens served from the prefix cache
 	PromptTokens                    uint64 // cumulative prompt tokens computed or reused
 	GeneratedTokens                 uint64
@@ -183,4 +187,17 @@ type Stats struct {
 	// Running sequences are counted as of the last step; waiting ones
 	// change at once on Submit.
 	PrefillQueueTokens int
+}
+
+// KVUsage is the fraction of the KV cache in use, by bytes (pages of the
+// global and the window group hold different numbers of layers); with no
+// byte counts (a hand-made Stats), by pages.
+func (s Stats) KVUsage() float64 {
+	switch {
+	case s.KVBytesTot > 0:
+		return float64(s.KVBytesUsed) / float64(s.KVBytesTot)
+	case s.PagesTot > 0:
+		return float64(s.PagesUsed) / float64(s.PagesTot)
+	}
+	return 0
 }
