@@ -267,3 +267,68 @@ func waitPagesFree(t *testing.T, e *engine.Engine) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSlidingWindowPreemption: a windowed model on a global pool too
+// small for its sequences at once preempts and recomputes them, with the
+// prefix cache evicting from both groups; every output equals the plain
+// runner's. The imported sequence is admitted last, so it is often the
+// victim (then it is recomputed from its tokens, window pages from the
+// start; before that fix its recompute failed the step: "page -1 is not
+// allocated"), but which one is preempted depends on the timing of the
+// submissions.
+func TestSlidingWindowPreemption(t *testing.T) {
+	m := synthGemma3W8(t, 6)
+	prefill := newEngine(t, m, engine.Config{PageTokens: 4, MaxBatchTokens: 7, Pages: 128})
+	e := newEngine(t, m, engine.Config{PageTokens: 4, Pages: 36, WindowPages: 24, MaxBatchTokens: 16, PrefixCache: true})
+	const gen = 50
+	long := append(slices.Clone(llamaPrompt1), llamaPrompt1[1:]...)
+	prompts := [][]int32{long[:40], long[:30], long[:23], llamaPrompt1[:12]}
+	var hs []*engine.Handle
+	for _, p := range prompts[:3] {
+		h, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: gen, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	// the last one's K/V comes from the prefill engine
+	imp := prompts[3]
+	sink := &pageCopy{}
+	hp, err := prefill.Submit(context.Background(), engine.Request{Prompt: imp, MaxTokens: 1, KVSink: sink, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstIDs, _ := collect(t, hp)
+	allocated := make(chan kvcache.Tables, 1)
+	var kvDst *kvcache.Cache
+	hd, err := e.Submit(context.Background(), engine.Request{Prompt: imp, MaxTokens: gen, IgnoreEOS: true,
+		Import: &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) { kvDst = kv; allocated <- t }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tabs := <-allocated
+	for ord, layers := range sink.pages {
+		for l, kvb := range layers {
+			if tab := tabs.Layer(kvDst, l); tab[ord] >= 0 {
+				copy(kvDst.KPage(l, tab[ord]), kvb[0])
+				copy(kvDst.VPage(l, tab[ord]), kvb[1])
+			}
+		}
+	}
+	if err := hd.Resume(engine.Token{ID: firstIDs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	hs = append(hs, hd)
+	preempted := 0
+	for i, h := range hs {
+		got, last := collect(t, h)
+		if want := plainGreedyPrompt(t, m, prompts[i], gen); !slices.Equal(got, want) {
+			t.Errorf("request %d (%d prompt tokens, preempted %d times): ids %v, plain runner %v", i, len(prompts[i]), last.Preempted, got, want)
+		}
+		t.Logf("request %d: preempted %d times", i, last.Preempted)
+		preempted += last.Preempted
+	}
+	if preempted == 0 {
+		t.Errorf("no sequence was preempted; the test does not exercise preemption (stats %+v)", e.Stats())
+	}
+}

@@ -174,7 +174,7 @@ func (e *Engine) admit(s *seq) bool {
 	}
 	s.computed = blocks * pt
 	s.slid = 0
-	if s.req.Import != nil {
+	if importsKV(s) {
 		s.slid = e.kv.Config().FirstNeeded(kvcache.GroupWindow, len(s.tokens))
 	} else if blocks > 0 {
 		s.slid = e.kv.Config().FirstNeeded(kvcache.GroupWindow, s.computed)

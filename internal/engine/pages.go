@@ -129,20 +129,26 @@ func (e *Engine) plan(s *seq, t kvcache.Tables, blocks int) admitPlan {
 	kc := e.kv.Config()
 	var p admitPlan
 	computed := blocks * kc.PageTokens
+	imported := importsKV(s)
 	for _, g := range e.groups() {
 		end := len(s.tokens)
-		if g == kvcache.GroupWindow && s.req.Import == nil {
+		if g == kvcache.GroupWindow && !imported {
 			end = min(end, computed+e.cfg.MaxBatchTokens)
 		}
 		p.end[g] = kc.PagesFor(end)
 		from := max(len(t[g]), kc.FirstNeeded(g, computed))
-		if s.req.Import != nil {
+		if imported {
 			from = max(from, kc.FirstNeeded(g, len(s.tokens)))
 		}
 		p.need[g] = max(0, p.end[g]-from)
 	}
 	return p
 }
+
+// importsKV reports whether s's admission is for K/V written from outside
+// (Request.Import, first admission): a preempted imported sequence is
+// recomputed from its tokens like any other.
+func importsKV(s *seq) bool { return s.req.Import != nil && s.preempt == 0 }
 
 // extend appends new pages to s's group-g table so it has end entries,
 // -1 in the slots before the first new page.

@@ -173,12 +173,12 @@ type Stats struct {
 	// page of a group holds PageBytes × 2 for each of the group's layers,
 	// so pages of the two groups weigh differently (KVUsage).
 	KVBytesUsed, KVBytesTot int64
-	PrefixHitTokens                 uint64 // cumulative prompt tokens served from the prefix cache
-	PromptTokens                    uint64 // cumulative prompt tokens computed or reused
-	GeneratedTokens                 uint64
-	Preemptions                     uint64
-	Steps                           uint64
-	OldestWaiting                   time.Duration
+	PrefixHitTokens         uint64 // cumulative prompt tokens served from the prefix cache
+	PromptTokens            uint64 // cumulative prompt tokens computed or reused
+	GeneratedTokens         uint64
+	Preemptions             uint64
+	Steps                   uint64
+	OldestWaiting           time.Duration
 	// PrefillQueueTokens is the prefill work this engine still holds: the
 	// uncomputed prompt tokens of every admitted and waiting sequence
 	// (recompute after preemption included; prefix-cache hits of waiting
