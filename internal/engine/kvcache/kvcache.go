@@ -160,6 +160,7 @@ func (c Config) PagesFor(n int) int { return (n + c.PageTokens - 1) / c.PageToke
 type Cache struct {
 	cfg   Config
 	k, v  [][]byte // per layer, GroupPages(Group(l))*PageBytes each
+	group []uint8  // per layer: its group (the forward pass asks per token)
 	pools [Groups]Pool
 }
 
@@ -177,8 +178,9 @@ func New(cfg Config) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Cache{cfg: cfg, k: make([][]byte, cfg.Layers), v: make([][]byte, cfg.Layers)}
+	c := &Cache{cfg: cfg, k: make([][]byte, cfg.Layers), v: make([][]byte, cfg.Layers), group: make([]uint8, cfg.Layers)}
 	for l := range cfg.Layers {
+		c.group[l] = uint8(cfg.Group(l))
 		arena := cfg.GroupPages(cfg.Group(l)) * cfg.PageBytes()
 		c.k[l] = alignedBytes(arena)
 		c.v[l] = alignedBytes(arena)
@@ -315,10 +317,7 @@ func (p *Pool) checkHeld(q int32) error {
 }
 
 // Group returns the group of layer l (Config.Group).
-func (c *Cache) Group(l int) int { return c.cfg.Group(l) }
-
-// LayerRefs returns the number of holders of page q of layer l's group.
-func (c *Cache) LayerRefs(l int, q int32) int { return c.pools[c.cfg.Group(l)].Refs(q) }
+func (c *Cache) Group(l int) int { return int(c.group[l]) }
 
 // KPage returns the bytes of page p of layer l's keys (PageBytes long);
 // p is a page of layer l's group. The slice aliases the arena.
