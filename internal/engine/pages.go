@@ -40,12 +40,12 @@ func activeGroups(kc kvcache.Config) []int {
 // pages among them to the window group's prefix cache, and marks their
 // slots -1.
 func (e *Engine) slide(s *seq) {
-	kc := e.kv.Config()
 	g := kvcache.GroupWindow
 	tab := s.pages[g]
-	if kc.GroupLayers(g) == 0 || len(tab) == 0 {
+	if len(tab) == 0 { // no window group, or nothing held yet
 		return
 	}
+	kc := e.kv.Config()
 	first := min(kc.FirstNeeded(g, s.computed), len(tab))
 	if first <= s.slid {
 		return
