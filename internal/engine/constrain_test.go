@@ -426,7 +426,7 @@ func disaggregated(t *testing.T, prefill, decode *engine.Engine, req engine.Requ
 	allocated := make(chan []int32, 1)
 	var kvDst *kvcache.Cache
 	dr := req
-	dr.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) { kvDst = kv; allocated <- pages }}
+	dr.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) { kvDst = kv; allocated <- t[kvcache.GroupGlobal] }}
 	hd, err := decode.Submit(context.Background(), dr)
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +454,7 @@ func TestResumeWithRejectedToken(t *testing.T) {
 	g := mustCompile(t, testSchema)
 	got := make(chan []int32, 1)
 	h, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, 5, 6}, MaxTokens: 10, Grammar: g,
-		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, p []int32) { got <- p }}})
+		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, t kvcache.Tables) { got <- t[kvcache.GroupGlobal] }}})
 	if err != nil {
 		t.Fatal(err)
 	}

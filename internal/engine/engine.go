@@ -28,11 +28,15 @@ const (
 
 // Engine schedules sequences onto one model runner. See the package doc.
 type Engine struct {
-	r   *model.Runner
-	kv  *kvcache.Cache
-	pc  *prefixcache.Cache // nil when the prefix cache is off
-	cfg Config
-	log *slog.Logger
+	r  *model.Runner
+	kv *kvcache.Cache
+	// pc is the prefix cache of each layer group (nil when the prefix
+	// cache is off or the group has no layers): a hit needs every group's
+	// pages of the prefix (see match).
+	pc     [kvcache.Groups]*prefixcache.Cache
+	active []int // the groups that have layers (groups())
+	cfg    Config
+	log    *slog.Logger
 	// ctxTokens is the longest sequence the engine accepts.
 	ctxTokens int
 	// gv is the vocabulary index for constrained decoding (constrain.go).
@@ -69,9 +73,10 @@ type seq struct {
 
 	tokens   []int32 // prompt, then generated tokens
 	nPrompt  int
-	computed int     // tokens whose K/V are in pages
-	pages    []int32 // page table; the seq holds one reference on each
-	cached   int     // prompt tokens served from the prefix cache
+	computed int            // tokens whose K/V are in pages
+	pages    kvcache.Tables // page tables per layer group; the seq holds one reference on each page (-1: released)
+	slid     int            // window-group slots before this one are released (-1)
+	cached   int            // prompt tokens served from the prefix cache
 	smp      *sample.Sampler
 	con      *constraint // grammar, logit bias, min tokens; nil when the request has none
 	promptLP []float32   // prompt logprobs being gathered (PromptLogprobs)
@@ -129,17 +134,38 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	case cfg.Pages < 2:
 		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
 	}
-	kv, err := kvcache.New(m.CacheConfig(cfg.PageTokens, cfg.Pages, cfg.KVType))
+	kc := m.GroupedCacheConfig(cfg.PageTokens, cfg.Pages, 0, cfg.KVType)
+	if kc.Window > 0 {
+		// enough for every running sequence's window and one full step
+		if cfg.WindowPages == 0 {
+			cfg.WindowPages = cfg.MaxRunning*(kc.WindowPagesMax()+1) + kc.PagesFor(cfg.MaxBatchTokens)
+		}
+		if least := kc.WindowPagesMax() + kc.PagesFor(cfg.MaxBatchTokens) + 1; cfg.WindowPages < least {
+			return nil, fmt.Errorf("engine: the sliding-window KV pool needs at least %d pages (a %d-token window and a %d-token step), got %d",
+				least, kc.Window, cfg.MaxBatchTokens, cfg.WindowPages)
+		}
+		kc.WindowPages = cfg.WindowPages
+	} else {
+		cfg.WindowPages = 0
+	}
+	kv, err := kvcache.New(kc)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{r: r, kv: kv, cfg: cfg, log: log,
-		ctxTokens: min(m.Config.Context, (cfg.Pages-1)*cfg.PageTokens),
-		wake:      make(chan struct{}, 1), done: make(chan struct{})}
-	if cfg.PrefixCache {
-		e.pc = prefixcache.New(kv, cfg.PageTokens, 0)
+	ctx := min(m.Config.Context, (cfg.Pages-1)*cfg.PageTokens)
+	if kc.GroupLayers(kvcache.GroupGlobal) == 0 {
+		ctx = m.Config.Context // no pool grows with the context
 	}
-	e.stats.PagesTot = cfg.Pages
+	e := &Engine{r: r, kv: kv, cfg: cfg, log: log, ctxTokens: ctx, active: activeGroups(kc),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if cfg.PrefixCache {
+		for _, g := range e.active {
+			e.pc[g] = prefixcache.New(kv.Pool(g), cfg.PageTokens, 0)
+		}
+	}
+	e.stats.PagesTot = kc.Pages + kc.WindowPages
+	e.stats.WindowPagesTot = kc.WindowPages
+	e.stats.KVBytesTot = e.kvBytes(kc.Pages, kc.WindowPages)
 	go e.loop()
 	return e, nil
 }

@@ -42,6 +42,9 @@ func newEngine(t *testing.T, m *model.Model, cfg engine.Config) *engine.Engine {
 		if got := e.KVCache().FreeCount(); got != free {
 			t.Errorf("after Close: %d free pages, want the initial %d", got, free)
 		}
+		if w := e.KVCache().Pool(kvcache.GroupWindow); w.FreeCount() != w.Total() {
+			t.Errorf("after Close: %d of %d window-group pages free, want all", w.FreeCount(), w.Total())
+		}
 	})
 	return e
 }

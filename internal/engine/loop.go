@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
 )
@@ -53,8 +54,10 @@ func (e *Engine) shutdown() {
 		e.finish(s, FinishError, ErrClosed)
 	}
 	e.running = nil
-	if e.pc != nil {
-		e.pc.Reset()
+	for _, pc := range e.pc {
+		if pc != nil {
+			pc.Reset()
+		}
 	}
 	e.publish()
 }
@@ -84,30 +87,35 @@ func (e *Engine) reapCancelled() {
 	}
 }
 
-// ensurePages grows s's page table to hold n positions, evicting from the
-// prefix cache and then preempting the newest running sequences that are
+// ensurePages grows s's page tables to hold n positions, first releasing
+// its window-group pages that fell out of the window, then evicting from
+// the prefix caches and preempting the newest running sequences that are
 // not in this step. It reports false when s itself had to be preempted.
 func (e *Engine) ensurePages(s *seq, n int, inStep map[*seq]bool) bool {
-	need := e.kv.Config().PagesFor(n) - len(s.pages)
-	for need > 0 {
-		if p, err := e.kv.Alloc(need); err == nil {
-			s.pages = append(s.pages, p...)
-			return true
-		}
-		short := need - e.kv.FreeCount()
-		if e.pc != nil && e.pc.Evict(short) > 0 {
-			continue
-		}
-		victim := s
-		for i := len(e.running) - 1; i >= 0; i-- {
-			if v := e.running[i]; v != s && !inStep[v] && !v.importing {
-				victim = v
+	e.slide(s)
+	kc := e.kv.Config()
+	for _, g := range e.groups() {
+		pool := e.kv.Pool(g)
+		for need := kc.PagesFor(n) - len(s.pages[g]); need > 0; need = kc.PagesFor(n) - len(s.pages[g]) {
+			if p, err := pool.Alloc(need); err == nil {
+				s.pages[g] = append(s.pages[g], p...)
 				break
 			}
-		}
-		e.preempt(victim)
-		if victim == s {
-			return false
+			short := need - pool.FreeCount()
+			if e.pc[g] != nil && e.pc[g].Evict(short) > 0 {
+				continue
+			}
+			victim := s
+			for i := len(e.running) - 1; i >= 0; i-- {
+				if v := e.running[i]; v != s && !inStep[v] && !v.importing {
+					victim = v
+					break
+				}
+			}
+			e.preempt(victim)
+			if victim == s {
+				return false
+			}
 		}
 	}
 	return true
@@ -128,36 +136,49 @@ func (e *Engine) preempt(s *seq) {
 }
 
 // admit moves s from the queue into the running set when its pages fit
-// with one page of reserve per running sequence, and reports whether it
-// did.
+// with one page of reserve per running sequence in every layer group, and
+// reports whether it did.
 func (e *Engine) admit(s *seq) bool {
 	pt := e.kv.Config().PageTokens
-	var matched []int32
-	if e.pc != nil && !s.req.PromptLogprobs && s.req.Import == nil {
-		matched = e.pc.Match(s.tokens, (len(s.tokens)-1)/pt)
+	var matched kvcache.Tables
+	blocks := 0
+	if !s.req.PromptLogprobs && s.req.Import == nil {
+		matched, blocks = e.match(s)
 	}
-	need := e.kv.Config().PagesFor(len(s.tokens)) - len(matched)
-	avail := e.kv.FreeCount()
-	if e.pc != nil {
-		avail += e.pc.Evictable()
-	}
-	if avail-need < len(e.running) {
-		if len(matched) > 0 {
-			e.kv.Release(matched)
+	p := e.plan(s, matched, blocks)
+	for _, g := range e.groups() {
+		avail := e.kv.Pool(g).FreeCount()
+		if e.pc[g] != nil {
+			avail += e.pc[g].Evictable()
 		}
-		return false
-	}
-	for e.kv.FreeCount() < need && e.pc != nil && e.pc.Evict(need-e.kv.FreeCount()) > 0 {
-	}
-	pages, err := e.kv.Alloc(need)
-	if err != nil {
-		if len(matched) > 0 {
-			e.kv.Release(matched)
+		if avail-p.need[g] < len(e.running) {
+			e.releaseTables(s.req.ID, matched)
+			return false
 		}
-		return false
 	}
-	s.pages = append(matched, pages...)
-	s.computed = len(matched) * pt
+	var tabs kvcache.Tables
+	for _, g := range e.groups() {
+		pool := e.kv.Pool(g)
+		for pool.FreeCount() < p.need[g] && e.pc[g] != nil && e.pc[g].Evict(p.need[g]-pool.FreeCount()) > 0 {
+		}
+		pages, err := pool.Alloc(p.need[g])
+		if err != nil {
+			e.releaseTables(s.req.ID, matched)
+			e.releaseTables(s.req.ID, tabs)
+			return false
+		}
+		tabs[g] = pages
+	}
+	for _, g := range e.groups() {
+		s.pages[g] = extend(matched[g], p.end[g], tabs[g])
+	}
+	s.computed = blocks * pt
+	s.slid = 0
+	if importsKV(s) {
+		s.slid = e.kv.Config().FirstNeeded(kvcache.GroupWindow, len(s.tokens))
+	} else if blocks > 0 {
+		s.slid = e.kv.Config().FirstNeeded(kvcache.GroupWindow, s.computed)
+	}
 	first := s.preempt == 0
 	if first {
 		s.cached = s.computed
@@ -175,7 +196,11 @@ func (e *Engine) admit(s *seq) bool {
 	e.running = append(e.running, s)
 	if s.req.Import != nil && first {
 		s.importing = true
-		s.req.Import.Allocated(e.kv, slices.Clone(s.pages))
+		var t kvcache.Tables
+		for g, tab := range s.pages {
+			t[g] = slices.Clone(tab)
+		}
+		s.req.Import.Allocated(e.kv, t)
 	}
 	return true
 }
@@ -185,7 +210,8 @@ func (e *Engine) run(steps []step) {
 	batch := make([]model.Seq, len(steps))
 	for i, st := range steps {
 		s := st.s
-		batch[i] = model.Seq{Tokens: s.tokens[s.computed : s.computed+st.take], Pos: s.computed, Pages: s.pages,
+		batch[i] = model.Seq{Tokens: s.tokens[s.computed : s.computed+st.take], Pos: s.computed,
+			Pages: s.pages[kvcache.GroupGlobal], WinPages: s.pages[kvcache.GroupWindow],
 			AllLogits: s.req.PromptLogprobs && !s.lpDone && s.computed < s.nPrompt}
 	}
 	e.r.SetLayerHook(e.sinkHook(steps))
@@ -212,6 +238,7 @@ func (e *Engine) run(steps []step) {
 			logits = logits[(st.take-1)*vocab:]
 		}
 		s.computed += st.take
+		e.slide(s)
 		if s.computed < len(s.tokens) {
 			continue // more prompt to go
 		}
@@ -243,7 +270,7 @@ func (e *Engine) sinkHook(steps []step) func(layer int) {
 		for _, st := range sinks {
 			s := st.s
 			done := s.computed + st.take
-			s.req.KVSink.LayerComputed(e.kv, s.pages, layer, done, done == s.nPrompt)
+			s.req.KVSink.LayerComputed(e.kv, s.pages.Layer(e.kv, layer), layer, done, done == s.nPrompt)
 		}
 	}
 }
@@ -343,28 +370,27 @@ func (e *Engine) applyResumes() {
 	}
 }
 
-// cachePrefix offers the sequence's full computed pages to the prefix cache.
+// cachePrefix offers the sequence's full computed pages to the prefix
+// caches: every global-group page, and the window-group pages it still
+// holds (slide offered the earlier ones of its prompt as it released them).
 func (e *Engine) cachePrefix(s *seq) {
-	if e.pc == nil || s.req.PromptLogprobs {
+	if s.req.PromptLogprobs {
 		return
 	}
 	pt := e.kv.Config().PageTokens
-	full := min(s.computed/pt, len(s.pages))
-	if full > 0 {
-		e.pc.Insert(s.tokens[:full*pt], s.pages[:full])
+	for _, g := range e.groups() {
+		full := min(s.computed/pt, len(s.pages[g]))
+		if e.pc[g] != nil && full > 0 {
+			e.pc[g].Insert(s.tokens[:full*pt], s.pages[g][:full])
+		}
 	}
 }
 
 // release drops the sequence's page references.
 func (e *Engine) release(s *seq) {
-	if len(s.pages) == 0 {
-		return
-	}
-	if err := e.kv.Release(s.pages); err != nil {
-		// Broken accounting is a bug, not an input error: say so loudly.
-		e.log.Error("kv page accounting broken", "request", s.req.ID, "err", err)
-	}
-	s.pages = nil
+	e.releaseTables(s.req.ID, s.pages)
+	s.pages = kvcache.Tables{}
+	s.slid = 0
 }
 
 // finish ends s: caches its prefix, frees its pages and delivers the final
@@ -390,7 +416,10 @@ func (e *Engine) publish() {
 	e.mu.Lock()
 	e.stats.Waiting = len(e.waiting)
 	e.stats.Running = len(e.running)
-	e.stats.PagesUsed = e.kv.Config().Pages - e.kv.FreeCount()
+	global, window := e.pagesUsed()
+	e.stats.PagesUsed = global + window
+	e.stats.WindowPagesUsed = window
+	e.stats.KVBytesUsed = e.kvBytes(global, window)
 	e.stats.PrefillQueueTokens = running
 	e.mu.Unlock()
 }

@@ -39,6 +39,9 @@ func (c *pageCopy) LayerComputed(kv *kvcache.Cache, pages []int32, layer, comput
 		c.pages = append(c.pages, make([][2][]byte, layers))
 	}
 	for ord := c.sent[layer]; ord < full; ord++ {
+		if pages[ord] < 0 {
+			continue // a window-group page released before the window
+		}
 		c.pages[ord][layer] = [2][]byte{slices.Clone(kv.KPage(layer, pages[ord])), slices.Clone(kv.VPage(layer, pages[ord]))}
 	}
 	c.sent[layer] = max(c.sent[layer], full)
@@ -68,7 +71,7 @@ func TestExportImportMatchesColocated(t *testing.T) {
 		allocated := make(chan []int32, 1)
 		var kvDst *kvcache.Cache
 		hd, err := decode.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 10, IgnoreEOS: true,
-			Import: &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) { kvDst = kv; allocated <- pages }}})
+			Import: &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) { kvDst = kv; allocated <- t[kvcache.GroupGlobal] }}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +116,7 @@ func TestImportCancelledBeforeResume(t *testing.T) {
 	free := e.KVCache().FreeCount()
 	got := make(chan []int32, 1)
 	h, err := e.Submit(context.Background(), engine.Request{Prompt: []int32{1, 5, 6}, MaxTokens: 4,
-		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, p []int32) { got <- p }}})
+		Import: &engine.Import{Allocated: func(_ *kvcache.Cache, t kvcache.Tables) { got <- t[kvcache.GroupGlobal] }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,4 +129,59 @@ func TestImportCancelledBeforeResume(t *testing.T) {
 		t.Errorf("Resume after cancel: %v (want nil: it is a no-op)", err)
 	}
 	waitIdle(t, e, free)
+}
+
+// TestExportImportWindowed: on a model with sliding-window layers the
+// decode side reserves global pages for the whole prompt and window pages
+// for the prompt's last window only (the earlier slots -1), and K/V
+// shipped into just those pages decodes as a colocated run does.
+func TestExportImportWindowed(t *testing.T) {
+	m := synthGemma3W8(t, 6)
+	prefill := newEngine(t, m, engine.Config{PageTokens: 4, MaxBatchTokens: 7, Pages: 128})
+	decode := newEngine(t, m, engine.Config{PageTokens: 4, Pages: 128})
+	kc := decode.KVCache().Config()
+	for _, n := range []int{5, 23, 61} {
+		prompt := append(slices.Clone(llamaPrompt1), llamaPrompt1[1:]...)
+		prompt = append(prompt, llamaPrompt1[1:]...)[:n]
+		want := plainGreedyPrompt(t, m, prompt, 10)
+		sink := &pageCopy{}
+		hp, err := prefill.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 1, KVSink: sink, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		firstIDs, _ := collect(t, hp)
+		allocated := make(chan kvcache.Tables, 1)
+		var kvDst *kvcache.Cache
+		hd, err := decode.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 10, IgnoreEOS: true,
+			Import: &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) { kvDst = kv; allocated <- t }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tabs := <-allocated
+		pages, first := kc.PagesFor(n), kc.FirstNeeded(kvcache.GroupWindow, n)
+		g, w := tabs[kvcache.GroupGlobal], tabs[kvcache.GroupWindow]
+		if len(g) != pages || len(kvcache.Held(g)) != pages || len(w) != pages || len(kvcache.Held(w)) != pages-first ||
+			slices.ContainsFunc(w[first:], func(p int32) bool { return p < 0 }) {
+			t.Fatalf("prompt %d: tables global %v window %v; want %d global pages and window pages from slot %d", n, g, w, pages, first)
+		}
+		for ord, layers := range sink.pages {
+			for l, kvb := range layers {
+				tab := tabs.Layer(kvDst, l)
+				if tab[ord] < 0 {
+					continue // not reserved: decode never reads it
+				}
+				copy(kvDst.KPage(l, tab[ord]), kvb[0])
+				copy(kvDst.VPage(l, tab[ord]), kvb[1])
+			}
+		}
+		if err := hd.Resume(engine.Token{ID: firstIDs[0]}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := collect(t, hd)
+		if !slices.Equal(got, want) {
+			t.Errorf("prompt %d tokens: disaggregated ids %v, colocated %v", n, got, want)
+		}
+	}
+	waitPagesFree(t, decode)
+	waitPagesFree(t, prefill)
 }

@@ -24,8 +24,14 @@ var (
 
 // Config sets the engine's resources and limits.
 type Config struct {
-	PageTokens     int         // token positions per KV page (default 16)
-	Pages          int         // pages in the KV arena (default: enough for 4 full contexts)
+	PageTokens int // token positions per KV page (default 16)
+	Pages      int // pages in the KV arena (default: enough for 4 full contexts); with sliding-window layers, the global (full-attention) group's pool
+	// WindowPages is the page pool of the sliding-window layers (the KV
+	// cache's window group), used only by models that have such layers
+	// (default: a window and a page for each of MaxRunning sequences and
+	// one full step; at least a window, a full step and a page). A sequence holds at most
+	// ceil(window/PageTokens)+1 of them between steps.
+	WindowPages    int
 	KVType         tensor.Type // tensor.F32 (the zero value) or tensor.F16; commands default to F16 as llama.cpp does
 	MaxBatchTokens int         // tokens per step, decode and prefill chunks together (default 512)
 	MaxRunning     int         // sequences in the running batch (default 64)
@@ -92,8 +98,10 @@ type Request struct {
 type KVSink interface {
 	// LayerComputed is called from the step loop, during a step that
 	// advances the prompt, as soon as layer layer's K/V rows of the step
-	// are in the cache: pages now hold that layer's K/V for positions
-	// [0, computed). final is true in the step that completes the prompt;
+	// are in the cache: pages (the sequence's table of the layer's group,
+	// kvcache.Tables.Layer) now hold that layer's K/V for positions
+	// [0, computed), except the window-group slots before the window,
+	// which are -1 (released; kvcache.Config.FirstNeeded). final is true in the step that completes the prompt;
 	// the first token follows in the Handle. Calls come for layers 0, 1,
 	// ... in order, once per step. The sink must copy what it needs before
 	// returning and must not block on the network: later layers of the
@@ -104,11 +112,15 @@ type KVSink interface {
 // Import is how a decode worker fills a sequence's prompt K/V itself.
 type Import struct {
 	// Allocated is called from the step loop once the prompt's pages are
-	// reserved (admission). The caller writes the K/V bytes of those pages
-	// (kv.KPage / kv.VPage), from any goroutine, then calls Handle.Resume.
-	// The engine does not touch the pages until then. The caller must
-	// make sure its writes have stopped before it cancels the sequence.
-	Allocated func(kv *kvcache.Cache, pages []int32)
+	// reserved (admission): global-group pages for the whole prompt and
+	// window-group pages for the pages of its last window only
+	// (kvcache.Config.FirstNeeded(GroupWindow, len(prompt)) on; the slots
+	// before hold -1). The caller writes the K/V bytes of those pages
+	// (kv.KPage / kv.VPage of each layer's group's table), from any
+	// goroutine, then calls Handle.Resume. The engine does not touch the
+	// pages until then. The caller must make sure its writes have stopped
+	// before it cancels the sequence.
+	Allocated func(kv *kvcache.Cache, pages kvcache.Tables)
 }
 
 // Token is one generated token.
@@ -151,14 +163,22 @@ type Update struct {
 
 // Stats is a snapshot of the engine's queues and counters for metrics.
 type Stats struct {
-	Waiting, Running    int
-	PagesUsed, PagesTot int
-	PrefixHitTokens     uint64 // cumulative prompt tokens served from the prefix cache
-	PromptTokens        uint64 // cumulative prompt tokens computed or reused
-	GeneratedTokens     uint64
-	Preemptions         uint64
-	Steps               uint64
-	OldestWaiting       time.Duration
+	Waiting, Running int
+	// PagesUsed and PagesTot count the pages of every KV layer group;
+	// WindowPagesUsed and WindowPagesTot those of the sliding-window
+	// group alone (0 for models without one).
+	PagesUsed, PagesTot             int
+	WindowPagesUsed, WindowPagesTot int
+	// KVBytesUsed and KVBytesTot are the K/V bytes of those pages: a
+	// page of a group holds PageBytes × 2 for each of the group's layers,
+	// so pages of the two groups weigh differently (KVUsage).
+	KVBytesUsed, KVBytesTot int64
+	PrefixHitTokens         uint64 // cumulative prompt tokens served from the prefix cache
+	PromptTokens            uint64 // cumulative prompt tokens computed or reused
+	GeneratedTokens         uint64
+	Preemptions             uint64
+	Steps                   uint64
+	OldestWaiting           time.Duration
 	// PrefillQueueTokens is the prefill work this engine still holds: the
 	// uncomputed prompt tokens of every admitted and waiting sequence
 	// (recompute after preemption included; prefix-cache hits of waiting
@@ -167,4 +187,17 @@ type Stats struct {
 	// Running sequences are counted as of the last step; waiting ones
 	// change at once on Submit.
 	PrefillQueueTokens int
+}
+
+// KVUsage is the fraction of the KV cache in use, by bytes (pages of the
+// global and the window group hold different numbers of layers); with no
+// byte counts (a hand-made Stats), by pages.
+func (s Stats) KVUsage() float64 {
+	switch {
+	case s.KVBytesTot > 0:
+		return float64(s.KVBytesUsed) / float64(s.KVBytesTot)
+	case s.PagesTot > 0:
+		return float64(s.PagesUsed) / float64(s.PagesTot)
+	}
+	return 0
 }

@@ -196,9 +196,5 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	n(c.steps, s.Steps)
 	g(c.vWaiting, float64(s.Waiting))
 	g(c.vRunning, float64(s.Running))
-	usage := 0.0
-	if s.PagesTot > 0 {
-		usage = float64(s.PagesUsed) / float64(s.PagesTot)
-	}
-	g(c.vKVUsage, usage)
+	g(c.vKVUsage, s.KVUsage())
 }

@@ -16,9 +16,21 @@
 // another process by index (KPage/VPage return those bytes) and written there
 // into any free page of a cache with the same Config.
 //
+// # Layer groups
+//
+// A model with sliding-window layers keeps them in the window group
+// (Config.Window, WindowLayers, WindowPages) and the full-attention layers
+// in the global group (Pages). Each group has its own page pool (Pool); a
+// page id names a page of one pool, the arenas of a layer are sized by its
+// group's pool, and a sequence holds one page table per group (Tables).
+// Window-group pages before Config.FirstNeeded of a sequence's next step
+// are never read again, so the owner releases them and marks their slots
+// -1: a sequence holds at most WindowPagesMax window pages however long it
+// gets. Without a window there is one group, as before.
+//
 // # Accounting
 //
-// Pages are reference counted so a prefix cache can share them: Alloc hands
+// Pages are reference counted (per pool) so a prefix cache can share them: Alloc hands
 // out pages with count 1, Ref adds a holder, Release drops one and returns the
 // page to the free list when the count reaches zero. FreeCount is exact at
 // every moment; tests compare it with the initial count after every scenario.

@@ -121,3 +121,64 @@ func TestReleaseErrorChangesNothing(t *testing.T) {
 		t.Errorf("free %d after a failed release, want 5", kv.FreeCount())
 	}
 }
+
+// TestLayerGroups: with a window group, layers of each group page their own
+// pool (page ids per group, arenas sized by the group's pool), accounting
+// is per pool, and configurations are validated.
+func TestLayerGroups(t *testing.T) {
+	c := cfg()
+	c.Layers, c.Window, c.WindowLayers, c.WindowPages = 3, 8, []bool{true, false, true}, 3
+	kv, err := kvcache.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv.Group(0) != kvcache.GroupWindow || kv.Group(1) != kvcache.GroupGlobal || c.GroupLayers(kvcache.GroupWindow) != 2 {
+		t.Fatalf("groups of layers 0, 1: %d, %d; window layers %d", kv.Group(0), kv.Group(1), c.GroupLayers(kvcache.GroupWindow))
+	}
+	w := kv.Pool(kvcache.GroupWindow)
+	wp, err := w.Alloc(3)
+	if err != nil || w.FreeCount() != 0 || kv.FreeCount() != 8 {
+		t.Fatalf("window Alloc(3) = %v, %v; free window %d global %d, want 0 and 8", wp, err, w.FreeCount(), kv.FreeCount())
+	}
+	if _, err := w.Alloc(1); !errors.Is(err, kvcache.ErrNoPages) {
+		t.Errorf("window pool over-allocated: %v", err)
+	}
+	// the last page of the window pool is at the end of layer 0's arena
+	if got := len(kv.KPage(0, 2)); got != c.PageBytes() {
+		t.Errorf("KPage(0, 2) has %d bytes, want %d", got, c.PageBytes())
+	}
+	kv.KPage(0, 2)[0] = 7
+	if kv.KPage(2, 2)[0] != 0 || kv.KPage(1, 2)[0] != 0 {
+		t.Errorf("a write into layer 0 page 2 leaked into another layer")
+	}
+	if got, want := c.FirstNeeded(kvcache.GroupWindow, 20), (20-8+1)/4; got != want || c.FirstNeeded(kvcache.GroupGlobal, 20) != 0 {
+		t.Errorf("FirstNeeded(window, 20) = %d, want %d; global %d, want 0", got, want, c.FirstNeeded(kvcache.GroupGlobal, 20))
+	}
+	if c.WindowPagesMax() != 3 {
+		t.Errorf("WindowPagesMax() = %d, want 3 (ceil(8/4)+1)", c.WindowPagesMax())
+	}
+	if err := w.Release(wp); err != nil || w.FreeCount() != 3 {
+		t.Errorf("window Release: %v, free %d", err, w.FreeCount())
+	}
+	if got := kvcache.Held([]int32{-1, -1, 4, 5}); len(got) != 2 || got[0] != 4 {
+		t.Errorf("Held = %v, want [4 5]", got)
+	}
+	all := c
+	all.WindowLayers, all.Pages = []bool{true, true, true}, 0
+	if _, err := kvcache.New(all); err != nil {
+		t.Errorf("every layer windowed with no global pages: %v", err)
+	}
+	for name, bad := range map[string]func(c *kvcache.Config){
+		"no window pages":      func(c *kvcache.Config) { c.WindowPages = 0 },
+		"layer mask too short": func(c *kvcache.Config) { c.WindowLayers = c.WindowLayers[:2] },
+		"mask without window":  func(c *kvcache.Config) { c.Window = 0 },
+		"no global pages":      func(c *kvcache.Config) { c.Pages = 0 },
+	} {
+		b := c
+		b.WindowLayers = append([]bool(nil), c.WindowLayers...)
+		bad(&b)
+		if err := b.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, b)
+		}
+	}
+}

@@ -19,8 +19,13 @@ type Seq struct {
 	// cache; the new tokens attend to those and to each other (causally).
 	Pos int
 	// Pages is the sequence's page table; it must cover Pos+len(Tokens)
-	// positions. The step writes K/V of the new tokens into it.
-	Pages []int32
+	// positions. The step writes K/V of the new tokens into it. With a
+	// cache that has a window group (kvcache.Config.Window), Pages is the
+	// global group's table and WinPages the window group's, which must
+	// cover the same positions; slots before the step's window may hold
+	// anything (released pages).
+	Pages    []int32
+	WinPages []int32
 	// AllLogits asks for the logits of every new token (prompt logprobs,
 	// tests); otherwise only the last token's logits are computed.
 	AllLogits bool
@@ -103,6 +108,42 @@ func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Co
 		PageTokens: pageTokens, Pages: pages, DType: dtype}
 }
 
+// GroupedCacheConfig is CacheConfig with the model's sliding-window layers
+// in the cache's window group, of windowPages pages (kvcache layer
+// groups). A model without windowed layers gets CacheConfig's one group.
+// When every layer is windowed the global group is empty (pages is
+// ignored).
+func (m *Model) GroupedCacheConfig(pageTokens, pages, windowPages int, dtype tensor.Type) kvcache.Config {
+	c := m.CacheConfig(pageTokens, pages, dtype)
+	if m.Config.SlidingWindow <= 0 {
+		return c
+	}
+	c.Window, c.WindowLayers, c.WindowPages = m.Config.SlidingWindow, make([]bool, c.Layers), windowPages
+	global := 0
+	for l := range c.Layers {
+		c.WindowLayers[l] = m.Config.Window(l) > 0
+		if !c.WindowLayers[l] {
+			global++
+		}
+	}
+	if global == c.Layers {
+		c.Window, c.WindowLayers, c.WindowPages = 0, nil, 0
+	}
+	if global == 0 {
+		c.Pages = 0
+	}
+	return c
+}
+
+// layerPages returns the page table that layer l reads and writes: s's
+// table of the layer's group in kv.
+func (s *Seq) layerPages(kv *kvcache.Cache, l int) []int32 {
+	if kv.Group(l) == kvcache.GroupWindow {
+		return s.WinPages
+	}
+	return s.Pages
+}
+
 // FirstNeededPos returns the earliest cache position that a step whose
 // first new token is at position pos reads: 0, unless every layer is a
 // sliding-window layer, when positions before pos-SlidingWindow+1 are never
@@ -171,17 +212,26 @@ func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error
 			return 0, 0, fmt.Errorf("sequence %d: negative position %d", si, s.Pos)
 		}
 		end := s.Pos + len(s.Tokens)
-		if end > len(s.Pages)*pt {
-			return 0, 0, fmt.Errorf("sequence %d: %d positions need %d pages, page table has %d", si, end, (end+pt-1)/pt, len(s.Pages))
-		}
-		// Pages wholly before the first position the step reads may have
-		// been released (models whose every layer is windowed).
-		for i, p := range s.Pages[:(end+pt-1)/pt] {
-			if (i+1)*pt <= r.m.FirstNeededPos(s.Pos) {
+		kc := kv.Config()
+		for g, tab := range [kvcache.Groups][]int32{s.Pages, s.WinPages} {
+			if kc.GroupLayers(g) == 0 {
 				continue
 			}
-			if kv.Refs(p) == 0 {
-				return 0, 0, fmt.Errorf("sequence %d: page %d is not allocated", si, p)
+			if end > len(tab)*pt {
+				return 0, 0, fmt.Errorf("sequence %d: %d positions need %d %s pages, page table has %d", si, end, (end+pt-1)/pt, kvcache.GroupName(g), len(tab))
+			}
+			// Pages wholly before the first position the step reads may
+			// have been released: window-group pages before the window,
+			// and any page before FirstNeededPos (models whose every
+			// layer is windowed, with one group).
+			first := max(kc.FirstNeeded(g, s.Pos), r.m.FirstNeededPos(s.Pos)/pt)
+			if kc.Window > 0 && g == kvcache.GroupGlobal {
+				first = 0
+			}
+			for i := first; i < (end+pt-1)/pt; i++ {
+				if kv.Pool(g).Refs(tab[i]) == 0 {
+					return 0, 0, fmt.Errorf("sequence %d: %s page %d is not allocated", si, kvcache.GroupName(g), tab[i])
+				}
 			}
 		}
 		for _, tok := range s.Tokens {
@@ -377,7 +427,7 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			}
 		}
 		r.applyRope(r.k[t*kvDim:(t+1)*kvDim], c.KVHeads, tab)
-		pages := seqs[r.tokSeq[t]].Pages
+		pages := seqs[r.tokSeq[t]].layerPages(kv, l)
 		storeRow(kv.KRow(l, pages, r.tokPos[t]), r.k[t*kvDim:(t+1)*kvDim], kv.Config().DType)
 		storeRow(kv.VRow(l, pages, r.tokPos[t]), r.v[t*kvDim:(t+1)*kvDim], kv.Config().DType)
 	}
@@ -515,7 +565,7 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			// head (and the heads of one KV head follow each other), so the
 			// pages they read stay in cache from one query to the next.
 			t, h := job%n, job/n
-			pages := seqs[r.tokSeq[t]].Pages
+			pages := seqs[r.tokSeq[t]].layerPages(kv, l)
 			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			npos := r.tokPos[t] + 1

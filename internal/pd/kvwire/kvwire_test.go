@@ -25,6 +25,19 @@ func testShape() kvwire.Shape {
 	return kvwire.Shape{Model: "llama-3.2-1b", Layers: 16, KVHeads: 8, HeadDim: 64, PageTokens: 16, DType: "f16"}
 }
 
+// windowShape is a gemma3-like shape: 12 layers, every sixth global, the
+// rest attending to a 1024-token window.
+func windowShape() kvwire.Shape {
+	s := testShape()
+	s.Model, s.Layers, s.Window = "gemma-3-1b", 12, 1024
+	w := make([]bool, 12)
+	for l := range w {
+		w[l] = l%6 != 5
+	}
+	s.WindowMask = kvwire.WindowMaskOf(w)
+	return s
+}
+
 func TestHeaderRoundTrip(t *testing.T) {
 	for typ := kvwire.TypeAuthHello; typ.Valid(); typ++ {
 		id := room.ID{}
@@ -154,7 +167,7 @@ func examples() []kvwire.Payload {
 		&kvwire.AuthHello{Version: 1, NodeAddr: "10.0.0.7:7001", Shape: s, Nonce: [32]byte{9: 1}, Incarnation: 42, HeartbeatMillis: 1000},
 		&kvwire.AuthChallenge{Nonce: [32]byte{0: 3, 31: 7}, NodeAddr: "[::1]:7002"},
 		&kvwire.AuthResponse{MAC: [32]byte{1, 2, 3}},
-		&kvwire.AuthOK{Shape: s, MAC: [32]byte{31: 0xff}, Incarnation: math.MaxUint64, HeartbeatMillis: 50},
+		&kvwire.AuthOK{Shape: windowShape(), MAC: [32]byte{31: 0xff}, Incarnation: math.MaxUint64, HeartbeatMillis: 50},
 		&kvwire.AuthReject{Code: kvwire.RejectIncompatible, Message: "page_tokens 16 vs 32"},
 		&kvwire.Heartbeat{Seq: 7, Waiting: 1, Running: 2, PagesFree: 3, PagesTotal: 4, RoomsLive: 5},
 		&kvwire.Hello{},
@@ -182,7 +195,8 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 		return string(b)
 	}
 	shape := func() kvwire.Shape {
-		return kvwire.Shape{Model: str(kvwire.ModelBytesMax), Layers: r.Uint32(), KVHeads: r.Uint32(), HeadDim: r.Uint32(), PageTokens: r.Uint32(), DType: str(kvwire.DTypeBytesMax)}
+		return kvwire.Shape{Model: str(kvwire.ModelBytesMax), Layers: r.Uint32(), KVHeads: r.Uint32(), HeadDim: r.Uint32(), PageTokens: r.Uint32(), DType: str(kvwire.DTypeBytesMax),
+			Window: r.Uint32(), WindowMask: str(kvwire.WindowMaskBytesMax)}
 	}
 	nonce := func() (n [32]byte) {
 		for i := range n {
@@ -423,6 +437,7 @@ func TestShapeDiff(t *testing.T) {
 		{func(s *kvwire.Shape) { s.PageTokens = 32; s.DType = "f32" }, "page_tokens 16 vs 32; dtype f16 vs f32"},
 		{func(s *kvwire.Shape) { s.Model = "" }, `model llama-3.2-1b vs ""`},
 		{func(s *kvwire.Shape) { s.Layers, s.KVHeads, s.HeadDim = 1, 2, 3 }, "layers 16 vs 1; kv_heads 8 vs 2; head_dim 64 vs 3"},
+		{func(s *kvwire.Shape) { s.Window, s.WindowMask = 512, "\x01\x00" }, `window 0 vs 512; window_layers "" vs 0100`},
 	} {
 		b := a
 		tc.change(&b)
@@ -441,6 +456,32 @@ func TestShapeValidate(t *testing.T) {
 	for _, want := range []string{"model name", "layers is 0", "kv_heads is 0", "head_dim is 0", "page_tokens is 0", `dtype "bf16"`} {
 		if !strings.Contains(errText(err), want) {
 			t.Errorf("Validate(%+v) = %v, want it to mention %q", bad, err, want)
+		}
+	}
+	ws := windowShape()
+	if err := ws.Validate(); err != nil {
+		t.Errorf("Validate(%+v) = %v, want nil", ws, err)
+	}
+	if !ws.Windowed(0) || ws.Windowed(5) || ws.Windowed(12) || ws.Windowed(-1) || testShape().Windowed(0) {
+		t.Errorf("Windowed of layers 0, 5, 12, -1: %v %v %v %v", ws.Windowed(0), ws.Windowed(5), ws.Windowed(12), ws.Windowed(-1))
+	}
+	if got := ws.FirstWindowPage(2000); got != (2000-1024+1)/16 || ws.FirstWindowPage(100) != 0 || testShape().FirstWindowPage(2000) != 0 {
+		t.Errorf("FirstWindowPage(2000) = %d, want %d", got, (2000-1024+1)/16)
+	}
+	for name, tc := range map[string]struct {
+		change func(*kvwire.Shape)
+		want   string
+	}{
+		"mask without window": {func(s *kvwire.Shape) { s.Window = 0 }, "without a window"},
+		"short mask":          {func(s *kvwire.Shape) { s.WindowMask = s.WindowMask[:1] }, "window mask has 1 bytes, 12 layers need 2"},
+		"layer past the end":  {func(s *kvwire.Shape) { s.WindowMask = s.WindowMask[:1] + "\xff" }, "marks layer 12 of 12"},
+		"no layer marked":     {func(s *kvwire.Shape) { s.WindowMask = "\x00\x00" }, "no window layer marked"},
+		"huge layer count":    {func(s *kvwire.Shape) { s.Layers = 1 << 31 }, "window mask has 2 bytes"},
+	} {
+		b := windowShape()
+		tc.change(&b)
+		if err := b.Validate(); !strings.Contains(errText(err), tc.want) {
+			t.Errorf("%s: Validate(%+v) = %v, want it to mention %q", name, b, err, tc.want)
 		}
 	}
 	if got := testShape().PageBytes(); got != 16*8*64*2 {

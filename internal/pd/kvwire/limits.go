@@ -61,6 +61,9 @@ const (
 	// DTypeBytesMax bounds Shape.DType.
 	DTypeBytesMax = 16
 
+	// WindowMaskBytesMax bounds Shape.WindowMask: 4096 layers.
+	WindowMaskBytesMax = 512
+
 	// NonceBytes is the size of a handshake nonce and of a MAC.
 	NonceBytes = 32
 

@@ -3,6 +3,7 @@ package kvwire
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -16,6 +17,46 @@ type Shape struct {
 	HeadDim    uint32 // dimension of one head
 	PageTokens uint32 // tokens per KV page
 	DType      string // KV element type: "f16" or "f32" (≤ DTypeBytesMax bytes)
+	// Window is the attention window in tokens of the layers WindowMask
+	// marks (0: no sliding-window layers). Their KV frames cover only the
+	// prompt's last window (pages from FirstWindowPage on).
+	Window uint32
+	// WindowMask has bit l%8 of byte l/8 set when layer l is a
+	// sliding-window layer: ceil(Layers/8) bytes when Window > 0, empty
+	// otherwise (≤ WindowMaskBytesMax bytes). WindowMaskOf builds it.
+	WindowMask string
+}
+
+// WindowMaskOf packs a per-layer sliding-window flag list into
+// Shape.WindowMask form ("" when no layer is windowed).
+func WindowMaskOf(windowed []bool) string {
+	if !slices.Contains(windowed, true) {
+		return ""
+	}
+	b := make([]byte, (len(windowed)+7)/8)
+	for l, w := range windowed {
+		if w {
+			b[l/8] |= 1 << (l % 8)
+		}
+	}
+	return string(b)
+}
+
+// Windowed reports whether layer l is a sliding-window layer of s.
+func (s Shape) Windowed(l int) bool {
+	return s.Window > 0 && l >= 0 && l/8 < len(s.WindowMask) && s.WindowMask[l/8]&(1<<(l%8)) != 0
+}
+
+// FirstWindowPage is the first page ordinal of a promptTokens-token
+// prompt that a sliding-window layer of s needs after the prompt: the
+// page of position promptTokens-Window+1 (0 without a window). A KV frame
+// of a windowed layer with a smaller ordinal is one no decode side asks
+// for.
+func (s Shape) FirstWindowPage(promptTokens int) int {
+	if s.Window == 0 || s.PageTokens == 0 {
+		return 0
+	}
+	return max(0, promptTokens-int(s.Window)+1) / int(s.PageTokens)
 }
 
 // Validate reports whether s can describe a local KV cache: a model name,
@@ -36,8 +77,32 @@ func (s Shape) Validate() error {
 	if s.DType != "f16" && s.DType != "f32" {
 		errs = append(errs, fmt.Errorf("dtype %q is not f16 or f32", s.DType))
 	}
+	if err := s.validWindow(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("check shape: %w", err)
+	}
+	return nil
+}
+
+// validWindow checks Window and WindowMask against Layers.
+func (s Shape) validWindow() error {
+	switch {
+	case s.Window == 0 && s.WindowMask != "":
+		return fmt.Errorf("window layers are marked (%d mask bytes) without a window", len(s.WindowMask))
+	case s.Window == 0:
+		return nil
+	case uint64(len(s.WindowMask)) != (uint64(s.Layers)+7)/8:
+		return fmt.Errorf("window mask has %d bytes, %d layers need %d", len(s.WindowMask), s.Layers, (uint64(s.Layers)+7)/8)
+	}
+	for l := int(s.Layers); l < 8*len(s.WindowMask); l++ {
+		if s.WindowMask[l/8]&(1<<(l%8)) != 0 {
+			return fmt.Errorf("window mask marks layer %d of %d", l, s.Layers)
+		}
+	}
+	if strings.Trim(s.WindowMask, "\x00") == "" {
+		return fmt.Errorf("a window of %d tokens with no window layer marked", s.Window)
 	}
 	return nil
 }
@@ -64,6 +129,8 @@ func (s Shape) Diff(o Shape) string {
 	num("head_dim", s.HeadDim, o.HeadDim)
 	num("page_tokens", s.PageTokens, o.PageTokens)
 	str("dtype", s.DType, o.DType)
+	num("window", s.Window, o.Window)
+	str("window_layers", fmt.Sprintf("%x", s.WindowMask), fmt.Sprintf("%x", o.WindowMask))
 	return strings.Join(parts, "; ")
 }
 
@@ -95,14 +162,16 @@ func (s Shape) PageBytes() int64 {
 }
 
 // AppendTo appends s's encoding: model, layers, kv_heads, head_dim,
-// page_tokens, dtype.
+// page_tokens, dtype, window, window_mask.
 func (s Shape) AppendTo(b []byte) []byte {
 	b = appendStr(b, s.Model)
 	b = appendU32(b, s.Layers)
 	b = appendU32(b, s.KVHeads)
 	b = appendU32(b, s.HeadDim)
 	b = appendU32(b, s.PageTokens)
-	return appendStr(b, s.DType)
+	b = appendStr(b, s.DType)
+	b = appendU32(b, s.Window)
+	return appendStr(b, s.WindowMask)
 }
 
 // Decode decodes exactly one encoded Shape from b.
@@ -119,4 +188,6 @@ func (s *Shape) decodeFrom(d *decoder) {
 	s.HeadDim = d.u32("head_dim")
 	s.PageTokens = d.u32("page_tokens")
 	s.DType = d.str("dtype", DTypeBytesMax)
+	s.Window = d.u32("window")
+	s.WindowMask = d.str("window_mask", WindowMaskBytesMax)
 }

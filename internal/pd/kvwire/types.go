@@ -78,8 +78,8 @@ func (t Type) HasRoom() bool { return (t >= TypeHello && t <= TypeFailed) || t =
 
 // Encoded sizes used for the per-type bounds.
 const (
-	shapeBytesMin     = 2 + 4*4 + 2
-	shapeBytesMax     = shapeBytesMin + ModelBytesMax + DTypeBytesMax
+	shapeBytesMin     = 2 + 4*4 + 2 + 4 + 2
+	shapeBytesMax     = shapeBytesMin + ModelBytesMax + DTypeBytesMax + WindowMaskBytesMax
 	authHelloBytesMin = 1 + 2 + shapeBytesMin + NonceBytes + 8 + 4
 	authOKBytesMin    = shapeBytesMin + NonceBytes + 8 + 4
 	challengeBytesMin = NonceBytes + 2

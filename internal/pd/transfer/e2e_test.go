@@ -182,6 +182,19 @@ func TestShapeMismatchNamesTheField(t *testing.T) {
 	}
 }
 
+// TestWindowMismatchRefused: peers whose sliding windows differ (one
+// windows layer 0 of its 2, the other none) refuse each other in the
+// handshake: the window decides which KV pages a room ships.
+func TestWindowMismatchRefused(t *testing.T) {
+	d, p := pair(t, func(dc, pc *transfer.Config) {
+		pc.Shape.Window, pc.Shape.WindowMask = 8, kvwire.WindowMaskOf([]bool{true, false})
+	})
+	err := d.Send(ctxT(t), p.Addr(), kvwire.TypeHello, roomID(1), nil)
+	if !errors.Is(err, transfer.ErrIncompatible) || !strings.Contains(errText(err), "window 0 vs 8; window_layers") {
+		t.Fatalf("Send to a peer with another window = %v, want ErrIncompatible naming the window", err)
+	}
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""

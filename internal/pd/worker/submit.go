@@ -117,8 +117,15 @@ func (a engineAdapter) Admit(lg driver.Leg) error {
 	w, l := a.w, lg.(*leg)
 	ctx, cancel := context.WithCancel(w.ctx)
 	req := l.req
-	req.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, pages []int32) {
-		w.locked(func(now room.Instant) { w.d.Admitted(now, l.id, l, cachePages{kv}, pages) })
+	req.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) {
+		// The driver names the room's pages by ordinal (the page index
+		// of the prompt, as KV frames do); cachePages maps an ordinal to
+		// the page of the frame's layer group.
+		ords := make([]int32, kv.Config().PagesFor(len(req.Prompt)))
+		for i := range ords {
+			ords[i] = int32(i)
+		}
+		w.locked(func(now room.Instant) { w.d.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
 	}}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
@@ -149,14 +156,29 @@ func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
 // Cancel ends the leg's engine sequence.
 func (a engineAdapter) Cancel(lg driver.Leg) { lg.(*leg).cancelEngine() }
 
-// cachePages is the decode engine's KV cache as the driver's Pages.
-type cachePages struct{ kv *kvcache.Cache }
+// cachePages is the decode engine's KV cache as the driver's Pages: the
+// driver's page numbers are the prompt's page ordinals, and each layer
+// reads its group's table. A window-group ordinal before the prompt's
+// last window has no page on this side: nil, which the driver drops as
+// bad coordinates (the prefill side never sends one; a peer that does
+// fails the room at DONE, whose byte count it then misses).
+type cachePages struct {
+	kv *kvcache.Cache
+	t  kvcache.Tables
+}
 
-func (c cachePages) KVPage(layer int, kind kvwire.KVKind, page int32) []byte {
-	if kind == kvwire.KindK {
-		return c.kv.KPage(layer, page)
+func (c cachePages) KVPage(layer int, kind kvwire.KVKind, ord int32) []byte {
+	if layer < 0 || layer >= c.kv.Config().Layers {
+		return nil
 	}
-	return c.kv.VPage(layer, page)
+	tab := c.t.Layer(c.kv, layer)
+	if ord < 0 || int(ord) >= len(tab) || tab[ord] < 0 {
+		return nil
+	}
+	if kind == kvwire.KindK {
+		return c.kv.KPage(layer, tab[ord])
+	}
+	return c.kv.VPage(layer, tab[ord])
 }
 
 // legsAdapter is the driver's Legs: it wakes the leg's HTTP stream.
@@ -219,11 +241,19 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 		full = kv.Config().PagesFor(computed)
 	}
 	full = min(full, s.pageCount, len(pages))
-	if full <= s.sentPages[layer] {
+	from := s.sentPages[layer]
+	if kv.Group(layer) == kvcache.GroupWindow {
+		// decode reads only the prompt's last window of this layer
+		from = max(from, kv.Config().FirstNeeded(kvcache.GroupWindow, len(s.l.req.Prompt)))
+	}
+	if full <= from {
 		return
 	}
-	frames := make([]driver.KVFrame, 0, 2*(full-s.sentPages[layer]))
-	for ord := s.sentPages[layer]; ord < full; ord++ {
+	frames := make([]driver.KVFrame, 0, 2*(full-from))
+	for ord := from; ord < full; ord++ {
+		if pages[ord] < 0 {
+			continue // released: before the window (not reached: from is past them)
+		}
 		for kind, page := range [2][]byte{kv.KPage(layer, pages[ord]), kv.VPage(layer, pages[ord])} {
 			frames = append(frames, driver.KVFrame{KV: kvwire.KV{Layer: uint16(layer), Kind: kvwire.KVKind(kind), Ordinal: uint32(ord)},
 				Data: slices.Clone(page)})

@@ -98,7 +98,8 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	kvc := eng.KVCache().Config()
 	mc := eng.Model().Config
 	cfg.Transfer.Shape = kvwire.Shape{Model: mc.Name, Layers: uint32(kvc.Layers), KVHeads: uint32(kvc.KVHeads),
-		HeadDim: uint32(kvc.HeadDim), PageTokens: uint32(kvc.PageTokens), DType: kvc.DType.String()}
+		HeadDim: uint32(kvc.HeadDim), PageTokens: uint32(kvc.PageTokens), DType: kvc.DType.String(),
+		Window: uint32(kvc.Window), WindowMask: kvwire.WindowMaskOf(kvc.WindowLayers)}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", roleName(cfg.Role)), start: time.Now(), kvCfg: kvc,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
