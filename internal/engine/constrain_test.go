@@ -340,7 +340,14 @@ func TestGrammarSurvivesPreemption(t *testing.T) {
 		reqs = append(reqs, engine.Request{Prompt: randomPrompt(rng, m, 60+rng.IntN(30)), MaxTokens: 150, Grammar: g,
 			Sample: sample.Params{Temperature: 1, Seed: uint64(i)}})
 	}
-	runAll := func(e *engine.Engine) ([][]int32, int) {
+	// runAll submits every request while the loop is held before its first
+	// step, so from the second step on all six compete for the pages
+	// whatever the machine's speed (under -race, sequential submissions let
+	// early requests finish before the last arrived, and nothing was
+	// preempted).
+	runAll := func(cfg engine.Config) ([][]int32, int) {
+		cfg, st := engine.WithStepper(cfg, nil)
+		e := newEngine(t, m, cfg)
 		var hs []*engine.Handle
 		for _, r := range reqs {
 			h, err := e.Submit(context.Background(), r)
@@ -349,6 +356,8 @@ func TestGrammarSurvivesPreemption(t *testing.T) {
 			}
 			hs = append(hs, h)
 		}
+		st.Step(t)
+		st.Free()
 		var out [][]int32
 		pre := 0
 		for _, h := range hs {
@@ -358,8 +367,8 @@ func TestGrammarSurvivesPreemption(t *testing.T) {
 		}
 		return out, pre
 	}
-	want, _ := runAll(newEngine(t, m, engine.Config{Pages: 256}))
-	got, pre := runAll(newEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 24, PageTokens: 16}))
+	want, _ := runAll(engine.Config{Pages: 256})
+	got, pre := runAll(engine.Config{MaxBatchTokens: 256, Pages: 24, PageTokens: 16})
 	if pre == 0 {
 		t.Fatal("no sequence was preempted; the test does not exercise preemption")
 	}
