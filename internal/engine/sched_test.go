@@ -218,3 +218,118 @@ func TestITLTargetColdStart(t *testing.T) {
 		t.Errorf("step 2 (cost model cold): %+v; want 1 decode and the 16-token floor", info)
 	}
 }
+
+// linearCost is an injected step cost: 1 ms a step, 50 µs a token, 500 µs
+// a sequence, 20 ns a query-key pair.
+func linearCost(tokens, seqs, attn int) time.Duration {
+	return time.Millisecond + time.Duration(tokens)*50*time.Microsecond + time.Duration(seqs)*500*time.Microsecond +
+		time.Duration(attn)*20*time.Nanosecond
+}
+
+// decodingEngine starts a stepped engine under an ITL target with n
+// sequences decoding and its cost model warm.
+func decodingEngine(t *testing.T, m *model.Model, cfg engine.Config, n int) (*engine.Engine, *engine.Stepper, *rand.Rand) {
+	t.Helper()
+	e, g := steppedEngine(t, m, cfg, linearCost)
+	rng := rand.New(rand.NewPCG(31, 32))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for range n {
+		submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 1000)
+	}
+	for range 12 {
+		g.Step(t)
+	}
+	return e, g, rng
+}
+
+// TestShortPromptBesideLongPrefillUnderTarget: under the ITL target, a
+// short prompt arriving while a long prompt is in the last part of its
+// prefill (where, when its own prefill counted as aging, it ranked first
+// and took every token the target left, so the short one got none until
+// the long one was done) is prefilled whole in the next step. Every step
+// stays within the target, and the long prompt keeps progressing.
+func TestShortPromptBesideLongPrefillUnderTarget(t *testing.T) {
+	m := tinyModel(t)
+	const target = 8 * time.Millisecond
+	e, g, rng := decodingEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 512, ITLTarget: target}, 4)
+	const longLen, shortLen = 1200, 20
+	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
+	fed := 0
+	// Counting its own prefill as aging (AgingRatio 4), the long prompt
+	// ranked before a fresh 20-token one once 4·(1200−fed) − fed < 80:
+	// from 945 tokens on.
+	for fed < 960 {
+		info := g.Step(t)
+		fed += info.Prefill["long"]
+	}
+	submit(t, e, context.Background(), "short", randomPrompt(rng, m, shortLen), 1)
+	for step := 1; fed < longLen; step++ {
+		if step > 40 {
+			t.Fatalf("long prompt stalled at %d of %d tokens", fed, longLen)
+		}
+		info := g.Step(t)
+		if step == 1 && info.Prefill["short"] != shortLen {
+			t.Fatalf("step after the short prompt arrived: %+v; want its %d tokens whole beside the long prefill", info, shortLen)
+		}
+		got := info.Prefill["long"]
+		if got == 0 {
+			t.Fatalf("step %d: %+v; the long prefill got nothing", step, info)
+		}
+		fed += got
+		if info.Decodes != 4 || !info.Limited {
+			t.Fatalf("step %d: %+v; want 4 decodes and the ITL limit applied", step, info)
+		}
+		limit := target
+		if step == 1 { // a new mix (6 sequences) is predicted from steps of 5
+			limit = target * 105 / 100
+		}
+		if c := linearCost(info.Tokens, info.Seqs, info.Attn); c > limit {
+			t.Errorf("step %d: cost %v over %v (predicted %v): %+v", step, c, limit, info.Predicted, info)
+		}
+	}
+}
+
+// TestLongPrefillNotStarvedUnderTarget: under the ITL target and a stream
+// of short prompts that more than fill what the target leaves, a long
+// prompt still completes by the aging bound, counted in prefill work:
+// shorts submitted after the engine fed AgingRatio×R tokens past its
+// arrival rank after it, so it is done once the work submitted until then
+// (itself included) is.
+func TestLongPrefillNotStarvedUnderTarget(t *testing.T) {
+	m := tinyModel(t)
+	const target, ratio = 8 * time.Millisecond, 4
+	e, g, rng := decodingEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 2048, ITLTarget: target,
+		AgingRatio: ratio, MaxWaiting: 4096}, 4)
+	const longLen, shortLen, perStep = 300, 12, 10 // 120 short tokens a step: more than the ~90 the target leaves
+	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
+	submitted, total, fed := longLen, 0, 0 // prefill tokens submitted since the long prompt, fed since, fed to it
+	horizon := -1                          // submitted when the engine had fed ratio×longLen past the long prompt
+	for step := 1; fed < longLen; step++ {
+		if step > 400 {
+			t.Fatalf("long prompt at %d of %d tokens after 400 steps: starved", fed, longLen)
+		}
+		if horizon < 0 && total >= ratio*longLen {
+			horizon = submitted
+		}
+		for range perStep {
+			submit(t, e, context.Background(), "short", randomPrompt(rng, m, shortLen), 1)
+			submitted += shortLen
+		}
+		info := g.Step(t)
+		fed += info.Prefill["long"]
+		for _, n := range info.Prefill {
+			total += n
+		}
+		if !info.Limited {
+			t.Fatalf("step %d: %+v; want the ITL limit applied", step, info)
+		}
+	}
+	if horizon < 0 {
+		t.Fatalf("the long prompt finished after %d prefill tokens, before the aging horizon: the shorts did not press on it", total)
+	}
+	if total > horizon+256 { // + one step: the step that finishes it may feed others too
+		t.Errorf("long prompt done after %d prefill tokens; the aging bound is %d (work submitted by the horizon)", total, horizon)
+	}
+	t.Logf("long prompt done after %d prefill tokens (bound %d)", total, horizon)
+}
