@@ -4,6 +4,8 @@
 # 96-128 out; Poisson arrivals; SLO TTFT <= 1 s short / 10 s long, TPOT and
 # every inter-token gap <= 250 ms) against
 #   up     `tandem up` (1 prefill + 1 decode worker, 1 thread each),
+#   up-nospill  the same with --pd-spill 0 (long prompts always go to the
+#          prefill worker; SPILL_COMPARE=0 skips it),
 #   serve  `tandem serve` (2 threads),
 #   llama  llama.cpp's llama-server (2 threads, 8 slots; $LLAMA_SERVER, by
 #          default /tmp/llama-src/build/bin/llama-server when it exists;
@@ -22,22 +24,25 @@
 # every rate after the first would find its prompts cached); llama-server
 # keeps only each slot's last prompt.
 #
-# Run time with the defaults (48 requests a rate; RATES 1,1.5,2,2.5,3 for
-# up, serve and short-alone; LLAMA_RATES 0.2,0.5,1): about 20 minutes on the
-# project's 2-core VM (arrivals alone take 48/rate seconds a rate: up and
-# serve ~2.5 min each plus draining overloaded rates, short-alone ~3.5 min,
-# llama-server ~7 min), plus building and synthesizing the model the first
-# time. Run it with nothing else on the machine.
+# Run time with the defaults (REQUESTS=48 a rate at RATES=1,1.5,2,2.5,3 for
+# up, up-nospill, serve and short-alone; llama-server, far slower,
+# LLAMA_REQUESTS=24 at LLAMA_RATES=0.1,0.2,0.35): about 25 minutes on the
+# project's 2-core VM (arrivals alone take requests/rate seconds a rate: up,
+# up-nospill and serve ~2.5-3 min each with the draining of overloaded
+# rates, short-alone ~3.5 min, llama-server ~7.5 min), plus building and
+# synthesizing the model the first time. Run it with nothing else on the
+# machine.
 #   scripts/goodput.sh
-#   RATES=1,2 REQUESTS=16 LLAMA_SERVER=none scripts/goodput.sh   # a quick check that it works
+#   RATES=1,2 REQUESTS=8 LLAMA_SERVER=none scripts/goodput.sh   # a quick check that it works (~2 min)
 # UP_ARGS and SERVE_ARGS add flags (e.g. UP_ARGS="--pd-spill 0"); PORT_BASE (18900) moves the ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 dir=${BENCH_DIR:-/tmp/tandem-goodput}
 rates=${RATES:-1,1.5,2,2.5,3}
-llama_rates=${LLAMA_RATES:-0.2,0.5,1}
+llama_rates=${LLAMA_RATES:-0.1,0.2,0.35}
 requests=${REQUESTS:-48}
+llama_requests=${LLAMA_REQUESTS:-24}
 port=${PORT_BASE:-18900} # up, serve and llama-server listen on it, +1 and +2
 llama=${LLAMA_SERVER:-/tmp/llama-src/build/bin/llama-server}
 [ "$llama" = none ] || [ -x "$llama" ] || { echo "no llama-server at $llama: skipping it (LLAMA_SERVER=PATH or none)" >&2; llama=none; }
@@ -60,10 +65,11 @@ short_rates=$(echo "$rates" | tr ',' '\n' | awk '{printf "%s%g", (NR>1?",":""), 
 wait_health() { for _ in $(seq 1 900); do curl -sf "$1/health" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no health at $1" >&2; return 1; }
 
 sweep() { # name url spec rates slo...
-  local name=$1 url=$2 spec=$3 r=$4
+  local name=$1 url=$2 spec=$3 r=$4 n=$requests
   shift 4
-  echo "== $name (rates $r, $requests requests each)"
-  "$t" bench serve --url "$url" --dataset mixed --mixed "$spec" "$@" --requests "$requests" \
+  [ "$name" = llama-server ] && n=$llama_requests
+  echo "== $name (rates $r, $n requests each)"
+  "$t" bench serve --url "$url" --dataset mixed --mixed "$spec" "$@" --requests "$n" \
     --sweep-rates "$r" --plot "$dir/$name.svg" --result-file "$dir/$name.json" --seed 1
 }
 
@@ -82,10 +88,15 @@ run_with() { # name url sweep-args -- command...
 }
 
 start=$(date +%s)
-rm -f "$dir"/{up,serve,short-alone,llama-server}.json
+rm -f "$dir"/{up,up-nospill,serve,short-alone,llama-server}.json
 # shellcheck disable=SC2086 # UP_ARGS and SERVE_ARGS are word lists
 run_with up "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
   "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-}
+if [ "${SPILL_COMPARE:-1}" != 0 ]; then
+  # shellcheck disable=SC2086
+  run_with up-nospill "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
+    "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-} --pd-spill 0
+fi
 # shellcheck disable=SC2086
 run_with serve "http://127.0.0.1:$((port + 1))" "$mixed" "$rates" "${slo[@]}" -- \
   "$t" serve --model "$model" --port "$((port + 1))" --threads 2 --prefix-cache=false ${SERVE_ARGS:-}
@@ -113,26 +124,39 @@ def cls(point, c, stat):
 def ratio(a, b):
     return f"{a / b:.2f}x" if a is not None and b else "-"
 
+def good_ratio(n, m):  # goodput n / goodput m; a bound when m has none
+    a, b = good.get(n), good.get(m)
+    if a and b:
+        return f"{a / b:.2f}x"
+    if a and m in lowest:
+        return f"> {a / lowest[m]:.2f}x ({m} below its lowest rate, {lowest[m]:g})"
+    return "-"
+
 def ms(v):
     return f"{v:.0f}" if v is not None else "-"
 
-runs = {n: load(n) for n in ["up", "serve", "short-alone", "llama-server"]}
+runs = {n: load(n) for n in ["up", "up-nospill", "serve", "short-alone", "llama-server"]}
 print("goodput (highest rate with >= 90% attainment; - : none of the swept rates):")
-good = {}
+good, lowest = {}, {}
 for n, r in runs.items():
     if r is None or n == "short-alone":
         continue
     good[n] = r.get("goodput_rate") or None
+    lowest[n] = min(p["request_rate"] for p in r["points"])
     att = ", ".join(f"{p['request_rate']:g}: {100 * p['attainment']:.1f}%" for p in r["points"])
     print(f"  {n:13} {good[n] if good[n] else '-'} req/s   ({att})")
-if "up" in good:
-    print(f"  up / serve {ratio(good.get('up'), good.get('serve'))} (goal >= 1.5x)   "
-          f"up / llama-server {ratio(good.get('up'), good.get('llama-server'))} (goal >= 2x)")
+for u in ["up", "up-nospill"]:
+    if u in good:
+        print(f"  {u} / serve {good_ratio(u, 'serve')} (goal >= 1.5x)")
+        print(f"  {u} / llama-server {good_ratio(u, 'llama-server')} (goal >= 2x)")
 
-up, serve, alone = runs["up"], runs["serve"], runs["short-alone"]
-if up and serve and alone:
+serve, alone = runs["serve"], runs["short-alone"]
+for u in ["up", "up-nospill"]:
+    up = runs[u]
+    if not (up and serve and alone):
+        continue
     srv = {p["request_rate"]: p for p in serve["points"]}
-    print("\nTTFT in ms: up under the mixed load against short-alone (serve, the short class alone at 75% of the rate)")
+    print(f"\nTTFT in ms: {u} under the mixed load against short-alone (serve, the short class alone at 75% of the rate)")
     print("and against serve under the same mixed load (goals: short p90 <= 1.2x short-alone; long within 1.3x serve)")
     print(f"  {'rate':>5} {'short p90':>9} {'alone p90':>9} {'ratio':>6}   {'long p50':>8} {'serve':>6} {'ratio':>6}   {'long p90':>8} {'serve':>6} {'ratio':>6}")
     for p, a in zip(up["points"], alone["points"]):
