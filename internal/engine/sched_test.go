@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -243,51 +244,59 @@ func decodingEngine(t *testing.T, m *model.Model, cfg engine.Config, n int) (*en
 	return e, g, rng
 }
 
-// TestShortPromptBesideLongPrefillUnderTarget: under the ITL target, a
-// short prompt arriving while a long prompt is in the last part of its
-// prefill (where, when its own prefill counted as aging, it ranked first
-// and took every token the target left, so the short one got none until
-// the long one was done) is prefilled whole in the next step. Every step
-// stays within the target, and the long prompt keeps progressing.
+// TestShortPromptBesideLongPrefillUnderTarget: under the ITL target, short
+// prompts arriving every few steps while a long prompt prefills beside 4
+// decodes (a decode worker's local prefill of a spilled long prompt) are
+// each prefilled whole in the step after their arrival, their first token
+// at its end, and every step stays within the target. Before, when a
+// sequence's own prefill aged it, the long prompt ranked first in its last
+// part (AgingRatio 4: 4·(1200−c) − c < 4·20 from c = 945) and took every
+// token the target left, so a short prompt arriving then got none until
+// the long prefill was done.
 func TestShortPromptBesideLongPrefillUnderTarget(t *testing.T) {
 	m := tinyModel(t)
 	const target = 8 * time.Millisecond
-	e, g, rng := decodingEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 512, ITLTarget: target}, 4)
-	const longLen, shortLen = 1200, 20
+	e, g, rng := decodingEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 1024, ITLTarget: target}, 4)
+	const longLen, shortLen, every = 1200, 20, 3
 	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
-	fed := 0
-	// Counting its own prefill as aging (AgingRatio 4), the long prompt
-	// ranked before a fresh 20-token one once 4·(1200−fed) − fed < 80:
-	// from 945 tokens on.
-	for fed < 960 {
-		info := g.Step(t)
-		fed += info.Prefill["long"]
-	}
-	submit(t, e, context.Background(), "short", randomPrompt(rng, m, shortLen), 1)
+	fed, shorts, pending := 0, 0, ""
 	for step := 1; fed < longLen; step++ {
-		if step > 40 {
+		if step > 60 {
 			t.Fatalf("long prompt stalled at %d of %d tokens", fed, longLen)
 		}
 		info := g.Step(t)
-		if step == 1 && info.Prefill["short"] != shortLen {
-			t.Fatalf("step after the short prompt arrived: %+v; want its %d tokens whole beside the long prefill", info, shortLen)
+		if pending != "" {
+			if got := info.Prefill[pending]; got != shortLen {
+				t.Fatalf("step %d, the first after %s arrived (long prompt at %d of %d): %+v; want its %d tokens whole",
+					step, pending, fed, longLen, info, shortLen)
+			}
+			shorts++
 		}
 		got := info.Prefill["long"]
 		if got == 0 {
 			t.Fatalf("step %d: %+v; the long prefill got nothing", step, info)
 		}
 		fed += got
-		if info.Decodes != 4 || !info.Limited {
-			t.Fatalf("step %d: %+v; want 4 decodes and the ITL limit applied", step, info)
+		if info.Decodes < 4 || !info.Limited {
+			t.Fatalf("step %d: %+v; want at least the 4 decodes and the ITL limit applied", step, info)
 		}
 		limit := target
-		if step == 1 { // a new mix (6 sequences) is predicted from steps of 5
+		if pending != "" { // a new mix (one sequence more) is predicted from the steps before
 			limit = target * 105 / 100
 		}
 		if c := linearCost(info.Tokens, info.Seqs, info.Attn); c > limit {
 			t.Errorf("step %d: cost %v over %v (predicted %v): %+v", step, c, limit, info.Predicted, info)
 		}
+		pending = ""
+		if step%every == 0 && fed < longLen {
+			pending = fmt.Sprintf("short-%d", step)
+			submit(t, e, context.Background(), pending, randomPrompt(rng, m, shortLen), 1)
+		}
 	}
+	if shorts < 5 {
+		t.Fatalf("only %d short prompts arrived during the long prefill: the test shows little", shorts)
+	}
+	t.Logf("%d short prompts, each prefilled in the step after its arrival, beside a %d-token prefill", shorts, longLen)
 }
 
 // TestLongPrefillNotStarvedUnderTarget: under the ITL target and a stream
