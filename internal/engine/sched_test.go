@@ -281,7 +281,7 @@ func TestShortPromptBesideLongPrefillUnderTarget(t *testing.T) {
 			t.Fatalf("step %d: %+v; want at least the 4 decodes and the ITL limit applied", step, info)
 		}
 		limit := target
-		if pending != "" { // a new mix (one sequence more) is predicted from the steps before
+		if step == 1 || pending != "" { // a new mix (one sequence more) is predicted from the steps before
 			limit = target * 105 / 100
 		}
 		if c := linearCost(info.Tokens, info.Seqs, info.Attn); c > limit {
