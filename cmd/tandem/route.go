@@ -98,6 +98,7 @@ which it needs: the workers refuse unsigned requests.`,
 	fs.DurationVar(&o.BreakerCooldown, "breaker-cooldown", router.DefaultBreakerCooldown,
 		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
 	fs.IntVar(&o.PDThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
+	fs.Float64Var(&o.PDSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
 	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health and /metrics stay open")
 	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
 	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
@@ -111,6 +112,10 @@ which it needs: the workers refuse unsigned requests.`,
 // pdThresholdUsage is the help of --pd-threshold (route and up).
 const pdThresholdUsage = "selective disaggregation: prompts under this many tokens run as one local leg on a decode worker " +
 	"(which prefills them itself); longer ones go to a prefill worker; 0 disaggregates every request"
+
+// pdSpillUsage is the help of --pd-spill (route and up).
+const pdSpillUsage = "a long prompt prefills on a decode worker (within its --itl-target) instead of a prefill worker when the prefill " +
+	"worker's queued prefill tokens, the prompt included, are at least this many times the decode worker's; 0: never"
 
 func routeLogger(format string) (*slog.Logger, error) {
 	switch format {

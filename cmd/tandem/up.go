@@ -20,6 +20,7 @@ func upCmd() *cobra.Command {
 		threads     int
 		logFormat   string
 		pdThreshold int
+		pdSpill     float64
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
@@ -31,7 +32,9 @@ the cluster), else a fresh random one. It prints the router's URL once
 everything answers /health, and stops them all on Ctrl-C. With no --model it
 synthesizes a small random-weight Llama (cached under the user cache folder)
 so it runs on a fresh machine. --pd-threshold is the router's: prompts under that many
-tokens run as one local leg on a decode worker (0: every request is disaggregated).`,
+tokens run as one local leg on a decode worker (0: every request is disaggregated);
+--pd-spill too: a long prompt prefills on a decode worker when the prefill queue is that
+many times the decode worker's (0: never).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat)
@@ -54,7 +57,8 @@ tokens run as one local leg on a decode worker (0: every request is disaggregate
 				o.WorkerArgs = append(o.WorkerArgs, "--threads", strconv.Itoa(threads))
 			}
 			o.WorkerArgs = append(o.WorkerArgs, "--log-format", logFormat)
-			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold))
+			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold),
+				"--pd-spill", strconv.FormatFloat(pdSpill, 'g', -1, 64))
 			o.Output, o.Logger, o.LogFormat = os.Stderr, log, logFormat
 			o.OnExit = func(e cluster.Exit) {
 				if !e.Requested {
@@ -82,6 +86,7 @@ tokens run as one local leg on a decode worker (0: every request is disaggregate
 	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: all cores)")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
+	fs.Float64Var(&pdSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
 	return cmd
 }

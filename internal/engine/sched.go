@@ -17,21 +17,32 @@ import (
 //  1. Waiting sequences that were preempted, in queue order (most recently
 //     preempted first): they had been decoding, their clients are mid-stream.
 //  2. Everything else by priority = remaining prefill tokens −
-//     (prefill tokens the engine fed since the request was submitted) /
-//     AgingRatio, lowest first; ties go to the earlier submission. Remaining counts the whole
-//     prompt for a waiting sequence (its prefix-cache hit is known only at
-//     admission).
+//     (prefill tokens the engine fed to other sequences since the request
+//     was submitted) / AgingRatio, lowest first; ties go to the earlier
+//     submission. Remaining counts the whole prompt for a waiting sequence
+//     (its prefix-cache hit is known only at admission); a sequence's own
+//     tokens are its computed ones less its prefix-cache hit.
 //
 // This is shortest-remaining-first with aging. A short prompt behind a
 // long one is served first; the long one takes what the short ones leave
-// of each step. It cannot be starved: a sequence X submitted after the
-// engine fed k more prefill tokens than at L's submission ranks before L
-// only while X's remaining tokens plus k/AgingRatio are below L's, so
-// nothing submitted after the engine fed AgingRatio×R tokens past L's
-// arrival (R: L's prompt length) ever ranks before it, and L's prefill is
-// done at the latest when all the work submitted until then is: bounded,
-// however many short prompts keep coming. Every step with prefill pending
-// feeds at least MinPrefillTokens, so the bound holds in steps too.
+// of each step. It cannot be starved: for a sequence X submitted after
+// the engine fed F_X − F_L ≥ AgingRatio×R tokens past L's submission (R:
+// L's prompt length), AgingRatio × (prio(X) − prio(L)) =
+// AgingRatio×rem(X) + own(X) − AgingRatio×rem(L) − own(L) + (F_X − F_L),
+// and AgingRatio×rem(L) + own(L) ≤ AgingRatio×R (own(L) ≤ R − rem(L),
+// AgingRatio ≥ 1), so X never ranks before L: L's prefill is done at the
+// latest when all the work submitted until then is, however many short
+// prompts keep coming. Every step with prefill pending feeds at least
+// MinPrefillTokens, so the bound holds in steps too.
+//
+// Aging counts the work fed to others, not a sequence's own prefill: when
+// it counted its own, a long prompt in progress outranked a fresh short
+// one for its last 1/(AgingRatio+1) (4·(1000−c) − c < 4·30 from c = 776
+// of a 1000-token prompt), and under the ITL target, which leaves a step
+// only so many prefill tokens, it took them all for several steps while
+// the short prompt waited (see TestShortPromptBesideLongPrefillUnderTarget).
+// Now a long prompt outranks short ones only when it has waited for
+// AgingRatio times its remaining tokens of other work, as the rule means.
 //
 // Aging counts prefill work, not steps or time, so the rule behaves the
 // same whether steps carry full chunks or only the ITL floor.
@@ -69,7 +80,8 @@ func (e *Engine) prefillOrder(in map[*seq]bool) []candidate {
 	e.mu.Unlock()
 	ratio := int64(e.cfg.AgingRatio)
 	prio := func(s *seq) int64 { // AgingRatio × the priority, in integers
-		return ratio*int64(len(s.tokens)-s.computed) - int64(now-s.arrival)
+		others := int64(now-s.arrival) - int64(max(0, s.computed-s.cached))
+		return ratio*int64(len(s.tokens)-s.computed) - others
 	}
 	slices.SortFunc(rest, func(a, b candidate) int {
 		if c := cmp.Compare(prio(a.s), prio(b.s)); c != 0 {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -217,4 +218,127 @@ func TestITLTargetColdStart(t *testing.T) {
 	if info := g.Step(t); info.Decodes != 1 || info.Prefill["long"] != 16 || !info.Limited {
 		t.Errorf("step 2 (cost model cold): %+v; want 1 decode and the 16-token floor", info)
 	}
+}
+
+// linearCost is an injected step cost: 1 ms a step, 50 µs a token, 500 µs
+// a sequence, 20 ns a query-key pair.
+func linearCost(tokens, seqs, attn int) time.Duration {
+	return time.Millisecond + time.Duration(tokens)*50*time.Microsecond + time.Duration(seqs)*500*time.Microsecond +
+		time.Duration(attn)*20*time.Nanosecond
+}
+
+// decodingEngine starts a stepped engine under an ITL target with n
+// sequences decoding and its cost model warm.
+func decodingEngine(t *testing.T, m *model.Model, cfg engine.Config, n int) (*engine.Engine, *engine.Stepper, *rand.Rand) {
+	t.Helper()
+	e, g := steppedEngine(t, m, cfg, linearCost)
+	rng := rand.New(rand.NewPCG(31, 32))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for range n {
+		submit(t, e, ctx, "decode", randomPrompt(rng, m, 20), 1000)
+	}
+	for range 12 {
+		g.Step(t)
+	}
+	return e, g, rng
+}
+
+// TestShortPromptBesideLongPrefillUnderTarget: under the ITL target, short
+// prompts arriving every few steps while a long prompt prefills beside 4
+// decodes (a decode worker's local prefill of a spilled long prompt) are
+// each prefilled whole in the step after their arrival, their first token
+// at its end, and every step stays within the target. Before, when a
+// sequence's own prefill aged it, the long prompt ranked first in its last
+// part (AgingRatio 4: 4·(1200−c) − c < 4·20 from c = 945) and took every
+// token the target left, so a short prompt arriving then got none until
+// the long prefill was done.
+func TestShortPromptBesideLongPrefillUnderTarget(t *testing.T) {
+	m := tinyModel(t)
+	const target = 8 * time.Millisecond
+	e, g, rng := decodingEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 1024, ITLTarget: target}, 4)
+	const longLen, shortLen, every = 1200, 20, 3
+	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
+	fed, shorts, pending := 0, 0, ""
+	for step := 1; fed < longLen; step++ {
+		if step > 60 {
+			t.Fatalf("long prompt stalled at %d of %d tokens", fed, longLen)
+		}
+		info := g.Step(t)
+		if pending != "" {
+			if got := info.Prefill[pending]; got != shortLen {
+				t.Fatalf("step %d, the first after %s arrived (long prompt at %d of %d): %+v; want its %d tokens whole",
+					step, pending, fed, longLen, info, shortLen)
+			}
+			shorts++
+		}
+		got := info.Prefill["long"]
+		if got == 0 {
+			t.Fatalf("step %d: %+v; the long prefill got nothing", step, info)
+		}
+		fed += got
+		if info.Decodes < 4 || !info.Limited {
+			t.Fatalf("step %d: %+v; want at least the 4 decodes and the ITL limit applied", step, info)
+		}
+		limit := target
+		if step == 1 || pending != "" { // a new mix (one sequence more) is predicted from the steps before
+			limit = target * 105 / 100
+		}
+		if c := linearCost(info.Tokens, info.Seqs, info.Attn); c > limit {
+			t.Errorf("step %d: cost %v over %v (predicted %v): %+v", step, c, limit, info.Predicted, info)
+		}
+		pending = ""
+		if step%every == 0 && fed < longLen {
+			pending = fmt.Sprintf("short-%d", step)
+			submit(t, e, context.Background(), pending, randomPrompt(rng, m, shortLen), 1)
+		}
+	}
+	if shorts < 5 {
+		t.Fatalf("only %d short prompts arrived during the long prefill: the test shows little", shorts)
+	}
+	t.Logf("%d short prompts, each prefilled in the step after its arrival, beside a %d-token prefill", shorts, longLen)
+}
+
+// TestLongPrefillNotStarvedUnderTarget: under the ITL target and a stream
+// of short prompts that more than fill what the target leaves, a long
+// prompt still completes by the aging bound, counted in prefill work:
+// shorts submitted after the engine fed AgingRatio×R tokens past its
+// arrival rank after it, so it is done once the work submitted until then
+// (itself included) is.
+func TestLongPrefillNotStarvedUnderTarget(t *testing.T) {
+	m := tinyModel(t)
+	const target, ratio = 8 * time.Millisecond, 4
+	e, g, rng := decodingEngine(t, m, engine.Config{MaxBatchTokens: 256, Pages: 2048, ITLTarget: target,
+		AgingRatio: ratio, MaxWaiting: 4096}, 4)
+	const longLen, shortLen, perStep = 300, 12, 10 // 120 short tokens a step: more than the ~90 the target leaves
+	submit(t, e, context.Background(), "long", randomPrompt(rng, m, longLen), 1)
+	submitted, total, fed := longLen, 0, 0 // prefill tokens submitted since the long prompt, fed since, fed to it
+	horizon := -1                          // submitted when the engine had fed ratio×longLen past the long prompt
+	for step := 1; fed < longLen; step++ {
+		if step > 400 {
+			t.Fatalf("long prompt at %d of %d tokens after 400 steps: starved", fed, longLen)
+		}
+		if horizon < 0 && total >= ratio*longLen {
+			horizon = submitted
+		}
+		for range perStep {
+			submit(t, e, context.Background(), "short", randomPrompt(rng, m, shortLen), 1)
+			submitted += shortLen
+		}
+		info := g.Step(t)
+		fed += info.Prefill["long"]
+		for _, n := range info.Prefill {
+			total += n
+		}
+		if !info.Limited {
+			t.Fatalf("step %d: %+v; want the ITL limit applied", step, info)
+		}
+	}
+	if horizon < 0 {
+		t.Fatalf("the long prompt finished after %d prefill tokens, before the aging horizon: the shorts did not press on it", total)
+	}
+	if total > horizon+256 { // + one step: the step that finishes it may feed others too
+		t.Errorf("long prompt done after %d prefill tokens; the aging bound is %d (work submitted by the horizon)", total, horizon)
+	}
+	t.Logf("long prompt done after %d prefill tokens (bound %d)", total, horizon)
 }

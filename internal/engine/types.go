@@ -50,9 +50,9 @@ type Config struct {
 	MinPrefillTokens int
 	// AgingRatio is how fast a sequence's prefill priority improves while
 	// it waits: by one token for every AgingRatio prefill tokens the engine
-	// feeds after its submission (default 4). A prompt of R tokens is
-	// then overtaken only by work submitted within the next AgingRatio×R
-	// prefill tokens. See sched.go.
+	// feeds other sequences after its submission (default 4). A prompt of
+	// R tokens is then overtaken only by work submitted within the next
+	// AgingRatio×R prefill tokens. See sched.go.
 	AgingRatio int
 
 	hooks *testHooks // the package's tests only

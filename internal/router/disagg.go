@@ -42,6 +42,30 @@ import (
 //
 // The whole prompt counts as uncached: the router does not know which
 // prefixes the decode worker's prefix cache holds.
+//
+// Spilling a long prompt to a decode worker (Options.PDSpill, reason
+// prefill_busy): when the prefill workers are behind, a long prompt may
+// finish its prefill sooner on a decode worker, inside its batch and
+// within its ITL target (--itl-target), than in the prefill queue. The
+// router compares the queued prefill tokens the workers report in
+// /pd/status (plus the prompts it sent each since that report): with Qp
+// on the least-queued prefill worker, Qd on the least-queued decode
+// worker and n the prompt's tokens, the prompt runs locally when
+// Qp + n >= PDSpill·(Qd + n). Prefill time is about linear in tokens on
+// either side, so this compares finishing times up to the ratio of their
+// prefill rates. Cost-model arithmetic for the 110m Q8_0 model on one
+// thread per worker (about 6 ms a step, 2 ms per decoding sequence, 2.2
+// ms per prefill token): a prefill worker feeds ~430 tokens/s in full
+// 512-token chunks; a decode worker with 5 sequences decoding has ~130 of
+// a 150 ms target left per step, ~60 tokens, ~400 tokens/s. So PDSpill 1.1
+// would be break-even for the long prompt; the default, 2, spills only
+// when the local prefill would finish in about half the time, because
+// while a decode worker prefills a long prompt its steps last the whole
+// target (150 ms instead of ~20), which its short prompts' TTFT and every
+// decode gap pay. Spilled prompts count on the decode worker's queue, so
+// a second spill needs the prefill queue to be further behind. Only
+// prompts decided long_prompt spill: not count_failed or threshold_off
+// ones.
 
 // Paths and reasons: the labels of tandem_router_pd_decisions_total and the
 // decision in /debug/rooms.
@@ -51,6 +75,7 @@ const (
 
 	reasonShortPrompt  = "short_prompt"      // fewer tokens than the threshold
 	reasonLongPrompt   = "long_prompt"       // at least the threshold
+	reasonPrefillBusy  = "prefill_busy"      // long, but the prefill queue is PDSpill times the decode worker's
 	reasonNoPrefill    = "no_prefill_worker" // long, but no prefill worker could be picked
 	reasonCountFailed  = "count_failed"      // the prompt could not be counted
 	reasonThresholdOff = "threshold_off"     // PDThreshold 0: every request is disaggregated
@@ -63,7 +88,16 @@ const (
 	countTokenize  = "tokenize"   // a decode worker's /tokenize: exact
 )
 
+// DefaultPDSpill is `tandem route`'s and `tandem up`'s --pd-spill (see
+// above): a long prompt runs locally when the prefill queue, the prompt
+// included, is at least twice the decode worker's.
+const DefaultPDSpill = 2.0
+
 const (
+	// bytesPerToken turns a prompt's byte bound into a token estimate for
+	// queue accounting (English text and code run about 4 bytes a token
+	// in byte-level BPE vocabularies; the bound itself assumes 1).
+	bytesPerToken = 4
 	// chatTemplateMargin is what a chat request's bound adds for the
 	// template's own text (role markers, a default system prompt).
 	chatTemplateMargin = 64
@@ -86,11 +120,76 @@ type decision struct {
 	tokens       int    // the prompt's tokens as counted (-1: not counted)
 	countedBy    string // one of the count* values, "" when not counted
 	threshold    int
+	// prefillQueue and localQueue are the queues a spill weighed (nil:
+	// not weighed).
+	prefillQueue, localQueue *int
 }
 
 // doc renders d for /debug/rooms.
 func (d decision) doc() *debugdoc.Decision {
-	return &debugdoc.Decision{Path: d.path, Reason: d.reason, PromptTokens: d.tokens, CountedBy: d.countedBy, Threshold: d.threshold}
+	return &debugdoc.Decision{Path: d.path, Reason: d.reason, PromptTokens: d.tokens, CountedBy: d.countedBy, Threshold: d.threshold,
+		PrefillQueueTokens: d.prefillQueue, LocalQueueTokens: d.localQueue}
+}
+
+// work is the prefill work of d's prompt in tokens, for queue accounting:
+// the count when exact, a byte bound divided by bytesPerToken, 0 when not
+// counted.
+func (d decision) work() int {
+	switch {
+	case d.tokens <= 0:
+		return 0
+	case d.countedBy == countByteBound:
+		return (d.tokens + bytesPerToken - 1) / bytesPerToken
+	}
+	return d.tokens
+}
+
+// spill decides whether a long prompt runs as a local leg on a decode
+// worker because the prefill workers are behind (see the comment at the
+// top): it returns the decision to send it with and true, or false.
+func (rt *Router) spill(d decision, exclude []*worker) (decision, bool) {
+	if rt.o.PDSpill <= 0 || rt.o.PDThreshold <= 0 || d.reason != reasonLongPrompt {
+		return d, false
+	}
+	qp, qd, ok := rt.pool.leastQueued(exclude)
+	if !ok {
+		return d, false
+	}
+	n := d.work()
+	d.prefillQueue, d.localQueue = &qp, &qd
+	if float64(qp+n) < rt.o.PDSpill*float64(qd+n) {
+		return d, false
+	}
+	return d.withPath(pathLocal, reasonPrefillBusy), true
+}
+
+// leastQueued returns the fewest queued prefill tokens on a pickable
+// prefill worker and on a pickable decode worker (healthy, not in exclude,
+// breaker letting legs through), and false when a role has no such worker
+// or one of them does not report its queue.
+func (p *pool) leastQueued(exclude []*worker) (prefill, decode int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	least := func(role Role) (int, bool) {
+		best, found := 0, false
+		for _, w := range p.byRo[role] {
+			if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
+				continue
+			}
+			n, ok := w.queuedTokens()
+			if !ok {
+				return 0, false
+			}
+			if !found || n < best {
+				best, found = n, true
+			}
+		}
+		return best, found
+	}
+	prefill, okp := least(RolePrefill)
+	decode, okd := least(RoleDecode)
+	return prefill, decode, okp && okd
 }
 
 // withPath returns d sent another way for another reason (a fallback).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -426,5 +427,125 @@ func TestAnsweredThenClosedIsSucceeded(t *testing.T) {
 	}
 	if rooms[0].State != "succeeded" {
 		t.Errorf("room %s (%s), want succeeded: the client had the whole answer", rooms[0].State, rooms[0].Reason)
+	}
+}
+
+func tokensp(n int) *int { return &n }
+
+// withSpill turns selective disaggregation on at threshold tokens, with
+// long prompts spilling to a decode worker at ratio.
+func withSpill(threshold int, ratio float64) func(*router.Options) {
+	return func(o *router.Options) { o.PDThreshold, o.PDSpill = threshold, ratio }
+}
+
+// TestLongPromptSpillsWhenPrefillIsBusy: a long prompt runs as a local leg
+// on the decode worker when the prefill worker's queued tokens (plus the
+// prompt) are at least PDSpill times the decode worker's (plus the
+// prompt); each spilled prompt counts on the decode worker's queue until
+// its next report, so the spills stop once the decode worker would be as
+// far behind; with the prefill worker's queue short, or PDSpill 0, or a
+// decode worker that reports no queue, long prompts are disaggregated.
+// Decisions are counted under reason prefill_busy and show the weighed
+// queues in /debug/rooms.
+func TestLongPromptSpillsWhenPrefillIsBusy(t *testing.T) {
+	setup := func(t *testing.T, prefillQueue int, decodeQueue *int, ratio float64) (*fake, *fake, *cluster) {
+		p := newFake(t, "prefill", answer(200, prefillAnswer))
+		d := newFake(t, "decode", answer(200, decodeAnswer))
+		p.status.PrefillQueueTokens = &prefillQueue
+		d.status.PrefillQueueTokens = decodeQueue
+		return p, d, newCluster(t, []*fake{p}, []*fake{d}, withSpill(64, ratio))
+	}
+	long := `{"prompt":` + tokenIDs(200) + `,"max_tokens":2}`
+	legs := func(t *testing.T, c *cluster, p, d *fake, n int) []string {
+		t.Helper()
+		var got []string
+		for range n {
+			if status, body := c.post(t, "/v1/completions", long); status != 200 || body != decodeAnswer {
+				t.Fatalf("POST = %d %s", status, body)
+			}
+			l := d.nextLeg(t)
+			got = append(got, l.hdr.Get(router.HeaderLeg))
+			if l.hdr.Get(router.HeaderLeg) == "decode" {
+				p.nextLeg(t)
+			}
+		}
+		return got
+	}
+	t.Run("busy", func(t *testing.T) {
+		zero := 0
+		p, d, c := setup(t, 1000, &zero, 2)
+		// Qp+n = 1200 against 2·(Qd+n): Qd = 0, 200, 400 spill (400, 800,
+		// 1200 <= 1200); Qd = 600 does not (1600).
+		got := legs(t, c, p, d, 4)
+		if want := []string{"local", "local", "local", "decode"}; strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("legs to the decode worker %v, want %v", got, want)
+		}
+		_, m := c.get(t, "/metrics")
+		if v := metricValue(t, m, `tandem_router_pd_decisions_total{path="local",reason="prefill_busy"}`); v != 3 {
+			t.Errorf("local/prefill_busy decisions = %v, want 3", v)
+		}
+		if v := metricValue(t, m, `tandem_router_pd_decisions_total{path="disaggregated",reason="long_prompt"}`); v != 1 {
+			t.Errorf("disaggregated/long_prompt decisions = %v, want 1", v)
+		}
+		var spilled, kept int
+		for _, r := range routerRooms(t, c) {
+			dc := r.Decision
+			if dc == nil || dc.PrefillQueueTokens == nil || dc.LocalQueueTokens == nil {
+				t.Fatalf("room %+v: want a decision with the weighed queues", r)
+			}
+			switch {
+			case dc.Path == "local" && dc.Reason == "prefill_busy" && r.Prefill == "" && *dc.PrefillQueueTokens == 1000:
+				spilled++
+			case dc.Path == "disaggregated" && dc.Reason == "long_prompt" && *dc.LocalQueueTokens == 600:
+				kept++
+			default:
+				t.Errorf("room %+v, decision %+v", r, *dc)
+			}
+		}
+		if spilled != 3 || kept != 1 {
+			t.Errorf("rooms: %d spilled, %d disaggregated; want 3 and 1", spilled, kept)
+		}
+	})
+	for _, tc := range []struct {
+		name    string
+		queue   int
+		decode  *int
+		ratio   float64
+		wantLeg string
+	}{
+		{"prefill queue short", 100, tokensp(0), 2, "decode"}, // 300 < 2·200
+		{"spill off", 100000, tokensp(0), 0, "decode"},
+		{"decode queue unknown", 100000, nil, 2, "decode"},
+		{"ratio 1, equal queues", 500, tokensp(500), 1, "local"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, d, c := setup(t, tc.queue, tc.decode, tc.ratio)
+			if got := legs(t, c, p, d, 1); got[0] != tc.wantLeg {
+				t.Errorf("leg to the decode worker %q, want %q", got[0], tc.wantLeg)
+			}
+		})
+	}
+	// A short prompt is local by its length, whatever the queues.
+	zero := 0
+	p, d, c := setup(t, 100000, &zero, 2)
+	if status, body := c.post(t, "/v1/completions", `{"prompt":`+tokenIDs(10)+`}`); status != 200 || body != decodeAnswer {
+		t.Fatalf("POST = %d %s", status, body)
+	}
+	if l := d.nextLeg(t); l.hdr.Get(router.HeaderLeg) != "local" || len(p.got) != 0 {
+		t.Errorf("short prompt: leg %q, %d prefill legs", l.hdr.Get(router.HeaderLeg), len(p.got))
+	}
+	if dc := routerRooms(t, c)[0].Decision; dc.Reason != "short_prompt" || dc.PrefillQueueTokens != nil {
+		t.Errorf("short prompt decision %+v, want short_prompt without weighed queues", *dc)
+	}
+}
+
+// TestSpillRatioIsChecked: a negative, sub-1 or infinite PDSpill is
+// refused with an error naming it.
+func TestSpillRatioIsChecked(t *testing.T) {
+	for _, r := range []float64{-1, 0.5, math.Inf(1), math.NaN()} {
+		o := router.Options{Prefill: []string{"http://p"}, Decode: []string{"http://d"}, PDThreshold: 64, PDSpill: r}
+		if _, err := router.New(o); err == nil || !strings.Contains(err.Error(), "spill ratio") {
+			t.Errorf("New with PDSpill %v: %v, want an error naming the spill ratio", r, err)
+		}
 	}
 }

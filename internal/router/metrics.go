@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.pdDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tandem_router_pd_decisions_total",
-		Help: "Selective disaggregation: attempts sent as one local leg to a decode worker or disaggregated (prefill and decode legs), by reason (short_prompt, long_prompt, no_prefill_worker, count_failed, threshold_off). A retried sample counts once per attempt.",
+		Help: "Selective disaggregation: attempts sent as one local leg to a decode worker or disaggregated (prefill and decode legs), by reason (short_prompt, long_prompt, prefill_busy: a long prompt sent to a decode worker because the prefill queue was PDSpill times its own, no_prefill_worker, count_failed, threshold_off). A retried sample counts once per attempt.",
 	}, []string{"path", "reason"})
 	m.ttftPhase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "tandem_router_ttft_phase_seconds",

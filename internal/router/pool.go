@@ -66,7 +66,7 @@ type worker struct {
 	haveStatus     bool
 	inflight       int // the router's legs on this worker now
 	inflightAtPoll int // inflight when status was read
-	sentTokens     int // prompt tokens of the prefill legs the router sent, in all
+	sentTokens     int // prompt tokens of the prefill and local legs the router sent, in all
 	tokensAtPoll   int // sentTokens when status was read
 	transferAddr   string
 	model          string
@@ -159,11 +159,11 @@ func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
 	return p.pickFor(role, exclude, avoid, 0)
 }
 
-// pickFor is pick for a leg whose prompt has tokens tokens (0: unknown).
-// Prefill workers are ranked by their queued prefill tokens, then by load,
-// when every candidate reports its queue; otherwise (and for decode
-// workers) by load alone. The picked prefill worker's queue grows by
-// tokens until its next report.
+// pickFor is pick for a leg whose prompt has tokens tokens (0: unknown,
+// or computed elsewhere). Prefill workers are ranked by their queued
+// prefill tokens, then by load, when every candidate reports its queue;
+// otherwise (and for decode workers) by load alone. The picked worker's
+// queue grows by tokens until its next report.
 func (p *pool) pickFor(role Role, exclude, avoid []*worker, tokens int) (*worker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -212,9 +212,7 @@ func (p *pool) pickFor(role Role, exclude, avoid []*worker, tokens int) (*worker
 		w.br.probing = true
 	}
 	w.inflight++
-	if role == RolePrefill {
-		w.sentTokens += max(0, tokens)
-	}
+	w.sentTokens += max(0, tokens) // a prefill leg's prompt, or a local leg's on a decode worker
 	p.met.workerInflight.WithLabelValues(w.url, string(role)).Set(float64(w.inflight))
 	return w, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -90,6 +91,13 @@ type Options struct {
 	// request), as the router did before; `tandem route` defaults to
 	// DefaultPDThreshold. See disagg.go for how prompts are counted.
 	PDThreshold int
+	// PDSpill, when > 0 (and PDThreshold > 0), sends a long prompt as a
+	// local leg to a decode worker when the least-queued prefill worker's
+	// queued prefill tokens, the prompt included, are at least PDSpill
+	// times the least-queued decode worker's (reason prefill_busy). 0:
+	// never; otherwise at least 1. `tandem route` defaults to
+	// DefaultPDSpill. See disagg.go.
+	PDSpill float64
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -213,6 +221,9 @@ func (o *Options) defaults() error {
 	}
 	if o.PDThreshold < 0 {
 		return fmt.Errorf("new router: the disaggregation threshold is negative (%d tokens); 0 disaggregates every request", o.PDThreshold)
+	}
+	if !(o.PDSpill == 0 || o.PDSpill >= 1) || math.IsInf(o.PDSpill, 0) {
+		return fmt.Errorf("new router: the spill ratio is %v; give 0 (never run long prompts on a decode worker) or a finite ratio of at least 1", o.PDSpill)
 	}
 	switch {
 	case o.FinishedRecords < 0:

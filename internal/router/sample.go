@@ -116,7 +116,11 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if dec.path == pathLocal {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
 	}
-	p, err := rt.pool.pickFor(RolePrefill, exclude, avoid, max(0, dec.tokens))
+	dec, spilled := rt.spill(dec, exclude)
+	if spilled {
+		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
+	}
+	p, err := rt.pool.pickFor(RolePrefill, exclude, avoid, dec.work())
 	if err != nil {
 		if errors.Is(err, errNoWorker) && rt.o.PDThreshold > 0 {
 			rt.log.Info("no prefill worker can be picked; the sample runs on a decode worker alone",
@@ -189,7 +193,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 // end. It fails, is retried and is cancelled as a decode leg is; the
 // client's prompt logprobs come in the worker's own answer.
 func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*worker) attemptResult {
-	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
+	d, err := rt.pool.pickFor(RoleDecode, exclude, avoid, dec.work())
 	if err != nil {
 		return rt.pickFailed(s, err)
 	}

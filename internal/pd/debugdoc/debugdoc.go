@@ -83,8 +83,9 @@ type Room struct {
 // Decision is the router's selective-disaggregation choice for one
 // attempt: Path "local" (one leg, the decode worker prefills the prompt
 // itself) or "disaggregated" (a prefill and a decode leg), and Reason
-// ("short_prompt", "long_prompt", "no_prefill_worker", "count_failed",
-// "threshold_off"), the labels of tandem_router_pd_decisions_total.
+// ("short_prompt", "long_prompt", "prefill_busy", "no_prefill_worker",
+// "count_failed", "threshold_off"), the labels of
+// tandem_router_pd_decisions_total.
 type Decision struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
@@ -95,6 +96,12 @@ type Decision struct {
 	CountedBy string `json:"counted_by,omitempty"`
 	// Threshold is the router's --pd-threshold (0: always disaggregate).
 	Threshold int `json:"threshold"`
+	// PrefillQueueTokens and LocalQueueTokens, for a long prompt that was
+	// weighed for a decode worker's local prefill (--pd-spill), are the
+	// queued prefill tokens the router saw on the least-queued prefill
+	// worker and decode worker, without the prompt.
+	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
+	LocalQueueTokens   *int `json:"local_queue_tokens,omitempty"`
 }
 
 // Phases is a request's time to first token split into its parts, in
