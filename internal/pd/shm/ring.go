@@ -26,6 +26,10 @@ const (
 	// overlap): a producer far ahead of its consumer gains nothing, and
 	// its slots would leave the cache before the consumer reads them.
 	InflightBytesMax = 8 << 20
+	// wrapSlackBytes (or a quarter of the data area, if less) is the room
+	// an early wrap leaves for slots written before the consumer hears of
+	// them (a batch of KV_SHM frames).
+	wrapSlackBytes = 1 << 20
 
 	magic        = 0x31_4d_48_53_56_4b_44_54 // "TDKVSHM1" little-endian
 	offMagic     = 0
@@ -189,11 +193,13 @@ func (p *Producer) Alloc(n int) (seq, off uint64, data []byte, ok bool, err erro
 	default:
 		tail := p.starts[(rel+1)%SlotsMax] // the oldest outstanding slot
 		switch {
-		case p.head > tail && p.head-tail+m <= tail:
+		case p.head > tail && p.head-tail+m+min(wrapSlackBytes, size/4) <= tail:
 			// Wrap early, as soon as the space before the oldest slot holds
-			// the outstanding slots and this one: the ring then only spans
-			// a few times what is in flight, which stays in cache, instead
-			// of sweeping the whole region through memory.
+			// the outstanding slots, this one and some slack (until the
+			// older slots are released that space is all the ring has): the
+			// ring then spans about what is in flight plus the slack, which
+			// stays in cache, instead of sweeping the whole region through
+			// memory.
 			off = 0
 		case p.head > tail && p.head+m <= size:
 			off = p.head

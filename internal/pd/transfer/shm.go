@@ -546,6 +546,7 @@ func (c *conn) flushShm() error {
 		c.close(err)
 		return err
 	}
+	c.t.inc(cShmDoorbells)
 	return nil
 }
 
