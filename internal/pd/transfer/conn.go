@@ -314,7 +314,9 @@ func (t *Transport) readFrames(c *conn) error {
 		r.in = bufio.NewReaderSize(c.nc, readBufBytes)
 	}
 	for {
-		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+		if !r.shmBuffered() {
+			c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+		}
 		h, err := kvwire.ReadHeader(r.in, &r.hdr)
 		if err != nil {
 			return r.failed(err)

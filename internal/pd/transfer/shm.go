@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"fmt"
@@ -196,6 +197,20 @@ func (c *conn) releaseShm() {
 	}
 	<-c.wlock
 	c.flushWG.Wait() // a flush that already fired sees the closed connection and returns
+}
+
+// kvShmSealedBytes is a KV_SHM frame on the wire.
+const kvShmSealedBytes = kvwire.HeaderBytes + 32 + kvwire.SealTagBytes
+
+// shmBuffered reports whether the read buffer already holds a whole
+// KV_SHM frame's worth of bytes: then the next frame most likely needs no
+// read from the socket, and its read deadline need not be set again (a
+// batch of KV_SHM frames costs one deadline, not one each). A larger
+// frame that still needs the socket reads under the deadline set before
+// the buffer was last filled, a moment ago.
+func (r *reader) shmBuffered() bool {
+	b, ok := r.in.(*bufio.Reader)
+	return ok && b.Buffered() >= kvShmSealedBytes
 }
 
 // readShm handles SHM_OFFER, SHM_REPLY and KV_SHM frames (opened).
