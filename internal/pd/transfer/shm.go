@@ -30,8 +30,9 @@ import (
 // coming over TCP.
 //
 // With a producer installed, SendKV copies the data into a ring slot
-// and writes a KV_SHM frame naming it (sequence, offset, length) in the
-// stream, in order with every other frame; a full ring makes SendKV wait
+// and seals a KV_SHM frame naming it (sequence, offset, length) into the
+// stream, in order with every other frame (written in batches: see
+// pendShm); a full ring makes SendKV wait
 // (back-pressure) until the consumer frees a slot, ctx ends, or
 // WriteTimeout passes (then the connection closes). The consumer's
 // reader checks each KV_SHM against its ring (strict sequence, bounds)
