@@ -40,7 +40,10 @@
 // after the newest slot when it fits, else at the start when that is
 // free, else it reports the ring full (back-pressure; the caller waits
 // and retries). When every slot was released it starts again at offset
-// 0, so a lightly used ring keeps touching the same few pages. The
+// 0, and it wraps early, once the space before the oldest outstanding
+// slot holds what is in flight plus some slack, so the ring spans about
+// what is in flight and keeps touching the same cached pages; the bytes
+// in flight are bounded (InflightBytesMax, but two slots always). The
 // consumer (Consumer.Slot, Consumer.Release) takes slots strictly in
 // sequence order, each in bounds and carrying the sequence number and
 // length its frame named, and releases each after copying it out by

@@ -21,6 +21,15 @@ const (
 	slotAlign = 64
 	// SlotsMax bounds the slots outstanding (written, not yet released).
 	SlotsMax = 4096
+	// InflightBytesMax bounds the ring space of the outstanding slots
+	// (but at least two slots may be outstanding, so copies on both sides
+	// overlap): a producer far ahead of its consumer gains nothing, and
+	// its slots would leave the cache before the consumer reads them.
+	InflightBytesMax = 8 << 20
+	// wrapSlackBytes (or a quarter of the data area, if less) is the room
+	// an early wrap leaves for slots written before the consumer hears of
+	// them (a batch of KV_SHM frames).
+	wrapSlackBytes = 1 << 20
 
 	magic        = 0x31_4d_48_53_56_4b_44_54 // "TDKVSHM1" little-endian
 	offMagic     = 0
@@ -140,7 +149,9 @@ type Producer struct {
 	head     uint64 // where the newest slot ends
 	last     uint64 // the newest slot's sequence number (0: none yet)
 	released uint64 // the consumer's released number as last read
+	inflight uint64 // ring bytes of the outstanding slots
 	starts   [SlotsMax]uint64
+	sizes    [SlotsMax]uint64
 }
 
 // NewProducer returns the producer of r.
@@ -168,15 +179,28 @@ func (p *Producer) Alloc(n int) (seq, off uint64, data []byte, ok bool, err erro
 	if rel < p.released || rel > p.last {
 		return 0, 0, nil, false, fmt.Errorf("peer released slot %d, after %d with %d sent: %w", rel, p.released, p.last, ErrPeer)
 	}
-	p.released = rel
+	for p.released < rel {
+		p.released++
+		p.inflight -= p.sizes[p.released%SlotsMax]
+	}
 	switch {
 	case p.last-rel >= SlotsMax:
 		return 0, 0, nil, false, nil
 	case rel == p.last: // empty: start over at the beginning
 		off = 0
+	case p.inflight+m > InflightBytesMax && p.last-rel >= 2:
+		return 0, 0, nil, false, nil
 	default:
-		tail := p.starts[(rel+1)%SlotsMax]
+		tail := p.starts[(rel+1)%SlotsMax] // the oldest outstanding slot
 		switch {
+		case p.head > tail && p.head-tail+m+min(wrapSlackBytes, size/4) <= tail:
+			// Wrap early, as soon as the space before the oldest slot holds
+			// the outstanding slots, this one and some slack (until the
+			// older slots are released that space is all the ring has): the
+			// ring then spans about what is in flight plus the slack, which
+			// stays in cache, instead of sweeping the whole region through
+			// memory.
+			off = 0
 		case p.head > tail && p.head+m <= size:
 			off = p.head
 		case p.head > tail && m <= tail:
@@ -190,6 +214,8 @@ func (p *Producer) Alloc(n int) (seq, off uint64, data []byte, ok bool, err erro
 	p.last++
 	seq = p.last
 	p.starts[seq%SlotsMax] = off
+	p.sizes[seq%SlotsMax] = m
+	p.inflight += m
 	p.head = off + m
 	word(p.r.data, off).Store(seq) // the stamp goes first
 	binary.LittleEndian.PutUint32(p.r.data[off+8:], uint32(n))
@@ -199,6 +225,11 @@ func (p *Producer) Alloc(n int) (seq, off uint64, data []byte, ok bool, err erro
 // Damage changes the stamp of the slot at off (fault injection: the
 // consumer then fails that frame as overwritten).
 func (p *Producer) Damage(off uint64) { word(p.r.data, off).Add(1 << 40) }
+
+// Released returns the sequence number the consumer last released, as
+// the header holds it now, unchecked: a hint for when to notify the
+// consumer (Alloc checks the number before it frees any slot by it).
+func (p *Producer) Released() uint64 { return p.r.released().Load() }
 
 // Outstanding returns how many slots the consumer has not released yet
 // (as last read).

@@ -208,3 +208,80 @@ func FuzzConsumer(f *testing.F) {
 		}
 	})
 }
+
+// TestRingStaysSmall: a consumer a few slots behind the producer keeps
+// the ring's used span near what is in flight plus the wrap slack (the
+// producer wraps early) instead of sweeping the whole region, so the
+// slots stay in cache.
+func TestRingStaysSmall(t *testing.T) {
+	const n, lag = 16 << 10, 4
+	reg := heapRegion(HeaderBytes + 64<<20)
+	p, c := NewProducer(reg), NewConsumer(reg)
+	var queue []kvwire.KVShm
+	var span uint64
+	for range 10000 {
+		seq, off, _, ok, err := p.Alloc(n)
+		if err != nil || !ok {
+			t.Fatalf("Alloc = ok %v err %v with %d outstanding", ok, err, len(queue))
+		}
+		span = max(span, off+slotBytes(n))
+		queue = append(queue, kvwire.KVShm{Seq: seq, Offset: off, Length: n})
+		if len(queue) > lag {
+			f := queue[0]
+			queue = queue[1:]
+			if _, err := c.Slot(&f); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Release(&f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if limit := uint64(2*(lag+2))*slotBytes(n) + wrapSlackBytes; span > limit {
+		t.Errorf("the ring spanned %d bytes with %d slots of %d in flight, want at most %d", span, lag+1, n, limit)
+	}
+}
+
+// TestRingBoundsInflight: the producer refuses a slot that would take the
+// outstanding slots past InflightBytesMax, unless fewer than two are
+// outstanding, and takes it again once the consumer released one.
+func TestRingBoundsInflight(t *testing.T) {
+	reg := heapRegion(HeaderBytes + 64<<20)
+	p, c := NewProducer(reg), NewConsumer(reg)
+	const n = 1 << 20
+	var sent []kvwire.KVShm
+	for {
+		seq, off, _, ok, err := p.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		sent = append(sent, kvwire.KVShm{Seq: seq, Offset: off, Length: n})
+		if len(sent) > 64 {
+			t.Fatal("the producer never stopped")
+		}
+	}
+	if got, want := uint64(len(sent)), uint64(InflightBytesMax/slotBytes(n)); got != want {
+		t.Errorf("%d slots of %d bytes outstanding before the producer waits, want %d", got, n, want)
+	}
+	if _, err := c.Slot(&sent[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(&sent[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok, err := p.Alloc(n); !ok || err != nil {
+		t.Errorf("Alloc after a release = ok %v err %v, want a slot", ok, err)
+	}
+	// Frames above half the bound: two may still be in flight.
+	reg2 := heapRegion(HeaderBytes + 64<<20)
+	p2 := NewProducer(reg2)
+	for i := range 3 {
+		_, _, _, ok, err := p2.Alloc(5 << 20)
+		if err != nil || ok != (i < 2) {
+			t.Errorf("Alloc of 5 MiB frame %d = ok %v err %v, want ok %v", i, ok, err, i < 2)
+		}
+	}
+}

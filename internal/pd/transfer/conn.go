@@ -38,7 +38,7 @@ type conn struct {
 	wlock   chan struct{} // capacity 1: held while a frame is sealed and written
 	waiting atomic.Int32  // writers waiting for or holding wlock
 	send    *sealer       // this node's direction; under wlock
-	sbuf    []byte        // sealed bytes waiting to be written; under wlock, ≤ sealBufBytesMax
+	sbuf    []byte        // sealed bytes waiting to be written; under wlock, ≤ sealBufBytesMax + shmPendBytesMax
 	recv    *sealer       // the peer's direction; reader goroutine only
 
 	// readMu is held by the reader while it opens KV data into a
@@ -131,6 +131,11 @@ func (c *conn) lock(ctx context.Context, try bool) error {
 		t.inc(cSendQueueFull)
 		return fmt.Errorf("%d senders waiting: %w", t.cfg.SendQueueMax, ErrSendQueueFull)
 	}
+	select { // free: take it without the three-way select
+	case c.wlock <- struct{}{}:
+		return nil
+	default:
+	}
 	select {
 	case c.wlock <- struct{}{}:
 		return nil
@@ -199,12 +204,18 @@ func (c *conn) sealAndWrite(h kvwire.Header, prefix, data []byte, size int, try 
 // seal seals the frame record by record into the send buffer, writing it
 // whenever the next record would not fit, and at the end.
 func (c *conn) seal(h kvwire.Header, prefix, data []byte, size int, fw *frameWriter) error {
-	if cap(c.sbuf) < min(size, sealBufBytesMax) {
-		c.sbuf = make([]byte, 0, min(size, sealBufBytesMax))
+	// KV_SHM frames sealed earlier but not written yet (shm.go) go first,
+	// in the same write.
+	pend := c.takePending()
+	if need := pend + min(size, sealBufBytesMax); cap(c.sbuf) < need {
+		nb := make([]byte, pend, need)
+		copy(nb, c.sbuf[:pend])
+		c.sbuf = nb
 	}
+	fw.off = -pend // fault offsets count from this frame's first byte
 	var hdr [kvwire.HeaderBytes]byte
 	h.Put(&hdr)
-	buf := append(c.sbuf[:0], hdr[:]...)
+	buf := append(c.sbuf[:pend], hdr[:]...)
 	buf, err := c.send.seal(buf, prefix, hdr[:])
 	if err != nil {
 		return err
@@ -229,12 +240,12 @@ func (c *conn) seal(h kvwire.Header, prefix, data []byte, size int, fw *frameWri
 // corruption at a byte offset of the frame (-1: none).
 type frameWriter struct {
 	c                *conn
-	off              int // bytes of the frame passed so far
+	off              int // bytes of the frame passed so far (negative over pending KV_SHM frames written ahead of it)
 	cutAt, corruptAt int
 }
 
 func (w *frameWriter) write(b []byte) error {
-	if at := w.corruptAt - w.off; at >= 0 && at < len(b) {
+	if at := w.corruptAt - w.off; w.corruptAt >= 0 && at >= 0 && at < len(b) {
 		b[at] ^= 0x40 // in the connection's own buffer, never the caller's data
 	}
 	if w.cutAt >= 0 && w.off+len(b) > w.cutAt {
@@ -303,7 +314,9 @@ func (t *Transport) readFrames(c *conn) error {
 		r.in = bufio.NewReaderSize(c.nc, readBufBytes)
 	}
 	for {
-		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+		if !r.shmBuffered() {
+			c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+		}
 		h, err := kvwire.ReadHeader(r.in, &r.hdr)
 		if err != nil {
 			return r.failed(err)

@@ -62,6 +62,7 @@ const (
 	cShmFramesIn
 	cShmBytesIn
 	cShmRingFull
+	cShmDoorbells
 	cRejectedShm
 	counterEnd
 )
@@ -112,7 +113,8 @@ var counterNames = [counterEnd]string{
 	cShmBytesOut:             "shm_kv_bytes_out",         // their data bytes (not in bytes_out, which counts the wire)
 	cShmFramesIn:             "shm_kv_frames_in",         //
 	cShmBytesIn:              "shm_kv_bytes_in",          //
-	cShmRingFull:             "shm_ring_full",            // KV sends that waited for the peer to free ring space
+	cShmRingFull:             "shm_ring_full",            // KV sends that waited for the peer to free ring space (or for in-flight bytes to drop under shm.InflightBytesMax)
+	cShmDoorbells:            "shm_doorbells",            // writes of batched KV_SHM frames alone (KV_SHM frames written with another frame are not counted)
 	cRejectedShm:             "rejected_shm",             // a shared-memory frame or ring state that breaks the protocol, or a slot overwritten (the connection closes)
 }
 

@@ -9,3 +9,9 @@ func SetShmHooks(offer func(*kvwire.ShmOffer), frame func(*kvwire.KVShm)) func()
 	shmOfferHook, shmFrameHook = offer, frame
 	return func() { shmOfferHook, shmFrameHook = nil, nil }
 }
+
+// Batching of KV_SHM frames, for tests.
+const (
+	ShmBatchFrames = shmBatchFrames
+	ShmFlushDelay  = shmFlushDelay
+)

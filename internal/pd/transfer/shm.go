@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"fmt"
@@ -29,8 +30,9 @@ import (
 // coming over TCP.
 //
 // With a producer installed, SendKV copies the data into a ring slot
-// and writes a KV_SHM frame naming it (sequence, offset, length) in the
-// stream, in order with every other frame; a full ring makes SendKV wait
+// and seals a KV_SHM frame naming it (sequence, offset, length) into the
+// stream, in order with every other frame (written in batches: see
+// pendShm); a full ring makes SendKV wait
 // (back-pressure) until the consumer frees a slot, ctx ends, or
 // WriteTimeout passes (then the connection closes). The consumer's
 // reader checks each KV_SHM against its ring (strict sequence, bounds)
@@ -71,6 +73,20 @@ type shmState struct {
 
 	// Scratch for the KV_SHM payload being sealed (under the write lock).
 	shmPayload [32]byte // a KV_SHM payload is 32 bytes
+	shmHeader  [kvwire.HeaderBytes]byte
+
+	// Batched KV_SHM frames (under the write lock): the first pendBytes
+	// of sbuf are pendFrames sealed KV_SHM frames not written yet, the
+	// newest naming slot pendSeq; flushedSeq is the newest slot whose
+	// frame was written. The next write of any frame carries them
+	// first; flushTimer writes them when nothing else does within
+	// shmFlushDelay (flushArmed: it is set, and flushWG counts it).
+	pendBytes, pendFrames int
+	pendSeq, flushedSeq   uint64
+	lastFlush             time.Time // when flushShm last wrote
+	flushTimer            *time.Timer
+	flushArmed            bool
+	flushWG               sync.WaitGroup
 
 	shmMu     sync.Mutex
 	readerOn  bool // the reader owns the regions from now on
@@ -175,7 +191,27 @@ func (c *conn) releaseShm() {
 		c.tx, c.txRegion = nil, nil
 	}
 	c.sending.Store(false)
+	c.pendBytes, c.pendFrames = 0, 0 // never to be written: the connection is closed
+	if c.flushArmed && c.flushTimer.Stop() {
+		c.flushArmed = false
+		c.flushWG.Done()
+	}
 	<-c.wlock
+	c.flushWG.Wait() // a flush that already fired sees the closed connection and returns
+}
+
+// kvShmSealedBytes is a KV_SHM frame on the wire.
+const kvShmSealedBytes = kvwire.HeaderBytes + 32 + kvwire.SealTagBytes
+
+// shmBuffered reports whether the read buffer already holds a whole
+// KV_SHM frame's worth of bytes: then the next frame most likely needs no
+// read from the socket, and its read deadline need not be set again (a
+// batch of KV_SHM frames costs one deadline, not one each). A larger
+// frame that still needs the socket reads under the deadline set before
+// the buffer was last filled, a moment ago.
+func (r *reader) shmBuffered() bool {
+	b, ok := r.in.(*bufio.Reader)
+	return ok && b.Buffered() >= kvShmSealedBytes
 }
 
 // readShm handles SHM_OFFER, SHM_REPLY and KV_SHM frames (opened).
@@ -411,12 +447,137 @@ func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data
 	}
 	pl := m.AppendTo(c.shmPayload[:0])
 	dh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKVShm, Room: h.Room, Length: uint32(len(pl))}
-	if err := c.sealAndWrite(dh, pl, nil, kvwire.HeaderBytes+kvwire.SealedBytes(dh), false, &fw); err != nil {
+	if err := c.pendShm(dh, pl, seq); err != nil {
 		return err
 	}
 	t.inc(cShmFramesOut)
 	t.add(cShmBytesOut, uint64(len(data)))
 	return nil
+}
+
+// Batching of KV_SHM frames. A KV_SHM frame is the doorbell that tells
+// the consumer a slot is ready; writing one per page costs a system call
+// on this side and a wake-up and a read on the other, several times the
+// copy of a small page. So a KV_SHM frame is sealed into the send buffer
+// and written at once only when the consumer is idle (it released every
+// slot it was told about, so it waits for this doorbell), or when
+// shmBatchFrames are pending; otherwise it waits for the next frame of
+// any kind written on the connection (which carries it first, in the
+// same write: the stream keeps its order), for a SendKV that finds the
+// consumer idle or the ring full (the consumer only frees slots it was
+// told about), or for flushTimer after shmFlushDelay, whichever comes
+// first. A consumer that keeps up gets each frame at once; a busy one
+// finds many frames in one read when it comes back.
+const (
+	// shmBatchFrames bounds the KV_SHM frames pending on a connection.
+	shmBatchFrames = 64
+	// shmPendBytesMax is their sealed size (a KV_SHM frame is 80 bytes
+	// sealed).
+	shmPendBytesMax = shmBatchFrames * (kvwire.HeaderBytes + 32 + kvwire.SealTagBytes)
+	// shmDoorbellGap is the least time between two writes of pending
+	// KV_SHM frames to an idle consumer.
+	shmDoorbellGap = 200 * time.Microsecond
+	// shmFlushDelay bounds how long a pending KV_SHM frame waits when no
+	// other write comes (the end of a burst of pages).
+	shmFlushDelay = 200 * time.Microsecond
+)
+
+// pendShm seals a KV_SHM frame (header h, payload pl, naming slot seq)
+// behind the pending ones, then writes them all or arranges for that
+// (see above). Called with the write lock held.
+func (c *conn) pendShm(h kvwire.Header, pl []byte, seq uint64) error {
+	t := c.t
+	if need := c.pendBytes + shmPendBytesMax; cap(c.sbuf) < need {
+		nb := make([]byte, c.pendBytes, max(need, sealBufBytesMax+shmPendBytesMax))
+		copy(nb, c.sbuf[:c.pendBytes])
+		c.sbuf = nb
+	}
+	hdr := &c.shmHeader // a local array would escape through the AEAD
+	h.Put(hdr)
+	buf := append(c.sbuf[:c.pendBytes], hdr[:]...)
+	buf, err := c.send.seal(buf, pl, hdr[:])
+	if err != nil {
+		err = fmt.Errorf("seal KV_SHM frame: %w", err)
+		t.inc(cWriteErrors)
+		c.close(err)
+		return err
+	}
+	c.pendBytes, c.pendFrames, c.pendSeq = len(buf), c.pendFrames+1, seq
+	size := uint64(kvwire.HeaderBytes + kvwire.SealedBytes(h))
+	t.inc(cFramesOut)
+	t.add(cBytesOut, size)
+	if c.p != nil {
+		c.p.framesOut.Add(1)
+		c.p.bytesOut.Add(size)
+	}
+	if c.pendFrames >= shmBatchFrames {
+		return c.flushShm()
+	}
+	if c.tx.Released() == c.flushedSeq {
+		// The consumer is idle: ring now, unless it was rung a moment
+		// ago (a stream of pages then gets one doorbell per
+		// shmDoorbellGap, not one per page).
+		if now := time.Now(); now.Sub(c.lastFlush) >= shmDoorbellGap {
+			return c.flushShm()
+		}
+	}
+	if !c.flushArmed {
+		c.flushArmed = true
+		c.flushWG.Add(1)
+		if c.flushTimer == nil {
+			c.flushTimer = time.AfterFunc(shmFlushDelay, c.flushLater)
+		} else {
+			c.flushTimer.Reset(shmFlushDelay)
+		}
+	}
+	return nil
+}
+
+// takePending hands the pending KV_SHM frames to a write about to start
+// (write lock held): it returns their length at the head of sbuf.
+func (c *conn) takePending() int {
+	n := c.pendBytes
+	if n > 0 {
+		c.flushedSeq = c.pendSeq
+		c.pendBytes, c.pendFrames = 0, 0
+	}
+	return n
+}
+
+// flushShm writes the pending KV_SHM frames (write lock held); an error
+// closes the connection.
+func (c *conn) flushShm() error {
+	n := c.takePending()
+	if n == 0 {
+		return nil
+	}
+	if c.isClosed() {
+		return fmt.Errorf("connection closed: %w", c.err)
+	}
+	c.lastFlush = time.Now()
+	c.nc.SetWriteDeadline(c.lastFlush.Add(c.t.cfg.WriteTimeout))
+	if _, err := c.nc.Write(c.sbuf[:n]); err != nil {
+		c.t.inc(cWriteErrors)
+		err = fmt.Errorf("write KV_SHM frames: %w", err)
+		c.close(err)
+		return err
+	}
+	c.t.inc(cShmDoorbells)
+	return nil
+}
+
+// flushLater is flushTimer's function: it writes the KV_SHM frames still
+// pending, unless the connection closed.
+func (c *conn) flushLater() {
+	defer c.flushWG.Done()
+	select {
+	case c.wlock <- struct{}{}:
+	case <-c.closed:
+		return
+	}
+	defer func() { <-c.wlock }()
+	c.flushArmed = false
+	c.flushShm()
 }
 
 // Back-pressure polling: the first wait and the longest.
@@ -444,6 +605,10 @@ func (c *conn) allocShm(ctx context.Context, n int) (seq, off uint64, slot []byt
 		}
 		if ok {
 			return seq, off, slot, nil
+		}
+		// The consumer frees only slots it was told about.
+		if err := c.flushShm(); err != nil {
+			return 0, 0, nil, err
 		}
 		now := time.Now()
 		if deadline.IsZero() {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"tandem/internal/pd/kvwire"
@@ -399,4 +400,154 @@ func TestShmStuckConsumerTimesOut(t *testing.T) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("SendKV into a ring nobody frees = %v, want a deadline error", err)
 	}
+}
+
+// shmPipePair is pipePair with both sides on --kv-transport shm (a pipe
+// is not a same-host TCP connection, so auto would not offer a region),
+// and decode's pages for frames by ordinal.
+func shmPipePair(t *testing.T, pages [][]byte) (d, p *node) {
+	t.Helper()
+	d, p = pipePair(t, newPipeNet(), func(dc, pc *transfer.Config) {
+		dc.KVTransport, pc.KVTransport = transfer.KVShm, transfer.KVShm
+		dc.ShmRegionBytes, pc.ShmRegionBytes = 1<<20, 1<<20
+	})
+	synctest.Wait()
+	if ps := p.Peers(); len(ps) != 1 || ps[0].KVOut != "shm" {
+		t.Fatalf("prefill Peers() = %+v, want KV out through shm", ps)
+	}
+	d.rec.mu.Lock()
+	d.rec.dest = func(_ string, _ room.ID, kv kvwire.KV, n int) []byte { return pages[kv.Ordinal] }
+	d.rec.mu.Unlock()
+	return d, p
+}
+
+// sendFrames sends data[from:to] from p to decode ("d:1") as KV frames
+// (ordinal = index).
+func sendFrames(t *testing.T, p *node, data [][]byte, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := p.SendKV(context.Background(), "d:1", roomID(1), kvwire.KV{Ordinal: uint32(i)}, data[i]); err != nil {
+			t.Fatalf("SendKV %d = %v", i, err)
+		}
+	}
+}
+
+// TestShmDoorbellsBatched: KV_SHM frames sent in a stream are written in
+// batches (time stands still in the bubble, so after the first frame,
+// which finds the consumer idle, only a full batch or the flush timer
+// writes them): 200 frames take 1 + 3 full batches + the timer's write,
+// every frame arrives intact and in order, and the last 7 arrive through
+// the timer alone, with nothing else written after them.
+func TestShmDoorbellsBatched(t *testing.T) {
+	needShm(t)
+	synctest.Test(t, func(t *testing.T) {
+		const n = 200
+		sizes := make([]int, n)
+		for i := range sizes {
+			sizes[i] = 1000 + i
+		}
+		data := frames(13, sizes...)
+		pages := make([][]byte, n)
+		for i := range pages {
+			pages[i] = make([]byte, sizes[i])
+		}
+		d, p := shmPipePair(t, pages)
+		defer d.stop()
+		defer p.stop()
+		sendFrames(t, p, data, 0, n)
+		synctest.Wait()
+		batched := 1 + (n-1)/transfer.ShmBatchFrames*transfer.ShmBatchFrames
+		if got := len(d.rec.all(isKind("kvdone"))); got != batched {
+			t.Errorf("%d frames delivered before the flush timer, want %d (the first, then full batches of %d); prefill counters %v", got, batched, transfer.ShmBatchFrames, p.Counters())
+		}
+		time.Sleep(transfer.ShmFlushDelay)
+		synctest.Wait()
+		done := d.rec.all(isKind("kvdone"))
+		if len(done) != n {
+			t.Fatalf("%d frames delivered after the flush timer, want %d", len(done), n)
+		}
+		for i, e := range done {
+			if e.kv.Ordinal != uint32(i) || !e.ok || !bytes.Equal(pages[i], data[i]) {
+				t.Errorf("frame %d: KVDone %v, intact %v", i, e, bytes.Equal(pages[i], data[i]))
+			}
+		}
+		want := uint64(1 + (n-1)/transfer.ShmBatchFrames + 1)
+		if c := p.Counters(); c["shm_doorbells"] != want || c["shm_kv_frames_out"] != n {
+			t.Errorf("prefill counters %v: want %d doorbells for %d frames", c, want, n)
+		}
+	})
+}
+
+// TestShmControlFrameCarriesPending: a control frame written after KV
+// frames carries the pending KV_SHM frames ahead of itself (one write,
+// no doorbell of their own), so decode sees every KVDone before it; the
+// flush timer then has nothing left to write.
+func TestShmControlFrameCarriesPending(t *testing.T) {
+	needShm(t)
+	synctest.Test(t, func(t *testing.T) {
+		const n = 10
+		data := frames(14, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500)
+		pages := make([][]byte, n)
+		for i := range pages {
+			pages[i] = make([]byte, 500)
+		}
+		d, p := shmPipePair(t, pages)
+		defer d.stop()
+		defer p.stop()
+		sendFrames(t, p, data, 0, n)
+		if err := p.Send(context.Background(), "d:1", kvwire.TypeDone, roomID(1), payload(&kvwire.Done{PageCount: 1, Bytes: n * 500})); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		var order []string
+		for _, e := range d.rec.all(func(e event) bool { return e.kind == "kvdone" || e.kind == "frame" }) {
+			order = append(order, e.kind)
+		}
+		if len(order) != n+1 || order[n] != "frame" {
+			t.Errorf("decode saw %v, want %d KVDone then DONE", order, n)
+		}
+		time.Sleep(2 * transfer.ShmFlushDelay)
+		synctest.Wait()
+		if c := p.Counters(); c["shm_doorbells"] != 1 {
+			t.Errorf("%d doorbells, want 1 (the first frame; the others went with DONE)", c["shm_doorbells"])
+		}
+		for i := range n {
+			if !bytes.Equal(pages[i], data[i]) {
+				t.Errorf("frame %d changed", i)
+			}
+		}
+	})
+}
+
+// TestShmPeerLostWithPendingFrames: when decode goes away while KV_SHM
+// frames are pending on prefill's side, the connection ends cleanly:
+// the pending frames are never written, the flush timer is stopped (the
+// bubble ends with no goroutine left), prefill reports the peer lost and
+// unmaps the region.
+func TestShmPeerLostWithPendingFrames(t *testing.T) {
+	needShm(t)
+	maps0 := regionMaps(t)
+	synctest.Test(t, func(t *testing.T) {
+		const n = 10
+		data := frames(15, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500)
+		pages := make([][]byte, n)
+		for i := range pages {
+			pages[i] = make([]byte, 500)
+		}
+		d, p := shmPipePair(t, pages)
+		defer p.stop()
+		sendFrames(t, p, data, 0, n)
+		d.stop()
+		p.rec.wait(t, time.Minute, 1, "PeerLost", isKind("lost"))
+		synctest.Wait()
+		if got := len(d.rec.all(isKind("kvdone"))); got != 1 {
+			t.Errorf("decode got %d frames, want 1 (the rest were pending when it stopped)", got)
+		}
+		if c := p.Counters(); c["shm_doorbells"] != 1 {
+			t.Errorf("%d doorbells, want 1", c["shm_doorbells"])
+		}
+		if got := regionMaps(t) - maps0; got != 0 {
+			t.Errorf("%d region mappings after decode went away, want 0", got)
+		}
+	})
 }
