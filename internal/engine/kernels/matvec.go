@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"math"
+
 	"tandem/internal/engine/tensor"
 	"tandem/internal/invariant"
 )
@@ -225,5 +227,81 @@ func (m *matvecState) rows(lo, hi int) {
 			}
 		}
 		lo = e
+	}
+}
+
+// matvecPairBytes is the prepared Q8_0 activation of one block pair (see
+// prepareMatvecQ8_0).
+const matvecPairBytes = 144
+
+// matvecQ8_0PrepBytes is the prepared size of an activation row of nb
+// Q8_0 blocks.
+func matvecQ8_0PrepBytes(nb int) int { return (nb + 1) / 2 * matvecPairBytes }
+
+// prepareMatvecQ8_0 lays out the Q8_0 activation row a (nb blocks, as
+// QuantizeActivation makes it) for the many-row Q8_0 kernel, one 144-byte
+// record per block pair (the last one half empty when nb is odd): bytes
+// 0-31 the even block's 32 quants and 32-63 the odd block's; bytes 64-127
+// sixteen int32, -128 times the sum of each group of four quants in that
+// order (the weights go through the kernel offset by 128 to unsigned bytes,
+// and this takes the offset back out); bytes 128-135 the two blocks'
+// scales as float32.
+func prepareMatvecQ8_0(a []byte, nb int, dst []byte) {
+	_ = a[nb*sizeQ8_0-1]
+	dst = dst[:matvecQ8_0PrepBytes(nb)]
+	clear(dst[len(dst)-matvecPairBytes:]) // the odd tail's unused half
+	for b := range nb {
+		blk := a[b*sizeQ8_0 : (b+1)*sizeQ8_0]
+		rec := dst[b/2*matvecPairBytes : (b/2+1)*matvecPairBytes]
+		h := b % 2
+		copy(rec[32*h:32*h+32], blk[2:])
+		for l := range 8 {
+			var s int32
+			for _, q := range blk[2+4*l : 6+4*l] {
+				s += int32(int8(q))
+			}
+			putU32(rec[64+32*h+4*l:], uint32(-128*s))
+		}
+		d := tensor.FP16ToFP32(uint16(blk[0]) | uint16(blk[1])<<8)
+		putU32(rec[128+4*h:], math.Float32bits(d))
+	}
+}
+
+func putU32(b []byte, v uint32) {
+	_ = b[3]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+func getU32(b []byte) uint32 {
+	_ = b[3]
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// matvecQ8_0Ref is the many-row Q8_0 kernel in plain Go, the reference the
+// assembly is tested against: it reads the same prepared layout (the
+// weights offset by 128, the stored correction added back) and sums the
+// blocks in float64, so it agrees with the assembly to float32 rounding,
+// not bit for bit.
+func matvecQ8_0Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
+	for r := range nrows {
+		row := w[r*wrb:]
+		var sum float64
+		for b := range nb {
+			blk := row[b*sizeQ8_0 : (b+1)*sizeQ8_0]
+			rec := prep[b/2*matvecPairBytes:]
+			h := b % 2
+			var dot int32
+			for l := range 8 {
+				acc := int32(getU32(rec[64+32*h+4*l:]))
+				for i := 4 * l; i < 4*l+4; i++ {
+					acc += int32(blk[2+i]^0x80) * int32(int8(rec[32*h+i]))
+				}
+				dot += acc
+			}
+			dw := tensor.FP16ToFP32(uint16(blk[0]) | uint16(blk[1])<<8)
+			da := math.Float32frombits(getU32(rec[128+4*h:]))
+			sum += float64(dot) * float64(dw) * float64(da)
+		}
+		y[r] = float32(sum)
 	}
 }
