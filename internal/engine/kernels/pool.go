@@ -288,7 +288,9 @@ func (s *poolShared) call(lo, hi int) {
 // helper is a worker goroutine: it polls for a new round, works on it, and
 // parks when no round has come for spinWait, until stop.
 func (s *poolShared) helper(h *helperSlot) {
-	seen := uint32(s.state.Load() >> 32)
+	// Round 0 is the state before the first round. Reading the state here
+	// instead could see round 1 already published and skip it.
+	seen := uint32(0)
 	for {
 		r, ok := s.nextRound(h, seen)
 		if !ok {
