@@ -27,6 +27,15 @@ const chunksPerThread = 4
 // machine); between steps it parks, and the next round pays one wake-up.
 const spinWait = 50 * time.Microsecond
 
+// While polling, a worker reads the clock every pollClock loads of the
+// round state and yields its P to other goroutines (runtime.Gosched) every
+// pollYield: a few microseconds apart, so the poll reacts within
+// nanoseconds but other goroutines still get to run.
+const (
+	pollClock = 128
+	pollYield = 1024
+)
+
 // maxChunks bounds the chunks of one round: the chunk counter and count
 // share the round state word (16 bits each).
 const maxChunks = 1<<16 - 1
@@ -230,11 +239,13 @@ func (s *poolShared) waitFinished() {
 		if s.left.Load() == 0 {
 			return
 		}
-		if i%64 == 0 {
+		if i%pollClock == 0 {
 			if time.Since(start) > spinWait {
 				break
 			}
-			runtime.Gosched()
+			if i%pollYield == 0 {
+				runtime.Gosched()
+			}
 		}
 	}
 	s.waiting.Store(true)
@@ -309,14 +320,16 @@ func (s *poolShared) nextRound(h *helperSlot, seen uint32) (uint32, bool) {
 		if r := uint32(s.state.Load() >> 32); r != seen {
 			return r, true
 		}
-		if i%64 != 0 {
+		if i%pollClock != 0 {
 			continue
 		}
 		if s.stopped.Load() {
 			return 0, false
 		}
 		if time.Since(start) < spinWait {
-			runtime.Gosched()
+			if i%pollYield == 0 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		// Park. The caller clears parked before sending, so either it
