@@ -5,7 +5,8 @@
 //
 // # Data flow
 //
-// The model code calls Pool.MatMul for every linear layer y = W·x. As
+// The model code calls Pool.MatMul for every linear layer y = W·x (and
+// Pool.MatVecs for the one-token products that share an input). As
 // llama.cpp does on CPU, the activation rows x (f32) are first converted to
 // the weight type's "vec dot type" (VecDotType: F32→F32, F16→F16,
 // BF16→BF16, Q8_0/Q4_0/Q5_0→Q8_0, Q4_1/Q5_1→Q8_1, Q4_K/Q5_K/Q6_K→Q8_K)

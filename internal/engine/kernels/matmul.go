@@ -94,6 +94,13 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.checkOpen()
+	if nTok == 1 {
+		// one token: the matrix-vector path (many-row kernels, one round)
+		p.mv.one[0] = MatVec{Type: wt, W: w, Out: nOut, Y: y[:nOut]}
+		p.matVecs(nIn, x[:nIn], p.mv.one[:])
+		p.mv.one[0] = MatVec{}
+		return
+	}
 
 	m := &p.mm
 	ks := active.Load()

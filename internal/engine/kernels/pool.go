@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"tandem/internal/invariant"
 )
@@ -18,8 +19,36 @@ const MaxThreads = 256
 // chunks to the others.
 const chunksPerThread = 4
 
+// spinWait is how long an idle helper keeps polling for the next round
+// before it parks on its channel. Rounds of one forward step follow each
+// other within microseconds, so a helper that spins between them starts
+// the next round at once instead of waiting for a goroutine wake-up (a
+// futex call and a scheduler pass, tens of microseconds on a loaded
+// machine); between steps it parks, and the next round pays one wake-up.
+const spinWait = 50 * time.Microsecond
+
+// While polling, a worker reads the clock every pollClock loads of the
+// round state and yields its P to other goroutines (runtime.Gosched) every
+// pollYield: a few microseconds apart, so the poll reacts within
+// nanoseconds but other goroutines still get to run.
+const (
+	pollClock = 128
+	pollYield = 1024
+)
+
+// maxChunks bounds the chunks of one round: the chunk counter and count
+// share the round state word (16 bits each).
+const maxChunks = 1<<16 - 1
+
 // Pool runs data-parallel loops on persistent worker goroutines: Threads()-1
 // helpers plus the calling goroutine. No goroutine is started per call.
+//
+// A round (one Parallel or one phase of MatMul) publishes its chunks in one
+// atomic word; idle helpers poll it for a short while (spinWait) before
+// parking, so back-to-back rounds need no goroutine wake-ups. The caller
+// takes chunks too and waits only for chunks that a helper has claimed: a
+// helper that has not woken up yet when the chunks run out is not waited
+// for.
 //
 // Lifetime: NewPool starts the helpers; Close stops them. A Pool that
 // becomes unreachable without Close has its helpers stopped by a runtime
@@ -36,28 +65,66 @@ type Pool struct {
 	mu     sync.Mutex // serializes Parallel, MatMul and Close
 	closed bool
 	sh     *poolShared
+	round  uint32    // the last round published (p.mu)
+	stats  PoolStats // p.mu
 
 	mm matmulState // MatMul's arguments and scratch, reused between calls
+	mv matvecState // MatVecs's, likewise
+}
+
+// PoolStats counts a Pool's rounds since NewPool: Rounds is the rounds run
+// (each Parallel call and each threaded phase of a MatMul), Serial those
+// run on the caller alone (too little work to share), and Wakes the helper
+// wake-ups they needed (a helper that was parked, not polling, when its
+// round started).
+type PoolStats struct {
+	Rounds, Serial, Wakes uint64
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
 }
 
 // poolShared is the part of a Pool the helper goroutines see. It does not
 // point back to the Pool, so an abandoned Pool can be collected and its
 // cleanup can stop the helpers.
 type poolShared struct {
-	wake []chan struct{} // one per helper; a value starts a round, close stops it
-	done chan struct{}   // each woken helper sends once per round
+	// state is the current round: round<<32 | chunks<<16 | next chunk.
+	// The caller stores it to start a round; workers claim chunks by
+	// compare-and-swap on it, so a worker that claims chunk i of round r
+	// knows that fn, n and grain below are round r's: the caller does not
+	// change them before every claimed chunk has finished.
+	state atomic.Uint64
+	// left is the chunks of the current round not yet finished.
+	left atomic.Int64
 
-	// The current round, written before the wake-up sends.
+	// The current round's work, written before state is stored.
 	fn    func(lo, hi int)
 	n     int
 	grain int
-	next  atomic.Int64
+
+	helpers []helperSlot
+
+	// waiting is set while the caller sleeps on finished for the last
+	// claimed chunks (after spinning for them spinWait).
+	waiting  atomic.Bool
+	finished chan struct{}
 
 	panicMu  sync.Mutex
 	panicVal any // first panic raised by fn in this round
 	panicked bool
 
 	stopped atomic.Bool
+}
+
+// helperSlot is one helper's parking place.
+type helperSlot struct {
+	parked atomic.Bool   // the helper is (about to be) blocked on wake
+	wake   chan struct{} // a value ends a park; closed by stop
+	_      [48]byte      // keep slots on separate cache lines
 }
 
 // NewPool starts a pool of threads workers (the caller's goroutine counts
@@ -69,15 +136,16 @@ func NewPool(threads int) *Pool {
 	}
 	threads = min(threads, MaxThreads)
 	sh := &poolShared{
-		wake: make([]chan struct{}, threads-1),
-		done: make(chan struct{}, threads),
+		helpers:  make([]helperSlot, threads-1),
+		finished: make(chan struct{}, 1),
 	}
-	for i := range sh.wake {
-		sh.wake[i] = make(chan struct{}, 1)
-		go sh.helper(sh.wake[i])
+	for i := range sh.helpers {
+		sh.helpers[i].wake = make(chan struct{}, 1)
+		go sh.helper(&sh.helpers[i])
 	}
 	p := &Pool{threads: threads, sh: sh}
 	p.mm.init()
+	p.mv.init()
 	runtime.AddCleanup(p, (*poolShared).stop, sh)
 	return p
 }
@@ -123,22 +191,34 @@ func (p *Pool) checkOpen() {
 func (p *Pool) run(n, grain int, fn func(lo, hi int)) {
 	grain = max(grain, 1)
 	chunks := (n + grain - 1) / grain
+	if chunks > maxChunks {
+		// whole multiples of the grain, so callers' alignment holds
+		k := (chunks + maxChunks - 1) / maxChunks
+		grain *= k
+		chunks = (n + grain - 1) / grain
+	}
 	helpers := min(p.threads, chunks) - 1
+	p.stats.Rounds++
 	if helpers <= 0 {
+		p.stats.Serial++
 		fn(0, n)
 		return
 	}
 	s := p.sh
 	s.fn, s.n, s.grain = fn, n, grain
-	s.next.Store(0)
 	s.panicked, s.panicVal = false, nil
-	for i := 0; i < helpers; i++ {
-		s.wake[i] <- struct{}{}
+	s.left.Store(int64(chunks))
+	p.round++
+	s.state.Store(uint64(p.round)<<32 | uint64(chunks)<<16)
+	for i := range helpers {
+		h := &s.helpers[i]
+		if h.parked.Load() && h.parked.CompareAndSwap(true, false) {
+			p.stats.Wakes++
+			h.wake <- struct{}{}
+		}
 	}
-	s.drainSafe()
-	for i := 0; i < helpers; i++ {
-		<-s.done
-	}
+	s.work(p.round)
+	s.waitFinished()
 	s.fn = nil
 	if s.panicked {
 		v := s.panicVal
@@ -147,17 +227,63 @@ func (p *Pool) run(n, grain int, fn func(lo, hi int)) {
 	}
 }
 
-// helper is a worker goroutine: one drain per wake-up until wake closes.
-func (s *poolShared) helper(wake chan struct{}) {
-	for range wake {
-		s.drainSafe()
-		s.done <- struct{}{}
+// waitFinished returns when every chunk of the round has finished: it
+// polls for spinWait, then sleeps until the worker that finishes the last
+// chunk wakes it.
+func (s *poolShared) waitFinished() {
+	if s.left.Load() == 0 {
+		return
+	}
+	start := time.Now()
+	for i := 1; ; i++ {
+		if s.left.Load() == 0 {
+			return
+		}
+		if i%pollClock == 0 {
+			if time.Since(start) > spinWait {
+				break
+			}
+			if i%pollYield == 0 {
+				runtime.Gosched()
+			}
+		}
+	}
+	s.waiting.Store(true)
+	if s.left.Load() == 0 {
+		if s.waiting.CompareAndSwap(true, false) {
+			return
+		}
+		// the last worker saw waiting and sends
+	}
+	<-s.finished
+}
+
+// work takes chunks of round r until none are left, then returns. It
+// never reads the round's fields without having claimed a chunk of it.
+func (s *poolShared) work(r uint32) {
+	for {
+		st := s.state.Load()
+		if uint32(st>>32) != r {
+			return
+		}
+		chunks, next := st>>16&0xffff, st&0xffff
+		if next >= chunks {
+			return
+		}
+		if !s.state.CompareAndSwap(st, st+1) {
+			continue
+		}
+		lo := int(next) * s.grain
+		s.call(lo, min(lo+s.grain, s.n))
+		if s.left.Add(-1) == 0 && s.waiting.Load() && s.waiting.CompareAndSwap(true, false) {
+			s.finished <- struct{}{}
+		}
 	}
 }
 
-// drainSafe takes chunks until none are left, recording a panic of fn
-// instead of letting it kill the process from a helper goroutine.
-func (s *poolShared) drainSafe() {
+// call runs fn on one chunk, recording a panic instead of letting it kill
+// the process from a helper goroutine.
+func (s *poolShared) call(lo, hi int) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.panicMu.Lock()
@@ -167,13 +293,59 @@ func (s *poolShared) drainSafe() {
 			s.panicMu.Unlock()
 		}
 	}()
+	s.fn(lo, hi)
+}
+
+// helper is a worker goroutine: it polls for a new round, works on it, and
+// parks when no round has come for spinWait, until stop.
+func (s *poolShared) helper(h *helperSlot) {
+	// Round 0 is the state before the first round. Reading the state here
+	// instead could see round 1 already published and skip it.
+	seen := uint32(0)
 	for {
-		hi := int(s.next.Add(int64(s.grain)))
-		lo := hi - s.grain
-		if lo >= s.n {
+		r, ok := s.nextRound(h, seen)
+		if !ok {
 			return
 		}
-		s.fn(lo, min(hi, s.n))
+		seen = r
+		s.work(r)
+	}
+}
+
+// nextRound waits for a round other than seen and returns it; false when
+// the pool is stopped.
+func (s *poolShared) nextRound(h *helperSlot, seen uint32) (uint32, bool) {
+	start := time.Now()
+	for i := 1; ; i++ {
+		if r := uint32(s.state.Load() >> 32); r != seen {
+			return r, true
+		}
+		if i%pollClock != 0 {
+			continue
+		}
+		if s.stopped.Load() {
+			return 0, false
+		}
+		if time.Since(start) < spinWait {
+			if i%pollYield == 0 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		// Park. The caller clears parked before sending, so either it
+		// sees parked set and wakes us, or we see its round here.
+		h.parked.Store(true)
+		if r := uint32(s.state.Load() >> 32); r != seen || s.stopped.Load() {
+			if !h.parked.CompareAndSwap(true, false) {
+				<-h.wake // the caller cleared it and is sending
+			}
+		} else {
+			<-h.wake
+		}
+		if s.stopped.Load() {
+			return 0, false
+		}
+		start, i = time.Now(), 0
 	}
 }
 
@@ -182,7 +354,7 @@ func (s *poolShared) stop() {
 	if !s.stopped.CompareAndSwap(false, true) {
 		return
 	}
-	for _, w := range s.wake {
-		close(w)
+	for i := range s.helpers {
+		close(s.helpers[i].wake)
 	}
 }

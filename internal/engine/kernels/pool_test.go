@@ -39,25 +39,36 @@ func TestParallelCoversRangeOnce(t *testing.T) {
 }
 
 func TestParallelUsesSeveralGoroutines(t *testing.T) {
-	p := NewPool(2)
-	defer p.Close()
-	// Each chunk waits until another chunk has started elsewhere, or gives
-	// up after a while; with two workers the two first chunks meet.
-	var started atomic.Int32
-	met := atomic.Bool{}
-	p.Parallel(8, func(lo, hi int) {
-		started.Add(1)
-		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) {
-			if started.Load() >= 2 {
-				met.Store(true)
-				return
+	// The very first round of a new pool too: a helper that read the round
+	// state after the caller had published round 1 used to skip it.
+	for _, rounds := range []int{1, 3} {
+		p := NewPool(2)
+		for r := range rounds {
+			// Each chunk waits until another chunk is in flight at the same
+			// time, or gives up after a while; with two workers the first two
+			// chunks meet.
+			var inFlight atomic.Int32
+			met := atomic.Bool{}
+			p.Parallel(8, func(lo, hi int) {
+				inFlight.Add(1)
+				defer inFlight.Add(-1)
+				deadline := time.Now().Add(2 * time.Second)
+				for time.Now().Before(deadline) {
+					if met.Load() {
+						return // an earlier pair met
+					}
+					if inFlight.Load() >= 2 {
+						met.Store(true)
+						return
+					}
+					runtime.Gosched()
+				}
+			})
+			if !met.Load() {
+				t.Errorf("round %d of a 2-thread pool never ran two chunks at once", r+1)
 			}
-			runtime.Gosched()
 		}
-	})
-	if !met.Load() {
-		t.Errorf("Parallel on a 2-thread pool never ran two chunks at once")
+		p.Close()
 	}
 }
 
@@ -154,5 +165,39 @@ func TestAbandonedPoolStopsWorkers(t *testing.T) {
 	}
 	if got := runtime.NumGoroutine(); got > before {
 		t.Errorf("after dropping an unclosed pool: %d goroutines, want %d", got, before)
+	}
+}
+
+// TestPoolHelperParksAndWakes: an idle helper parks after polling for a
+// while; the next round wakes it (one counted wake-up) and still covers
+// its range once; rounds on the caller alone are counted as serial.
+func TestPoolHelperParksAndWakes(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	h := &p.sh.helpers[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.parked.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle helper never parked")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := p.Stats()
+	var sum atomic.Int64
+	p.Parallel(100, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			sum.Add(int64(i))
+		}
+	})
+	p.Parallel(1, func(lo, hi int) {})
+	after := p.Stats()
+	if sum.Load() != 4950 {
+		t.Errorf("Parallel after the helper parked summed %d, want 4950", sum.Load())
+	}
+	if got := after.Wakes - before.Wakes; got != 1 {
+		t.Errorf("the round after the helper parked counted %d wake-ups, want 1", got)
+	}
+	if r, s := after.Rounds-before.Rounds, after.Serial-before.Serial; r != 2 || s != 1 {
+		t.Errorf("two rounds, one of one chunk: counted %d rounds, %d serial; want 2, 1", r, s)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/invariant"
 )
 
 // Seq is one sequence's share of a forward step.
@@ -45,6 +46,8 @@ type Runner struct {
 	ropeSWA                            []float32 // the same for sliding-window layers with their own RoPE
 	tokPos                             []int     // per token: position
 	tokSeq                             []int     // per token: sequence index
+
+	mvOps [kernels.MaxMatVecs]kernels.MatVec // matvecs' argument scratch
 
 	layerHook func(layer int)
 	// times accumulates where Forward spends its time (see Times).
@@ -356,6 +359,44 @@ func (r *Runner) matmul(w *Linear, x []float32, n int, y []float32) {
 	r.times.MatMul += time.Since(start)
 }
 
+// serialElems is the elementwise work (elements) under which Forward runs
+// a loop on its own goroutine instead of a pool round: waking the helpers
+// and waiting for them costs more than the loop.
+const serialElems = 1 << 14
+
+// parallel is r.pool.Parallel, or fn(0, n) on the caller when n is under
+// serialElems.
+func (r *Runner) parallel(n int, fn func(lo, hi int)) {
+	if n < serialElems {
+		fn(0, n)
+		return
+	}
+	r.pool.Parallel(n, fn)
+}
+
+// matvecs runs up to three one-token products of the input x in one pool
+// round (kernels.MatVecs): y1 = w1·x, y2 = w2·x and, unless w3 is nil,
+// y3 = w3·x. The products must share their input width.
+func (r *Runner) matvecs(x []float32, w1 *Linear, y1 []float32, w2 *Linear, y2 []float32, w3 *Linear, y3 []float32) {
+	start := time.Now()
+	ops := r.mvOps[:0]
+	for _, p := range [...]struct {
+		w *Linear
+		y []float32
+	}{{w1, y1}, {w2, y2}, {w3, y3}} {
+		if p.w == nil {
+			continue
+		}
+		if p.w.In != w1.In {
+			invariant.Failf("model", "matvecs: input widths %d and %d differ", w1.In, p.w.In)
+		}
+		ops = append(ops, kernels.MatVec{Type: p.w.Type, W: p.w.Data, Out: p.w.Out, Y: p.y[:p.w.Out]})
+	}
+	r.pool.MatVecs(w1.In, x[:w1.In], ops...)
+	clear(r.mvOps[:])
+	r.times.MatMul += time.Since(start)
+}
+
 // PhaseTimes is the wall time Forward spent in all, in matrix
 // multiplications (every linear layer and the output projection) and in
 // attention (scores, softmax, weighted values), summed over calls.
@@ -383,15 +424,29 @@ func addBias(y, b []float32, n int) {
 	}
 }
 
-func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
-	c := r.m.Config
-	ly := &r.m.Layers[l]
-	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+// normTokens writes the RMS norm of each of the n token rows of r.x, with
+// weights w, into r.h: on the caller for a small step (no pool round, no
+// closure), else split over the pool by token.
+func (r *Runner) normTokens(w []float32, n int) {
+	c := &r.m.Config
+	if n*c.Dim < serialElems {
+		for t := range n {
+			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], w, c.NormEps)
+		}
+		return
+	}
 	r.pool.Parallel(n, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], ly.AttnNorm, c.NormEps)
+			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], w, c.NormEps)
 		}
 	})
+}
+
+func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+	c := &r.m.Config // a pointer: the closures below must not copy Config to the heap
+	ly := &r.m.Layers[l]
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	r.normTokens(ly.AttnNorm, n)
 	if ly.QKV.Data != nil {
 		r.matmul(&ly.QKV, r.h, n, r.qkv)
 		w := qDim + 2*kvDim
@@ -402,6 +457,9 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			copy(r.k[t*kvDim:(t+1)*kvDim], row[qDim:qDim+kvDim])
 			copy(r.v[t*kvDim:(t+1)*kvDim], row[qDim+kvDim:])
 		}
+	} else if n == 1 {
+		// one round for the three products of one input
+		r.matvecs(r.h, &ly.Q, r.q, &ly.K, r.k, &ly.V, r.v)
 	} else {
 		r.matmul(&ly.Q, r.h, n, r.q)
 		r.matmul(&ly.K, r.h, n, r.k)
@@ -442,11 +500,7 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	for i := range n * c.Dim {
 		r.x[i] += r.out[i]
 	}
-	r.pool.Parallel(n, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], ly.FFNNorm, c.NormEps)
-		}
-	})
+	r.normTokens(ly.FFNNorm, n)
 	if ly.Gate.Data == nil {
 		// fused gate|up (phi3): each token's row holds FF gate values, then FF up values
 		r.matmul(&ly.Up, r.h, n, r.up)
@@ -459,15 +513,21 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			}
 		})
 	} else {
-		r.matmul(&ly.Gate, r.h, n, r.gate)
-		r.matmul(&ly.Up, r.h, n, r.up)
+		if n == 1 {
+			r.matvecs(r.h, &ly.Gate, r.gate, &ly.Up, r.up, nil, nil)
+		} else {
+			r.matmul(&ly.Gate, r.h, n, r.gate)
+			r.matmul(&ly.Up, r.h, n, r.up)
+		}
 		g, u := r.gate[:n*c.FF], r.up[:n*c.FF]
 		if c.Act == ActGELU {
-			r.pool.Parallel(len(g), func(lo, hi int) {
+			r.parallel(len(g), func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					g[i] = geluF16(g[i]) * u[i]
 				}
 			})
+		} else if len(g) < serialElems {
+			kernels.SwiGLU(g, u)
 		} else {
 			r.pool.Parallel(len(g), func(lo, hi int) { kernels.SwiGLU(g[lo:hi], u[lo:hi]) })
 		}
@@ -485,7 +545,14 @@ func (r *Runner) postNorm(w []float32, n int) {
 	if w == nil {
 		return
 	}
-	c := r.m.Config
+	c := &r.m.Config
+	if n*c.Dim < serialElems {
+		for t := range n {
+			row := r.out[t*c.Dim : (t+1)*c.Dim]
+			rmsNorm(row, row, w, c.NormEps)
+		}
+		return
+	}
 	r.pool.Parallel(n, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
 			row := r.out[t*c.Dim : (t+1)*c.Dim]

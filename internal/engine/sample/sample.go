@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+
+	"tandem/internal/engine/kernels"
 )
 
 // DefaultRepeatLastN is the penalty window used when Params.RepeatLastN is 0
@@ -210,7 +212,7 @@ func (s *Sampler) SampleConstrained(logits []float32, history []int32, con Const
 	if len(logits) == 0 {
 		return -1, float32(math.Inf(-1))
 	}
-	rawMax, rawSum := s.load(logits)
+	rawMax, rawSum, rawBest := s.load(logits)
 	changed := s.bias(con.Bias)
 	changed = s.penalize(history) || changed
 	c := s.cands
@@ -221,9 +223,12 @@ func (s *Sampler) SampleConstrained(logits []float32, history []int32, con Const
 		}
 		changed = true
 	}
-	if s.p.Temperature > 0 {
+	switch {
+	case s.p.Temperature > 0:
 		id = s.pick(c, changed, rawMax, rawSum)
-	} else {
+	case !changed:
+		id = rawBest // greedy on the raw logits: load found it
+	default:
 		id = argmax(c)
 	}
 	return id, logSoftmaxAt(logits[id], rawMax, rawSum)
@@ -267,8 +272,9 @@ func allowed(c []candidate, allow []uint64) []candidate {
 }
 
 // load copies logits into the candidate scratch (sanitized) and returns the
-// max and the sum of exp(l - max) of the sanitized logits.
-func (s *Sampler) load(logits []float32) (maxLogit float32, sum float64) {
+// max and the sum of exp(l - max) of the sanitized logits, and the argmax
+// (the first id with the max, as argmax of the candidates gives).
+func (s *Sampler) load(logits []float32) (maxLogit float32, sum float64, best int32) {
 	n := len(logits)
 	if cap(s.cands) < n {
 		s.cands = make([]candidate, n)
@@ -276,12 +282,15 @@ func (s *Sampler) load(logits []float32) (maxLogit float32, sum float64) {
 	c := s.cands[:n]
 	s.cands = c
 	maxLogit = float32(math.Inf(-1))
+	best = 0
 	for i, l := range logits {
 		l = sanitize(l)
 		c[i] = candidate{id: int32(i), logit: l}
-		maxLogit, sum = lseStep(maxLogit, sum, l)
+		if l > maxLogit {
+			maxLogit, best = l, int32(i)
+		}
 	}
-	return maxLogit, sum
+	return maxLogit, expSum(logits, maxLogit), best
 }
 
 // logSoftmaxAt returns log(exp(l - max) / sum) for a logit l of a row whose
@@ -606,23 +615,44 @@ func LogSoftmax(logits []float32, id int32) float32 {
 func logSumExp(logits []float32) (maxLogit float32, sum float64) {
 	maxLogit = float32(math.Inf(-1))
 	for _, l := range logits {
-		maxLogit, sum = lseStep(maxLogit, sum, sanitize(l))
+		maxLogit = max(maxLogit, sanitize(l))
 	}
-	return maxLogit, sum
+	return maxLogit, expSum(logits, maxLogit)
 }
 
-// lseStep adds the sanitized logit l to a running (max, sum of exp(x - max))
-// pair in one pass, rescaling the sum when the max moves. Sample and
-// LogSoftmax share it, so they report bit-identical log-probabilities.
-func lseStep(maxLogit float32, sum float64, l float32) (float32, float64) {
-	switch {
-	case l > maxLogit:
-		if sum != 0 {
-			sum *= math.Exp(float64(maxLogit) - float64(l))
-		}
-		return l, sum + 1
-	case l > float32(math.Inf(-1)):
-		return maxLogit, sum + math.Exp(float64(l)-float64(maxLogit))
+// expChunk is how many logits expSum exponentiates per vector call (a
+// stack buffer, so it allocates nothing).
+const expChunk = 512
+
+// expSum returns the sum of exp(sanitize(l) - maxLogit) over logits, where
+// maxLogit is their sanitized maximum: the exponentials in float32 by the
+// kernels' vectorized ExpShiftF32 (within 2 ulp; e^-87.3 and below count as
+// 0), summed in float64 in a fixed order. Sample and LogSoftmax share it,
+// so they report bit-identical log-probabilities. A row of -Inf sums to 0.
+func expSum(logits []float32, maxLogit float32) float64 {
+	if math.IsInf(float64(maxLogit), -1) {
+		return 0
 	}
-	return maxLogit, sum
+	var buf [expChunk]float32
+	var s0, s1, s2, s3 float64
+	for len(logits) > 0 {
+		n := min(len(logits), expChunk)
+		e := buf[:n]
+		for i, l := range logits[:n] {
+			e[i] = sanitize(l)
+		}
+		kernels.ExpShiftF32(e, maxLogit)
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			s0 += float64(e[i])
+			s1 += float64(e[i+1])
+			s2 += float64(e[i+2])
+			s3 += float64(e[i+3])
+		}
+		for ; i < n; i++ {
+			s0 += float64(e[i])
+		}
+		logits = logits[n:]
+	}
+	return (s0 + s1) + (s2 + s3)
 }

@@ -617,3 +617,64 @@ func TestSkipAlignsDraws(t *testing.T) {
 		}
 	}
 }
+
+// TestLogSoftmaxExtremes: the vectorized sum of exponentials agrees with a
+// float64 reference on rows with huge, tiny, infinite and NaN logits, rows
+// longer than one chunk, and a row of nothing but -Inf.
+func TestLogSoftmaxExtremes(t *testing.T) {
+	inf := float32(math.Inf(1))
+	long := randomLogits(21, 3*expChunk+17, false)
+	long[1000] = 40
+	for _, l := range [][]float32{
+		{math.MaxFloat32, -math.MaxFloat32, 0},
+		{inf, 1, 2},
+		{-inf, -inf, 5, nan},
+		{-100, -100.5, -190},
+		{1e-30, -1e-30, 0},
+		long,
+	} {
+		clean := make([]float64, len(l))
+		m := math.Inf(-1)
+		for i, v := range l {
+			clean[i] = float64(sanitize(v))
+			m = max(m, clean[i])
+		}
+		var sum float64
+		for _, v := range clean {
+			sum += math.Exp(v - m)
+		}
+		for id := range l {
+			got := LogSoftmax(l, int32(id))
+			want := clean[id] - m - math.Log(sum)
+			if math.IsInf(clean[id], -1) {
+				if !math.IsInf(float64(got), -1) {
+					t.Errorf("row %v id %d: %v, want -Inf", l[:min(len(l), 4)], id, got)
+				}
+				continue
+			}
+			if w32 := float32(want); math.IsInf(float64(w32), 0) {
+				if got != w32 {
+					t.Errorf("row %v id %d: %v, want %v", l[:min(len(l), 4)], id, got, w32)
+				}
+				continue
+			}
+			if math.Abs(float64(got)-want) > 1e-6*max(1, math.Abs(want)) {
+				t.Errorf("row %v id %d: %v, want %v", l[:min(len(l), 4)], id, got, want)
+			}
+		}
+	}
+	if got := LogSoftmax([]float32{-inf, nan}, 0); !math.IsInf(float64(got), -1) {
+		t.Errorf("LogSoftmax of a row of -Inf = %v, want -Inf", got)
+	}
+}
+
+// BenchmarkLogprob32k measures greedy Sample on a 32000-token row (the
+// synthesized models' vocabulary): the decode step's sampling cost, most of
+// it the log-probability's sum of exponentials.
+func BenchmarkLogprob32k(b *testing.B) {
+	l := randomLogits(1, 32000, false)
+	s := New(Params{})
+	for b.Loop() {
+		s.Sample(l, nil)
+	}
+}
