@@ -125,9 +125,9 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	}
 
 	m.dot4, m.dot4Rows, m.dot8, m.n8 = nil, nil, nil, 0
-	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && nb%2 == 0 {
-		m.dot8, m.n8, m.nb = ks.dot8[wt], nTok/8, nb
-		m.prep8Size = nb / 2 * prep8PairBytes
+	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && prep8Bytes(vt, nb) > 0 {
+		m.dot8, m.n8, m.nb, m.vt = ks.dot8[wt], nTok/8, nb, vt
+		m.prep8Size = prep8Bytes(vt, nb)
 		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
 			m.prep8Mem = make([]byte, n)
 		}
@@ -194,7 +194,7 @@ func (m *matmulState) prepare(lo, hi int) {
 func (m *matmulState) prepare8(lo, hi int) {
 	for i := lo; i < hi; i++ {
 		t := 8 * i
-		prepareTile8(m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[i*m.prep8Size:(i+1)*m.prep8Size])
+		prepareTile8For(m.vt, m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[i*m.prep8Size:(i+1)*m.prep8Size])
 	}
 }
 

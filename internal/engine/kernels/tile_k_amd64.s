@@ -1,0 +1,174 @@
+// Eight-token K-quant tiles at the AVX512 level: many weight rows (one
+// group per call) against eight tokens whose Q8_K rows are laid out by
+// prepareTileK8. Each output equals the AVX2 row kernel's (dotQ4KAVX2,
+// dotQ6KAVX2) bit for bit: the eight int32 lanes of every super-block sum
+// hold the same exact integers (VNNI only changes how they are added up),
+// and the float operations per lane are the same ones in the same order.
+// Two tokens share one float accumulator register (lanes 0-7 and 8-15).
+
+#include "textflag.h"
+
+// Prepared super-block record (see prepareTileK8): 8 × 256 quants, then
+// 4 pairs × 16 float32 scales d_a, then 4 pairs × 32 int16 bsums.
+#define KT_DA 2048
+#define KT_BS 2304
+#define KT_SB 2560
+
+// HSUM8 as in quant_amd64.s.
+#define HSUM8(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS       T, X, X;  \
+	VMOVHLPS     X, X, T;  \
+	VADDPS       T, X, X;  \
+	VMOVSHDUP    X, T;     \
+	VADDSS       T, X, X
+
+// K8TOK does token T's products with the weight register Z5 (unsigned
+// quants) and scale words Z4, into its int accumulator ACC with OP
+// (VPMADDWD for the first chunk, VPDPWSSD after).
+#define K8TOK(OP, T, C, ACC) \
+	VPMADDUBSW (256*T+64*C)(R10), Z5, Z6; \
+	OP         Z4, Z6, ACC
+
+#define K8TOKS(OP, C) \
+	K8TOK(OP, 0, C, Z20); \
+	K8TOK(OP, 1, C, Z21); \
+	K8TOK(OP, 2, C, Z22); \
+	K8TOK(OP, 3, C, Z23); \
+	K8TOK(OP, 4, C, Z24); \
+	K8TOK(OP, 5, C, Z25); \
+	K8TOK(OP, 6, C, Z26); \
+	K8TOK(OP, 7, C, Z27)
+
+// K4T8CHUNK does 64-element chunk C of a Q4_K super-block: the 32 bytes
+// of nibbles, low nibbles in the lower half of Z5 and high nibbles in the
+// upper half (K1 = the upper 16 words), against the tokens' 64 quants;
+// Z4 = sub-block 2C's scale in the lower 16 words, 2C+1's in the upper.
+#define K4T8CHUNK(OP, C) \
+	VBROADCASTI64X4 (16+32*C)(SI), Z5;  \
+	VPSRLW          $4, Z5, K1, Z5;     \
+	VPANDD          Z15, Z5, Z5;        \
+	VPBROADCASTW    (4*C)(SP), Z4;      \
+	VPBROADCASTW    (4*C+2)(SP), K1, Z4; \
+	K8TOKS(OP, C)
+
+// K8FOLD leaves in Z6 the pair's super-block int sums as 8 + 8 lanes
+// (token A's lanes k and k+8 added into lane k, token B's into lane 8+k).
+#define K8FOLD(A, B) \
+	VSHUFI64X2 $0x44, B, A, Z6; \
+	VSHUFI64X2 $0xEE, B, A, Z7; \
+	VPADDD     Z7, Z6, Z6
+
+// K4T8FINISH folds pair P's sums into its float accumulator ACC as
+// dotQ4KAVX2 does: Z1 = the mins as word pairs, Z2 = d_w, Z3 = dmin_w.
+#define K4T8FINISH(P, A, B, ACC) \
+	K8FOLD(A, B);                          \
+	VCVTDQ2PS    Z6, Z6;                   \
+	VPMADDWD     (KT_BS+64*P)(R10), Z1, Z7; \
+	VCVTDQ2PS    Z7, Z7;                   \
+	VMULPS       (KT_DA+64*P)(R10), Z2, Z8; \
+	VFMADD231PS  Z8, Z6, ACC;              \
+	VMULPS       (KT_DA+64*P)(R10), Z3, Z9; \
+	VFNMADD231PS Z9, Z7, ACC
+
+// K8STORE stores the two tokens' reductions of ACC (HSUM8 of each half)
+// at (BX) and (BX)+DX, and advances BX by 2·DX.
+#define K8STORE(ACC) \
+	VEXTRACTF64X4 $0, ACC, Y0; \
+	VEXTRACTF64X4 $1, ACC, Y1; \
+	HSUM8(Y0, X0, X2);         \
+	VMOVSS        X0, (BX);    \
+	ADDQ          DX, BX;      \
+	HSUM8(Y1, X1, X2);         \
+	VMOVSS        X1, (BX);    \
+	ADDQ          DX, BX
+
+// func dotQ4Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// computes, for nrows >= 1 Q4_K weight rows wrb bytes apart and eight
+// tokens, row r's output for token t into y[r + t·ystride], over nb >= 1
+// super-blocks; prep is the tile's data (see prepareTileK8).
+TEXT ·dotQ4Kx8RowsVNNI(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), R11
+	MOVQ         wrb+8(FP), R12
+	MOVQ         nrows+16(FP), R13
+	MOVQ         y+40(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0xFFFF0000, AX
+	KMOVD        AX, K1
+
+k4row:
+	MOVQ   R11, SI
+	MOVQ   prep+24(FP), R10
+	MOVQ   nb+32(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+
+k4sb:
+	// Scales and mins as dotQ4KAVX2 unpacks them: sc in R8 (0-3), R9
+	// (4-7), mins in DI (0-3), AX (4-7).
+	MOVL        4(SI), AX
+	MOVL        8(SI), BX
+	MOVL        12(SI), DX
+	MOVL        AX, R8
+	ANDL        $0x3f3f3f3f, R8
+	MOVL        AX, R9
+	SHRL        $6, R9
+	ANDL        $0x03030303, R9
+	SHLL        $4, R9
+	MOVL        DX, DI
+	ANDL        $0x0f0f0f0f, DI
+	ORL         DI, R9
+	MOVL        BX, DI
+	ANDL        $0x3f3f3f3f, DI
+	MOVL        BX, AX
+	SHRL        $6, AX
+	ANDL        $0x03030303, AX
+	SHLL        $4, AX
+	SHRL        $4, DX
+	ANDL        $0x0f0f0f0f, DX
+	ORL         DX, AX
+	VMOVD       R8, X0
+	VPINSRD     $1, R9, X0, X0
+	VPMOVZXBW   X0, X0
+	VMOVDQU     X0, 0(SP)
+	VMOVD       DI, X1
+	VPINSRD     $1, AX, X1, X1
+	VPMOVZXBD   X1, Y1
+	VPSLLD      $16, Y1, Y2
+	VPOR        Y2, Y1, Y1
+	VINSERTI64X4 $1, Y1, Z1, Z1
+
+	K4T8CHUNK(VPMADDWD, 0)
+	K4T8CHUNK(VPDPWSSD, 1)
+	K4T8CHUNK(VPDPWSSD, 2)
+	K4T8CHUNK(VPDPWSSD, 3)
+
+	VPBROADCASTW 0(SI), Y2
+	VCVTPH2PS    Y2, Z2
+	VPBROADCASTW 2(SI), Y3
+	VCVTPH2PS    Y3, Z3
+	K4T8FINISH(0, Z20, Z21, Z16)
+	K4T8FINISH(1, Z22, Z23, Z17)
+	K4T8FINISH(2, Z24, Z25, Z18)
+	K4T8FINISH(3, Z26, Z27, Z19)
+	ADDQ         $144, SI
+	ADDQ         $KT_SB, R10
+	DECQ         CX
+	JNZ          k4sb
+
+	MOVQ R14, BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	K8STORE(Z16)
+	K8STORE(Z17)
+	K8STORE(Z18)
+	K8STORE(Z19)
+	ADDQ $4, R14
+	ADDQ R12, R11
+	DECQ R13
+	JNZ  k4row
+	VZEROUPPER
+	RET
