@@ -18,3 +18,6 @@ func kDot8Rows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, y
 		f(&w[0], wrb, nrows, &prep[0], nb, &y[0], ystride)
 	}
 }
+
+//go:noescape
+func dotQ6Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)

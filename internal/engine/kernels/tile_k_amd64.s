@@ -172,3 +172,162 @@ k4sb:
 	JNZ  k4row
 	VZEROUPPER
 	RET
+
+// K6T8CHUNK0 builds in Z5 the 64 unsigned 6-bit quants of quarters 0 and
+// 1 of a Q6_K half (ql in Z10, qh in both halves of Z11): low nibbles of
+// ql, bits 4-5 from qh << 4 (lower half) and qh << 2 (upper half).
+#define K6T8CHUNK0 \
+	VPSLLVW    k6shl<>(SB), Z11, Z5; \
+	VPANDD     Z14, Z5, Z5;          \
+	VPTERNLOGD $0xF8, Z15, Z10, Z5
+
+// K6T8CHUNK1 does quarters 2 and 3: high nibbles of ql, bits 4-5 from qh
+// (lower half) and qh >> 2 (upper half).
+#define K6T8CHUNK1 \
+	VPSRLVW    k6shr<>(SB), Z11, Z5; \
+	VPANDD     Z14, Z5, Z5;          \
+	VPSRLW     $4, Z10, Z7;          \
+	VPTERNLOGD $0xF8, Z15, Z7, Z5
+
+// K6T8SCALES puts in Z4 the scale words of chunk C's four sub-blocks of 16
+// (each 8 times), from the 16 scale words in Z13 and the index in IDX.
+#define K6T8SCALES(IDX) \
+	VPERMW Z13, IDX, Z4
+
+// K6T8FINISH folds pair P's sums into its float accumulator ACC as
+// dotQ6KAVX2 does: Z13 = the 16 scale words (both halves), Z2 = d_w.
+#define K6T8FINISH(P, A, B, ACC) \
+	K8FOLD(A, B);                          \
+	VPMADDWD     (KT_BS+64*P)(R10), Z13, Z7; \
+	VPSLLD       $5, Z7, Z7;               \
+	VPSUBD       Z7, Z6, Z6;               \
+	VCVTDQ2PS    Z6, Z6;                   \
+	VMULPS       (KT_DA+64*P)(R10), Z2, Z8; \
+	VFMADD231PS  Z8, Z6, ACC
+
+// func dotQ6Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// is dotQ4Kx8RowsVNNI for Q6_K rows.
+TEXT ·dotQ6Kx8RowsVNNI(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), R11
+	MOVQ         wrb+8(FP), R12
+	MOVQ         nrows+16(FP), R13
+	MOVQ         y+40(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0x30303030, AX
+	VPBROADCASTD AX, Z14
+	VMOVDQU64    k6idx<>+0(SB), Z28
+	VMOVDQU64    k6idx<>+64(SB), Z29
+	VMOVDQU64    k6idx<>+128(SB), Z30
+	VMOVDQU64    k6idx<>+192(SB), Z31
+
+k6row:
+	MOVQ   R11, SI
+	MOVQ   prep+24(FP), R10
+	MOVQ   nb+32(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+
+k6sb:
+	VPMOVSXBW       192(SI), Y13
+	VINSERTI64X4    $1, Y13, Z13, Z13
+	VMOVDQU64       0(SI), Z10
+	VBROADCASTI64X4 128(SI), Z11
+	K6T8CHUNK0
+	K6T8SCALES(Z28)
+	K8TOKS(VPMADDWD, 0)
+	K6T8CHUNK1
+	K6T8SCALES(Z29)
+	K8TOKS(VPDPWSSD, 1)
+	VMOVDQU64       64(SI), Z10
+	VBROADCASTI64X4 160(SI), Z11
+	K6T8CHUNK0
+	K6T8SCALES(Z30)
+	K8TOKS(VPDPWSSD, 2)
+	K6T8CHUNK1
+	K6T8SCALES(Z31)
+	K8TOKS(VPDPWSSD, 3)
+
+	VPBROADCASTW 208(SI), Y2
+	VCVTPH2PS    Y2, Z2
+	K6T8FINISH(0, Z20, Z21, Z16)
+	K6T8FINISH(1, Z22, Z23, Z17)
+	K6T8FINISH(2, Z24, Z25, Z18)
+	K6T8FINISH(3, Z26, Z27, Z19)
+	ADDQ         $210, SI
+	ADDQ         $KT_SB, R10
+	DECQ         CX
+	JNZ          k6sb
+
+	MOVQ R14, BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	K8STORE(Z16)
+	K8STORE(Z17)
+	K8STORE(Z18)
+	K8STORE(Z19)
+	ADDQ $4, R14
+	ADDQ R12, R11
+	DECQ R13
+	JNZ  k6row
+	VZEROUPPER
+	RET
+
+// k6shl / k6shr: per-word shift counts, 16 words for the lower half and
+// 16 for the upper (4 and 2 left; 0 and 2 right).
+DATA k6shl<>+0(SB)/8, $0x0004000400040004
+DATA k6shl<>+8(SB)/8, $0x0004000400040004
+DATA k6shl<>+16(SB)/8, $0x0004000400040004
+DATA k6shl<>+24(SB)/8, $0x0004000400040004
+DATA k6shl<>+32(SB)/8, $0x0002000200020002
+DATA k6shl<>+40(SB)/8, $0x0002000200020002
+DATA k6shl<>+48(SB)/8, $0x0002000200020002
+DATA k6shl<>+56(SB)/8, $0x0002000200020002
+GLOBL k6shl<>(SB), RODATA|NOPTR, $64
+
+DATA k6shr<>+0(SB)/8, $0
+DATA k6shr<>+8(SB)/8, $0
+DATA k6shr<>+16(SB)/8, $0
+DATA k6shr<>+24(SB)/8, $0
+DATA k6shr<>+32(SB)/8, $0x0002000200020002
+DATA k6shr<>+40(SB)/8, $0x0002000200020002
+DATA k6shr<>+48(SB)/8, $0x0002000200020002
+DATA k6shr<>+56(SB)/8, $0x0002000200020002
+GLOBL k6shr<>(SB), RODATA|NOPTR, $64
+
+// k6idx chunk C (64 bytes): word w picks scale word 4C + w/8.
+DATA k6idx<>+0(SB)/8, $0x0000000000000000
+DATA k6idx<>+8(SB)/8, $0x0000000000000000
+DATA k6idx<>+16(SB)/8, $0x0001000100010001
+DATA k6idx<>+24(SB)/8, $0x0001000100010001
+DATA k6idx<>+32(SB)/8, $0x0002000200020002
+DATA k6idx<>+40(SB)/8, $0x0002000200020002
+DATA k6idx<>+48(SB)/8, $0x0003000300030003
+DATA k6idx<>+56(SB)/8, $0x0003000300030003
+DATA k6idx<>+64(SB)/8, $0x0004000400040004
+DATA k6idx<>+72(SB)/8, $0x0004000400040004
+DATA k6idx<>+80(SB)/8, $0x0005000500050005
+DATA k6idx<>+88(SB)/8, $0x0005000500050005
+DATA k6idx<>+96(SB)/8, $0x0006000600060006
+DATA k6idx<>+104(SB)/8, $0x0006000600060006
+DATA k6idx<>+112(SB)/8, $0x0007000700070007
+DATA k6idx<>+120(SB)/8, $0x0007000700070007
+DATA k6idx<>+128(SB)/8, $0x0008000800080008
+DATA k6idx<>+136(SB)/8, $0x0008000800080008
+DATA k6idx<>+144(SB)/8, $0x0009000900090009
+DATA k6idx<>+152(SB)/8, $0x0009000900090009
+DATA k6idx<>+160(SB)/8, $0x000a000a000a000a
+DATA k6idx<>+168(SB)/8, $0x000a000a000a000a
+DATA k6idx<>+176(SB)/8, $0x000b000b000b000b
+DATA k6idx<>+184(SB)/8, $0x000b000b000b000b
+DATA k6idx<>+192(SB)/8, $0x000c000c000c000c
+DATA k6idx<>+200(SB)/8, $0x000c000c000c000c
+DATA k6idx<>+208(SB)/8, $0x000d000d000d000d
+DATA k6idx<>+216(SB)/8, $0x000d000d000d000d
+DATA k6idx<>+224(SB)/8, $0x000e000e000e000e
+DATA k6idx<>+232(SB)/8, $0x000e000e000e000e
+DATA k6idx<>+240(SB)/8, $0x000f000f000f000f
+DATA k6idx<>+248(SB)/8, $0x000f000f000f000f
+GLOBL k6idx<>(SB), RODATA|NOPTR, $256
