@@ -23,14 +23,14 @@ type matmulState struct {
 	// Bound once in init, so MatMul allocates no closures.
 	rowsFn  func(lo, hi int)
 	quantFn func(lo, hi int)
-	prepFn  func(lo, hi int)
-	prep8Fn func(lo, hi int)
+	stageFn func(lo, hi int)
 
 	dot       func(n int, w, a []byte) float32
 	dot4      dot4Func     // nil: one token at a time
 	dot4Rows  dot4RowsFunc // nil: dot4 row by row
 	dot8      dot4RowsFunc // nil: no eight-token tiles
 	n8        int          // eight-token tiles (tokens [0, 8·n8))
+	n4        int          // four-token tiles after them
 	prep8     []byte       // their prepared data
 	prep8Size int          // bytes of prep8 per tile
 	prep8Mem  []byte
@@ -58,8 +58,7 @@ type matmulState struct {
 func (m *matmulState) init() {
 	m.rowsFn = m.rows
 	m.quantFn = m.quant
-	m.prepFn = m.prepare
-	m.prep8Fn = m.prepare8
+	m.stageFn = m.stage
 }
 
 // MatMul computes y[t*nOut+o] = W[o]·x[t*nIn:(t+1)*nIn] for o < nOut and
@@ -104,6 +103,25 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	m.x, m.nTok, m.y, m.arb = x, nTok, y, arb
 	defer m.release()
 
+	// The tiles: eight tokens at a time where the level has an eight-token
+	// kernel for wt, then four at a time, then one.
+	m.dot4, m.dot4Rows, m.dot8, m.n8, m.n4, m.tileSize = nil, nil, nil, 0, 0, 0
+	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && prep8Bytes(vt, nb) > 0 {
+		m.dot8, m.n8, m.nb, m.vt = ks.dot8[wt], nTok/8, nb, vt
+		m.prep8Size = prep8Bytes(vt, nb)
+		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
+			m.prep8Mem = make([]byte, n)
+		}
+		m.prep8 = m.prep8Mem[:m.n8*m.prep8Size]
+	}
+	if nTok-8*m.n8 >= 4 && ks.dot4[wt] != nil {
+		m.dot4 = ks.dot4[wt]
+		m.dot4Rows = ks.dot4Rows[wt]
+		m.n4 = (nTok - 8*m.n8) / 4
+		m.sizeTiles(vt)
+	}
+
+	m.quantize = nil
 	if vt == tensor.F32 {
 		m.act = f32Bytes(x[:nTok*nIn])
 	} else {
@@ -114,41 +132,19 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		m.quantize = ks.quantize[vt]
 		m.qBlock = vt.BlockSize()
 		m.qBytes = vt.TypeSize()
-		// The rows are whole blocks, so the nTok rows quantize as one row.
-		nBlocks := nTok * nIn / m.qBlock
-		if nTok*nIn < quantSerialElems {
-			m.quant(0, nBlocks)
-		} else {
-			grain := (quantSerialElems/2 + m.qBlock - 1) / m.qBlock
-			p.run(nBlocks, grain, m.quantFn)
-		}
 	}
-
-	m.dot4, m.dot4Rows, m.dot8, m.n8 = nil, nil, nil, 0
-	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && prep8Bytes(vt, nb) > 0 {
-		m.dot8, m.n8, m.nb, m.vt = ks.dot8[wt], nTok/8, nb, vt
-		m.prep8Size = prep8Bytes(vt, nb)
-		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
-			m.prep8Mem = make([]byte, n)
-		}
-		m.prep8 = m.prep8Mem[:m.n8*m.prep8Size]
-		if nTok*nIn < quantSerialElems {
-			m.prepare8(0, m.n8)
-		} else {
-			p.run(m.n8, 1, m.prep8Fn)
-		}
-	}
-	if nTok >= 4 && ks.dot4[wt] != nil {
-		m.dot4 = ks.dot4[wt]
-		m.dot4Rows = ks.dot4Rows[wt]
-		m.sizeTiles(vt)
-		if tiles := nTok / 4; m.tileSize > 0 {
-			if nTok*nIn < quantSerialElems {
-				m.prepare(0, tiles)
-			} else {
-				p.run(tiles, 1, m.prepFn)
-			}
-		}
+	// Quantizing and preparing go tile by tile in one round, so each tile's
+	// rows are prepared while they are in cache.
+	switch units := m.stageUnits(); {
+	case nTok*nIn < quantSerialElems:
+		m.stage(0, units)
+	case m.n8+m.n4 > 0:
+		p.run(units, 1, m.stageFn)
+	case vt != tensor.F32:
+		// No tiles: the nTok rows are whole blocks, so they quantize as
+		// one row, split by blocks.
+		grain := (quantSerialElems/2 + m.qBlock - 1) / m.qBlock
+		p.run(nTok*nIn/m.qBlock, grain, m.quantFn)
 	}
 
 	m.group = max(1, groupBytes/max(wrb, 1))
@@ -156,9 +152,16 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		m.rows(0, nOut)
 		return
 	}
-	// Chunks are whole groups, about chunksPerThread per thread.
-	groups := (nOut + m.group - 1) / m.group
-	perChunk := max(1, groups/(p.threads*chunksPerThread))
+	// Chunks are whole groups, about chunksPerThread per thread. A batch
+	// of four or more tokens takes one group per chunk: a group is then
+	// microseconds of work against one atomic claim, and the threads end
+	// within a group of each other instead of within a chunk (1/8 of the
+	// matrix at two threads).
+	perChunk := 1
+	if nTok < 4 {
+		groups := (nOut + m.group - 1) / m.group
+		perChunk = max(1, groups/(p.threads*chunksPerThread))
+	}
 	p.run(nOut, perChunk*m.group, m.rowsFn)
 }
 
@@ -182,19 +185,41 @@ func (m *matmulState) sizeTiles(vt tensor.Type) {
 	m.prep = m.prepStore[:n]
 }
 
-// prepare fills the prepared data of tiles [lo, hi) (four tokens each).
-func (m *matmulState) prepare(lo, hi int) {
-	for i := lo; i < hi; i++ {
-		t := 4 * i
-		prepareTile(m.vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[i*m.tileSize:(i+1)*m.tileSize])
+// stageUnits returns the units of work of stage: one per eight-token and
+// four-token tile, and one for the tokens after them, if any.
+func (m *matmulState) stageUnits() int {
+	n := m.n8 + m.n4
+	if 8*m.n8+4*m.n4 < m.nTok {
+		n++
+	}
+	return n
+}
+
+// stage quantizes the activation rows of units [lo, hi) (see stageUnits)
+// and prepares their tiles.
+func (m *matmulState) stage(lo, hi int) {
+	for u := lo; u < hi; u++ {
+		switch {
+		case u < m.n8:
+			t := 8 * u
+			m.quantRows(t, t+8)
+			prepareTile8For(m.vt, m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[u*m.prep8Size:(u+1)*m.prep8Size])
+		case u < m.n8+m.n4:
+			t := 8*m.n8 + 4*(u-m.n8)
+			m.quantRows(t, t+4)
+			if m.tileSize > 0 {
+				prepareTile(m.vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize])
+			}
+		default:
+			m.quantRows(8*m.n8+4*m.n4, m.nTok)
+		}
 	}
 }
 
-// prepare8 fills the prepared data of eight-token tiles [lo, hi).
-func (m *matmulState) prepare8(lo, hi int) {
-	for i := lo; i < hi; i++ {
-		t := 8 * i
-		prepareTile8For(m.vt, m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[i*m.prep8Size:(i+1)*m.prep8Size])
+// quantRows quantizes the activation rows of tokens [lo, hi).
+func (m *matmulState) quantRows(lo, hi int) {
+	if m.quantize != nil {
+		m.quantize(m.x[lo*m.nIn:hi*m.nIn], m.act[lo*m.arb:hi*m.arb])
 	}
 }
 
