@@ -6,11 +6,12 @@ import (
 	"tandem/internal/engine/tensor"
 )
 
-// Eight-token Q8_K tile record, per super-block: the eight tokens' 256
-// quants (token t at 256·t), then for each token pair p (tokens 2p and
-// 2p+1) their scales d_a as 8 + 8 float32 (at prepK8Scales + 64·p), then
-// their 16 + 16 int16 bsums (at prepK8Bsums + 64·p): each pair's values
-// load as one 64-byte vector, token 2p in the lower half.
+// Eight-token Q8_K tile record, per super-block, for the token pairs p
+// (tokens 2p and 2p+1): each pair's eight 32-quant sub-blocks s, token 2p's
+// then token 2p+1's (at 512·p + 64·s), then the pairs' scales d_a as 8 + 8
+// float32 (at prepK8Scales + 64·p), then their 16 + 16 int16 bsums (at
+// prepK8Bsums + 64·p): each loads as one 64-byte vector, token 2p in the
+// lower half.
 const (
 	prepK8Scales = 8 * qkk
 	prepK8Bsums  = prepK8Scales + 4*64
@@ -51,8 +52,10 @@ func prepareTileK8(a []byte, arb, nb int, dst []byte) {
 		rec := dst[b*prepK8Bytes : (b+1)*prepK8Bytes]
 		for t := 0; t < 8; t++ {
 			blk := a[t*arb+b*sizeQ8_K : t*arb+(b+1)*sizeQ8_K]
-			copy(rec[qkk*t:qkk*(t+1)], blk[4:4+qkk])
 			p, h := t/2, t%2
+			for s := 0; s < qkk/32; s++ {
+				copy(rec[512*p+64*s+32*h:512*p+64*s+32*h+32], blk[4+32*s:4+32*s+32])
+			}
 			d := binary.LittleEndian.Uint32(blk)
 			sc := rec[prepK8Scales+64*p+32*h : prepK8Scales+64*p+32*h+32]
 			for j := 0; j < 8; j++ {

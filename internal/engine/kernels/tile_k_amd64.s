@@ -4,12 +4,16 @@
 // dotQ6KAVX2) bit for bit: the eight int32 lanes of every super-block sum
 // hold the same exact integers (VNNI only changes how they are added up),
 // and the float operations per lane are the same ones in the same order.
-// Two tokens share one float accumulator register (lanes 0-7 and 8-15).
+// Two tokens share each register (lanes 0-7 and 8-15): their activations
+// are laid out in pairs, so one 64-byte load holds a 32-quant sub-block of
+// both, which meets a weight register holding that sub-block twice, and
+// their int and float sums need no shuffling.
 
 #include "textflag.h"
 
-// Prepared super-block record (see prepareTileK8): 8 × 256 quants, then
-// 4 pairs × 16 float32 scales d_a, then 4 pairs × 32 int16 bsums.
+// Prepared super-block record (see prepareTileK8): 4 pairs × 8 sub-blocks
+// × (32 + 32) quants, then 4 pairs × 16 float32 scales d_a, then 4 pairs ×
+// 32 int16 bsums.
 #define KT_DA 2048
 #define KT_BS 2304
 #define KT_SB 2560
@@ -23,47 +27,37 @@
 	VMOVSHDUP    X, T;     \
 	VADDSS       T, X, X
 
-// K8TOK does token T's products with the weight register Z5 (unsigned
-// quants) and scale words Z4, into its int accumulator ACC with OP
-// (VPMADDWD for the first chunk, VPDPWSSD after).
-#define K8TOK(OP, T, C, ACC) \
-	VPMADDUBSW (256*T+64*C)(R10), Z5, Z6; \
-	OP         Z4, Z6, ACC
+// K8PAIR adds pair P's products of sub-blocks S0 (weights Z5, scale words
+// Z4) and S1 (weights W1, scale words SC1) into its int accumulator ACC,
+// with OP for the first (VPMADDWD for the first chunk, VPDPWSSD after).
+#define K8PAIR(OP, P, S0, W1, SC1, S1, ACC) \
+	VPMADDUBSW (512*(P)+64*(S0))(R10), Z5, Z6; \
+	OP         Z4, Z6, ACC;                \
+	VPMADDUBSW (512*(P)+64*(S1))(R10), W1, Z7; \
+	VPDPWSSD   SC1, Z7, ACC
 
-#define K8TOKS(OP, C) \
-	K8TOK(OP, 0, C, Z20); \
-	K8TOK(OP, 1, C, Z21); \
-	K8TOK(OP, 2, C, Z22); \
-	K8TOK(OP, 3, C, Z23); \
-	K8TOK(OP, 4, C, Z24); \
-	K8TOK(OP, 5, C, Z25); \
-	K8TOK(OP, 6, C, Z26); \
-	K8TOK(OP, 7, C, Z27)
+#define K8PAIRS(OP, S0, W1, SC1, S1) \
+	K8PAIR(OP, 0, S0, W1, SC1, S1, Z20); \
+	K8PAIR(OP, 1, S0, W1, SC1, S1, Z21); \
+	K8PAIR(OP, 2, S0, W1, SC1, S1, Z22); \
+	K8PAIR(OP, 3, S0, W1, SC1, S1, Z23)
 
-// K4T8CHUNK does 64-element chunk C of a Q4_K super-block: the 32 bytes
-// of nibbles, low nibbles in the lower half of Z5 and high nibbles in the
-// upper half (K1 = the upper 16 words), against the tokens' 64 quants;
-// Z4 = sub-block 2C's scale in the lower 16 words, 2C+1's in the upper.
+// K4T8CHUNK does 64-element chunk C of a Q4_K super-block (sub-blocks 2C
+// and 2C+1): the low nibbles of its 32 bytes twice in Z5, the high ones
+// twice in Z11, their scales as words in Z4 and Z10.
 #define K4T8CHUNK(OP, C) \
-	VBROADCASTI64X4 (16+32*C)(SI), Z5;  \
-	VPSRLW          $4, Z5, K1, Z5;     \
-	VPANDD          Z15, Z5, Z5;        \
+	VBROADCASTI64X4 (16+32*C)(SI), Z11; \
+	VPANDD          Z15, Z11, Z5;       \
+	VPSRLW          $4, Z11, Z11;       \
+	VPANDD          Z15, Z11, Z11;      \
 	VPBROADCASTW    (4*C)(SP), Z4;      \
-	VPBROADCASTW    (4*C+2)(SP), K1, Z4; \
-	K8TOKS(OP, C)
+	VPBROADCASTW    (4*C+2)(SP), Z10;   \
+	K8PAIRS(OP, 2*C, Z11, Z10, 2*C+1)
 
-// K8FOLD leaves in Z6 the pair's super-block int sums as 8 + 8 lanes
-// (token A's lanes k and k+8 added into lane k, token B's into lane 8+k).
-#define K8FOLD(A, B) \
-	VSHUFI64X2 $0x44, B, A, Z6; \
-	VSHUFI64X2 $0xEE, B, A, Z7; \
-	VPADDD     Z7, Z6, Z6
-
-// K4T8FINISH folds pair P's sums into its float accumulator ACC as
+// K4T8FINISH folds pair P's sums ACCI into its float accumulator ACC as
 // dotQ4KAVX2 does: Z1 = the mins as word pairs, Z2 = d_w, Z3 = dmin_w.
-#define K4T8FINISH(P, A, B, ACC) \
-	K8FOLD(A, B);                          \
-	VCVTDQ2PS    Z6, Z6;                   \
+#define K4T8FINISH(P, ACCI, ACC) \
+	VCVTDQ2PS    ACCI, Z6;                 \
 	VPMADDWD     (KT_BS+64*P)(R10), Z1, Z7; \
 	VCVTDQ2PS    Z7, Z7;                   \
 	VMULPS       (KT_DA+64*P)(R10), Z2, Z8; \
@@ -94,8 +88,6 @@ TEXT ·dotQ4Kx8RowsVNNI(SB), NOSPLIT, $16-56
 	MOVQ         y+40(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
-	MOVL         $0xFFFF0000, AX
-	KMOVD        AX, K1
 
 k4row:
 	MOVQ   R11, SI
@@ -150,10 +142,10 @@ k4sb:
 	VCVTPH2PS    Y2, Z2
 	VPBROADCASTW 2(SI), Y3
 	VCVTPH2PS    Y3, Z3
-	K4T8FINISH(0, Z20, Z21, Z16)
-	K4T8FINISH(1, Z22, Z23, Z17)
-	K4T8FINISH(2, Z24, Z25, Z18)
-	K4T8FINISH(3, Z26, Z27, Z19)
+	K4T8FINISH(0, Z20, Z16)
+	K4T8FINISH(1, Z21, Z17)
+	K4T8FINISH(2, Z22, Z18)
+	K4T8FINISH(3, Z23, Z19)
 	ADDQ         $144, SI
 	ADDQ         $KT_SB, R10
 	DECQ         CX
@@ -189,18 +181,22 @@ k4sb:
 	VPSRLW     $4, Z10, Z7;          \
 	VPTERNLOGD $0xF8, Z15, Z7, Z5
 
-// K6T8SCALES puts in Z4 the scale words of chunk C's four sub-blocks of 16
-// (each 8 times), from the 16 scale words in Z13 and the index in IDX.
-#define K6T8SCALES(IDX) \
-	VPERMW Z13, IDX, Z4
+// K6T8QUARTERS does quarters G and G+1 of the super-block, built in Z5
+// by K6T8CHUNK0/1: each twice in Z8 and Z9, their scale words (from the 16
+// in Z13, by the indexes in IG and IG1) in Z4 and Z3.
+#define K6T8QUARTERS(OP, G, IG, IG1) \
+	VSHUFI64X2 $0xEE, Z5, Z5, Z9; \
+	VSHUFI64X2 $0x44, Z5, Z5, Z5; \
+	VPERMW     Z13, IG, Z4;       \
+	VPERMW     Z13, IG1, Z3;      \
+	K8PAIRS(OP, G, Z9, Z3, G+1)
 
-// K6T8FINISH folds pair P's sums into its float accumulator ACC as
+// K6T8FINISH folds pair P's sums ACCI into its float accumulator ACC as
 // dotQ6KAVX2 does: Z13 = the 16 scale words (both halves), Z2 = d_w.
-#define K6T8FINISH(P, A, B, ACC) \
-	K8FOLD(A, B);                          \
+#define K6T8FINISH(P, ACCI, ACC) \
 	VPMADDWD     (KT_BS+64*P)(R10), Z13, Z7; \
 	VPSLLD       $5, Z7, Z7;               \
-	VPSUBD       Z7, Z6, Z6;               \
+	VPSUBD       Z7, ACCI, Z6;             \
 	VCVTDQ2PS    Z6, Z6;                   \
 	VMULPS       (KT_DA+64*P)(R10), Z2, Z8; \
 	VFMADD231PS  Z8, Z6, ACC
@@ -216,10 +212,14 @@ TEXT ·dotQ6Kx8RowsVNNI(SB), NOSPLIT, $0-56
 	VPBROADCASTD AX, Z15
 	MOVL         $0x30303030, AX
 	VPBROADCASTD AX, Z14
-	VMOVDQU64    k6idx<>+0(SB), Z28
-	VMOVDQU64    k6idx<>+64(SB), Z29
-	VMOVDQU64    k6idx<>+128(SB), Z30
-	VMOVDQU64    k6idx<>+192(SB), Z31
+	VMOVDQU64    k6idx<>+0(SB), Z24
+	VMOVDQU64    k6idx<>+64(SB), Z25
+	VMOVDQU64    k6idx<>+128(SB), Z26
+	VMOVDQU64    k6idx<>+192(SB), Z27
+	VMOVDQU64    k6idx<>+256(SB), Z28
+	VMOVDQU64    k6idx<>+320(SB), Z29
+	VMOVDQU64    k6idx<>+384(SB), Z30
+	VMOVDQU64    k6idx<>+448(SB), Z31
 
 k6row:
 	MOVQ   R11, SI
@@ -236,26 +236,22 @@ k6sb:
 	VMOVDQU64       0(SI), Z10
 	VBROADCASTI64X4 128(SI), Z11
 	K6T8CHUNK0
-	K6T8SCALES(Z28)
-	K8TOKS(VPMADDWD, 0)
+	K6T8QUARTERS(VPMADDWD, 0, Z24, Z25)
 	K6T8CHUNK1
-	K6T8SCALES(Z29)
-	K8TOKS(VPDPWSSD, 1)
+	K6T8QUARTERS(VPDPWSSD, 2, Z26, Z27)
 	VMOVDQU64       64(SI), Z10
 	VBROADCASTI64X4 160(SI), Z11
 	K6T8CHUNK0
-	K6T8SCALES(Z30)
-	K8TOKS(VPDPWSSD, 2)
+	K6T8QUARTERS(VPDPWSSD, 4, Z28, Z29)
 	K6T8CHUNK1
-	K6T8SCALES(Z31)
-	K8TOKS(VPDPWSSD, 3)
+	K6T8QUARTERS(VPDPWSSD, 6, Z30, Z31)
 
 	VPBROADCASTW 208(SI), Y2
 	VCVTPH2PS    Y2, Z2
-	K6T8FINISH(0, Z20, Z21, Z16)
-	K6T8FINISH(1, Z22, Z23, Z17)
-	K6T8FINISH(2, Z24, Z25, Z18)
-	K6T8FINISH(3, Z26, Z27, Z19)
+	K6T8FINISH(0, Z20, Z16)
+	K6T8FINISH(1, Z21, Z17)
+	K6T8FINISH(2, Z22, Z18)
+	K6T8FINISH(3, Z23, Z19)
 	ADDQ         $210, SI
 	ADDQ         $KT_SB, R10
 	DECQ         CX
@@ -297,37 +293,71 @@ DATA k6shr<>+48(SB)/8, $0x0002000200020002
 DATA k6shr<>+56(SB)/8, $0x0002000200020002
 GLOBL k6shr<>(SB), RODATA|NOPTR, $64
 
-// k6idx chunk C (64 bytes): word w picks scale word 4C + w/8.
+// k6idx quarter G (64 bytes): words 0-7 and 16-23 pick scale word 2G,
+// words 8-15 and 24-31 scale word 2G+1 (a quarter's two sub-blocks of
+// 16, for both tokens of a pair).
 DATA k6idx<>+0(SB)/8, $0x0000000000000000
 DATA k6idx<>+8(SB)/8, $0x0000000000000000
 DATA k6idx<>+16(SB)/8, $0x0001000100010001
 DATA k6idx<>+24(SB)/8, $0x0001000100010001
-DATA k6idx<>+32(SB)/8, $0x0002000200020002
-DATA k6idx<>+40(SB)/8, $0x0002000200020002
-DATA k6idx<>+48(SB)/8, $0x0003000300030003
-DATA k6idx<>+56(SB)/8, $0x0003000300030003
-DATA k6idx<>+64(SB)/8, $0x0004000400040004
-DATA k6idx<>+72(SB)/8, $0x0004000400040004
-DATA k6idx<>+80(SB)/8, $0x0005000500050005
-DATA k6idx<>+88(SB)/8, $0x0005000500050005
-DATA k6idx<>+96(SB)/8, $0x0006000600060006
-DATA k6idx<>+104(SB)/8, $0x0006000600060006
-DATA k6idx<>+112(SB)/8, $0x0007000700070007
-DATA k6idx<>+120(SB)/8, $0x0007000700070007
-DATA k6idx<>+128(SB)/8, $0x0008000800080008
-DATA k6idx<>+136(SB)/8, $0x0008000800080008
-DATA k6idx<>+144(SB)/8, $0x0009000900090009
-DATA k6idx<>+152(SB)/8, $0x0009000900090009
-DATA k6idx<>+160(SB)/8, $0x000a000a000a000a
-DATA k6idx<>+168(SB)/8, $0x000a000a000a000a
-DATA k6idx<>+176(SB)/8, $0x000b000b000b000b
-DATA k6idx<>+184(SB)/8, $0x000b000b000b000b
-DATA k6idx<>+192(SB)/8, $0x000c000c000c000c
-DATA k6idx<>+200(SB)/8, $0x000c000c000c000c
-DATA k6idx<>+208(SB)/8, $0x000d000d000d000d
-DATA k6idx<>+216(SB)/8, $0x000d000d000d000d
-DATA k6idx<>+224(SB)/8, $0x000e000e000e000e
-DATA k6idx<>+232(SB)/8, $0x000e000e000e000e
-DATA k6idx<>+240(SB)/8, $0x000f000f000f000f
-DATA k6idx<>+248(SB)/8, $0x000f000f000f000f
-GLOBL k6idx<>(SB), RODATA|NOPTR, $256
+DATA k6idx<>+32(SB)/8, $0x0000000000000000
+DATA k6idx<>+40(SB)/8, $0x0000000000000000
+DATA k6idx<>+48(SB)/8, $0x0001000100010001
+DATA k6idx<>+56(SB)/8, $0x0001000100010001
+DATA k6idx<>+64(SB)/8, $0x0002000200020002
+DATA k6idx<>+72(SB)/8, $0x0002000200020002
+DATA k6idx<>+80(SB)/8, $0x0003000300030003
+DATA k6idx<>+88(SB)/8, $0x0003000300030003
+DATA k6idx<>+96(SB)/8, $0x0002000200020002
+DATA k6idx<>+104(SB)/8, $0x0002000200020002
+DATA k6idx<>+112(SB)/8, $0x0003000300030003
+DATA k6idx<>+120(SB)/8, $0x0003000300030003
+DATA k6idx<>+128(SB)/8, $0x0004000400040004
+DATA k6idx<>+136(SB)/8, $0x0004000400040004
+DATA k6idx<>+144(SB)/8, $0x0005000500050005
+DATA k6idx<>+152(SB)/8, $0x0005000500050005
+DATA k6idx<>+160(SB)/8, $0x0004000400040004
+DATA k6idx<>+168(SB)/8, $0x0004000400040004
+DATA k6idx<>+176(SB)/8, $0x0005000500050005
+DATA k6idx<>+184(SB)/8, $0x0005000500050005
+DATA k6idx<>+192(SB)/8, $0x0006000600060006
+DATA k6idx<>+200(SB)/8, $0x0006000600060006
+DATA k6idx<>+208(SB)/8, $0x0007000700070007
+DATA k6idx<>+216(SB)/8, $0x0007000700070007
+DATA k6idx<>+224(SB)/8, $0x0006000600060006
+DATA k6idx<>+232(SB)/8, $0x0006000600060006
+DATA k6idx<>+240(SB)/8, $0x0007000700070007
+DATA k6idx<>+248(SB)/8, $0x0007000700070007
+DATA k6idx<>+256(SB)/8, $0x0008000800080008
+DATA k6idx<>+264(SB)/8, $0x0008000800080008
+DATA k6idx<>+272(SB)/8, $0x0009000900090009
+DATA k6idx<>+280(SB)/8, $0x0009000900090009
+DATA k6idx<>+288(SB)/8, $0x0008000800080008
+DATA k6idx<>+296(SB)/8, $0x0008000800080008
+DATA k6idx<>+304(SB)/8, $0x0009000900090009
+DATA k6idx<>+312(SB)/8, $0x0009000900090009
+DATA k6idx<>+320(SB)/8, $0x000a000a000a000a
+DATA k6idx<>+328(SB)/8, $0x000a000a000a000a
+DATA k6idx<>+336(SB)/8, $0x000b000b000b000b
+DATA k6idx<>+344(SB)/8, $0x000b000b000b000b
+DATA k6idx<>+352(SB)/8, $0x000a000a000a000a
+DATA k6idx<>+360(SB)/8, $0x000a000a000a000a
+DATA k6idx<>+368(SB)/8, $0x000b000b000b000b
+DATA k6idx<>+376(SB)/8, $0x000b000b000b000b
+DATA k6idx<>+384(SB)/8, $0x000c000c000c000c
+DATA k6idx<>+392(SB)/8, $0x000c000c000c000c
+DATA k6idx<>+400(SB)/8, $0x000d000d000d000d
+DATA k6idx<>+408(SB)/8, $0x000d000d000d000d
+DATA k6idx<>+416(SB)/8, $0x000c000c000c000c
+DATA k6idx<>+424(SB)/8, $0x000c000c000c000c
+DATA k6idx<>+432(SB)/8, $0x000d000d000d000d
+DATA k6idx<>+440(SB)/8, $0x000d000d000d000d
+DATA k6idx<>+448(SB)/8, $0x000e000e000e000e
+DATA k6idx<>+456(SB)/8, $0x000e000e000e000e
+DATA k6idx<>+464(SB)/8, $0x000f000f000f000f
+DATA k6idx<>+472(SB)/8, $0x000f000f000f000f
+DATA k6idx<>+480(SB)/8, $0x000e000e000e000e
+DATA k6idx<>+488(SB)/8, $0x000e000e000e000e
+DATA k6idx<>+496(SB)/8, $0x000f000f000f000f
+DATA k6idx<>+504(SB)/8, $0x000f000f000f000f
+GLOBL k6idx<>(SB), RODATA|NOPTR, $512
