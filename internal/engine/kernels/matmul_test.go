@@ -75,8 +75,8 @@ func TestMatMul(t *testing.T) {
 	shapes := []struct{ nOut, nTok int }{
 		{37, 1}, {37, 7}, // below the serial threshold
 		{300, 1}, {300, 7}, // split over the workers
-		{64, 33}, // quantization split over the workers too
-		{40, 20}, // eight- and four-token tiles, staged serially
+		{64, 33},            // quantization split over the workers too
+		{40, 20},            // eight- and four-token tiles, staged serially
 		{300, 12}, {64, 44}, // eight- and four-token tiles, staged in parallel
 	}
 	forEachLevel(t, func(t *testing.T) {
