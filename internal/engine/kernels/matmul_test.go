@@ -230,7 +230,7 @@ func TestMatMulBatchInvariant(t *testing.T) {
 				ins = []int{5, 37, 100, 200, 512}
 			}
 			for _, nIn := range ins {
-				const nOut, nTok = 150, 9
+				const nOut, nTok = 150, 21 // wide, four-token and single tiles
 				w := randWeights(rng, wt, nOut*nIn)
 				x := randActivations(rng, nTok*nIn)
 				y := make([]float32, nTok*nOut)
