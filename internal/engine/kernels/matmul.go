@@ -64,10 +64,11 @@ func (m *matmulState) init() {
 // MatMul computes y[t*nOut+o] = W[o]·x[t*nIn:(t+1)*nIn] for o < nOut and
 // t < nTok, where w holds nOut rows of nIn elements of type wt (row o at
 // o·wt.RowBytes(nIn)). It quantizes x once (to VecDotType(wt), in
-// parallel), then splits the rows over the workers; for nTok > 1 each
-// group of rows (about 24 KiB) is dotted with every token while it is in
-// cache, four tokens per call where the level has a four-token kernel for
-// wt. Every output equals VecDot of its row and token bit for bit, so the
+// parallel, tile by tile with the tiles' prepared data), then splits the
+// rows over the workers; for nTok > 1 each group of rows (about 24 KiB) is
+// dotted with every token while it is in cache, eight tokens per call
+// where the level has an eight-token kernel for wt, then four where it has
+// a four-token one. Every output equals VecDot of its row and token bit for bit, so the
 // results depend neither on the thread count nor on the other tokens of the
 // batch. The scratch is kept between calls: in steady state MatMul
 // allocates nothing.
