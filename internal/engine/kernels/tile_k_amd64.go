@@ -21,3 +21,6 @@ func kDot8Rows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, y
 
 //go:noescape
 func dotQ6Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+
+//go:noescape
+func dotQ5Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)

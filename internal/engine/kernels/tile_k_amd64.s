@@ -1,7 +1,7 @@
 // Eight-token K-quant tiles at the AVX512 level: many weight rows (one
 // group per call) against eight tokens whose Q8_K rows are laid out by
 // prepareTileK8. Each output equals the AVX2 row kernel's (dotQ4KAVX2,
-// dotQ6KAVX2) bit for bit: the eight int32 lanes of every super-block sum
+// dotQ5KAVX2, dotQ6KAVX2) bit for bit: the eight int32 lanes of each sum
 // hold the same exact integers (VNNI only changes how they are added up),
 // and the float operations per lane are the same ones in the same order.
 // Two tokens share each register (lanes 0-7 and 8-15): their activations
@@ -162,6 +162,111 @@ k4sb:
 	ADDQ R12, R11
 	DECQ R13
 	JNZ  k4row
+	VZEROUPPER
+	RET
+
+// K5T8CHUNK is K4T8CHUNK for Q5_K: the nibbles at 48+32C(SI), their 5th
+// bits from the qh bytes (both halves of Z12), moved to bit 4 by SL $NL
+// (sub-block 2C) and SH $NH (2C+1) as in K5X4CHUNK; Z14 = 0x10 bytes.
+#define K5T8CHUNK(OP, C, SL, NL, SH, NH) \
+	VBROADCASTI64X4 (48+32*C)(SI), Z9;     \
+	SL              $NL, Z12, Z5;          \
+	VPANDD          Z14, Z5, Z5;           \
+	VPTERNLOGD      $0xF8, Z15, Z9, Z5;    \
+	VPSRLW          $4, Z9, Z9;            \
+	SH              $NH, Z12, Z11;         \
+	VPANDD          Z14, Z11, Z11;         \
+	VPTERNLOGD      $0xF8, Z15, Z9, Z11;   \
+	VPBROADCASTW    (4*C)(SP), Z4;         \
+	VPBROADCASTW    (4*C+2)(SP), Z10;      \
+	K8PAIRS(OP, 2*C, Z11, Z10, 2*C+1)
+
+// func dotQ5Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// is dotQ4Kx8RowsVNNI for Q5_K rows.
+TEXT ·dotQ5Kx8RowsVNNI(SB), NOSPLIT, $16-56
+	MOVQ         w+0(FP), R11
+	MOVQ         wrb+8(FP), R12
+	MOVQ         nrows+16(FP), R13
+	MOVQ         y+40(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z14
+
+k5row:
+	MOVQ   R11, SI
+	MOVQ   prep+24(FP), R10
+	MOVQ   nb+32(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+
+k5sb:
+	// Scales and mins as dotQ5KAVX2 unpacks them: sc in R8 (0-3), R9
+	// (4-7), mins in DI (0-3), AX (4-7).
+	MOVL        4(SI), AX
+	MOVL        8(SI), BX
+	MOVL        12(SI), DX
+	MOVL        AX, R8
+	ANDL        $0x3f3f3f3f, R8
+	MOVL        AX, R9
+	SHRL        $6, R9
+	ANDL        $0x03030303, R9
+	SHLL        $4, R9
+	MOVL        DX, DI
+	ANDL        $0x0f0f0f0f, DI
+	ORL         DI, R9
+	MOVL        BX, DI
+	ANDL        $0x3f3f3f3f, DI
+	MOVL        BX, AX
+	SHRL        $6, AX
+	ANDL        $0x03030303, AX
+	SHLL        $4, AX
+	SHRL        $4, DX
+	ANDL        $0x0f0f0f0f, DX
+	ORL         DX, AX
+	VMOVD       R8, X0
+	VPINSRD     $1, R9, X0, X0
+	VPMOVZXBW   X0, X0
+	VMOVDQU     X0, 0(SP)
+	VMOVD       DI, X1
+	VPINSRD     $1, AX, X1, X1
+	VPMOVZXBD   X1, Y1
+	VPSLLD      $16, Y1, Y2
+	VPOR        Y2, Y1, Y1
+	VINSERTI64X4 $1, Y1, Z1, Z1
+
+	VBROADCASTI64X4 16(SI), Z12
+	K5T8CHUNK(VPMADDWD, 0, VPSLLW, 4, VPSLLW, 3)
+	K5T8CHUNK(VPDPWSSD, 1, VPSLLW, 2, VPSLLW, 1)
+	K5T8CHUNK(VPDPWSSD, 2, VPSLLW, 0, VPSRLW, 1)
+	K5T8CHUNK(VPDPWSSD, 3, VPSRLW, 2, VPSRLW, 3)
+
+	VPBROADCASTW 0(SI), Y2
+	VCVTPH2PS    Y2, Z2
+	VPBROADCASTW 2(SI), Y3
+	VCVTPH2PS    Y3, Z3
+	K4T8FINISH(0, Z20, Z16)
+	K4T8FINISH(1, Z21, Z17)
+	K4T8FINISH(2, Z22, Z18)
+	K4T8FINISH(3, Z23, Z19)
+	ADDQ         $176, SI
+	ADDQ         $KT_SB, R10
+	DECQ         CX
+	JNZ          k5sb
+
+	MOVQ R14, BX
+	MOVQ ystride+48(FP), DX
+	SHLQ $2, DX
+	K8STORE(Z16)
+	K8STORE(Z17)
+	K8STORE(Z18)
+	K8STORE(Z19)
+	ADDQ $4, R14
+	ADDQ R12, R11
+	DECQ R13
+	JNZ  k5row
 	VZEROUPPER
 	RET
 
