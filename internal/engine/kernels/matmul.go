@@ -153,16 +153,20 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		m.rows(0, nOut)
 		return
 	}
-	// Chunks are whole groups, about chunksPerThread per thread. A batch
-	// of four or more tokens takes one group per chunk: a group is then
-	// microseconds of work against one atomic claim, and the threads end
-	// within a group of each other instead of within a chunk (1/8 of the
-	// matrix at two threads).
-	perChunk := 1
-	if nTok < 4 {
-		groups := (nOut + m.group - 1) / m.group
-		perChunk = max(1, groups/(p.threads*chunksPerThread))
+	if nTok >= 4 {
+		// A batch takes small chunks: a group is then microseconds of work
+		// against one atomic claim, and the threads end within a chunk of
+		// each other instead of within 1/8 of the matrix (two threads).
+		// A chunk is the group rounded up to 16 rows (rows walks it group
+		// by group), so where each token's outputs start on a cache line
+		// (nOut a multiple of 16, y line-aligned, as the model's are) two
+		// threads never write one line.
+		p.run(nOut, (m.group+15)&^15, m.rowsFn)
+		return
 	}
+	// Chunks are whole groups, about chunksPerThread per thread.
+	groups := (nOut + m.group - 1) / m.group
+	perChunk := max(1, groups/(p.threads*chunksPerThread))
 	p.run(nOut, perChunk*m.group, m.rowsFn)
 }
 
