@@ -42,18 +42,6 @@
 	K8PAIR(OP, 2, S0, W1, SC1, S1, Z22); \
 	K8PAIR(OP, 3, S0, W1, SC1, S1, Z23)
 
-// K4T8CHUNK does 64-element chunk C of a Q4_K super-block (sub-blocks 2C
-// and 2C+1): the low nibbles of its 32 bytes twice in Z5, the high ones
-// twice in Z11, their scales as words in Z4 and Z10.
-#define K4T8CHUNK(OP, C) \
-	VBROADCASTI64X4 (16+32*C)(SI), Z11; \
-	VPANDD          Z15, Z11, Z5;       \
-	VPSRLW          $4, Z11, Z11;       \
-	VPANDD          Z15, Z11, Z11;      \
-	VPBROADCASTW    (4*C)(SP), Z4;      \
-	VPBROADCASTW    (4*C+2)(SP), Z10;   \
-	K8PAIRS(OP, 2*C, Z11, Z10, 2*C+1)
-
 // K4T8FINISH folds pair P's sums ACCI into its float accumulator ACC as
 // dotQ4KAVX2 does: Z1 = the mins as word pairs, Z2 = d_w, Z3 = dmin_w.
 #define K4T8FINISH(P, ACCI, ACC) \
@@ -77,6 +65,35 @@
 	VMOVSS        X1, (BX);    \
 	ADDQ          DX, BX
 
+// K4BPAIR adds pair P's chunk C to its int sums ACC with one VPDPWSSD for
+// both sub-blocks: (4·d_hi + 1) << 14 = d_hi·65536 + 16384 from VPDPBUSD
+// of the high nibbles × 4 (Z11) on a dword 1 (Z13), then the low nibbles'
+// d_lo (Z5) on top, whose low word d_lo + 16384 is in [8764, 24004]: the
+// dword holds the words d_lo + 16384 and d_hi, and VPDPWSSD with the
+// scale words (Z4: sc_2C, sc_2C+1) adds sc·d exactly plus 16384·sc_2C,
+// which the sums' start takes off.
+#define K4BPAIR(P, C, ACC) \
+	VMOVDQA64 Z13, Z6;                                \
+	VPDPBUSD  (512*(P)+64*(2*C+1))(R10), Z11, Z6;     \
+	VPSLLD    $14, Z6, Z6;                            \
+	VPDPBUSD  (512*(P)+64*(2*C))(R10), Z5, Z6;        \
+	VPDPWSSD  Z4, Z6, ACC
+
+// K4BCHUNK does 64-element chunk C of a Q4_K super-block (sub-blocks 2C
+// and 2C+1) for the four pairs: the low nibbles of its 32 bytes twice in
+// Z5, the high ones × 4 twice in Z11 (Z15 = 0x0F, Z14 = 0x3C bytes), the
+// two scales as the words of each dword of Z4.
+#define K4BCHUNK(C) \
+	VBROADCASTI64X4 (16+32*C)(SI), Z11; \
+	VPANDD          Z15, Z11, Z5;       \
+	VPSRLW          $2, Z11, Z11;       \
+	VPANDD          Z14, Z11, Z11;      \
+	VPBROADCASTD    (4*C)(SP), Z4;      \
+	K4BPAIR(0, C, Z20);                 \
+	K4BPAIR(1, C, Z21);                 \
+	K4BPAIR(2, C, Z22);                 \
+	K4BPAIR(3, C, Z23)
+
 // func dotQ4Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
 // computes, for nrows >= 1 Q4_K weight rows wrb bytes apart and eight
 // tokens, row r's output for token t into y[r + t·ystride], over nb >= 1
@@ -88,6 +105,10 @@ TEXT ·dotQ4Kx8RowsVNNI(SB), NOSPLIT, $16-56
 	MOVQ         y+40(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
+	MOVL         $0x3C3C3C3C, AX
+	VPBROADCASTD AX, Z14
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z13
 
 k4row:
 	MOVQ   R11, SI
@@ -132,11 +153,29 @@ k4sb:
 	VPSLLD      $16, Y1, Y2
 	VPOR        Y2, Y1, Y1
 	VINSERTI64X4 $1, Y1, Z1, Z1
+	// The sums start at -16384·(sc0 + sc2 + sc4 + sc6), the bias the
+	// chunks add (see K4BPAIR).
+	MOVL         R8, BX
+	ANDL         $0x00ff00ff, BX
+	MOVL         R9, DX
+	ANDL         $0x00ff00ff, DX
+	ADDL         DX, BX
+	MOVL         BX, DX
+	SHRL         $16, DX
+	ADDL         DX, BX
+	ANDL         $0xffff, BX
+	SHLL         $14, BX
+	NEGL         BX
+	VPBROADCASTD BX, Z12
+	VMOVDQA64    Z12, Z20
+	VMOVDQA64    Z12, Z21
+	VMOVDQA64    Z12, Z22
+	VMOVDQA64    Z12, Z23
 
-	K4T8CHUNK(VPMADDWD, 0)
-	K4T8CHUNK(VPDPWSSD, 1)
-	K4T8CHUNK(VPDPWSSD, 2)
-	K4T8CHUNK(VPDPWSSD, 3)
+	K4BCHUNK(0)
+	K4BCHUNK(1)
+	K4BCHUNK(2)
+	K4BCHUNK(3)
 
 	VPBROADCASTW 0(SI), Y2
 	VCVTPH2PS    Y2, Z2
@@ -165,21 +204,25 @@ k4sb:
 	VZEROUPPER
 	RET
 
-// K5T8CHUNK is K4T8CHUNK for Q5_K: the nibbles at 48+32C(SI), their 5th
-// bits from the qh bytes (both halves of Z12), moved to bit 4 by SL $NL
-// (sub-block 2C) and SH $NH (2C+1) as in K5X4CHUNK; Z14 = 0x10 bytes.
-#define K5T8CHUNK(OP, C, SL, NL, SH, NH) \
-	VBROADCASTI64X4 (48+32*C)(SI), Z9;     \
-	SL              $NL, Z12, Z5;          \
-	VPANDD          Z14, Z5, Z5;           \
-	VPTERNLOGD      $0xF8, Z15, Z9, Z5;    \
-	VPSRLW          $4, Z9, Z9;            \
-	SH              $NH, Z12, Z11;         \
-	VPANDD          Z14, Z11, Z11;         \
-	VPTERNLOGD      $0xF8, Z15, Z9, Z11;   \
-	VPBROADCASTW    (4*C)(SP), Z4;         \
-	VPBROADCASTW    (4*C+2)(SP), Z10;      \
-	K8PAIRS(OP, 2*C, Z11, Z10, 2*C+1)
+// K5BCHUNK is K4BCHUNK for Q5_K: the nibbles at 48+32C(SI) with their
+// 5th bits from the qh bytes (both halves of Z12), moved by SL $NL to bit
+// 4 for sub-block 2C (Z10 = 0x10 bytes) and by SH $NH to bit 6 for 2C+1,
+// whose quants are taken × 4 (Z24 = 0x3C, Z25 = 0x40 bytes). d_lo + 16384
+// stays in [636, 32132] and (4·d_hi + 1) << 14 below 2^31.
+#define K5BCHUNK(C, SL, NL, SH, NH) \
+	VBROADCASTI64X4 (48+32*C)(SI), Z9;  \
+	SL              $NL, Z12, Z5;       \
+	VPANDD          Z10, Z5, Z5;        \
+	VPTERNLOGD      $0xF8, Z15, Z9, Z5; \
+	VPSRLW          $2, Z9, Z9;         \
+	SH              $NH, Z12, Z11;      \
+	VPANDD          Z25, Z11, Z11;      \
+	VPTERNLOGD      $0xF8, Z24, Z9, Z11; \
+	VPBROADCASTD    (4*C)(SP), Z4;      \
+	K4BPAIR(0, C, Z20);                 \
+	K4BPAIR(1, C, Z21);                 \
+	K4BPAIR(2, C, Z22);                 \
+	K4BPAIR(3, C, Z23)
 
 // func dotQ5Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
 // is dotQ4Kx8RowsVNNI for Q5_K rows.
@@ -190,8 +233,16 @@ TEXT ·dotQ5Kx8RowsVNNI(SB), NOSPLIT, $16-56
 	MOVQ         y+40(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
-	MOVL         $0x10101010, AX
+	MOVL         $0x3C3C3C3C, AX
 	VPBROADCASTD AX, Z14
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z10
+	MOVL         $0x3C3C3C3C, AX
+	VPBROADCASTD AX, Z24
+	MOVL         $0x40404040, AX
+	VPBROADCASTD AX, Z25
 
 k5row:
 	MOVQ   R11, SI
@@ -236,12 +287,30 @@ k5sb:
 	VPSLLD      $16, Y1, Y2
 	VPOR        Y2, Y1, Y1
 	VINSERTI64X4 $1, Y1, Z1, Z1
+	// The sums start at -16384·(sc0 + sc2 + sc4 + sc6), the bias the
+	// chunks add (see K4BPAIR).
+	MOVL         R8, BX
+	ANDL         $0x00ff00ff, BX
+	MOVL         R9, DX
+	ANDL         $0x00ff00ff, DX
+	ADDL         DX, BX
+	MOVL         BX, DX
+	SHRL         $16, DX
+	ADDL         DX, BX
+	ANDL         $0xffff, BX
+	SHLL         $14, BX
+	NEGL         BX
+	VPBROADCASTD BX, Z12
+	VMOVDQA64    Z12, Z20
+	VMOVDQA64    Z12, Z21
+	VMOVDQA64    Z12, Z22
+	VMOVDQA64    Z12, Z23
 
 	VBROADCASTI64X4 16(SI), Z12
-	K5T8CHUNK(VPMADDWD, 0, VPSLLW, 4, VPSLLW, 3)
-	K5T8CHUNK(VPDPWSSD, 1, VPSLLW, 2, VPSLLW, 1)
-	K5T8CHUNK(VPDPWSSD, 2, VPSLLW, 0, VPSRLW, 1)
-	K5T8CHUNK(VPDPWSSD, 3, VPSRLW, 2, VPSRLW, 3)
+	K5BCHUNK(0, VPSLLW, 4, VPSLLW, 5)
+	K5BCHUNK(1, VPSLLW, 2, VPSLLW, 3)
+	K5BCHUNK(2, VPSLLW, 0, VPSLLW, 1)
+	K5BCHUNK(3, VPSRLW, 2, VPSRLW, 1)
 
 	VPBROADCASTW 0(SI), Y2
 	VCVTPH2PS    Y2, Z2
