@@ -24,4 +24,3 @@ func dotQ6Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, y
 
 //go:noescape
 func dotQ5Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
-
