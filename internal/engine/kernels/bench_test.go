@@ -163,7 +163,7 @@ func BenchmarkDot4(b *testing.B) {
 				var m matmulState
 				m.act, m.arb, m.nIn, m.nTok = a, arb, n, 4
 				m.sizeTiles(vt)
-				m.prepare(0, 1)
+				prepareTile(vt, a, arb, m.nb, m.prep)
 				y := make([]float32, 4)
 				b.SetBytes(int64(4 * len(w)))
 				if ks.dot4[wt] == nil {

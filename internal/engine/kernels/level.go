@@ -75,7 +75,7 @@ type kernelSet struct {
 	// one call (see dot4RowsFunc), bit-identical to dot4 row by row.
 	dot4Rows [numTypes]dot4RowsFunc
 	// dot8, where set, is dot4Rows for eight tokens, whose prepared data
-	// is prepareTile8's (rows of an even number of blocks only).
+	// is prepareTile8For's (Q8_0: rows of an even number of blocks only).
 	dot8 [numTypes]dot4RowsFunc
 }
 

@@ -23,14 +23,14 @@ type matmulState struct {
 	// Bound once in init, so MatMul allocates no closures.
 	rowsFn  func(lo, hi int)
 	quantFn func(lo, hi int)
-	prepFn  func(lo, hi int)
-	prep8Fn func(lo, hi int)
+	stageFn func(lo, hi int)
 
 	dot       func(n int, w, a []byte) float32
 	dot4      dot4Func     // nil: one token at a time
 	dot4Rows  dot4RowsFunc // nil: dot4 row by row
 	dot8      dot4RowsFunc // nil: no eight-token tiles
 	n8        int          // eight-token tiles (tokens [0, 8·n8))
+	n4        int          // four-token tiles after them
 	prep8     []byte       // their prepared data
 	prep8Size int          // bytes of prep8 per tile
 	prep8Mem  []byte
@@ -58,17 +58,17 @@ type matmulState struct {
 func (m *matmulState) init() {
 	m.rowsFn = m.rows
 	m.quantFn = m.quant
-	m.prepFn = m.prepare
-	m.prep8Fn = m.prepare8
+	m.stageFn = m.stage
 }
 
 // MatMul computes y[t*nOut+o] = W[o]·x[t*nIn:(t+1)*nIn] for o < nOut and
 // t < nTok, where w holds nOut rows of nIn elements of type wt (row o at
 // o·wt.RowBytes(nIn)). It quantizes x once (to VecDotType(wt), in
-// parallel), then splits the rows over the workers; for nTok > 1 each
-// group of rows (about 24 KiB) is dotted with every token while it is in
-// cache, four tokens per call where the level has a four-token kernel for
-// wt. Every output equals VecDot of its row and token bit for bit, so the
+// parallel, tile by tile with the tiles' prepared data), then splits the
+// rows over the workers; for nTok > 1 each group of rows (about 24 KiB) is
+// dotted with every token while it is in cache, eight tokens per call
+// where the level has an eight-token kernel for wt, then four where it has
+// a four-token one. Every output equals VecDot of its row and token bit for bit, so the
 // results depend neither on the thread count nor on the other tokens of the
 // batch. The scratch is kept between calls: in steady state MatMul
 // allocates nothing.
@@ -111,6 +111,25 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	m.x, m.nTok, m.y, m.arb = x, nTok, y, arb
 	defer m.release()
 
+	// The tiles: eight tokens at a time where the level has an eight-token
+	// kernel for wt, then four at a time, then one.
+	m.dot4, m.dot4Rows, m.dot8, m.n8, m.n4, m.tileSize = nil, nil, nil, 0, 0, 0
+	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && prep8Bytes(vt, nb) > 0 {
+		m.dot8, m.n8, m.nb, m.vt = ks.dot8[wt], nTok/8, nb, vt
+		m.prep8Size = prep8Bytes(vt, nb)
+		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
+			m.prep8Mem = make([]byte, n)
+		}
+		m.prep8 = m.prep8Mem[:m.n8*m.prep8Size]
+	}
+	if nTok-8*m.n8 >= 4 && ks.dot4[wt] != nil {
+		m.dot4 = ks.dot4[wt]
+		m.dot4Rows = ks.dot4Rows[wt]
+		m.n4 = (nTok - 8*m.n8) / 4
+		m.sizeTiles(vt)
+	}
+
+	m.quantize = nil
 	if vt == tensor.F32 {
 		m.act = f32Bytes(x[:nTok*nIn])
 	} else {
@@ -121,46 +140,35 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 		m.quantize = ks.quantize[vt]
 		m.qBlock = vt.BlockSize()
 		m.qBytes = vt.TypeSize()
-		// The rows are whole blocks, so the nTok rows quantize as one row.
-		nBlocks := nTok * nIn / m.qBlock
-		if nTok*nIn < quantSerialElems {
-			m.quant(0, nBlocks)
-		} else {
-			grain := (quantSerialElems/2 + m.qBlock - 1) / m.qBlock
-			p.run(nBlocks, grain, m.quantFn)
-		}
 	}
-
-	m.dot4, m.dot4Rows, m.dot8, m.n8 = nil, nil, nil, 0
-	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && nb%2 == 0 {
-		m.dot8, m.n8, m.nb = ks.dot8[wt], nTok/8, nb
-		m.prep8Size = nb / 2 * prep8PairBytes
-		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
-			m.prep8Mem = make([]byte, n)
-		}
-		m.prep8 = m.prep8Mem[:m.n8*m.prep8Size]
-		if nTok*nIn < quantSerialElems {
-			m.prepare8(0, m.n8)
-		} else {
-			p.run(m.n8, 1, m.prep8Fn)
-		}
-	}
-	if nTok >= 4 && ks.dot4[wt] != nil {
-		m.dot4 = ks.dot4[wt]
-		m.dot4Rows = ks.dot4Rows[wt]
-		m.sizeTiles(vt)
-		if tiles := nTok / 4; m.tileSize > 0 {
-			if nTok*nIn < quantSerialElems {
-				m.prepare(0, tiles)
-			} else {
-				p.run(tiles, 1, m.prepFn)
-			}
-		}
+	// Quantizing and preparing go tile by tile in one round, so each tile's
+	// rows are prepared while they are in cache.
+	switch units := m.stageUnits(); {
+	case nTok*nIn < quantSerialElems:
+		m.stage(0, units)
+	case m.n8+m.n4 > 0:
+		p.run(units, 1, m.stageFn)
+	case vt != tensor.F32:
+		// No tiles: the nTok rows are whole blocks, so they quantize as
+		// one row, split by blocks.
+		grain := (quantSerialElems/2 + m.qBlock - 1) / m.qBlock
+		p.run(nTok*nIn/m.qBlock, grain, m.quantFn)
 	}
 
 	m.group = max(1, groupBytes/max(wrb, 1))
 	if nOut*wrb*nTok < serialBytes {
 		m.rows(0, nOut)
+		return
+	}
+	if nTok >= 4 {
+		// A batch takes small chunks: a group is then microseconds of work
+		// against one atomic claim, and the threads end within a chunk of
+		// each other instead of within 1/8 of the matrix (two threads).
+		// A chunk is the group rounded up to 16 rows (rows walks it group
+		// by group), so where each token's outputs start on a cache line
+		// (nOut a multiple of 16, y line-aligned, as the model's are) two
+		// threads never write one line.
+		p.run(nOut, (m.group+15)&^15, m.rowsFn)
 		return
 	}
 	// Chunks are whole groups, about chunksPerThread per thread.
@@ -189,19 +197,41 @@ func (m *matmulState) sizeTiles(vt tensor.Type) {
 	m.prep = m.prepStore[:n]
 }
 
-// prepare fills the prepared data of tiles [lo, hi) (four tokens each).
-func (m *matmulState) prepare(lo, hi int) {
-	for i := lo; i < hi; i++ {
-		t := 4 * i
-		prepareTile(m.vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[i*m.tileSize:(i+1)*m.tileSize])
+// stageUnits returns the units of work of stage: one per eight-token and
+// four-token tile, and one for the tokens after them, if any.
+func (m *matmulState) stageUnits() int {
+	n := m.n8 + m.n4
+	if 8*m.n8+4*m.n4 < m.nTok {
+		n++
+	}
+	return n
+}
+
+// stage quantizes the activation rows of units [lo, hi) (see stageUnits)
+// and prepares their tiles.
+func (m *matmulState) stage(lo, hi int) {
+	for u := lo; u < hi; u++ {
+		switch {
+		case u < m.n8:
+			t := 8 * u
+			m.quantRows(t, t+8)
+			prepareTile8For(m.vt, m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[u*m.prep8Size:(u+1)*m.prep8Size])
+		case u < m.n8+m.n4:
+			t := 8*m.n8 + 4*(u-m.n8)
+			m.quantRows(t, t+4)
+			if m.tileSize > 0 {
+				prepareTile(m.vt, m.act[t*m.arb:(t+4)*m.arb], m.arb, m.nb, m.prep[t/4*m.tileSize:(t/4+1)*m.tileSize])
+			}
+		default:
+			m.quantRows(8*m.n8+4*m.n4, m.nTok)
+		}
 	}
 }
 
-// prepare8 fills the prepared data of eight-token tiles [lo, hi).
-func (m *matmulState) prepare8(lo, hi int) {
-	for i := lo; i < hi; i++ {
-		t := 8 * i
-		prepareTile8(m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[i*m.prep8Size:(i+1)*m.prep8Size])
+// quantRows quantizes the activation rows of tokens [lo, hi).
+func (m *matmulState) quantRows(lo, hi int) {
+	if m.quantize != nil {
+		m.quantize(m.x[lo*m.nIn:hi*m.nIn], m.act[lo*m.arb:hi*m.arb])
 	}
 }
 

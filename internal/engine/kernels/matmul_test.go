@@ -75,7 +75,9 @@ func TestMatMul(t *testing.T) {
 	shapes := []struct{ nOut, nTok int }{
 		{37, 1}, {37, 7}, // below the serial threshold
 		{300, 1}, {300, 7}, // split over the workers
-		{64, 33}, // quantization split over the workers too
+		{64, 33},            // quantization split over the workers too
+		{40, 20},            // eight- and four-token tiles, staged serially
+		{300, 12}, {64, 44}, // eight- and four-token tiles, staged in parallel
 	}
 	forEachLevel(t, func(t *testing.T) {
 		for _, wt := range weightTypes {
@@ -228,7 +230,7 @@ func TestMatMulBatchInvariant(t *testing.T) {
 				ins = []int{5, 37, 100, 200, 512}
 			}
 			for _, nIn := range ins {
-				const nOut, nTok = 150, 9
+				const nOut, nTok = 150, 21 // wide, four-token and single tiles
 				w := randWeights(rng, wt, nOut*nIn)
 				x := randActivations(rng, nTok*nIn)
 				y := make([]float32, nTok*nOut)

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -31,24 +32,70 @@ func BenchmarkQ8Tiles(b *testing.B) {
 	y := make([]float32, nTok*nOut)
 	ks := sets[AVX512]
 	b.Run("x4/row", func(b *testing.B) {
-		for b.Loop() {
+		loopCPU(b, func() {
 			for t := 0; t < 8; t += 4 {
 				for o := range nOut {
 					ks.dot4[tensor.Q8_0](w[o*wrb:(o+1)*wrb], act[t*arb:], arb, prep4[t/4*nb*prepQ8_0:], nb, y[t*nOut+o:], nOut)
 				}
 			}
-		}
+		})
 	})
 	b.Run("x4/rows", func(b *testing.B) {
-		for b.Loop() {
+		loopCPU(b, func() {
 			for t := 0; t < 8; t += 4 {
 				ks.dot4Rows[tensor.Q8_0](w, wrb, nOut, prep4[t/4*nb*prepQ8_0:], nb, y[t*nOut:], nOut)
 			}
-		}
+		})
 	})
 	b.Run("x8/rows", func(b *testing.B) {
-		for b.Loop() {
+		loopCPU(b, func() {
 			ks.dot8[tensor.Q8_0](w, wrb, nOut, prep8, nb, y, nOut)
-		}
+		})
 	})
+}
+
+// BenchmarkKTiles compares, on one group of K-quant weight rows (about
+// groupBytes) 512, 2048 and 5632 wide, the four-token kernel row by row
+// (twice) and the eight-token kernel over the group, for the same eight
+// tokens.
+func BenchmarkKTiles(b *testing.B) {
+	if MaxLevel() < AVX512 {
+		b.Skip("needs AVX-512")
+	}
+	const nTok = 8
+	ks := sets[AVX512]
+	for _, wt := range kTileTypes {
+		if ks.dot8[wt] == nil {
+			continue
+		}
+		for _, nIn := range []int{512, 2048, 5632} {
+			b.Run(fmt.Sprintf("%s/%d", wt, nIn), func(b *testing.B) {
+				wrb, _ := wt.RowBytes(nIn)
+				nOut := groupBytes / wrb
+				rng := rand.New(rand.NewPCG(5, 5))
+				w := randWeights(rng, wt, nOut*nIn)
+				arb, _ := tensor.Q8_K.RowBytes(nIn)
+				act := make([]byte, nTok*arb)
+				QuantizeActivation(tensor.Q8_K, randActivations(rng, nTok*nIn), act)
+				nb := nIn / qkk
+				prep8 := make([]byte, prep8Bytes(tensor.Q8_K, nb))
+				prepareTileK8(act, arb, nb, prep8)
+				y := make([]float32, nTok*nOut)
+				b.Run("x4/row", func(b *testing.B) {
+					loopCPU(b, func() {
+						for t := 0; t < nTok; t += 4 {
+							for o := range nOut {
+								ks.dot4[wt](w[o*wrb:(o+1)*wrb], act[t*arb:], arb, nil, nb, y[t*nOut+o:], nOut)
+							}
+						}
+					})
+				})
+				b.Run("x8/rows", func(b *testing.B) {
+					loopCPU(b, func() {
+						ks.dot8[wt](w, wrb, nOut, prep8, nb, y, nOut)
+					})
+				})
+			})
+		}
+	}
 }
