@@ -1,0 +1,191 @@
+package kernels
+
+import (
+	"tandem/internal/engine/tensor"
+	"tandem/internal/invariant"
+)
+
+// Block kernels of tiled (flash-style) attention: a block of queries against
+// a block of keys at once, so that each loaded key or value row serves every
+// query of the block. Rows are stored at a stride (in elements), as the KV
+// cache's pages hold one head's rows KVHeads·HeadDim elements apart.
+//
+// At AVX-512 the scores come from a 4-query x 4-key register tile whose
+// every dot product is reduced by the same tree as DotF16Rows's, and the
+// value sums run the same FMAs per element as AxpyF16Rows/AxpyF32, so the
+// block forms equal the row forms bit for bit at that level (F32 scores
+// excepted: they may differ from DotF32 in float32 rounding). Other levels
+// call the row forms.
+
+// attnTileAsm is a level's assembly for the block kernels: each handles
+// exactly four query rows; scores need nk a positive multiple of 4, every
+// form d a positive multiple of 16.
+type attnTileAsm struct {
+	scoresF16 func(q *uint16, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
+	scoresF32 func(q *float32, qs int, k *float32, ks, nk, d int, scale float32, s *float32, ss int)
+	accumF16  func(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
+	accumF32  func(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+}
+
+// attnTiles holds, per level, that level's block assembly (nil: none).
+var attnTiles [AVX512 + 1]*attnTileAsm
+
+func init() {
+	for l := range attnTiles {
+		if sets[l] != nil {
+			attnTiles[l] = archAttnTiles(Level(l))
+		}
+	}
+}
+
+// AttnTiled reports whether the current level has block assembly for the
+// attention kernels; without it the block forms cost what the row forms do.
+func AttnTiled() bool { return attnTiles[CurrentLevel()] != nil }
+
+func checkBlock[T any](op, what string, x []T, stride, n, d int) {
+	if n > 0 && (stride < d || len(x) < (n-1)*stride+d) {
+		invariant.Failf("kernels", "%s: %s: %d rows of %d elements at stride %d need %d elements, got %d",
+			op, what, n, d, stride, (n-1)*stride+d, len(x))
+	}
+}
+
+func checkOut(op string, s []float32, stride, n, m int) {
+	if n > 0 && m > 0 && (stride < m || len(s) < (n-1)*stride+m) {
+		invariant.Failf("kernels", "%s: output: %d rows of %d at stride %d need %d elements, got %d",
+			op, n, m, stride, (n-1)*stride+m, len(s))
+	}
+}
+
+// AttnScoresF16 sets s[i·ss+j] = (q_i · k_j)·scale for i < nq, j < nk, where
+// q_i = q[i·qs : i·qs+d] and k_j = k[j·ks : j·ks+d] are half precision: the
+// scores of nq queries against nk keys. Each score equals DotF16Rows's for
+// that query and key.
+func AttnScoresF16(q []uint16, qs, nq int, k []uint16, ks, nk, d int, scale float32, s []float32, ss int) {
+	checkBlock("AttnScoresF16", "queries", q, qs, nq, d)
+	checkBlock("AttnScoresF16", "keys", k, ks, nk, d)
+	checkOut("AttnScoresF16", s, ss, nq, nk)
+	if nq <= 0 || nk <= 0 {
+		return
+	}
+	i := 0
+	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 && d > 0 && nk >= 4 {
+		n4 := nk &^ 3
+		for ; i+4 <= nq; i += 4 {
+			a.scoresF16(&q[i*qs], qs, &k[0], ks, n4, d, scale, &s[i*ss], ss)
+			for r := i; r < i+4 && n4 < nk; r++ {
+				DotF16Rows(q[r*qs:r*qs+d], k[n4*ks:], ks, scale, s[r*ss+n4:r*ss+nk])
+			}
+		}
+	}
+	for ; i < nq; i++ {
+		DotF16Rows(q[i*qs:i*qs+d], k, ks, scale, s[i*ss:i*ss+nk])
+	}
+}
+
+// AttnScoresF32 is AttnScoresF16 for float32 queries and keys; a score
+// equals DotF32's up to float32 rounding.
+func AttnScoresF32(q []float32, qs, nq int, k []float32, ks, nk, d int, scale float32, s []float32, ss int) {
+	checkBlock("AttnScoresF32", "queries", q, qs, nq, d)
+	checkBlock("AttnScoresF32", "keys", k, ks, nk, d)
+	checkOut("AttnScoresF32", s, ss, nq, nk)
+	if nq <= 0 || nk <= 0 {
+		return
+	}
+	i, n4 := 0, 0
+	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 && d > 0 && nk >= 4 {
+		n4 = nk &^ 3
+		for ; i+4 <= nq; i += 4 {
+			a.scoresF32(&q[i*qs], qs, &k[0], ks, n4, d, scale, &s[i*ss], ss)
+		}
+	}
+	for r := range nq {
+		j := 0
+		if r < i {
+			j = n4
+		}
+		for ; j < nk; j++ {
+			s[r*ss+j] = DotF32(q[r*qs:r*qs+d], k[j*ks:j*ks+d]) * scale
+		}
+	}
+}
+
+// AttnAccumF16 adds Σ_j p[i·ps+j]·v_j to o[i·os : i·os+d] for every i < nq,
+// with v_j = v[j·vs : j·vs+d] in half precision, taking j = 0, 1, ... nk-1
+// in turn: the weighted values of nq queries. Results equal AxpyF16Rows's
+// for each query bit for bit.
+func AttnAccumF16(p []float32, ps, nq int, v []uint16, vs, nk, d int, o []float32, os int) {
+	checkOut("AttnAccumF16", p, ps, nq, nk)
+	checkBlock("AttnAccumF16", "values", v, vs, nk, d)
+	checkOut("AttnAccumF16", o, os, nq, d)
+	if nq <= 0 || nk <= 0 || d <= 0 {
+		return
+	}
+	i := 0
+	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 {
+		for ; i+4 <= nq; i += 4 {
+			a.accumF16(&p[i*ps], ps, &v[0], vs, nk, d, &o[i*os], os)
+		}
+	}
+	for ; i < nq; i++ {
+		AxpyF16Rows(p[i*ps:i*ps+nk], v, vs, o[i*os:i*os+d])
+	}
+}
+
+// AttnAccumF32 is AttnAccumF16 for float32 values; results equal AxpyF32
+// called row by row, bit for bit.
+func AttnAccumF32(p []float32, ps, nq int, v []float32, vs, nk, d int, o []float32, os int) {
+	checkOut("AttnAccumF32", p, ps, nq, nk)
+	checkBlock("AttnAccumF32", "values", v, vs, nk, d)
+	checkOut("AttnAccumF32", o, os, nq, d)
+	if nq <= 0 || nk <= 0 || d <= 0 {
+		return
+	}
+	i := 0
+	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 {
+		for ; i+4 <= nq; i += 4 {
+			a.accumF32(&p[i*ps], ps, &v[0], vs, nk, d, &o[i*os], os)
+		}
+	}
+	for ; i < nq; i++ {
+		y := o[i*os : i*os+d]
+		for j := range nk {
+			AxpyF32(p[i*ps+j], v[j*vs:j*vs+d], y)
+		}
+	}
+}
+
+// attnScoresRef is the plain Go reference of the score kernels: each dot
+// product summed in float64 from the elements' float32 values.
+func attnScoresRef(q []float32, qs, nq int, k []float32, ks, nk, d int, scale float32, s []float32, ss int) {
+	for i := range nq {
+		for j := range nk {
+			var sum float64
+			for e := range d {
+				sum += float64(q[i*qs+e]) * float64(k[j*ks+e])
+			}
+			s[i*ss+j] = float32(sum) * scale
+		}
+	}
+}
+
+// attnAccumRef is the plain Go reference of the value kernels: o_i +=
+// p_ij·v_j with one rounding per product and sum, j in order.
+func attnAccumRef(p []float32, ps, nq int, v []float32, vs, nk, d int, o []float32, os int) {
+	for i := range nq {
+		for j := range nk {
+			w := p[i*ps+j]
+			for e := range d {
+				o[i*os+e] += w * v[j*vs+e]
+			}
+		}
+	}
+}
+
+// f16Floats widens half-precision values (tests and references).
+func f16Floats(h []uint16) []float32 {
+	f := make([]float32, len(h))
+	for i, v := range h {
+		f[i] = tensor.FP16ToFP32(v)
+	}
+	return f
+}

@@ -1,0 +1,25 @@
+//go:build amd64
+
+package kernels
+
+// archAttnTiles returns level l's block assembly for attention (nil below
+// AVX-512).
+func archAttnTiles(l Level) *attnTileAsm {
+	if l != AVX512 {
+		return nil
+	}
+	return &attnTileAsm{scoresF16: attnScoresF16AVX512, scoresF32: attnScoresF32AVX512,
+		accumF16: attnAccumF16AVX512, accumF32: attnAccumF32AVX512}
+}
+
+//go:noescape
+func attnScoresF16AVX512(q *uint16, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
+
+//go:noescape
+func attnScoresF32AVX512(q *float32, qs int, k *float32, ks, nk, d int, scale float32, s *float32, ss int)
+
+//go:noescape
+func attnAccumF16AVX512(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
+
+//go:noescape
+func attnAccumF32AVX512(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
