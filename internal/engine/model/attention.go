@@ -12,6 +12,7 @@ import (
 type attnScratch struct {
 	scores   []float32
 	p16, q16 []uint16
+	tile     tileScratch
 }
 
 func (a *attnScratch) grow(positions, headDim int) ([]float32, []uint16, []uint16) {
@@ -27,10 +28,61 @@ func (a *attnScratch) grow(positions, headDim int) ([]float32, []uint16, []uint1
 	return a.scores[:positions], a.p16[:positions], a.q16[:headDim]
 }
 
+// attnPath chooses attention's form: attnAuto (tiles where the kernels have
+// block assembly and a step has enough queries per KV head to fill a tile),
+// or one form always (tests compare the two).
+type attnPath int
+
+const (
+	attnAuto attnPath = iota
+	attnRows
+	attnTiles
+)
+
+// attnForce, when not attnAuto, makes every step use that form (tests).
+var attnForce attnPath
+
+// tileRows is the number of query rows (query heads of one KV head x
+// positions) a tile aims at; the block kernels take them four at a time.
+const tileRows = 16
+
+// attnPages returns the page table through which layer l reads sequence s's
+// keys and values in kv. Every layer reads the sequence's one page table
+// today; this is the one place a layer-specific page list would be chosen.
+func attnPages(kv *kvcache.Cache, l int, s *Seq) []int32 {
+	_, _ = kv, l
+	return s.Pages
+}
+
 // attention computes softmax(q·Kᵀ/√d)·V for every (token, head) over the
-// token's sequence positions 0..pos in the cache. It walks the sequence's
-// pages, reading each page's rows in place.
+// token's sequence positions 0..pos in the cache (from the start of its
+// window on a sliding-window layer), reading the pages' rows in place:
+// by tiles (attentionTiled) for prefill chunks, query by query
+// (attentionRows) otherwise.
 func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+	path := attnForce
+	if path == attnAuto {
+		path = attnRows
+		c := r.m.Config
+		if kernels.AttnTiled() {
+			for _, s := range seqs {
+				if len(s.Tokens)*(c.Heads/c.KVHeads) >= 4 {
+					path = attnTiles
+					break
+				}
+			}
+		}
+	}
+	if path == attnTiles {
+		r.attentionTiled(kv, l, seqs)
+		return
+	}
+	r.attentionRows(kv, l, seqs, n)
+}
+
+// attentionRows is attention one query at a time: each (token, head) job
+// fills the token's whole score row, normalizes it and sums the values.
+func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	c := r.m.Config
 	qDim := c.Heads * c.HeadDim
 	f16 := kv.Config().DType == tensor.F16
@@ -55,7 +107,7 @@ func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			// head (and the heads of one KV head follow each other), so the
 			// pages they read stay in cache from one query to the next.
 			t, h := job%n, job/n
-			pages := seqs[r.tokSeq[t]].Pages
+			pages := attnPages(kv, l, &seqs[r.tokSeq[t]])
 			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			npos := r.tokPos[t] + 1
@@ -128,5 +180,177 @@ func softmax(x []float32) {
 	inv := float32(1 / sum)
 	for i := range x {
 		x[i] *= inv
+	}
+}
+
+// attnTile is a run of one sequence's new tokens whose queries attend as one
+// block: tokens t0 .. t0+np-1 of the step.
+type attnTile struct{ seq, t0, np int }
+
+// tileScratch is one worker's working memory for a tile: the gathered
+// queries (half precision for an F16 cache), one page's scores (then
+// weights), the unnormalized outputs and each row's running max and sum.
+type tileScratch struct {
+	q16  []uint16
+	q32  []float32
+	s, o []float32
+	m    []float32
+	sum  []float64
+}
+
+func (ts *tileScratch) grow(rows, d, pt int) {
+	if cap(ts.o) < rows*d {
+		ts.q16 = make([]uint16, rows*d)
+		ts.q32 = make([]float32, rows*d)
+		ts.o = make([]float32, rows*d)
+	}
+	if cap(ts.m) < rows {
+		ts.m = make([]float32, rows)
+		ts.sum = make([]float64, rows)
+	}
+	if cap(ts.s) < rows*pt {
+		ts.s = make([]float32, rows*pt)
+	}
+}
+
+// attentionTiled is attention by tiles: for one KV head, the queries of all
+// its query heads at a few consecutive positions of one sequence (a tile)
+// meet each page's keys at once (every loaded key row serves the whole
+// tile), with an online softmax: each row keeps its running maximum and
+// sum, rescales its partial output when the maximum grows, and divides at
+// the end. No score row longer than a page exists.
+func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
+	c := r.m.Config
+	per := max(1, tileRows/(c.Heads/c.KVHeads))
+	r.tiles = r.tiles[:0]
+	t := 0
+	for si, s := range seqs {
+		for i := 0; i < len(s.Tokens); i += per {
+			r.tiles = append(r.tiles, attnTile{seq: si, t0: t + i, np: min(per, len(s.Tokens)-i)})
+		}
+		t += len(s.Tokens)
+	}
+	nt := len(r.tiles)
+	r.pool.Parallel(nt*c.KVHeads, func(lo, hi int) {
+		sc := r.attnPool.Get().(*attnScratch)
+		defer r.attnPool.Put(sc)
+		for job := lo; job < hi; job++ {
+			// KV-head-major, so that a worker's consecutive tiles read the
+			// same head's pages; within a head the later (longer) tiles
+			// first, so the short ones even out the end.
+			kvh, ti := job/nt, nt-1-job%nt
+			r.attendTile(kv, l, seqs, r.tiles[ti], kvh, &sc.tile)
+		}
+	})
+}
+
+// attendTile computes the attention output of one tile for KV head kvh.
+func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, kvh int, ts *tileScratch) {
+	c := r.m.Config
+	d, group := c.HeadDim, c.Heads/c.KVHeads
+	qDim, rowElems := c.Heads*d, c.KVHeads*d
+	rows := group * tl.np
+	cc := kv.Config()
+	f16, pt := cc.DType == tensor.F16, cc.PageTokens
+	scale := float32(1 / math.Sqrt(float64(d)))
+	if c.QueryScale != 0 {
+		scale = 1 // Q was scaled before it reached the cache's keys
+	}
+	window, softcap := c.Window(l), c.AttnSoftcap
+	pages := attnPages(kv, l, &seqs[tl.seq])
+	ts.grow(rows, d, pt)
+	// Row p·group+g is query head kvh·group+g of token t0+p: the group's
+	// heads lie side by side in a token's Q row.
+	for p := range tl.np {
+		src := r.q[(tl.t0+p)*qDim+kvh*group*d:][:group*d]
+		if f16 {
+			// llama.cpp rounds Q to half precision to meet an F16 K
+			kernels.ConvertF32ToF16(src, ts.q16[p*group*d:][:group*d])
+		} else {
+			copy(ts.q32[p*group*d:], src)
+		}
+	}
+	o, m, sum := ts.o[:rows*d], ts.m[:rows], ts.sum[:rows]
+	clear(o)
+	for i := range m {
+		m[i] = float32(math.Inf(-1))
+		sum[i] = 0
+	}
+	first, end := 0, r.tokPos[tl.t0+tl.np-1]+1
+	if window > 0 {
+		first = max(0, r.tokPos[tl.t0]+1-window)
+	}
+	off := kvh * d
+	for p0 := first - first%pt; p0 < end; p0 += pt {
+		s0, e := max(first-p0, 0), min(pt, end-p0)
+		nk, base := e-s0, p0+s0
+		s := ts.s[:rows*nk]
+		page := pages[p0/pt]
+		if f16 {
+			kp := kvcache.F16(kv.KPage(l, page))[s0*rowElems+off:]
+			kernels.AttnScoresF16(ts.q16, d, rows, kp, rowElems, nk, d, scale, s, nk)
+		} else {
+			kp := kvcache.F32(kv.KPage(l, page))[s0*rowElems+off:]
+			kernels.AttnScoresF32(ts.q32, d, rows, kp, rowElems, nk, d, scale, s, nk)
+		}
+		for row := range rows {
+			pos := r.tokPos[tl.t0+row/group]
+			// keys base+jlo .. base+jhi-1 are the ones this row sees
+			jlo, jhi := 0, min(pos+1-base, nk)
+			if window > 0 {
+				jlo = max(pos+1-window-base, 0)
+			}
+			sr := s[row*nk : (row+1)*nk]
+			if jlo >= jhi {
+				clear(sr)
+				continue
+			}
+			clear(sr[:jlo])
+			clear(sr[jhi:])
+			v := sr[jlo:jhi]
+			if softcap != 0 {
+				inv := 1 / softcap
+				for i, x := range v {
+					v[i] = float32(math.Tanh(float64(x*inv))) * softcap
+				}
+			}
+			mb := v[0]
+			for _, x := range v[1:] {
+				mb = max(mb, x)
+			}
+			if mb > m[row] {
+				// rescale what the row has so far to the new maximum
+				if sum[row] != 0 {
+					alpha := kernels.ExpF32(m[row] - mb)
+					or := o[row*d : (row+1)*d]
+					for i := range or {
+						or[i] *= alpha
+					}
+					sum[row] *= float64(alpha)
+				}
+				m[row] = mb
+			}
+			kernels.ExpShiftF32(v, m[row])
+			var bs float64
+			for _, x := range v {
+				bs += float64(x)
+			}
+			sum[row] += bs
+		}
+		if f16 {
+			vp := kvcache.F16(kv.VPage(l, page))[s0*rowElems+off:]
+			kernels.AttnAccumF16(s, nk, rows, vp, rowElems, nk, d, o, d)
+		} else {
+			vp := kvcache.F32(kv.VPage(l, page))[s0*rowElems+off:]
+			kernels.AttnAccumF32(s, nk, rows, vp, rowElems, nk, d, o, d)
+		}
+	}
+	for row := range rows {
+		t, h := tl.t0+row/group, kvh*group+row%group
+		out := r.attn[t*qDim+h*d:][:d]
+		inv := float32(1 / sum[row])
+		for i, x := range o[row*d : (row+1)*d] {
+			out[i] = x * inv
+		}
 	}
 }

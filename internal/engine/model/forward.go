@@ -47,6 +47,8 @@ type Runner struct {
 	// attnPool recycles attention scratch between steps and layers, so a
 	// decode step allocates nothing per layer.
 	attnPool sync.Pool
+	// tiles is attentionTiled's list of query tiles, reused between layers.
+	tiles []attnTile
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of

@@ -1,0 +1,211 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/tensor"
+)
+
+// attnBench is a runner with random queries and a cache of random keys and
+// values for the given sequences (their Pos earlier positions and their new
+// tokens are all in the cache), ready for attentionRows / attentionTiled.
+type attnBench struct {
+	r    *Runner
+	kv   *kvcache.Cache
+	seqs []Seq
+	n    int
+}
+
+func newAttnBench(t testing.TB, pool *kernels.Pool, c Config, pt int, dt tensor.Type, qGain float64, lens [][2]int, seed uint64) *attnBench {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 17))
+	m := &Model{Config: c}
+	r := NewRunner(m, pool)
+	pagesNeeded := 0
+	for _, pl := range lens {
+		pagesNeeded += (pl[0] + pl[1] + pt - 1) / pt
+	}
+	kv, err := kvcache.New(kvcache.Config{Layers: 1, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageTokens: pt, Pages: pagesNeeded + 1, DType: dt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// waste page 0 so page tables are not the identity
+	if _, err := kv.Alloc(1); err != nil {
+		t.Fatal(err)
+	}
+	kvDim, qDim := c.KVHeads*c.HeadDim, c.Heads*c.HeadDim
+	row := make([]float32, kvDim)
+	b := &attnBench{r: r, kv: kv}
+	for si, pl := range lens {
+		pos, nt := pl[0], pl[1]
+		pages, err := kv.Alloc((pos + nt + pt - 1) / pt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Reverse(pages)
+		for p := range pos + nt {
+			for i := range row {
+				row[i] = float32(rng.NormFloat64())
+			}
+			storeRow(kv.KRow(0, pages, p), row, dt)
+			for i := range row {
+				row[i] = float32(rng.NormFloat64())
+			}
+			storeRow(kv.VRow(0, pages, p), row, dt)
+		}
+		b.seqs = append(b.seqs, Seq{Tokens: make([]int32, nt), Pos: pos, Pages: pages})
+		for i := range nt {
+			r.tokPos = append(r.tokPos, pos+i)
+			r.tokSeq = append(r.tokSeq, si)
+		}
+		b.n += nt
+	}
+	r.q = make([]float32, b.n*qDim)
+	for i := range r.q {
+		r.q[i] = float32(rng.NormFloat64() * qGain)
+	}
+	r.attn = make([]float32, b.n*qDim)
+	return b
+}
+
+// attnRef is attention in float64 from the cache's values: each (token,
+// head) over its visible positions, with Q rounded to half precision for
+// an F16 cache as the kernels take it.
+func (b *attnBench) ref() []float64 {
+	r, c := b.r, b.r.m.Config
+	d, group := c.HeadDim, c.Heads/c.KVHeads
+	qDim := c.Heads * d
+	f16 := b.kv.Config().DType == tensor.F16
+	elem := func(row []byte, i int) float64 {
+		if f16 {
+			return float64(tensor.FP16ToFP32(kvcache.F16(row)[i]))
+		}
+		return float64(kvcache.F32(row)[i])
+	}
+	out := make([]float64, b.n*qDim)
+	scale := 1 / math.Sqrt(float64(d))
+	window, softcap := c.Window(0), float64(c.AttnSoftcap)
+	for t := range b.n {
+		pages, pos := b.seqs[r.tokSeq[t]].Pages, r.tokPos[t]
+		first := 0
+		if window > 0 {
+			first = max(0, pos+1-window)
+		}
+		for h := range c.Heads {
+			q := r.q[t*qDim+h*d:][:d]
+			off := (h / group) * d
+			sc := make([]float64, pos+1-first)
+			for p := first; p <= pos; p++ {
+				k := b.kv.KRow(0, pages, p)
+				var s float64
+				for i := range d {
+					qi := q[i]
+					if f16 {
+						qi = tensor.FP16ToFP32(tensor.FP32ToFP16(qi))
+					}
+					s += float64(qi) * elem(k, off+i)
+				}
+				s *= scale
+				if softcap != 0 {
+					s = math.Tanh(s/softcap) * softcap
+				}
+				sc[p-first] = s
+			}
+			mx := slices.Max(sc)
+			var sum float64
+			for i := range sc {
+				sc[i] = math.Exp(sc[i] - mx)
+				sum += sc[i]
+			}
+			o := out[t*qDim+h*d:][:d]
+			for p := first; p <= pos; p++ {
+				v := b.kv.VRow(0, pages, p)
+				for i := range d {
+					o[i] += sc[p-first] / sum * elem(v, off+i)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestAttentionTiledMatchesRows compares, at every kernel level, the tiled
+// attention with the per-query one and both with a float64 reference, over
+// random queries, keys and values: GQA ratios 1, 4 and 8, one and two KV
+// heads, head dims the block assembly takes (64, 80) and one it leaves to
+// the row kernels (24), pages of 4 and 16 positions, sequences whose new
+// tokens start mid-page and cross page boundaries (several sequences in one
+// step, one with a single token), no window and windows shorter and longer
+// than a page, with and without logit soft-capping, F16 and F32 caches.
+// The tiled path must be within 1e-5 of float64; the per-query path rounds
+// its weights to half precision before an F16 V, so it gets 2e-3 there.
+func TestAttentionTiledMatchesRows(t *testing.T) {
+	pool := kernels.NewPool(2)
+	defer pool.Close()
+	lens := [][2]int{{7, 45}, {0, 1}, {19, 6}, {0, 33}}
+	for _, l := range []kernels.Level{kernels.Generic, kernels.AVX2, kernels.AVX512} {
+		t.Run(l.String(), func(t *testing.T) {
+			if err := kernels.CheckLevel(l); err != nil {
+				t.Skip(err)
+			}
+			defer kernels.SetLevel(l)()
+			seed := uint64(0)
+			for _, dt := range []tensor.Type{tensor.F16, tensor.F32} {
+				for _, g := range []int{1, 4, 8} {
+					for _, kvh := range []int{1, 2} {
+						for _, d := range []int{24, 64, 80} {
+							if !kernels.AttnTiled() && (d != 64 || kvh != 2) {
+								// below AVX-512 the block kernels are the row
+								// kernels (tested in package kernels): one shape
+								continue
+							}
+							for _, pt := range []int{4, 16} {
+								for _, window := range []int{0, 3, 21} {
+									for _, softcap := range []float32{0, 5} {
+										seed++
+										name := fmt.Sprintf("%s/g%d/kvh%d/d%d/pt%d/w%d/cap%g", dt, g, kvh, d, pt, window, softcap)
+										c := Config{Layers: 1, Heads: g * kvh, KVHeads: kvh, HeadDim: d, AttnSoftcap: softcap}
+										if window > 0 {
+											c.SlidingWindow, c.SWALayers = window, []bool{true}
+										}
+										// large queries make scores of tens, so the cap and
+										// the running maximum's rescaling both matter
+										b := newAttnBench(t, pool, c, pt, dt, 3, lens, seed)
+										b.r.attentionRows(b.kv, 0, b.seqs, b.n)
+										rows := slices.Clone(b.r.attn)
+										clear(b.r.attn)
+										b.r.attentionTiled(b.kv, 0, b.seqs)
+										tiles := b.r.attn
+										ref := b.ref()
+										// The tiled path is float32 work on the cache's
+										// values; the per-query path also rounds the
+										// weights to half precision before an F16 V
+										// (llama.cpp does), the tiled one does not.
+										tolTiles, tolRows := 1e-5, 1e-5
+										if dt == tensor.F16 {
+											tolRows = 2e-3
+										}
+										for i := range ref {
+											if e := math.Abs(float64(tiles[i]) - ref[i]); !(e <= tolTiles) {
+												t.Fatalf("%s: tiled output %d = %v, float64 reference %v", name, i, tiles[i], ref[i])
+											}
+											if e := math.Abs(float64(rows[i]) - ref[i]); !(e <= tolRows) {
+												t.Fatalf("%s: per-query output %d = %v, float64 reference %v", name, i, rows[i], ref[i])
+											}
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
