@@ -21,10 +21,12 @@ import (
 // exactly four query rows; scores need nk a positive multiple of 4, every
 // form d a positive multiple of 16.
 type attnTileAsm struct {
-	scoresF16 func(q *uint16, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
+	scoresF16 func(q *float32, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
 	scoresF32 func(q *float32, qs int, k *float32, ks, nk, d int, scale float32, s *float32, ss int)
 	accumF16  func(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
 	accumF32  func(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+	// softmaxStep is AttnSoftmaxStep for a non-empty x.
+	softmaxStep func(x []float32, m float32) (mNew, sum float32)
 }
 
 // attnTiles holds, per level, that level's block assembly (nil: none).
@@ -57,28 +59,44 @@ func checkOut(op string, s []float32, stride, n, m int) {
 }
 
 // AttnScoresF16 sets s[i·ss+j] = (q_i · k_j)·scale for i < nq, j < nk, where
-// q_i = q[i·qs : i·qs+d] and k_j = k[j·ks : j·ks+d] are half precision: the
-// scores of nq queries against nk keys. Each score equals DotF16Rows's for
-// that query and key.
-func AttnScoresF16(q []uint16, qs, nq int, k []uint16, ks, nk, d int, scale float32, s []float32, ss int) {
+// q_i = q[i·qs : i·qs+d] and k_j = k[j·ks : j·ks+d]: the scores of nq
+// queries against nk half-precision keys. The queries are float32 holding
+// half-precision values (ConvertF32ToF16 then ConvertF16ToF32), so that
+// each score equals DotF16Rows's for that query and key; other values
+// are rounded to half precision first below AVX-512.
+func AttnScoresF16(q []float32, qs, nq int, k []uint16, ks, nk, d int, scale float32, s []float32, ss int) {
 	checkBlock("AttnScoresF16", "queries", q, qs, nq, d)
 	checkBlock("AttnScoresF16", "keys", k, ks, nk, d)
 	checkOut("AttnScoresF16", s, ss, nq, nk)
 	if nq <= 0 || nk <= 0 {
 		return
 	}
-	i := 0
+	i, n4 := 0, 0
 	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 && d > 0 && nk >= 4 {
-		n4 := nk &^ 3
+		n4 = nk &^ 3
 		for ; i+4 <= nq; i += 4 {
 			a.scoresF16(&q[i*qs], qs, &k[0], ks, n4, d, scale, &s[i*ss], ss)
-			for r := i; r < i+4 && n4 < nk; r++ {
-				DotF16Rows(q[r*qs:r*qs+d], k[n4*ks:], ks, scale, s[r*ss+n4:r*ss+nk])
-			}
+		}
+		if n4 == nk && i == nq {
+			return
 		}
 	}
-	for ; i < nq; i++ {
-		DotF16Rows(q[i*qs:i*qs+d], k, ks, scale, s[i*ss:i*ss+nk])
+	var buf [256]uint16
+	q16 := buf[:0]
+	if d > len(buf) {
+		q16 = make([]uint16, d)
+	}
+	q16 = q16[:d]
+	for r := range nq {
+		j := 0
+		if r < i {
+			j = n4
+		}
+		if j == nk {
+			continue
+		}
+		ConvertF32ToF16(q[r*qs:r*qs+d], q16)
+		DotF16Rows(q16, k[j*ks:], ks, scale, s[r*ss+j:r*ss+nk])
 	}
 }
 
@@ -152,6 +170,35 @@ func AttnAccumF32(p []float32, ps, nq int, v []float32, vs, nk, d int, o []float
 			AxpyF32(p[i*ps+j], v[j*vs:j*vs+d], y)
 		}
 	}
+}
+
+// AttnSoftmaxStep is one row's step of an online softmax over the scores x
+// of a block of keys, given the row's running maximum m: it sets mNew =
+// max(m, max(x)), x[i] = ExpF32(x[i] - mNew) (bit for bit, as ExpShiftF32)
+// and returns mNew and the sum of the new x in float32 (in an order of the
+// kernel's choosing). Empty x returns m and 0.
+func AttnSoftmaxStep(x []float32, m float32) (mNew, sum float32) {
+	if len(x) == 0 {
+		return m, 0
+	}
+	if a := attnTiles[CurrentLevel()]; a != nil {
+		return a.softmaxStep(x, m)
+	}
+	return attnSoftmaxStepGo(x, m)
+}
+
+// attnSoftmaxStepGo is AttnSoftmaxStep in Go (the reference), summing in
+// order.
+func attnSoftmaxStepGo(x []float32, m float32) (mNew, sum float32) {
+	mNew = m
+	for _, v := range x {
+		mNew = max(mNew, v)
+	}
+	ExpShiftF32(x, mNew)
+	for _, v := range x {
+		sum += v
+	}
+	return mNew, sum
 }
 
 // attnScoresRef is the plain Go reference of the score kernels: each dot

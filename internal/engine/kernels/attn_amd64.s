@@ -6,13 +6,14 @@
 
 #include "textflag.h"
 
-// func attnScoresF16AVX512(q *uint16, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
-// s[i*ss+j] = dot(q_i, k_j)*scale for i < 4, j < nk; nk a positive multiple
-// of 4, d a positive multiple of 16, strides in elements.
+// func attnScoresF16AVX512(q *float32, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
+// s[i*ss+j] = dot(q_i, k_j)*scale for i < 4, j < nk (q in float32, k in
+// half precision); nk a positive multiple of 4, d a positive multiple of 16,
+// strides in elements.
 TEXT ·attnScoresF16AVX512(SB), NOSPLIT, $0-72
 	MOVQ         q+0(FP), R8
 	MOVQ         qs+8(FP), AX
-	SHLQ         $1, AX
+	SHLQ         $2, AX
 	LEAQ         (R8)(AX*1), R9
 	LEAQ         (R9)(AX*1), R10
 	LEAQ         (R10)(AX*1), R11
@@ -53,22 +54,22 @@ chunk:
 	VCVTPH2PS (AX)(R12*2), Z17
 	VCVTPH2PS (BX)(R12*2), Z18
 	VCVTPH2PS (DX)(R12*2), Z19
-	VCVTPH2PS (R8)(R12*2), Z20
+	VMOVUPS   (R8)(R12*4), Z20
 	VFMADD231PS Z16, Z20, Z0
 	VFMADD231PS Z17, Z20, Z1
 	VFMADD231PS Z18, Z20, Z2
 	VFMADD231PS Z19, Z20, Z3
-	VCVTPH2PS (R9)(R12*2), Z21
+	VMOVUPS   (R9)(R12*4), Z21
 	VFMADD231PS Z16, Z21, Z4
 	VFMADD231PS Z17, Z21, Z5
 	VFMADD231PS Z18, Z21, Z6
 	VFMADD231PS Z19, Z21, Z7
-	VCVTPH2PS (R10)(R12*2), Z22
+	VMOVUPS   (R10)(R12*4), Z22
 	VFMADD231PS Z16, Z22, Z8
 	VFMADD231PS Z17, Z22, Z9
 	VFMADD231PS Z18, Z22, Z10
 	VFMADD231PS Z19, Z22, Z11
-	VCVTPH2PS (R11)(R12*2), Z23
+	VMOVUPS   (R11)(R12*4), Z23
 	VFMADD231PS Z16, Z23, Z12
 	VFMADD231PS Z17, Z23, Z13
 	VFMADD231PS Z18, Z23, Z14
@@ -551,5 +552,126 @@ k16:
 	JMP  chunk16
 
 done:
+	VZEROUPPER
+	RET
+
+// PSTEP does p = p·r + c, c the float32 at OFF(DX) (Z4 is scratch).
+#define PSTEP(OFF) \
+	VMULPS       Z2, Z3, Z3;  \
+	VBROADCASTSS OFF(DX), Z4; \
+	VADDPS       Z4, Z3, Z3
+
+// EXP16 sets Z3 = ExpF32(Z0) in 16 lanes with the float32 operations of
+// exp_amd64.s's EXP8 (VRNDSCALEPS $1 is VROUNDPS $1, floor), so the same
+// bits (Z1, Z2, Z4, K2 scratch; DX points at expConsts; Z9-Z14 hold the
+// constants).
+#define EXP16 \
+	VCMPPS       $0x11, Z14, Z0, K2; \
+	VMULPS       Z13, Z0, Z1;        \
+	VADDPS       Z12, Z1, Z1;        \
+	VRNDSCALEPS  $1, Z1, Z1;         \
+	VMULPS       Z11, Z1, Z2;        \
+	VSUBPS       Z2, Z0, Z2;         \
+	VMULPS       Z10, Z1, Z3;        \
+	VSUBPS       Z3, Z2, Z2;         \
+	VBROADCASTSS 20(DX), Z3;         \
+	PSTEP(24);                       \
+	PSTEP(28);                       \
+	PSTEP(32);                       \
+	PSTEP(36);                       \
+	PSTEP(40);                       \
+	PSTEP(44);                       \
+	VCVTTPS2DQ   Z1, Z1;             \
+	VPADDD       Z9, Z1, Z1;         \
+	VPSLLD       $23, Z1, Z1;        \
+	VMULPS       Z1, Z3, Z3;         \
+	VXORPS       Z3, Z3, K2, Z3
+
+// func attnSoftmaxStepAVX512(x *float32, n int, m float32, c *[13]float32) (mNew, sum float32)
+// mNew = max(m, x[0..n)), x[i] = ExpF32(x[i]-mNew), sum = Σ x[i] (lane
+// sums, then a tree); n >= 1.
+TEXT ·attnSoftmaxStepAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z15
+	MOVQ         c+24(FP), DX
+
+	// K1 = lanes of the last (partial or full) 16
+	MOVQ  CX, R10
+	ANDQ  $15, CX
+	MOVL  $0xffff, AX
+	JEQ   full
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+
+full:
+	KMOVW AX, K1
+	MOVQ  R10, R8
+	SUBQ  $1, R8
+	SHRQ  $4, R8 // R8 = whole 16s before the last group
+	MOVQ  SI, DI
+	MOVQ  R8, R9
+
+maxloop:
+	TESTQ   R9, R9
+	JEQ     maxlast
+	VMAXPS  (DI), Z15, Z15
+	ADDQ    $64, DI
+	DECQ    R9
+	JMP     maxloop
+
+maxlast:
+	VMOVUPS Z15, Z5
+	VMOVUPS (DI), K1, Z5
+	VMAXPS  Z5, Z15, Z15
+	// reduce the max across lanes
+	VEXTRACTF64X4 $1, Z15, Y5
+	VMAXPS        Y5, Y15, Y15
+	VEXTRACTF128  $1, Y15, X5
+	VMAXPS        X5, X15, X15
+	VPERMILPS     $0x4e, X15, X5
+	VMAXPS        X5, X15, X15
+	VPERMILPS     $0xb1, X15, X5
+	VMAXPS        X5, X15, X15
+	VMOVSS        X15, mNew+32(FP)
+	VBROADCASTSS  X15, Z15
+
+	VBROADCASTSS 0(DX), Z14
+	VBROADCASTSS 4(DX), Z13
+	VBROADCASTSS 8(DX), Z12
+	VBROADCASTSS 12(DX), Z11
+	VBROADCASTSS 16(DX), Z10
+	MOVL         $127, AX
+	VPBROADCASTD AX, Z9
+	VXORPS       Z6, Z6, Z6
+
+exploop:
+	TESTQ   R8, R8
+	JEQ     explast
+	VMOVUPS (SI), Z0
+	VSUBPS  Z15, Z0, Z0
+	EXP16
+	VMOVUPS Z3, (SI)
+	VADDPS  Z3, Z6, Z6
+	ADDQ    $64, SI
+	DECQ    R8
+	JMP     exploop
+
+explast:
+	VMOVUPS.Z (SI), K1, Z0
+	VSUBPS    Z15, Z0, Z0
+	EXP16
+	VMOVUPS   Z3, K1, (SI)
+	VADDPS    Z3, Z6, K1, Z6
+	VEXTRACTF64X4 $1, Z6, Y5
+	VADDPS        Y5, Y6, Y6
+	VEXTRACTF128  $1, Y6, X5
+	VADDPS        X5, X6, X6
+	VPERMILPS     $0x4e, X6, X5
+	VADDPS        X5, X6, X6
+	VPERMILPS     $0xb1, X6, X5
+	VADDPS        X5, X6, X6
+	VMOVSS        X6, sum+36(FP)
 	VZEROUPPER
 	RET

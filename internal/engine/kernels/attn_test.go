@@ -53,7 +53,7 @@ func TestAttnScoresMatchRows(t *testing.T) {
 			q, k := randF16(rng, (nq-1)*qs+d), randF16(rng, (nk-1)*ks+d)
 			const scale = 0.125
 			got := make([]float32, (nq-1)*ss+nk)
-			AttnScoresF16(q, qs, nq, k, ks, nk, d, scale, got, ss)
+			AttnScoresF16(f16Floats(q), qs, nq, k, ks, nk, d, scale, got, ss)
 			ref := make([]float32, len(got))
 			qf, kf := f16Floats(q), f16Floats(k)
 			attnScoresRef(qf, qs, nq, kf, ks, nk, d, scale, ref, ss)
@@ -149,7 +149,7 @@ func TestAttnAccumMatchRows(t *testing.T) {
 // TestAttnBlockBounds checks that a block kernel given too short a slice
 // panics with the invariant error rather than reading past it.
 func TestAttnBlockBounds(t *testing.T) {
-	q, k, s := make([]uint16, 64*4), make([]uint16, 64*4), make([]float32, 16)
+	q, k, s := make([]float32, 64*4), make([]uint16, 64*4), make([]float32, 16)
 	for name, f := range map[string]func(){
 		"short keys":   func() { AttnScoresF16(q, 64, 4, k[:64*3], 64, 4, 64, 1, s, 4) },
 		"short output": func() { AttnScoresF16(q, 64, 4, k, 64, 4, 64, 1, s[:15], 4) },
@@ -181,7 +181,7 @@ func BenchmarkAttnBlock(b *testing.B) {
 	benchLevels(b, func(b *testing.B) {
 		b.Run("f16/block", func(b *testing.B) {
 			for b.Loop() {
-				AttnScoresF16(q, d, nq, k, stride, nk, d, 0.125, s, nk)
+				AttnScoresF16(qf, d, nq, k, stride, nk, d, 0.125, s, nk)
 				AttnAccumF16(s, nk, nq, v, stride, nk, d, o, d)
 			}
 		})
@@ -211,5 +211,48 @@ func BenchmarkAttnBlock(b *testing.B) {
 				}
 			}
 		})
+	})
+}
+
+// TestAttnSoftmaxStep checks, at every level, that AttnSoftmaxStep returns
+// the running maximum, sets every element to ExpF32 of its distance below
+// it bit for bit and sums them within float32 rounding, for lengths around
+// the 16-lane vectors and a running maximum above and below the block's.
+func TestAttnSoftmaxStep(t *testing.T) {
+	forEachLevel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(4, 4))
+		for _, n := range []int{1, 2, 7, 15, 16, 17, 31, 32, 33, 64, 70} {
+			for _, m := range []float32{float32(math.Inf(-1)), -3, 0.5, 200} {
+				x := make([]float32, n+1)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64() * 20)
+				}
+				const guard = 12345
+				x[n] = guard
+				orig := slices.Clone(x[:n])
+				mNew, sum := AttnSoftmaxStep(x[:n], m)
+				want := m
+				for _, v := range orig {
+					want = max(want, v)
+				}
+				if mNew != want {
+					t.Fatalf("n=%d m=%v: max %v, want %v", n, m, mNew, want)
+				}
+				var ws float64
+				for i, v := range orig {
+					e := ExpF32(v - want)
+					if math.Float32bits(x[i]) != math.Float32bits(e) {
+						t.Fatalf("n=%d m=%v: x[%d] = %v, ExpF32 gives %v", n, m, i, x[i], e)
+					}
+					ws += float64(e)
+				}
+				if math.Abs(float64(sum)-ws) > 1e-6*ws+1e-38 {
+					t.Fatalf("n=%d m=%v: sum %v, want %v", n, m, sum, ws)
+				}
+				if x[n] != guard {
+					t.Fatalf("n=%d: wrote past the end", n)
+				}
+			}
+		}
 	})
 }

@@ -46,6 +46,10 @@ var attnForce attnPath
 // positions) a tile aims at; the block kernels take them four at a time.
 const tileRows = 16
 
+// blockKeys is about the number of keys (a whole number of pages, at least
+// one) a tile meets between two softmax steps.
+const blockKeys = 64
+
 // attnPages returns the page table through which layer l reads sequence s's
 // keys and values in kv. Every layer reads the sequence's one page table
 // today; this is the one place a layer-specific page list would be chosen.
@@ -188,7 +192,7 @@ func softmax(x []float32) {
 type attnTile struct{ seq, t0, np int }
 
 // tileScratch is one worker's working memory for a tile: the gathered
-// queries (half precision for an F16 cache), one page's scores (then
+// queries (rounded to half precision for an F16 cache), one page's scores (then
 // weights), the unnormalized outputs and each row's running max and sum.
 type tileScratch struct {
 	q16  []uint16
@@ -258,16 +262,19 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 	}
 	window, softcap := c.Window(l), c.AttnSoftcap
 	pages := attnPages(kv, l, &seqs[tl.seq])
-	ts.grow(rows, d, pt)
+	ts.grow(rows, d, max(pt, blockKeys/pt*pt))
 	// Row p·group+g is query head kvh·group+g of token t0+p: the group's
 	// heads lie side by side in a token's Q row.
 	for p := range tl.np {
 		src := r.q[(tl.t0+p)*qDim+kvh*group*d:][:group*d]
+		dst := ts.q32[p*group*d:][:group*d]
 		if f16 {
 			// llama.cpp rounds Q to half precision to meet an F16 K
-			kernels.ConvertF32ToF16(src, ts.q16[p*group*d:][:group*d])
+			h := ts.q16[:group*d]
+			kernels.ConvertF32ToF16(src, h)
+			kernels.ConvertF16ToF32(h, dst)
 		} else {
-			copy(ts.q32[p*group*d:], src)
+			copy(dst, src)
 		}
 	}
 	o, m, sum := ts.o[:rows*d], ts.m[:rows], ts.sum[:rows]
@@ -281,17 +288,25 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 		first = max(0, r.tokPos[tl.t0]+1-window)
 	}
 	off := kvh * d
-	for p0 := first - first%pt; p0 < end; p0 += pt {
-		s0, e := max(first-p0, 0), min(pt, end-p0)
-		nk, base := e-s0, p0+s0
+	// Keys go in blocks of whole pages, about blockKeys at a time: each
+	// page's scores land side by side in one row per query, the softmax
+	// step runs once per row and block, and each page's values are summed
+	// with its columns of the weights.
+	bp := max(1, blockKeys/pt) // pages per block
+	for b0 := first - first%pt; b0 < end; b0 += bp * pt {
+		base := max(first, b0)          // the block's first position
+		nk := min(end, b0+bp*pt) - base // its positions
 		s := ts.s[:rows*nk]
-		page := pages[p0/pt]
-		if f16 {
-			kp := kvcache.F16(kv.KPage(l, page))[s0*rowElems+off:]
-			kernels.AttnScoresF16(ts.q16, d, rows, kp, rowElems, nk, d, scale, s, nk)
-		} else {
-			kp := kvcache.F32(kv.KPage(l, page))[s0*rowElems+off:]
-			kernels.AttnScoresF32(ts.q32, d, rows, kp, rowElems, nk, d, scale, s, nk)
+		for p0 := b0; p0 < b0+bp*pt && p0 < end; p0 += pt {
+			s0, e := max(first-p0, 0), min(pt, end-p0)
+			col, page := p0+s0-base, pages[p0/pt]
+			if f16 {
+				kp := kvcache.F16(kv.KPage(l, page))[s0*rowElems+off:]
+				kernels.AttnScoresF16(ts.q32, d, rows, kp, rowElems, e-s0, d, scale, s[col:], nk)
+			} else {
+				kp := kvcache.F32(kv.KPage(l, page))[s0*rowElems+off:]
+				kernels.AttnScoresF32(ts.q32, d, rows, kp, rowElems, e-s0, d, scale, s[col:], nk)
+			}
 		}
 		for row := range rows {
 			pos := r.tokPos[tl.t0+row/group]
@@ -314,35 +329,30 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 					v[i] = float32(math.Tanh(float64(x*inv))) * softcap
 				}
 			}
-			mb := v[0]
-			for _, x := range v[1:] {
-				mb = max(mb, x)
-			}
-			if mb > m[row] {
+			mPrev := m[row]
+			mNew, bs := kernels.AttnSoftmaxStep(v, mPrev)
+			if mNew > mPrev && sum[row] != 0 {
 				// rescale what the row has so far to the new maximum
-				if sum[row] != 0 {
-					alpha := kernels.ExpF32(m[row] - mb)
-					or := o[row*d : (row+1)*d]
-					for i := range or {
-						or[i] *= alpha
-					}
-					sum[row] *= float64(alpha)
+				alpha := kernels.ExpF32(mPrev - mNew)
+				or := o[row*d : (row+1)*d]
+				for i := range or {
+					or[i] *= alpha
 				}
-				m[row] = mb
+				sum[row] *= float64(alpha)
 			}
-			kernels.ExpShiftF32(v, m[row])
-			var bs float64
-			for _, x := range v {
-				bs += float64(x)
-			}
-			sum[row] += bs
+			m[row] = mNew
+			sum[row] += float64(bs)
 		}
-		if f16 {
-			vp := kvcache.F16(kv.VPage(l, page))[s0*rowElems+off:]
-			kernels.AttnAccumF16(s, nk, rows, vp, rowElems, nk, d, o, d)
-		} else {
-			vp := kvcache.F32(kv.VPage(l, page))[s0*rowElems+off:]
-			kernels.AttnAccumF32(s, nk, rows, vp, rowElems, nk, d, o, d)
+		for p0 := b0; p0 < b0+bp*pt && p0 < end; p0 += pt {
+			s0, e := max(first-p0, 0), min(pt, end-p0)
+			col, page := p0+s0-base, pages[p0/pt]
+			if f16 {
+				vp := kvcache.F16(kv.VPage(l, page))[s0*rowElems+off:]
+				kernels.AttnAccumF16(s[col:], nk, rows, vp, rowElems, e-s0, d, o, d)
+			} else {
+				vp := kvcache.F32(kv.VPage(l, page))[s0*rowElems+off:]
+				kernels.AttnAccumF32(s[col:], nk, rows, vp, rowElems, e-s0, d, o, d)
+			}
 		}
 	}
 	for row := range rows {

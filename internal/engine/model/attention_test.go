@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
@@ -207,5 +210,48 @@ func TestAttentionTiledMatchesRows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// threadCPU returns the calling OS thread's CPU time (user and system).
+func threadCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAttentionPrefill times one layer's attention of a prefill chunk
+// (one sequence from position 0, F16 cache of 16-position pages, head dim
+// 64) on one thread, per-query ("rows") against tiled: the 110m shape (12
+// heads, 12 KV heads) and the 1b shape (32 heads, 4 KV heads). Beside the
+// wall time it reports the thread's CPU time per op (cpu-ns/op), which
+// other processes on a shared machine disturb less.
+func BenchmarkAttentionPrefill(b *testing.B) {
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	for _, sh := range []struct {
+		name         string
+		heads, kvh   int
+		tokens, seed int
+	}{{"110m/512", 12, 12, 512, 1}, {"110m/2048", 12, 12, 2048, 2}, {"1b/512", 32, 4, 512, 3}} {
+		c := Config{Layers: 1, Heads: sh.heads, KVHeads: sh.kvh, HeadDim: 64}
+		ab := newAttnBench(b, pool, c, 16, tensor.F16, 1, [][2]int{{0, sh.tokens}}, uint64(sh.seed))
+		for _, path := range []string{"rows", "tiles"} {
+			b.Run(sh.name+"/"+path, func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu0 := threadCPU(b)
+				for b.Loop() {
+					if path == "rows" {
+						ab.r.attentionRows(ab.kv, 0, ab.seqs, ab.n)
+					} else {
+						ab.r.attentionTiled(ab.kv, 0, ab.seqs)
+					}
+				}
+				b.ReportMetric(float64(threadCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		}
 	}
 }
