@@ -3,8 +3,11 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"tandem/internal/engine/tensor"
 )
@@ -166,6 +169,25 @@ func TestAttnBlockBounds(t *testing.T) {
 	}
 }
 
+// cpuTimer reports, as cpu-ns/op, the CPU time of the benchmark's thread per
+// op: other processes on a shared machine disturb it less than wall time.
+// Call it before b.Loop and defer what it returns.
+func cpuTimer(b *testing.B) func() {
+	runtime.LockOSThread()
+	read := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	t0 := read()
+	return func() {
+		b.ReportMetric(float64(read()-t0)/float64(b.N), "cpu-ns/op")
+		runtime.UnlockOSThread()
+	}
+}
+
 // BenchmarkAttnBlock compares, for one KV head, a block of 16 queries (four
 // query heads of a GQA group at four positions) against 256 keys of head dim
 // 64 stored at a page's stride: the block kernels against the row kernels
@@ -180,12 +202,14 @@ func BenchmarkAttnBlock(b *testing.B) {
 	kf, vf, qf := f16Floats(k), f16Floats(v), f16Floats(q)
 	benchLevels(b, func(b *testing.B) {
 		b.Run("f16/block", func(b *testing.B) {
+			defer cpuTimer(b)()
 			for b.Loop() {
 				AttnScoresF16(qf, d, nq, k, stride, nk, d, 0.125, s, nk)
 				AttnAccumF16(s, nk, nq, v, stride, nk, d, o, d)
 			}
 		})
 		b.Run("f16/rows", func(b *testing.B) {
+			defer cpuTimer(b)()
 			for b.Loop() {
 				for i := range nq {
 					DotF16Rows(q[i*d:(i+1)*d], k, stride, 0.125, s[i*nk:(i+1)*nk])
@@ -194,12 +218,14 @@ func BenchmarkAttnBlock(b *testing.B) {
 			}
 		})
 		b.Run("f32/block", func(b *testing.B) {
+			defer cpuTimer(b)()
 			for b.Loop() {
 				AttnScoresF32(qf, d, nq, kf, stride, nk, d, 0.125, s, nk)
 				AttnAccumF32(s, nk, nq, vf, stride, nk, d, o, d)
 			}
 		})
 		b.Run("f32/rows", func(b *testing.B) {
+			defer cpuTimer(b)()
 			for b.Loop() {
 				for i := range nq {
 					for j := range nk {

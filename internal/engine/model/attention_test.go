@@ -225,7 +225,8 @@ func threadCPU(b *testing.B) time.Duration {
 // BenchmarkAttentionPrefill times one layer's attention of a prefill chunk
 // (one sequence from position 0, F16 cache of 16-position pages, head dim
 // 64) on one thread, per-query ("rows") against tiled: the 110m shape (12
-// heads, 12 KV heads) and the 1b shape (32 heads, 4 KV heads). Beside the
+// heads, 12 KV heads) and the 1b shape (32 heads, 4 KV heads); and one
+// decode step (one token after 511 in the cache). Beside the
 // wall time it reports the thread's CPU time per op (cpu-ns/op), which
 // other processes on a shared machine disturb less.
 func BenchmarkAttentionPrefill(b *testing.B) {
@@ -234,10 +235,11 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 	for _, sh := range []struct {
 		name         string
 		heads, kvh   int
-		tokens, seed int
-	}{{"110m/512", 12, 12, 512, 1}, {"110m/2048", 12, 12, 2048, 2}, {"1b/512", 32, 4, 512, 3}} {
+		pos, tokens int
+	}{{"110m/512", 12, 12, 0, 512}, {"110m/2048", 12, 12, 0, 2048}, {"1b/512", 32, 4, 0, 512},
+		{"110m/decode@512", 12, 12, 511, 1}, {"1b/decode@512", 32, 4, 511, 1}} {
 		c := Config{Layers: 1, Heads: sh.heads, KVHeads: sh.kvh, HeadDim: 64}
-		ab := newAttnBench(b, pool, c, 16, tensor.F16, 1, [][2]int{{0, sh.tokens}}, uint64(sh.seed))
+		ab := newAttnBench(b, pool, c, 16, tensor.F16, 1, [][2]int{{sh.pos, sh.tokens}}, uint64(sh.tokens))
 		for _, path := range []string{"rows", "tiles"} {
 			b.Run(sh.name+"/"+path, func(b *testing.B) {
 				runtime.LockOSThread()
