@@ -28,9 +28,9 @@ func (a *attnScratch) grow(positions, headDim int) ([]float32, []uint16, []uint1
 	return a.scores[:positions], a.p16[:positions], a.q16[:headDim]
 }
 
-// attnPath chooses attention's form: attnAuto (tiles where the kernels have
-// block assembly and a step has enough queries per KV head to fill a tile),
-// or one form always (tests compare the two).
+// attnPath chooses attention's form: attnAuto (tiles for the prefill
+// chunks where the kernels have block assembly), attnRows (per-query for
+// every sequence), attnTiles (tiles for the prefill chunks at any level).
 type attnPath int
 
 const (
@@ -39,7 +39,7 @@ const (
 	attnTiles
 )
 
-// attnForce, when not attnAuto, makes every step use that form (tests).
+// attnForce, when not attnAuto, chooses the form at every level (tests).
 var attnForce attnPath
 
 // tileRows is the number of query rows (query heads of one KV head x
@@ -60,33 +60,33 @@ func attnPages(kv *kvcache.Cache, l int, s *Seq) []int32 {
 
 // attention computes softmax(q·Kᵀ/√d)·V for every (token, head) over the
 // token's sequence positions 0..pos in the cache (from the start of its
-// window on a sliding-window layer), reading the pages' rows in place:
-// by tiles (attentionTiled) for prefill chunks, query by query
-// (attentionRows) otherwise.
+// window on a sliding-window layer), reading the pages' rows in place.
+// Sequences with two or more new tokens (prefill chunks) go by tiles
+// (attentionTiled) where the kernels have block assembly; single tokens
+// (decode) always go query by query (attentionRows), whose softmax weights
+// are rounded to half precision before an F16 V as llama.cpp's are: tiles
+// for decode, though faster with GQA, flipped greedy ids against llama.cpp
+// on three of the synthesized architecture files.
 func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
-	path := attnForce
-	if path == attnAuto {
-		path = attnRows
-		c := r.m.Config
-		if kernels.AttnTiled() {
-			for _, s := range seqs {
-				if len(s.Tokens)*(c.Heads/c.KVHeads) >= 4 {
-					path = attnTiles
-					break
-				}
-			}
-		}
-	}
-	if path == attnTiles {
-		r.attentionTiled(kv, l, seqs)
+	tiled := attnForce == attnTiles || (attnForce == attnAuto && kernels.AttnTiled())
+	if !tiled {
+		r.attentionRows(kv, l, seqs, n, false)
 		return
 	}
-	r.attentionRows(kv, l, seqs, n)
+	single := false
+	for _, s := range seqs {
+		single = single || len(s.Tokens) == 1
+	}
+	r.attentionTiled(kv, l, seqs, 2)
+	if single {
+		r.attentionRows(kv, l, seqs, n, true)
+	}
 }
 
 // attentionRows is attention one query at a time: each (token, head) job
 // fills the token's whole score row, normalizes it and sums the values.
-func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+// With onlySingle it leaves out the sequences of more than one new token.
+func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, onlySingle bool) {
 	c := r.m.Config
 	qDim := c.Heads * c.HeadDim
 	f16 := kv.Config().DType == tensor.F16
@@ -111,6 +111,9 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 			// head (and the heads of one KV head follow each other), so the
 			// pages they read stay in cache from one query to the next.
 			t, h := job%n, job/n
+			if onlySingle && len(seqs[r.tokSeq[t]].Tokens) != 1 {
+				continue
+			}
 			pages := attnPages(kv, l, &seqs[r.tokSeq[t]])
 			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
@@ -222,13 +225,18 @@ func (ts *tileScratch) grow(rows, d, pt int) {
 // meet each page's keys at once (every loaded key row serves the whole
 // tile), with an online softmax: each row keeps its running maximum and
 // sum, rescales its partial output when the maximum grows, and divides at
-// the end. No score row longer than a page exists.
-func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
+// the end. No score row longer than a block of keys exists. Sequences with
+// fewer than minTokens new tokens are left out.
+func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq, minTokens int) {
 	c := r.m.Config
 	per := max(1, tileRows/(c.Heads/c.KVHeads))
 	r.tiles = r.tiles[:0]
 	t := 0
 	for si, s := range seqs {
+		if len(s.Tokens) < minTokens {
+			t += len(s.Tokens)
+			continue
+		}
 		for i := 0; i < len(s.Tokens); i += per {
 			r.tiles = append(r.tiles, attnTile{seq: si, t0: t + i, np: min(per, len(s.Tokens)-i)})
 		}

@@ -180,11 +180,18 @@ func TestAttentionTiledMatchesRows(t *testing.T) {
 										// large queries make scores of tens, so the cap and
 										// the running maximum's rescaling both matter
 										b := newAttnBench(t, pool, c, pt, dt, 3, lens, seed)
-										b.r.attentionRows(b.kv, 0, b.seqs, b.n)
+										b.r.attentionRows(b.kv, 0, b.seqs, b.n, false)
 										rows := slices.Clone(b.r.attn)
 										clear(b.r.attn)
-										b.r.attentionTiled(b.kv, 0, b.seqs)
-										tiles := b.r.attn
+										b.r.attentionTiled(b.kv, 0, b.seqs, 1)
+										tiles := slices.Clone(b.r.attn)
+										// the split a step makes: tiles for the prefill
+										// chunks, per-query for the single tokens
+										clear(b.r.attn)
+										attnForce = attnTiles
+										b.r.attention(b.kv, 0, b.seqs, b.n)
+										attnForce = attnAuto
+										split := b.r.attn
 										ref := b.ref()
 										// The tiled path is float32 work on the cache's
 										// values; the per-query path also rounds the
@@ -200,6 +207,13 @@ func TestAttentionTiledMatchesRows(t *testing.T) {
 											}
 											if e := math.Abs(float64(rows[i]) - ref[i]); !(e <= tolRows) {
 												t.Fatalf("%s: per-query output %d = %v, float64 reference %v", name, i, rows[i], ref[i])
+											}
+											want := tiles[i]
+											if len(b.seqs[b.r.tokSeq[i/(c.Heads*d)]].Tokens) == 1 {
+												want = rows[i]
+											}
+											if math.Float32bits(split[i]) != math.Float32bits(want) {
+												t.Fatalf("%s: a step's output %d = %v, want %v (tiles for prefill chunks, per-query for single tokens)", name, i, split[i], want)
 											}
 										}
 									}
@@ -233,8 +247,8 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 	pool := kernels.NewPool(1)
 	defer pool.Close()
 	for _, sh := range []struct {
-		name         string
-		heads, kvh   int
+		name        string
+		heads, kvh  int
 		pos, tokens int
 	}{{"110m/512", 12, 12, 0, 512}, {"110m/2048", 12, 12, 0, 2048}, {"1b/512", 32, 4, 0, 512},
 		{"110m/decode@512", 12, 12, 511, 1}, {"1b/decode@512", 32, 4, 511, 1}} {
@@ -247,9 +261,9 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 				cpu0 := threadCPU(b)
 				for b.Loop() {
 					if path == "rows" {
-						ab.r.attentionRows(ab.kv, 0, ab.seqs, ab.n)
+						ab.r.attentionRows(ab.kv, 0, ab.seqs, ab.n, false)
 					} else {
-						ab.r.attentionTiled(ab.kv, 0, ab.seqs)
+						ab.r.attentionTiled(ab.kv, 0, ab.seqs, 1)
 					}
 				}
 				b.ReportMetric(float64(threadCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")

@@ -1,8 +1,10 @@
 package model
 
-// SetAttnPath makes every forward step use one attention form ("rows" or
-// "tiles"; "" restores the automatic choice) and returns a function that
-// restores the previous one. Tests only; not safe with steps in flight.
+// SetAttnPath chooses the attention form of every forward step: "rows"
+// (per-query for every sequence), "tiles" (tiles for every prefill chunk,
+// even at kernel levels without block assembly), "" (the automatic
+// choice). It returns a function that restores the previous one. Tests
+// only; not safe with steps in flight.
 func SetAttnPath(p string) (restore func()) {
 	prev := attnForce
 	switch p {
