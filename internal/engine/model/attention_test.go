@@ -77,42 +77,57 @@ func newAttnBench(t testing.TB, pool *kernels.Pool, c Config, pt int, dt tensor.
 	return b
 }
 
-// attnRef is attention in float64 from the cache's values: each (token,
-// head) over its visible positions, with Q rounded to half precision for
-// an F16 cache as the kernels take it.
+// ref is attention in float64 from the cache's values: each (token, head)
+// over its visible positions, with Q rounded to half precision for an F16
+// cache as the kernels take it.
 func (b *attnBench) ref() []float64 {
 	r, c := b.r, b.r.m.Config
 	d, group := c.HeadDim, c.Heads/c.KVHeads
-	qDim := c.Heads * d
+	qDim, kvDim := c.Heads*d, c.KVHeads*d
 	f16 := b.kv.Config().DType == tensor.F16
-	elem := func(row []byte, i int) float64 {
-		if f16 {
-			return float64(tensor.FP16ToFP32(kvcache.F16(row)[i]))
+	widen := func(row []byte, dst []float64) {
+		for i := range dst {
+			if f16 {
+				dst[i] = float64(tensor.FP16ToFP32(kvcache.F16(row)[i]))
+			} else {
+				dst[i] = float64(kvcache.F32(row)[i])
+			}
 		}
-		return float64(kvcache.F32(row)[i])
+	}
+	// each sequence's keys and values, widened once
+	ks, vs := make([][]float64, len(b.seqs)), make([][]float64, len(b.seqs))
+	for si, s := range b.seqs {
+		np := s.Pos + len(s.Tokens)
+		ks[si], vs[si] = make([]float64, np*kvDim), make([]float64, np*kvDim)
+		for p := range np {
+			widen(b.kv.KRow(0, s.Pages, p), ks[si][p*kvDim:(p+1)*kvDim])
+			widen(b.kv.VRow(0, s.Pages, p), vs[si][p*kvDim:(p+1)*kvDim])
+		}
 	}
 	out := make([]float64, b.n*qDim)
 	scale := 1 / math.Sqrt(float64(d))
 	window, softcap := c.Window(0), float64(c.AttnSoftcap)
+	q := make([]float64, d)
 	for t := range b.n {
-		pages, pos := b.seqs[r.tokSeq[t]].Pages, r.tokPos[t]
+		si, pos := r.tokSeq[t], r.tokPos[t]
 		first := 0
 		if window > 0 {
 			first = max(0, pos+1-window)
 		}
 		for h := range c.Heads {
-			q := r.q[t*qDim+h*d:][:d]
+			for i, v := range r.q[t*qDim+h*d:][:d] {
+				if f16 {
+					v = tensor.FP16ToFP32(tensor.FP32ToFP16(v))
+				}
+				q[i] = float64(v)
+			}
 			off := (h / group) * d
 			sc := make([]float64, pos+1-first)
 			for p := first; p <= pos; p++ {
-				k := b.kv.KRow(0, pages, p)
+				k := ks[si][p*kvDim+off:][:d]
 				var s float64
 				for i := range d {
-					qi := q[i]
-					if f16 {
-						qi = tensor.FP16ToFP32(tensor.FP32ToFP16(qi))
-					}
-					s += float64(qi) * elem(k, off+i)
+					s += q[i] * k[i]
 				}
 				s *= scale
 				if softcap != 0 {
@@ -128,9 +143,9 @@ func (b *attnBench) ref() []float64 {
 			}
 			o := out[t*qDim+h*d:][:d]
 			for p := first; p <= pos; p++ {
-				v := b.kv.VRow(0, pages, p)
+				v, w := vs[si][p*kvDim+off:][:d], sc[p-first]/sum
 				for i := range d {
-					o[i] += sc[p-first] / sum * elem(v, off+i)
+					o[i] += w * v[i]
 				}
 			}
 		}
