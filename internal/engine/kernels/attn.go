@@ -14,8 +14,10 @@ import (
 // every dot product is reduced by the same tree as DotF16Rows's, and the
 // value sums run the same FMAs per element as AxpyF16Rows/AxpyF32, so the
 // block forms equal the row forms bit for bit at that level (F32 scores
-// excepted: they may differ from DotF32 in float32 rounding). Other levels
-// call the row forms.
+// excepted: they may differ from DotF32 in float32 rounding). At AVX2 the
+// score tile is 4 queries x 2 keys summed in its own order (equal to
+// DotF16Rows's up to float32 rounding); the value sums are still bit for bit
+// the row forms'. Generic calls the row forms.
 
 // attnTileAsm is a level's assembly for the block kernels: each handles
 // exactly four query rows; scores need nk a positive multiple of 4, every
@@ -25,7 +27,7 @@ type attnTileAsm struct {
 	scoresF32 func(q *float32, qs int, k *float32, ks, nk, d int, scale float32, s *float32, ss int)
 	accumF16  func(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
 	accumF32  func(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
-	// softmaxStep is AttnSoftmaxStep for a non-empty x.
+	// softmaxStep is AttnSoftmaxStep for a non-empty x (nil: the Go one).
 	softmaxStep func(x []float32, m float32) (mNew, sum float32)
 }
 
@@ -41,7 +43,8 @@ func init() {
 }
 
 // AttnTiled reports whether the current level has block assembly for the
-// attention kernels; without it the block forms cost what the row forms do.
+// attention kernels (AVX2 and AVX-512); without it the block forms cost
+// what the row forms do.
 func AttnTiled() bool { return attnTiles[CurrentLevel()] != nil }
 
 func checkBlock[T any](op, what string, x []T, stride, n, d int) {
@@ -62,8 +65,9 @@ func checkOut(op string, s []float32, stride, n, m int) {
 // q_i = q[i·qs : i·qs+d] and k_j = k[j·ks : j·ks+d]: the scores of nq
 // queries against nk half-precision keys. The queries are float32 holding
 // half-precision values (ConvertF32ToF16 then ConvertF16ToF32), so that
-// each score equals DotF16Rows's for that query and key; other values
-// are rounded to half precision first below AVX-512.
+// each score equals DotF16Rows's for that query and key (at AVX2 up to
+// float32 rounding); other values may or may not be rounded to half
+// precision first.
 func AttnScoresF16(q []float32, qs, nq int, k []uint16, ks, nk, d int, scale float32, s []float32, ss int) {
 	checkBlock("AttnScoresF16", "queries", q, qs, nq, d)
 	checkBlock("AttnScoresF16", "keys", k, ks, nk, d)
@@ -181,7 +185,7 @@ func AttnSoftmaxStep(x []float32, m float32) (mNew, sum float32) {
 	if len(x) == 0 {
 		return m, 0
 	}
-	if a := attnTiles[CurrentLevel()]; a != nil {
+	if a := attnTiles[CurrentLevel()]; a != nil && a.softmaxStep != nil {
 		return a.softmaxStep(x, m)
 	}
 	return attnSoftmaxStepGo(x, m)

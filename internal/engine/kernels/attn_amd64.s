@@ -675,3 +675,324 @@ explast:
 	VMOVSS        X6, sum+36(FP)
 	VZEROUPPER
 	RET
+
+// AVX2 forms: the score tile is 4 queries x 2 keys (Y0-Y7), each dot
+// reduced by hadd/extract in its own order (not DotF16Rows's at AVX2); the
+// value kernel holds 4 queries x 16 lanes (Y0-Y7) and runs per element the
+// FMAs of axpyF16AVX2 / axpyF32AVX2 in the same order.
+
+// func attnScoresF16AVX2(q *float32, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
+// s[i*ss+j] = dot(q_i, k_j)*scale for i < 4, j < nk; nk a positive even
+// number, d a positive multiple of 8, strides in elements.
+TEXT ·attnScoresF16AVX2(SB), NOSPLIT, $0-72
+	MOVQ q+0(FP), R8
+	MOVQ qs+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ k+16(FP), SI
+	MOVQ ks+24(FP), DI
+	SHLQ $1, DI
+	MOVQ nk+32(FP), CX
+	MOVQ d+40(FP), R13
+	MOVQ s+56(FP), R14
+
+group:
+	CMPQ CX, $2
+	JB   done
+	LEAQ (SI)(DI*1), AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R12, R12
+
+chunk:
+	VCVTPH2PS (SI)(R12*2), Y8
+	VCVTPH2PS (AX)(R12*2), Y9
+	VMOVUPS     (R8)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y10, Y1
+	VMOVUPS     (R9)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y2
+	VFMADD231PS Y9, Y10, Y3
+	VMOVUPS     (R10)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y4
+	VFMADD231PS Y9, Y10, Y5
+	VMOVUPS     (R11)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y6
+	VFMADD231PS Y9, Y10, Y7
+	ADDQ $8, R12
+	CMPQ R12, R13
+	JB   chunk
+
+	VBROADCASTSS scale+48(FP), X11
+	MOVQ ss+64(FP), AX
+	SHLQ $2, AX
+	LEAQ (R14)(AX*2), BX
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMULPS       X11, X0, X0
+	VMOVSD       X0, (R14)
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VADDPS       X3, X2, X2
+	VHADDPS      X2, X2, X2
+	VMULPS       X11, X2, X2
+	VMOVSD       X2, (R14)(AX*1)
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VADDPS       X5, X4, X4
+	VHADDPS      X4, X4, X4
+	VMULPS       X11, X4, X4
+	VMOVSD       X4, (R14)(AX*2)
+	VHADDPS      Y7, Y6, Y6
+	VEXTRACTF128 $1, Y6, X7
+	VADDPS       X7, X6, X6
+	VHADDPS      X6, X6, X6
+	VMULPS       X11, X6, X6
+	VMOVSD       X6, (BX)(AX*1)
+	ADDQ $8, R14
+	LEAQ (SI)(DI*2), SI
+	SUBQ $2, CX
+	JMP  group
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnScoresF32AVX2(q *float32, qs int, k *float32, ks, nk, d int, scale float32, s *float32, ss int)
+// s[i*ss+j] = dot(q_i, k_j)*scale for i < 4, j < nk; nk a positive even
+// number, d a positive multiple of 8, strides in elements.
+TEXT ·attnScoresF32AVX2(SB), NOSPLIT, $0-72
+	MOVQ q+0(FP), R8
+	MOVQ qs+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ k+16(FP), SI
+	MOVQ ks+24(FP), DI
+	SHLQ $2, DI
+	MOVQ nk+32(FP), CX
+	MOVQ d+40(FP), R13
+	MOVQ s+56(FP), R14
+
+group:
+	CMPQ CX, $2
+	JB   done
+	LEAQ (SI)(DI*1), AX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R12, R12
+
+chunk:
+	VMOVUPS   (SI)(R12*4), Y8
+	VMOVUPS   (AX)(R12*4), Y9
+	VMOVUPS     (R8)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y10, Y1
+	VMOVUPS     (R9)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y2
+	VFMADD231PS Y9, Y10, Y3
+	VMOVUPS     (R10)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y4
+	VFMADD231PS Y9, Y10, Y5
+	VMOVUPS     (R11)(R12*4), Y10
+	VFMADD231PS Y8, Y10, Y6
+	VFMADD231PS Y9, Y10, Y7
+	ADDQ $8, R12
+	CMPQ R12, R13
+	JB   chunk
+
+	VBROADCASTSS scale+48(FP), X11
+	MOVQ ss+64(FP), AX
+	SHLQ $2, AX
+	LEAQ (R14)(AX*2), BX
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VMULPS       X11, X0, X0
+	VMOVSD       X0, (R14)
+	VHADDPS      Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VADDPS       X3, X2, X2
+	VHADDPS      X2, X2, X2
+	VMULPS       X11, X2, X2
+	VMOVSD       X2, (R14)(AX*1)
+	VHADDPS      Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VADDPS       X5, X4, X4
+	VHADDPS      X4, X4, X4
+	VMULPS       X11, X4, X4
+	VMOVSD       X4, (R14)(AX*2)
+	VHADDPS      Y7, Y6, Y6
+	VEXTRACTF128 $1, Y6, X7
+	VADDPS       X7, X6, X6
+	VHADDPS      X6, X6, X6
+	VMULPS       X11, X6, X6
+	VMOVSD       X6, (BX)(AX*1)
+	ADDQ $8, R14
+	LEAQ (SI)(DI*2), SI
+	SUBQ $2, CX
+	JMP  group
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF16AVX2(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
+// o[i*os+e] += p[i*ps+j]*v[j*vs+e] for i < 4, e < d, j = 0 .. nk-1 in turn;
+// d a positive multiple of 16, nk >= 1.
+TEXT ·attnAccumF16AVX2(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R8
+	MOVQ ps+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ v+16(FP), SI
+	MOVQ vs+24(FP), DI
+	SHLQ $1, DI
+	MOVQ nk+32(FP), BX
+	SHLQ $2, BX
+	MOVQ d+40(FP), CX
+	MOVQ o+48(FP), R12
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+
+chunk16:
+	TESTQ CX, CX
+	JEQ   done
+	LEAQ  (R12)(AX*2), DX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS (R12)(AX*1), Y2
+	VMOVUPS 32(R12)(AX*1), Y3
+	VMOVUPS (R12)(AX*2), Y4
+	VMOVUPS 32(R12)(AX*2), Y5
+	VMOVUPS (DX)(AX*1), Y6
+	VMOVUPS 32(DX)(AX*1), Y7
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k16:
+	VCVTPH2PS (R13), Y8
+	VCVTPH2PS 16(R13), Y9
+	VBROADCASTSS (R8)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R9)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k16
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, (R12)(AX*1)
+	VMOVUPS Y3, 32(R12)(AX*1)
+	VMOVUPS Y4, (R12)(AX*2)
+	VMOVUPS Y5, 32(R12)(AX*2)
+	VMOVUPS Y6, (DX)(AX*1)
+	VMOVUPS Y7, 32(DX)(AX*1)
+	ADDQ $32, SI
+	ADDQ $64, R12
+	SUBQ $16, CX
+	JMP  chunk16
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF32AVX2(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+// o[i*os+e] += p[i*ps+j]*v[j*vs+e] for i < 4, e < d, j = 0 .. nk-1 in turn;
+// d a positive multiple of 16, nk >= 1.
+TEXT ·attnAccumF32AVX2(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R8
+	MOVQ ps+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ v+16(FP), SI
+	MOVQ vs+24(FP), DI
+	SHLQ $2, DI
+	MOVQ nk+32(FP), BX
+	SHLQ $2, BX
+	MOVQ d+40(FP), CX
+	MOVQ o+48(FP), R12
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+
+chunk16:
+	TESTQ CX, CX
+	JEQ   done
+	LEAQ  (R12)(AX*2), DX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS (R12)(AX*1), Y2
+	VMOVUPS 32(R12)(AX*1), Y3
+	VMOVUPS (R12)(AX*2), Y4
+	VMOVUPS 32(R12)(AX*2), Y5
+	VMOVUPS (DX)(AX*1), Y6
+	VMOVUPS 32(DX)(AX*1), Y7
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k16:
+	VMOVUPS   (R13), Y8
+	VMOVUPS   32(R13), Y9
+	VBROADCASTSS (R8)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R9)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k16
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, (R12)(AX*1)
+	VMOVUPS Y3, 32(R12)(AX*1)
+	VMOVUPS Y4, (R12)(AX*2)
+	VMOVUPS Y5, 32(R12)(AX*2)
+	VMOVUPS Y6, (DX)(AX*1)
+	VMOVUPS Y7, 32(DX)(AX*1)
+	ADDQ $64, SI
+	ADDQ $64, R12
+	SUBQ $16, CX
+	JMP  chunk16
+
+done:
+	VZEROUPPER
+	RET

@@ -45,8 +45,10 @@ var attnShapes = func() [][3]int {
 }()
 
 // TestAttnScoresMatchRows checks, at every level, that AttnScoresF16 gives
-// every query and key DotF16Rows's score bit for bit, and that both score
-// kernels are within float32 rounding of the float64 reference.
+// every query and key DotF16Rows's score bit for bit (at AVX2, whose tile
+// sums in its own order, within float32 rounding of the reference), and
+// that both score kernels are within float32 rounding of the float64
+// reference.
 func TestAttnScoresMatchRows(t *testing.T) {
 	forEachLevel(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 9))
@@ -65,7 +67,7 @@ func TestAttnScoresMatchRows(t *testing.T) {
 				DotF16Rows(q[i*qs:i*qs+d], k, ks, scale, row)
 				for j := range nk {
 					g := got[i*ss+j]
-					if math.Float32bits(g) != math.Float32bits(row[j]) {
+					if CurrentLevel() != AVX2 && math.Float32bits(g) != math.Float32bits(row[j]) {
 						t.Fatalf("AttnScoresF16 nq=%d nk=%d d=%d [%d,%d] = %v, DotF16Rows gives %v", nq, nk, d, i, j, g, row[j])
 					}
 					if e := math.Abs(float64(g - ref[i*ss+j])); e > 1e-5*math.Sqrt(float64(d)) {

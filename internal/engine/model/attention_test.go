@@ -166,79 +166,88 @@ func (b *attnBench) ref() []float64 {
 func TestAttentionTiledMatchesRows(t *testing.T) {
 	pool := kernels.NewPool(2)
 	defer pool.Close()
-	lens := [][2]int{{7, 45}, {0, 1}, {19, 6}, {0, 33}}
+	type shape struct{ g, kvh, d, pt, window, softcap int }
+	var shapes []shape
+	for _, gk := range [][2]int{{1, 2}, {4, 1}, {4, 2}, {8, 1}} {
+		for _, d := range []int{24, 64, 80} {
+			for _, pt := range []int{4, 16} {
+				for _, wc := range [][2]int{{0, 0}, {3, 0}, {21, 0}, {0, 5}, {21, 5}} {
+					shapes = append(shapes, shape{gk[0], gk[1], d, pt, wc[0], wc[1]})
+				}
+			}
+		}
+	}
 	for _, l := range []kernels.Level{kernels.Generic, kernels.AVX2, kernels.AVX512} {
 		t.Run(l.String(), func(t *testing.T) {
 			if err := kernels.CheckLevel(l); err != nil {
 				t.Skip(err)
 			}
+			if raceEnabled && l != kernels.MaxLevel() {
+				t.Skip("race detector: the best level only")
+			}
 			defer kernels.SetLevel(l)()
 			seed := uint64(0)
 			for _, dt := range []tensor.Type{tensor.F16, tensor.F32} {
-				for _, g := range []int{1, 4, 8} {
-					for _, kvh := range []int{1, 2} {
-						for _, d := range []int{24, 64, 80} {
-							if !kernels.AttnTiled() && (d != 64 || kvh != 2) {
-								// below AVX-512 the block kernels are the row
-								// kernels (tested in package kernels): one shape
-								continue
-							}
-							for _, pt := range []int{4, 16} {
-								for _, window := range []int{0, 3, 21} {
-									for _, softcap := range []float32{0, 5} {
-										seed++
-										name := fmt.Sprintf("%s/g%d/kvh%d/d%d/pt%d/w%d/cap%g", dt, g, kvh, d, pt, window, softcap)
-										c := Config{Layers: 1, Heads: g * kvh, KVHeads: kvh, HeadDim: d, AttnSoftcap: softcap}
-										if window > 0 {
-											c.SlidingWindow, c.SWALayers = window, []bool{true}
-										}
-										// large queries make scores of tens, so the cap and
-										// the running maximum's rescaling both matter
-										b := newAttnBench(t, pool, c, pt, dt, 3, lens, seed)
-										b.r.attentionRows(b.kv, 0, b.seqs, b.n, false)
-										rows := slices.Clone(b.r.attn)
-										clear(b.r.attn)
-										b.r.attentionTiled(b.kv, 0, b.seqs, 1)
-										tiles := slices.Clone(b.r.attn)
-										// the split a step makes: tiles for the prefill
-										// chunks, per-query for the single tokens
-										clear(b.r.attn)
-										attnForce = attnTiles
-										b.r.attention(b.kv, 0, b.seqs, b.n)
-										attnForce = attnAuto
-										split := b.r.attn
-										ref := b.ref()
-										// The tiled path is float32 work on the cache's
-										// values; the per-query path also rounds the
-										// weights to half precision before an F16 V
-										// (llama.cpp does), the tiled one does not.
-										tolTiles, tolRows := 1e-5, 1e-5
-										if dt == tensor.F16 {
-											tolRows = 2e-3
-										}
-										for i := range ref {
-											if e := math.Abs(float64(tiles[i]) - ref[i]); !(e <= tolTiles) {
-												t.Fatalf("%s: tiled output %d = %v, float64 reference %v", name, i, tiles[i], ref[i])
-											}
-											if e := math.Abs(float64(rows[i]) - ref[i]); !(e <= tolRows) {
-												t.Fatalf("%s: per-query output %d = %v, float64 reference %v", name, i, rows[i], ref[i])
-											}
-											want := tiles[i]
-											if len(b.seqs[b.r.tokSeq[i/(c.Heads*d)]].Tokens) == 1 {
-												want = rows[i]
-											}
-											if math.Float32bits(split[i]) != math.Float32bits(want) {
-												t.Fatalf("%s: a step's output %d = %v, want %v (tiles for prefill chunks, per-query for single tokens)", name, i, split[i], want)
-											}
-										}
-									}
-								}
-							}
-						}
+				for _, sh := range shapes {
+					seed++
+					if !kernels.AttnTiled() && (sh.d != 64 || sh.kvh != 2) {
+						// without block assembly the block kernels are the
+						// row kernels (tested in package kernels): one shape
+						continue
 					}
+					name := fmt.Sprintf("%s/%+v", dt, sh)
+					c := Config{Layers: 1, Heads: sh.g * sh.kvh, KVHeads: sh.kvh, HeadDim: sh.d, AttnSoftcap: float32(sh.softcap)}
+					if sh.window > 0 {
+						c.SlidingWindow, c.SWALayers = sh.window, []bool{true}
+					}
+					// large queries make scores of tens, so the cap and the
+					// running maximum's rescaling both matter
+					checkTiled(t, name, newAttnBench(t, pool, c, sh.pt, dt, 3, [][2]int{{7, 45}, {0, 1}, {19, 6}, {0, 33}}, seed))
 				}
 			}
 		})
+	}
+}
+
+// checkTiled runs b's attention per query, by tiles, and as a step splits
+// it, and checks them against the float64 reference and each other.
+func checkTiled(t *testing.T, name string, b *attnBench) {
+	t.Helper()
+	c := b.r.m.Config
+	b.r.attentionRows(b.kv, 0, b.seqs, b.n, false)
+	rows := slices.Clone(b.r.attn)
+	clear(b.r.attn)
+	b.r.attentionTiled(b.kv, 0, b.seqs, 1)
+	tiles := slices.Clone(b.r.attn)
+	// the split a step makes: tiles for the prefill chunks, per-query for
+	// the single tokens
+	clear(b.r.attn)
+	attnForce = attnTiles
+	b.r.attention(b.kv, 0, b.seqs, b.n)
+	attnForce = attnAuto
+	split := b.r.attn
+	ref := b.ref()
+	// The tiled path is float32 work on the cache's values; the per-query
+	// path also rounds the weights to half precision before an F16 V
+	// (llama.cpp does), the tiled one does not.
+	tolTiles, tolRows := 1e-5, 1e-5
+	if b.kv.Config().DType == tensor.F16 {
+		tolRows = 2e-3
+	}
+	for i := range ref {
+		if e := math.Abs(float64(tiles[i]) - ref[i]); !(e <= tolTiles) {
+			t.Fatalf("%s: tiled output %d = %v, float64 reference %v", name, i, tiles[i], ref[i])
+		}
+		if e := math.Abs(float64(rows[i]) - ref[i]); !(e <= tolRows) {
+			t.Fatalf("%s: per-query output %d = %v, float64 reference %v", name, i, rows[i], ref[i])
+		}
+		want := tiles[i]
+		if len(b.seqs[b.r.tokSeq[i/(c.Heads*c.HeadDim)]].Tokens) == 1 {
+			want = rows[i]
+		}
+		if math.Float32bits(split[i]) != math.Float32bits(want) {
+			t.Fatalf("%s: a step's output %d = %v, want %v (tiles for prefill chunks, per-query for single tokens)", name, i, split[i], want)
+		}
 	}
 }
 

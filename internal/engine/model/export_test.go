@@ -17,3 +17,6 @@ func SetAttnPath(p string) (restore func()) {
 	}
 	return func() { attnForce = prev }
 }
+
+// RaceEnabled reports whether the tests run under the race detector.
+const RaceEnabled = raceEnabled
