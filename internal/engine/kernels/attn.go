@@ -5,30 +5,27 @@ import (
 	"tandem/internal/invariant"
 )
 
-// Block kernels of tiled (flash-style) attention: a block of queries against
-// a block of keys at once, so that each loaded key or value row serves every
-// query of the block. Rows are stored at a stride (in elements), as the KV
-// cache's pages hold one head's rows KVHeads·HeadDim elements apart.
+// Block kernels of tiled attention: a block of queries against a block of
+// keys at once, so that each loaded key or value row serves every query of
+// the block. Rows are stored at a stride (in elements), as the KV cache's
+// pages hold one head's rows KVHeads·HeadDim elements apart.
 //
-// At AVX-512 the scores come from a 4-query x 4-key register tile whose
-// every dot product is reduced by the same tree as DotF16Rows's, and the
-// value sums run the same FMAs per element as AxpyF16Rows/AxpyF32, so the
-// block forms equal the row forms bit for bit at that level (F32 scores
-// excepted: they may differ from DotF32 in float32 rounding). At AVX2 the
-// score tile is 4 queries x 2 keys summed in its own order (equal to
-// DotF16Rows's up to float32 rounding); the value sums are still bit for bit
-// the row forms'. Generic calls the row forms.
+// Every result equals the row kernels' bit for bit at every level, so that
+// attention gives a query the same output whether it comes in a block or
+// alone: at AVX-512 the F16 scores come from a 4-query x 4-key register
+// tile whose every dot product is reduced by DotF16Rows's tree, and the
+// value sums (AVX-512 and AVX2) run the same FMAs per element as
+// AxpyF16Rows/AxpyF32 in the same order. Where a level has no such kernel
+// (F32 scores everywhere, F16 scores at AVX2, all of Generic), the block
+// forms call the row kernels.
 
-// attnTileAsm is a level's assembly for the block kernels: each handles
-// exactly four query rows; scores need nk a positive multiple of 4, every
-// form d a positive multiple of 16.
+// attnTileAsm is a level's assembly for the block kernels (nil fields:
+// none): each handles exactly four query rows; scores need nk a positive
+// multiple of 4, every form d a positive multiple of 16.
 type attnTileAsm struct {
 	scoresF16 func(q *float32, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
-	scoresF32 func(q *float32, qs int, k *float32, ks, nk, d int, scale float32, s *float32, ss int)
 	accumF16  func(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
 	accumF32  func(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
-	// softmaxStep is AttnSoftmaxStep for a non-empty x (nil: the Go one).
-	softmaxStep func(x []float32, m float32) (mNew, sum float32)
 }
 
 // attnTiles holds, per level, that level's block assembly (nil: none).
@@ -43,8 +40,8 @@ func init() {
 }
 
 // AttnTiled reports whether the current level has block assembly for the
-// attention kernels (AVX2 and AVX-512); without it the block forms cost
-// what the row forms do.
+// attention kernels (AVX-512: F16 scores and the value sums; AVX2: the value
+// sums); without it the block forms cost what the row forms do.
 func AttnTiled() bool { return attnTiles[CurrentLevel()] != nil }
 
 func checkBlock[T any](op, what string, x []T, stride, n, d int) {
@@ -64,10 +61,9 @@ func checkOut(op string, s []float32, stride, n, m int) {
 // AttnScoresF16 sets s[i·ss+j] = (q_i · k_j)·scale for i < nq, j < nk, where
 // q_i = q[i·qs : i·qs+d] and k_j = k[j·ks : j·ks+d]: the scores of nq
 // queries against nk half-precision keys. The queries are float32 holding
-// half-precision values (ConvertF32ToF16 then ConvertF16ToF32), so that
-// each score equals DotF16Rows's for that query and key (at AVX2 up to
-// float32 rounding); other values may or may not be rounded to half
-// precision first.
+// half-precision values (ConvertF32ToF16 then ConvertF16ToF32), and each
+// score equals DotF16Rows's for that query (in half precision) and key;
+// other values may or may not be rounded to half precision first.
 func AttnScoresF16(q []float32, qs, nq int, k []uint16, ks, nk, d int, scale float32, s []float32, ss int) {
 	checkBlock("AttnScoresF16", "queries", q, qs, nq, d)
 	checkBlock("AttnScoresF16", "keys", k, ks, nk, d)
@@ -76,7 +72,7 @@ func AttnScoresF16(q []float32, qs, nq int, k []uint16, ks, nk, d int, scale flo
 		return
 	}
 	i, n4 := 0, 0
-	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 && d > 0 && nk >= 4 {
+	if a := attnTiles[CurrentLevel()]; a != nil && a.scoresF16 != nil && d%16 == 0 && d > 0 && nk >= 4 {
 		n4 = nk &^ 3
 		for ; i+4 <= nq; i += 4 {
 			a.scoresF16(&q[i*qs], qs, &k[0], ks, n4, d, scale, &s[i*ss], ss)
@@ -104,28 +100,14 @@ func AttnScoresF16(q []float32, qs, nq int, k []uint16, ks, nk, d int, scale flo
 	}
 }
 
-// AttnScoresF32 is AttnScoresF16 for float32 queries and keys; a score
-// equals DotF32's up to float32 rounding.
+// AttnScoresF32 is AttnScoresF16 for float32 queries and keys: each score
+// is DotF32's (times scale), bit for bit.
 func AttnScoresF32(q []float32, qs, nq int, k []float32, ks, nk, d int, scale float32, s []float32, ss int) {
 	checkBlock("AttnScoresF32", "queries", q, qs, nq, d)
 	checkBlock("AttnScoresF32", "keys", k, ks, nk, d)
 	checkOut("AttnScoresF32", s, ss, nq, nk)
-	if nq <= 0 || nk <= 0 {
-		return
-	}
-	i, n4 := 0, 0
-	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 && d > 0 && nk >= 4 {
-		n4 = nk &^ 3
-		for ; i+4 <= nq; i += 4 {
-			a.scoresF32(&q[i*qs], qs, &k[0], ks, n4, d, scale, &s[i*ss], ss)
-		}
-	}
 	for r := range nq {
-		j := 0
-		if r < i {
-			j = n4
-		}
-		for ; j < nk; j++ {
+		for j := range nk {
 			s[r*ss+j] = DotF32(q[r*qs:r*qs+d], k[j*ks:j*ks+d]) * scale
 		}
 	}
@@ -143,7 +125,7 @@ func AttnAccumF16(p []float32, ps, nq int, v []uint16, vs, nk, d int, o []float3
 		return
 	}
 	i := 0
-	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 {
+	if a := attnTiles[CurrentLevel()]; a != nil && a.accumF16 != nil && d%16 == 0 {
 		for ; i+4 <= nq; i += 4 {
 			a.accumF16(&p[i*ps], ps, &v[0], vs, nk, d, &o[i*os], os)
 		}
@@ -163,7 +145,7 @@ func AttnAccumF32(p []float32, ps, nq int, v []float32, vs, nk, d int, o []float
 		return
 	}
 	i := 0
-	if a := attnTiles[CurrentLevel()]; a != nil && d%16 == 0 {
+	if a := attnTiles[CurrentLevel()]; a != nil && a.accumF32 != nil && d%16 == 0 {
 		for ; i+4 <= nq; i += 4 {
 			a.accumF32(&p[i*ps], ps, &v[0], vs, nk, d, &o[i*os], os)
 		}
@@ -174,35 +156,6 @@ func AttnAccumF32(p []float32, ps, nq int, v []float32, vs, nk, d int, o []float
 			AxpyF32(p[i*ps+j], v[j*vs:j*vs+d], y)
 		}
 	}
-}
-
-// AttnSoftmaxStep is one row's step of an online softmax over the scores x
-// of a block of keys, given the row's running maximum m: it sets mNew =
-// max(m, max(x)), x[i] = ExpF32(x[i] - mNew) (bit for bit, as ExpShiftF32)
-// and returns mNew and the sum of the new x in float32 (in an order of the
-// kernel's choosing). Empty x returns m and 0.
-func AttnSoftmaxStep(x []float32, m float32) (mNew, sum float32) {
-	if len(x) == 0 {
-		return m, 0
-	}
-	if a := attnTiles[CurrentLevel()]; a != nil && a.softmaxStep != nil {
-		return a.softmaxStep(x, m)
-	}
-	return attnSoftmaxStepGo(x, m)
-}
-
-// attnSoftmaxStepGo is AttnSoftmaxStep in Go (the reference), summing in
-// order.
-func attnSoftmaxStepGo(x []float32, m float32) (mNew, sum float32) {
-	mNew = m
-	for _, v := range x {
-		mNew = max(mNew, v)
-	}
-	ExpShiftF32(x, mNew)
-	for _, v := range x {
-		sum += v
-	}
-	return mNew, sum
 }
 
 // attnScoresRef is the plain Go reference of the score kernels: each dot

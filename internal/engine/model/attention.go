@@ -28,9 +28,9 @@ func (a *attnScratch) grow(positions, headDim int) ([]float32, []uint16, []uint1
 	return a.scores[:positions], a.p16[:positions], a.q16[:headDim]
 }
 
-// attnPath chooses attention's form: attnAuto (tiles for the prefill
-// chunks where the kernels have block assembly), attnRows (per-query for
-// every sequence), attnTiles (tiles for the prefill chunks at any level).
+// attnPath chooses attention's form: attnAuto (tiles where the kernels have
+// block assembly), attnRows (per-query for every sequence), attnTiles
+// (tiles at any level). The forms give the same bits; only speed differs.
 type attnPath int
 
 const (
@@ -46,10 +46,6 @@ var attnForce attnPath
 // positions) a tile aims at; the block kernels take them four at a time.
 const tileRows = 16
 
-// blockKeys is about the number of keys (a whole number of pages, at least
-// one) a tile meets between two softmax steps.
-const blockKeys = 64
-
 // attnPages returns the page table through which layer l reads sequence s's
 // keys and values in kv. Every layer reads the sequence's one page table
 // today; this is the one place a layer-specific page list would be chosen.
@@ -60,33 +56,31 @@ func attnPages(kv *kvcache.Cache, l int, s *Seq) []int32 {
 
 // attention computes softmax(q·Kᵀ/√d)·V for every (token, head) over the
 // token's sequence positions 0..pos in the cache (from the start of its
-// window on a sliding-window layer), reading the pages' rows in place.
-// Sequences with two or more new tokens (prefill chunks) go by tiles
-// (attentionTiled) where the kernels have block assembly; single tokens
-// (decode) always go query by query (attentionRows), whose softmax weights
-// are rounded to half precision before an F16 V as llama.cpp's are: tiles
-// for decode, though faster with GQA, flipped greedy ids against llama.cpp
-// on three of the synthesized architecture files.
+// window on a sliding-window layer), reading the pages' rows in place: by
+// tiles (attentionTiled) for the sequences whose tiles fill the block
+// kernels (prefill chunks; decode with grouped-query attention), query by
+// query (attentionRows) for the others. Both give the same bits.
 func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
-	tiled := attnForce == attnTiles || (attnForce == attnAuto && kernels.AttnTiled())
-	if !tiled {
-		r.attentionRows(kv, l, seqs, n, false)
-		return
-	}
-	single := false
+	tiles, rows := false, false
 	for _, s := range seqs {
-		single = single || len(s.Tokens) == 1
+		if r.tiled(len(s.Tokens)) {
+			tiles = true
+		} else if len(s.Tokens) > 0 {
+			rows = true
+		}
 	}
-	r.attentionTiled(kv, l, seqs, 2)
-	if single {
-		r.attentionRows(kv, l, seqs, n, true)
+	if tiles {
+		r.attentionTiled(kv, l, seqs)
+	}
+	if rows {
+		r.attentionRows(kv, l, seqs, n, tiles)
 	}
 }
 
 // attentionRows is attention one query at a time: each (token, head) job
 // fills the token's whole score row, normalizes it and sums the values.
-// With onlySingle it leaves out the sequences of more than one new token.
-func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, onlySingle bool) {
+// With skipTiled it leaves out the sequences attentionTiled takes.
+func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skipTiled bool) {
 	c := r.m.Config
 	qDim := c.Heads * c.HeadDim
 	f16 := kv.Config().DType == tensor.F16
@@ -111,7 +105,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, only
 			// head (and the heads of one KV head follow each other), so the
 			// pages they read stay in cache from one query to the next.
 			t, h := job%n, job/n
-			if onlySingle && len(seqs[r.tokSeq[t]].Tokens) != 1 {
+			if skipTiled && r.tiled(len(seqs[r.tokSeq[t]].Tokens)) {
 				continue
 			}
 			pages := attnPages(kv, l, &seqs[r.tokSeq[t]])
@@ -195,50 +189,57 @@ func softmax(x []float32) {
 type attnTile struct{ seq, t0, np int }
 
 // tileScratch is one worker's working memory for a tile: the gathered
-// queries (rounded to half precision for an F16 cache), one page's scores (then
-// weights), the unnormalized outputs and each row's running max and sum.
+// queries (rounded to half precision for an F16 cache), the tile's score
+// rows (then weights) over the positions the tile sees, and the outputs.
 type tileScratch struct {
 	q16  []uint16
 	q32  []float32
 	s, o []float32
-	m    []float32
-	sum  []float64
+	p16  []uint16
 }
 
-func (ts *tileScratch) grow(rows, d, pt int) {
+func (ts *tileScratch) grow(rows, d, positions int) {
 	if cap(ts.o) < rows*d {
 		ts.q16 = make([]uint16, rows*d)
 		ts.q32 = make([]float32, rows*d)
 		ts.o = make([]float32, rows*d)
 	}
-	if cap(ts.m) < rows {
-		ts.m = make([]float32, rows)
-		ts.sum = make([]float64, rows)
+	if cap(ts.s) < rows*positions {
+		// room to grow: the next chunk's tiles see more positions
+		ts.s = make([]float32, max(rows*positions, 2*cap(ts.s)))
 	}
-	if cap(ts.s) < rows*pt {
-		ts.s = make([]float32, rows*pt)
+	if cap(ts.p16) < positions {
+		ts.p16 = make([]uint16, max(positions, 2*cap(ts.p16)))
 	}
 }
 
-// attentionTiled is attention by tiles: for one KV head, the queries of all
-// its query heads at a few consecutive positions of one sequence (a tile)
-// meet each page's keys at once (every loaded key row serves the whole
-// tile), with an online softmax: each row keeps its running maximum and
-// sum, rescales its partial output when the maximum grows, and divides at
-// the end. No score row longer than a block of keys exists. Sequences with
-// fewer than minTokens new tokens are left out.
-func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq, minTokens int) {
+// tiled reports whether a sequence of n new tokens goes by tiles: when its
+// tiles hold at least four query rows (the block kernels' width), at a
+// level with block assembly (or always, forced for tests).
+func (r *Runner) tiled(n int) bool {
+	c := r.m.Config
+	return n*(c.Heads/c.KVHeads) >= 4 && (attnForce == attnTiles || (attnForce == attnAuto && kernels.AttnTiled()))
+}
+
+// attentionTiled is attention by tiles for the sequences tiled accepts: for
+// one KV head, the queries of all its query heads at a few consecutive
+// positions of one sequence (a tile) meet each page's keys at once, every
+// loaded key row and value row serving the whole tile. Each query's
+// arithmetic is attentionRows's, operation for operation (the block
+// kernels equal the row kernels bit for bit, the softmax is the same
+// function, the weights meet the values in the same order), so a token's
+// output is the same whether it comes in a prefill chunk, alone in a
+// decode step, or recomputed after preemption.
+func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
 	c := r.m.Config
 	per := max(1, tileRows/(c.Heads/c.KVHeads))
 	r.tiles = r.tiles[:0]
 	t := 0
 	for si, s := range seqs {
-		if len(s.Tokens) < minTokens {
-			t += len(s.Tokens)
-			continue
-		}
-		for i := 0; i < len(s.Tokens); i += per {
-			r.tiles = append(r.tiles, attnTile{seq: si, t0: t + i, np: min(per, len(s.Tokens)-i)})
+		if r.tiled(len(s.Tokens)) {
+			for i := 0; i < len(s.Tokens); i += per {
+				r.tiles = append(r.tiles, attnTile{seq: si, t0: t + i, np: min(per, len(s.Tokens)-i)})
+			}
 		}
 		t += len(s.Tokens)
 	}
@@ -270,7 +271,14 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 	}
 	window, softcap := c.Window(l), c.AttnSoftcap
 	pages := attnPages(kv, l, &seqs[tl.seq])
-	ts.grow(rows, d, max(pt, blockKeys/pt*pt))
+	// the positions the tile sees: from the first one its first token sees
+	// to its last token
+	first, end := 0, r.tokPos[tl.t0+tl.np-1]+1
+	if window > 0 {
+		first = max(0, r.tokPos[tl.t0]+1-window)
+	}
+	npos := end - first
+	ts.grow(rows, d, npos)
 	// Row p·group+g is query head kvh·group+g of token t0+p: the group's
 	// heads lie side by side in a token's Q row.
 	for p := range tl.np {
@@ -285,90 +293,60 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 			copy(dst, src)
 		}
 	}
-	o, m, sum := ts.o[:rows*d], ts.m[:rows], ts.sum[:rows]
+	s, off := ts.s[:rows*npos], kvh*d
+	for p0 := first - first%pt; p0 < end; p0 += pt {
+		s0, e := max(first-p0, 0), min(pt, end-p0)
+		col, page := p0+s0-first, pages[p0/pt]
+		if f16 {
+			kp := kvcache.F16(kv.KPage(l, page))[s0*rowElems+off:]
+			kernels.AttnScoresF16(ts.q32, d, rows, kp, rowElems, e-s0, d, scale, s[col:], npos)
+		} else {
+			kp := kvcache.F32(kv.KPage(l, page))[s0*rowElems+off:]
+			kernels.AttnScoresF32(ts.q32, d, rows, kp, rowElems, e-s0, d, scale, s[col:], npos)
+		}
+	}
+	for row := range rows {
+		pos := r.tokPos[tl.t0+row/group]
+		// the row sees positions lo .. pos: columns jlo .. jhi-1
+		lo := 0
+		if window > 0 {
+			lo = max(0, pos+1-window)
+		}
+		jlo, jhi := lo-first, pos+1-first
+		sr := s[row*npos : (row+1)*npos]
+		clear(sr[:jlo])
+		clear(sr[jhi:])
+		v := sr[jlo:jhi]
+		if softcap != 0 {
+			inv := 1 / softcap
+			for i, x := range v {
+				v[i] = float32(math.Tanh(float64(x*inv))) * softcap
+			}
+		}
+		softmax(v)
+		if f16 {
+			// llama.cpp rounds the attention weights to half precision
+			// before they meet an F16 V.
+			kernels.ConvertF32ToF16(v, ts.p16[:len(v)])
+			kernels.ConvertF16ToF32(ts.p16[:len(v)], v)
+		}
+	}
+	// A row's zero weights (positions it does not see) add exact zeros.
+	o := ts.o[:rows*d]
 	clear(o)
-	for i := range m {
-		m[i] = float32(math.Inf(-1))
-		sum[i] = 0
-	}
-	first, end := 0, r.tokPos[tl.t0+tl.np-1]+1
-	if window > 0 {
-		first = max(0, r.tokPos[tl.t0]+1-window)
-	}
-	off := kvh * d
-	// Keys go in blocks of whole pages, about blockKeys at a time: each
-	// page's scores land side by side in one row per query, the softmax
-	// step runs once per row and block, and each page's values are summed
-	// with its columns of the weights.
-	bp := max(1, blockKeys/pt) // pages per block
-	for b0 := first - first%pt; b0 < end; b0 += bp * pt {
-		base := max(first, b0)          // the block's first position
-		nk := min(end, b0+bp*pt) - base // its positions
-		s := ts.s[:rows*nk]
-		for p0 := b0; p0 < b0+bp*pt && p0 < end; p0 += pt {
-			s0, e := max(first-p0, 0), min(pt, end-p0)
-			col, page := p0+s0-base, pages[p0/pt]
-			if f16 {
-				kp := kvcache.F16(kv.KPage(l, page))[s0*rowElems+off:]
-				kernels.AttnScoresF16(ts.q32, d, rows, kp, rowElems, e-s0, d, scale, s[col:], nk)
-			} else {
-				kp := kvcache.F32(kv.KPage(l, page))[s0*rowElems+off:]
-				kernels.AttnScoresF32(ts.q32, d, rows, kp, rowElems, e-s0, d, scale, s[col:], nk)
-			}
-		}
-		for row := range rows {
-			pos := r.tokPos[tl.t0+row/group]
-			// keys base+jlo .. base+jhi-1 are the ones this row sees
-			jlo, jhi := 0, min(pos+1-base, nk)
-			if window > 0 {
-				jlo = max(pos+1-window-base, 0)
-			}
-			sr := s[row*nk : (row+1)*nk]
-			if jlo >= jhi {
-				clear(sr)
-				continue
-			}
-			clear(sr[:jlo])
-			clear(sr[jhi:])
-			v := sr[jlo:jhi]
-			if softcap != 0 {
-				inv := 1 / softcap
-				for i, x := range v {
-					v[i] = float32(math.Tanh(float64(x*inv))) * softcap
-				}
-			}
-			mPrev := m[row]
-			mNew, bs := kernels.AttnSoftmaxStep(v, mPrev)
-			if mNew > mPrev && sum[row] != 0 {
-				// rescale what the row has so far to the new maximum
-				alpha := kernels.ExpF32(mPrev - mNew)
-				or := o[row*d : (row+1)*d]
-				for i := range or {
-					or[i] *= alpha
-				}
-				sum[row] *= float64(alpha)
-			}
-			m[row] = mNew
-			sum[row] += float64(bs)
-		}
-		for p0 := b0; p0 < b0+bp*pt && p0 < end; p0 += pt {
-			s0, e := max(first-p0, 0), min(pt, end-p0)
-			col, page := p0+s0-base, pages[p0/pt]
-			if f16 {
-				vp := kvcache.F16(kv.VPage(l, page))[s0*rowElems+off:]
-				kernels.AttnAccumF16(s[col:], nk, rows, vp, rowElems, e-s0, d, o, d)
-			} else {
-				vp := kvcache.F32(kv.VPage(l, page))[s0*rowElems+off:]
-				kernels.AttnAccumF32(s[col:], nk, rows, vp, rowElems, e-s0, d, o, d)
-			}
+	for p0 := first - first%pt; p0 < end; p0 += pt {
+		s0, e := max(first-p0, 0), min(pt, end-p0)
+		col, page := p0+s0-first, pages[p0/pt]
+		if f16 {
+			vp := kvcache.F16(kv.VPage(l, page))[s0*rowElems+off:]
+			kernels.AttnAccumF16(s[col:], npos, rows, vp, rowElems, e-s0, d, o, d)
+		} else {
+			vp := kvcache.F32(kv.VPage(l, page))[s0*rowElems+off:]
+			kernels.AttnAccumF32(s[col:], npos, rows, vp, rowElems, e-s0, d, o, d)
 		}
 	}
 	for row := range rows {
 		t, h := tl.t0+row/group, kvh*group+row%group
-		out := r.attn[t*qDim+h*d:][:d]
-		inv := float32(1 / sum[row])
-		for i, x := range o[row*d : (row+1)*d] {
-			out[i] = x * inv
-		}
+		copy(r.attn[t*qDim+h*d:][:d], o[row*d:(row+1)*d])
 	}
 }

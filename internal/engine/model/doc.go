@@ -22,9 +22,7 @@
 //
 // The arithmetic follows llama.cpp's CPU backend where it changes results:
 // activations are quantized to each weight's dot type before a matmul, and
-// with an F16 KV cache the query is rounded to half precision before it
-// meets the cached keys (and in decode the attention weights before they
-// meet the cached values; prefill chunks run a tiled online softmax, see
-// README.md). Tests compare logits and greedy outputs with llama.cpp's on
-// real models.
+// with an F16 KV cache the query and the attention weights are rounded to
+// half precision before they meet the cached keys and values. Tests compare
+// logits and greedy outputs with llama.cpp's on real models.
 package model

@@ -1,9 +1,9 @@
 package model
 
 // SetAttnPath chooses the attention form of every forward step: "rows"
-// (per-query for every sequence), "tiles" (tiles for every prefill chunk,
-// even at kernel levels without block assembly), "" (the automatic
-// choice). It returns a function that restores the previous one. Tests
+// (per-query for every sequence), "tiles" (tiles for every sequence whose
+// tiles hold four query rows, even at kernel levels without block
+// assembly), "" (the automatic choice). It returns a function that restores the previous one. Tests
 // only; not safe with steps in flight.
 func SetAttnPath(p string) (restore func()) {
 	prev := attnForce
