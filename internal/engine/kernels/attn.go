@@ -26,6 +26,8 @@ type attnTileAsm struct {
 	scoresF16 func(q *float32, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
 	accumF16  func(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
 	accumF32  func(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+	// softmax is SoftmaxF32 for a non-empty x (nil: softmaxGo).
+	softmax func(x []float32)
 }
 
 // attnTiles holds, per level, that level's block assembly (nil: none).
@@ -155,6 +157,57 @@ func AttnAccumF32(p []float32, ps, nq int, v []float32, vs, nk, d int, o []float
 		for j := range nk {
 			AxpyF32(p[i*ps+j], v[j*vs:j*vs+d], y)
 		}
+	}
+}
+
+// SoftmaxF32 normalizes x in place as ggml's CPU softmax does: x[i] =
+// ExpF32(x[i] - max) / sum, the sum taken in float64 (in an order of the
+// level's choosing: the result may differ between levels in float64
+// rounding of the sum), then x[i] *= float32(1/sum).
+func SoftmaxF32(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	if a := attnTiles[CurrentLevel()]; a != nil && a.softmax != nil {
+		a.softmax(x)
+		return
+	}
+	softmaxGo(x)
+}
+
+// softmaxGo is SoftmaxF32 in Go: the maximum in two and the float64 sum in
+// four interleaved partial sums, so that the additions do not wait on each
+// other.
+func softmaxGo(x []float32) {
+	m0, m1 := x[0], x[0]
+	i := 1
+	for ; i+1 < len(x); i += 2 {
+		if x[i] > m0 {
+			m0 = x[i]
+		}
+		if x[i+1] > m1 {
+			m1 = x[i+1]
+		}
+	}
+	if i < len(x) && x[i] > m0 {
+		m0 = x[i]
+	}
+	m := max(m0, m1)
+	ExpShiftF32(x, m)
+	var s0, s1, s2, s3 float64
+	i = 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += float64(x[i])
+		s1 += float64(x[i+1])
+		s2 += float64(x[i+2])
+		s3 += float64(x[i+3])
+	}
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	inv := float32(1 / ((s0 + s1) + (s2 + s3)))
+	for i := range x {
+		x[i] *= inv
 	}
 }
 

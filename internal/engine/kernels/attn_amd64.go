@@ -12,7 +12,8 @@ func archAttnTiles(l Level) *attnTileAsm {
 	case AVX2:
 		return &attnTileAsm{accumF16: attnAccumF16AVX2, accumF32: attnAccumF32AVX2}
 	}
-	return &attnTileAsm{scoresF16: attnScoresF16AVX512, accumF16: attnAccumF16AVX512, accumF32: attnAccumF32AVX512}
+	return &attnTileAsm{scoresF16: attnScoresF16AVX512, accumF16: attnAccumF16AVX512, accumF32: attnAccumF32AVX512,
+		softmax: func(x []float32) { softmaxAVX512(&x[0], len(x), &expConsts) }}
 }
 
 //go:noescape
@@ -29,3 +30,6 @@ func attnAccumF16AVX2(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, 
 
 //go:noescape
 func attnAccumF32AVX2(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+
+//go:noescape
+func softmaxAVX512(x *float32, n int, c *[13]float32)

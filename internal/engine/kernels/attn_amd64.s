@@ -556,3 +556,156 @@ k16:
 done:
 	VZEROUPPER
 	RET
+// PSTEP does p = p·r + c, c the float32 at OFF(DX) (Z4 is scratch).
+#define PSTEP(OFF) \
+	VMULPS       Z2, Z3, Z3;  \
+	VBROADCASTSS OFF(DX), Z4; \
+	VADDPS       Z4, Z3, Z3
+
+// EXP16 sets Z3 = ExpF32(Z0) in 16 lanes with the float32 operations of
+// exp_amd64.s's EXP8 (VRNDSCALEPS $1 is VROUNDPS $1, floor), so the same
+// bits (Z1, Z2, Z4, K2 scratch; DX points at expConsts; Z9-Z14 hold the
+// constants).
+#define EXP16 \
+	VCMPPS       $0x11, Z14, Z0, K2; \
+	VMULPS       Z13, Z0, Z1;        \
+	VADDPS       Z12, Z1, Z1;        \
+	VRNDSCALEPS  $1, Z1, Z1;         \
+	VMULPS       Z11, Z1, Z2;        \
+	VSUBPS       Z2, Z0, Z2;         \
+	VMULPS       Z10, Z1, Z3;        \
+	VSUBPS       Z3, Z2, Z2;         \
+	VBROADCASTSS 20(DX), Z3;         \
+	PSTEP(24);                       \
+	PSTEP(28);                       \
+	PSTEP(32);                       \
+	PSTEP(36);                       \
+	PSTEP(40);                       \
+	PSTEP(44);                       \
+	VCVTTPS2DQ   Z1, Z1;             \
+	VPADDD       Z9, Z1, Z1;         \
+	VPSLLD       $23, Z1, Z1;        \
+	VMULPS       Z1, Z3, Z3;         \
+	VXORPS       Z3, Z3, K2, Z3
+
+// func softmaxAVX512(x *float32, n int, c *[13]float32)
+// x = softmax(x) as softmaxGo computes it: the maximum, x[i] = ExpF32(x[i] -
+// max) (EXP16, the same bits), the sum in float64 (16 lanes of partial
+// sums, then a tree), x[i] *= float32(1/sum); n >= 1.
+TEXT ·softmaxAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ c+16(FP), DX
+
+	// K1 = lanes of the last (partial or full) 16; R8 = whole 16s before it
+	MOVQ  CX, R10
+	ANDQ  $15, CX
+	MOVL  $0xffff, AX
+	JEQ   full
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+
+full:
+	KMOVW AX, K1
+	MOVQ  R10, R8
+	SUBQ  $1, R8
+	SHRQ  $4, R8
+
+	VBROADCASTSS (SI), Z15
+	MOVQ         SI, DI
+	MOVQ         R8, R9
+
+maxloop:
+	TESTQ  R9, R9
+	JEQ    maxlast
+	VMAXPS (DI), Z15, Z15
+	ADDQ   $64, DI
+	DECQ   R9
+	JMP    maxloop
+
+maxlast:
+	VMOVUPS       Z15, Z5
+	VMOVUPS       (DI), K1, Z5
+	VMAXPS        Z5, Z15, Z15
+	VEXTRACTF64X4 $1, Z15, Y5
+	VMAXPS        Y5, Y15, Y15
+	VEXTRACTF128  $1, Y15, X5
+	VMAXPS        X5, X15, X15
+	VPERMILPS     $0x4e, X15, X5
+	VMAXPS        X5, X15, X15
+	VPERMILPS     $0xb1, X15, X5
+	VMAXPS        X5, X15, X15
+	VBROADCASTSS  X15, Z15
+
+	VBROADCASTSS 0(DX), Z14
+	VBROADCASTSS 4(DX), Z13
+	VBROADCASTSS 8(DX), Z12
+	VBROADCASTSS 12(DX), Z11
+	VBROADCASTSS 16(DX), Z10
+	MOVL         $127, AX
+	VPBROADCASTD AX, Z9
+	VXORPD       Z6, Z6, Z6
+	VXORPD       Z7, Z7, Z7
+	MOVQ         SI, DI
+	MOVQ         R8, R9
+
+exploop:
+	TESTQ         R9, R9
+	JEQ           explast
+	VMOVUPS       (DI), Z0
+	VSUBPS        Z15, Z0, Z0
+	EXP16
+	VMOVUPS       Z3, (DI)
+	VCVTPS2PD     Y3, Z4
+	VADDPD        Z4, Z6, Z6
+	VEXTRACTF64X4 $1, Z3, Y5
+	VCVTPS2PD     Y5, Z5
+	VADDPD        Z5, Z7, Z7
+	ADDQ          $64, DI
+	DECQ          R9
+	JMP           exploop
+
+explast:
+	VMOVUPS.Z     (DI), K1, Z0
+	VSUBPS        Z15, Z0, Z0
+	EXP16
+	VMOVUPS       Z3, K1, (DI)
+	VXORPS        Z8, Z8, Z8
+	VMOVAPS       Z3, K1, Z8
+	VCVTPS2PD     Y8, Z4
+	VADDPD        Z4, Z6, Z6
+	VEXTRACTF64X4 $1, Z8, Y5
+	VCVTPS2PD     Y5, Z5
+	VADDPD        Z5, Z7, Z7
+
+	VADDPD        Z7, Z6, Z6
+	VEXTRACTF64X4 $1, Z6, Y7
+	VADDPD        Y7, Y6, Y6
+	VEXTRACTF128  $1, Y6, X7
+	VADDPD        X7, X6, X6
+	VPERMILPD     $1, X6, X7
+	VADDSD        X7, X6, X6
+	MOVQ          $0x3ff0000000000000, AX
+	VMOVQ         AX, X7
+	VDIVSD        X6, X7, X7
+	VCVTSD2SS     X7, X7, X7
+	VBROADCASTSS  X7, Z7
+	MOVQ          SI, DI
+	MOVQ          R8, R9
+
+mulloop:
+	TESTQ   R9, R9
+	JEQ     mullast
+	VMULPS  (DI), Z7, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, DI
+	DECQ    R9
+	JMP     mulloop
+
+mullast:
+	VMOVUPS.Z (DI), K1, Z0
+	VMULPS    Z7, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)
+	VZEROUPPER
+	RET

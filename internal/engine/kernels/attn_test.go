@@ -239,3 +239,38 @@ func BenchmarkAttnBlock(b *testing.B) {
 		})
 	})
 }
+
+// TestSoftmaxF32 checks, at every level, that SoftmaxF32 gives ExpF32 of
+// each element's distance below the maximum divided by the float64 sum:
+// within one float32 rounding of that (the sum's order is the level's), and
+// nothing written past the end, for lengths around the 16-lane vectors.
+func TestSoftmaxF32(t *testing.T) {
+	forEachLevel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(4, 4))
+		for _, n := range []int{1, 2, 7, 15, 16, 17, 31, 32, 33, 64, 70, 1000} {
+			x := make([]float32, n+1)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 20)
+			}
+			const guard = 12345
+			x[n] = guard
+			orig := slices.Clone(x[:n])
+			SoftmaxF32(x[:n])
+			m := slices.Max(orig)
+			var sum float64
+			for _, v := range orig {
+				sum += float64(ExpF32(v - m))
+			}
+			inv := float32(1 / sum)
+			for i, v := range orig {
+				want := ExpF32(v-m) * inv
+				if d := math.Abs(float64(x[i] - want)); d > 1.2e-7*float64(want) {
+					t.Fatalf("n=%d: x[%d] = %v, want %v", n, i, x[i], want)
+				}
+			}
+			if x[n] != guard {
+				t.Fatalf("n=%d: wrote past the end", n)
+			}
+		}
+	})
+}

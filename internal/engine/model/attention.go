@@ -167,42 +167,10 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 	})
 }
 
-// softmax normalizes x in place, summing in float64 as ggml does (in four
-// interleaved partial sums, so that the additions do not wait on each
-// other; the float64 result differs from a sequential sum by float64
-// rounding only). Both attention forms call it, so they agree bit for bit.
-func softmax(x []float32) {
-	m0, m1 := x[0], x[0]
-	i := 1
-	for ; i+1 < len(x); i += 2 {
-		if x[i] > m0 {
-			m0 = x[i]
-		}
-		if x[i+1] > m1 {
-			m1 = x[i+1]
-		}
-	}
-	if i < len(x) && x[i] > m0 {
-		m0 = x[i]
-	}
-	m := max(m0, m1)
-	kernels.ExpShiftF32(x, m)
-	var s0, s1, s2, s3 float64
-	i = 0
-	for ; i+4 <= len(x); i += 4 {
-		s0 += float64(x[i])
-		s1 += float64(x[i+1])
-		s2 += float64(x[i+2])
-		s3 += float64(x[i+3])
-	}
-	for ; i < len(x); i++ {
-		s0 += float64(x[i])
-	}
-	inv := float32(1 / ((s0 + s1) + (s2 + s3)))
-	for i := range x {
-		x[i] *= inv
-	}
-}
+// softmax normalizes x in place, summing in float64 as ggml does
+// (kernels.SoftmaxF32). Both attention forms call it, so they agree bit for
+// bit.
+func softmax(x []float32) { kernels.SoftmaxF32(x) }
 
 // attnTile is a run of one sequence's new tokens whose queries attend as one
 // block: tokens t0 .. t0+np-1 of the step.
