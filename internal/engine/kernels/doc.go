@@ -14,7 +14,10 @@
 // in place from the model file's bytes) with a quantized activation row: an
 // integer dot per block, scaled by the two block scales, summed in float32.
 // Attention uses DotF32/DotF16 (q·k) and AxpyF32/AxpyF16 (weights·v) on the
-// KV cache, and ConvertF32ToF16 to store F16 cache rows.
+// KV cache, and ConvertF32ToF16 to store F16 cache rows; tiled attention
+// uses the block forms AttnScoresF16/F32 (many queries against many keys)
+// and AttnAccumF16/F32 (their weighted values), bit for bit the row forms,
+// with AVX-512 and AVX2 assembly (AttnTiled).
 //
 // # Levels
 //

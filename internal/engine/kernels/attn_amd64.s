@@ -1,0 +1,711 @@
+// AVX-512 block kernels of tiled attention (see attn.go): four query rows at
+// a time. The score tile holds 4 queries x 4 keys in Z0-Z15 and reduces every
+// dot product by dotF16RowsAVX512's tree; the value kernel holds 4 queries x
+// 64 (or 16) output lanes and runs, per element, the FMAs of
+// axpyF16RowsAVX512 in the same order.
+
+#include "textflag.h"
+
+// func attnScoresF16AVX512(q *float32, qs int, k *uint16, ks, nk, d int, scale float32, s *float32, ss int)
+// s[i*ss+j] = dot(q_i, k_j)*scale for i < 4, j < nk (q in float32, k in
+// half precision); nk a positive multiple of 4, d a positive multiple of 16,
+// strides in elements.
+TEXT ·attnScoresF16AVX512(SB), NOSPLIT, $0-72
+	MOVQ         q+0(FP), R8
+	MOVQ         qs+8(FP), AX
+	SHLQ         $2, AX
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	LEAQ         (R10)(AX*1), R11
+	MOVQ         k+16(FP), SI
+	MOVQ         ks+24(FP), DI
+	SHLQ         $1, DI
+	MOVQ         nk+32(FP), CX
+	MOVQ         d+40(FP), R13
+	VBROADCASTSS scale+48(FP), Z31
+	MOVQ         s+56(FP), R14
+
+group:
+	CMPQ CX, $4
+	JB   done
+	LEAQ (SI)(DI*1), AX
+	LEAQ (AX)(DI*1), BX
+	LEAQ (BX)(DI*1), DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	XORQ   R12, R12
+
+chunk:
+	VCVTPH2PS (SI)(R12*2), Z16
+	VCVTPH2PS (AX)(R12*2), Z17
+	VCVTPH2PS (BX)(R12*2), Z18
+	VCVTPH2PS (DX)(R12*2), Z19
+	VMOVUPS   (R8)(R12*4), Z20
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	VMOVUPS   (R9)(R12*4), Z21
+	VFMADD231PS Z16, Z21, Z4
+	VFMADD231PS Z17, Z21, Z5
+	VFMADD231PS Z18, Z21, Z6
+	VFMADD231PS Z19, Z21, Z7
+	VMOVUPS   (R10)(R12*4), Z22
+	VFMADD231PS Z16, Z22, Z8
+	VFMADD231PS Z17, Z22, Z9
+	VFMADD231PS Z18, Z22, Z10
+	VFMADD231PS Z19, Z22, Z11
+	VMOVUPS   (R11)(R12*4), Z23
+	VFMADD231PS Z16, Z23, Z12
+	VFMADD231PS Z17, Z23, Z13
+	VFMADD231PS Z18, Z23, Z14
+	VFMADD231PS Z19, Z23, Z15
+	ADDQ $16, R12
+	CMPQ R12, R13
+	JB   chunk
+
+	MOVQ ss+64(FP), AX
+	SHLQ $2, AX
+	LEAQ (R14)(AX*2), BX
+	VEXTRACTF64X4 $1, Z0, Y24
+	VADDPS        Y24, Y0, Y0
+	VEXTRACTF64X4 $1, Z1, Y25
+	VADDPS        Y25, Y1, Y1
+	VEXTRACTF64X4 $1, Z2, Y26
+	VADDPS        Y26, Y2, Y2
+	VEXTRACTF64X4 $1, Z3, Y27
+	VADDPS        Y27, Y3, Y3
+	VHADDPS       Y1, Y0, Y0
+	VHADDPS       Y3, Y2, Y2
+	VHADDPS       Y2, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VMULPS        X31, X0, X0
+	VMOVUPS       X0, (R14)
+	VEXTRACTF64X4 $1, Z4, Y24
+	VADDPS        Y24, Y4, Y4
+	VEXTRACTF64X4 $1, Z5, Y25
+	VADDPS        Y25, Y5, Y5
+	VEXTRACTF64X4 $1, Z6, Y26
+	VADDPS        Y26, Y6, Y6
+	VEXTRACTF64X4 $1, Z7, Y27
+	VADDPS        Y27, Y7, Y7
+	VHADDPS       Y5, Y4, Y4
+	VHADDPS       Y7, Y6, Y6
+	VHADDPS       Y6, Y4, Y4
+	VEXTRACTF128  $1, Y4, X5
+	VADDPS        X5, X4, X4
+	VMULPS        X31, X4, X4
+	VMOVUPS       X4, (R14)(AX*1)
+	VEXTRACTF64X4 $1, Z8, Y24
+	VADDPS        Y24, Y8, Y8
+	VEXTRACTF64X4 $1, Z9, Y25
+	VADDPS        Y25, Y9, Y9
+	VEXTRACTF64X4 $1, Z10, Y26
+	VADDPS        Y26, Y10, Y10
+	VEXTRACTF64X4 $1, Z11, Y27
+	VADDPS        Y27, Y11, Y11
+	VHADDPS       Y9, Y8, Y8
+	VHADDPS       Y11, Y10, Y10
+	VHADDPS       Y10, Y8, Y8
+	VEXTRACTF128  $1, Y8, X9
+	VADDPS        X9, X8, X8
+	VMULPS        X31, X8, X8
+	VMOVUPS       X8, (R14)(AX*2)
+	VEXTRACTF64X4 $1, Z12, Y24
+	VADDPS        Y24, Y12, Y12
+	VEXTRACTF64X4 $1, Z13, Y25
+	VADDPS        Y25, Y13, Y13
+	VEXTRACTF64X4 $1, Z14, Y26
+	VADDPS        Y26, Y14, Y14
+	VEXTRACTF64X4 $1, Z15, Y27
+	VADDPS        Y27, Y15, Y15
+	VHADDPS       Y13, Y12, Y12
+	VHADDPS       Y15, Y14, Y14
+	VHADDPS       Y14, Y12, Y12
+	VEXTRACTF128  $1, Y12, X13
+	VADDPS        X13, X12, X12
+	VMULPS        X31, X12, X12
+	VMOVUPS       X12, (BX)(AX*1)
+	ADDQ $16, R14
+	LEAQ (SI)(DI*4), SI
+	SUBQ $4, CX
+	JMP  group
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF16AVX512(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
+// o[i*os+e] += p[i*ps+j]*v[j*vs+e] for i < 4, e < d, j = 0 .. nk-1 in turn;
+// d a positive multiple of 16, nk >= 1.
+TEXT ·attnAccumF16AVX512(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R8
+	MOVQ ps+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ v+16(FP), SI
+	MOVQ vs+24(FP), DI
+	SHLQ $1, DI
+	MOVQ nk+32(FP), BX
+	SHLQ $2, BX
+	MOVQ d+40(FP), CX
+	MOVQ o+48(FP), R12
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+
+chunk64:
+	CMPQ CX, $64
+	JB   chunk16
+	LEAQ (R12)(AX*2), DX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS (R12)(AX*1), Z4
+	VMOVUPS 64(R12)(AX*1), Z5
+	VMOVUPS 128(R12)(AX*1), Z6
+	VMOVUPS 192(R12)(AX*1), Z7
+	VMOVUPS (R12)(AX*2), Z8
+	VMOVUPS 64(R12)(AX*2), Z9
+	VMOVUPS 128(R12)(AX*2), Z10
+	VMOVUPS 192(R12)(AX*2), Z11
+	VMOVUPS (DX)(AX*1), Z12
+	VMOVUPS 64(DX)(AX*1), Z13
+	VMOVUPS 128(DX)(AX*1), Z14
+	VMOVUPS 192(DX)(AX*1), Z15
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k64:
+	VCVTPH2PS (R13), Z16
+	VCVTPH2PS 32(R13), Z17
+	VCVTPH2PS 64(R13), Z18
+	VCVTPH2PS 96(R13), Z19
+	VBROADCASTSS (R8)(R14*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R9)(R14*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VBROADCASTSS (R10)(R14*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VBROADCASTSS (R11)(R14*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k64
+	VMOVUPS Z0, (R12)
+	VMOVUPS Z1, 64(R12)
+	VMOVUPS Z2, 128(R12)
+	VMOVUPS Z3, 192(R12)
+	VMOVUPS Z4, (R12)(AX*1)
+	VMOVUPS Z5, 64(R12)(AX*1)
+	VMOVUPS Z6, 128(R12)(AX*1)
+	VMOVUPS Z7, 192(R12)(AX*1)
+	VMOVUPS Z8, (R12)(AX*2)
+	VMOVUPS Z9, 64(R12)(AX*2)
+	VMOVUPS Z10, 128(R12)(AX*2)
+	VMOVUPS Z11, 192(R12)(AX*2)
+	VMOVUPS Z12, (DX)(AX*1)
+	VMOVUPS Z13, 64(DX)(AX*1)
+	VMOVUPS Z14, 128(DX)(AX*1)
+	VMOVUPS Z15, 192(DX)(AX*1)
+	ADDQ $128, SI
+	ADDQ $256, R12
+	SUBQ $64, CX
+	JMP  chunk64
+
+chunk16:
+	TESTQ CX, CX
+	JEQ   done
+	LEAQ  (R12)(AX*2), DX
+	VMOVUPS (R12), Z0
+	VMOVUPS (R12)(AX*1), Z4
+	VMOVUPS (R12)(AX*2), Z8
+	VMOVUPS (DX)(AX*1), Z12
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k16:
+	VCVTPH2PS (R13), Z16
+	VBROADCASTSS (R8)(R14*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VBROADCASTSS (R9)(R14*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VBROADCASTSS (R10)(R14*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VBROADCASTSS (R11)(R14*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k16
+	VMOVUPS Z0, (R12)
+	VMOVUPS Z4, (R12)(AX*1)
+	VMOVUPS Z8, (R12)(AX*2)
+	VMOVUPS Z12, (DX)(AX*1)
+	ADDQ $32, SI
+	ADDQ $64, R12
+	SUBQ $16, CX
+	JMP  chunk16
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF32AVX512(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+// o[i*os+e] += p[i*ps+j]*v[j*vs+e] for i < 4, e < d, j = 0 .. nk-1 in turn;
+// d a positive multiple of 16, nk >= 1.
+TEXT ·attnAccumF32AVX512(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R8
+	MOVQ ps+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ v+16(FP), SI
+	MOVQ vs+24(FP), DI
+	SHLQ $2, DI
+	MOVQ nk+32(FP), BX
+	SHLQ $2, BX
+	MOVQ d+40(FP), CX
+	MOVQ o+48(FP), R12
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+
+chunk64:
+	CMPQ CX, $64
+	JB   chunk16
+	LEAQ (R12)(AX*2), DX
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	VMOVUPS 128(R12), Z2
+	VMOVUPS 192(R12), Z3
+	VMOVUPS (R12)(AX*1), Z4
+	VMOVUPS 64(R12)(AX*1), Z5
+	VMOVUPS 128(R12)(AX*1), Z6
+	VMOVUPS 192(R12)(AX*1), Z7
+	VMOVUPS (R12)(AX*2), Z8
+	VMOVUPS 64(R12)(AX*2), Z9
+	VMOVUPS 128(R12)(AX*2), Z10
+	VMOVUPS 192(R12)(AX*2), Z11
+	VMOVUPS (DX)(AX*1), Z12
+	VMOVUPS 64(DX)(AX*1), Z13
+	VMOVUPS 128(DX)(AX*1), Z14
+	VMOVUPS 192(DX)(AX*1), Z15
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k64:
+	VMOVUPS   (R13), Z16
+	VMOVUPS   64(R13), Z17
+	VMOVUPS   128(R13), Z18
+	VMOVUPS   192(R13), Z19
+	VBROADCASTSS (R8)(R14*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R9)(R14*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VBROADCASTSS (R10)(R14*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VBROADCASTSS (R11)(R14*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k64
+	VMOVUPS Z0, (R12)
+	VMOVUPS Z1, 64(R12)
+	VMOVUPS Z2, 128(R12)
+	VMOVUPS Z3, 192(R12)
+	VMOVUPS Z4, (R12)(AX*1)
+	VMOVUPS Z5, 64(R12)(AX*1)
+	VMOVUPS Z6, 128(R12)(AX*1)
+	VMOVUPS Z7, 192(R12)(AX*1)
+	VMOVUPS Z8, (R12)(AX*2)
+	VMOVUPS Z9, 64(R12)(AX*2)
+	VMOVUPS Z10, 128(R12)(AX*2)
+	VMOVUPS Z11, 192(R12)(AX*2)
+	VMOVUPS Z12, (DX)(AX*1)
+	VMOVUPS Z13, 64(DX)(AX*1)
+	VMOVUPS Z14, 128(DX)(AX*1)
+	VMOVUPS Z15, 192(DX)(AX*1)
+	ADDQ $256, SI
+	ADDQ $256, R12
+	SUBQ $64, CX
+	JMP  chunk64
+
+chunk16:
+	TESTQ CX, CX
+	JEQ   done
+	LEAQ  (R12)(AX*2), DX
+	VMOVUPS (R12), Z0
+	VMOVUPS (R12)(AX*1), Z4
+	VMOVUPS (R12)(AX*2), Z8
+	VMOVUPS (DX)(AX*1), Z12
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k16:
+	VMOVUPS   (R13), Z16
+	VBROADCASTSS (R8)(R14*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VBROADCASTSS (R9)(R14*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VBROADCASTSS (R10)(R14*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VBROADCASTSS (R11)(R14*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k16
+	VMOVUPS Z0, (R12)
+	VMOVUPS Z4, (R12)(AX*1)
+	VMOVUPS Z8, (R12)(AX*2)
+	VMOVUPS Z12, (DX)(AX*1)
+	ADDQ $64, SI
+	ADDQ $64, R12
+	SUBQ $16, CX
+	JMP  chunk16
+
+done:
+	VZEROUPPER
+	RET
+
+// AVX2 forms of the value kernels: 4 queries x 16 lanes (Y0-Y7), per element
+// the FMAs of axpyF16AVX2 / axpyF32AVX2 in the same order.
+
+// func attnAccumF16AVX2(p *float32, ps int, v *uint16, vs, nk, d int, o *float32, os int)
+// o[i*os+e] += p[i*ps+j]*v[j*vs+e] for i < 4, e < d, j = 0 .. nk-1 in turn;
+// d a positive multiple of 16, nk >= 1.
+TEXT ·attnAccumF16AVX2(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R8
+	MOVQ ps+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ v+16(FP), SI
+	MOVQ vs+24(FP), DI
+	SHLQ $1, DI
+	MOVQ nk+32(FP), BX
+	SHLQ $2, BX
+	MOVQ d+40(FP), CX
+	MOVQ o+48(FP), R12
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+
+chunk16:
+	TESTQ CX, CX
+	JEQ   done
+	LEAQ  (R12)(AX*2), DX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS (R12)(AX*1), Y2
+	VMOVUPS 32(R12)(AX*1), Y3
+	VMOVUPS (R12)(AX*2), Y4
+	VMOVUPS 32(R12)(AX*2), Y5
+	VMOVUPS (DX)(AX*1), Y6
+	VMOVUPS 32(DX)(AX*1), Y7
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k16:
+	VCVTPH2PS (R13), Y8
+	VCVTPH2PS 16(R13), Y9
+	VBROADCASTSS (R8)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R9)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k16
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, (R12)(AX*1)
+	VMOVUPS Y3, 32(R12)(AX*1)
+	VMOVUPS Y4, (R12)(AX*2)
+	VMOVUPS Y5, 32(R12)(AX*2)
+	VMOVUPS Y6, (DX)(AX*1)
+	VMOVUPS Y7, 32(DX)(AX*1)
+	ADDQ $32, SI
+	ADDQ $64, R12
+	SUBQ $16, CX
+	JMP  chunk16
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumF32AVX2(p *float32, ps int, v *float32, vs, nk, d int, o *float32, os int)
+// o[i*os+e] += p[i*ps+j]*v[j*vs+e] for i < 4, e < d, j = 0 .. nk-1 in turn;
+// d a positive multiple of 16, nk >= 1.
+TEXT ·attnAccumF32AVX2(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R8
+	MOVQ ps+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	LEAQ (R10)(AX*1), R11
+	MOVQ v+16(FP), SI
+	MOVQ vs+24(FP), DI
+	SHLQ $2, DI
+	MOVQ nk+32(FP), BX
+	SHLQ $2, BX
+	MOVQ d+40(FP), CX
+	MOVQ o+48(FP), R12
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+
+chunk16:
+	TESTQ CX, CX
+	JEQ   done
+	LEAQ  (R12)(AX*2), DX
+	VMOVUPS (R12), Y0
+	VMOVUPS 32(R12), Y1
+	VMOVUPS (R12)(AX*1), Y2
+	VMOVUPS 32(R12)(AX*1), Y3
+	VMOVUPS (R12)(AX*2), Y4
+	VMOVUPS 32(R12)(AX*2), Y5
+	VMOVUPS (DX)(AX*1), Y6
+	VMOVUPS 32(DX)(AX*1), Y7
+	MOVQ    SI, R13
+	XORQ    R14, R14
+
+k16:
+	VMOVUPS   (R13), Y8
+	VMOVUPS   32(R13), Y9
+	VBROADCASTSS (R8)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R9)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R10)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R11)(R14*1), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ DI, R13
+	ADDQ $4, R14
+	CMPQ R14, BX
+	JB   k16
+	VMOVUPS Y0, (R12)
+	VMOVUPS Y1, 32(R12)
+	VMOVUPS Y2, (R12)(AX*1)
+	VMOVUPS Y3, 32(R12)(AX*1)
+	VMOVUPS Y4, (R12)(AX*2)
+	VMOVUPS Y5, 32(R12)(AX*2)
+	VMOVUPS Y6, (DX)(AX*1)
+	VMOVUPS Y7, 32(DX)(AX*1)
+	ADDQ $64, SI
+	ADDQ $64, R12
+	SUBQ $16, CX
+	JMP  chunk16
+
+done:
+	VZEROUPPER
+	RET
+// PSTEP does p = p·r + c, c the float32 at OFF(DX) (Z4 is scratch).
+#define PSTEP(OFF) \
+	VMULPS       Z2, Z3, Z3;  \
+	VBROADCASTSS OFF(DX), Z4; \
+	VADDPS       Z4, Z3, Z3
+
+// EXP16 sets Z3 = ExpF32(Z0) in 16 lanes with the float32 operations of
+// exp_amd64.s's EXP8 (VRNDSCALEPS $1 is VROUNDPS $1, floor), so the same
+// bits (Z1, Z2, Z4, K2 scratch; DX points at expConsts; Z9-Z14 hold the
+// constants).
+#define EXP16 \
+	VCMPPS       $0x11, Z14, Z0, K2; \
+	VMULPS       Z13, Z0, Z1;        \
+	VADDPS       Z12, Z1, Z1;        \
+	VRNDSCALEPS  $1, Z1, Z1;         \
+	VMULPS       Z11, Z1, Z2;        \
+	VSUBPS       Z2, Z0, Z2;         \
+	VMULPS       Z10, Z1, Z3;        \
+	VSUBPS       Z3, Z2, Z2;         \
+	VBROADCASTSS 20(DX), Z3;         \
+	PSTEP(24);                       \
+	PSTEP(28);                       \
+	PSTEP(32);                       \
+	PSTEP(36);                       \
+	PSTEP(40);                       \
+	PSTEP(44);                       \
+	VCVTTPS2DQ   Z1, Z1;             \
+	VPADDD       Z9, Z1, Z1;         \
+	VPSLLD       $23, Z1, Z1;        \
+	VMULPS       Z1, Z3, Z3;         \
+	VXORPS       Z3, Z3, K2, Z3
+
+// func softmaxAVX512(x *float32, n int, c *[13]float32)
+// x = softmax(x) as softmaxGo computes it: the maximum, x[i] = ExpF32(x[i] -
+// max) (EXP16, the same bits), the sum in float64 (16 lanes of partial
+// sums, then a tree), x[i] *= float32(1/sum); n >= 1.
+TEXT ·softmaxAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ c+16(FP), DX
+
+	// K1 = lanes of the last (partial or full) 16; R8 = whole 16s before it
+	MOVQ  CX, R10
+	ANDQ  $15, CX
+	MOVL  $0xffff, AX
+	JEQ   full
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+
+full:
+	KMOVW AX, K1
+	MOVQ  R10, R8
+	SUBQ  $1, R8
+	SHRQ  $4, R8
+
+	VBROADCASTSS (SI), Z15
+	MOVQ         SI, DI
+	MOVQ         R8, R9
+
+maxloop:
+	TESTQ  R9, R9
+	JEQ    maxlast
+	VMAXPS (DI), Z15, Z15
+	ADDQ   $64, DI
+	DECQ   R9
+	JMP    maxloop
+
+maxlast:
+	VMOVUPS       Z15, Z5
+	VMOVUPS       (DI), K1, Z5
+	VMAXPS        Z5, Z15, Z15
+	VEXTRACTF64X4 $1, Z15, Y5
+	VMAXPS        Y5, Y15, Y15
+	VEXTRACTF128  $1, Y15, X5
+	VMAXPS        X5, X15, X15
+	VPERMILPS     $0x4e, X15, X5
+	VMAXPS        X5, X15, X15
+	VPERMILPS     $0xb1, X15, X5
+	VMAXPS        X5, X15, X15
+	VBROADCASTSS  X15, Z15
+
+	VBROADCASTSS 0(DX), Z14
+	VBROADCASTSS 4(DX), Z13
+	VBROADCASTSS 8(DX), Z12
+	VBROADCASTSS 12(DX), Z11
+	VBROADCASTSS 16(DX), Z10
+	MOVL         $127, AX
+	VPBROADCASTD AX, Z9
+	VXORPD       Z6, Z6, Z6
+	VXORPD       Z7, Z7, Z7
+	MOVQ         SI, DI
+	MOVQ         R8, R9
+
+exploop:
+	TESTQ         R9, R9
+	JEQ           explast
+	VMOVUPS       (DI), Z0
+	VSUBPS        Z15, Z0, Z0
+	EXP16
+	VMOVUPS       Z3, (DI)
+	VCVTPS2PD     Y3, Z4
+	VADDPD        Z4, Z6, Z6
+	VEXTRACTF64X4 $1, Z3, Y5
+	VCVTPS2PD     Y5, Z5
+	VADDPD        Z5, Z7, Z7
+	ADDQ          $64, DI
+	DECQ          R9
+	JMP           exploop
+
+explast:
+	VMOVUPS.Z     (DI), K1, Z0
+	VSUBPS        Z15, Z0, Z0
+	EXP16
+	VMOVUPS       Z3, K1, (DI)
+	VXORPS        Z8, Z8, Z8
+	VMOVAPS       Z3, K1, Z8
+	VCVTPS2PD     Y8, Z4
+	VADDPD        Z4, Z6, Z6
+	VEXTRACTF64X4 $1, Z8, Y5
+	VCVTPS2PD     Y5, Z5
+	VADDPD        Z5, Z7, Z7
+
+	VADDPD        Z7, Z6, Z6
+	VEXTRACTF64X4 $1, Z6, Y7
+	VADDPD        Y7, Y6, Y6
+	VEXTRACTF128  $1, Y6, X7
+	VADDPD        X7, X6, X6
+	VPERMILPD     $1, X6, X7
+	VADDSD        X7, X6, X6
+	MOVQ          $0x3ff0000000000000, AX
+	VMOVQ         AX, X7
+	VDIVSD        X6, X7, X7
+	VCVTSD2SS     X7, X7, X7
+	VBROADCASTSS  X7, Z7
+	MOVQ          SI, DI
+	MOVQ          R8, R9
+
+mulloop:
+	TESTQ   R9, R9
+	JEQ     mullast
+	VMULPS  (DI), Z7, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, DI
+	DECQ    R9
+	JMP     mulloop
+
+mullast:
+	VMOVUPS.Z (DI), K1, Z0
+	VMULPS    Z7, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)
+	VZEROUPPER
+	RET
