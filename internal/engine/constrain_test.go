@@ -340,14 +340,20 @@ func TestGrammarSurvivesPreemption(t *testing.T) {
 		reqs = append(reqs, engine.Request{Prompt: randomPrompt(rng, m, 60+rng.IntN(30)), MaxTokens: 150, Grammar: g,
 			Sample: sample.Params{Temperature: 1, Seed: uint64(i)}})
 	}
-	// runAll submits every request while the loop is held before its first
-	// step, so from the second step on all six compete for the pages
-	// whatever the machine's speed (under -race, sequential submissions let
-	// early requests finish before the last arrived, and nothing was
-	// preempted).
+	// runAll submits every request while the loop is held before its
+	// second step (the first runs a one-token request alone), so from the
+	// second step on all six compete for the pages in the same order
+	// whatever the machine's speed: submitted one by one against a running
+	// loop, early requests could finish before the last arrived, and under
+	// -race nothing was preempted.
 	runAll := func(cfg engine.Config) ([][]int32, int) {
 		cfg, st := engine.WithStepper(cfg, nil)
 		e := newEngine(t, m, cfg)
+		first, err := e.Submit(context.Background(), engine.Request{Prompt: reqs[0].Prompt[:1], MaxTokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Step(t) // held before the step of the one-token request
 		var hs []*engine.Handle
 		for _, r := range reqs {
 			h, err := e.Submit(context.Background(), r)
@@ -356,8 +362,8 @@ func TestGrammarSurvivesPreemption(t *testing.T) {
 			}
 			hs = append(hs, h)
 		}
-		st.Step(t)
 		st.Free()
+		collect(t, first)
 		var out [][]int32
 		pre := 0
 		for _, h := range hs {
