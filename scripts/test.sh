@@ -40,3 +40,22 @@ go test -race -count=1 ./internal/engine/kernels/ ./internal/engine/model/ ./int
 
 echo "== go test"
 go test -count=1 ./...
+
+# The run above uses the best kernel level the CPU has; the llama.cpp
+# equality tests must pass at the lower levels too (TANDEM_KERNEL_LEVEL, read
+# by the TestMain of internal/engine/model and internal/engine). A level the
+# CPU lacks is skipped, with the features it lacks; any other failure of the
+# check stops the script.
+echo "== go test at the lower kernel levels (llama.cpp equality tests)"
+for L in generic avx2; do
+  if ! out=$(TANDEM_KERNEL_LEVEL=$L go test -count=1 -run '^$' ./internal/engine/model/ 2>&1); then
+    if grep -q "cpu lacks" <<<"$out"; then
+      echo "-- $L skipped: $(grep -m1 "cpu lacks" <<<"$out")"
+      continue
+    fi
+    echo "$out"; exit 1
+  fi
+  echo "-- $L"
+  TANDEM_KERNEL_LEVEL=$L go test -count=1 ./internal/engine/model/
+  TANDEM_KERNEL_LEVEL=$L go test -count=1 -run 'SlidingWindow|AllWindowed' ./internal/engine/
+done

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -30,20 +31,38 @@ type archCase struct {
 	quant tensor.Type
 }
 
-// archCases: every file is the tiny preset in F16, seed 21, changed as cfg
-// says. The ids were recorded with node-llama-cpp 3.21.1 (llama.cpp
-// 80fb11a, context 512, F16 KV cache):
+// archSeeds are the synthesis seeds of the cases that do not use seed 21
+// (see archCases).
+var archSeeds = map[string]uint64{"phi3-q4_k": 74, "gemma3-window": 27}
+
+// archCases: every file is the tiny preset in F16, seed 21 (or the case's
+// seed in archSeeds), changed as cfg says. The ids were recorded with
+// node-llama-cpp 3.21.1 (llama.cpp 80fb11a, context 512, F16 KV cache):
 //
-//	tandem model synth --preset tiny --type f16 --seed 21 FLAGS -o F.gguf
+//	tandem model synth --preset tiny --type f16 --seed SEED FLAGS -o F.gguf
 //	node llamacpp-greedy.mjs F.gguf 24 "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
 //
 // with the FLAGS in each case's comment. Two files are left out because
 // their greedy paths reach near ties where Tandem and llama.cpp part: gemma2
 // --type q8_0 --head-dim 128 (step 4, where llama.cpp's top two logits are
 // 0.0007 apart and Tandem's 0.0024 the other way) and gemma3 --type q4_k
-// --head-dim 128 (token 21); the F16 files of those shapes match. --attn-gain 5 scales the attention
-// scores by 25 so that RoPE and windows change the output (with plain random
-// weights attention is nearly uniform and blind to positions).
+// --head-dim 128 (token 21); the F16 files of those shapes match.
+//
+// The ids must match at every kernel level (TANDEM_KERNEL_LEVEL), whose
+// logits differ by about 0.001 on F16 files and up to 0.03 on quantized
+// ones (a rounding difference flips an activation quant, and the flips add
+// up over the layers). Two cases use
+// another seed because seed 21 led to near ties at some level, not to kernel
+// defects: phi3-q4_k's last step (450 over 250 by 0.0024 at AVX2 and
+// AVX-512, 250 over 450 by 0.0021 at generic; the levels' logits there differ
+// by up to 0.016) and gemma3-window's step 11 (115 over 480 by 0.0003 at
+// AVX-512, 480 over 115 by 0.00005 at AVX2; levels differ by up to 0.0011).
+// Seeds 74 and 27 give paths whose top two logits are at least 0.024 and
+// 0.015 apart at every step and level, and llama.cpp's ids equal Tandem's.
+//
+// --attn-gain 5 scales the attention scores by 25 so that RoPE and windows
+// change the output (with plain random weights attention is nearly uniform
+// and blind to positions).
 var archCases = []archCase{
 	// --llama3-rope --context 131072 --rope-base 500000 --attn-gain 5, with
 	// prompt1 20 times (441 tokens): the factors change only the slow
@@ -81,11 +100,11 @@ var archCases = []archCase{
 	// --arch gemma2 --attn-gain 5 (llama.cpp's defaults: window 4096, caps 50 and 30)
 	{"gemma2", func(c *synth.Config) { c.Arch, c.AttnGain = "gemma2", 5 }, 0,
 		[]int32{286, 286, 423, 423, 423, 423, 423, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 186, 94, 94, 94}, 0},
-	// --arch gemma3 --layers 6 --sliding-window 6 --rope-base 1000000:
+	// --seed 27 --arch gemma3 --layers 6 --sliding-window 6 --rope-base 1000000:
 	// layers 0-4 local (rope base 10000), layer 5 global (base 1e6)
 	{"gemma3-window", func(c *synth.Config) {
 		c.Arch, c.Layers, c.SlidingWindow, c.RopeBase = "gemma3", 6, 6, 1e6
-	}, 0, []int32{359, 319, 319, 113, 20, 233, 28, 464, 327, 97, 509, 115, 155, 29, 196, 98, 321, 155, 262, 77, 300, 162, 162, 162}, 0},
+	}, 0, []int32{215, 216, 67, 215, 206, 28, 105, 471, 418, 28, 350, 357, 350, 350, 312, 273, 290, 217, 290, 460, 490, 311, 153, 85}, 0},
 	// Quantized files, and head dimensions with heads·head_dim != Dim (as
 	// in Qwen3 and Gemma): --type q8_0 --arch qwen3 --head-dim 128
 	{"qwen3-q8_0-headdim128", func(c *synth.Config) { c.Arch, c.KeyLength = "qwen3", 128 }, 0,
@@ -94,9 +113,9 @@ var archCases = []archCase{
 	{"gemma3-headdim128", func(c *synth.Config) {
 		c.Arch, c.Layers, c.SlidingWindow, c.RopeBase, c.KeyLength = "gemma3", 6, 6, 1e6, 128
 	}, 0, []int32{44, 198, 22, 342, 502, 18, 166, 211, 400, 232, 503, 208, 22, 44, 253, 226, 367, 423, 423, 199, 448, 266, 472, 469}, 0},
-	// --type q4_k --arch phi3 --attn-gain 5
+	// --seed 74 --type q4_k --arch phi3 --attn-gain 5
 	{"phi3-q4_k", func(c *synth.Config) { c.Arch, c.AttnGain = "phi3", 5 }, 0,
-		[]int32{120, 466, 352, 249, 307, 437, 143, 15, 54, 293, 122, 244, 439, 322, 175, 195, 59, 77, 473, 107, 109, 435, 226, 450}, tensor.Q4_K},
+		[]int32{191, 411, 395, 191, 78, 256, 80, 425, 191, 80, 389, 191, 411, 434, 76, 233, 453, 185, 202, 145, 190, 434, 80, 155}, tensor.Q4_K},
 	// --arch gemma2 --sliding-window 6 --attn-gain 5 --head-dim 128
 	{"gemma2-headdim128", func(c *synth.Config) {
 		c.Arch, c.SlidingWindow, c.AttnGain, c.KeyLength = "gemma2", 6, 5, 128
@@ -144,7 +163,11 @@ func synthArch(t *testing.T, tc archCase) *model.Model {
 	if tc.quant != 0 {
 		typ = tc.quant
 	}
-	if err := synth.Write(p, synth.Options{Config: cfg, Type: typ, Seed: 21}); err != nil {
+	seed := uint64(21)
+	if s, ok := archSeeds[tc.name]; ok {
+		seed = s
+	}
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: typ, Seed: seed}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := model.Load(p)
@@ -206,13 +229,33 @@ func TestArchsMatchLlamaCpp(t *testing.T) {
 			r := model.NewRunner(m, pool)
 			pages := (len(prompt) + len(tc.ids) + 3) / 4
 			if got := greedy(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, len(tc.ids)); !slices.Equal(got, tc.ids) {
-				t.Errorf("greedy ids\n%v\nllama.cpp\n%v", got, tc.ids)
+				t.Errorf("greedy ids\n%v\nllama.cpp\n%v\n%s", got, tc.ids, divergence(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, tc.ids, got))
 			}
 			if got := greedyChunked(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, len(tc.ids), 5); !slices.Equal(got, tc.ids) {
-				t.Errorf("chunked prefill: greedy ids\n%v\nllama.cpp\n%v", got, tc.ids)
+				t.Errorf("chunked prefill: greedy ids\n%v\nllama.cpp\n%v\n%s", got, tc.ids, divergence(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, tc.ids, got))
 			}
 		})
 	}
+}
+
+// divergence describes the first step where got leaves want: the logits
+// of both tokens there, with want's ids fed before it (so that a near tie,
+// which calls for another case, can be told from a wrong kernel, whose
+// logits are far apart).
+func divergence(t *testing.T, r *model.Runner, kv *kvcache.Cache, prompt, want, got []int32) string {
+	t.Helper()
+	i := 0
+	for i < min(len(want), len(got)) && want[i] == got[i] {
+		i++
+	}
+	if i == min(len(want), len(got)) {
+		return "no divergent step"
+	}
+	ids := append(slices.Clone(prompt), want[:i]...)
+	logits := allLogits(t, r, kv, ids)
+	last := logits[len(logits)-len(logits)/len(ids):]
+	return fmt.Sprintf("step %d (%s kernels): logit of Tandem's %d %.6f, of llama.cpp's %d %.6f, gap %.6f",
+		i, kernels.CurrentLevel(), got[i], last[got[i]], want[i], last[want[i]], last[got[i]]-last[want[i]])
 }
 
 // TestArchFeaturesDiscriminate: turning off one feature of an architecture
