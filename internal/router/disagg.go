@@ -89,9 +89,12 @@ const (
 )
 
 // DefaultPDSpill is `tandem route`'s and `tandem up`'s --pd-spill (see
-// above): a long prompt runs locally when the prefill queue, the prompt
-// included, is at least twice the decode worker's.
-const DefaultPDSpill = 2.0
+// above): 0, never spill. Measured on the mixed goodput load
+// (docs/measurements/2026-12-01-goodput-2), a spill ratio of 2 let short
+// prompts on the decode worker wait behind a spilled long prefill (short
+// TTFT p90 ~1.2 s from 2 req/s, attainment 87.5-89.6%), where without
+// spilling 1P1D met the SLO for every request up to 3 req/s.
+const DefaultPDSpill = 0.0
 
 const (
 	// bytesPerToken turns a prompt's byte bound into a token estimate for
