@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/fixture"
 	"tandem/internal/generate"
 	"tandem/internal/synth"
 )
@@ -27,15 +27,7 @@ func TestSlidingWindowEnginePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Arch, cfg.SlidingWindow, cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = "gemma2", 6, 1, 0.5, 5
-	p := filepath.Join(t.TempDir(), "gemma2.gguf")
-	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.F16, Seed: 21}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := fixture.Synth(t, cfg, tensor.F16, 21)
 	// llama.cpp's ids for this file: see archCases in
 	// internal/engine/model/arch_llamacpp_test.go ("gemma2-window-softcap").
 	prompt := []int32{1, 304, 308, 294, 311, 287, 313, 300, 294, 319, 323, 328, 332, 286, 335, 502, 297, 409, 509, 357, 293, 505, 286}
@@ -97,16 +89,7 @@ func synthGemma3W8(t *testing.T, layers int) *model.Model {
 		t.Fatal(err)
 	}
 	cfg.Arch, cfg.Layers, cfg.SlidingWindow, cfg.RopeBase = "gemma3", layers, 8, 1e6
-	p := filepath.Join(t.TempDir(), "g3w8.gguf")
-	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.F16, Seed: 21}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return fixture.Synth(t, cfg, tensor.F16, 21)
 }
 
 // TestSlidingWindowPagesBounded: on a gemma3 file (5 local layers with an

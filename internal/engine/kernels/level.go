@@ -207,3 +207,25 @@ func SetLevel(l Level) (restore func()) {
 		active.Store(prev)
 	}
 }
+
+// SetLevelByName makes the kernels run at the level named name (generic,
+// avx2 or avx512), as SetLevel does; an empty name changes nothing. It is
+// for test binaries that take the level from the environment
+// (TANDEM_KERNEL_LEVEL). An unknown name, or a level the CPU cannot run,
+// is an error (CheckLevel's: "cpu lacks ...") and changes nothing.
+func SetLevelByName(name string) error {
+	if name == "" {
+		return nil
+	}
+	for _, l := range []Level{Generic, AVX2, AVX512} {
+		if l.String() != name {
+			continue
+		}
+		if err := CheckLevel(l); err != nil {
+			return err
+		}
+		SetLevel(l)
+		return nil
+	}
+	return fmt.Errorf("kernel level %q: want generic, avx2 or avx512", name)
+}

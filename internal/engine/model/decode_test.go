@@ -7,12 +7,12 @@ package model_test
 
 import (
 	"math"
-	"path/filepath"
 	"testing"
 
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/fixture"
 	"tandem/internal/synth"
 )
 
@@ -26,16 +26,7 @@ func decodeModel(t *testing.T) *model.Model {
 		t.Fatal(err)
 	}
 	cfg.Layers, cfg.Vocab = 2, 4096
-	p := filepath.Join(t.TempDir(), "decode.gguf")
-	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return fixture.Synth(t, cfg, tensor.Q8_0, 3)
 }
 
 // TestDecodeStepRoundsAndAllocs counts what a one-token step costs besides

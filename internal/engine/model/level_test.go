@@ -14,23 +14,9 @@ import (
 //
 //	for l in generic avx2 avx512; do TANDEM_KERNEL_LEVEL=$l go test ./internal/engine/model/; done
 func TestMain(m *testing.M) {
-	if name := os.Getenv("TANDEM_KERNEL_LEVEL"); name != "" {
-		found := false
-		for _, l := range []kernels.Level{kernels.Generic, kernels.AVX2, kernels.AVX512} {
-			if l.String() != name {
-				continue
-			}
-			found = true
-			if err := kernels.CheckLevel(l); err != nil {
-				fmt.Fprintf(os.Stderr, "TANDEM_KERNEL_LEVEL=%s: %v\n", name, err)
-				os.Exit(2)
-			}
-			kernels.SetLevel(l)
-		}
-		if !found {
-			fmt.Fprintf(os.Stderr, "TANDEM_KERNEL_LEVEL=%q: want generic, avx2 or avx512\n", name)
-			os.Exit(2)
-		}
+	if err := kernels.SetLevelByName(os.Getenv("TANDEM_KERNEL_LEVEL")); err != nil {
+		fmt.Fprintf(os.Stderr, "TANDEM_KERNEL_LEVEL: %v\n", err)
+		os.Exit(2)
 	}
 	os.Exit(m.Run())
 }

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/fixture"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/synth"
@@ -23,16 +23,7 @@ func windowModel(t *testing.T) *model.Model {
 		t.Fatal(err)
 	}
 	cfg.Arch, cfg.Layers, cfg.SlidingWindow, cfg.RopeBase = "gemma3", 6, 8, 1e6
-	p := filepath.Join(t.TempDir(), "g3w8.gguf")
-	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.F16, Seed: 21}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return fixture.Synth(t, cfg, tensor.F16, 21)
 }
 
 // TestWindowedTransferShipsLastWindow: for a windowed model, prefill ships
