@@ -540,8 +540,10 @@ func TestShmPeerLostWithPendingFrames(t *testing.T) {
 		d.stop()
 		p.rec.wait(t, time.Minute, 1, "PeerLost", isKind("lost"))
 		synctest.Wait()
-		if got := len(d.rec.all(isKind("kvdone"))); got != 1 {
-			t.Errorf("decode got %d frames, want 1 (the rest were pending when it stopped)", got)
+		// The first frame went out at once (the doorbell below); decode
+		// may have stopped before reading it, but never sees the others.
+		if got := len(d.rec.all(isKind("kvdone"))); got > 1 {
+			t.Errorf("decode got %d frames, want at most 1 (the rest were pending when it stopped)", got)
 		}
 		if c := p.Counters(); c["shm_doorbells"] != 1 {
 			t.Errorf("%d doorbells, want 1", c["shm_doorbells"])
