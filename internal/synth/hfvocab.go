@@ -303,23 +303,7 @@ func hfTokenizerKeys(path string) ([]gguf.KV, int, error) {
 				unk = id
 			}
 		}
-		for id := range tokens {
-			a, isAdded := added[int64(id)]
-			switch {
-			case !have[id]:
-				tokens[id], types[id] = fmt.Sprintf("[PAD%d]", id), tokenUnused
-			case isAdded && (a.Special || looksSpecial(a.Content)):
-				types[id] = tokenControl
-			case isAdded:
-				tokens[id], types[id] = strings.ReplaceAll(tokens[id], spaceMark, " "), tokenUserDefined
-			case hfByteToken.MatchString(tokens[id]):
-				types[id] = tokenByte
-			case int64(id) == unk:
-				types[id] = tokenUnknown
-			default:
-				types[id] = tokenNormal
-			}
-		}
+		classifyTokens(tokens, types, have, added, true, unk)
 		kvs = append(kvs,
 			gguf.KV{Key: "tokenizer.ggml.model", Value: gguf.StringValue("llama")},
 			gguf.KV{Key: "tokenizer.ggml.tokens", Value: gguf.StringsValue(tokens)},
@@ -335,19 +319,7 @@ func hfTokenizerKeys(path string) ([]gguf.KV, int, error) {
 		if err != nil {
 			return fail("%v", err)
 		}
-		for id := range tokens {
-			a, isAdded := added[int64(id)]
-			switch {
-			case !have[id]:
-				tokens[id], types[id] = fmt.Sprintf("[PAD%d]", id), tokenUnused
-			case isAdded && (a.Special || looksSpecial(a.Content)):
-				types[id] = tokenControl
-			case isAdded:
-				types[id] = tokenUserDefined
-			default:
-				types[id] = tokenNormal
-			}
-		}
+		classifyTokens(tokens, types, have, added, false, -1)
 		kvs = append(kvs,
 			gguf.KV{Key: "tokenizer.ggml.model", Value: gguf.StringValue("gpt2")},
 			gguf.KV{Key: "tokenizer.ggml.pre", Value: gguf.StringValue(preName)},
@@ -634,4 +606,32 @@ func sortedNames(m map[string]string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// classifyTokens sets each id's token type as llama.cpp's converter does:
+// ids the file does not define become unused [PADn] tokens, added tokens
+// control (special or looking special) or user-defined, the rest normal.
+// For a SentencePiece vocabulary (spm) a user-defined token's "▁" becomes
+// a space, <0xXX> tokens are bytes and unk (when >= 0) is the unknown
+// token.
+func classifyTokens(tokens []string, types []int32, have []bool, added map[int64]hfAddedToken, spm bool, unk int64) {
+	for id := range tokens {
+		a, isAdded := added[int64(id)]
+		switch {
+		case !have[id]:
+			tokens[id], types[id] = fmt.Sprintf("[PAD%d]", id), tokenUnused
+		case isAdded && (a.Special || looksSpecial(a.Content)):
+			types[id] = tokenControl
+		case isAdded && spm:
+			tokens[id], types[id] = strings.ReplaceAll(tokens[id], spaceMark, " "), tokenUserDefined
+		case isAdded:
+			types[id] = tokenUserDefined
+		case spm && hfByteToken.MatchString(tokens[id]):
+			types[id] = tokenByte
+		case spm && int64(id) == unk:
+			types[id] = tokenUnknown
+		default:
+			types[id] = tokenNormal
+		}
+	}
 }
