@@ -73,7 +73,7 @@ func benchEngineCmd() *cobra.Command {
 			if format == "json" {
 				return json.NewEncoder(w).Encode(res)
 			}
-			fmt.Fprintf(w, "model %s, %d threads, batch %d\n", res.Model, res.Threads, res.Batch)
+			fmt.Fprintf(w, "model %s, %d threads, %s kernels, batch %d\n", res.Model, res.Threads, res.Kernels, res.Batch)
 			sh := func(s bench.Shares) string {
 				return fmt.Sprintf("matmul %4.1f%%  attention %4.1f%%  other %4.1f%%", 100*s.MatMul, 100*s.Attention, 100*s.Other)
 			}

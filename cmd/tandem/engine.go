@@ -17,6 +17,7 @@ type engineFlags struct {
 	threads    int
 	kvType     string
 	pageTokens int
+	level      string
 }
 
 func (f *engineFlags) register(fs *pflag.FlagSet) {
@@ -24,6 +25,7 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.threads, "threads", 0, "compute threads (0: all cores)")
 	fs.StringVar(&f.kvType, "kv-type", "f16", "KV cache element type: f16 or f32")
 	fs.IntVar(&f.pageTokens, "page-tokens", 16, "token positions per KV cache page")
+	fs.StringVar(&f.level, "kernel-level", "", "compute kernels: generic, avx2 or avx512 (default: the best this CPU has)")
 }
 
 func (f *engineFlags) kvDType() (tensor.Type, error) {
@@ -42,6 +44,9 @@ func (f *engineFlags) kvDType() (tensor.Type, error) {
 func (f *engineFlags) open(ctx context.Context) (*model.Runner, *kernels.Pool, func(), error) {
 	if f.model == "" {
 		return nil, nil, nil, fmt.Errorf("--model is required: give the path of a GGUF file or a hub reference such as hf.co/ORG/REPO:Q4_K_M (or make one with `tandem model synth`)")
+	}
+	if err := kernels.SetLevelByName(f.level); err != nil {
+		return nil, nil, nil, fmt.Errorf("--kernel-level: %w", err)
 	}
 	path, err := resolveModel(ctx, f.model)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/kernels"
 	"tandem/internal/testenv"
 )
 
@@ -117,5 +118,29 @@ func TestModelInfoVocabOnly(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("model info lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestKernelLevelFlag: --kernel-level picks the kernels a run uses (bench
+// engine says which), and a level that does not exist is an error naming the
+// choices.
+func TestKernelLevelFlag(t *testing.T) {
+	lvl := kernels.CurrentLevel()
+	t.Cleanup(func() { kernels.SetLevel(lvl) })
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "-o", p)
+	out := run(t, "bench", "engine", "--model", p, "--prompt-tokens", "8", "--gen-tokens", "2", "--threads", "1", "--kernel-level", "generic", "--format", "json")
+	var br struct{ Kernels string }
+	if err := json.Unmarshal([]byte(out), &br); err != nil || br.Kernels != "generic" {
+		t.Errorf("bench engine --kernel-level generic: kernels %q (%v) in %s", br.Kernels, err, out)
+	}
+	root := newRoot()
+	var buf bytes.Buffer
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetArgs([]string{"bench", "engine", "--model", p, "--kernel-level", "avx9"})
+	err := root.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "want generic, avx2 or avx512") {
+		t.Errorf("--kernel-level avx9: err = %v, want one naming the levels", err)
 	}
 }

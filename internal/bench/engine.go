@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tandem/internal/engine/grammar"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
@@ -38,6 +39,7 @@ type EngineOptions struct {
 type EngineResult struct {
 	Model        string  `json:"model"`
 	Threads      int     `json:"threads"`
+	Kernels      string  `json:"kernels"` // the kernel level the run used (kernels.CurrentLevel)
 	Batch        int     `json:"batch"`
 	Constrained  bool    `json:"constrained"`
 	PromptTokens int     `json:"prompt_tokens"` // per sequence
@@ -113,7 +115,7 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	res := &EngineResult{Model: m.Config.Name, Threads: threads, Batch: batch, Constrained: o.Grammar != nil,
+	res := &EngineResult{Model: m.Config.Name, Threads: threads, Kernels: kernels.CurrentLevel().String(), Batch: batch, Constrained: o.Grammar != nil,
 		PromptTokens: o.PromptTokens, GenTokens: o.GenTokens}
 	var vocab *grammar.Vocab
 	if o.Grammar != nil {
