@@ -57,6 +57,7 @@ func archSet(l Level, k *kernelSet) {
 		k.dot4[tensor.Q5_K] = kDot4(dotQ5Kx4AVX2, sizeQ5_K)
 		k.quantize[tensor.Q8_0] = quantizeQ8_0AVX2
 		k.quantize[tensor.Q8_K] = quantizeQ8_KAVX2
+		setAVX2Tiles(k)
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
