@@ -77,6 +77,8 @@ type kernelSet struct {
 	// dot8, where set, is dot4Rows for eight tokens, whose prepared data
 	// is prepareTile8For's (Q8_0: rows of an even number of blocks only).
 	dot8 [numTypes]dot4RowsFunc
+	// signedQ8Tile8: the Q8_0 dot8 reads prepareTile8Signed's layout.
+	signedQ8Tile8 bool
 }
 
 // dot4Func computes y[t·ystride] = vecDot(w, a[t·arb:]) for t < 4, for rows
