@@ -34,7 +34,7 @@ type matmulState struct {
 	prep8     []byte       // their prepared data
 	prep8Size int          // bytes of prep8 per tile
 	prep8Mem  []byte
-	signedQ8  bool // prepare Q8_0 tiles with prepareTile8Signed
+	signedQ8  bool   // prepare Q8_0 tiles with prepareTile8Signed
 	prep      []byte // prepared data of the four-token tiles
 	tileSize  int    // bytes of prep per tile
 	nb        int    // activation blocks per row
