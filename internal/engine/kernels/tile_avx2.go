@@ -7,20 +7,24 @@ import (
 	"tandem/internal/engine/tensor"
 )
 
-// prepareTile8Signed is prepareTile8 with the activation quants left
-// signed (not offset by 128): the layout of the AVX2 Q8_0 eight-token tile,
-// whose sign trick needs them signed.
+// prepQ8Half is the bytes of one block's record in the AVX2 Q8_0 eight-token
+// tile, per half (four tokens): their 32 activation quants, then their
+// four float32 scales.
+const prepQ8Half = 4*32 + 4*4
+
+// prepareTile8Signed writes the AVX2 Q8_0 eight-token tile data of the
+// eight Q8_0 activation rows a (row stride arb, nb blocks each, nb even)
+// into dst (at most prep8Bytes(Q8_0, nb) bytes): for tokens 0-3, then
+// tokens 4-7, one prepQ8Half record per block, the quants left signed
+// (the sign trick needs them so).
 func prepareTile8Signed(a []byte, arb, nb int, dst []byte) {
-	for p := 0; p < nb/2; p++ {
-		for t := 0; t < 8; t++ {
-			rec := dst[p*prep8PairBytes+128*t : p*prep8PairBytes+128*(t+1)]
-			for h := 0; h < 2; h++ {
-				blk := a[t*arb+(2*p+h)*sizeQ8_0 : t*arb+(2*p+h+1)*sizeQ8_0]
-				copy(rec[32*h:32*h+32], blk[2:sizeQ8_0])
-				d := math.Float32bits(half(blk))
-				for j := 0; j < 8; j++ {
-					binary.LittleEndian.PutUint32(rec[64+32*h+4*j:], d)
-				}
+	for h := 0; h < 2; h++ {
+		for b := 0; b < nb; b++ {
+			rec := dst[(h*nb+b)*prepQ8Half : (h*nb+b+1)*prepQ8Half]
+			for j := 0; j < 4; j++ {
+				blk := a[(4*h+j)*arb+b*sizeQ8_0 : (4*h+j)*arb+(b+1)*sizeQ8_0]
+				copy(rec[32*j:32*j+32], blk[2:sizeQ8_0])
+				binary.LittleEndian.PutUint32(rec[128+4*j:], math.Float32bits(half(blk)))
 			}
 		}
 	}

@@ -23,7 +23,7 @@ func q8Dot8RowsAVX2(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, 
 		return
 	}
 	_ = w[(nrows-1)*wrb+nb*sizeQ8_0-1]
-	_ = prep[nb/2*prep8PairBytes-1]
+	_ = prep[2*nb*prepQ8Half-1]
 	_ = y[7*ystride+nrows-1]
 	dotQ8_0x8RowsAVX2(&w[0], wrb, nrows, &prep[0], nb/2, &y[0], ystride)
 }

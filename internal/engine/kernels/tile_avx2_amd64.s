@@ -470,36 +470,38 @@ DATA t2ShufK6<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA t2ShufK6<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL t2ShufK6<>(SB), RODATA|NOPTR, $128
 
-// Q8_0 at AVX2 reads block-pair records laid out as the AVX512 tile's but
-// with signed activation quants (see prepareTile8Signed: per token, the
-// pair's 64 quants, then 8 × d_a of each block), for the sign trick of
-// dotQ8_0AVX2. The even and odd blocks keep
-// separate accumulators as there, so a row takes two passes of four
-// tokens (Y0-Y7: token j's even and odd sums in Y(2j), Y(2j+1)); Y8 =
-// the block's weight quants, Y9 = their absolute values, Y10 = 8 × d_w.
+// Q8_0 at AVX2 reads the layout of prepareTile8Signed: tokens 0-3, then
+// tokens 4-7, each half a run of one 144-byte record per block (the four
+// tokens' 32 signed activation quants, then their four float32 scales), so
+// that a pass over a row streams one contiguous run. The even and odd
+// blocks keep separate accumulators as in dotQ8_0AVX2, so a row takes two
+// passes of four tokens (Y0-Y7: token j's even and odd sums in Y(2j),
+// Y(2j+1)); Y8 = the block's weight quants, Y9 = their absolute values,
+// Y10 = 8 × d_w, Y15 = int16 ones.
 
-// T2Q8TOKEN adds token J's block H (0 even, 1 odd) of the pair at (DI) to
-// ACC.
-#define T2Q8TOKEN(J, H, ACC) \
-	VMOVDQU     (128*(J)+32*(H))(DI), Y11;      \
-	VPSIGNB     Y8, Y11, Y11;                   \
-	VPMADDUBSW  Y11, Y9, Y11;                   \
-	VPMADDWD    Y15, Y11, Y11;                  \
-	VCVTDQ2PS   Y11, Y11;                       \
-	VMULPS      (128*(J)+64+32*(H))(DI), Y10, Y12; \
-	VFMADD231PS Y12, Y11, ACC
+// T2Q8TOKEN adds token J of the block record at ROFF(DI) to ACC with the
+// sign trick, as X4TOKEN_AVX2 does.
+#define T2Q8TOKEN(ROFF, J, ACC) \
+	VMOVDQU      (ROFF+32*(J))(DI), Y11;    \
+	VPSIGNB      Y8, Y11, Y11;              \
+	VPMADDUBSW   Y11, Y9, Y11;              \
+	VPMADDWD     Y15, Y11, Y11;             \
+	VCVTDQ2PS    Y11, Y11;                  \
+	VBROADCASTSS (ROFF+128+4*(J))(DI), Y12; \
+	VMULPS       Y12, Y10, Y12;             \
+	VFMADD231PS  Y12, Y11, ACC
 
 // T2Q8BLOCK loads the weight block at WOFF(SI) and adds it for the four
-// tokens.
-#define T2Q8BLOCK(WOFF, H, A0, A1, A2, A3) \
+// tokens of the record at ROFF(DI).
+#define T2Q8BLOCK(WOFF, ROFF, A0, A1, A2, A3) \
 	VMOVDQU      WOFF+2(SI), Y8; \
 	VPABSB       Y8, Y9;         \
 	VPBROADCASTW WOFF(SI), X10;  \
 	VCVTPH2PS    X10, Y10;       \
-	T2Q8TOKEN(0, H, A0);         \
-	T2Q8TOKEN(1, H, A1);         \
-	T2Q8TOKEN(2, H, A2);         \
-	T2Q8TOKEN(3, H, A3)
+	T2Q8TOKEN(ROFF, 0, A0);      \
+	T2Q8TOKEN(ROFF, 1, A1);      \
+	T2Q8TOKEN(ROFF, 2, A2);      \
+	T2Q8TOKEN(ROFF, 3, A3)
 
 // T2Q8STORE reduces token J's sums EVEN + ODD as dotQ8_0AVX2 does and
 // stores the result at (AX), advancing AX by DX.
@@ -509,31 +511,29 @@ GLOBL t2ShufK6<>(SB), RODATA|NOPTR, $128
 	VMOVSS EX, (AX);        \
 	ADDQ   DX, AX
 
-// T2Q8HALF runs the four tokens at POFF in each pair record over the row
-// at R8 and stores their results from (AX).
-#define T2Q8HALF(POFF, LOOP) \
-	MOVQ   R8, SI;                   \
-	MOVQ   prep+24(FP), DI;          \
-	ADDQ   $POFF, DI;                \
-	MOVQ   npairs+32(FP), CX;        \
-	VXORPS Y0, Y0, Y0;               \
-	VXORPS Y1, Y1, Y1;               \
-	VXORPS Y2, Y2, Y2;               \
-	VXORPS Y3, Y3, Y3;               \
-	VXORPS Y4, Y4, Y4;               \
-	VXORPS Y5, Y5, Y5;               \
-	VXORPS Y6, Y6, Y6;               \
-	VXORPS Y7, Y7, Y7;               \
-LOOP:                                \
-	T2Q8BLOCK(0, 0, Y0, Y2, Y4, Y6);  \
-	T2Q8BLOCK(34, 1, Y1, Y3, Y5, Y7); \
-	ADDQ $68, SI;                    \
-	ADDQ $1024, DI;                  \
-	DECQ CX;                         \
-	JNE  LOOP;                       \
-	T2Q8STORE(Y0, Y1, X0);           \
-	T2Q8STORE(Y2, Y3, X2);           \
-	T2Q8STORE(Y4, Y5, X4);           \
+// T2Q8PASS runs the four tokens whose records start at DI over the row at
+// R8 and stores their results from (AX).
+#define T2Q8PASS(LOOP) \
+	MOVQ   R8, SI;                     \
+	MOVQ   npairs+32(FP), CX;          \
+	VXORPS Y0, Y0, Y0;                 \
+	VXORPS Y1, Y1, Y1;                 \
+	VXORPS Y2, Y2, Y2;                 \
+	VXORPS Y3, Y3, Y3;                 \
+	VXORPS Y4, Y4, Y4;                 \
+	VXORPS Y5, Y5, Y5;                 \
+	VXORPS Y6, Y6, Y6;                 \
+	VXORPS Y7, Y7, Y7;                 \
+LOOP:                                  \
+	T2Q8BLOCK(0, 0, Y0, Y2, Y4, Y6);    \
+	T2Q8BLOCK(34, 144, Y1, Y3, Y5, Y7); \
+	ADDQ $68, SI;                      \
+	ADDQ $288, DI;                     \
+	DECQ CX;                           \
+	JNE  LOOP;                         \
+	T2Q8STORE(Y0, Y1, X0);             \
+	T2Q8STORE(Y2, Y3, X2);             \
+	T2Q8STORE(Y4, Y5, X4);             \
 	T2Q8STORE(Y6, Y7, X6)
 
 // func dotQ8_0x8RowsAVX2(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
@@ -542,13 +542,18 @@ LOOP:                                \
 // 1 block pairs; prep is the tile's data (see prepareTile8Signed).
 TEXT ·dotQ8_0x8RowsAVX2(SB), NOSPLIT, $0-56
 	T2ROWSETUP
-	VPCMPEQW     Y15, Y15, Y15
-	VPSRLW       $15, Y15, Y15
+	MOVQ     npairs+32(FP), R10
+	IMULQ    $288, R10
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $15, Y15, Y15
 
 q8row:
 	MOVQ BX, AX
-	T2Q8HALF(0, q8lo)
-	T2Q8HALF(512, q8hi)
+	MOVQ prep+24(FP), DI
+	T2Q8PASS(q8lo)
+	MOVQ prep+24(FP), DI
+	ADDQ R10, DI
+	T2Q8PASS(q8hi)
 	ADDQ $4, BX
 	ADDQ R9, R8
 	DECQ R14
