@@ -33,7 +33,7 @@ func withoutTiles8(l Level) (restore func()) {
 // TestAVX2Tiles checks that the AVX2 level has its eight-token tiles (so
 // TestTileK8, TestMatMul and TestMatMulBatchInvariant run them there) and
 // that MatMul through them gives, bit for bit, what the four-token and
-// one-token kernels give, for batches of one to three eight-token tiles
+// one-token kernels give, for batches of one or two eight-token tiles
 // followed by four-token and single ones, with 1 and 3 threads.
 func TestAVX2Tiles(t *testing.T) {
 	if err := CheckLevel(AVX2); err != nil {
