@@ -57,6 +57,7 @@ func archSet(l Level, k *kernelSet) {
 		k.dot4[tensor.Q5_K] = kDot4(dotQ5Kx4AVX2, sizeQ5_K)
 		k.quantize[tensor.Q8_0] = quantizeQ8_0AVX2
 		k.quantize[tensor.Q8_K] = quantizeQ8_KAVX2
+		setAVX2Tiles(k)
 	case AVX512:
 		k.dotF32 = dotF32Vec(dotF32AVX512, 16)
 		k.dotF16 = dotF16Vec(dotF16AVX512, 16)
@@ -71,6 +72,7 @@ func archSet(l Level, k *kernelSet) {
 		k.dot4Rows[tensor.Q8_0] = q8Dot4Rows(dotQ8_0x4RowsVNNI, sizeQ8_0)
 		k.dot4[tensor.Q8_0] = oneRow(k.dot4Rows[tensor.Q8_0])
 		k.dot8[tensor.Q8_0] = q8Dot8Rows
+		k.signedQ8Tile8 = false // prepareTile8's layout, not AVX2's
 		k.dot8[tensor.Q4_K] = kDot8Rows(dotQ4Kx8RowsVNNI, sizeQ4_K)
 		k.dot8[tensor.Q6_K] = kDot8Rows(dotQ6Kx8RowsVNNI, sizeQ6_K)
 		k.dot8[tensor.Q5_K] = kDot8Rows(dotQ5Kx8RowsVNNI, sizeQ5_K)

@@ -75,8 +75,11 @@ type kernelSet struct {
 	// one call (see dot4RowsFunc), bit-identical to dot4 row by row.
 	dot4Rows [numTypes]dot4RowsFunc
 	// dot8, where set, is dot4Rows for eight tokens, whose prepared data
-	// is prepareTile8For's (Q8_0: rows of an even number of blocks only).
+	// is prepareTile8At's (Q8_0: rows of an even number of blocks only).
 	dot8 [numTypes]dot4RowsFunc
+	// signedQ8Tile8: the Q8_0 dot8 reads prepareTile8Signed's layout,
+	// not prepareTile8's (AVX2).
+	signedQ8Tile8 bool
 }
 
 // dot4Func computes y[t·ystride] = vecDot(w, a[t·arb:]) for t < 4, for rows

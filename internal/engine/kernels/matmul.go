@@ -34,6 +34,7 @@ type matmulState struct {
 	prep8     []byte       // their prepared data
 	prep8Size int          // bytes of prep8 per tile
 	prep8Mem  []byte
+	signedQ8  bool   // prepare Q8_0 tiles with prepareTile8Signed
 	prep      []byte // prepared data of the four-token tiles
 	tileSize  int    // bytes of prep per tile
 	nb        int    // activation blocks per row
@@ -116,6 +117,7 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	m.dot4, m.dot4Rows, m.dot8, m.n8, m.n4, m.tileSize = nil, nil, nil, 0, 0, 0
 	if nb := nIn / vt.BlockSize(); nTok >= 8 && ks.dot8[wt] != nil && prep8Bytes(vt, nb) > 0 {
 		m.dot8, m.n8, m.nb, m.vt = ks.dot8[wt], nTok/8, nb, vt
+		m.signedQ8 = ks.signedQ8Tile8
 		m.prep8Size = prep8Bytes(vt, nb)
 		if n := m.n8 * m.prep8Size; cap(m.prep8Mem) < n {
 			m.prep8Mem = make([]byte, n)
@@ -215,7 +217,7 @@ func (m *matmulState) stage(lo, hi int) {
 		case u < m.n8:
 			t := 8 * u
 			m.quantRows(t, t+8)
-			prepareTile8For(m.vt, m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[u*m.prep8Size:(u+1)*m.prep8Size])
+			prepareTile8At(m.signedQ8, m.vt, m.act[t*m.arb:(t+8)*m.arb], m.arb, m.nb, m.prep8[u*m.prep8Size:(u+1)*m.prep8Size])
 		case u < m.n8+m.n4:
 			t := 8*m.n8 + 4*(u-m.n8)
 			m.quantRows(t, t+4)
