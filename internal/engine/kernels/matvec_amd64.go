@@ -9,11 +9,33 @@ import "tandem/internal/engine/tensor"
 //go:noescape
 func matvecQ8_0VNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
 
+// matvecQ4KVNNI, matvecQ5KVNNI and matvecQ6KVNNI are in matvec_k_amd64.s.
+//
+//go:noescape
+func matvecQ4KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+
+//go:noescape
+func matvecQ5KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+
+//go:noescape
+func matvecQ6KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+
 // matvecFormFor returns the many-row matrix-vector kernel for weights of
-// type wt at level l, if the level has one: Q8_0 at AVX512.
+// type wt at level l, if the level has one: Q8_0, Q4_K, Q5_K and Q6_K at
+// AVX512.
 func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
-	if l == AVX512 && wt == tensor.Q8_0 {
+	if l != AVX512 {
+		return matvecForm{}, false
+	}
+	switch wt {
+	case tensor.Q8_0:
 		return matvecForm{prepBytes: matvecQ8_0PrepBytes, prepare: prepareMatvecQ8_0, rows: matvecQ8_0Rows}, true
+	case tensor.Q4_K:
+		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ4KRows}, true
+	case tensor.Q5_K:
+		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ5KRows}, true
+	case tensor.Q6_K:
+		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ6KRows}, true
 	}
 	return matvecForm{}, false
 }
@@ -27,4 +49,26 @@ func matvecQ8_0Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) 
 	_ = prep[matvecQ8_0PrepBytes(nb)-1]
 	_ = y[nrows-1]
 	matvecQ8_0VNNI(&w[0], wrb, nrows, &prep[0], nb, &y[0])
+}
+
+// The K-quant kernels with their bounds checks, made once (matVecs looks
+// them up on every call).
+var (
+	matvecQ4KRows = matvecKRows(matvecQ4KVNNI, sizeQ4_K)
+	matvecQ5KRows = matvecKRows(matvecQ5KVNNI, sizeQ5_K)
+	matvecQ6KRows = matvecKRows(matvecQ6KVNNI, sizeQ6_K)
+)
+
+// matvecKRows adapts a many-row K-quant kernel (super-blocks of wsize
+// bytes), checking the slice bounds the assembly relies on.
+func matvecKRows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32), wsize int) matvecRowsFunc {
+	return func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
+		if nrows <= 0 || nb <= 0 {
+			return
+		}
+		_ = w[(nrows-1)*wrb+nb*wsize-1]
+		_ = prep[matvecKPrepBytes(nb)-1]
+		_ = y[nrows-1]
+		f(&w[0], wrb, nrows, &prep[0], nb, &y[0])
+	}
 }
