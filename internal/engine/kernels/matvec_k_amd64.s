@@ -140,42 +140,43 @@
 	VMULPS       MVK_DA(R10), Z3, Z9;  \
 	VFNMADD231PS Z9, Z7, Z16
 
-// MVSTORE stores the two rows' reductions of Z16 at (R14) and 4(R14),
-// only row r's when R13 = 1 (then jumps to DONE), else advances the row
-// pair: R14 by 8, R11 by two rows, R13 by -2, looping to NEXT while rows
-// remain.
-#define MVSTORE(NEXT, DONE) \
-	VEXTRACTF64X4 $0, Z16, Y0; \
-	VEXTRACTF64X4 $1, Z16, Y1; \
-	HSUM8(Y0, X0, X2);         \
-	VMOVSS        X0, (R14);   \
-	CMPQ          R13, $1;     \
-	JEQ           DONE;        \
-	HSUM8(Y1, X1, X2);         \
-	VMOVSS        X1, 4(R14);  \
-	ADDQ          $8, R14;     \
-	LEAQ          (R11)(R12*2), R11; \
-	SUBQ          $2, R13;     \
+// MVSTORE stores the two rows' reductions of Z16 at (R14) and at yoff
+// floats past it, then advances the pair: R14 by one float, R11 by one
+// row; it loops to NEXT while pairs remain.
+#define MVSTORE(NEXT) \
+	VEXTRACTF64X4 $0, Z16, Y0;      \
+	VEXTRACTF64X4 $1, Z16, Y1;      \
+	HSUM8(Y0, X0, X2);              \
+	HSUM8(Y1, X1, X2);              \
+	MOVQ          yoff+56(FP), AX;  \
+	VMOVSS        X0, (R14);        \
+	VMOVSS        X1, (R14)(AX*4);  \
+	ADDQ          $4, R14;          \
+	ADDQ          wrb+8(FP), R11;   \
+	DECQ          R13;              \
 	JNZ           NEXT
 
 // MVSTART begins a row pair: SI = its first super-block, R10 = the
-// prepared row, CX = super-blocks, Z16 = 0. (For the last row of an odd
-// count the caller has set R12 = 0, so both halves read it.)
+// prepared row, CX = super-blocks, Z16 = 0.
 #define MVSTART \
 	MOVQ   R11, SI;          \
-	MOVQ   prep+24(FP), R10; \
-	MOVQ   nb+32(FP), CX;    \
+	MOVQ   prep+32(FP), R10; \
+	MOVQ   nb+40(FP), CX;    \
 	VPXORD Z16, Z16, Z16
 
-// func matvecQ4KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
-// computes y[r] = Q4_K weight row r (rows wrb bytes apart) · the
-// activation prepared by prepareMatvecK (nb super-blocks), for nrows >= 1
-// rows, nb >= 1.
-TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-48
+// func matvecQ4KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
+// computes, for the npairs >= 1 row pairs p (row p at w + p·wrb paired
+// with the row off bytes past it), y[p] and y[p + yoff] = the rows' dots
+// with the activation prepared by prepareMatvecK (nb >= 1 super-blocks).
+// Rows are Q4_K. The caller pairs the first half of its rows with the
+// second (two sequential streams, which the hardware prefetchers follow;
+// pairing neighbouring rows ran at a third of the memory rate), and a last
+// odd row with itself (off = yoff = 0: both halves store the same value).
+TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), R11
-	MOVQ         wrb+8(FP), R12
-	MOVQ         nrows+16(FP), R13
-	MOVQ         y+40(FP), R14
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
 	MOVL         $0x3C3C3C3C, AX
@@ -188,11 +189,6 @@ TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-48
 	VMOVDQU64    mvK4idx<>+192(SB), Z27
 
 mvk4pair:
-	CMPQ R13, $1
-	JNE  mvk4go
-	XORL R12, R12
-
-mvk4go:
 	MVSTART
 
 mvk4sb:
@@ -207,9 +203,7 @@ mvk4sb:
 	DECQ CX
 	JNZ  mvk4sb
 
-	MVSTORE(mvk4pair, mvk4done)
-
-mvk4done:
+	MVSTORE(mvk4pair)
 	VZEROUPPER
 	RET
 
@@ -229,13 +223,13 @@ mvk4done:
 	VPERMD     Z0, IDX, Z4;             \
 	MVK4PAIR(C)
 
-// func matvecQ5KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+// func matvecQ5KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 // is matvecQ4KVNNI for Q5_K rows.
-TEXT ·matvecQ5KVNNI(SB), NOSPLIT, $0-48
+TEXT ·matvecQ5KVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), R11
-	MOVQ         wrb+8(FP), R12
-	MOVQ         nrows+16(FP), R13
-	MOVQ         y+40(FP), R14
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
 	MOVL         $0x3C3C3C3C, AX
@@ -252,11 +246,6 @@ TEXT ·matvecQ5KVNNI(SB), NOSPLIT, $0-48
 	VMOVDQU64    mvK4idx<>+192(SB), Z27
 
 mvk5pair:
-	CMPQ R13, $1
-	JNE  mvk5go
-	XORL R12, R12
-
-mvk5go:
 	MVSTART
 
 mvk5sb:
@@ -272,9 +261,7 @@ mvk5sb:
 	DECQ CX
 	JNZ  mvk5sb
 
-	MVSTORE(mvk5pair, mvk5done)
-
-mvk5done:
+	MVSTORE(mvk5pair)
 	VZEROUPPER
 	RET
 
@@ -314,14 +301,14 @@ mvk5done:
 	VPTERNLOGD $0xF8, Z15, Z7, Z5;          \
 	MVK6Q(VPDPWSSD, 4*H+3, I3)
 
-// func matvecQ6KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+// func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 // is matvecQ4KVNNI for Q6_K rows. Per super-block and row, as dotQ6KAVX2:
 // d_w·d_a·(Σ_i sc_i·Σ u·q8 − 32·Σ_i sc_i·bsum_i) with u = q+32.
-TEXT ·matvecQ6KVNNI(SB), NOSPLIT, $0-48
+TEXT ·matvecQ6KVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), R11
-	MOVQ         wrb+8(FP), R12
-	MOVQ         nrows+16(FP), R13
-	MOVQ         y+40(FP), R14
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
 	MOVL         $0x30303030, AX
@@ -336,11 +323,6 @@ TEXT ·matvecQ6KVNNI(SB), NOSPLIT, $0-48
 	VMOVDQU64    mvK6idx<>+448(SB), Z31
 
 mvk6pair:
-	CMPQ R13, $1
-	JNE  mvk6go
-	XORL R12, R12
-
-mvk6go:
 	MVSTART
 
 mvk6sb:
@@ -364,9 +346,7 @@ mvk6sb:
 	DECQ         CX
 	JNZ          mvk6sb
 
-	MVSTORE(mvk6pair, mvk6done)
-
-mvk6done:
+	MVSTORE(mvk6pair)
 	VZEROUPPER
 	RET
 
