@@ -12,13 +12,13 @@ func matvecQ8_0VNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
 // matvecQ4KVNNI, matvecQ5KVNNI and matvecQ6KVNNI are in matvec_k_amd64.s.
 //
 //go:noescape
-func matvecQ4KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+func matvecQ4KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 
 //go:noescape
-func matvecQ5KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+func matvecQ5KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 
 //go:noescape
-func matvecQ6KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 
 // matvecFormFor returns the many-row matrix-vector kernel for weights of
 // type wt at level l, if the level has one: Q8_0, Q4_K, Q5_K and Q6_K at
@@ -60,8 +60,10 @@ var (
 )
 
 // matvecKRows adapts a many-row K-quant kernel (super-blocks of wsize
-// bytes), checking the slice bounds the assembly relies on.
-func matvecKRows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32), wsize int) matvecRowsFunc {
+// bytes) to nrows rows: the first half of the rows paired with the second,
+// then a last odd row with itself. It checks the slice bounds the assembly
+// relies on.
+func matvecKRows(f func(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int), wsize int) matvecRowsFunc {
 	return func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 		if nrows <= 0 || nb <= 0 {
 			return
@@ -69,6 +71,12 @@ func matvecKRows(f func(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
 		_ = w[(nrows-1)*wrb+nb*wsize-1]
 		_ = prep[matvecKPrepBytes(nb)-1]
 		_ = y[nrows-1]
-		f(&w[0], wrb, nrows, &prep[0], nb, &y[0])
+		h := nrows / 2
+		if h > 0 {
+			f(&w[0], wrb, h*wrb, h, &prep[0], nb, &y[0], h)
+		}
+		if nrows%2 == 1 {
+			f(&w[(nrows-1)*wrb], wrb, 0, 1, &prep[0], nb, &y[nrows-1], 0)
+		}
 	}
 }

@@ -8,12 +8,10 @@ import (
 )
 
 // Prepared Q8_K activation of the many-row K-quant matrix-vector kernels,
-// one record per super-block pair (2k, 2k+1): the pair's eight 32-quant
-// sub-blocks, super-block 2k's then 2k+1's (at 64·s and 64·s + 32); their
-// scales d_a as 8 + 8 float32 (at matvecKDa); their 16 + 16 int16 bsums
-// (at matvecKBsums). Each loads as one 64-byte vector whose halves meet
-// the two super-blocks of a weight row. The last record of an odd count
-// holds the last super-block in both halves.
+// one record per super-block: its eight 32-quant sub-blocks, each twice
+// (at 64·s and 64·s + 32); the scale d_a as 16 float32 (at matvecKDa);
+// the 16 int16 bsums twice (at matvecKBsums). Each loads as one 64-byte
+// vector that meets two weight rows at once, one in each half.
 const (
 	matvecKDa    = 8 * 64
 	matvecKBsums = matvecKDa + 64
@@ -22,7 +20,7 @@ const (
 
 // matvecKPrepBytes is the prepared size of an activation row of nb Q8_K
 // super-blocks.
-func matvecKPrepBytes(nb int) int { return (nb + 1) / 2 * matvecKBytes }
+func matvecKPrepBytes(nb int) int { return nb * matvecKBytes }
 
 // prepareMatvecK lays out the Q8_K activation row a (nb super-blocks, as
 // QuantizeActivation makes it) for the many-row K-quant kernels (see
@@ -30,38 +28,34 @@ func matvecKPrepBytes(nb int) int { return (nb + 1) / 2 * matvecKBytes }
 func prepareMatvecK(a []byte, nb int, dst []byte) {
 	_ = a[nb*sizeQ8_K-1]
 	dst = dst[:matvecKPrepBytes(nb)]
-	for k := range (nb + 1) / 2 {
-		rec := dst[k*matvecKBytes : (k+1)*matvecKBytes]
-		for h := range 2 {
-			b := min(2*k+h, nb-1)
-			blk := a[b*sizeQ8_K : (b+1)*sizeQ8_K]
-			for s := range qkk / 32 {
-				copy(rec[64*s+32*h:64*s+32*h+32], blk[4+32*s:4+32*s+32])
-			}
-			d := binary.LittleEndian.Uint32(blk)
-			for j := range 8 {
-				binary.LittleEndian.PutUint32(rec[matvecKDa+32*h+4*j:], d)
-			}
-			copy(rec[matvecKBsums+32*h:matvecKBsums+32*h+32], blk[4+qkk:sizeQ8_K])
+	for b := range nb {
+		blk := a[b*sizeQ8_K : (b+1)*sizeQ8_K]
+		rec := dst[b*matvecKBytes : (b+1)*matvecKBytes]
+		for s := range qkk / 32 {
+			q := blk[4+32*s : 4+32*s+32]
+			copy(rec[64*s:64*s+32], q)
+			copy(rec[64*s+32:64*s+64], q)
 		}
+		d := binary.LittleEndian.Uint32(blk)
+		for j := range 16 {
+			binary.LittleEndian.PutUint32(rec[matvecKDa+4*j:], d)
+		}
+		copy(rec[matvecKBsums:matvecKBsums+32], blk[4+qkk:sizeQ8_K])
+		copy(rec[matvecKBsums+32:matvecKBsums+64], blk[4+qkk:sizeQ8_K])
 	}
 }
 
-// matvecKRec returns the prepared record of super-block b and the half
-// of it that holds b.
-func matvecKRec(prep []byte, b int) (rec []byte, h int) {
-	return prep[b/2*matvecKBytes : (b/2+1)*matvecKBytes], b % 2
+// matvecKQuants returns the 32 activation quants of sub-block s of the
+// prepared record rec, the copy that row r's half of the kernel reads.
+func matvecKQuants(rec []byte, s, r int) []byte {
+	h := 32 * (r % 2)
+	return rec[64*s+h : 64*s+h+32]
 }
 
-// matvecKQuants returns the 32 activation quants of sub-block s in half h
-// of the prepared record rec.
-func matvecKQuants(rec []byte, s, h int) []byte {
-	return rec[64*s+32*h : 64*s+32*h+32]
-}
-
-// matvecKDaBsums returns the activation scale and the 16 bsums in half h
-// of the prepared record rec.
-func matvecKDaBsums(rec []byte, h int) (float32, [16]int32) {
+// matvecKDaBsums returns the activation scale and the 16 bsums of the
+// prepared record rec, as row r's half of the kernel reads them.
+func matvecKDaBsums(rec []byte, r int) (float32, [16]int32) {
+	h := r % 2
 	da := math.Float32frombits(binary.LittleEndian.Uint32(rec[matvecKDa+32*h:]))
 	var bs [16]int32
 	for j := range bs {
@@ -97,11 +91,11 @@ func matvecK4Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, siz
 		var sum float64
 		for b := range nb {
 			x := w[r*wrb+b*size : r*wrb+(b+1)*size]
-			rec, h := matvecKRec(prep, b)
+			rec := prep[b*matvecKBytes : (b+1)*matvecKBytes]
 			sc, m := scalesK4(x[4:16])
 			var sumi, mins int32
 			for c := range 4 {
-				alo, ahi := matvecKQuants(rec, 2*c, h), matvecKQuants(rec, 2*c+1, h)
+				alo, ahi := matvecKQuants(rec, 2*c, r), matvecKQuants(rec, 2*c+1, r)
 				var slo, shi int32
 				for l := range 32 {
 					lo, hi := quant(x, c, l)
@@ -110,7 +104,7 @@ func matvecK4Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, siz
 				}
 				sumi += int32(sc[2*c])*slo + int32(sc[2*c+1])*shi
 			}
-			da, bs := matvecKDaBsums(rec, h)
+			da, bs := matvecKDaBsums(rec, r)
 			for j := range 8 {
 				mins += int32(m[j]) * (bs[2*j] + bs[2*j+1])
 			}
@@ -127,18 +121,18 @@ func matvecQ6KRef(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 		var sum float64
 		for b := range nb {
 			x := w[r*wrb+b*sizeQ6_K : r*wrb+(b+1)*sizeQ6_K]
-			rec, hb := matvecKRec(prep, b)
+			rec := prep[b*matvecKBytes : (b+1)*matvecKBytes]
 			var sumi int32
 			for s := range 8 { // 32-element sub-block s: quarter s%4 of half s/4
 				h, g := s/4, s%4
 				ql, qh := x[64*h+32*(g%2):], x[128+32*h:]
-				a := matvecKQuants(rec, s, hb)
+				a := matvecKQuants(rec, s, r)
 				for l := range 32 {
 					q := int32(ql[l]>>(4*(g/2))&0xF|(qh[l]>>(2*g)&3)<<4) - 32
 					sumi += int32(int8(x[192+2*s+l/16])) * q * int32(int8(a[l]))
 				}
 			}
-			da, _ := matvecKDaBsums(rec, hb)
+			da, _ := matvecKDaBsums(rec, r)
 			sum += float64(da) * float64(tensor.FP16ToFP32(binary.LittleEndian.Uint16(x[208:]))) * float64(sumi)
 		}
 		y[r] = float32(sum)

@@ -1,25 +1,21 @@
 // The many-row K-quant matrix-vector kernels at the AVX512 (VNNI) level:
-// one call dots nrows Q4_K, Q5_K or Q6_K weight rows with one Q8_K
-// activation row laid out by prepareMatvecK. A row goes through two
-// super-blocks at a time, super-block 2k in the low half of each 512-bit
-// register and 2k+1 in the high half (a last odd one in both, its high
-// half dropped), so the weights are read as one sequential stream, as the
-// row kernels read them (pairing two rows instead, one per half, read two
-// streams, at up to a third less memory rate on the benchmark machine).
-// Each output equals the AVX2 row kernel's (dotQ4KAVX2, dotQ5KAVX2,
-// dotQ6KAVX2, which VecDot runs at this level) bit for bit: a half's eight
-// int32 lanes hold the same exact integers as the row kernel's for its
-// super-block (VNNI only changes how they are added up), and the float
-// accumulation is the row kernel's, lane by lane and super-block by
-// super-block in order: the low half's terms first, then the high half's.
-// The integer tricks are those of the eight-token tiles (tile_k_amd64.s)
-// with two super-blocks in place of two tokens.
+// one call dots a chunk of Q4_K, Q5_K or Q6_K weight rows with one Q8_K
+// activation row laid out by prepareMatvecK. Rows go through in pairs,
+// row r in the low half of each 512-bit register and row r+1 in the high
+// half (the last row of an odd count in both, its high half dropped), so
+// each prepared 64-byte activation vector meets two rows. Each output
+// equals the AVX2 row kernel's (dotQ4KAVX2, dotQ5KAVX2, dotQ6KAVX2, which
+// VecDot runs at this level) bit for bit: a half's eight int32 lanes hold
+// the same exact integers as the row kernel's (VNNI only changes how they
+// are added up), and the float operations per lane are the same ones in
+// the same order, then reduced as HSUM8. The integer tricks are those of
+// the eight-token tiles (tile_k_amd64.s) with two rows in place of two
+// tokens.
 
 #include "textflag.h"
 
-// Prepared record of a super-block pair (see prepareMatvecK): 8 sub-blocks
-// × (32 + 32) quants, then 8 + 8 float32 d_a, then 16 + 16 int16 bsums,
-// the pair's first super-block in each lower half.
+// Prepared super-block record (see prepareMatvecK): 8 sub-blocks × (32 +
+// 32) quants, then 16 float32 d_a, then 2 × 16 int16 bsums.
 #define MVK_DA 512
 #define MVK_BS 576
 #define MVK_REC 640
@@ -33,8 +29,8 @@
 	VMOVSHDUP    X, T;     \
 	VADDSS       T, X, X
 
-// MVLOAD2 loads the 32 bytes at OFF of both super-blocks (SI and R12
-// bytes past it) into Z (the first's in the low half; Y is Z's low half).
+// MVLOAD2 loads the 32 bytes at OFF of both rows' super-blocks into Z
+// (row r's in the low half; Y is Z's low half).
 #define MVLOAD2(OFF, Z, Y) \
 	VMOVDQU      OFF(SI), Y; \
 	VINSERTI64X4 $1, OFF(SI)(R12*1), Z, Z
@@ -77,11 +73,10 @@
 	SHLL $14, BX;           \
 	NEGL BX
 
-// MVK4SETUP unpacks both super-blocks' scales and mins: Y0 = the scales as
-// 16 words (the first's eight, then the second's), so dword c of a
-// super-block holds the scale pair of chunk c; Z1 = the mins as word
-// pairs (m_j, m_j), the first's in the low half; Z20 = the int sums'
-// start, each half its super-block's bias.
+// MVK4SETUP unpacks both rows' scales and mins: Y0 = the scales as 16
+// words (row r's eight, then row r+1's), so dword c of a row holds the
+// scale pair of chunk c; Z1 = the mins as word pairs (m_j, m_j), row r's
+// in the low half; Z20 = the int sums' start, each half its row's bias.
 #define MVK4SETUP \
 	MVK4SCALES(4(SI), 8(SI), 12(SI));                         \
 	VMOVD          R8, X0;                                    \
@@ -115,8 +110,8 @@
 	VPDPBUSD  (64*(2*C))(R10), Z5, Z6;    \
 	VPDPWSSD  Z4, Z6, Z20
 
-// MVK4CHUNK does chunk C of both Q4_K super-blocks: the 32 nibble bytes
-// of each (Z15 = 0x0F, Z14 = 0x3C bytes) and the chunk's
+// MVK4CHUNK does chunk C of a Q4_K super-block for both rows: the 32
+// nibble bytes of each (Z15 = 0x0F, Z14 = 0x3C bytes) and the chunk's
 // scale pairs picked from Y0 by IDX.
 #define MVK4CHUNK(C, IDX) \
 	MVLOAD2(16+32*C, Z11, Y11); \
@@ -126,10 +121,9 @@
 	VPERMD Z0, IDX, Z4;         \
 	MVK4PAIR(C)
 
-// MVK4TERMS computes the super-blocks' float terms as dotQ4KAVX2 does
-// (d_w at 0, dmin_w at 2 of each): Z6 = the int sums Z20 as floats, Z8 =
-// d_w·d_a, Z7 = the mins terms as floats, Z9 = dmin_w·d_a.
-#define MVK4TERMS \
+// MVK4FINISH folds the super-block's int sums Z20 into the float sums Z16
+// as dotQ4KAVX2 does, for both rows (d_w at 0, dmin_w at 2 of each).
+#define MVK4FINISH \
 	VPBROADCASTW 0(SI), X2;            \
 	VPBROADCASTW 0(SI)(R12*1), X3;     \
 	VINSERTI128  $1, X3, Y2, Y2;       \
@@ -142,113 +136,79 @@
 	VPMADDWD     MVK_BS(R10), Z1, Z7;  \
 	VCVTDQ2PS    Z7, Z7;               \
 	VMULPS       MVK_DA(R10), Z2, Z8;  \
-	VMULPS       MVK_DA(R10), Z3, Z9
+	VFMADD231PS  Z8, Z6, Z16;          \
+	VMULPS       MVK_DA(R10), Z3, Z9;  \
+	VFNMADD231PS Z9, Z7, Z16
 
-// MVK4ACC adds the low half's terms to the float sums Y16, then, with
-// HI, the high half's.
-#define MVK4ACCLO \
-	VFMADD231PS  Y8, Y6, Y16; \
-	VFNMADD231PS Y9, Y7, Y16
-
-#define MVK4ACC \
-	MVK4ACCLO;                  \
-	VEXTRACTF64X4 $1, Z6, Y6;   \
-	VEXTRACTF64X4 $1, Z8, Y8;   \
-	VEXTRACTF64X4 $1, Z7, Y7;   \
-	VEXTRACTF64X4 $1, Z9, Y9;   \
-	MVK4ACCLO
-
-// MVK4BODY does both Q4_K super-blocks up to their float terms.
-#define MVK4BODY \
-	MVK4SETUP;         \
-	MVK4CHUNK(0, Z24); \
-	MVK4CHUNK(1, Z25); \
-	MVK4CHUNK(2, Z26); \
-	MVK4CHUNK(3, Z27); \
-	MVK4TERMS
-
-// MVROW begins a row: SI = its first super-block, R10 = the prepared row,
-// R12 = the super-block size SIZE (the high half's offset), Y16 = 0, CX =
-// the super-block pairs, jumping to TAIL when there are none.
-#define MVROW(SIZE, TAIL) \
-	MOVQ   R11, SI;          \
-	MOVQ   prep+24(FP), R10; \
-	MOVQ   $SIZE, R12;       \
-	VPXORD Z16, Z16, Z16;    \
-	MOVQ   nb+32(FP), CX;    \
-	SHRQ   $1, CX;           \
-	JZ     TAIL
-
-// MVNEXT advances to the next super-block pair (SIZE bytes each), looping
-// to LOOP while pairs remain.
-#define MVNEXT(SIZE, LOOP) \
-	ADDQ $(2*SIZE), SI;     \
-	ADDQ $MVK_REC, R10;     \
-	DECQ CX;                \
-	JNZ  LOOP
-
-// MVTAIL jumps to STORE unless nb is odd, else sets R12 = 0 (the last
-// super-block in both halves).
-#define MVTAIL(STORE) \
-	MOVQ  nb+32(FP), CX; \
-	TESTQ $1, CX;        \
-	JZ    STORE;         \
-	XORL  R12, R12
-
-// MVSTORE stores the row's reduction of Y16 at (R14) and advances to the
-// next row, looping to NEXT while rows remain.
+// MVSTORE stores the two rows' reductions of Z16 at (R14) and at yoff
+// floats past it, then advances the pair: R14 by one float, R11 by one
+// row; it loops to NEXT while pairs remain.
 #define MVSTORE(NEXT) \
-	VEXTRACTF64X4 $0, Z16, Y0;    \
-	HSUM8(Y0, X0, X2);            \
-	VMOVSS        X0, (R14);      \
-	ADDQ          $4, R14;        \
-	ADDQ          wrb+8(FP), R11; \
-	DECQ          R13;            \
+	VEXTRACTF64X4 $0, Z16, Y0;      \
+	VEXTRACTF64X4 $1, Z16, Y1;      \
+	HSUM8(Y0, X0, X2);              \
+	HSUM8(Y1, X1, X2);              \
+	MOVQ          yoff+56(FP), AX;  \
+	VMOVSS        X0, (R14);        \
+	VMOVSS        X1, (R14)(AX*4);  \
+	ADDQ          $4, R14;          \
+	ADDQ          wrb+8(FP), R11;   \
+	DECQ          R13;              \
 	JNZ           NEXT
 
-// MVK4CONSTS loads the Q4_K and Q5_K kernels' arguments and constants.
-#define MVK4CONSTS \
-	MOVQ         w+0(FP), R11;           \
-	MOVQ         nrows+16(FP), R13;      \
-	MOVQ         y+40(FP), R14;          \
-	MOVL         $0x0F0F0F0F, AX;        \
-	VPBROADCASTD AX, Z15;                \
-	MOVL         $0x3C3C3C3C, AX;        \
-	VPBROADCASTD AX, Z14;                \
-	MOVL         $1, AX;                 \
-	VPBROADCASTD AX, Z13;                \
-	VMOVDQU64    mvK4idx<>+0(SB), Z24;   \
-	VMOVDQU64    mvK4idx<>+64(SB), Z25;  \
-	VMOVDQU64    mvK4idx<>+128(SB), Z26; \
+// MVSTART begins a row pair: SI = its first super-block, R10 = the
+// prepared row, CX = super-blocks, Z16 = 0.
+#define MVSTART \
+	MOVQ   R11, SI;          \
+	MOVQ   prep+32(FP), R10; \
+	MOVQ   nb+40(FP), CX;    \
+	VPXORD Z16, Z16, Z16
+
+// func matvecQ4KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
+// computes, for the npairs >= 1 row pairs p (row p at w + p·wrb paired
+// with the row off bytes past it), y[p] and y[p + yoff] = the rows' dots
+// with the activation prepared by prepareMatvecK (nb >= 1 super-blocks).
+// Rows are Q4_K. The caller pairs the first half of its rows with the
+// second (two sequential streams, which the hardware prefetchers follow;
+// pairing neighbouring rows ran at a third of the memory rate), and a last
+// odd row with itself (off = yoff = 0: both halves store the same value).
+TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), R11
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0x3C3C3C3C, AX
+	VPBROADCASTD AX, Z14
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z13
+	VMOVDQU64    mvK4idx<>+0(SB), Z24
+	VMOVDQU64    mvK4idx<>+64(SB), Z25
+	VMOVDQU64    mvK4idx<>+128(SB), Z26
 	VMOVDQU64    mvK4idx<>+192(SB), Z27
 
-// func matvecQ4KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
-// computes y[r] = Q4_K weight row r (rows wrb bytes apart) · the
-// activation prepared by prepareMatvecK (nb super-blocks), for nrows >= 1
-// rows, nb >= 1.
-TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-48
-	MVK4CONSTS
-
-mvk4row:
-	MVROW(144, mvk4tail)
-
 mvk4pair:
-	MVK4BODY
-	MVK4ACC
-	MVNEXT(144, mvk4pair)
+	MVSTART
 
-mvk4tail:
-	MVTAIL(mvk4store)
-	MVK4BODY
-	MVK4ACCLO
+mvk4sb:
+	MVK4SETUP
+	MVK4CHUNK(0, Z24)
+	MVK4CHUNK(1, Z25)
+	MVK4CHUNK(2, Z26)
+	MVK4CHUNK(3, Z27)
+	MVK4FINISH
+	ADDQ $144, SI
+	ADDQ $MVK_REC, R10
+	DECQ CX
+	JNZ  mvk4sb
 
-mvk4store:
-	MVSTORE(mvk4row)
+	MVSTORE(mvk4pair)
 	VZEROUPPER
 	RET
 
 // MVK5CHUNK is MVK4CHUNK for Q5_K: the nibbles at 48+32C with their 5th
-// bits from the qh bytes (Z12, both super-blocks'), moved by SL $NL to bit 4 for
+// bits from the qh bytes (Z12, both rows'), moved by SL $NL to bit 4 for
 // sub-block 2C (Z10 = 0x10 bytes) and by SH $NH to bit 6 for 2C+1, whose
 // quants are taken × 4 (Z28 = 0x40 bytes), as the tiles' K5BCHUNK.
 #define MVK5CHUNK(C, SL, NL, SH, NH, IDX) \
@@ -263,44 +223,49 @@ mvk4store:
 	VPERMD     Z0, IDX, Z4;             \
 	MVK4PAIR(C)
 
-// MVK5BODY does both Q5_K super-blocks up to their float terms.
-#define MVK5BODY \
-	MVK4SETUP;                               \
-	MVLOAD2(16, Z12, Y12);                   \
-	MVK5CHUNK(0, VPSLLW, 4, VPSLLW, 5, Z24); \
-	MVK5CHUNK(1, VPSLLW, 2, VPSLLW, 3, Z25); \
-	MVK5CHUNK(2, VPSLLW, 0, VPSLLW, 1, Z26); \
-	MVK5CHUNK(3, VPSRLW, 2, VPSRLW, 1, Z27); \
-	MVK4TERMS
-
-// func matvecQ5KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+// func matvecQ5KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 // is matvecQ4KVNNI for Q5_K rows.
-TEXT ·matvecQ5KVNNI(SB), NOSPLIT, $0-48
-	MVK4CONSTS
+TEXT ·matvecQ5KVNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), R11
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
+	MOVL         $0x0F0F0F0F, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0x3C3C3C3C, AX
+	VPBROADCASTD AX, Z14
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z13
 	MOVL         $0x10101010, AX
 	VPBROADCASTD AX, Z10
 	MOVL         $0x40404040, AX
 	VPBROADCASTD AX, Z28
-
-mvk5row:
-	MVROW(176, mvk5tail)
+	VMOVDQU64    mvK4idx<>+0(SB), Z24
+	VMOVDQU64    mvK4idx<>+64(SB), Z25
+	VMOVDQU64    mvK4idx<>+128(SB), Z26
+	VMOVDQU64    mvK4idx<>+192(SB), Z27
 
 mvk5pair:
-	MVK5BODY
-	MVK4ACC
-	MVNEXT(176, mvk5pair)
+	MVSTART
 
-mvk5tail:
-	MVTAIL(mvk5store)
-	MVK5BODY
-	MVK4ACCLO
+mvk5sb:
+	MVK4SETUP
+	MVLOAD2(16, Z12, Y12)
+	MVK5CHUNK(0, VPSLLW, 4, VPSLLW, 5, Z24)
+	MVK5CHUNK(1, VPSLLW, 2, VPSLLW, 3, Z25)
+	MVK5CHUNK(2, VPSLLW, 0, VPSLLW, 1, Z26)
+	MVK5CHUNK(3, VPSRLW, 2, VPSRLW, 1, Z27)
+	MVK4FINISH
+	ADDQ $176, SI
+	ADDQ $MVK_REC, R10
+	DECQ CX
+	JNZ  mvk5sb
 
-mvk5store:
-	MVSTORE(mvk5row)
+	MVSTORE(mvk5pair)
 	VZEROUPPER
 	RET
 
-// MVK6Q adds the 32-quant sub-block S of both super-blocks (6-bit quants, unsigned,
+// MVK6Q adds the 32-quant sub-block S of both rows (6-bit quants, unsigned,
 // in Z5) to the int sums Z20 with OP (VPMADDWD for the first, VPDPWSSD
 // after), each 16 quants times their scale word, picked from the 32 in Z13
 // by IDX.
@@ -309,8 +274,8 @@ mvk5store:
 	VPMADDUBSW (64*(S))(R10), Z5, Z6; \
 	OP         Z4, Z6, Z20
 
-// MVK6HALF does half H (sub-blocks 4H to 4H+3) of both Q6_K
-// super-blocks, building the quants as dotQ6KAVX2 does: low nibbles of ql
+// MVK6HALF does half H of a Q6_K super-block (sub-blocks 4H to 4H+3) for
+// both rows, building the quants as dotQ6KAVX2 does: low nibbles of ql
 // (Z10: bytes 0-31 of the half, Z9: 32-63) for quarters 0 and 1, high
 // nibbles for 2 and 3, bits 4-5 from bit pairs 0-3 of qh (Z11); Z15 =
 // 0x0F, Z14 = 0x30 bytes.
@@ -336,31 +301,14 @@ mvk5store:
 	VPTERNLOGD $0xF8, Z15, Z7, Z5;          \
 	MVK6Q(VPDPWSSD, 4*H+3, I3)
 
-// MVK6BODY does both Q6_K super-blocks up to their float terms, as
-// dotQ6KAVX2 does: Z6 = the int sums as floats, Z8 = d_w·d_a.
-#define MVK6BODY \
-	VPMOVSXBW    192(SI), Y13;                    \
-	VPMOVSXBW    192(SI)(R12*1), Y12;             \
-	VINSERTI64X4 $1, Y12, Z13, Z13;               \
-	MVK6HALF(0, VPMADDWD, Z24, Z25, Z26, Z27);    \
-	MVK6HALF(1, VPDPWSSD, Z28, Z29, Z30, Z31);    \
-	VPMADDWD     MVK_BS(R10), Z13, Z7;            \
-	VPSLLD       $5, Z7, Z7;                      \
-	VPSUBD       Z7, Z20, Z6;                     \
-	VCVTDQ2PS    Z6, Z6;                          \
-	VPBROADCASTW 208(SI), X2;                     \
-	VPBROADCASTW 208(SI)(R12*1), X3;              \
-	VINSERTI128  $1, X3, Y2, Y2;                  \
-	VCVTPH2PS    Y2, Z2;                          \
-	VMULPS       MVK_DA(R10), Z2, Z8
-
-// func matvecQ6KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
-// is matvecQ4KVNNI for Q6_K rows. Per super-block, as dotQ6KAVX2:
+// func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
+// is matvecQ4KVNNI for Q6_K rows. Per super-block and row, as dotQ6KAVX2:
 // d_w·d_a·(Σ_i sc_i·Σ u·q8 − 32·Σ_i sc_i·bsum_i) with u = q+32.
-TEXT ·matvecQ6KVNNI(SB), NOSPLIT, $0-48
+TEXT ·matvecQ6KVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), R11
-	MOVQ         nrows+16(FP), R13
-	MOVQ         y+40(FP), R14
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
 	MOVL         $0x30303030, AX
@@ -374,30 +322,36 @@ TEXT ·matvecQ6KVNNI(SB), NOSPLIT, $0-48
 	VMOVDQU64    mvK6idx<>+384(SB), Z30
 	VMOVDQU64    mvK6idx<>+448(SB), Z31
 
-mvk6row:
-	MVROW(210, mvk6tail)
-
 mvk6pair:
-	MVK6BODY
-	VFMADD231PS   Y8, Y6, Y16
-	VEXTRACTF64X4 $1, Z6, Y6
-	VEXTRACTF64X4 $1, Z8, Y8
-	VFMADD231PS   Y8, Y6, Y16
-	MVNEXT(210, mvk6pair)
+	MVSTART
 
-mvk6tail:
-	MVTAIL(mvk6store)
-	MVK6BODY
-	VFMADD231PS Y8, Y6, Y16
+mvk6sb:
+	VPMOVSXBW    192(SI), Y13
+	VPMOVSXBW    192(SI)(R12*1), Y12
+	VINSERTI64X4 $1, Y12, Z13, Z13
+	MVK6HALF(0, VPMADDWD, Z24, Z25, Z26, Z27)
+	MVK6HALF(1, VPDPWSSD, Z28, Z29, Z30, Z31)
+	VPMADDWD     MVK_BS(R10), Z13, Z7
+	VPSLLD       $5, Z7, Z7
+	VPSUBD       Z7, Z20, Z6
+	VCVTDQ2PS    Z6, Z6
+	VPBROADCASTW 208(SI), X2
+	VPBROADCASTW 208(SI)(R12*1), X3
+	VINSERTI128  $1, X3, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMULPS       MVK_DA(R10), Z2, Z8
+	VFMADD231PS  Z8, Z6, Z16
+	ADDQ         $210, SI
+	ADDQ         $MVK_REC, R10
+	DECQ         CX
+	JNZ          mvk6sb
 
-mvk6store:
-	MVSTORE(mvk6row)
+	MVSTORE(mvk6pair)
 	VZEROUPPER
 	RET
 
-// mvK4idx chunk c (64 bytes): dwords 0-7 pick dword c of Y0 (the first
-// super-block's scale pair of chunk c), dwords 8-15 dword 4+c (the
-// second's).
+// mvK4idx chunk c (64 bytes): dwords 0-7 pick dword c of Y0 (row r's
+// scale pair of chunk c), dwords 8-15 dword 4+c (row r+1's).
 DATA mvK4idx<>+0(SB)/8, $0x0000000000000000
 DATA mvK4idx<>+8(SB)/8, $0x0000000000000000
 DATA mvK4idx<>+16(SB)/8, $0x0000000000000000
@@ -433,9 +387,8 @@ DATA mvK4idx<>+248(SB)/8, $0x0000000700000007
 GLOBL mvK4idx<>(SB), RODATA|NOPTR, $256
 
 // mvK6idx sub-block s (64 bytes): words 0-7 pick scale word 2s of Z13,
-// words 8-15 word 2s+1 (the sub-block's two groups of 16, first
-// super-block), words 16-23 and 24-31 words 16+2s and 17+2s (the same
-// for the second).
+// words 8-15 word 2s+1 (the sub-block's two groups of 16, row r), words
+// 16-23 and 24-31 words 16+2s and 17+2s (the same for row r+1).
 DATA mvK6idx<>+0(SB)/8, $0x0000000000000000
 DATA mvK6idx<>+8(SB)/8, $0x0000000000000000
 DATA mvK6idx<>+16(SB)/8, $0x0001000100010001
