@@ -45,17 +45,26 @@ func prepareMatvecK(a []byte, nb int, dst []byte) {
 	}
 }
 
+// matvecKHalf returns the register half (0 low, 1 high) in which the
+// kernel dots row r of a call of nrows rows: the first half of the rows
+// go in the low half, paired with the second half in the high half; a
+// last odd row goes in both and is stored from the low one.
+func matvecKHalf(r, nrows int) int {
+	if h := nrows / 2; r >= h && r < 2*h {
+		return 1
+	}
+	return 0
+}
+
 // matvecKQuants returns the 32 activation quants of sub-block s of the
-// prepared record rec, the copy that row r's half of the kernel reads.
-func matvecKQuants(rec []byte, s, r int) []byte {
-	h := 32 * (r % 2)
-	return rec[64*s+h : 64*s+h+32]
+// prepared record rec, the copy that register half h reads.
+func matvecKQuants(rec []byte, s, h int) []byte {
+	return rec[64*s+32*h : 64*s+32*h+32]
 }
 
 // matvecKDaBsums returns the activation scale and the 16 bsums of the
-// prepared record rec, as row r's half of the kernel reads them.
-func matvecKDaBsums(rec []byte, r int) (float32, [16]int32) {
-	h := r % 2
+// prepared record rec, as register half h reads them.
+func matvecKDaBsums(rec []byte, h int) (float32, [16]int32) {
 	da := math.Float32frombits(binary.LittleEndian.Uint32(rec[matvecKDa+32*h:]))
 	var bs [16]int32
 	for j := range bs {
@@ -88,6 +97,7 @@ func matvecQ5KRef(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 func matvecK4Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, size int,
 	quant func(x []byte, c, l int) (lo, hi int32)) {
 	for r := range nrows {
+		h := matvecKHalf(r, nrows)
 		var sum float64
 		for b := range nb {
 			x := w[r*wrb+b*size : r*wrb+(b+1)*size]
@@ -95,7 +105,7 @@ func matvecK4Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, siz
 			sc, m := scalesK4(x[4:16])
 			var sumi, mins int32
 			for c := range 4 {
-				alo, ahi := matvecKQuants(rec, 2*c, r), matvecKQuants(rec, 2*c+1, r)
+				alo, ahi := matvecKQuants(rec, 2*c, h), matvecKQuants(rec, 2*c+1, h)
 				var slo, shi int32
 				for l := range 32 {
 					lo, hi := quant(x, c, l)
@@ -104,7 +114,7 @@ func matvecK4Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, siz
 				}
 				sumi += int32(sc[2*c])*slo + int32(sc[2*c+1])*shi
 			}
-			da, bs := matvecKDaBsums(rec, r)
+			da, bs := matvecKDaBsums(rec, h)
 			for j := range 8 {
 				mins += int32(m[j]) * (bs[2*j] + bs[2*j+1])
 			}
@@ -118,6 +128,7 @@ func matvecK4Ref(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, siz
 // matvecQ6KRef is matvecQ4KRef for Q6_K rows.
 func matvecQ6KRef(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 	for r := range nrows {
+		hr := matvecKHalf(r, nrows)
 		var sum float64
 		for b := range nb {
 			x := w[r*wrb+b*sizeQ6_K : r*wrb+(b+1)*sizeQ6_K]
@@ -126,13 +137,13 @@ func matvecQ6KRef(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 			for s := range 8 { // 32-element sub-block s: quarter s%4 of half s/4
 				h, g := s/4, s%4
 				ql, qh := x[64*h+32*(g%2):], x[128+32*h:]
-				a := matvecKQuants(rec, s, r)
+				a := matvecKQuants(rec, s, hr)
 				for l := range 32 {
 					q := int32(ql[l]>>(4*(g/2))&0xF|(qh[l]>>(2*g)&3)<<4) - 32
 					sumi += int32(int8(x[192+2*s+l/16])) * q * int32(int8(a[l]))
 				}
 			}
-			da, _ := matvecKDaBsums(rec, r)
+			da, _ := matvecKDaBsums(rec, hr)
 			sum += float64(da) * float64(tensor.FP16ToFP32(binary.LittleEndian.Uint16(x[208:]))) * float64(sumi)
 		}
 		y[r] = float32(sum)

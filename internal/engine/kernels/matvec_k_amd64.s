@@ -1,16 +1,17 @@
 // The many-row K-quant matrix-vector kernels at the AVX512 (VNNI) level:
 // one call dots a chunk of Q4_K, Q5_K or Q6_K weight rows with one Q8_K
 // activation row laid out by prepareMatvecK. Rows go through in pairs,
-// row r in the low half of each 512-bit register and row r+1 in the high
-// half (the last row of an odd count in both, its high half dropped), so
-// each prepared 64-byte activation vector meets two rows. Each output
-// equals the AVX2 row kernel's (dotQ4KAVX2, dotQ5KAVX2, dotQ6KAVX2, which
-// VecDot runs at this level) bit for bit: a half's eight int32 lanes hold
-// the same exact integers as the row kernel's (VNNI only changes how they
-// are added up), and the float operations per lane are the same ones in
-// the same order, then reduced as HSUM8. The integer tricks are those of
-// the eight-token tiles (tile_k_amd64.s) with two rows in place of two
-// tokens.
+// one row in the low half of each 512-bit register and the other in the
+// high half, so each prepared 64-byte activation vector meets two rows;
+// the Go side (matvecKRows) pairs the first half of a chunk's rows with
+// the second, two sequential weight streams. Each output equals the AVX2
+// row kernel's (dotQ4KAVX2, dotQ5KAVX2, dotQ6KAVX2, which VecDot runs at
+// this level) bit for bit: a half's eight int32 lanes hold the same exact
+// integers as the row kernel's (VNNI only changes how they are added up),
+// and the float operations per lane are the same ones in the same order,
+// then reduced as HSUM8. The integer tricks are those of the eight-token
+// tiles (tile_k_amd64.s) with two rows in place of two tokens. "Row r" in
+// the comments is the pair's low-half row, "row r+1" its high-half row.
 
 #include "textflag.h"
 
