@@ -22,7 +22,9 @@ func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32
 
 // matvecFormFor returns the many-row matrix-vector kernel for weights of
 // type wt at level l, if the level has one: Q8_0, Q4_K, Q5_K and Q6_K at
-// AVX512.
+// AVX512. The forms of weight types with one vec dot type share one
+// prepared layout (the K-quants: prepareMatvecK), since matVecs prepares
+// an activation once per vec dot type.
 func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 	if l != AVX512 {
 		return matvecForm{}, false
