@@ -23,8 +23,8 @@ func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32
 // matvecFormFor returns the many-row matrix-vector kernel for weights of
 // type wt at level l, if the level has one: Q8_0, Q4_K, Q5_K and Q6_K at
 // AVX512. The forms of weight types with one vec dot type share one
-// prepared layout (the K-quants: prepareMatvecK), since matVecs prepares
-// an activation once per vec dot type.
+// prepared layout, since matVecs prepares an activation once per vec dot
+// type (the K-quant kernels read the Q8_K row as it is: no prepare).
 func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 	if l != AVX512 {
 		return matvecForm{}, false
@@ -33,11 +33,11 @@ func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 	case tensor.Q8_0:
 		return matvecForm{prepBytes: matvecQ8_0PrepBytes, prepare: prepareMatvecQ8_0, rows: matvecQ8_0Rows}, true
 	case tensor.Q4_K:
-		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ4KRows}, true
+		return matvecForm{rows: matvecQ4KRows}, true
 	case tensor.Q5_K:
-		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ5KRows}, true
+		return matvecForm{rows: matvecQ5KRows}, true
 	case tensor.Q6_K:
-		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ6KRows}, true
+		return matvecForm{rows: matvecQ6KRows}, true
 	}
 	return matvecForm{}, false
 }
@@ -62,7 +62,7 @@ var (
 )
 
 // matvecKRows adapts a many-row K-quant kernel (super-blocks of wsize
-// bytes) to nrows rows: the first half of the rows paired with the second,
+// bytes; prep is the Q8_K activation row) to nrows rows: the first half of the rows paired with the second,
 // then a last odd row with itself. It checks the slice bounds the assembly
 // relies on.
 func matvecKRows(f func(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int), wsize int) matvecRowsFunc {
@@ -71,7 +71,7 @@ func matvecKRows(f func(w *byte, wrb, off, npairs int, prep *byte, nb int, y *fl
 			return
 		}
 		_ = w[(nrows-1)*wrb+nb*wsize-1]
-		_ = prep[matvecKPrepBytes(nb)-1]
+		_ = prep[nb*sizeQ8_K-1]
 		_ = y[nrows-1]
 		h := nrows / 2
 		if h > 0 {

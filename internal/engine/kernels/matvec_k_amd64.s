@@ -1,8 +1,9 @@
 // The many-row K-quant matrix-vector kernels at the AVX512 (VNNI) level:
 // one call dots a chunk of Q4_K, Q5_K or Q6_K weight rows with one Q8_K
-// activation row laid out by prepareMatvecK. Rows go through in pairs,
+// activation row as QuantizeActivation makes it. Rows go through in pairs,
 // one row in the low half of each 512-bit register and the other in the
-// high half, so each prepared 64-byte activation vector meets two rows;
+// high half, so each 32-byte activation piece, broadcast
+// to both halves, meets two rows;
 // the Go side (matvecKRows) pairs the first half of a chunk's rows with
 // the second, two sequential weight streams. Each output equals the AVX2
 // row kernel's (dotQ4KAVX2, dotQ5KAVX2, dotQ6KAVX2, which VecDot runs at
@@ -15,11 +16,16 @@
 
 #include "textflag.h"
 
-// Prepared super-block record (see prepareMatvecK): 8 sub-blocks × (32 +
-// 32) quants, then 16 float32 d_a, then 2 × 16 int16 bsums.
-#define MVK_DA 512
-#define MVK_BS 576
-#define MVK_REC 640
+// The Q8_K activation block as QuantizeActivation makes it: d_a (float32)
+// at 0, the 256 quants at 4, the 16 int16 bsums at 260, 292 bytes. The
+// kernels broadcast each 32-byte piece to both halves of a register as
+// they load it, so the activation needs no layout of its own and stays
+// as small as the row kernels' (a layout with every piece stored twice
+// ran 1.6x slower on 5632-wide rows, whose doubled activation no longer
+// stayed in L1 beside the two weight streams).
+#define MVK_Q 4
+#define MVK_BS 260
+#define MVK_REC 292
 
 // HSUM8 as in quant_amd64.s.
 #define HSUM8(Y, X, T) \
@@ -105,11 +111,13 @@
 // d_hi, and VPDPWSSD with the scale words adds sc_2C·d_lo + sc_2C+1·d_hi
 // exactly plus 16384·sc_2C, which the bias in Z20's start takes off.
 #define MVK4PAIR(C) \
-	VMOVDQA64 Z13, Z6;                    \
-	VPDPBUSD  (64*(2*C+1))(R10), Z11, Z6; \
-	VPSLLD    $14, Z6, Z6;                \
-	VPDPBUSD  (64*(2*C))(R10), Z5, Z6;    \
-	VPDPWSSD  Z4, Z6, Z20
+	VBROADCASTI64X4 (MVK_Q+32*(2*C+1))(R10), Z17; \
+	VBROADCASTI64X4 (MVK_Q+32*(2*C))(R10), Z18;   \
+	VMOVDQA64       Z13, Z6;                      \
+	VPDPBUSD        Z17, Z11, Z6;                 \
+	VPSLLD          $14, Z6, Z6;                  \
+	VPDPBUSD        Z18, Z5, Z6;                  \
+	VPDPWSSD        Z4, Z6, Z20
 
 // MVK4CHUNK does chunk C of a Q4_K super-block for both rows: the 32
 // nibble bytes of each (Z15 = 0x0F, Z14 = 0x3C bytes) and the chunk's
@@ -133,12 +141,14 @@
 	VPBROADCASTW 2(SI)(R12*1), X7;     \
 	VINSERTI128  $1, X7, Y3, Y3;       \
 	VCVTPH2PS    Y3, Z3;               \
+	VBROADCASTI64X4 MVK_BS(R10), Z22;  \
+	VBROADCASTSS (R10), Z21;           \
 	VCVTDQ2PS    Z20, Z6;              \
-	VPMADDWD     MVK_BS(R10), Z1, Z7;  \
+	VPMADDWD     Z22, Z1, Z7;          \
 	VCVTDQ2PS    Z7, Z7;               \
-	VMULPS       MVK_DA(R10), Z2, Z8;  \
+	VMULPS       Z21, Z2, Z8;          \
 	VFMADD231PS  Z8, Z6, Z16;          \
-	VMULPS       MVK_DA(R10), Z3, Z9;  \
+	VMULPS       Z21, Z3, Z9;          \
 	VFNMADD231PS Z9, Z7, Z16
 
 // MVSTORE stores the two rows' reductions of Z16 at (R14) and at yoff
@@ -158,7 +168,7 @@
 	JNZ           NEXT
 
 // MVSTART begins a row pair: SI = its first super-block, R10 = the
-// prepared row, CX = super-blocks, Z16 = 0.
+// row, CX = super-blocks, Z16 = 0.
 #define MVSTART \
 	MOVQ   R11, SI;          \
 	MOVQ   prep+32(FP), R10; \
@@ -168,7 +178,7 @@
 // func matvecQ4KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 // computes, for the npairs >= 1 row pairs p (row p at w + p·wrb paired
 // with the row off bytes past it), y[p] and y[p + yoff] = the rows' dots
-// with the activation prepared by prepareMatvecK (nb >= 1 super-blocks).
+// with the Q8_K activation row prep (nb >= 1 super-blocks).
 // Rows are Q4_K. The caller pairs the first half of its rows with the
 // second (two sequential streams, which the hardware prefetchers follow;
 // pairing neighbouring rows ran at a third of the memory rate), and a last
@@ -271,9 +281,10 @@ mvk5sb:
 // after), each 16 quants times their scale word, picked from the 32 in Z13
 // by IDX.
 #define MVK6Q(OP, S, IDX) \
-	VPERMW     Z13, IDX, Z4;          \
-	VPMADDUBSW (64*(S))(R10), Z5, Z6; \
-	OP         Z4, Z6, Z20
+	VBROADCASTI64X4 (MVK_Q+32*(S))(R10), Z17; \
+	VPERMW          Z13, IDX, Z4;             \
+	VPMADDUBSW      Z17, Z5, Z6;              \
+	OP              Z4, Z6, Z20
 
 // MVK6HALF does half H of a Q6_K super-block (sub-blocks 4H to 4H+3) for
 // both rows, building the quants as dotQ6KAVX2 does: low nibbles of ql
@@ -332,7 +343,8 @@ mvk6sb:
 	VINSERTI64X4 $1, Y12, Z13, Z13
 	MVK6HALF(0, VPMADDWD, Z24, Z25, Z26, Z27)
 	MVK6HALF(1, VPDPWSSD, Z28, Z29, Z30, Z31)
-	VPMADDWD     MVK_BS(R10), Z13, Z7
+	VBROADCASTI64X4 MVK_BS(R10), Z22
+	VPMADDWD     Z22, Z13, Z7
 	VPSLLD       $5, Z7, Z7
 	VPSUBD       Z7, Z20, Z6
 	VCVTDQ2PS    Z6, Z6
@@ -340,7 +352,8 @@ mvk6sb:
 	VPBROADCASTW 208(SI)(R12*1), X3
 	VINSERTI128  $1, X3, Y2, Y2
 	VCVTPH2PS    Y2, Z2
-	VMULPS       MVK_DA(R10), Z2, Z8
+	VBROADCASTSS (R10), Z21
+	VMULPS       Z21, Z2, Z8
 	VFMADD231PS  Z8, Z6, Z16
 	ADDQ         $210, SI
 	ADDQ         $MVK_REC, R10
