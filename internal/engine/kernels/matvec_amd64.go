@@ -9,11 +9,10 @@ import "tandem/internal/engine/tensor"
 //go:noescape
 func matvecQ8_0VNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
 
-// matvecQ4KVNNI, matvecQ5KVNNI and matvecQ6KVNNI are in matvec_k_amd64.s
-// (Q4_K one row at a time; Q5_K and Q6_K row pairs p, p + off/wrb).
+// matvecQ4KVNNI, matvecQ5KVNNI and matvecQ6KVNNI are in matvec_k_amd64.s.
 //
 //go:noescape
-func matvecQ4KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
+func matvecQ4KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 
 //go:noescape
 func matvecQ5KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
@@ -24,8 +23,8 @@ func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32
 // matvecFormFor returns the many-row matrix-vector kernel for weights of
 // type wt at level l, if the level has one: Q8_0, Q4_K, Q5_K and Q6_K at
 // AVX512. The forms of weight types with one vec dot type share one
-// prepared layout (the K-quants: prepareMatvecK), since matVecs prepares
-// an activation once per vec dot type.
+// prepared layout, since matVecs prepares an activation once per vec dot
+// type (the K-quant kernels read the Q8_K row as it is: no prepare).
 func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 	if l != AVX512 {
 		return matvecForm{}, false
@@ -34,11 +33,11 @@ func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 	case tensor.Q8_0:
 		return matvecForm{prepBytes: matvecQ8_0PrepBytes, prepare: prepareMatvecQ8_0, rows: matvecQ8_0Rows}, true
 	case tensor.Q4_K:
-		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ4KRows}, true
+		return matvecForm{rows: matvecQ4KRows}, true
 	case tensor.Q5_K:
-		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ5KRows}, true
+		return matvecForm{rows: matvecQ5KRows}, true
 	case tensor.Q6_K:
-		return matvecForm{prepBytes: matvecKPrepBytes, prepare: prepareMatvecK, rows: matvecQ6KRows}, true
+		return matvecForm{rows: matvecQ6KRows}, true
 	}
 	return matvecForm{}, false
 }
@@ -57,25 +56,13 @@ func matvecQ8_0Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) 
 // The K-quant kernels with their bounds checks, made once (matVecs looks
 // them up on every call).
 var (
-	matvecQ4KRows = matvecQ4KRowsFunc
+	matvecQ4KRows = matvecKRows(matvecQ4KVNNI, sizeQ4_K)
 	matvecQ5KRows = matvecKRows(matvecQ5KVNNI, sizeQ5_K)
 	matvecQ6KRows = matvecKRows(matvecQ6KVNNI, sizeQ6_K)
 )
 
-// matvecQ4KRowsFunc checks the slice bounds matvecQ4KVNNI relies on and
-// runs it.
-func matvecQ4KRowsFunc(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
-	if nrows <= 0 || nb <= 0 {
-		return
-	}
-	_ = w[(nrows-1)*wrb+nb*sizeQ4_K-1]
-	_ = prep[matvecKPrepBytes(nb)-1]
-	_ = y[nrows-1]
-	matvecQ4KVNNI(&w[0], wrb, nrows, &prep[0], nb, &y[0])
-}
-
-// matvecKRows adapts a two-row K-quant kernel (super-blocks of wsize
-// bytes) to nrows rows: the first half of the rows paired with the second,
+// matvecKRows adapts a many-row K-quant kernel (super-blocks of wsize
+// bytes; prep is the Q8_K activation row) to nrows rows: the first half of the rows paired with the second,
 // then a last odd row with itself. It checks the slice bounds the assembly
 // relies on.
 func matvecKRows(f func(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int), wsize int) matvecRowsFunc {
@@ -84,7 +71,7 @@ func matvecKRows(f func(w *byte, wrb, off, npairs int, prep *byte, nb int, y *fl
 			return
 		}
 		_ = w[(nrows-1)*wrb+nb*wsize-1]
-		_ = prep[matvecKPrepBytes(nb)-1]
+		_ = prep[nb*sizeQ8_K-1]
 		_ = y[nrows-1]
 		h := nrows / 2
 		if h > 0 {

@@ -6,38 +6,11 @@ import (
 	"tandem/internal/engine/tensor"
 )
 
-// matvecKOrder is the order of a super-block's eight 32-quant sub-blocks
-// in the prepared activation: a 64-byte load at 4 + 64·i holds sub-blocks
-// matvecKOrder[2i] and [2i+1], the two that the low nibbles (i even) or
-// high nibbles (i odd) of 64 Q4_K weight bytes meet.
-var matvecKOrder = [8]int{0, 2, 1, 3, 4, 6, 5, 7}
-
-// matvecKPrepBytes is the prepared size of an activation row of nb Q8_K
-// super-blocks: the Q8_K row's own size.
-func matvecKPrepBytes(nb int) int { return nb * sizeQ8_K }
-
-// prepareMatvecK lays out the Q8_K activation row a (nb super-blocks, as
-// QuantizeActivation makes it) for the many-row K-quant kernels: each
-// block as it is but its sub-blocks in matvecKOrder.
-func prepareMatvecK(a []byte, nb int, dst []byte) {
-	_ = a[nb*sizeQ8_K-1]
-	dst = dst[:matvecKPrepBytes(nb)]
-	for b := range nb {
-		blk, out := a[b*sizeQ8_K:(b+1)*sizeQ8_K], dst[b*sizeQ8_K:(b+1)*sizeQ8_K]
-		copy(out[:4], blk[:4])
-		for i, s := range matvecKOrder {
-			copy(out[4+32*i:4+32*i+32], blk[4+32*s:4+32*s+32])
-		}
-		copy(out[4+qkk:], blk[4+qkk:])
-	}
-}
-
 // matvecQ4KRef is the many-row Q4_K kernel in plain Go, the reference the
-// assembly is tested against: it takes the Q8_K activation row a as
-// QuantizeActivation makes it (the test checks prepareMatvecK through the
-// assembly), sums each super-block's products exactly and the super-blocks
-// in float64, so it agrees with the assembly to float32 rounding, not bit
-// for bit.
+// assembly is tested against: it takes the same arguments (the Q8_K
+// activation row a as QuantizeActivation makes it, no layout of its own)
+// and sums the super-blocks in float64, so it agrees with the assembly to
+// float32 rounding, not bit for bit.
 func matvecQ4KRef(w []byte, wrb, nrows int, a []byte, nb int, y []float32) {
 	matvecK4Ref(w, wrb, nrows, a, nb, y, sizeQ4_K, func(x []byte, c, l int) (lo, hi int32) {
 		q := x[16+32*c+l]

@@ -1,42 +1,29 @@
 // The many-row K-quant matrix-vector kernels at the AVX512 (VNNI) level:
 // one call dots a chunk of Q4_K, Q5_K or Q6_K weight rows with one Q8_K
-// activation row laid out by prepareMatvecK (each super-block's quants
-// reordered so that a 64-byte load holds the two sub-blocks a Q4_K
-// register of 64 weight bytes meets; d_a and the bsums in place).
-//
-// Q4_K goes one row at a time, 64 weight bytes (two 32-byte chunks, four
-// sub-blocks) per 512-bit register, one sequential weight stream; the two
-// halves' int32 lanes are added before the float steps, which run on
-// eight lanes as the row kernel's do. Q5_K and Q6_K go two rows at a time,
-// one per register half, each 32-byte activation piece broadcast to both
-// halves; the Go side (matvecKRows) pairs the first half of a chunk's rows
-// with the second, two sequential weight streams (pairing neighbouring
-// rows ran at a third of the memory rate: the prefetchers lost track).
-//
-// Each output equals the AVX2 row kernel's (dotQ4KAVX2, dotQ5KAVX2,
-// dotQ6KAVX2, which VecDot runs at this level) bit for bit: the eight
-// int32 lanes of a row hold the same exact integers as the row kernel's
-// (VNNI only changes how they are added up), and the float operations per
-// lane are the same ones in the same order, then reduced as HSUM8. The
-// integer tricks are those of the eight-token tiles (tile_k_amd64.s). In
-// the two-row kernels "row r" is the low-half row, "row r+1" the high.
+// activation row as QuantizeActivation makes it. Rows go through in pairs,
+// one row in the low half of each 512-bit register and the other in the
+// high half, so each 32-byte activation piece, broadcast
+// to both halves, meets two rows;
+// the Go side (matvecKRows) pairs the first half of a chunk's rows with
+// the second, two sequential weight streams. Each output equals the AVX2
+// row kernel's (dotQ4KAVX2, dotQ5KAVX2, dotQ6KAVX2, which VecDot runs at
+// this level) bit for bit: a half's eight int32 lanes hold the same exact
+// integers as the row kernel's (VNNI only changes how they are added up),
+// and the float operations per lane are the same ones in the same order,
+// then reduced as HSUM8. The integer tricks are those of the eight-token
+// tiles (tile_k_amd64.s) with two rows in place of two tokens. "Row r" in
+// the comments is the pair's low-half row, "row r+1" its high-half row.
 
 #include "textflag.h"
 
-// The prepared activation super-block (see prepareMatvecK): d_a (float32)
-// at 0, the 256 quants at 4, sub-blocks in the order 0 2 1 3 4 6 5 7 (so
-// sub-block s is at MVK_Ss), the 16 int16 bsums at 260, 292 bytes, the
-// size of the Q8_K block (a layout with every piece stored twice, for two
-// rows, ran 1.6x slower on 5632-wide rows: it no longer stayed in L1
-// beside the weight streams).
-#define MVK_S0 4
-#define MVK_S1 68
-#define MVK_S2 36
-#define MVK_S3 100
-#define MVK_S4 132
-#define MVK_S5 196
-#define MVK_S6 164
-#define MVK_S7 228
+// The Q8_K activation block as QuantizeActivation makes it: d_a (float32)
+// at 0, the 256 quants at 4, the 16 int16 bsums at 260, 292 bytes. The
+// kernels broadcast each 32-byte piece to both halves of a register as
+// they load it, so the activation needs no layout of its own and stays
+// as small as the row kernels' (a layout with every piece stored twice
+// ran 1.6x slower on 5632-wide rows, whose doubled activation no longer
+// stayed in L1 beside the two weight streams).
+#define MVK_Q 4
 #define MVK_BS 260
 #define MVK_REC 292
 
@@ -116,22 +103,32 @@
 	VPSLLD         $16, Z1, Z2;                               \
 	VPORD          Z2, Z1, Z1
 
-// MVK4PAIR adds chunk C (sub-blocks 2C and 2C+1, their activations at
-// OLO and OHI: the low quants in Z5,
+// MVK4PAIR adds chunk C (sub-blocks 2C and 2C+1: the low quants in Z5,
 // the high ones × 4 in Z11, the scale pairs in Z4) to the int sums Z20
 // with one VPDPWSSD for both sub-blocks, as the tiles' K4BPAIR: (4·d_hi
 // + 1) << 14 = d_hi·65536 + 16384 from VPDPBUSD on a dword 1 (Z13), then
 // d_lo on top; the dword holds the words d_lo + 16384 (positive) and
 // d_hi, and VPDPWSSD with the scale words adds sc_2C·d_lo + sc_2C+1·d_hi
 // exactly plus 16384·sc_2C, which the bias in Z20's start takes off.
-#define MVK4PAIR(OLO, OHI) \
-	VBROADCASTI64X4 OHI(R10), Z17;                \
-	VBROADCASTI64X4 OLO(R10), Z18;                \
+#define MVK4PAIR(C) \
+	VBROADCASTI64X4 (MVK_Q+32*(2*C+1))(R10), Z17; \
+	VBROADCASTI64X4 (MVK_Q+32*(2*C))(R10), Z18;   \
 	VMOVDQA64       Z13, Z6;                      \
 	VPDPBUSD        Z17, Z11, Z6;                 \
 	VPSLLD          $14, Z6, Z6;                  \
 	VPDPBUSD        Z18, Z5, Z6;                  \
 	VPDPWSSD        Z4, Z6, Z20
+
+// MVK4CHUNK does chunk C of a Q4_K super-block for both rows: the 32
+// nibble bytes of each (Z15 = 0x0F, Z14 = 0x3C bytes) and the chunk's
+// scale pairs picked from Y0 by IDX.
+#define MVK4CHUNK(C, IDX) \
+	MVLOAD2(16+32*C, Z11, Y11); \
+	VPANDD Z15, Z11, Z5;        \
+	VPSRLW $2, Z11, Z11;        \
+	VPANDD Z14, Z11, Z11;       \
+	VPERMD Z0, IDX, Z4;         \
+	MVK4PAIR(C)
 
 // MVK4FINISH folds the super-block's int sums Z20 into the float sums Z16
 // as dotQ4KAVX2 does, for both rows (d_w at 0, dmin_w at 2 of each).
@@ -178,97 +175,54 @@
 	MOVQ   nb+40(FP), CX;    \
 	VPXORD Z16, Z16, Z16
 
-// MVK4CP does chunks 2P and 2P+1 of a Q4_K row (64 weight bytes at OFF:
-// sub-blocks 4P to 4P+3) into the int sums Z20: the low nibbles meet the
-// activations of sub-blocks 4P and 4P+2 (64 bytes at ALO), the high ones
-// × 4 those of 4P+1 and 4P+3 (at AHI); the two chunks' scale pairs are
-// picked from X0 by IDX (dword P·2 for the low half, P·2+1 the high); the
-// rest as MVK4PAIR (Z15 = 0x0F, Z14 = 0x3C bytes, Z13 = dword 1).
-#define MVK4CP(OFF, ALO, AHI, IDX) \
-	VMOVDQU64 OFF(SI), Z11;     \
-	VPANDD    Z15, Z11, Z5;     \
-	VPSRLW    $2, Z11, Z11;     \
-	VPANDD    Z14, Z11, Z11;    \
-	VPERMD    Z0, IDX, Z4;      \
-	VMOVDQA64 Z13, Z6;          \
-	VPDPBUSD  AHI(R10), Z11, Z6; \
-	VPSLLD    $14, Z6, Z6;      \
-	VPDPBUSD  ALO(R10), Z5, Z6; \
-	VPDPWSSD  Z4, Z6, Z20
-
-// func matvecQ4KVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
-// computes y[r] = Q4_K weight row r (rows wrb bytes apart) · the
-// activation prepared by prepareMatvecK (nb super-blocks), for nrows >= 1
-// rows, nb >= 1. Per super-block, as dotQ4KAVX2: d_a·(d_w·Σ_j sc_j·Σ
-// q4·q8 − dmin_w·Σ_j m_j·bsum_j).
-TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-48
+// func matvecQ4KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
+// computes, for the npairs >= 1 row pairs p (row p at w + p·wrb paired
+// with the row off bytes past it), y[p] and y[p + yoff] = the rows' dots
+// with the Q8_K activation row prep (nb >= 1 super-blocks).
+// Rows are Q4_K. The caller pairs the first half of its rows with the
+// second (two sequential streams, which the hardware prefetchers follow;
+// pairing neighbouring rows ran at a third of the memory rate), and a last
+// odd row with itself (off = yoff = 0: both halves store the same value).
+TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), R11
-	MOVQ         nrows+16(FP), R13
-	MOVQ         y+40(FP), R14
+	MOVQ         off+16(FP), R12
+	MOVQ         npairs+24(FP), R13
+	MOVQ         y+48(FP), R14
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z15
 	MOVL         $0x3C3C3C3C, AX
 	VPBROADCASTD AX, Z14
 	MOVL         $1, AX
 	VPBROADCASTD AX, Z13
-	VMOVDQU64    mvK4cp<>+0(SB), Z24
-	VMOVDQU64    mvK4cp<>+64(SB), Z25
+	VMOVDQU64    mvK4idx<>+0(SB), Z24
+	VMOVDQU64    mvK4idx<>+64(SB), Z25
+	VMOVDQU64    mvK4idx<>+128(SB), Z26
+	VMOVDQU64    mvK4idx<>+192(SB), Z27
 
-mvk4row:
-	MOVQ   R11, SI
-	MOVQ   prep+24(FP), R10
-	MOVQ   nb+32(FP), CX
-	VXORPS Y10, Y10, Y10
+mvk4pair:
+	MVSTART
 
 mvk4sb:
-	MVK4SCALES(4(SI), 8(SI), 12(SI))
-	VMOVD        R8, X0
-	VPINSRD      $1, R9, X0, X0
-	VPMOVZXBW    X0, X0
-	VMOVD        DI, X1
-	VPINSRD      $1, AX, X1, X1
-	VPMOVZXBD    X1, Y1
-	VPSLLD       $16, Y1, Y2
-	VPOR         Y2, Y1, Y1
-	VPBROADCASTD BX, Y20
-	MVK4CP(16, MVK_S0, MVK_S1, Z24)
-	MVK4CP(80, MVK_S4, MVK_S5, Z25)
-	// The halves' lanes added: the row kernel's eight int sums.
-	VEXTRACTI64X4 $1, Z20, Y21
-	VPADDD        Y21, Y20, Y20
-	VCVTDQ2PS     Y20, Y6
-	VPMADDWD      MVK_BS(R10), Y1, Y7
-	VCVTDQ2PS     Y7, Y7
-	VBROADCASTSS  (R10), Y5
-	VPBROADCASTW  0(SI), X4
-	VCVTPH2PS     X4, Y4
-	VMULPS        Y5, Y4, Y4
-	VFMADD231PS   Y4, Y6, Y10
-	VPBROADCASTW  2(SI), X4
-	VCVTPH2PS     X4, Y4
-	VMULPS        Y5, Y4, Y4
-	VFNMADD231PS  Y4, Y7, Y10
-	ADDQ          $144, SI
-	ADDQ          $MVK_REC, R10
-	DECQ          CX
-	JNZ           mvk4sb
+	MVK4SETUP
+	MVK4CHUNK(0, Z24)
+	MVK4CHUNK(1, Z25)
+	MVK4CHUNK(2, Z26)
+	MVK4CHUNK(3, Z27)
+	MVK4FINISH
+	ADDQ $144, SI
+	ADDQ $MVK_REC, R10
+	DECQ CX
+	JNZ  mvk4sb
 
-	HSUM8(Y10, X10, X2)
-	VMOVSS X10, (R14)
-	ADDQ   $4, R14
-	ADDQ   wrb+8(FP), R11
-	DECQ   R13
-	JNZ    mvk4row
+	MVSTORE(mvk4pair)
 	VZEROUPPER
 	RET
 
-// MVK5CHUNK does chunk C of a Q5_K super-block for both rows (the scale
-// pairs picked from Y0 by IDX, the activations at OLO and OHI): the
-// nibbles at 48+32C with their 5th
+// MVK5CHUNK is MVK4CHUNK for Q5_K: the nibbles at 48+32C with their 5th
 // bits from the qh bytes (Z12, both rows'), moved by SL $NL to bit 4 for
 // sub-block 2C (Z10 = 0x10 bytes) and by SH $NH to bit 6 for 2C+1, whose
 // quants are taken × 4 (Z28 = 0x40 bytes), as the tiles' K5BCHUNK.
-#define MVK5CHUNK(C, SL, NL, SH, NH, IDX, OLO, OHI) \
+#define MVK5CHUNK(C, SL, NL, SH, NH, IDX) \
 	MVLOAD2(48+32*C, Z9, Y9);           \
 	SL         $NL, Z12, Z5;            \
 	VPANDD     Z10, Z5, Z5;             \
@@ -278,7 +232,7 @@ mvk4sb:
 	VPANDD     Z28, Z11, Z11;           \
 	VPTERNLOGD $0xF8, Z14, Z9, Z11;     \
 	VPERMD     Z0, IDX, Z4;             \
-	MVK4PAIR(OLO, OHI)
+	MVK4PAIR(C)
 
 // func matvecQ5KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 // is matvecQ4KVNNI for Q5_K rows.
@@ -308,10 +262,10 @@ mvk5pair:
 mvk5sb:
 	MVK4SETUP
 	MVLOAD2(16, Z12, Y12)
-	MVK5CHUNK(0, VPSLLW, 4, VPSLLW, 5, Z24, MVK_S0, MVK_S1)
-	MVK5CHUNK(1, VPSLLW, 2, VPSLLW, 3, Z25, MVK_S2, MVK_S3)
-	MVK5CHUNK(2, VPSLLW, 0, VPSLLW, 1, Z26, MVK_S4, MVK_S5)
-	MVK5CHUNK(3, VPSRLW, 2, VPSRLW, 1, Z27, MVK_S6, MVK_S7)
+	MVK5CHUNK(0, VPSLLW, 4, VPSLLW, 5, Z24)
+	MVK5CHUNK(1, VPSLLW, 2, VPSLLW, 3, Z25)
+	MVK5CHUNK(2, VPSLLW, 0, VPSLLW, 1, Z26)
+	MVK5CHUNK(3, VPSRLW, 2, VPSRLW, 1, Z27)
 	MVK4FINISH
 	ADDQ $176, SI
 	ADDQ $MVK_REC, R10
@@ -322,42 +276,42 @@ mvk5sb:
 	VZEROUPPER
 	RET
 
-// MVK6Q adds a 32-quant sub-block of both rows (its activations at OFF) (6-bit quants, unsigned,
+// MVK6Q adds the 32-quant sub-block S of both rows (6-bit quants, unsigned,
 // in Z5) to the int sums Z20 with OP (VPMADDWD for the first, VPDPWSSD
 // after), each 16 quants times their scale word, picked from the 32 in Z13
 // by IDX.
-#define MVK6Q(OP, OFF, IDX) \
-	VBROADCASTI64X4 OFF(R10), Z17;            \
+#define MVK6Q(OP, S, IDX) \
+	VBROADCASTI64X4 (MVK_Q+32*(S))(R10), Z17; \
 	VPERMW          Z13, IDX, Z4;             \
 	VPMADDUBSW      Z17, Z5, Z6;              \
 	OP              Z4, Z6, Z20
 
-// MVK6HALF does half H of a Q6_K super-block (sub-blocks 4H to 4H+3,
-// their activations at O0 to O3) for both rows, building the quants as dotQ6KAVX2 does: low nibbles of ql
+// MVK6HALF does half H of a Q6_K super-block (sub-blocks 4H to 4H+3) for
+// both rows, building the quants as dotQ6KAVX2 does: low nibbles of ql
 // (Z10: bytes 0-31 of the half, Z9: 32-63) for quarters 0 and 1, high
 // nibbles for 2 and 3, bits 4-5 from bit pairs 0-3 of qh (Z11); Z15 =
 // 0x0F, Z14 = 0x30 bytes.
-#define MVK6HALF(H, OP0, I0, I1, I2, I3, O0, O1, O2, O3) \
+#define MVK6HALF(H, OP0, I0, I1, I2, I3) \
 	MVLOAD2(64*H, Z10, Y10);                \
 	MVLOAD2(64*H+32, Z9, Y9);               \
 	MVLOAD2(128+32*H, Z11, Y11);            \
 	VPSLLW     $4, Z11, Z5;                 \
 	VPANDD     Z14, Z5, Z5;                 \
 	VPTERNLOGD $0xF8, Z15, Z10, Z5;         \
-	MVK6Q(OP0, O0, I0);                     \
+	MVK6Q(OP0, 4*H, I0);                    \
 	VPSLLW     $2, Z11, Z5;                 \
 	VPANDD     Z14, Z5, Z5;                 \
 	VPTERNLOGD $0xF8, Z15, Z9, Z5;          \
-	MVK6Q(VPDPWSSD, O1, I1);                \
+	MVK6Q(VPDPWSSD, 4*H+1, I1);             \
 	VPANDD     Z14, Z11, Z5;                \
 	VPSRLW     $4, Z10, Z7;                 \
 	VPTERNLOGD $0xF8, Z15, Z7, Z5;          \
-	MVK6Q(VPDPWSSD, O2, I2);                \
+	MVK6Q(VPDPWSSD, 4*H+2, I2);             \
 	VPSRLW     $2, Z11, Z5;                 \
 	VPANDD     Z14, Z5, Z5;                 \
 	VPSRLW     $4, Z9, Z7;                  \
 	VPTERNLOGD $0xF8, Z15, Z7, Z5;          \
-	MVK6Q(VPDPWSSD, O3, I3)
+	MVK6Q(VPDPWSSD, 4*H+3, I3)
 
 // func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 // is matvecQ4KVNNI for Q6_K rows. Per super-block and row, as dotQ6KAVX2:
@@ -387,8 +341,8 @@ mvk6sb:
 	VPMOVSXBW    192(SI), Y13
 	VPMOVSXBW    192(SI)(R12*1), Y12
 	VINSERTI64X4 $1, Y12, Z13, Z13
-	MVK6HALF(0, VPMADDWD, Z24, Z25, Z26, Z27, MVK_S0, MVK_S1, MVK_S2, MVK_S3)
-	MVK6HALF(1, VPDPWSSD, Z28, Z29, Z30, Z31, MVK_S4, MVK_S5, MVK_S6, MVK_S7)
+	MVK6HALF(0, VPMADDWD, Z24, Z25, Z26, Z27)
+	MVK6HALF(1, VPDPWSSD, Z28, Z29, Z30, Z31)
 	VBROADCASTI64X4 MVK_BS(R10), Z22
 	VPMADDWD     Z22, Z13, Z7
 	VPSLLD       $5, Z7, Z7
@@ -409,26 +363,6 @@ mvk6sb:
 	MVSTORE(mvk6pair)
 	VZEROUPPER
 	RET
-
-// mvK4cp chunk pair P (64 bytes): dwords 0-7 pick dword 2P of X0 (the
-// scale pair of chunk 2P), dwords 8-15 dword 2P+1.
-DATA mvK4cp<>+0(SB)/8, $0x0000000000000000
-DATA mvK4cp<>+8(SB)/8, $0x0000000000000000
-DATA mvK4cp<>+16(SB)/8, $0x0000000000000000
-DATA mvK4cp<>+24(SB)/8, $0x0000000000000000
-DATA mvK4cp<>+32(SB)/8, $0x0000000100000001
-DATA mvK4cp<>+40(SB)/8, $0x0000000100000001
-DATA mvK4cp<>+48(SB)/8, $0x0000000100000001
-DATA mvK4cp<>+56(SB)/8, $0x0000000100000001
-DATA mvK4cp<>+64(SB)/8, $0x0000000200000002
-DATA mvK4cp<>+72(SB)/8, $0x0000000200000002
-DATA mvK4cp<>+80(SB)/8, $0x0000000200000002
-DATA mvK4cp<>+88(SB)/8, $0x0000000200000002
-DATA mvK4cp<>+96(SB)/8, $0x0000000300000003
-DATA mvK4cp<>+104(SB)/8, $0x0000000300000003
-DATA mvK4cp<>+112(SB)/8, $0x0000000300000003
-DATA mvK4cp<>+120(SB)/8, $0x0000000300000003
-GLOBL mvK4cp<>(SB), RODATA|NOPTR, $128
 
 // mvK4idx chunk c (64 bytes): dwords 0-7 pick dword c of Y0 (row r's
 // scale pair of chunk c), dwords 8-15 dword 4+c (row r+1's).
