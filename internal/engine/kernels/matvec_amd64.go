@@ -62,9 +62,9 @@ var (
 )
 
 // matvecKRows adapts a many-row K-quant kernel (super-blocks of wsize
-// bytes; prep is the Q8_K activation row) to nrows rows: the first half of the rows paired with the second,
-// then a last odd row with itself. It checks the slice bounds the assembly
-// relies on.
+// bytes; prep is the Q8_K activation row) to nrows rows: the first half
+// of the rows paired with the second, then a last odd row with itself. It
+// checks the slice bounds the assembly relies on.
 func matvecKRows(f func(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int), wsize int) matvecRowsFunc {
 	return func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 		if nrows <= 0 || nb <= 0 {
