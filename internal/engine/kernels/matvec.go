@@ -31,7 +31,8 @@ type matvecRowsFunc func(w []byte, wrb, nrows int, prep []byte, nb int, y []floa
 // matvecForm is a weight type's many-row matrix-vector kernel at a level:
 // prepare turns a row made by QuantizeActivation into the kernel's layout
 // (prepBytes(nb) bytes), rows dots many weight rows with it, bit for bit
-// equal to vecDot row by row.
+// equal to vecDot row by row. A form without prepare takes the row as
+// QuantizeActivation makes it.
 type matvecForm struct {
 	prepBytes func(nb int) int
 	prepare   func(a []byte, nb int, dst []byte)
@@ -131,7 +132,7 @@ func (p *Pool) matVecs(nIn int, x []float32, ops []MatVec) {
 		key := matvecKey{vt: VecDotType(op.Type)}
 		f, ok := matvecFormFor(ks.level, op.Type)
 		if ok {
-			key.prepared = true
+			key.prepared = f.prepare != nil
 			m.form[i] = f.rows
 		}
 		m.act[i] = m.activation(ks, key, f, x, m.nb[i])

@@ -141,11 +141,12 @@ func TestMatVecsAllocs(t *testing.T) {
 }
 
 // BenchmarkMatVec compares the one-token products of a decode step's shapes
-// (110m and 1b) between MatMul one row per call (the old path: VecDot per
-// row, one round per product) and MatVecs (many-row kernel, one round for
-// the products of one input). Weights are cycled through 256 MiB so they
-// come from memory as in decode, except in the L2 case; the byte rate is
-// of weight bytes.
+// (110m and 1b, Q8_0, and the 1b Q4_K model's Q4_K and Q6_K tensors)
+// between MatMul one row per call (the old path: VecDot per row, one round
+// per product) and MatVecs (many-row kernel, one round for the products of
+// one input). Weights are cycled through 256 MiB so they come from memory
+// as in decode, except in the L2 cases; the byte rate is of weight bytes.
+// cpu-ns/op is the calling thread's CPU time (all of the work at th1).
 func BenchmarkMatVec(b *testing.B) {
 	for _, c := range []struct {
 		name    string
@@ -160,6 +161,15 @@ func BenchmarkMatVec(b *testing.B) {
 		{"110m-down", tensor.Q8_0, 2048, []int{768}, false},
 		{"1b-gateup", tensor.Q8_0, 2048, []int{5632, 5632}, false},
 		{"1b-down", tensor.Q8_0, 5632, []int{2048}, false},
+		{"1b-q-q4k-L2", tensor.Q4_K, 2048, []int{256}, true},
+		{"1b-q-q4k", tensor.Q4_K, 2048, []int{2048}, false},
+		{"1b-kv-q4k", tensor.Q4_K, 2048, []int{256}, false},
+		{"1b-gateup-q4k", tensor.Q4_K, 2048, []int{5632, 5632}, false},
+		{"1b-down-q4k", tensor.Q4_K, 5632, []int{2048}, false},
+		{"1b-v-q6k-L2", tensor.Q6_K, 2048, []int{256}, true},
+		{"1b-v-q6k", tensor.Q6_K, 2048, []int{256}, false},
+		{"1b-down-q6k", tensor.Q6_K, 5632, []int{2048}, false},
+		{"1b-output-q6k", tensor.Q6_K, 2048, []int{32000}, false},
 	} {
 		rng := rand.New(rand.NewPCG(15, 15))
 		x := randActivations(rng, c.nIn)
@@ -183,7 +193,7 @@ func BenchmarkMatVec(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/th%d/rowbyrow", c.name, threads), func(b *testing.B) {
 				b.SetBytes(int64(rows * wrb))
 				i := 0
-				for b.Loop() {
+				loopCPU(b, func() {
 					w := ws[i%copies]
 					i++
 					o := 0
@@ -191,13 +201,13 @@ func BenchmarkMatVec(b *testing.B) {
 						p.matMulRowByRow(c.wt, w[o*wrb:(o+out)*wrb], out, c.nIn, x, y[o:o+out])
 						o += out
 					}
-				}
+				})
 			})
 			b.Run(fmt.Sprintf("%s/th%d/matvecs", c.name, threads), func(b *testing.B) {
 				b.SetBytes(int64(rows * wrb))
 				var ops [MaxMatVecs]MatVec
 				i := 0
-				for b.Loop() {
+				loopCPU(b, func() {
 					w := ws[i%copies]
 					i++
 					o := 0
@@ -206,7 +216,7 @@ func BenchmarkMatVec(b *testing.B) {
 						o += out
 					}
 					p.MatVecs(c.nIn, x, ops[:len(c.outs)]...)
-				}
+				})
 			})
 			p.Close()
 		}
