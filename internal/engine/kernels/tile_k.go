@@ -29,6 +29,8 @@ func prep8Bytes(vt tensor.Type, nb int) int {
 		}
 	case tensor.Q8_K:
 		return nb * prepK8Bytes
+	case tensor.Q8_1:
+		return nb * prepQ81Bytes
 	}
 	return 0
 }
@@ -42,6 +44,8 @@ func prepareTile8For(vt tensor.Type, a []byte, arb, nb int, dst []byte) {
 		prepareTile8(a, arb, nb, dst)
 	case tensor.Q8_K:
 		prepareTileK8(a, arb, nb, dst)
+	case tensor.Q8_1:
+		prepareTileQ8_1x8(a, arb, nb, dst)
 	}
 }
 
