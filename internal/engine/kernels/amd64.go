@@ -78,6 +78,8 @@ func archSet(l Level, k *kernelSet) {
 		k.dot8[tensor.Q5_0] = q8PairDot8Rows(dotQ5_0x8RowsVNNI, sizeQ5_0)
 		k.dot8[tensor.Q4_1] = q81Dot8Rows(dotQ4_1x8RowsVNNI, sizeQ4_1)
 		k.dot8[tensor.Q5_1] = q81Dot8Rows(dotQ5_1x8RowsVNNI, sizeQ5_1)
+		k.dot8[tensor.F16] = floatDot8Rows(dotF16x8RowsAVX512, half)
+		k.dot8[tensor.BF16] = floatDot8Rows(dotBF16x8RowsAVX512, bf16)
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4VNNI, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4VNNI, sizeQ5_0)
 		k.dot4[tensor.F16] = f16Dot4(dotF16x4AVX512, 16)

@@ -126,3 +126,67 @@ func TestTileQ8(t *testing.T) {
 		t.Error("no tile checked on the shared vectors")
 	}
 }
+
+// TestTileF8 checks the eight-token F16 and BF16 tiles, at every level
+// that has them, against the level's vecDot bit for bit and the float64
+// reference, for row lengths with and without elements after the last
+// 16-element group and after the last 64-element chunk, several row
+// counts, and that nothing past the rows is written.
+func TestTileF8(t *testing.T) {
+	tested := 0
+	forEachLevel(t, func(t *testing.T) {
+		ks := active.Load()
+		rng := rand.New(rand.NewPCG(95, 96))
+		for _, wt := range []tensor.Type{tensor.F16, tensor.BF16} {
+			if ks.dot8[wt] == nil {
+				continue
+			}
+			tested++
+			for _, n := range []int{16, 17, 48, 64, 80, 100, 128, 200, 512, 1000} {
+				for _, nrows := range []int{1, 2, 5} {
+					w := randWeights(rng, wt, nrows*n)
+					a := quantized(wt, randActivations(rng, 8*n))
+					checkTileF8(t, wt, w, nrows, n, a)
+				}
+			}
+		}
+	})
+	if MaxLevel() >= AVX512 && tested < 2 {
+		t.Errorf("%d of 2 eight-token float tiles at AVX512", tested)
+	}
+}
+
+// checkTileF8 is checkTileQ8 for the float types (n elements per row).
+func checkTileF8(t *testing.T, wt tensor.Type, w []byte, nrows, n int, a []byte) {
+	t.Helper()
+	ks := active.Load()
+	wrb, arb := 2*n, 2*n
+	prep := make([]byte, prep8Bytes(wt, n))
+	prepareTile8For(wt, a, arb, n, prep)
+	ys := nrows + 3
+	y := make([]float32, 8*ys)
+	for i := range y {
+		y[i] = -7
+	}
+	ks.dot8[wt](w[:nrows*wrb], wrb, nrows, prep, n, y, ys)
+	for tk := 0; tk < 8; tk++ {
+		for r := 0; r < ys; r++ {
+			got := y[tk*ys+r]
+			if r >= nrows {
+				if got != -7 {
+					t.Fatalf("%s n %d: wrote y[%d] beyond the rows", wt, n, tk*ys+r)
+				}
+				continue
+			}
+			wr, at := w[r*wrb:(r+1)*wrb], a[tk*arb:(tk+1)*arb]
+			want := ks.vecDot[wt](n, wr, at)
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s n %d: row %d token %d = %v, vecDot %v", wt, n, r, tk, got, want)
+			}
+			ref, abs := refDot(wt, n, wr, at)
+			if !closeTo(got, ref, abs) {
+				t.Fatalf("%s n %d: row %d token %d = %v, reference %v (abs %g)", wt, n, r, tk, got, ref, abs)
+			}
+		}
+	}
+}
