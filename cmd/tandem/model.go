@@ -107,7 +107,7 @@ func modelSynthCmd() *cobra.Command {
 		ropeBase                    float32
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_k [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
+		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -144,7 +144,7 @@ func modelSynthCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m or 1b")
-	fs.StringVar(&typ, "type", "q8_0", "weight type: f16, q8_0 or q4_k")
+	fs.StringVar(&typ, "type", "q8_0", "weight type: f16, q8_0, q4_0, q4_1, q5_0, q5_1 or q4_k")
 	fs.StringVar(&vocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file, or convert this Hugging Face tokenizer.json (default: a synthesized SentencePiece vocabulary)")
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")

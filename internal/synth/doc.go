@@ -13,7 +13,8 @@
 //   - GGUF v3, general.architecture "llama", every llama.* hyperparameter key
 //     llama.cpp reads (context, embedding, blocks, feed-forward, heads, KV
 //     heads, RMS epsilon, rope dimension count and base), general.name,
-//     general.file_type (0 F32, 1 F16, 7 Q8_0, 15 Q4_K_M) and
+//     general.file_type (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0,
+//     9 Q5_1, 15 Q4_K_M) and
 //     general.quantization_version 2.
 //   - A tokenizer: either every tokenizer.* key copied from another GGUF
 //     (Options.VocabFrom; its token count is the vocabulary size), or a
@@ -28,7 +29,8 @@
 //     [dim, dim], ffn_norm, ffn_gate and ffn_up [dim, ff], ffn_down [ff, dim],
 //     then output_norm and output [dim, vocab]. Norms are F32 ones.
 //
-// Weight types: with F32, F16 or Q8_0 every matrix has that type. Q4_K
+// Weight types: with F32, F16, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 every
+// matrix has that type. Q4_K
 // mimics llama.cpp's Q4_K_M mix: output is Q6_K, attn_v and ffn_down are Q6_K
 // on the "use_more_bits" layers (first eighth, last eighth, every third
 // layer in between) and Q4_K elsewhere, like every other matrix, token_embd

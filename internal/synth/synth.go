@@ -17,8 +17,9 @@ import (
 type Options struct {
 	// Config is the model shape (see Preset).
 	Config Config
-	// Type is the weight type: F16, Q8_0 or Q4_K (Q4_K means llama.cpp's
-	// Q4_K_M mix, see doc.go); F32 is accepted too. Norms are always F32.
+	// Type is the weight type: F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K
+	// (Q4_K means llama.cpp's Q4_K_M mix, see doc.go); F32 is accepted too.
+	// Norms are always F32.
 	Type tensor.Type
 	// VocabFrom, when set, is a GGUF file whose tokenizer.* keys are copied;
 	// its token count replaces Config.Vocab.
@@ -36,7 +37,11 @@ const weightStd = 0.02
 var fileTypes = map[tensor.Type]uint32{
 	tensor.F32:  0,
 	tensor.F16:  1,
+	tensor.Q4_0: 2,
+	tensor.Q4_1: 3,
 	tensor.Q8_0: 7,
+	tensor.Q5_0: 8,
+	tensor.Q5_1: 9,
 	tensor.Q4_K: 15, // LLAMA_FTYPE_MOSTLY_Q4_K_M
 }
 
@@ -206,7 +211,7 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	c := o.Config.withDefaults()
 	ftype, ok := fileTypes[o.Type]
 	if !ok {
-		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want f16, q8_0, q4_k or f32)", o.Type)
+		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k or f32)", o.Type)
 	}
 	var tokKeys []gguf.KV
 	vocabSize := c.Vocab

@@ -33,8 +33,11 @@
 // For batches, MatMul uses four-token kernels that share the weight
 // unpacking between four tokens: Q8_0, Q4_0, Q5_0 (AVX2 sign trick; VNNI
 // with activations+128 against the signed weights), Q4_K, Q5_K, Q6_K
-// (AVX2 width) and F16 (AVX-512). Q4_1, Q5_1, BF16 and F32 batches run one
-// token at a time. The activation quantizers
+// (AVX2 width) and F16 (AVX-512). At AVX512, eight-token kernels over a
+// group of rows go first: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K,
+// F16 (rows up to 1024 wide) and BF16 (up to 2048), bit for bit the row
+// kernels. Otherwise Q4_1, Q5_1, BF16 and F32 batches run one token at a
+// time. The activation quantizers
 // are Go at every level (a few percent of a matrix-vector product).
 //
 // # Invariants and limits

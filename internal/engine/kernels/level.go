@@ -75,7 +75,8 @@ type kernelSet struct {
 	// one call (see dot4RowsFunc), bit-identical to dot4 row by row.
 	dot4Rows [numTypes]dot4RowsFunc
 	// dot8, where set, is dot4Rows for eight tokens, whose prepared data
-	// is prepareTile8At's (Q8_0: rows of an even number of blocks only).
+	// is prepareTile8At's (Q8_0, Q4_0, Q5_0: rows of an even number of
+	// blocks only; F16, BF16: see prep8Bytes).
 	dot8 [numTypes]dot4RowsFunc
 	// signedQ8Tile8: the Q8_0 dot8 reads prepareTile8Signed's layout,
 	// not prepareTile8's (AVX2).

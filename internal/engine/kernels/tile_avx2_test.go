@@ -75,12 +75,12 @@ func TestAVX2Tiles(t *testing.T) {
 	}
 }
 
-// checkTileQ8 runs the level's eight-token Q8_0 kernel over the nrows
+// checkTileQ8_0 runs the level's eight-token Q8_0 kernel over the nrows
 // rows of w (nb blocks each, nb even) and eight Q8_0 activation rows a,
 // prepared as MatMul prepares them at that level, and checks every output
 // against the level's vecDot bit for bit and against the float64
 // reference, and that nothing past the rows is written.
-func checkTileQ8(t *testing.T, name string, w []byte, nrows, nb int, a []byte) {
+func checkTileQ8_0(t *testing.T, name string, w []byte, nrows, nb int, a []byte) {
 	t.Helper()
 	ks := active.Load()
 	n := nb * qk
@@ -116,12 +116,12 @@ func checkTileQ8(t *testing.T, name string, w []byte, nrows, nb int, a []byte) {
 	}
 }
 
-// TestTileQ8 checks the eight-token Q8_0 tiles, at every level that has
+// TestTileQ8_0 checks the eight-token Q8_0 tiles, at every level that has
 // them, on random blocks, ggml-quantized and random-byte blocks from the
 // shared vectors, and extreme blocks (every quant -128, 127 or 0x80
 // patterns, unit scales) against ±127 activations, for even block counts
 // 2 to 22 and several row counts.
-func TestTileQ8(t *testing.T) {
+func TestTileQ8_0(t *testing.T) {
 	vecs := loadVectors(t)
 	tested := 0
 	forEachLevel(t, func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestTileQ8(t *testing.T) {
 			for _, nrows := range []int{1, 2, 5} {
 				w := randWeights(rng, tensor.Q8_0, nrows*n)
 				a := quantized(tensor.Q8_0, randActivations(rng, 8*n))
-				checkTileQ8(t, "random", w, nrows, nb, a)
+				checkTileQ8_0(t, "random", w, nrows, nb, a)
 			}
 			w := randWeights(rng, tensor.Q8_0, 3*n)
 			wrb, _ := tensor.Q8_0.RowBytes(n)
@@ -153,7 +153,7 @@ func TestTileQ8(t *testing.T) {
 			for i := range q {
 				q[i] = []int8{127, -127}[(i/qk+i/n)%2]
 			}
-			checkTileQ8(t, "extreme", w, 3, nb, intActivations(tensor.Q8_0, q))
+			checkTileQ8_0(t, "extreme", w, 3, nb, intActivations(tensor.Q8_0, q))
 		}
 		for _, name := range []string{"q8_0.q", "rnd.q8_0.q"} {
 			v, ok := vecs[name]
@@ -162,7 +162,7 @@ func TestTileQ8(t *testing.T) {
 			}
 			const n = 512 // the vectors are [512, 4]
 			a := quantized(tensor.Q8_0, randActivations(rng, 8*n))
-			checkTileQ8(t, name, v.data, v.n/n, n/qk, a)
+			checkTileQ8_0(t, name, v.data, v.n/n, n/qk, a)
 		}
 	})
 	if MaxLevel() >= AVX2 && tested == 0 {

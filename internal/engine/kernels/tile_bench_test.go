@@ -99,3 +99,41 @@ func BenchmarkKTiles(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQTiles compares MatMul of 512 tokens on one thread, for Q4_0,
+// Q5_0, Q4_1, Q5_1, F16 and BF16, without the eight-token AVX-512 tile
+// (the old path: four-token kernels for Q4_0, Q5_0 and F16, one token at a
+// time for Q4_1, Q5_1 and BF16) and with it, at the model shapes 768x768,
+// 2048x2048 and 5632x2048 (rows x inputs).
+func BenchmarkQTiles(b *testing.B) {
+	if MaxLevel() < AVX512 {
+		b.Skip("needs AVX-512")
+	}
+	defer SetLevel(AVX512)()
+	const nTok = 512
+	p := NewPool(1)
+	defer p.Close()
+	for _, wt := range append(qTileTypes[:len(qTileTypes):len(qTileTypes)], tensor.F16, tensor.BF16) {
+		if sets[AVX512].dot8[wt] == nil {
+			continue
+		}
+		old := *sets[AVX512]
+		old.dot8[wt] = nil
+		for _, sh := range []struct{ nOut, nIn int }{{768, 768}, {2048, 2048}, {5632, 2048}} {
+			rng := rand.New(rand.NewPCG(7, 7))
+			w := randWeights(rng, wt, sh.nOut*sh.nIn)
+			x := randActivations(rng, nTok*sh.nIn)
+			y := make([]float32, nTok*sh.nOut)
+			for _, c := range []struct {
+				name string
+				ks   *kernelSet
+			}{{"old", &old}, {"x8", sets[AVX512]}} {
+				b.Run(fmt.Sprintf("%s/%dx%d/%s", wt, sh.nOut, sh.nIn, c.name), func(b *testing.B) {
+					active.Store(c.ks)
+					defer active.Store(sets[AVX512])
+					loopCPU(b, func() { p.MatMul(wt, w, sh.nOut, sh.nIn, x, nTok, y) })
+				})
+			}
+		}
+	}
+}

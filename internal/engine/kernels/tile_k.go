@@ -29,6 +29,16 @@ func prep8Bytes(vt tensor.Type, nb int) int {
 		}
 	case tensor.Q8_K:
 		return nb * prepK8Bytes
+	case tensor.Q8_1:
+		return nb * prepQ81Bytes
+	case tensor.F16:
+		if nb >= 16 && nb <= maxF8F16 {
+			return prepF8Bytes(nb)
+		}
+	case tensor.BF16:
+		if nb >= 16 && nb <= maxF8BF16 {
+			return prepF8Bytes(nb)
+		}
 	}
 	return 0
 }
@@ -42,6 +52,12 @@ func prepareTile8For(vt tensor.Type, a []byte, arb, nb int, dst []byte) {
 		prepareTile8(a, arb, nb, dst)
 	case tensor.Q8_K:
 		prepareTileK8(a, arb, nb, dst)
+	case tensor.Q8_1:
+		prepareTileQ8_1x8(a, arb, nb, dst)
+	case tensor.F16:
+		prepareTileF8(a, arb, nb, dst, half)
+	case tensor.BF16:
+		prepareTileF8(a, arb, nb, dst, bf16)
 	}
 }
 

@@ -1,0 +1,192 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"tandem/internal/engine/tensor"
+)
+
+// qTileTypes are the 32-element quant types that may have eight-token
+// tiles besides Q8_0.
+var qTileTypes = []tensor.Type{tensor.Q4_0, tensor.Q5_0, tensor.Q4_1, tensor.Q5_1}
+
+// checkTileQ8 runs the level's eight-token kernel for wt over the nrows
+// rows of w (nb blocks each) and eight activation rows a (its vec dot
+// type), and checks every output against the level's vecDot bit for bit
+// and against the float64 reference within closeTo's bound, and that
+// nothing past the rows is written.
+func checkTileQ8(t *testing.T, name string, wt tensor.Type, w []byte, nrows, nb int, a []byte) {
+	t.Helper()
+	ks := active.Load()
+	vt := VecDotType(wt)
+	n := nb * qk
+	wrb, _ := wt.RowBytes(n)
+	arb, _ := vt.RowBytes(n)
+	size := prep8Bytes(vt, nb)
+	if size == 0 {
+		t.Fatalf("%s: no eight-token tile data for %d blocks", wt, nb)
+	}
+	prep := make([]byte, size)
+	prepareTile8For(vt, a, arb, nb, prep)
+	ys := nrows + 3
+	y := make([]float32, 8*ys)
+	for i := range y {
+		y[i] = -7
+	}
+	ks.dot8[wt](w[:nrows*wrb], wrb, nrows, prep, nb, y, ys)
+	for tk := 0; tk < 8; tk++ {
+		for r := 0; r < ys; r++ {
+			got := y[tk*ys+r]
+			if r >= nrows {
+				if got != -7 {
+					t.Fatalf("%s %s: wrote y[%d] beyond the rows", wt, name, tk*ys+r)
+				}
+				continue
+			}
+			wr, at := w[r*wrb:(r+1)*wrb], a[tk*arb:(tk+1)*arb]
+			want := ks.vecDot[wt](n, wr, at)
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s %s nb %d: row %d token %d = %v, vecDot %v", wt, name, nb, r, tk, got, want)
+			}
+			ref, abs := refDot(wt, n, wr, at)
+			if !closeTo(got, ref, abs) {
+				t.Fatalf("%s %s nb %d: row %d token %d = %v, reference %v (abs %g)", wt, name, nb, r, tk, got, ref, abs)
+			}
+		}
+	}
+}
+
+// TestTileQ8 checks the eight-token Q4_0, Q5_0, Q4_1 and Q5_1 tiles, at
+// every level that has them, on random blocks, ggml-quantized weights and
+// random-byte blocks from the shared vectors, and integer blocks with
+// extreme quants (all-ones, 0x80 and zero bytes, so every 5th bit set or
+// clear) against ±127 activations, for several block and row counts (the
+// Q8_0 block-pair tiles take even block counts only, as MatMul gives them).
+func TestTileQ8(t *testing.T) {
+	vecs := loadVectors(t)
+	tested, withVectors := 0, 0
+	forEachLevel(t, func(t *testing.T) {
+		ks := active.Load()
+		rng := rand.New(rand.NewPCG(93, 94))
+		for _, wt := range qTileTypes {
+			if ks.dot8[wt] == nil {
+				continue
+			}
+			tested++
+			nbs := []int{1, 2, 3, 8, 22}
+			if VecDotType(wt) == tensor.Q8_0 {
+				nbs = []int{2, 4, 6, 16, 44}
+			}
+			for _, nb := range nbs {
+				n := nb * qk
+				for _, nrows := range []int{1, 2, 5} {
+					w := randWeights(rng, wt, nrows*n)
+					a := quantized(wt, randActivations(rng, 8*n))
+					checkTileQ8(t, "random", wt, w, nrows, nb, a)
+				}
+				w := randWeights(rng, wt, 3*n)
+				wrb, _ := wt.RowBytes(n)
+				for r := 0; r < 3; r++ {
+					row := w[r*wrb : (r+1)*wrb]
+					fill := []byte{0xFF, 0x80, 0x00}[r]
+					for b := 0; b < nb; b++ {
+						blk := row[b*wt.TypeSize() : (b+1)*wt.TypeSize()]
+						for i := 2; i < len(blk); i++ {
+							blk[i] = fill
+						}
+					}
+				}
+				unitScales(wt, w)
+				q := make([]int8, 8*n)
+				for i := range q {
+					q[i] = []int8{127, -127}[i/qk%2]
+				}
+				checkTileQ8(t, "extreme", wt, w, 3, nb, intActivations(wt, q))
+			}
+			for _, name := range []string{wt.String() + ".q", "rnd." + wt.String() + ".q"} {
+				v, ok := vecs[name]
+				if !ok {
+					// The shared vectors have no Q5_1 weights.
+					t.Logf("no %s in the shared vectors", name)
+					continue
+				}
+				withVectors++
+				const n = 512 // the vectors are [512, 4]
+				a := quantized(wt, randActivations(rng, 8*n))
+				checkTileQ8(t, name, wt, v.data, v.n/n, n/qk, a)
+			}
+		}
+	})
+	if MaxLevel() >= AVX512 && tested < len(qTileTypes) {
+		t.Errorf("%d of %d eight-token tiles at AVX512", tested, len(qTileTypes))
+	}
+	if tested > 0 && withVectors == 0 {
+		t.Error("no tile checked on the shared vectors")
+	}
+}
+
+// TestTileF8 checks the eight-token F16 and BF16 tiles, at every level
+// that has them, against the level's vecDot bit for bit and the float64
+// reference, for row lengths with and without elements after the last
+// 16-element group and after the last 64-element chunk, several row
+// counts, and that nothing past the rows is written.
+func TestTileF8(t *testing.T) {
+	tested := 0
+	forEachLevel(t, func(t *testing.T) {
+		ks := active.Load()
+		rng := rand.New(rand.NewPCG(95, 96))
+		for _, wt := range []tensor.Type{tensor.F16, tensor.BF16} {
+			if ks.dot8[wt] == nil {
+				continue
+			}
+			tested++
+			for _, n := range []int{16, 17, 48, 64, 80, 100, 128, 200, 512, 1000} {
+				for _, nrows := range []int{1, 2, 5} {
+					w := randWeights(rng, wt, nrows*n)
+					a := quantized(wt, randActivations(rng, 8*n))
+					checkTileF8(t, wt, w, nrows, n, a)
+				}
+			}
+		}
+	})
+	if MaxLevel() >= AVX512 && tested < 2 {
+		t.Errorf("%d of 2 eight-token float tiles at AVX512", tested)
+	}
+}
+
+// checkTileF8 is checkTileQ8 for the float types (n elements per row).
+func checkTileF8(t *testing.T, wt tensor.Type, w []byte, nrows, n int, a []byte) {
+	t.Helper()
+	ks := active.Load()
+	wrb, arb := 2*n, 2*n
+	prep := make([]byte, prep8Bytes(wt, n))
+	prepareTile8For(wt, a, arb, n, prep)
+	ys := nrows + 3
+	y := make([]float32, 8*ys)
+	for i := range y {
+		y[i] = -7
+	}
+	ks.dot8[wt](w[:nrows*wrb], wrb, nrows, prep, n, y, ys)
+	for tk := 0; tk < 8; tk++ {
+		for r := 0; r < ys; r++ {
+			got := y[tk*ys+r]
+			if r >= nrows {
+				if got != -7 {
+					t.Fatalf("%s n %d: wrote y[%d] beyond the rows", wt, n, tk*ys+r)
+				}
+				continue
+			}
+			wr, at := w[r*wrb:(r+1)*wrb], a[tk*arb:(tk+1)*arb]
+			want := ks.vecDot[wt](n, wr, at)
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("%s n %d: row %d token %d = %v, vecDot %v", wt, n, r, tk, got, want)
+			}
+			ref, abs := refDot(wt, n, wr, at)
+			if !closeTo(got, ref, abs) {
+				t.Fatalf("%s n %d: row %d token %d = %v, reference %v (abs %g)", wt, n, r, tk, got, ref, abs)
+			}
+		}
+	}
+}
