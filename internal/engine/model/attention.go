@@ -108,7 +108,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 				continue
 			}
 			pages := attnPages(kv, l, &seqs[r.tokSeq[t]])
-			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
+			q := r.qRows[t*r.qStride+h*c.HeadDim:][:c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			npos := r.tokPos[t] + 1
 			// first position the token sees: 0, or the start of its
@@ -269,7 +269,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 	// Row p·group+g is query head kvh·group+g of token t0+p: the group's
 	// heads lie side by side in a token's Q row.
 	for p := range tl.np {
-		src := r.q[(tl.t0+p)*qDim+kvh*group*d:][:group*d]
+		src := r.qRows[(tl.t0+p)*r.qStride+kvh*group*d:][:group*d]
 		dst := ts.q32[p*group*d:][:group*d]
 		if f16 {
 			// llama.cpp rounds Q to half precision to meet an F16 K
