@@ -236,12 +236,24 @@ func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
 		defer r.attnPool.Put(sc)
 		for job := lo; job < hi; job++ {
 			// KV-head-major, so that a worker's consecutive tiles read the
-			// same head's pages; within a head the later (longer) tiles
-			// first, so the short ones even out the end.
-			kvh, ti := job/nt, nt-1-job%nt
+			// same head's pages; within a head the tiles go in pairs of a
+			// late (long) and an early (short) one, last with first, so
+			// that every run of jobs that the pool hands out in one chunk
+			// costs about the same under the causal mask (a tile's cost
+			// grows with its position).
+			kvh, ti := job/nt, pairOrder(job%nt, nt)
 			r.attendTile(kv, l, seqs, r.tiles[ti], kvh, &sc.tile)
 		}
 	})
+}
+
+// pairOrder returns the tile that runs j-th of n in a head's jobs: n-1, 0,
+// n-2, 1, ... (a long and a short tile in turn).
+func pairOrder(j, n int) int {
+	if j%2 == 0 {
+		return n - 1 - j/2
+	}
+	return j / 2
 }
 
 // attendTile computes the attention output of one tile for KV head kvh.

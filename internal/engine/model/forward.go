@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -56,6 +57,9 @@ type Runner struct {
 	// to be normalized with post first when post is not nil (pendingOut).
 	resid bool
 	post  []float32
+	// embedErr is the first error of the embedding round (embedMu).
+	embedMu  sync.Mutex
+	embedErr error
 
 	mvOps [kernels.MaxMatVecs]kernels.MatVec // matvecs' argument scratch
 
@@ -171,33 +175,64 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 		return make([][]float32, len(seqs)), nil
 	}
 	r.grow(n, nOut)
-	c := r.m.Config
-	// token embeddings
 	t := 0
 	for si, s := range seqs {
-		for i, tok := range s.Tokens {
+		for i := range s.Tokens {
 			r.tokPos[t] = s.Pos + i
 			r.tokSeq[t] = si
-			row := r.x[t*c.Dim : (t+1)*c.Dim]
-			if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), row); err != nil {
-				return nil, fmt.Errorf("embed token %d: %w", tok, err)
-			}
-			if c.EmbedScale != 0 {
-				for i := range row {
-					row[i] *= c.EmbedScale
-				}
-			}
 			t++
 		}
 	}
-	r.ropeTable(r.rope, n, c.RopeBase, c.RopeScale)
-	if c.swaRopeDiffers() {
-		r.ropeTable(r.ropeSWA, n, c.RopeBaseSWA, c.RopeScaleSWA)
+	// token embeddings and RoPE tables, token by token
+	if n < serialTokens {
+		err = r.embedRange(seqs, 0, n)
+	} else {
+		r.embedErr = nil
+		r.pool.Parallel(n, func(lo, hi int) {
+			if err := r.embedRange(seqs, lo, hi); err != nil {
+				r.embedMu.Lock()
+				r.embedErr = cmp.Or(r.embedErr, err)
+				r.embedMu.Unlock()
+			}
+		})
+		err, r.embedErr = r.embedErr, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	for l := range r.m.Layers {
 		r.layer(kv, l, seqs, n)
 	}
 	return r.output(seqs, n, nOut), nil
+}
+
+// serialTokens is the step size (tokens) under which Forward computes the
+// embeddings and RoPE tables on its own goroutine (about a microsecond per
+// token each).
+const serialTokens = 32
+
+// embedRange writes the embeddings of tokens [lo, hi) of the step into r.x
+// and their RoPE cos/sin into the tables.
+func (r *Runner) embedRange(seqs []Seq, lo, hi int) error {
+	c := &r.m.Config
+	for t := lo; t < hi; t++ {
+		s := &seqs[r.tokSeq[t]]
+		tok := s.Tokens[r.tokPos[t]-s.Pos]
+		row := r.x[t*c.Dim : (t+1)*c.Dim]
+		if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), row); err != nil {
+			return fmt.Errorf("embed token %d: %w", tok, err)
+		}
+		if c.EmbedScale != 0 {
+			for i := range row {
+				row[i] *= c.EmbedScale
+			}
+		}
+	}
+	r.ropeTable(r.rope, lo, hi, c.RopeBase, c.RopeScale)
+	if c.swaRopeDiffers() {
+		r.ropeTable(r.ropeSWA, lo, hi, c.RopeBaseSWA, c.RopeScaleSWA)
+	}
+	return nil
 }
 
 func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error) {
@@ -284,16 +319,16 @@ func (r *Runner) grow(n, nOut int) {
 	r.tokPos, r.tokSeq = r.tokPos[:n], r.tokSeq[:n]
 }
 
-// ropeTable fills dst with cos/sin for every token's position, computed as
+// ropeTable fills dst with cos/sin for tokens [lo, hi)'s positions, computed as
 // ggml's rope cache does: theta advances by base^(-2/n_rot) in float32, is
 // divided by the frequency factor, multiplied by the position scale, and
 // cos and sin are multiplied by the attention factor.
-func (r *Runner) ropeTable(dst []float32, n int, base, scale float32) {
+func (r *Runner) ropeTable(dst []float32, lo, hi int, base, scale float32) {
 	c := r.m.Config
 	half := c.RopeDim / 2
 	thetaScale := float32(math.Pow(float64(base), -2.0/float64(c.RopeDim)))
 	mscale := c.RopeAttnFactor
-	for t := range n {
+	for t := lo; t < hi; t++ {
 		theta := float32(r.tokPos[t])
 		tab := dst[t*c.RopeDim : (t+1)*c.RopeDim]
 		for i := range half {

@@ -92,3 +92,21 @@ func TestSpanOfRefusesGaps(t *testing.T) {
 		}
 	}
 }
+
+// TestPairOrder: pairOrder visits every tile once, and each pair of jobs
+// (2i, 2i+1) holds tiles whose indices sum to n-1.
+func TestPairOrder(t *testing.T) {
+	for n := 1; n <= 9; n++ {
+		seen := make([]bool, n)
+		for j := range n {
+			ti := pairOrder(j, n)
+			if ti < 0 || ti >= n || seen[ti] {
+				t.Fatalf("n=%d: job %d gets tile %d (seen before or out of range)", n, j, ti)
+			}
+			seen[ti] = true
+			if j%2 == 1 && pairOrder(j-1, n)+ti != n-1 {
+				t.Errorf("n=%d: jobs %d, %d get tiles %d, %d, which do not sum to %d", n, j-1, j, pairOrder(j-1, n), ti, n-1)
+			}
+		}
+	}
+}
