@@ -294,17 +294,32 @@ func (r *Runner) grow(n, nOut int) {
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	r.x = grow(r.x, n*c.Dim)
 	r.h = grow(r.h, n*max(c.Dim, qDim))
-	r.q = grow(r.q, n*qDim)
-	r.k = grow(r.k, n*kvDim)
-	r.v = grow(r.v, n*kvDim)
+	// Q|K|V and gate|up go through one matrix (qkvWeights, gateUpWeights)
+	// or apart, layer by layer (a mixed-type file may span some layers
+	// only): the scratch covers whichever the layers use.
+	fusedQKV, apartQKV, fusedFF := false, false, false
+	for i := range r.m.Layers {
+		ly := &r.m.Layers[i]
+		if ly.qkvWeights(n) != nil {
+			fusedQKV = true
+		} else {
+			apartQKV = true
+		}
+		fusedFF = fusedFF || ly.gateUpWeights(n) != nil
+	}
+	if apartQKV {
+		r.q = grow(r.q, n*qDim)
+		r.k = grow(r.k, n*kvDim)
+		r.v = grow(r.v, n*kvDim)
+	}
+	if fusedQKV {
+		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
+	}
 	r.attn = grow(r.attn, n*qDim)
 	r.gate = grow(r.gate, n*c.FF)
 	r.up = grow(r.up, n*c.FF)
-	if r.m.Layers[0].qkvWeights(n) != nil {
-		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
-	}
-	if r.m.Layers[0].gateUpWeights(n) != nil {
-		r.up = grow(r.up, n*2*c.FF) // fused gate|up
+	if fusedFF {
+		r.up = grow(r.up, n*2*c.FF) // gate|up rows
 	}
 	r.out = grow(r.out, n*c.Dim)
 	r.logits = grow(r.logits, nOut*c.Vocab)

@@ -36,6 +36,13 @@ func TestSpansBitIdentical(t *testing.T) {
 						i, ly.qkvSpan.Data != nil, ly.Q.Type, ly.K.Type, ly.V.Type, ly.gateUpSpan.Data != nil, ly.Gate.Type, ly.Up.Type)
 				}
 			}
+			spanned := 0
+			for _, ly := range m.Layers {
+				if ly.qkvSpan.Data != nil {
+					spanned++
+				}
+			}
+			t.Logf("%d of %d layers run Q|K|V as one product", spanned, len(m.Layers))
 			prompt := make([]int32, 70)
 			for i := range prompt {
 				prompt[i] = int32(3 + (i*37)%(m.Config.Vocab-3))
@@ -56,6 +63,11 @@ func TestSpansBitIdentical(t *testing.T) {
 				return slices.Clone(out[0])
 			}
 			with := run(2)
+			// layer 0 apart and the others spanned: the scratch must cover both
+			s0 := [2]Linear{m.Layers[0].qkvSpan, m.Layers[0].gateUpSpan}
+			m.Layers[0].qkvSpan, m.Layers[0].gateUpSpan = Linear{}, Linear{}
+			mixed := run(2)
+			m.Layers[0].qkvSpan, m.Layers[0].gateUpSpan = s0[0], s0[1]
 			spans := make([][2]Linear, len(m.Layers))
 			for i := range m.Layers {
 				ly := &m.Layers[i]
@@ -67,8 +79,9 @@ func TestSpansBitIdentical(t *testing.T) {
 				m.Layers[i].qkvSpan, m.Layers[i].gateUpSpan = spans[i][0], spans[i][1]
 			}
 			for i := range with {
-				if math.Float32bits(with[i]) != math.Float32bits(apart1[i]) || math.Float32bits(with[i]) != math.Float32bits(apart2[i]) {
-					t.Fatalf("logit %d: %g through the spans, %g / %g through separate products (1 / 2 threads)", i, with[i], apart1[i], apart2[i])
+				if b := math.Float32bits(with[i]); b != math.Float32bits(apart1[i]) || b != math.Float32bits(apart2[i]) || b != math.Float32bits(mixed[i]) {
+					t.Fatalf("logit %d: %g through the spans, %g / %g through separate products (1 / 2 threads), %g with layer 0 apart",
+						i, with[i], apart1[i], apart2[i], mixed[i])
 				}
 			}
 		})
