@@ -102,8 +102,10 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 		for job := lo; job < hi; job++ {
 			// Head-major: one worker's consecutive jobs are the tokens of one
 			// head (and the heads of one KV head follow each other), so the
-			// pages they read stay in cache from one query to the next.
-			t, h := job%n, job/n
+			// pages they read stay in cache from one query to the next; the
+			// tokens go in late/early pairs (pairOrder), so that each chunk
+			// of jobs costs about the same under the causal mask.
+			t, h := pairOrder(job%n, n), job/n
 			if skipTiled && r.tiled(len(seqs[r.tokSeq[t]].Tokens)) {
 				continue
 			}
