@@ -102,13 +102,15 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 		for job := lo; job < hi; job++ {
 			// Head-major: one worker's consecutive jobs are the tokens of one
 			// head (and the heads of one KV head follow each other), so the
-			// pages they read stay in cache from one query to the next.
-			t, h := job%n, job/n
+			// pages they read stay in cache from one query to the next; the
+			// tokens go in late/early pairs (pairOrder), so that each chunk
+			// of jobs costs about the same under the causal mask.
+			t, h := pairOrder(job%n, n), job/n
 			if skipTiled && r.tiled(len(seqs[r.tokSeq[t]].Tokens)) {
 				continue
 			}
 			pages := attnPages(kv, l, &seqs[r.tokSeq[t]])
-			q := r.q[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
+			q := r.qRows[t*r.qStride+h*c.HeadDim:][:c.HeadDim]
 			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
 			npos := r.tokPos[t] + 1
 			// first position the token sees: 0, or the start of its
@@ -236,12 +238,24 @@ func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
 		defer r.attnPool.Put(sc)
 		for job := lo; job < hi; job++ {
 			// KV-head-major, so that a worker's consecutive tiles read the
-			// same head's pages; within a head the later (longer) tiles
-			// first, so the short ones even out the end.
-			kvh, ti := job/nt, nt-1-job%nt
+			// same head's pages; within a head the tiles go in pairs of a
+			// late (long) and an early (short) one, last with first, so
+			// that every run of jobs that the pool hands out in one chunk
+			// costs about the same under the causal mask (a tile's cost
+			// grows with its position).
+			kvh, ti := job/nt, pairOrder(job%nt, nt)
 			r.attendTile(kv, l, seqs, r.tiles[ti], kvh, &sc.tile)
 		}
 	})
+}
+
+// pairOrder returns the tile that runs j-th of n in a head's jobs: n-1, 0,
+// n-2, 1, ... (a long and a short tile in turn).
+func pairOrder(j, n int) int {
+	if j%2 == 0 {
+		return n - 1 - j/2
+	}
+	return j / 2
 }
 
 // attendTile computes the attention output of one tile for KV head kvh.
@@ -269,7 +283,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 	// Row p·group+g is query head kvh·group+g of token t0+p: the group's
 	// heads lie side by side in a token's Q row.
 	for p := range tl.np {
-		src := r.q[(tl.t0+p)*qDim+kvh*group*d:][:group*d]
+		src := r.qRows[(tl.t0+p)*r.qStride+kvh*group*d:][:group*d]
 		dst := ts.q32[p*group*d:][:group*d]
 		if f16 {
 			// llama.cpp rounds Q to half precision to meet an F16 K

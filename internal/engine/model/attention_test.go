@@ -73,6 +73,7 @@ func newAttnBench(t testing.TB, pool *kernels.Pool, c Config, pt int, dt tensor.
 	for i := range r.q {
 		r.q[i] = float32(rng.NormFloat64() * qGain)
 	}
+	r.setQKV(r.q, qDim, nil, nil, 0)
 	r.attn = make([]float32, b.n*qDim)
 	return b
 }

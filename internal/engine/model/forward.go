@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -46,6 +47,19 @@ type Runner struct {
 	ropeSWA                            []float32 // the same for sliding-window layers with their own RoPE
 	tokPos                             []int     // per token: position
 	tokSeq                             []int     // per token: sequence index
+
+	// The step's projections as attention and the cache writes read them
+	// (setQKV): token t's query at qRows[t*qStride:], key and value at
+	// kRows/vRows[t*kvStride:]; they alias q, k, v or the fused qkv.
+	qRows, kRows, vRows []float32
+	qStride, kvStride   int
+	// resid says that r.out holds a block output not yet added to r.x,
+	// to be normalized with post first when post is not nil (pendingOut).
+	resid bool
+	post  []float32
+	// embedErr is the first error of the embedding round (embedMu).
+	embedMu  sync.Mutex
+	embedErr error
 
 	mvOps [kernels.MaxMatVecs]kernels.MatVec // matvecs' argument scratch
 
@@ -161,33 +175,64 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 		return make([][]float32, len(seqs)), nil
 	}
 	r.grow(n, nOut)
-	c := r.m.Config
-	// token embeddings
 	t := 0
 	for si, s := range seqs {
-		for i, tok := range s.Tokens {
+		for i := range s.Tokens {
 			r.tokPos[t] = s.Pos + i
 			r.tokSeq[t] = si
-			row := r.x[t*c.Dim : (t+1)*c.Dim]
-			if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), row); err != nil {
-				return nil, fmt.Errorf("embed token %d: %w", tok, err)
-			}
-			if c.EmbedScale != 0 {
-				for i := range row {
-					row[i] *= c.EmbedScale
-				}
-			}
 			t++
 		}
 	}
-	r.ropeTable(r.rope, n, c.RopeBase, c.RopeScale)
-	if c.swaRopeDiffers() {
-		r.ropeTable(r.ropeSWA, n, c.RopeBaseSWA, c.RopeScaleSWA)
+	// token embeddings and RoPE tables, token by token
+	if n < serialTokens {
+		err = r.embedRange(seqs, 0, n)
+	} else {
+		r.embedErr = nil
+		r.pool.Parallel(n, func(lo, hi int) {
+			if err := r.embedRange(seqs, lo, hi); err != nil {
+				r.embedMu.Lock()
+				r.embedErr = cmp.Or(r.embedErr, err)
+				r.embedMu.Unlock()
+			}
+		})
+		err, r.embedErr = r.embedErr, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	for l := range r.m.Layers {
 		r.layer(kv, l, seqs, n)
 	}
 	return r.output(seqs, n, nOut), nil
+}
+
+// serialTokens is the step size (tokens) under which Forward computes the
+// embeddings and RoPE tables on its own goroutine (about a microsecond per
+// token each).
+const serialTokens = 32
+
+// embedRange writes the embeddings of tokens [lo, hi) of the step into r.x
+// and their RoPE cos/sin into the tables.
+func (r *Runner) embedRange(seqs []Seq, lo, hi int) error {
+	c := &r.m.Config
+	for t := lo; t < hi; t++ {
+		s := &seqs[r.tokSeq[t]]
+		tok := s.Tokens[r.tokPos[t]-s.Pos]
+		row := r.x[t*c.Dim : (t+1)*c.Dim]
+		if err := tensor.Dequantize(r.m.Embed.Type, r.m.Embed.Row(int(tok)), row); err != nil {
+			return fmt.Errorf("embed token %d: %w", tok, err)
+		}
+		if c.EmbedScale != 0 {
+			for i := range row {
+				row[i] *= c.EmbedScale
+			}
+		}
+	}
+	r.ropeTable(r.rope, lo, hi, c.RopeBase, c.RopeScale)
+	if c.swaRopeDiffers() {
+		r.ropeTable(r.ropeSWA, lo, hi, c.RopeBaseSWA, c.RopeScaleSWA)
+	}
+	return nil
 }
 
 func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error) {
@@ -249,17 +294,32 @@ func (r *Runner) grow(n, nOut int) {
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	r.x = grow(r.x, n*c.Dim)
 	r.h = grow(r.h, n*max(c.Dim, qDim))
-	r.q = grow(r.q, n*qDim)
-	r.k = grow(r.k, n*kvDim)
-	r.v = grow(r.v, n*kvDim)
+	// Q|K|V and gate|up go through one matrix (qkvWeights, gateUpWeights)
+	// or apart, layer by layer (a mixed-type file may span some layers
+	// only): the scratch covers whichever the layers use.
+	fusedQKV, apartQKV, fusedFF := false, false, false
+	for i := range r.m.Layers {
+		ly := &r.m.Layers[i]
+		if ly.qkvWeights(n) != nil {
+			fusedQKV = true
+		} else {
+			apartQKV = true
+		}
+		fusedFF = fusedFF || ly.gateUpWeights(n) != nil
+	}
+	if apartQKV {
+		r.q = grow(r.q, n*qDim)
+		r.k = grow(r.k, n*kvDim)
+		r.v = grow(r.v, n*kvDim)
+	}
+	if fusedQKV {
+		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
+	}
 	r.attn = grow(r.attn, n*qDim)
 	r.gate = grow(r.gate, n*c.FF)
 	r.up = grow(r.up, n*c.FF)
-	if r.m.Layers[0].QKV.Data != nil {
-		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
-	}
-	if r.m.Layers[0].Gate.Data == nil {
-		r.up = grow(r.up, n*2*c.FF) // fused gate|up
+	if fusedFF {
+		r.up = grow(r.up, n*2*c.FF) // gate|up rows
 	}
 	r.out = grow(r.out, n*c.Dim)
 	r.logits = grow(r.logits, nOut*c.Vocab)
@@ -274,16 +334,16 @@ func (r *Runner) grow(n, nOut int) {
 	r.tokPos, r.tokSeq = r.tokPos[:n], r.tokSeq[:n]
 }
 
-// ropeTable fills dst with cos/sin for every token's position, computed as
+// ropeTable fills dst with cos/sin for tokens [lo, hi)'s positions, computed as
 // ggml's rope cache does: theta advances by base^(-2/n_rot) in float32, is
 // divided by the frequency factor, multiplied by the position scale, and
 // cos and sin are multiplied by the attention factor.
-func (r *Runner) ropeTable(dst []float32, n int, base, scale float32) {
+func (r *Runner) ropeTable(dst []float32, lo, hi int, base, scale float32) {
 	c := r.m.Config
 	half := c.RopeDim / 2
 	thetaScale := float32(math.Pow(float64(base), -2.0/float64(c.RopeDim)))
 	mscale := c.RopeAttnFactor
-	for t := range n {
+	for t := lo; t < hi; t++ {
 		theta := float32(r.tokPos[t])
 		tab := dst[t*c.RopeDim : (t+1)*c.RopeDim]
 		for i := range half {
@@ -408,21 +468,58 @@ func addBias(y, b []float32, n int) {
 }
 
 // normTokens writes the RMS norm of each of the n token rows of r.x, with
-// weights w, into r.h: on the caller for a small step (no pool round, no
-// closure), else split over the pool by token.
+// weights w, into r.h, first adding a pending block output (see
+// pendingOut): on the caller for a small step (no pool round, no closure),
+// else split over the pool by token.
 func (r *Runner) normTokens(w []float32, n int) {
 	c := &r.m.Config
 	if n*c.Dim < serialElems {
-		for t := range n {
-			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], w, c.NormEps)
-		}
+		r.normRange(w, 0, n)
+	} else {
+		r.pool.Parallel(n, func(lo, hi int) { r.normRange(w, lo, hi) })
+	}
+	r.resid = false
+}
+
+// normRange is normTokens for tokens [lo, hi).
+func (r *Runner) normRange(w []float32, lo, hi int) {
+	c := &r.m.Config
+	for t := lo; t < hi; t++ {
+		x := r.x[t*c.Dim : (t+1)*c.Dim]
+		r.addPending(x, t)
+		rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], x, w, c.NormEps)
+	}
+}
+
+// pendingOut records that the block output in r.out (attention's or the
+// feed-forward's) is still to be added to the residual stream r.x, after
+// an RMS norm with weights post when post is not nil (gemma's post-block
+// norms). The next pass over the tokens' rows (normTokens, or output after
+// the last layer) does it token by token, inside its own pool round, so
+// the step has no serial pass over all of r.x per block.
+func (r *Runner) pendingOut(post []float32) { r.resid, r.post = true, post }
+
+// addPending adds token t's pending block output to its residual row x,
+// if there is one (pendingOut).
+func (r *Runner) addPending(x []float32, t int) {
+	if !r.resid {
 		return
 	}
-	r.pool.Parallel(n, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			rmsNorm(r.h[t*c.Dim:(t+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], w, c.NormEps)
-		}
-	})
+	c := &r.m.Config
+	out := r.out[t*c.Dim : (t+1)*c.Dim]
+	if r.post != nil {
+		rmsNorm(out, out, r.post, c.NormEps)
+	}
+	for i := range x {
+		x[i] += out[i]
+	}
+}
+
+// setQKV points the attention inputs at the step's projections: token t's
+// query at q[t*qStride:], its key and value at k[t*kvStride:] and
+// v[t*kvStride:].
+func (r *Runner) setQKV(q []float32, qStride int, k, v []float32, kvStride int) {
+	r.qRows, r.kRows, r.vRows, r.qStride, r.kvStride = q, k, v, qStride, kvStride
 }
 
 func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
@@ -430,47 +527,27 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	ly := &r.m.Layers[l]
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	r.normTokens(ly.AttnNorm, n)
-	if ly.QKV.Data != nil {
-		r.matmul(&ly.QKV, r.h, n, r.qkv)
+	switch qkv := ly.qkvWeights(n); {
+	case qkv != nil:
+		// one product for Q|K|V; the rows are read in place
+		r.matmul(qkv, r.h, n, r.qkv)
 		w := qDim + 2*kvDim
-		addBias(r.qkv, ly.QKVBias, n)
-		for t := range n {
-			row := r.qkv[t*w : (t+1)*w]
-			copy(r.q[t*qDim:(t+1)*qDim], row[:qDim])
-			copy(r.k[t*kvDim:(t+1)*kvDim], row[qDim:qDim+kvDim])
-			copy(r.v[t*kvDim:(t+1)*kvDim], row[qDim+kvDim:])
-		}
-	} else if n == 1 {
+		r.setQKV(r.qkv, w, r.qkv[qDim:], r.qkv[qDim+kvDim:], w)
+	case n == 1:
 		// one round for the three products of one input
 		r.matvecs(r.h, &ly.Q, r.q, &ly.K, r.k, &ly.V, r.v)
-	} else {
+		r.setQKV(r.q, qDim, r.k, r.v, kvDim)
+	default:
 		r.matmul(&ly.Q, r.h, n, r.q)
 		r.matmul(&ly.K, r.h, n, r.k)
 		r.matmul(&ly.V, r.h, n, r.v)
+		r.setQKV(r.q, qDim, r.k, r.v, kvDim)
 	}
-	addBias(r.q, ly.QBias, n)
-	addBias(r.k, ly.KBias, n)
-	addBias(r.v, ly.VBias, n)
-	if ly.QNorm != nil {
-		headNorm(r.q[:n*qDim], ly.QNorm, c.HeadDim, c.NormEps)
-		headNorm(r.k[:n*kvDim], ly.KNorm, c.HeadDim, c.NormEps)
-	}
-	rope := r.rope
-	if c.Window(l) > 0 && c.swaRopeDiffers() {
-		rope = r.ropeSWA
-	}
-	for t := range n {
-		tab := rope[t*c.RopeDim : (t+1)*c.RopeDim]
-		r.applyRope(r.q[t*qDim:(t+1)*qDim], c.Heads, tab)
-		if c.QueryScale != 0 {
-			for i := range r.q[t*qDim : (t+1)*qDim] {
-				r.q[t*qDim+i] *= c.QueryScale
-			}
-		}
-		r.applyRope(r.k[t*kvDim:(t+1)*kvDim], c.KVHeads, tab)
-		pages := seqs[r.tokSeq[t]].layerPages(kv, l)
-		storeRow(kv.KRow(l, pages, r.tokPos[t]), r.k[t*kvDim:(t+1)*kvDim], kv.Config().DType)
-		storeRow(kv.VRow(l, pages, r.tokPos[t]), r.v[t*kvDim:(t+1)*kvDim], kv.Config().DType)
+	// biases, Q/K norms, RoPE and the K/V cache rows, token by token
+	if n*(qDim+2*kvDim) < serialElems {
+		r.prepRange(kv, l, seqs, 0, n)
+	} else {
+		r.pool.Parallel(n, func(lo, hi int) { r.prepRange(kv, l, seqs, lo, hi) })
 	}
 	if r.layerHook != nil {
 		r.layerHook(l)
@@ -479,23 +556,19 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	r.attention(kv, l, seqs, n)
 	r.times.Attention += time.Since(attStart)
 	r.matmul(&ly.O, r.attn, n, r.out)
-	r.postNorm(ly.PostAttnNorm, n)
-	for i := range n * c.Dim {
-		r.x[i] += r.out[i]
-	}
+	r.pendingOut(ly.PostAttnNorm)
 	r.normTokens(ly.FFNNorm, n)
-	if ly.Gate.Data == nil {
-		// fused gate|up (phi3): each token's row holds FF gate values, then FF up values
-		r.matmul(&ly.Up, r.h, n, r.up)
-		ff := c.FF
-		r.pool.Parallel(n, func(lo, hi int) {
-			for t := lo; t < hi; t++ {
-				row, g := r.up[t*2*ff:(t+1)*2*ff], r.gate[t*ff:(t+1)*ff]
-				copy(g, row[:ff])
-				kernels.SwiGLU(g, row[ff:])
-			}
-		})
-	} else {
+	switch gu := ly.gateUpWeights(n); {
+	case gu != nil:
+		// one product for gate|up: each token's row holds FF gate values,
+		// then FF up values
+		r.matmul(gu, r.h, n, r.up)
+		if n*c.FF < serialElems {
+			r.actRange(0, n)
+		} else {
+			r.pool.Parallel(n, r.actRange)
+		}
+	default:
 		if n == 1 {
 			r.matvecs(r.h, &ly.Gate, r.gate, &ly.Up, r.up, nil, nil)
 		} else {
@@ -516,32 +589,69 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		}
 	}
 	r.matmul(&ly.Down, r.gate, n, r.out)
-	r.postNorm(ly.PostFFNNorm, n)
-	for i := range n * c.Dim {
-		r.x[i] += r.out[i]
+	r.pendingOut(ly.PostFFNNorm)
+}
+
+// prepRange readies tokens [lo, hi) of layer l for attention: it adds the
+// Q/K/V biases, applies the Q/K norms, rotates Q and K (RoPE), scales Q
+// and writes K and V into the sequence's cache rows. Each token's
+// operations are independent of the others', so any split of the tokens
+// gives the same bits.
+func (r *Runner) prepRange(kv *kvcache.Cache, l int, seqs []Seq, lo, hi int) {
+	c := &r.m.Config
+	ly := &r.m.Layers[l]
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	rope := r.rope
+	if c.Window(l) > 0 && c.swaRopeDiffers() {
+		rope = r.ropeSWA
+	}
+	dt := kv.Config().DType
+	for t := lo; t < hi; t++ {
+		q := r.qRows[t*r.qStride:][:qDim]
+		k := r.kRows[t*r.kvStride:][:kvDim]
+		v := r.vRows[t*r.kvStride:][:kvDim]
+		if ly.QKVBias != nil {
+			addBias(r.qkv[t*(qDim+2*kvDim):], ly.QKVBias, 1)
+		}
+		addBias(q, ly.QBias, 1)
+		addBias(k, ly.KBias, 1)
+		addBias(v, ly.VBias, 1)
+		if ly.QNorm != nil {
+			headNorm(q, ly.QNorm, c.HeadDim, c.NormEps)
+			headNorm(k, ly.KNorm, c.HeadDim, c.NormEps)
+		}
+		tab := rope[t*c.RopeDim : (t+1)*c.RopeDim]
+		r.applyRope(q, c.Heads, tab)
+		if c.QueryScale != 0 {
+			for i := range q {
+				q[i] *= c.QueryScale
+			}
+		}
+		r.applyRope(k, c.KVHeads, tab)
+		pages := seqs[r.tokSeq[t]].layerPages(kv, l)
+		storeRow(kv.KRow(l, pages, r.tokPos[t]), k, dt)
+		storeRow(kv.VRow(l, pages, r.tokPos[t]), v, dt)
 	}
 }
 
-// postNorm RMS-normalizes the block output in r.out in place with weights w
-// (gemma's post-attention and post-FFN norms); nil w leaves it alone.
-func (r *Runner) postNorm(w []float32, n int) {
-	if w == nil {
-		return
-	}
+// actRange computes the gated activation of tokens [lo, hi) from the fused
+// gate|up rows in r.up into r.gate: g = act(gate)·up, as the separate
+// products' path computes it element by element.
+func (r *Runner) actRange(lo, hi int) {
 	c := &r.m.Config
-	if n*c.Dim < serialElems {
-		for t := range n {
-			row := r.out[t*c.Dim : (t+1)*c.Dim]
-			rmsNorm(row, row, w, c.NormEps)
+	ff := c.FF
+	for t := lo; t < hi; t++ {
+		row, g := r.up[t*2*ff:(t+1)*2*ff], r.gate[t*ff:(t+1)*ff]
+		if c.Act == ActGELU {
+			u := row[ff:]
+			for i := range g {
+				g[i] = geluF16(row[i]) * u[i]
+			}
+			continue
 		}
-		return
+		copy(g, row[:ff])
+		kernels.SwiGLU(g, row[ff:])
 	}
-	r.pool.Parallel(n, func(lo, hi int) {
-		for t := lo; t < hi; t++ {
-			row := r.out[t*c.Dim : (t+1)*c.Dim]
-			rmsNorm(row, row, w, c.NormEps)
-		}
-	})
 }
 
 // headNorm RMS-normalizes every head (headDim values) of x in place with
@@ -596,12 +706,16 @@ func (r *Runner) output(seqs []Seq, n, nOut int) [][]float32 {
 	for _, s := range seqs {
 		for i := range s.Tokens {
 			if s.AllLogits || i == len(s.Tokens)-1 {
+				// the last layer's feed-forward output joins the residual
+				// stream here, for the rows that need it
+				r.addPending(r.x[t*c.Dim:(t+1)*c.Dim], t)
 				rmsNorm(rows[o*c.Dim:(o+1)*c.Dim], r.x[t*c.Dim:(t+1)*c.Dim], r.m.OutputNorm, c.NormEps)
 				o++
 			}
 			t++
 		}
 	}
+	r.resid = false
 	r.matmul(&r.m.Output, rows, nOut, r.logits)
 	if capv := c.FinalSoftcap; capv != 0 {
 		inv := 1 / capv

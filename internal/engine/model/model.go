@@ -36,6 +36,11 @@ type Layer struct {
 	// (Gate.Data == nil, phi3) Up is the fused gate|up matrix of 2·FF rows.
 	Gate, Up, Down Linear
 	PostFFNNorm    []float32 // post_ffw_norm; nil unless Config.PostNorms
+
+	// qkvSpan and gateUpSpan are Q|K|V and Gate|Up as one matrix, when
+	// the file stores the tensors back to back with one type (spanOf); a
+	// multi-token step then runs each as one product.
+	qkvSpan, gateUpSpan Linear
 }
 
 // Model is a loaded model: its configuration, tokenizer and weights. It is
@@ -170,6 +175,15 @@ func FromFile(f *gguf.File) (*Model, error) {
 	}
 	if l.err != nil {
 		return nil, l.err
+	}
+	for i := range m.Layers {
+		ly := &m.Layers[i]
+		if ly.QKV.Data == nil {
+			ly.qkvSpan = spanOf(&ly.Q, &ly.K, &ly.V)
+		}
+		if ly.Gate.Data != nil {
+			ly.gateUpSpan = spanOf(&ly.Gate, &ly.Up)
+		}
 	}
 	return m, nil
 }
