@@ -87,6 +87,8 @@ many times the decode worker's (0: never).`,
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.Float64Var(&pdSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
+	fs.BoolVar(&o.LendCores, "lend-cores", true, "let the workers share this host's cores by priority (a decode worker's steps with prompt tokens borrow the prefill worker's cores, "+
+		"a prefill worker borrows an idle decode worker's); each worker's pool then has a thread per core and --threads is ignored; false: each worker runs on its --threads alone")
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
 	return cmd
 }
