@@ -34,7 +34,7 @@ const (
 	slotPID  = 2 // the owner's process id, for debugging
 
 	regionWords   = slotBase + MaxSlots*slotWords
-	regionBytes   = 4096 // a page; regionWords*8 fits
+	regionBytes   = 4096               // a page; regionWords*8 fits
 	regionMagic   = 0x74616e64656d636c // "tandemcl"
 	regionVersion = 1
 	starvingBit   = 1 << 8
