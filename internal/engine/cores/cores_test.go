@@ -1,11 +1,15 @@
 package cores_test
 
 import (
+	"encoding/json"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"tandem/internal/engine/cores"
 	"tandem/internal/engine/kernels"
@@ -362,4 +366,40 @@ func TestBorrowedAccounting(t *testing.T) {
 			t.Errorf("stats %+v: want 1 s borrowed (one core beyond the share of 1 for 1 s), 0 held", s)
 		}
 	})
+}
+
+func TestDebugHandlerAndCollector(t *testing.T) {
+	r := newRegion(t, 2, 2)
+	l := newLease(t, r, 1, cores.Options{})
+	end := l.Step(cores.Urgent)
+	l.Acquire()
+	rec := httptest.NewRecorder()
+	cores.DebugHandler(l).ServeHTTP(rec, httptest.NewRequest("GET", "/debug/cores", nil))
+	var got struct {
+		Slot, Cores int
+		Slots       []cores.SlotInfo
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("debug JSON: %v: %s", err, rec.Body)
+	}
+	if got.Slot != 1 || got.Cores != 2 || len(got.Slots) != 2 || got.Slots[1].Priority != "urgent" || got.Slots[1].Held != 1 || !got.Slots[1].Live || got.Slots[0].Live {
+		t.Errorf("debug state %+v: want slot 1 of 2 live, urgent, holding 1; slot 0 not live", got)
+	}
+	l.Release()
+	end()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(cores.NewCollector(l))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, want := range []string{"tandem_core_lease_borrowed_seconds_total", "tandem_core_lease_lent_seconds_total", "tandem_core_lease_cores_held"} {
+		if !names[want] {
+			t.Errorf("no %s among %v", want, names)
+		}
+	}
 }

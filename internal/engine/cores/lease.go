@@ -259,6 +259,16 @@ func (l *Lease) account(d int) {
 	l.mu.Unlock()
 }
 
+// Acquire polls the region while it waits: a few yields, then naps from
+// minNap doubling to maxNap, so a short wait (a helper of another process
+// finishing its chunk) ends within tens of microseconds and a long one (a
+// lower priority parked behind an urgent step) costs a wake-up a
+// millisecond.
+const (
+	minNap = 20 * time.Microsecond
+	maxNap = time.Millisecond
+)
+
 // Acquire implements kernels.CoreLease: it returns once the calling
 // thread holds a core. While the policy gives this process none (another
 // has priority) or none is free, it waits, polling the region; past
@@ -270,11 +280,13 @@ func (l *Lease) Acquire() {
 	}
 	start := time.Now()
 	starving := false
+	nap := minNap
 	for i := 0; ; i++ {
 		if i < 64 {
 			runtime.Gosched()
 		} else {
-			time.Sleep(50 * time.Microsecond)
+			time.Sleep(nap)
+			nap = min(2*nap, maxNap)
 		}
 		if l.take() {
 			break

@@ -1,7 +1,6 @@
 package cores
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -46,8 +45,7 @@ const (
 // worker opens it (Open) and takes its slot (Region.Lease).
 type Region struct {
 	f     *os.File
-	mem   []byte
-	w     []atomic.Uint64
+	w     []atomic.Uint64 // the mapped page
 	cores int
 	slots int
 }
@@ -134,7 +132,7 @@ func mapRegion(f *os.File) (*Region, error) {
 	}
 	// mmap returns page-aligned memory, so every word is 8-byte aligned.
 	w := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&mem[0])), regionWords)
-	return &Region{f: f, mem: mem, w: w}, nil
+	return &Region{f: f, w: w}, nil
 }
 
 // Cores returns how many cores the region shares.
@@ -146,15 +144,18 @@ func (r *Region) Slots() int { return r.slots }
 // File returns the region's file, to pass to a child (exec.Cmd.ExtraFiles).
 func (r *Region) File() *os.File { return r.f }
 
-// Close unmaps the region and closes its file. Leases taken from it must
-// be closed first.
+// Close closes the region's file. The mapping itself stays until the
+// process exits (one page): a pool helper may still give back a core just
+// after the last round returned (the caller waits for chunks, not for
+// helpers), and must find mapped memory. Leases taken from it should be
+// closed first. Close is idempotent.
 func (r *Region) Close() error {
-	if r.mem == nil {
+	if r.f == nil {
 		return nil
 	}
-	err := unix.Munmap(r.mem)
-	r.mem, r.w = nil, nil
-	return errors.Join(err, r.f.Close())
+	err := r.f.Close()
+	r.f = nil
+	return err
 }
 
 func (r *Region) slot(i, word int) *atomic.Uint64 { return &r.w[slotBase+i*slotWords+word] }
