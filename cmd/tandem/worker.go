@@ -114,6 +114,7 @@ type pdFlags struct {
 	shmMiB       int    // --kv-shm-mib: shared-memory region per connection
 	coreLease    string // --core-lease: fd:N or a path; "": no lending
 	coreSlot     int    // --core-lease-slot
+	corePrio     string // --core-lease-priority
 	faultSpec    string // only settable in -tags tandemfaults builds
 }
 
@@ -128,6 +129,8 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.coreLease, "core-lease", "", "share this host's cores with the other workers of `tandem up` through the core lease region it made (fd:N or a path): "+
 		"the kernel pool gets a thread per core of the region, and runs on as many as the lease gives it by priority (--threads is then ignored); empty: no lending")
 	fs.IntVar(&f.coreSlot, "core-lease-slot", 0, "this worker's slot in the --core-lease region")
+	fs.StringVar(&f.corePrio, "core-lease-priority", "prompt", "how a worker's steps rank on the core lease: prompt (a decode worker's steps that carry prompt tokens are urgent and "+
+		"take every core; all other steps share evenly) or even (every step shares evenly: cores go only to idle workers)")
 	registerFaultFlags(fs, f)
 }
 
@@ -187,7 +190,9 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		}
 		defer lease.Close()
 		f.ef.threads = lease.Cores()
-		f.cfg.StepHook = stepPriority(lease, role)
+		if f.cfg.StepHook, err = stepPriority(lease, role, pd.corePrio); err != nil {
+			return err
+		}
 	}
 	r, pool, closeAll, err := f.ef.open(ctx)
 	if err != nil {
@@ -314,15 +319,22 @@ func pdRoleName(r room.Role) string {
 }
 
 // stepPriority returns the engine step hook that gives a PD worker's steps
-// their priority on the core lease: a decode worker's steps that carry
-// prompt tokens (short prompts prefilled locally: someone waits on their
-// first token) are urgent, its other steps and every prefill worker step
-// normal, and no step at all idle (the others may use the cores).
-func stepPriority(l *cores.Lease, role room.Role) func(prefill, decodes int) func() {
-	return func(prefill, _ int) func() {
-		if role == room.RoleDecode && prefill > 0 {
-			return l.Step(cores.Urgent)
-		}
-		return l.Step(cores.Normal)
+// their priority on the core lease. Mode "prompt": a decode worker's steps
+// that carry prompt tokens (short prompts prefilled locally: someone waits
+// on their first token) are urgent, its other steps and every prefill
+// worker step normal; mode "even": every step normal. Between steps the
+// worker is idle (the others may use its cores).
+func stepPriority(l *cores.Lease, role room.Role, mode string) (func(prefill, decodes int) func(), error) {
+	switch mode {
+	case "prompt":
+		return func(prefill, _ int) func() {
+			if role == room.RoleDecode && prefill > 0 {
+				return l.Step(cores.Urgent)
+			}
+			return l.Step(cores.Normal)
+		}, nil
+	case "even":
+		return func(int, int) func() { return l.Step(cores.Normal) }, nil
 	}
+	return nil, fmt.Errorf("--core-lease-priority %q is not supported: use prompt or even", mode)
 }
