@@ -1,8 +1,12 @@
 package cores_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -402,4 +406,74 @@ func TestDebugHandlerAndCollector(t *testing.T) {
 			t.Errorf("no %s among %v", want, names)
 		}
 	}
+}
+
+// childEnv makes the test binary act as a borrower process (see
+// TestMain): it maps the region from fd 3, takes every core at urgent
+// priority, says so on stdout and waits to be killed.
+const childEnv = "TANDEM_CORES_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		r, err := cores.Open("fd:3")
+		if err != nil {
+			fmt.Println("child:", err)
+			os.Exit(2)
+		}
+		l, err := r.Lease(1, cores.Options{TTL: 200 * time.Millisecond})
+		if err != nil {
+			fmt.Println("child:", err)
+			os.Exit(2)
+		}
+		l.Step(cores.Urgent)
+		l.Acquire()
+		for l.TryAcquire() {
+		}
+		fmt.Println("holding")
+		select {}
+	}
+	os.Exit(m.Run())
+}
+
+// TestKilledBorrowerProcess: a real process that holds every core of the
+// region is SIGKILLed; the lender's round, parked behind it, runs once
+// the dead process's heartbeat is older than the TTL, and its cores are
+// reclaimed.
+func TestKilledBorrowerProcess(t *testing.T) {
+	r := newRegion(t, 2, 2)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.ExtraFiles = []*os.File{r.File()}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "holding\n" {
+		t.Fatalf("child said %q (%v), want holding", line, err)
+	}
+	if r.Held(1) != 2 {
+		t.Fatalf("the child holds %d cores, want 2", r.Held(1))
+	}
+	lender := newLease(t, r, 0, cores.Options{TTL: 200 * time.Millisecond, MaxPark: time.Hour, MaxWait: time.Hour})
+	if lender.TryAcquire() {
+		t.Fatal("the lender took a core from a live urgent holder")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	lender.Acquire() // returns only once the child's cores are reclaimed (MaxWait is an hour)
+	if s := lender.Stats(); s.Reclaimed != 2 || s.Forced != 0 {
+		t.Errorf("lender stats %+v: want 2 cores reclaimed, none forced", s)
+	}
+	lender.Release()
 }
