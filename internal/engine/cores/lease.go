@@ -48,8 +48,9 @@ type Lease struct {
 	o    Options
 	base int // the even share: cores/slots, at least 1
 
-	prio atomic.Uint32 // the current step's Priority; Idle between steps
-	over atomic.Int32  // cores taken without the alloc word (Acquire past MaxWait)
+	prio   atomic.Uint32 // the current step's Priority; Idle between steps
+	beatAt atomic.Int64  // unix nanoseconds of the last heartbeat written
+	over   atomic.Int32  // cores taken without the alloc word (Acquire past MaxWait)
 
 	mu    sync.Mutex // the accounting below
 	held  int        // cores this process holds (alloc's and over's)
@@ -100,7 +101,20 @@ func (l *Lease) Slot() int { return l.slot }
 // round of this process's pool can run on.
 func (l *Lease) Cores() int { return l.r.cores }
 
-func (l *Lease) beat() { l.r.slot(l.slot, slotBeat).Store(uint64(time.Now().UnixNano())) }
+func (l *Lease) beat() {
+	now := time.Now().UnixNano()
+	l.beatAt.Store(now)
+	l.r.slot(l.slot, slotBeat).Store(uint64(now))
+}
+
+// beatIfDue refreshes the heartbeat when the last one is older than TTL/8:
+// a process taking cores is alive even when its heartbeat goroutine is
+// late (on an overloaded host a second can pass between its runs).
+func (l *Lease) beatIfDue() {
+	if time.Now().UnixNano()-l.beatAt.Load() > int64(l.o.TTL/8) {
+		l.beat()
+	}
+}
 
 func (l *Lease) heartbeat() {
 	defer close(l.done)
@@ -221,6 +235,7 @@ func (l *Lease) take() bool {
 		}
 		if a.CompareAndSwap(v, v+1<<(8*l.slot)) {
 			l.account(+1)
+			l.beatIfDue()
 			return true
 		}
 	}
