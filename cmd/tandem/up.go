@@ -34,7 +34,10 @@ synthesizes a small random-weight Llama (cached under the user cache folder)
 so it runs on a fresh machine. --pd-threshold is the router's: prompts under that many
 tokens run as one local leg on a decode worker (0: every request is disaggregated);
 --pd-spill too: a long prompt prefills on a decode worker when the prefill queue is that
-many times the decode worker's (0: never).`,
+many times the decode worker's (0: never). --lend-cores (default true) lets the workers
+share this host's cores by priority instead of each running on its --threads alone:
+a decode worker's steps with prompt tokens borrow the prefill worker's core, a worker
+borrows an idle one's (see internal/engine/cores).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logFormat)
