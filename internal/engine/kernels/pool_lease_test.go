@@ -34,19 +34,20 @@ func (f *fakeLease) Release()      { f.releases.Add(1) }
 func TestPoolCoreLease(t *testing.T) {
 	for _, c := range []struct {
 		name           string
-		lease          fakeLease
+		grant          int
+		try, revoked   bool
 		maxConc        int64 // the most chunks that may run at once (0: any)
 		helpersAllowed bool
 	}{
-		{"grant 1: the caller alone", fakeLease{grant: 1, try: true}, 1, false},
-		{"no core free: the caller alone", fakeLease{grant: 4, try: false}, 1, true},
-		{"cores free", fakeLease{grant: 4, try: true}, 4, true},
-		{"revoked: helpers give their cores back, the round completes", fakeLease{grant: 4, try: true, revoked: true}, 4, true},
+		{"grant 1: the caller alone", 1, true, false, 1, false},
+		{"no core free: the caller alone", 4, false, false, 1, true},
+		{"cores free", 4, true, false, 4, true},
+		{"revoked: helpers give their cores back, the round completes", 4, true, true, 4, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := NewPool(4)
 			defer p.Close()
-			l := &c.lease
+			l := &fakeLease{grant: c.grant, try: c.try, revoked: c.revoked}
 			p.SetCoreLease(l)
 			var running, peak atomic.Int64
 			const rounds, n = 200, 64
