@@ -19,6 +19,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
+	"tandem/internal/engine/cores"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/pd/worker"
@@ -111,6 +112,9 @@ type pdFlags struct {
 	heartbeat    time.Duration
 	kvTransport  string // --kv-transport: auto, tcp or shm
 	shmMiB       int    // --kv-shm-mib: shared-memory region per connection
+	coreLease    string // --core-lease: fd:N or a path; "": no lending
+	coreSlot     int    // --core-lease-slot
+	corePrio     string // --core-lease-priority
 	faultSpec    string // only settable in -tags tandemfaults builds
 }
 
@@ -122,6 +126,11 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
 	fs.StringVar(&f.kvTransport, "kv-transport", "auto", "how KV bytes travel between prefill and decode: auto (shared memory with a peer on this host when it can be set up, else TCP), tcp, or shm (offer shared memory to every peer; a prefill worker then refuses to send KV over TCP)")
 	fs.IntVar(&f.shmMiB, "kv-shm-mib", 64, "MiB of shared memory per prefill-decode connection (1..1024); larger KV pages go over TCP")
+	fs.StringVar(&f.coreLease, "core-lease", "", "share this host's cores with the other workers of `tandem up` through the core lease region it made (fd:N or a path): "+
+		"the kernel pool gets a thread per core of the region, and runs on as many as the lease gives it by priority (--threads is then ignored); empty: no lending")
+	fs.IntVar(&f.coreSlot, "core-lease-slot", 0, "this worker's slot in the --core-lease region")
+	fs.StringVar(&f.corePrio, "core-lease-priority", "prompt", "how a worker's steps rank on the core lease: prompt (a decode worker's steps that carry prompt tokens are urgent and "+
+		"take every core; all other steps share evenly) or even (every step shares evenly: cores go only to idle workers)")
 	registerFaultFlags(fs, f)
 }
 
@@ -169,11 +178,30 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		return err
 	}
 	f.cfg.KVType, f.cfg.PageTokens = kvType, f.ef.pageTokens
+	var lease *cores.Lease
+	if pd != nil && pd.coreLease != "" {
+		region, err := cores.Open(pd.coreLease)
+		if err != nil {
+			return err
+		}
+		defer region.Close()
+		if lease, err = region.Lease(pd.coreSlot, cores.Options{}); err != nil {
+			return fmt.Errorf("--core-lease-slot: %w", err)
+		}
+		defer lease.Close()
+		f.ef.threads = lease.Cores()
+		if f.cfg.StepHook, err = stepPriority(lease, role, pd.corePrio); err != nil {
+			return err
+		}
+	}
 	r, pool, closeAll, err := f.ef.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
+	if lease != nil {
+		pool.SetCoreLease(lease)
+	}
 	e, err := engine.New(r, f.cfg, log)
 	if err != nil {
 		return fmt.Errorf("start engine: %w", err)
@@ -217,12 +245,24 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		if err := pw.Register(reg); err != nil {
 			return fmt.Errorf("register metrics: %w", err)
 		}
+		if lease != nil {
+			if err := reg.Register(cores.NewCollector(lease)); err != nil {
+				return fmt.Errorf("register metrics: %w", err)
+			}
+		}
 		backend = pw.Backend()
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
 		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
 	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
-		guarded := keys.RequireCredential(pw.Handler())
+		h := pw.Handler()
+		if lease != nil {
+			mux := http.NewServeMux()
+			mux.Handle("GET /debug/cores", cores.DebugHandler(lease))
+			mux.Handle("/", h)
+			h = mux
+		}
+		guarded := keys.RequireCredential(h)
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}
 	}
 	srv := server.New(backend, so)
@@ -239,6 +279,9 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages}
 	if pw != nil {
 		attrs = append(attrs, "role", pdRoleName(role), "transfer", pw.TransferAddr())
+	}
+	if lease != nil {
+		attrs = append(attrs, "core_lease_slot", lease.Slot())
 	}
 	log.Info("serving", attrs...)
 
@@ -273,4 +316,25 @@ func pdRoleName(r room.Role) string {
 		return "prefill"
 	}
 	return "decode"
+}
+
+// stepPriority returns the engine step hook that gives a PD worker's steps
+// their priority on the core lease. Mode "prompt": a decode worker's steps
+// that carry prompt tokens (short prompts prefilled locally: someone waits
+// on their first token) are urgent, its other steps and every prefill
+// worker step normal; mode "even": every step normal. Between steps the
+// worker is idle (the others may use its cores).
+func stepPriority(l *cores.Lease, role room.Role, mode string) (func(prefill, decodes int) func(), error) {
+	switch mode {
+	case "prompt":
+		return func(prefill, _ int) func() {
+			if role == room.RoleDecode && prefill > 0 {
+				return l.Step(cores.Urgent)
+			}
+			return l.Step(cores.Normal)
+		}, nil
+	case "even":
+		return func(int, int) func() { return l.Step(cores.Normal) }, nil
+	}
+	return nil, fmt.Errorf("--core-lease-priority %q is not supported: use prompt or even", mode)
 }

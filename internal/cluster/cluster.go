@@ -15,10 +15,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"tandem/internal/engine/cores"
 )
 
 // Limits.
@@ -47,6 +50,12 @@ type Options struct {
 	LogFormat   string
 	Logger      *slog.Logger
 	StopTimeout time.Duration // how long children get after SIGTERM before SIGKILL (default 10s)
+	// LendCores makes the workers share this host's cores by priority
+	// through a core lease (internal/engine/cores): Start creates the
+	// shared region for runtime.NumCPU() cores and passes it to every
+	// worker (--core-lease fd:3 --core-lease-slot i). At most
+	// cores.MaxSlots workers; with more, Start fails.
+	LendCores bool
 	// OnExit, when set, is called once for every exit of every child,
 	// including a child started again by Restart, from the goroutine that
 	// waited for it. It must not block for long: Stop waits for it.
@@ -68,6 +77,7 @@ type Proc struct {
 	Role      string // "prefill", "decode", "router"
 	URL       string // http://host:port
 	args      []string
+	lease     bool // gets the core lease region as fd 3
 	mu        sync.Mutex
 	cmd       *exec.Cmd
 	exited    chan struct{}
@@ -77,11 +87,12 @@ type Proc struct {
 
 // Cluster is a running deployment.
 type Cluster struct {
-	o     Options
-	procs []*Proc
-	env   []string
-	wg    sync.WaitGroup
-	outMu sync.Mutex // serializes writes to o.Output from the copiers
+	o      Options
+	region *cores.Region // the core lease region (LendCores), else nil
+	procs  []*Proc
+	env    []string
+	wg     sync.WaitGroup
+	outMu  sync.Mutex // serializes writes to o.Output from the copiers
 }
 
 // Start launches the workers, waits for them, then the router, and returns
@@ -117,6 +128,16 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		o.Token = hex.EncodeToString(b[:])
 	}
 	c := &Cluster{o: o, env: append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+o.Token)}
+	if o.LendCores {
+		if o.Prefill+o.Decode > cores.MaxSlots {
+			return nil, fmt.Errorf("cluster: core lending serves at most %d workers on one host, got %d: turn it off (--lend-cores=false)", cores.MaxSlots, o.Prefill+o.Decode)
+		}
+		r, err := cores.Create(min(runtime.NumCPU(), cores.MaxCores), o.Prefill+o.Decode)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w (turn lending off with --lend-cores=false)", err)
+		}
+		c.region = r
+	}
 	var prefills, decodes []string
 	for i := range o.Prefill + o.Decode {
 		role, idx := "prefill", i
@@ -130,6 +151,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		p := &Proc{Name: fmt.Sprintf("%s-%d", role, idx), Role: role, URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
 		p.args = append([]string{role, "--model", o.Model, "--host", o.Host, "--port", strconv.Itoa(port), "--transfer-host", o.Host}, o.WorkerArgs...)
+		if c.region != nil {
+			p.lease = true
+			p.args = append(p.args, "--core-lease", "fd:3", "--core-lease-slot", strconv.Itoa(i))
+		}
 		c.procs = append(c.procs, p)
 		if role == "prefill" {
 			prefills = append(prefills, p.URL)
@@ -197,6 +222,9 @@ func (c *Cluster) Procs() []*Proc { return c.procs }
 func (c *Cluster) launch(p *Proc) error {
 	cmd := exec.Command(c.o.Binary, p.args...)
 	cmd.Env = c.env
+	if p.lease {
+		cmd.ExtraFiles = []*os.File{c.region.File()}
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
@@ -424,4 +452,8 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.wg.Wait()
+	if c.region != nil {
+		_ = c.region.Close()
+		c.region = nil
+	}
 }

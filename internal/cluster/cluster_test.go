@@ -12,11 +12,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"tandem/internal/engine/cores"
 )
 
 // fakeEnv, when set in the environment, makes the test binary act as a
@@ -42,14 +46,33 @@ func fakeChild(args []string) int {
 		fmt.Fprintln(os.Stderr, "fake child: failing at start on purpose")
 		return 4
 	}
-	var host, port string
+	var host, port, lease, slot string
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
 		case "--host":
 			host = args[i+1]
 		case "--port":
 			port = args[i+1]
+		case "--core-lease":
+			lease = args[i+1]
+		case "--core-lease-slot":
+			slot = args[i+1]
 		}
+	}
+	if lease != "" { // what a worker does with it: map the region, take its slot
+		r, err := cores.Open(lease)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake child:", err)
+			return 5
+		}
+		n, _ := strconv.Atoi(slot)
+		l, err := r.Lease(n, cores.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake child:", err)
+			return 5
+		}
+		defer l.Close()
+		fmt.Printf("core lease: slot %d of %d, %d cores\n", l.Slot(), r.Slots(), r.Cores())
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
@@ -294,5 +317,33 @@ func TestJSONLine(t *testing.T) {
 		if got := string(jsonLine("p-0", []byte(tc.in), now)); got != tc.want {
 			t.Errorf("jsonLine(%q) = %s, want %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestLendCoresPassesRegion: with LendCores every worker, and a restarted
+// one again, gets the core lease region as fd 3 with its own slot, and the
+// router gets none.
+func TestLendCoresPassesRegion(t *testing.T) {
+	var out syncBuffer
+	c := startFake(t, Options{LendCores: true, Output: &out})
+	if err := c.Kill("decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Restart(ctx, "decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop() // every line copied
+	n := min(runtime.NumCPU(), cores.MaxCores)
+	got := out.String()
+	if want := fmt.Sprintf("[prefill-0] core lease: slot 0 of 2, %d cores", n); strings.Count(got, want) != 1 {
+		t.Errorf("output has %q %d times, want once:\n%s", want, strings.Count(got, want), got)
+	}
+	if want := fmt.Sprintf("[decode-0] core lease: slot 1 of 2, %d cores", n); strings.Count(got, want) != 2 {
+		t.Errorf("output has %q %d times, want twice (start and restart):\n%s", want, strings.Count(got, want), got)
+	}
+	if strings.Contains(got, "[router] core lease") {
+		t.Errorf("the router got the core lease:\n%s", got)
 	}
 }

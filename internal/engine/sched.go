@@ -202,9 +202,24 @@ func (e *Engine) observeStep(steps []step) {
 		info.limited = info.limited && info.decodes > 0
 		h.step(info)
 	}
+	var end func()
+	if e.cfg.StepHook != nil {
+		prefill, decodes := 0, 0
+		for _, st := range steps {
+			if len(st.s.tokens)-st.s.computed == 1 {
+				decodes++
+			} else {
+				prefill += st.take
+			}
+		}
+		end = e.cfg.StepHook(prefill, decodes)
+	}
 	start := time.Now()
 	e.run(steps)
 	cost := time.Since(start)
+	if end != nil {
+		end()
+	}
 	if h != nil && h.cost != nil {
 		cost = h.cost(f)
 	}

@@ -55,6 +55,13 @@ type Config struct {
 	// AgingRatio×R prefill tokens. See sched.go.
 	AgingRatio int
 
+	// StepHook, when set, is called as each forward step starts, with the
+	// step's prompt tokens (prefill of any kind) and decoding sequences;
+	// the function it returns is called when the step's forward pass ends.
+	// A core lease (internal/engine/cores) uses it to give the step's work
+	// a priority. It runs on the engine's goroutine and must be quick.
+	StepHook func(prefill, decodes int) (end func())
+
 	hooks *testHooks // the package's tests only
 }
 

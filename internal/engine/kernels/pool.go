@@ -72,6 +72,41 @@ type Pool struct {
 	mv matvecState // MatVecs's, likewise
 }
 
+// CoreLease shares the machine's cores between pools of different
+// processes (internal/engine/cores implements it over shared memory). A
+// pool with a lease runs each round only on cores the lease gives it: the
+// caller takes one at round start (Acquire, which may park it while
+// another process has priority), helpers join a round only while the lease
+// grants this pool that many cores and it gives them one (TryAcquire), and
+// a helper holding one stops claiming chunks when the lease revokes it.
+// Every method must be safe for concurrent use and cheap (a few atomic
+// loads): Revoked runs before every chunk a helper claims.
+type CoreLease interface {
+	// Acquire returns when the calling thread may run on a core; it may
+	// wait, for a bounded time, while other processes have the cores.
+	Acquire()
+	// Grant returns how many threads the pool may run now, >= 1 (the
+	// caller, which holds a core, included).
+	Grant() int
+	// TryAcquire takes a core for a helper if one is free and the lease
+	// allows this pool another; it never waits.
+	TryAcquire() bool
+	// Revoked reports whether a helper holding a core should give it back
+	// before its next chunk: another process of higher priority wants it.
+	Revoked() bool
+	// Release gives back a core taken by Acquire or TryAcquire.
+	Release()
+}
+
+// SetCoreLease makes the pool run its rounds only on cores l gives it (nil:
+// on all its threads, as without a lease). Set it before the pool is used;
+// Threads is then the most threads a round may run on.
+func (p *Pool) SetCoreLease(l CoreLease) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sh.lease = l
+}
+
 // PoolStats counts a Pool's rounds since NewPool: Rounds is the rounds run
 // (each Parallel call and each threaded phase of a MatMul), Serial those
 // run on the caller alone (too little work to share), and Wakes the helper
@@ -108,6 +143,11 @@ type poolShared struct {
 
 	helpers []helperSlot
 
+	// lease, when set, decides how many helpers may join a round
+	// (allowed) and gives each a core; see CoreLease.
+	lease   CoreLease
+	allowed atomic.Int32 // helpers slots [0, allowed) may join the current round
+
 	// waiting is set while the caller sleeps on finished for the last
 	// claimed chunks (after spinning for them spinWait).
 	waiting  atomic.Bool
@@ -123,8 +163,9 @@ type poolShared struct {
 // helperSlot is one helper's parking place.
 type helperSlot struct {
 	parked atomic.Bool   // the helper is (about to be) blocked on wake
+	index  int           // the slot's place in poolShared.helpers
 	wake   chan struct{} // a value ends a park; closed by stop
-	_      [48]byte      // keep slots on separate cache lines
+	_      [40]byte      // keep slots on separate cache lines
 }
 
 // NewPool starts a pool of threads workers (the caller's goroutine counts
@@ -141,6 +182,7 @@ func NewPool(threads int) *Pool {
 	}
 	for i := range sh.helpers {
 		sh.helpers[i].wake = make(chan struct{}, 1)
+		sh.helpers[i].index = i
 		go sh.helper(&sh.helpers[i])
 	}
 	p := &Pool{threads: threads, sh: sh}
@@ -197,14 +239,22 @@ func (p *Pool) run(n, grain int, fn func(lo, hi int)) {
 		grain *= k
 		chunks = (n + grain - 1) / grain
 	}
+	s := p.sh
 	helpers := min(p.threads, chunks) - 1
+	if s.lease != nil {
+		s.lease.Acquire()
+		defer s.lease.Release()
+		if helpers > 0 {
+			helpers = min(helpers, s.lease.Grant()-1)
+		}
+	}
 	p.stats.Rounds++
 	if helpers <= 0 {
 		p.stats.Serial++
 		fn(0, n)
 		return
 	}
-	s := p.sh
+	s.allowed.Store(int32(helpers))
 	s.fn, s.n, s.grain = fn, n, grain
 	s.panicked, s.panicVal = false, nil
 	s.left.Store(int64(chunks))
@@ -217,7 +267,7 @@ func (p *Pool) run(n, grain int, fn func(lo, hi int)) {
 			h.wake <- struct{}{}
 		}
 	}
-	s.work(p.round)
+	s.work(p.round, nil)
 	s.waitFinished()
 	s.fn = nil
 	if s.panicked {
@@ -259,8 +309,18 @@ func (s *poolShared) waitFinished() {
 }
 
 // work takes chunks of round r until none are left, then returns. It
-// never reads the round's fields without having claimed a chunk of it.
-func (s *poolShared) work(r uint32) {
+// never reads the round's fields without having claimed a chunk of it. h
+// is the helper's slot (nil: the caller); with a lease, a helper claims
+// chunks only while it holds a core (see CoreLease).
+func (s *poolShared) work(r uint32, h *helperSlot) {
+	holds := false
+	if h != nil && s.lease != nil {
+		defer func() {
+			if holds {
+				s.lease.Release()
+			}
+		}()
+	}
 	for {
 		st := s.state.Load()
 		if uint32(st>>32) != r {
@@ -269,6 +329,18 @@ func (s *poolShared) work(r uint32) {
 		chunks, next := st>>16&0xffff, st&0xffff
 		if next >= chunks {
 			return
+		}
+		if h != nil && s.lease != nil {
+			if !holds {
+				// allowed is read after the round was seen; a later
+				// round's value only makes the claim below fail.
+				if h.index >= int(s.allowed.Load()) || !s.lease.TryAcquire() {
+					return
+				}
+				holds = true
+			} else if s.lease.Revoked() {
+				return
+			}
 		}
 		if !s.state.CompareAndSwap(st, st+1) {
 			continue
@@ -308,7 +380,7 @@ func (s *poolShared) helper(h *helperSlot) {
 			return
 		}
 		seen = r
-		s.work(r)
+		s.work(r, h)
 	}
 }
 
