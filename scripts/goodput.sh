@@ -4,9 +4,11 @@
 # 96-128 out; Poisson arrivals; SLO TTFT <= 1 s short / 10 s long, TPOT and
 # every inter-token gap <= 250 ms) against
 #   up     `tandem up` (1 prefill + 1 decode worker, 1 thread each),
+#   up-lend  the same with --lend-cores (the workers share the host's cores
+#          by priority, internal/engine/cores; LEND_COMPARE=0 skips it),
 #   up-spill  the same with --pd-spill 2 (a long prompt prefills on the decode
 #          worker when the prefill queue is twice its own; the default, 0,
-#          never spills; SPILL_COMPARE=0 skips it),
+#          never spills; run only with SPILL_COMPARE=1),
 #   serve  `tandem serve` (2 threads),
 #   llama  llama.cpp's llama-server (2 threads, 8 slots; $LLAMA_SERVER, by
 #          default /tmp/llama-src/build/bin/llama-server when it exists;
@@ -26,11 +28,12 @@
 # keeps only each slot's last prompt.
 #
 # Run time with the defaults (REQUESTS=48 a rate at RATES=1,1.5,2,2.5,3 for
-# up, up-spill, serve and short-alone; llama-server, far slower,
+# up, up-lend, serve and short-alone; llama-server, far slower,
 # LLAMA_REQUESTS=24 at LLAMA_RATES=0.1,0.2,0.35): about 25 minutes on the
 # project's 2-core VM (arrivals alone take requests/rate seconds a rate: up,
 # up-spill and serve ~2.5-3 min each with the draining of overloaded
-# rates, short-alone ~3.5 min, llama-server ~7.5 min), plus building and
+# rates, short-alone ~3.5 min, llama-server ~7.5 min; up-lend or up-spill
+# ~3 min each), plus building and
 # synthesizing the model the first time. Run it with nothing else on the
 # machine.
 #   scripts/goodput.sh
@@ -89,11 +92,16 @@ run_with() { # name url sweep-args -- command...
 }
 
 start=$(date +%s)
-rm -f "$dir"/{up,up-spill,serve,short-alone,llama-server}.json
+rm -f "$dir"/{up,up-lend,up-spill,serve,short-alone,llama-server}.json
 # shellcheck disable=SC2086 # UP_ARGS and SERVE_ARGS are word lists
 run_with up "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
   "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-}
-if [ "${SPILL_COMPARE:-1}" != 0 ]; then
+if [ "${LEND_COMPARE:-1}" != 0 ]; then
+  # shellcheck disable=SC2086
+  run_with up-lend "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
+    "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-} --lend-cores
+fi
+if [ "${SPILL_COMPARE:-0}" != 0 ]; then
   # shellcheck disable=SC2086
   run_with up-spill "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
     "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-} --pd-spill 2
@@ -136,7 +144,7 @@ def good_ratio(n, m):  # goodput n / goodput m; a bound when m has none
 def ms(v):
     return f"{v:.0f}" if v is not None else "-"
 
-runs = {n: load(n) for n in ["up", "up-spill", "serve", "short-alone", "llama-server"]}
+runs = {n: load(n) for n in ["up", "up-lend", "up-spill", "serve", "short-alone", "llama-server"]}
 print("goodput (highest rate with >= 90% attainment; - : none of the swept rates):")
 good, lowest = {}, {}
 for n, r in runs.items():
@@ -146,13 +154,13 @@ for n, r in runs.items():
     lowest[n] = min(p["request_rate"] for p in r["points"])
     att = ", ".join(f"{p['request_rate']:g}: {100 * p['attainment']:.1f}%" for p in r["points"])
     print(f"  {n:13} {good[n] if good[n] else '-'} req/s   ({att})")
-for u in ["up", "up-spill"]:
+for u in ["up", "up-lend", "up-spill"]:
     if u in good:
         print(f"  {u} / serve {good_ratio(u, 'serve')} (goal >= 1.5x)")
         print(f"  {u} / llama-server {good_ratio(u, 'llama-server')} (goal >= 2x)")
 
 serve, alone = runs["serve"], runs["short-alone"]
-for u in ["up", "up-spill"]:
+for u in ["up", "up-lend", "up-spill"]:
     up = runs[u]
     if not (up and serve and alone):
         continue
