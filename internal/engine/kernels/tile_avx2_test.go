@@ -75,47 +75,6 @@ func TestAVX2Tiles(t *testing.T) {
 	}
 }
 
-// checkTileQ8_0 runs the level's eight-token Q8_0 kernel over the nrows
-// rows of w (nb blocks each, nb even) and eight Q8_0 activation rows a,
-// prepared as MatMul prepares them at that level, and checks every output
-// against the level's vecDot bit for bit and against the float64
-// reference, and that nothing past the rows is written.
-func checkTileQ8_0(t *testing.T, name string, w []byte, nrows, nb int, a []byte) {
-	t.Helper()
-	ks := active.Load()
-	n := nb * qk
-	wrb, _ := tensor.Q8_0.RowBytes(n)
-	arb := wrb
-	prep := make([]byte, prep8Bytes(tensor.Q8_0, nb))
-	prepareTile8At(ks.signedQ8Tile8, tensor.Q8_0, a, arb, nb, prep)
-	ys := nrows + 3
-	y := make([]float32, 8*ys)
-	for i := range y {
-		y[i] = -7
-	}
-	ks.dot8[tensor.Q8_0](w, wrb, nrows, prep, nb, y, ys)
-	for tk := 0; tk < 8; tk++ {
-		for r := 0; r < ys; r++ {
-			got := y[tk*ys+r]
-			if r >= nrows {
-				if got != -7 {
-					t.Fatalf("q8_0 %s: wrote y[%d] beyond the rows", name, tk*ys+r)
-				}
-				continue
-			}
-			wr, at := w[r*wrb:(r+1)*wrb], a[tk*arb:(tk+1)*arb]
-			want := ks.vecDot[tensor.Q8_0](n, wr, at)
-			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("q8_0 %s nb %d: row %d token %d = %v, vecDot %v", name, nb, r, tk, got, want)
-			}
-			ref, abs := refDot(tensor.Q8_0, n, wr, at)
-			if !closeTo(got, ref, abs) {
-				t.Fatalf("q8_0 %s nb %d: row %d token %d = %v, reference %v (abs %g)", name, nb, r, tk, got, ref, abs)
-			}
-		}
-	}
-}
-
 // TestTileQ8_0 checks the eight-token Q8_0 tiles, at every level that has
 // them, on random blocks, ggml-quantized and random-byte blocks from the
 // shared vectors, and extreme blocks (every quant -128, 127 or 0x80
@@ -136,7 +95,7 @@ func TestTileQ8_0(t *testing.T) {
 			for _, nrows := range []int{1, 2, 5} {
 				w := randWeights(rng, tensor.Q8_0, nrows*n)
 				a := quantized(tensor.Q8_0, randActivations(rng, 8*n))
-				checkTileQ8_0(t, "random", w, nrows, nb, a)
+				checkTile8(t, "random", tensor.Q8_0, w, nrows, nb, a)
 			}
 			w := randWeights(rng, tensor.Q8_0, 3*n)
 			wrb, _ := tensor.Q8_0.RowBytes(n)
@@ -153,7 +112,7 @@ func TestTileQ8_0(t *testing.T) {
 			for i := range q {
 				q[i] = []int8{127, -127}[(i/qk+i/n)%2]
 			}
-			checkTileQ8_0(t, "extreme", w, 3, nb, intActivations(tensor.Q8_0, q))
+			checkTile8(t, "extreme", tensor.Q8_0, w, 3, nb, intActivations(tensor.Q8_0, q))
 		}
 		for _, name := range []string{"q8_0.q", "rnd.q8_0.q"} {
 			v, ok := vecs[name]
@@ -162,7 +121,7 @@ func TestTileQ8_0(t *testing.T) {
 			}
 			const n = 512 // the vectors are [512, 4]
 			a := quantized(tensor.Q8_0, randActivations(rng, 8*n))
-			checkTileQ8_0(t, name, v.data, v.n/n, n/qk, a)
+			checkTile8(t, name, tensor.Q8_0, v.data, v.n/n, n/qk, a)
 		}
 	})
 	if MaxLevel() >= AVX2 && tested == 0 {

@@ -12,17 +12,24 @@ import (
 var kTileTypes = []tensor.Type{tensor.Q4_K, tensor.Q5_K, tensor.Q6_K}
 
 // checkTile8 runs the level's eight-token kernel for wt over the nrows
-// rows of w (nb super-blocks each) and eight activation rows a, and checks
-// every output against the level's vecDot bit for bit and against the
-// float64 reference within closeTo's bound.
+// rows of w (nb blocks or super-blocks each) and eight activation rows a
+// (of wt's vec dot type), prepared as MatMul prepares them at that level,
+// and checks every output against the level's vecDot bit for bit and
+// against the float64 reference within closeTo's bound, and that nothing
+// past the rows is written.
 func checkTile8(t *testing.T, name string, wt tensor.Type, w []byte, nrows, nb int, a []byte) {
 	t.Helper()
 	ks := active.Load()
-	n := nb * qkk
+	vt := VecDotType(wt)
+	n := nb * wt.BlockSize()
 	wrb, _ := wt.RowBytes(n)
-	arb, _ := tensor.Q8_K.RowBytes(n)
-	prep := make([]byte, prep8Bytes(tensor.Q8_K, nb))
-	prepareTileK8(a, arb, nb, prep)
+	arb, _ := vt.RowBytes(n)
+	size := prep8Bytes(vt, nb)
+	if size == 0 {
+		t.Fatalf("%s: no eight-token tile data for %d blocks", wt, nb)
+	}
+	prep := make([]byte, size)
+	prepareTile8At(ks.signedQ8Tile8, vt, a, arb, nb, prep)
 	// ystride > nrows with guard values, so a write to a wrong row or
 	// token shows.
 	ys := nrows + 3
@@ -30,7 +37,7 @@ func checkTile8(t *testing.T, name string, wt tensor.Type, w []byte, nrows, nb i
 	for i := range y {
 		y[i] = -7
 	}
-	ks.dot8[wt](w, wrb, nrows, prep, nb, y, ys)
+	ks.dot8[wt](w[:nrows*wrb], wrb, nrows, prep, nb, y, ys)
 	for tk := 0; tk < 8; tk++ {
 		for r := 0; r < ys; r++ {
 			got := y[tk*ys+r]

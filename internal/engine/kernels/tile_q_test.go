@@ -12,52 +12,6 @@ import (
 // tiles besides Q8_0.
 var qTileTypes = []tensor.Type{tensor.Q4_0, tensor.Q5_0, tensor.Q4_1, tensor.Q5_1}
 
-// checkTileQ8 runs the level's eight-token kernel for wt over the nrows
-// rows of w (nb blocks each) and eight activation rows a (its vec dot
-// type), and checks every output against the level's vecDot bit for bit
-// and against the float64 reference within closeTo's bound, and that
-// nothing past the rows is written.
-func checkTileQ8(t *testing.T, name string, wt tensor.Type, w []byte, nrows, nb int, a []byte) {
-	t.Helper()
-	ks := active.Load()
-	vt := VecDotType(wt)
-	n := nb * qk
-	wrb, _ := wt.RowBytes(n)
-	arb, _ := vt.RowBytes(n)
-	size := prep8Bytes(vt, nb)
-	if size == 0 {
-		t.Fatalf("%s: no eight-token tile data for %d blocks", wt, nb)
-	}
-	prep := make([]byte, size)
-	prepareTile8For(vt, a, arb, nb, prep)
-	ys := nrows + 3
-	y := make([]float32, 8*ys)
-	for i := range y {
-		y[i] = -7
-	}
-	ks.dot8[wt](w[:nrows*wrb], wrb, nrows, prep, nb, y, ys)
-	for tk := 0; tk < 8; tk++ {
-		for r := 0; r < ys; r++ {
-			got := y[tk*ys+r]
-			if r >= nrows {
-				if got != -7 {
-					t.Fatalf("%s %s: wrote y[%d] beyond the rows", wt, name, tk*ys+r)
-				}
-				continue
-			}
-			wr, at := w[r*wrb:(r+1)*wrb], a[tk*arb:(tk+1)*arb]
-			want := ks.vecDot[wt](n, wr, at)
-			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("%s %s nb %d: row %d token %d = %v, vecDot %v", wt, name, nb, r, tk, got, want)
-			}
-			ref, abs := refDot(wt, n, wr, at)
-			if !closeTo(got, ref, abs) {
-				t.Fatalf("%s %s nb %d: row %d token %d = %v, reference %v (abs %g)", wt, name, nb, r, tk, got, ref, abs)
-			}
-		}
-	}
-}
-
 // TestTileQ8 checks the eight-token Q4_0, Q5_0, Q4_1 and Q5_1 tiles, at
 // every level that has them, on random blocks, ggml-quantized weights and
 // random-byte blocks from the shared vectors, and integer blocks with
@@ -84,7 +38,7 @@ func TestTileQ8(t *testing.T) {
 				for _, nrows := range []int{1, 2, 5} {
 					w := randWeights(rng, wt, nrows*n)
 					a := quantized(wt, randActivations(rng, 8*n))
-					checkTileQ8(t, "random", wt, w, nrows, nb, a)
+					checkTile8(t, "random", wt, w, nrows, nb, a)
 				}
 				w := randWeights(rng, wt, 3*n)
 				wrb, _ := wt.RowBytes(n)
@@ -103,7 +57,7 @@ func TestTileQ8(t *testing.T) {
 				for i := range q {
 					q[i] = []int8{127, -127}[i/qk%2]
 				}
-				checkTileQ8(t, "extreme", wt, w, 3, nb, intActivations(wt, q))
+				checkTile8(t, "extreme", wt, w, 3, nb, intActivations(wt, q))
 			}
 			for _, name := range []string{wt.String() + ".q", "rnd." + wt.String() + ".q"} {
 				v, ok := vecs[name]
@@ -115,7 +69,7 @@ func TestTileQ8(t *testing.T) {
 				withVectors++
 				const n = 512 // the vectors are [512, 4]
 				a := quantized(wt, randActivations(rng, 8*n))
-				checkTileQ8(t, name, wt, v.data, v.n/n, n/qk, a)
+				checkTile8(t, name, wt, v.data, v.n/n, n/qk, a)
 			}
 		}
 	})
