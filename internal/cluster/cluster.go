@@ -139,15 +139,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.region = r
 	}
 	var prefills, decodes []string
-	for i := range o.Prefill + o.Decode {
+	ports, err := FreePorts(o.Host, o.Prefill+o.Decode)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	for i, port := range ports {
 		role, idx := "prefill", i
 		if i >= o.Prefill {
 			role, idx = "decode", i-o.Prefill
-		}
-		port, err := FreePort(o.Host)
-		if err != nil {
-			c.Stop()
-			return nil, err
 		}
 		p := &Proc{Name: fmt.Sprintf("%s-%d", role, idx), Role: role, URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
 		p.args = append([]string{role, "--model", o.Model, "--host", o.Host, "--port", strconv.Itoa(port), "--transfer-host", o.Host}, o.WorkerArgs...)
@@ -205,12 +205,28 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 // could take it before the caller binds it; a child then fails to start,
 // and Start reports it.
 func FreePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	ports, err := FreePorts(host, 1)
 	if err != nil {
-		return 0, fmt.Errorf("cluster: find a free port: %w", err)
+		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts is FreePort for n distinct ports: it holds each port's
+// listener until it has all n, since a port closed at once can be handed
+// out again by the next request (two workers of one cluster were once
+// given the same port).
+func FreePorts(host string, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("cluster: find a free port: %w", err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // RouterURL returns the router's base URL.

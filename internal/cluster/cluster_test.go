@@ -347,3 +347,20 @@ func TestLendCoresPassesRegion(t *testing.T) {
 		t.Errorf("the router got the core lease:\n%s", got)
 	}
 }
+
+// TestFreePortsDistinct: the ports Start gives its workers are distinct
+// (each listener is held until all are picked; closing each at once let
+// the kernel hand one port to two workers).
+func TestFreePortsDistinct(t *testing.T) {
+	ports, err := FreePorts("127.0.0.1", 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d given twice in %v", p, ports)
+		}
+		seen[p] = true
+	}
+}
