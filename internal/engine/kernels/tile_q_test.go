@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -100,47 +99,12 @@ func TestTileF8(t *testing.T) {
 				for _, nrows := range []int{1, 2, 5} {
 					w := randWeights(rng, wt, nrows*n)
 					a := quantized(wt, randActivations(rng, 8*n))
-					checkTileF8(t, wt, w, nrows, n, a)
+					checkTile8(t, "random", wt, w, nrows, n, a) // F16, BF16: blocks of one element
 				}
 			}
 		}
 	})
 	if MaxLevel() >= AVX512 && tested < 2 {
 		t.Errorf("%d of 2 eight-token float tiles at AVX512", tested)
-	}
-}
-
-// checkTileF8 is checkTileQ8 for the float types (n elements per row).
-func checkTileF8(t *testing.T, wt tensor.Type, w []byte, nrows, n int, a []byte) {
-	t.Helper()
-	ks := active.Load()
-	wrb, arb := 2*n, 2*n
-	prep := make([]byte, prep8Bytes(wt, n))
-	prepareTile8For(wt, a, arb, n, prep)
-	ys := nrows + 3
-	y := make([]float32, 8*ys)
-	for i := range y {
-		y[i] = -7
-	}
-	ks.dot8[wt](w[:nrows*wrb], wrb, nrows, prep, n, y, ys)
-	for tk := 0; tk < 8; tk++ {
-		for r := 0; r < ys; r++ {
-			got := y[tk*ys+r]
-			if r >= nrows {
-				if got != -7 {
-					t.Fatalf("%s n %d: wrote y[%d] beyond the rows", wt, n, tk*ys+r)
-				}
-				continue
-			}
-			wr, at := w[r*wrb:(r+1)*wrb], a[tk*arb:(tk+1)*arb]
-			want := ks.vecDot[wt](n, wr, at)
-			if math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("%s n %d: row %d token %d = %v, vecDot %v", wt, n, r, tk, got, want)
-			}
-			ref, abs := refDot(wt, n, wr, at)
-			if !closeTo(got, ref, abs) {
-				t.Fatalf("%s n %d: row %d token %d = %v, reference %v (abs %g)", wt, n, r, tk, got, ref, abs)
-			}
-		}
 	}
 }
