@@ -188,31 +188,32 @@ type testHooks struct {
 func (e *Engine) observeStep(steps []step) {
 	f := features(steps)
 	h := e.cfg.hooks
-	if h != nil && h.step != nil {
-		info := stepInfo{prefill: map[string]int{}, features: f,
-			predicted: time.Duration(e.cost.predict(f) * float64(time.Second)),
-			limited:   e.cfg.ITLTarget > 0}
-		for _, st := range steps {
-			if len(st.s.tokens)-st.s.computed == 1 {
-				info.decodes++ // the decode pass of schedule
-			} else {
-				info.prefill[st.s.req.ID] += st.take
-			}
-		}
-		info.limited = info.limited && info.decodes > 0
-		h.step(info)
-	}
+	testStep := h != nil && h.step != nil
 	var end func()
-	if e.cfg.StepHook != nil {
-		prefill, decodes := 0, 0
+	if testStep || e.cfg.StepHook != nil {
+		decodes, prefill := 0, 0
+		var perReq map[string]int // the test hook's prefill by request
+		if testStep {
+			perReq = map[string]int{}
+		}
 		for _, st := range steps {
 			if len(st.s.tokens)-st.s.computed == 1 {
-				decodes++
-			} else {
-				prefill += st.take
+				decodes++ // the decode pass of schedule
+				continue
+			}
+			prefill += st.take
+			if perReq != nil {
+				perReq[st.s.req.ID] += st.take
 			}
 		}
-		end = e.cfg.StepHook(prefill, decodes)
+		if testStep {
+			h.step(stepInfo{decodes: decodes, prefill: perReq, features: f,
+				predicted: time.Duration(e.cost.predict(f) * float64(time.Second)),
+				limited:   e.cfg.ITLTarget > 0 && decodes > 0})
+		}
+		if e.cfg.StepHook != nil {
+			end = e.cfg.StepHook(prefill, decodes)
+		}
 	}
 	start := time.Now()
 	e.run(steps)
