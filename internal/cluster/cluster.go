@@ -77,7 +77,6 @@ type Proc struct {
 	Role      string // "prefill", "decode", "router"
 	URL       string // http://host:port
 	args      []string
-	lease     bool // gets the core lease region as fd 3
 	mu        sync.Mutex
 	cmd       *exec.Cmd
 	exited    chan struct{}
@@ -152,7 +151,6 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		p := &Proc{Name: fmt.Sprintf("%s-%d", role, idx), Role: role, URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
 		p.args = append([]string{role, "--model", o.Model, "--host", o.Host, "--port", strconv.Itoa(port), "--transfer-host", o.Host}, o.WorkerArgs...)
 		if c.region != nil {
-			p.lease = true
 			p.args = append(p.args, "--core-lease", "fd:3", "--core-lease-slot", strconv.Itoa(i))
 		}
 		c.procs = append(c.procs, p)
@@ -238,7 +236,7 @@ func (c *Cluster) Procs() []*Proc { return c.procs }
 func (c *Cluster) launch(p *Proc) error {
 	cmd := exec.Command(c.o.Binary, p.args...)
 	cmd.Env = c.env
-	if p.lease {
+	if c.region != nil && p.Role != "router" { // workers get the core lease region as fd 3
 		cmd.ExtraFiles = []*os.File{c.region.File()}
 	}
 	out, err := cmd.StdoutPipe()
