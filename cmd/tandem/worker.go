@@ -115,6 +115,7 @@ type pdFlags struct {
 	coreLease    string // --core-lease: fd:N or a path; "": no lending
 	coreSlot     int    // --core-lease-slot
 	corePrio     string // --core-lease-priority
+	corePace     time.Duration
 	faultSpec    string // only settable in -tags tandemfaults builds
 }
 
@@ -131,6 +132,8 @@ func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.coreSlot, "core-lease-slot", 0, "this worker's slot in the --core-lease region")
 	fs.StringVar(&f.corePrio, "core-lease-priority", "prompt", "how a worker's steps rank on the core lease: prompt (a decode worker's steps that carry prompt tokens are urgent and "+
 		"take every core; all other steps share evenly) or even (every step shares evenly: cores go only to idle workers)")
+	fs.DurationVar(&f.corePace, "core-lease-pace", 0, "decode worker with --core-lease: while another worker on the lease runs a step, start a step that only decodes "+
+		"no sooner than this after the previous one, its cores lent meanwhile (keep it well under the inter-token SLO; a new prompt or import ends the wait); 0: never wait")
 	registerFaultFlags(fs, f)
 }
 
@@ -191,6 +194,9 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		defer lease.Close()
 		f.ef.threads = lease.Cores()
 		if f.cfg.StepHook, err = stepPriority(lease, role, pd.corePrio); err != nil {
+			return err
+		}
+		if f.cfg.DecodePace, err = decodePace(lease, role, pd.corePace); err != nil {
 			return err
 		}
 	}
@@ -324,6 +330,24 @@ func pdRoleName(r room.Role) string {
 // on their first token) are urgent, its other steps and every prefill
 // worker step normal; mode "even": every step normal. Between steps the
 // worker is idle (the others may use its cores).
+// decodePace returns the engine's DecodePace for --core-lease-pace: a
+// decode worker waits pace between decode-only steps while another worker
+// on the lease wants cores; nil when pace is 0 or the role does not decode.
+func decodePace(l *cores.Lease, role room.Role, pace time.Duration) (func() time.Duration, error) {
+	switch {
+	case pace < 0 || pace > time.Second:
+		return nil, fmt.Errorf("--core-lease-pace %v is out of range 0..1s", pace)
+	case pace == 0 || role != room.RoleDecode:
+		return nil, nil
+	}
+	return func() time.Duration {
+		if l.OthersWant() {
+			return pace
+		}
+		return 0
+	}, nil
+}
+
 func stepPriority(l *cores.Lease, role room.Role, mode string) (func(prefill, decodes int) func(), error) {
 	switch mode {
 	case "prompt":

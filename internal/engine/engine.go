@@ -55,8 +55,10 @@ type Engine struct {
 	done        chan struct{} // closed when the loop has exited
 
 	// owned by the loop goroutine
-	running []*seq
-	cost    costModel
+	running   []*seq
+	cost      costModel
+	lastStart time.Time   // when the last step started (DecodePace)
+	paceTimer *time.Timer // DecodePace's wait, reused
 }
 
 // seq is one request inside the engine.

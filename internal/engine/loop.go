@@ -26,6 +26,10 @@ func (e *Engine) loop() {
 		}
 		e.reapCancelled()
 		e.applyResumes()
+		if d := e.paceWait(); d > 0 {
+			e.pace(d)
+			continue
+		}
 		steps := e.schedule()
 		if len(steps) == 0 {
 			e.publish()
@@ -35,6 +39,56 @@ func (e *Engine) loop() {
 		e.observeStep(steps)
 		e.publish()
 	}
+}
+
+// paceWait returns how long to wait before the next step under
+// Config.DecodePace: > 0 only when every running sequence is decoding (or
+// importing), nothing waits for admission and the previous step started
+// less than the pace ago.
+func (e *Engine) paceWait() time.Duration {
+	if e.cfg.DecodePace == nil || e.lastStart.IsZero() {
+		return 0
+	}
+	decoding := false
+	for _, s := range e.running {
+		switch {
+		case s.importing:
+		case len(s.tokens)-s.computed == 1:
+			decoding = true
+		default:
+			return 0 // prompt tokens left
+		}
+	}
+	if !decoding {
+		return 0
+	}
+	e.mu.Lock()
+	busy := len(e.waiting) > 0 || len(e.resumes) > 0 || e.closed
+	e.mu.Unlock()
+	if busy {
+		return 0
+	}
+	return e.cfg.DecodePace() - time.Since(e.lastStart)
+}
+
+// pace waits d, or less when a wake-up comes (a submission, a resume, a
+// cancellation, Close): the loop then looks again.
+func (e *Engine) pace(d time.Duration) {
+	if e.paceTimer == nil {
+		e.paceTimer = time.NewTimer(d)
+	} else {
+		e.paceTimer.Reset(d)
+	}
+	start := time.Now()
+	select {
+	case <-e.wake:
+	case <-e.paceTimer.C:
+	}
+	e.paceTimer.Stop()
+	waited := time.Since(start)
+	e.mu.Lock()
+	e.stats.PacedWait += waited
+	e.mu.Unlock()
 }
 
 func (e *Engine) isClosed() bool {

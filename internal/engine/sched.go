@@ -216,6 +216,7 @@ func (e *Engine) observeStep(steps []step) {
 		}
 	}
 	start := time.Now()
+	e.lastStart = start
 	e.run(steps)
 	cost := time.Since(start)
 	if end != nil {

@@ -61,6 +61,15 @@ type Config struct {
 	// A core lease (internal/engine/cores) uses it to give the step's work
 	// a priority. It runs on the engine's goroutine and must be quick.
 	StepHook func(prefill, decodes int) (end func())
+	// DecodePace, when set, is called before a step that would carry only
+	// decoding sequences (nothing waiting, no prompt tokens left): that
+	// step starts no sooner than the returned duration after the previous
+	// step started (0: at once), the engine idle meanwhile. A submission
+	// or a resumed sequence ends the wait. A core lease uses it to lend
+	// the worker's cores to another process between decode steps while the
+	// inter-token latency allows. It runs on the engine's goroutine and
+	// must be quick.
+	DecodePace func() time.Duration
 
 	hooks *testHooks // the package's tests only
 }
@@ -194,6 +203,9 @@ type Stats struct {
 	// Running sequences are counted as of the last step; waiting ones
 	// change at once on Submit.
 	PrefillQueueTokens int
+	// PacedWait is the time the loop waited between decode steps under
+	// Config.DecodePace, cumulative.
+	PacedWait time.Duration
 }
 
 // KVUsage is the fraction of the KV cache in use, by bytes (pages of the

@@ -141,6 +141,7 @@ type statsCollector struct {
 	waiting, running, pagesUsed, pagesTot *prometheus.Desc
 	oldest                                *prometheus.Desc
 	prompt, generated, prefixHit, preempt *prometheus.Desc
+	paced                                 *prometheus.Desc
 	steps                                 *prometheus.Desc
 	// vLLM's names for the same gauges, labelled model_name.
 	vWaiting, vRunning, vKVUsage *prometheus.Desc
@@ -166,13 +167,14 @@ func newStatsCollector(b Backend, model string) *statsCollector {
 		prefixHit: d("tandem_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache."),
 		preempt:   d("tandem_preemptions_total", "Sequences preempted (pages released, recomputed later)."),
 		steps:     d("tandem_engine_steps_total", "Engine steps run."),
+		paced:     d("tandem_engine_paced_seconds_total", "Time the step loop waited between decode steps to lend its cores (--core-lease-pace)."),
 	}
 }
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.pagesUsed, c.pagesTot, c.oldest,
-		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.vWaiting, c.vRunning, c.vKVUsage} {
+		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.paced, c.vWaiting, c.vRunning, c.vKVUsage} {
 		ch <- d
 	}
 }
@@ -194,6 +196,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	n(c.prefixHit, s.PrefixHitTokens)
 	n(c.preempt, s.Preemptions)
 	n(c.steps, s.Steps)
+	ch <- prometheus.MustNewConstMetric(c.paced, prometheus.CounterValue, s.PacedWait.Seconds())
 	g(c.vWaiting, float64(s.Waiting))
 	g(c.vRunning, float64(s.Running))
 	g(c.vKVUsage, s.KVUsage())

@@ -477,3 +477,38 @@ func TestKilledBorrowerProcess(t *testing.T) {
 	}
 	lender.Release()
 }
+
+// TestOthersWant: a lease sees another live slot's step, its held cores and
+// its end, and a closed (gone) slot wants nothing.
+func TestOthersWant(t *testing.T) {
+	r := newRegion(t, 2, 2)
+	d := newLease(t, r, 1, cores.Options{})
+	p, err := r.Lease(0, cores.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.OthersWant() {
+		t.Error("the other slot is idle, yet OthersWant")
+	}
+	end := p.Step(cores.Normal)
+	if !d.OthersWant() {
+		t.Error("the other slot is in a step, yet not OthersWant")
+	}
+	end()
+	p.Acquire() // holding a core outside a step counts too
+	if !d.OthersWant() {
+		t.Error("the other slot holds a core, yet not OthersWant")
+	}
+	p.Release()
+	if d.OthersWant() {
+		t.Error("the other slot went idle, yet OthersWant")
+	}
+	if p.OthersWant() {
+		t.Error("slot 0 sees slot 1 idle, yet OthersWant")
+	}
+	p.Step(cores.Normal)
+	p.Close()
+	if d.OthersWant() {
+		t.Error("the other slot closed mid-step, yet OthersWant")
+	}
+}

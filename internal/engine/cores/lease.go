@@ -373,6 +373,19 @@ func (l *Lease) Release() {
 	}
 }
 
+// OthersWant reports whether another live process of the region is in a
+// step, holds cores or is starving: cores this process leaves idle would be
+// used.
+func (l *Lease) OthersWant() bool {
+	st, _ := l.state(time.Now().UnixNano())
+	for i := range l.r.slots {
+		if i != l.slot && st[i].live && (st[i].prio > Idle || st[i].starving) {
+			return true
+		}
+	}
+	return false
+}
+
 // Stats returns the lease's counters.
 func (l *Lease) Stats() Stats {
 	now := time.Now()
