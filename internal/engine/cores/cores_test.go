@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -510,5 +511,51 @@ func TestOthersWant(t *testing.T) {
 	p.Close()
 	if d.OthersWant() {
 		t.Error("the other slot closed mid-step, yet OthersWant")
+	}
+}
+
+// TestCallerYieldsMidRound: a pool's caller running a round alone on the
+// only core gives it back between chunks when another process's urgent
+// step asks for it, makes no progress while that process holds it, and
+// finishes the round after it is given back.
+func TestCallerYieldsMidRound(t *testing.T) {
+	r := newRegion(t, 1, 2)
+	a := newLease(t, r, 0, cores.Options{})
+	b := newLease(t, r, 1, cores.Options{})
+	pa := kernels.NewPool(1)
+	defer pa.Close()
+	pa.SetCoreLease(a)
+
+	const n = 64
+	var done atomic.Int32
+	urgent := make(chan struct{})
+	got := make(chan int32)
+	go func() {
+		end := b.Step(cores.Urgent)
+		close(urgent)
+		b.Acquire() // a's caller must give the only core back mid-round
+		at := done.Load()
+		for range 10000 {
+			runtime.Gosched()
+		}
+		if now := done.Load(); now != at {
+			t.Errorf("a ran %d chunks while b held the only core", now-at)
+		}
+		b.Release()
+		end()
+		got <- at
+	}()
+	pa.Parallel(n, func(lo, hi int) {
+		if lo == 0 {
+			<-urgent
+		}
+		done.Add(int32(hi - lo))
+	})
+	at := <-got
+	if at >= n {
+		t.Errorf("b got the core after a's round ended (%d of %d done), want mid-round", at, n)
+	}
+	if done.Load() != n {
+		t.Errorf("a's round did %d of %d elements", done.Load(), n)
 	}
 }

@@ -78,7 +78,8 @@ type Pool struct {
 // caller takes one at round start (Acquire, which may park it while
 // another process has priority), helpers join a round only while the lease
 // grants this pool that many cores and it gives them one (TryAcquire), and
-// a helper holding one stops claiming chunks when the lease revokes it.
+// a helper holding one stops claiming chunks when the lease revokes it
+// (the caller, which must finish the round, waits for a core again).
 // Every method must be safe for concurrent use and cheap (a few atomic
 // loads): Revoked runs before every chunk a helper claims.
 type CoreLease interface {
@@ -91,7 +92,7 @@ type CoreLease interface {
 	// TryAcquire takes a core for a helper if one is free and the lease
 	// allows this pool another; it never waits.
 	TryAcquire() bool
-	// Revoked reports whether a helper holding a core should give it back
+	// Revoked reports whether a thread holding a core should give it back
 	// before its next chunk: another process of higher priority wants it.
 	Revoked() bool
 	// Release gives back a core taken by Acquire or TryAcquire.
@@ -251,8 +252,13 @@ func (p *Pool) run(n, grain int, fn func(lo, hi int)) {
 	p.stats.Rounds++
 	if helpers <= 0 {
 		p.stats.Serial++
-		fn(0, n)
-		return
+		if s.lease == nil || chunks == 1 {
+			fn(0, n)
+			return
+		}
+		// With a lease the caller alone still goes chunk by chunk, so it
+		// can give its core back mid-round (see work).
+		helpers = 0
 	}
 	s.allowed.Store(int32(helpers))
 	s.fn, s.n, s.grain = fn, n, grain
@@ -311,9 +317,10 @@ func (s *poolShared) waitFinished() {
 // work takes chunks of round r until none are left, then returns. It
 // never reads the round's fields without having claimed a chunk of it. h
 // is the helper's slot (nil: the caller); with a lease, a helper claims
-// chunks only while it holds a core (see CoreLease).
+// chunks only while it holds a core (see CoreLease), and the caller gives
+// its core back and waits for another when revoked.
 func (s *poolShared) work(r uint32, h *helperSlot) {
-	holds := false
+	holds, ran := false, false
 	if h != nil && s.lease != nil {
 		defer func() {
 			if holds {
@@ -329,6 +336,14 @@ func (s *poolShared) work(r uint32, h *helperSlot) {
 		chunks, next := st>>16&0xffff, st&0xffff
 		if next >= chunks {
 			return
+		}
+		if h == nil && s.lease != nil && ran && s.lease.Revoked() {
+			// The caller gives its core back between chunks when the
+			// lease revokes it (another process's step outranks this
+			// one), and waits for one as at round start: a long round
+			// does not hold a core a chunk past the revocation.
+			s.lease.Release()
+			s.lease.Acquire()
 		}
 		if h != nil && s.lease != nil {
 			if !holds {
@@ -347,6 +362,7 @@ func (s *poolShared) work(r uint32, h *helperSlot) {
 		}
 		lo := int(next) * s.grain
 		s.call(lo, min(lo+s.grain, s.n))
+		ran = true
 		if s.left.Add(-1) == 0 && s.waiting.Load() && s.waiting.CompareAndSwap(true, false) {
 			s.finished <- struct{}{}
 		}
