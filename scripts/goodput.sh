@@ -6,6 +6,10 @@
 #   up     `tandem up` (1 prefill + 1 decode worker, 1 thread each),
 #   up-lend  the same with --lend-cores (the workers share the host's cores
 #          by priority, internal/engine/cores; LEND_COMPARE=0 skips it),
+#   up-pace  up-lend with --core-lease-pace $PACE (default 80ms): the decode
+#          worker spaces its decode-only steps $PACE apart while the prefill
+#          worker wants cores, lending its core in between (PACE_COMPARE=0
+#          skips it),
 #   up-spill  the same with --pd-spill 2 (a long prompt prefills on the decode
 #          worker when the prefill queue is twice its own; the default, 0,
 #          never spills; run only with SPILL_COMPARE=1),
@@ -32,7 +36,7 @@
 # LLAMA_REQUESTS=24 at LLAMA_RATES=0.1,0.2,0.35): about 25 minutes on the
 # project's 2-core VM (arrivals alone take requests/rate seconds a rate: up,
 # up-spill and serve ~2.5-3 min each with the draining of overloaded
-# rates, short-alone ~3.5 min, llama-server ~7.5 min; up-lend or up-spill
+# rates, short-alone ~3.5 min, llama-server ~7.5 min; up-lend, up-pace or up-spill
 # ~3 min each), plus building and
 # synthesizing the model the first time. Run it with nothing else on the
 # machine.
@@ -92,7 +96,7 @@ run_with() { # name url sweep-args -- command...
 }
 
 start=$(date +%s)
-rm -f "$dir"/{up,up-lend,up-spill,serve,short-alone,llama-server}.json
+rm -f "$dir"/{up,up-lend,up-pace,up-spill,serve,short-alone,llama-server}.json
 # shellcheck disable=SC2086 # UP_ARGS and SERVE_ARGS are word lists
 run_with up "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
   "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-}
@@ -100,6 +104,12 @@ if [ "${LEND_COMPARE:-1}" != 0 ]; then
   # shellcheck disable=SC2086
   run_with up-lend "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
     "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-} --lend-cores
+fi
+if [ "${PACE_COMPARE:-1}" != 0 ]; then
+  # shellcheck disable=SC2086
+  run_with up-pace "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
+    "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-} --lend-cores \
+    "--worker-arg=--core-lease-pace=${PACE:-80ms}"
 fi
 if [ "${SPILL_COMPARE:-0}" != 0 ]; then
   # shellcheck disable=SC2086
@@ -144,7 +154,7 @@ def good_ratio(n, m):  # goodput n / goodput m; a bound when m has none
 def ms(v):
     return f"{v:.0f}" if v is not None else "-"
 
-runs = {n: load(n) for n in ["up", "up-lend", "up-spill", "serve", "short-alone", "llama-server"]}
+runs = {n: load(n) for n in ["up", "up-lend", "up-pace", "up-spill", "serve", "short-alone", "llama-server"]}
 print("goodput (highest rate with >= 90% attainment; - : none of the swept rates):")
 good, lowest = {}, {}
 for n, r in runs.items():
@@ -154,13 +164,13 @@ for n, r in runs.items():
     lowest[n] = min(p["request_rate"] for p in r["points"])
     att = ", ".join(f"{p['request_rate']:g}: {100 * p['attainment']:.1f}%" for p in r["points"])
     print(f"  {n:13} {good[n] if good[n] else '-'} req/s   ({att})")
-for u in ["up", "up-lend", "up-spill"]:
+for u in ["up", "up-lend", "up-pace", "up-spill"]:
     if u in good:
         print(f"  {u} / serve {good_ratio(u, 'serve')} (goal >= 1.5x)")
         print(f"  {u} / llama-server {good_ratio(u, 'llama-server')} (goal >= 2x)")
 
 serve, alone = runs["serve"], runs["short-alone"]
-for u in ["up", "up-lend", "up-spill"]:
+for u in ["up", "up-lend", "up-pace", "up-spill"]:
     up = runs[u]
     if not (up and serve and alone):
         continue
@@ -176,5 +186,19 @@ for u in ["up", "up-lend", "up-spill"]:
         s90 = cls(s, "long", "p90_ttft_ms") if s else None
         print(f"  {p['request_rate']:>5g} {ms(sp90):>9} {ms(ap90):>9} {ratio(sp90, ap90):>6}   "
               f"{ms(l50):>8} {ms(s50):>6} {ratio(l50, s50):>6}   {ms(l90):>8} {ms(s90):>6} {ratio(l90, s90):>6}")
+
+def top(point, stat):
+    v = point["result"].get(stat)
+    return v if isinstance(v, (int, float)) else None
+
+print("\nWhat pacing and lending cost: short-request end-to-end p50, TPOT p50 and ITL p99 (all requests), ms")
+print(f"  {'run':8} {'rate':>5} {'short e2el p50':>14} {'tpot p50':>8} {'itl p99':>7}")
+for u in ["serve", "up", "up-lend", "up-pace", "up-spill"]:
+    r = runs[u]
+    if not r:
+        continue
+    for p in r["points"]:
+        print(f"  {u:8} {p['request_rate']:>5g} {ms(cls(p, 'short', 'p50_e2el_ms')):>14} "
+              f"{ms(top(p, 'median_tpot_ms')):>8} {ms(top(p, 'p99_itl_ms')):>7}")
 EOF
 echo "results in $dir"

@@ -11,7 +11,9 @@
 // as one batch, samples, and delivers tokens to the Handles. Prompt chunks
 // go shortest remaining first with aging, several prompts per step (see
 // sched.go); with Config.ITLTarget a step that carries decodes gets only
-// the prefill a measured step-cost model says fits the target (cost.go).
+// the prefill a measured step-cost model says fits the target (cost.go);
+// with Config.DecodePace steps that only decode are spaced out, the loop
+// idle in between (loop.go).
 //
 // Every sequence is the same object in every phase: tokens (prompt, then
 // generated) and computed, the count of tokens whose K/V are in its pages.
