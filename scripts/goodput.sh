@@ -191,6 +191,13 @@ def top(point, stat):
     v = point["result"].get(stat)
     return v if isinstance(v, (int, float)) else None
 
+print("\nCompleted requests per second at each offered rate (first arrival to last completion): past saturation")
+print("this is what the machine sustains for the load, whatever the SLO")
+for u in ["serve", "up", "up-lend", "up-pace", "up-spill", "llama-server"]:
+    r = runs[u]
+    if r:
+        print(f"  {u:12} " + ", ".join(f"{p['request_rate']:g}: {p['result'].get('request_throughput', 0):.2f}" for p in r["points"]))
+
 print("\nWhat pacing and lending cost: short-request end-to-end p50, TPOT p50 and ITL p99 (all requests), ms")
 print(f"  {'run':8} {'rate':>5} {'short e2el p50':>14} {'tpot p50':>8} {'itl p99':>7}")
 for u in ["serve", "up", "up-lend", "up-pace", "up-spill"]:
