@@ -196,3 +196,34 @@ func fileExists(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir()
 }
+
+// TestPDLendingMatchesServe: with core lending and decode pacing on, greedy
+// output through `tandem up` is still token for token what `tandem serve`
+// gives, for every prompt sent at once (parallel subtests, so the decode
+// worker paces its steps while the prefill worker runs others' prompts).
+func TestPDLendingMatchesServe(t *testing.T) {
+	setup(t)
+	serve := startServe(t, modelPath)
+	up := startUp(t, modelPath, "--lend-cores", "--worker-arg=--core-lease-pace=20ms")
+	ps := prompts()
+	want := map[string]completion{}
+	for pname, p := range ps {
+		want[pname] = complete(t, serve, p, false)
+	}
+	t.Run("at once", func(t *testing.T) {
+		for pname, p := range ps {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s stream=%v", pname, stream), func(t *testing.T) {
+					t.Parallel()
+					got, w := complete(t, up, p, stream), want[pname]
+					if strings.Join(got.Tokens, "\x00") != strings.Join(w.Tokens, "\x00") || got.Text != w.Text {
+						t.Errorf("with lending and pacing %q %q, serve %q %q", got.Text, got.Tokens, w.Text, w.Tokens)
+					}
+					if strings.Join(got.LPs, " ") != strings.Join(w.LPs, " ") {
+						t.Errorf("logprobs with lending and pacing\n%v\nserve\n%v", got.LPs, w.LPs)
+					}
+				})
+			}
+		}
+	})
+}
