@@ -101,3 +101,116 @@ reduce:
 	JNZ    rows
 	VZEROUPPER
 	RET
+
+// func matvecQ8_0x2VNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
+// computes, for r < npairs, y[r] = row r · the prepared activation and
+// y[r+yoff] = the row off bytes after it · the activation, the two rows'
+// block pairs interleaved: every output is matvecQ8_0VNNI's operations on
+// its row, bit for bit, while each prepared pair is loaded once for both
+// rows and the two weight streams (off apart) keep two prefetch streams
+// going.
+//
+// Registers: SI row A's block, R10 = off (row B at SI+R10), DI prepared
+// pair, CX pairs left, DX y, R8 row start, R9 rows left, R11 yoff·4;
+// Z0/Z1 the accumulators of A/B; Z14 = 0x80 bytes, Z15 = permLo8Hi8.
+TEXT ·matvecQ8_0x2VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), R8
+	MOVQ         off+16(FP), R10
+	MOVQ         npairs+24(FP), R9
+	MOVQ         y+48(FP), DX
+	MOVQ         yoff+56(FP), R11
+	SHLQ         $2, R11
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z14
+	VMOVDQU64    permLo8Hi8<>(SB), Z15
+
+x2rows:
+	MOVQ   R8, SI
+	MOVQ   prep+32(FP), DI
+	MOVQ   nb+40(FP), CX
+	SHRQ   $1, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	JZ     x2tail
+
+x2pairs:
+	VMOVDQU      2(SI), Y2
+	VINSERTI64X4 $1, 36(SI), Z2, Z2
+	VPXORD       Z14, Z2, Z2
+	VMOVDQU      2(SI)(R10*1), Y3
+	VINSERTI64X4 $1, 36(SI)(R10*1), Z3, Z3
+	VPXORD       Z14, Z3, Z3
+	VMOVDQU64    (DI), Z6
+	VMOVDQU64    64(DI), Z4
+	VMOVDQA64    Z4, Z7
+	VPDPBUSD     Z6, Z2, Z4
+	VPDPBUSD     Z6, Z3, Z7
+	VCVTDQ2PS    Z4, Z4
+	VCVTDQ2PS    Z7, Z7
+	VMOVQ        128(DI), X6
+	MOVWLZX      0(SI), AX
+	MOVWLZX      34(SI), BX
+	SHLL         $16, BX
+	ORL          BX, AX
+	VMOVD        AX, X5
+	VCVTPH2PS    X5, X5
+	VMULPS       X6, X5, X5
+	VPERMPS      Z5, Z15, Z5
+	VFMADD231PS  Z5, Z4, Z0
+	MOVWLZX      0(SI)(R10*1), AX
+	MOVWLZX      34(SI)(R10*1), BX
+	SHLL         $16, BX
+	ORL          BX, AX
+	VMOVD        AX, X8
+	VCVTPH2PS    X8, X8
+	VMULPS       X6, X8, X8
+	VPERMPS      Z8, Z15, Z8
+	VFMADD231PS  Z8, Z7, Z1
+	ADDQ         $68, SI
+	ADDQ         $144, DI
+	DECQ         CX
+	JNZ          x2pairs
+
+x2tail:
+	VEXTRACTF64X4 $1, Z0, Y9
+	VEXTRACTF64X4 $1, Z1, Y10
+	MOVQ          nb+40(FP), CX
+	TESTQ         $1, CX
+	JZ            x2reduce
+	VMOVDQU       2(SI), Y2
+	VPXORD        Y14, Y2, Y2
+	VMOVDQU       2(SI)(R10*1), Y3
+	VPXORD        Y14, Y3, Y3
+	VMOVDQU       (DI), Y6
+	VMOVDQU       64(DI), Y4
+	VMOVDQA       Y4, Y7
+	VPDPBUSD      Y6, Y2, Y4
+	VPDPBUSD      Y6, Y3, Y7
+	VCVTDQ2PS     Y4, Y4
+	VCVTDQ2PS     Y7, Y7
+	MOVWLZX       0(SI), AX
+	VMOVD         AX, X5
+	VCVTPH2PS     X5, X5
+	VMULSS        128(DI), X5, X5
+	VBROADCASTSS  X5, Y5
+	VFMADD231PS   Y5, Y4, Y0
+	MOVWLZX       0(SI)(R10*1), AX
+	VMOVD         AX, X8
+	VCVTPH2PS     X8, X8
+	VMULSS        128(DI), X8, X8
+	VBROADCASTSS  X8, Y8
+	VFMADD231PS   Y8, Y7, Y1
+
+x2reduce:
+	VADDPS Y9, Y0, Y0
+	HSUM8V(Y0, X0, X9)
+	VMOVSS X0, (DX)
+	VADDPS Y10, Y1, Y1
+	HSUM8V(Y1, X1, X10)
+	VMOVSS X1, (DX)(R11*1)
+	ADDQ   $4, DX
+	ADDQ   wrb+8(FP), R8
+	DECQ   R9
+	JNZ    x2rows
+	VZEROUPPER
+	RET
