@@ -11,6 +11,31 @@ package kernels
 //go:noescape
 func q8PanelVNNI(panel *byte, nb int, act *byte, ntok, nrows int, y *float32, ystride int)
 
+// q8PackPanelAVX512 is in q8pack_amd64.s: packQ8_0Panel with gathers
+// (AVX-512 F/BW; callers check MaxLevel() >= AVX512).
+//
+//go:noescape
+func q8PackPanelAVX512(w *byte, wrb, nrows, nb int, dst *byte)
+
+// packQ8_0PanelAsm checks the slice bounds q8PackPanelAVX512 relies on and
+// runs it: packQ8_0Panel's result byte for byte. Rows whose byte offsets
+// do not fit the gathers' int32 indices go to packQ8_0Panel.
+func packQ8_0PanelAsm(w []byte, wrb, nrows, nb int, dst []byte) {
+	if nb <= 0 {
+		return
+	}
+	if nrows < 1 || nrows > q8PanelRows {
+		panic("kernels: packQ8_0PanelAsm: nrows must be 1..16")
+	}
+	if (nrows-1)*wrb > 1<<31-1 {
+		packQ8_0Panel(w, wrb, nrows, nb, dst)
+		return
+	}
+	_ = w[(nrows-1)*wrb+nb*sizeQ8_0-1]
+	_ = dst[q8PanelBytes(nb)-1]
+	q8PackPanelAVX512(&w[0], wrb, nrows, nb, &dst[0])
+}
+
 // q8Panel checks the slice bounds q8PanelVNNI relies on and runs it: for
 // the first nrows rows of the packed panel (nb blocks) and ntok tokens of
 // the prepared activation, y[t·ystride + r] as q8PanelRef computes it,

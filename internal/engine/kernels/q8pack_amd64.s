@@ -815,3 +815,90 @@ blocks8:
 	VMOVUPS Z31, K1, (BX)
 	VZEROUPPER
 	RET
+
+// q8PackIota is the dword lanes 0..15.
+DATA q8PackIota<>+0(SB)/8, $0x0000000100000000
+DATA q8PackIota<>+8(SB)/8, $0x0000000300000002
+DATA q8PackIota<>+16(SB)/8, $0x0000000500000004
+DATA q8PackIota<>+24(SB)/8, $0x0000000700000006
+DATA q8PackIota<>+32(SB)/8, $0x0000000900000008
+DATA q8PackIota<>+40(SB)/8, $0x0000000b0000000a
+DATA q8PackIota<>+48(SB)/8, $0x0000000d0000000c
+DATA q8PackIota<>+56(SB)/8, $0x0000000f0000000e
+GLOBL q8PackIota<>(SB), RODATA|NOPTR, $64
+
+// func q8PackPanelAVX512(w *byte, wrb, nrows, nb int, dst *byte) is
+// packQ8_0Panel in assembly (AVX-512 F/BW): per block, eight VPGATHERDD
+// of one dword (four quants) of each row, row r at index r·wrb (lanes past
+// nrows masked off, so they stay zero), XOR 0x80 bytes, stored as the
+// panel's eight vectors; a ninth gathers the dword holding each row's f16
+// scale and VPMOVDW keeps its low word. Needs (nrows-1)·wrb < 2^31.
+//
+// Registers: SI block b of row 0, DI panel block, CX blocks left,
+// Z15 = lane·wrb, Z14 = 0x80 bytes, K1 = the first nrows lanes.
+TEXT ·q8PackPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ nrows+16(FP), CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	MOVQ w+0(FP), SI
+	MOVQ dst+32(FP), DI
+	MOVQ nb+24(FP), CX
+	MOVQ wrb+8(FP), AX
+	VPBROADCASTD AX, Z15
+	VPMULLD q8PackIota<>(SB), Z15, Z15
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z14
+
+pack:
+	VPXORD Z0, Z0, Z0
+	KMOVW K1, K2
+	VPGATHERDD 2(SI)(Z15*1), K2, Z0
+	VPXORD Z1, Z1, Z1
+	KMOVW K1, K2
+	VPGATHERDD 6(SI)(Z15*1), K2, Z1
+	VPXORD Z2, Z2, Z2
+	KMOVW K1, K2
+	VPGATHERDD 10(SI)(Z15*1), K2, Z2
+	VPXORD Z3, Z3, Z3
+	KMOVW K1, K2
+	VPGATHERDD 14(SI)(Z15*1), K2, Z3
+	VPXORD Z4, Z4, Z4
+	KMOVW K1, K2
+	VPGATHERDD 18(SI)(Z15*1), K2, Z4
+	VPXORD Z5, Z5, Z5
+	KMOVW K1, K2
+	VPGATHERDD 22(SI)(Z15*1), K2, Z5
+	VPXORD Z6, Z6, Z6
+	KMOVW K1, K2
+	VPGATHERDD 26(SI)(Z15*1), K2, Z6
+	VPXORD Z7, Z7, Z7
+	KMOVW K1, K2
+	VPGATHERDD 30(SI)(Z15*1), K2, Z7
+	VPXORD Z8, Z8, Z8
+	KMOVW K1, K2
+	VPGATHERDD 0(SI)(Z15*1), K2, Z8
+	VPXORD Z14, Z0, Z0
+	VMOVDQU64 Z0, 0(DI)
+	VPXORD Z14, Z1, Z1
+	VMOVDQU64 Z1, 64(DI)
+	VPXORD Z14, Z2, Z2
+	VMOVDQU64 Z2, 128(DI)
+	VPXORD Z14, Z3, Z3
+	VMOVDQU64 Z3, 192(DI)
+	VPXORD Z14, Z4, Z4
+	VMOVDQU64 Z4, 256(DI)
+	VPXORD Z14, Z5, Z5
+	VMOVDQU64 Z5, 320(DI)
+	VPXORD Z14, Z6, Z6
+	VMOVDQU64 Z6, 384(DI)
+	VPXORD Z14, Z7, Z7
+	VMOVDQU64 Z7, 448(DI)
+	VPMOVDW Z8, 512(DI)
+	ADDQ $34, SI
+	ADDQ $544, DI
+	DECQ CX
+	JNZ  pack
+	VZEROUPPER
+	RET

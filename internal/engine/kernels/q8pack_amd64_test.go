@@ -105,10 +105,47 @@ func TestQ8PanelMatMulDriver(t *testing.T) {
 	}
 }
 
+// TestQ8PanelPackAsm checks the gather packer against packQ8_0Panel byte
+// for byte, for 1 to 16 rows, odd and even block counts and rows with gaps
+// between them, into a panel full of other bytes.
+func TestQ8PanelPackAsm(t *testing.T) {
+	needVNNI(t)
+	rng := rand.New(rand.NewPCG(81, 6))
+	for _, nb := range []int{1, 2, 3, 7, 64, 176} {
+		for nrows := 1; nrows <= q8PanelRows; nrows++ {
+			wrb := nb*sizeQ8_0 + rng.IntN(5)
+			w := q8PanelRandRows(rng, nrows, nb, wrb)
+			got := make([]byte, q8PanelBytes(nb)+64)
+			want := make([]byte, len(got))
+			for i := range got {
+				got[i] = byte(rng.Uint32())
+				want[i] = got[i]
+			}
+			packQ8_0PanelAsm(w, wrb, nrows, nb, got)
+			packQ8_0Panel(w, wrb, nrows, nb, want)
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("nb %d, %d rows: byte %d = %#x, packQ8_0Panel %#x", nb, nrows, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// firstDiff returns the first index where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
 // q8PanelDriver is a one-thread matrix multiply through the panel kernel,
-// for the benchmarks: scratch kept between calls.
+// for the benchmarks: scratch kept between calls. pack is the packer
+// (packQ8_0Panel when nil).
 type q8PanelDriver struct {
 	act, prep, panel []byte
+	pack             func(w []byte, wrb, nrows, nb int, dst []byte)
 }
 
 // prepare quantizes the nTok rows of x (nIn wide) and lays them out in
@@ -149,14 +186,18 @@ func (d *q8PanelDriver) matMul(w []byte, nOut, nIn int, x []float32, nTok int, y
 	}
 	for r0 := 0; r0 < nOut; r0 += q8PanelRows {
 		nr := min(q8PanelRows, nOut-r0)
-		packQ8_0Panel(w[r0*wrb:], wrb, nr, nb, d.panel)
+		if d.pack != nil {
+			d.pack(w[r0*wrb:], wrb, nr, nb, d.panel)
+		} else {
+			packQ8_0Panel(w[r0*wrb:], wrb, nr, nb, d.panel)
+		}
 		d.tiles(d.panel, nb, r0, nr, nOut, nTok, y)
 	}
 }
 
 // packAll packs the nOut rows of w into consecutive panels (the last one
-// padded) in dst, which it returns grown as needed.
-func packAll(w []byte, nOut, nIn int, dst []byte) []byte {
+// padded) in dst, which it returns grown as needed, with pack.
+func packAll(pack func(w []byte, wrb, nrows, nb int, dst []byte), w []byte, nOut, nIn int, dst []byte) []byte {
 	nb := nIn / qk
 	wrb := nb * sizeQ8_0
 	np := (nOut + q8PanelRows - 1) / q8PanelRows
@@ -165,7 +206,7 @@ func packAll(w []byte, nOut, nIn int, dst []byte) []byte {
 	}
 	for p := range np {
 		r0 := p * q8PanelRows
-		packQ8_0Panel(w[r0*wrb:], wrb, min(q8PanelRows, nOut-r0), nb, dst[p*q8PanelBytes(nb):])
+		pack(w[r0*wrb:], wrb, min(q8PanelRows, nOut-r0), nb, dst[p*q8PanelBytes(nb):])
 	}
 	return dst
 }
@@ -186,9 +227,11 @@ var q8PanelShapes = []struct{ nOut, nIn int }{{2048, 2048}, {5632, 2048}, {768, 
 
 // BenchmarkQ8Panel compares one-thread Q8_0 products of 512 and 16 tokens:
 // "old" is MatMul (AVX-512, its eight-token Q8_0 tile), "panel" the driver
-// above with every panel packed once per call (packing included),
-// "prepacked" the driver on panels packed beforehand, and "pack" the
-// packing alone (all panels of the matrix once). cpu-ns/op is the thread's
+// above with every panel packed once per call (packing included) by the Go
+// packer, "panelasm" the same with the gather packer, "prepacked" the
+// driver on panels packed beforehand, "prep" the activation side alone
+// (quantization and layout), and "pack" and "packasm" the packing alone
+// (all panels of the matrix once). cpu-ns/op is the thread's
 // CPU time per call.
 func BenchmarkQ8Panel(b *testing.B) {
 	needVNNI(b)
@@ -202,7 +245,8 @@ func BenchmarkQ8Panel(b *testing.B) {
 			x := randActivations(rng, nTok*sh.nIn)
 			y := make([]float32, nTok*sh.nOut)
 			var d q8PanelDriver
-			panels := packAll(w, sh.nOut, sh.nIn, nil)
+			da := q8PanelDriver{pack: packQ8_0PanelAsm}
+			panels := packAll(packQ8_0Panel, w, sh.nOut, sh.nIn, nil)
 			name := fmt.Sprintf("%dx%d/tok%d", sh.nOut, sh.nIn, nTok)
 			b.Run(name+"/old", func(b *testing.B) {
 				loopCPU(b, func() { p.MatMul(tensor.Q8_0, w, sh.nOut, sh.nIn, x, nTok, y) })
@@ -210,12 +254,21 @@ func BenchmarkQ8Panel(b *testing.B) {
 			b.Run(name+"/panel", func(b *testing.B) {
 				loopCPU(b, func() { d.matMul(w, sh.nOut, sh.nIn, x, nTok, y) })
 			})
+			b.Run(name+"/panelasm", func(b *testing.B) {
+				loopCPU(b, func() { da.matMul(w, sh.nOut, sh.nIn, x, nTok, y) })
+			})
 			b.Run(name+"/prepacked", func(b *testing.B) {
 				loopCPU(b, func() { d.matMulPacked(panels, sh.nOut, sh.nIn, x, nTok, y) })
 			})
+			b.Run(name+"/prep", func(b *testing.B) {
+				loopCPU(b, func() { d.prepare(sh.nIn, x, nTok) })
+			})
 			if nTok == 512 { // packing does not depend on the tokens
 				b.Run(fmt.Sprintf("%dx%d/pack", sh.nOut, sh.nIn), func(b *testing.B) {
-					loopCPU(b, func() { packAll(w, sh.nOut, sh.nIn, panels) })
+					loopCPU(b, func() { packAll(packQ8_0Panel, w, sh.nOut, sh.nIn, panels) })
+				})
+				b.Run(fmt.Sprintf("%dx%d/packasm", sh.nOut, sh.nIn), func(b *testing.B) {
+					loopCPU(b, func() { packAll(packQ8_0PanelAsm, w, sh.nOut, sh.nIn, panels) })
 				})
 			}
 		}
@@ -268,7 +321,7 @@ func BenchmarkQ8PanelMatVec(b *testing.B) {
 			})
 		})
 		b.Run(sh.name+"/panel", func(b *testing.B) {
-			packed := packAll(one, sh.nOut, sh.nIn, nil)
+			packed := packAll(packQ8_0Panel, one, sh.nOut, sh.nIn, nil)
 			ps := make([][]byte, copies)
 			for i := range ps {
 				ps[i] = append([]byte(nil), packed...)

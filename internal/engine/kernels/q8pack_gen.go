@@ -116,5 +116,57 @@ func main() {
 		p("\tVZEROUPPER")
 		p("\tRET")
 	}
+	p("")
+	p("// q8PackIota is the dword lanes 0..15.")
+	for i := 0; i < 16; i += 2 {
+		p("DATA q8PackIota<>+%d(SB)/8, $0x%08x%08x", 4*i, i+1, i)
+	}
+	p("GLOBL q8PackIota<>(SB), RODATA|NOPTR, $64")
+	p("")
+	p("// func q8PackPanelAVX512(w *byte, wrb, nrows, nb int, dst *byte) is")
+	p("// packQ8_0Panel in assembly (AVX-512 F/BW): per block, eight VPGATHERDD")
+	p("// of one dword (four quants) of each row, row r at index r·wrb (lanes past")
+	p("// nrows masked off, so they stay zero), XOR 0x80 bytes, stored as the")
+	p("// panel's eight vectors; a ninth gathers the dword holding each row's f16")
+	p("// scale and VPMOVDW keeps its low word. Needs (nrows-1)·wrb < 2^31.")
+	p("//")
+	p("// Registers: SI block b of row 0, DI panel block, CX blocks left,")
+	p("// Z15 = lane·wrb, Z14 = 0x80 bytes, K1 = the first nrows lanes.")
+	p("TEXT ·q8PackPanelAVX512(SB), NOSPLIT, $0-40")
+	p("\tMOVQ nrows+16(FP), CX")
+	p("\tMOVL $1, AX")
+	p("\tSHLL CX, AX")
+	p("\tDECL AX")
+	p("\tKMOVW AX, K1")
+	p("\tMOVQ w+0(FP), SI")
+	p("\tMOVQ dst+32(FP), DI")
+	p("\tMOVQ nb+24(FP), CX")
+	p("\tMOVQ wrb+8(FP), AX")
+	p("\tVPBROADCASTD AX, Z15")
+	p("\tVPMULLD q8PackIota<>(SB), Z15, Z15")
+	p("\tMOVL $0x80808080, AX")
+	p("\tVPBROADCASTD AX, Z14")
+	p("")
+	p("pack:")
+	for j := range 9 {
+		p("\tVPXORD Z%d, Z%d, Z%d", j, j, j)
+		p("\tKMOVW K1, K2")
+		off := 2 + 4*j
+		if j == 8 {
+			off = 0
+		}
+		p("\tVPGATHERDD %d(SI)(Z15*1), K2, Z%d", off, j)
+	}
+	for j := range 8 {
+		p("\tVPXORD Z14, Z%d, Z%d", j, j)
+		p("\tVMOVDQU64 Z%d, %d(DI)", j, 64*j)
+	}
+	p("\tVPMOVDW Z8, 512(DI)")
+	p("\tADDQ $%d, SI", 34)
+	p("\tADDQ $%d, DI", 8*64+32)
+	p("\tDECQ CX")
+	p("\tJNZ  pack")
+	p("\tVZEROUPPER")
+	p("\tRET")
 	os.Stdout.WriteString(b.String())
 }
