@@ -105,13 +105,19 @@ func prepareQ8PanelAct(act []byte, arb, ntok, nb int, dst []byte) {
 	for b := range nb {
 		out := dst[b*rec : (b+1)*rec]
 		for t := range ntok {
-			blk := act[t*arb+b*sizeQ8_0 : t*arb+(b+1)*sizeQ8_0]
-			copy(out[32*t:32*t+32], blk[2:])
-			var s int32
-			for _, q := range blk[2:sizeQ8_0] {
-				s += int32(int8(q))
+			blk := (*[sizeQ8_0]byte)(act[t*arb+b*sizeQ8_0:])
+			q := (*[32]byte)(out[32*t:])
+			// Σ int8(q) = Σ (q XOR 0x80 as unsigned) - 32·128, the unsigned
+			// bytes summed in 16-bit lanes (at most 4·2·255 per lane).
+			var lanes uint64
+			for k := 0; k < 32; k += 8 {
+				v := binary.LittleEndian.Uint64(blk[2+k:])
+				binary.LittleEndian.PutUint64(q[k:], v)
+				v ^= 0x8080808080808080
+				lanes += v&0x00ff00ff00ff00ff + (v>>8)&0x00ff00ff00ff00ff
 			}
-			d := tensor.FP16ToFP32(binary.LittleEndian.Uint16(blk))
+			s := int32((lanes*0x0001000100010001)>>48) - 32*128
+			d := tensor.FP16ToFP32(binary.LittleEndian.Uint16(blk[:]))
 			binary.LittleEndian.PutUint32(out[32*ntok+4*t:], math.Float32bits(d))
 			binary.LittleEndian.PutUint32(out[36*ntok+4*t:], uint32(-128*s))
 		}
