@@ -11,7 +11,7 @@ import (
 const MaxMatVecs = 4
 
 // matvecGrain is the fewest rows a chunk of a threaded MatVecs round holds
-// (a multiple of the many-row kernels' four rows).
+// (whole panels of 16 rows, and a multiple of the many-row kernels' four).
 const matvecGrain = 16
 
 // MatVec is one product y = W·x of a MatVecs call: Out rows of W, of type
@@ -20,8 +20,12 @@ const matvecGrain = 16
 type MatVec struct {
 	Type tensor.Type
 	W    []byte
-	Out  int
-	Y    []float32
+	// Panels, for a Q8_0 W, is W packed by PackQ8_0: at the AVX512 level
+	// the product then runs the panel kernel (see MatMulQ8Panels); nil:
+	// the rows as they are.
+	Panels []byte
+	Out    int
+	Y      []float32
 }
 
 // matvecRowsFunc computes y[r] = row r of w (nrows rows of wrb bytes) ·
@@ -53,6 +57,7 @@ type matvecState struct {
 	act   [MaxMatVecs][]byte
 	dot   [MaxMatVecs]func(n int, w, a []byte) float32
 	form  [MaxMatVecs]matvecRowsFunc
+	panel [MaxMatVecs]bool // the op runs its Panels
 	nIn   int
 	// Activation scratch: stores[i] holds the layout keys[i] for the
 	// first used of them in this call; raw is a quantized row before it is
@@ -69,6 +74,7 @@ type matvecState struct {
 type matvecKey struct {
 	vt       tensor.Type
 	prepared bool
+	panel    bool // the panel kernel's one-token layout
 }
 
 func (m *matvecState) init() { m.rowsFn = m.rows }
@@ -113,6 +119,12 @@ func checkMatVec(op MatVec, nIn int) {
 		invariant.Failf("kernels", "MatVecs: %s [%d, %d] needs %d weight bytes and %d outputs; got %d, %d",
 			op.Type, nIn, op.Out, op.Out*wrb, op.Out, len(op.W), len(op.Y))
 	}
+	if op.Panels != nil {
+		n := (op.Out + q8PanelRows - 1) / q8PanelRows * q8PanelBytes(nIn/qk)
+		if op.Type != tensor.Q8_0 || len(op.Panels) < n {
+			invariant.Failf("kernels", "MatVecs: %s [%d, %d] with %d panel bytes, want Q8_0 and %d", op.Type, nIn, op.Out, len(op.Panels), n)
+		}
+	}
 }
 
 // matVecs is MatVecs with the arguments checked and p.mu held.
@@ -131,7 +143,12 @@ func (p *Pool) matVecs(nIn int, x []float32, ops []MatVec) {
 		m.form[i] = nil
 		key := matvecKey{vt: VecDotType(op.Type)}
 		f, ok := matvecFormFor(ks.level, op.Type)
-		if ok {
+		m.panel[i] = op.Panels != nil && op.Type == tensor.Q8_0 && panelsActive(ks)
+		switch {
+		case m.panel[i]:
+			f = matvecForm{prepBytes: matvecPanelPrepBytes, prepare: prepareMatvecPanel}
+			key.prepared, key.panel = true, true
+		case ok:
 			key.prepared = f.prepare != nil
 			m.form[i] = f.rows
 		}
@@ -148,7 +165,7 @@ func (p *Pool) matVecs(nIn int, x []float32, ops []MatVec) {
 		return
 	}
 	grain := max(matvecGrain, (rows+p.threads*chunksPerThread-1)/(p.threads*chunksPerThread))
-	grain = (grain + 3) &^ 3
+	grain = (grain + 15) &^ 15 // whole panels, where the ops' rows start on one
 	p.run(rows, grain, m.rowsFn)
 }
 
@@ -203,7 +220,7 @@ func grow8(b []byte, n int) []byte {
 func (m *matvecState) release() {
 	for i := range m.ops {
 		m.ops[i] = MatVec{}
-		m.act[i], m.dot[i], m.form[i] = nil, nil, nil
+		m.act[i], m.dot[i], m.form[i], m.panel[i] = nil, nil, nil, false
 		if m.keys[i].vt == tensor.F32 && !m.keys[i].prepared {
 			m.stores[i] = nil // aliases the caller's x
 		}
@@ -219,7 +236,9 @@ func (m *matvecState) rows(lo, hi int) {
 		}
 		a, b := lo-s, min(hi, e)-s
 		op, wrb := &m.ops[i], m.wrb[i]
-		if f := m.form[i]; f != nil {
+		if m.panel[i] {
+			panelRows(op.Panels, m.nb[i], op.Out, a, b, m.act[i], op.Y)
+		} else if f := m.form[i]; f != nil {
 			f(op.W[a*wrb:b*wrb], wrb, b-a, m.act[i], m.nb[i], op.Y[a:b])
 		} else {
 			dot, act, nIn := m.dot[i], m.act[i], m.nIn

@@ -70,6 +70,7 @@ type Pool struct {
 
 	mm matmulState // MatMul's arguments and scratch, reused between calls
 	mv matvecState // MatVecs's, likewise
+	pp panelState  // MatMulQ8Panels's, likewise
 }
 
 // CoreLease shares the machine's cores between pools of different
@@ -189,6 +190,7 @@ func NewPool(threads int) *Pool {
 	p := &Pool{threads: threads, sh: sh}
 	p.mm.init()
 	p.mv.init()
+	p.pp.init()
 	runtime.AddCleanup(p, (*poolShared).stop, sh)
 	return p
 }

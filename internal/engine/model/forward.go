@@ -398,7 +398,11 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 
 func (r *Runner) matmul(w *Linear, x []float32, n int, y []float32) {
 	start := time.Now()
-	r.pool.MatMul(w.Type, w.Data, w.Out, w.In, x[:n*w.In], n, y[:n*w.Out])
+	if w.Panels != nil {
+		r.pool.MatMulQ8Panels(w.Data, w.Panels, w.Out, w.In, x[:n*w.In], n, y[:n*w.Out])
+	} else {
+		r.pool.MatMul(w.Type, w.Data, w.Out, w.In, x[:n*w.In], n, y[:n*w.Out])
+	}
 	r.times.MatMul += time.Since(start)
 }
 
@@ -433,7 +437,7 @@ func (r *Runner) matvecs(x []float32, w1 *Linear, y1 []float32, w2 *Linear, y2 [
 		if p.w.In != w1.In {
 			invariant.Failf("model", "matvecs: input widths %d and %d differ", w1.In, p.w.In)
 		}
-		ops = append(ops, kernels.MatVec{Type: p.w.Type, W: p.w.Data, Out: p.w.Out, Y: p.y[:p.w.Out]})
+		ops = append(ops, kernels.MatVec{Type: p.w.Type, W: p.w.Data, Panels: p.w.Panels, Out: p.w.Out, Y: p.y[:p.w.Out]})
 	}
 	r.pool.MatVecs(w1.In, x[:w1.In], ops...)
 	clear(r.mvOps[:])

@@ -17,6 +17,10 @@ type Linear struct {
 	In   int
 	Out  int
 	Data []byte
+	// Panels is a Q8_0 matrix packed for the AVX512 panel kernel
+	// (kernels.PackQ8_0), made at Load where the CPU runs it; nil
+	// otherwise. Every product of the matrix then uses them.
+	Panels []byte
 }
 
 // Layer holds one transformer block's weights.
@@ -185,7 +189,46 @@ func FromFile(f *gguf.File) (*Model, error) {
 			ly.gateUpSpan = spanOf(&ly.Gate, &ly.Up)
 		}
 	}
+	m.packPanels()
 	return m, nil
+}
+
+// packPanels packs every Q8_0 matrix the forward pass multiplies for the
+// AVX512 panel kernel, when this CPU runs it (kernels.PanelsUsable): all
+// of them or none, since the panel kernel rounds differently from the row
+// kernels and a token's result must not depend on which path ran it. A
+// span's parts share its panels where they start on a panel boundary.
+// The embedding table keeps its rows (a lookup reads them); a tied output
+// projection gets panels of its own.
+func (m *Model) packPanels() {
+	if !kernels.PanelsUsable() {
+		return
+	}
+	pack := func(w *Linear) {
+		if w.Type == tensor.Q8_0 && w.Data != nil && w.Panels == nil {
+			w.Panels = kernels.PackQ8_0(w.Data, w.Out, w.In)
+		}
+	}
+	share := func(span *Linear, parts ...*Linear) {
+		if span.Type != tensor.Q8_0 || span.Data == nil {
+			return
+		}
+		pack(span)
+		lo := 0
+		for _, w := range parts {
+			w.Panels = kernels.PanelRows(span.Panels, span.In, lo, lo+w.Out, span.Out)
+			lo += w.Out
+		}
+	}
+	for i := range m.Layers {
+		ly := &m.Layers[i]
+		share(&ly.qkvSpan, &ly.Q, &ly.K, &ly.V)
+		share(&ly.gateUpSpan, &ly.Gate, &ly.Up)
+		for _, w := range []*Linear{&ly.QKV, &ly.Q, &ly.K, &ly.V, &ly.O, &ly.Gate, &ly.Up, &ly.Down} {
+			pack(w)
+		}
+	}
+	pack(&m.Output)
 }
 
 // Close unmaps the model file. No Runner may be in use.
