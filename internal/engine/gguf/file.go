@@ -95,6 +95,17 @@ func (f *File) Close() error {
 	return nil
 }
 
+// DropPages tells the system that tensor data b (a slice of some
+// TensorInfo.Data of f) will not be read for a while, so the pages wholly
+// inside it can leave the process's memory; they are read from the file
+// again if touched, so b stays valid. It does nothing for a File from Parse
+// or where files are read into memory.
+func (f *File) DropPages(b []byte) {
+	if f.unmap != nil {
+		dropPages(b)
+	}
+}
+
 // Lookup returns the value of a metadata key.
 func (f *File) Lookup(key string) (Value, bool) {
 	i, ok := f.kvIndex[key]

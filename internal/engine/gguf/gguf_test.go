@@ -989,3 +989,30 @@ func BenchmarkParseVocab(b *testing.B) {
 		}
 	}
 }
+
+// TestDropPages: dropping a mapped tensor's pages (all of them, part of a
+// page, none) leaves its bytes readable and unchanged.
+func TestDropPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.gguf")
+	w := gguf.NewWriter()
+	w.SetString("general.architecture", "llama")
+	data := tensorData(3, 256<<10) // 256 KiB of f32: many pages
+	if err := w.AddTensor("w", tensor.F32, []uint64{1024, 64}, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ti, _ := f.Tensor("w")
+	f.DropPages(ti.Data)
+	f.DropPages(ti.Data[1:100])
+	f.DropPages(ti.Data[:0])
+	if !bytes.Equal(ti.Data, data) {
+		t.Error("the tensor's bytes changed after DropPages")
+	}
+}

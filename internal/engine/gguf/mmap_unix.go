@@ -8,6 +8,9 @@ import (
 	"math"
 	"os"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapFile maps the whole of fd read-only and returns the bytes and a
@@ -37,4 +40,19 @@ func mapFile(fd *os.File) ([]byte, func() error, error) {
 		return nil
 	}
 	return data, unmap, nil
+}
+
+// dropPages tells the kernel that this process no longer needs the pages
+// lying wholly inside b, a part of a file mapping: they leave its resident
+// set (the page cache may keep them) and are read from the file again if
+// touched. Errors are ignored: the advice only saves memory.
+func dropPages(b []byte) {
+	ps := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (start + ps - 1) &^ (ps - 1)
+	hi := (start + uintptr(len(b))) &^ (ps - 1)
+	if len(b) == 0 || hi <= lo {
+		return
+	}
+	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), lo-start)), hi-lo), unix.MADV_DONTNEED)
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"unsafe"
 
 	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
@@ -199,14 +200,21 @@ func FromFile(f *gguf.File) (*Model, error) {
 // kernels and a token's result must not depend on which path ran it. A
 // span's parts share its panels where they start on a panel boundary.
 // The embedding table keeps its rows (a lookup reads them); a tied output
-// projection gets panels of its own.
+// projection gets panels of its own. The file's pages of the packed
+// matrices are then dropped from memory (gguf.File.DropPages), so the panels
+// do not double the weights' resident memory.
 func (m *Model) packPanels() {
 	if !kernels.PanelsUsable() {
 		return
 	}
+	embed := unsafe.SliceData(m.Embed.Data)
 	pack := func(w *Linear) {
-		if w.Type == tensor.Q8_0 && w.Data != nil && w.Panels == nil {
-			w.Panels = kernels.PackQ8_0(w.Data, w.Out, w.In)
+		if w.Type != tensor.Q8_0 || w.Data == nil || w.Panels != nil {
+			return
+		}
+		w.Panels = kernels.PackQ8_0(w.Data, w.Out, w.In)
+		if m.File != nil && unsafe.SliceData(w.Data) != embed {
+			m.File.DropPages(w.Data) // read again only below AVX512
 		}
 	}
 	share := func(span *Linear, parts ...*Linear) {
