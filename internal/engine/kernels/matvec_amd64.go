@@ -9,11 +9,6 @@ import "tandem/internal/engine/tensor"
 //go:noescape
 func matvecQ8_0VNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32)
 
-// matvecQ8_0x2VNNI is in matvec_amd64.s.
-//
-//go:noescape
-func matvecQ8_0x2VNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
-
 // matvecQ4KVNNI, matvecQ5KVNNI and matvecQ6KVNNI are in matvec_k_amd64.s.
 //
 //go:noescape
@@ -47,9 +42,7 @@ func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 	return matvecForm{}, false
 }
 
-// matvecQ8_0Rows checks the slice bounds the assembly relies on and runs
-// it: the first half of the rows paired with the second (two weight
-// streams, one activation load for both), then a last odd row alone.
+// matvecQ8_0Rows checks the slice bounds the assembly relies on and runs it.
 func matvecQ8_0Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) {
 	if nrows <= 0 || nb <= 0 {
 		return
@@ -57,14 +50,7 @@ func matvecQ8_0Rows(w []byte, wrb, nrows int, prep []byte, nb int, y []float32) 
 	_ = w[(nrows-1)*wrb+nb*sizeQ8_0-1]
 	_ = prep[matvecQ8_0PrepBytes(nb)-1]
 	_ = y[nrows-1]
-	h := nrows / 2
-	if h > 0 {
-		matvecQ8_0x2VNNI(&w[0], wrb, h*wrb, h, &prep[0], nb, &y[0], h)
-	}
-	if nrows%2 == 1 {
-		r := nrows - 1
-		matvecQ8_0VNNI(&w[r*wrb], wrb, 1, &prep[0], nb, &y[r])
-	}
+	matvecQ8_0VNNI(&w[0], wrb, nrows, &prep[0], nb, &y[0])
 }
 
 // The K-quant kernels with their bounds checks, made once (matVecs looks
