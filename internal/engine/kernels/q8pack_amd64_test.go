@@ -40,13 +40,7 @@ func TestQ8PanelVNNI(t *testing.T) {
 			if ntok == nb%8+1 {
 				nrows = q8PanelRows
 			}
-			wrb, arb := nb*sizeQ8_0, nb*sizeQ8_0
-			w := q8PanelRandRows(rng, nrows, nb, wrb)
-			act := q8PanelRandRows(rng, ntok, nb, arb)
-			panel := make([]byte, q8PanelBytes(nb))
-			packQ8_0Panel(w, wrb, nrows, nb, panel)
-			prep := make([]byte, q8ActBytes(nb, ntok))
-			prepareQ8PanelAct(act, arb, ntok, nb, prep)
+			_, _, panel, prep := q8PanelCase(rng, nrows, ntok, nb)
 			for b := range nb {
 				for tk := range ntok {
 					off := b*ntok*q8ActTokBytes + 32*ntok + 4*tk

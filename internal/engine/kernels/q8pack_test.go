@@ -122,22 +122,31 @@ func TestQ8PanelPackRoundTrip(t *testing.T) {
 // arithmetic A computed from the rows bit for bit, for every byte pattern:
 // random bytes, all -128 and all 127 blocks on both sides (the activation
 // quantizer never makes -128, but the integer sums are exact for it too).
+// q8PanelCase makes nrows random Q8_0 weight rows and ntok random
+// activation rows of nb blocks (both nb·34 bytes a row), the panel of the
+// weights and the prepared activation.
+func q8PanelCase(rng *rand.Rand, nrows, ntok, nb int) (w, act, panel, prep []byte) {
+	wrb := nb * sizeQ8_0
+	w = q8PanelRandRows(rng, nrows, nb, wrb)
+	act = q8PanelRandRows(rng, ntok, nb, wrb)
+	panel = make([]byte, q8PanelBytes(nb))
+	packQ8_0Panel(w, wrb, nrows, nb, panel)
+	prep = make([]byte, q8ActBytes(nb, ntok))
+	prepareQ8PanelAct(act, wrb, ntok, nb, prep)
+	return w, act, panel, prep
+}
+
 func TestQ8PanelRefExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(81, 2))
 	for _, nb := range []int{1, 2, 5, 33} {
 		for ntok := 1; ntok <= q8PanelMaxTok; ntok++ {
 			nrows := 1 + rng.IntN(q8PanelRows)
-			wrb, arb := nb*sizeQ8_0, nb*sizeQ8_0
-			w := q8PanelRandRows(rng, nrows, nb, wrb)
-			act := q8PanelRandRows(rng, ntok, nb, arb)
-			panel := make([]byte, q8PanelBytes(nb))
-			packQ8_0Panel(w, wrb, nrows, nb, panel)
-			prep := make([]byte, q8ActBytes(nb, ntok))
-			prepareQ8PanelAct(act, arb, ntok, nb, prep)
+			w, act, panel, prep := q8PanelCase(rng, nrows, ntok, nb)
+			wrb := nb * sizeQ8_0
 			got := make([]float32, ntok*q8PanelRows)
 			want := make([]float32, ntok*q8PanelRows)
 			q8PanelRef(panel, nb, prep, ntok, nrows, got, q8PanelRows)
-			q8RowsA(w, wrb, nrows, nb, act, arb, ntok, want, q8PanelRows)
+			q8RowsA(w, wrb, nrows, nb, act, wrb, ntok, want, q8PanelRows)
 			for i := range got {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("nb %d, ntok %d, %d rows: output %d (token %d, row %d) = %g, arithmetic A from the rows %g",
