@@ -120,8 +120,7 @@ func checkMatVec(op MatVec, nIn int) {
 			op.Type, nIn, op.Out, op.Out*wrb, op.Out, len(op.W), len(op.Y))
 	}
 	if op.Panels != nil {
-		n := (op.Out + q8PanelRows - 1) / q8PanelRows * q8PanelBytes(nIn/qk)
-		if op.Type != tensor.Q8_0 || len(op.Panels) < n {
+		if n := q8PanelsBytes(op.Out, nIn); op.Type != tensor.Q8_0 || len(op.Panels) < n {
 			invariant.Failf("kernels", "MatVecs: %s [%d, %d] with %d panel bytes, want Q8_0 and %d", op.Type, nIn, op.Out, len(op.Panels), n)
 		}
 	}
@@ -143,7 +142,7 @@ func (p *Pool) matVecs(nIn int, x []float32, ops []MatVec) {
 		m.form[i] = nil
 		key := matvecKey{vt: VecDotType(op.Type)}
 		f, ok := matvecFormFor(ks.level, op.Type)
-		m.panel[i] = op.Panels != nil && op.Type == tensor.Q8_0 && panelsActive(ks)
+		m.panel[i] = op.Panels != nil && panelsActive(ks) // checkMatVec: Panels only for Q8_0
 		switch {
 		case m.panel[i]:
 			f = matvecForm{prepBytes: matvecPanelPrepBytes, prepare: prepareMatvecPanel}

@@ -32,6 +32,12 @@ func PanelsUsable() bool { return q8PanelKernel != nil && MaxLevel() == AVX512 }
 // panelsActive reports whether the kernels run packed panels now.
 func panelsActive(ks *kernelSet) bool { return q8PanelKernel != nil && ks.level == AVX512 }
 
+// q8PanelsBytes is the size of a matrix of nOut rows of nIn elements
+// packed by PackQ8_0.
+func q8PanelsBytes(nOut, nIn int) int {
+	return (nOut + q8PanelRows - 1) / q8PanelRows * q8PanelBytes(nIn/qk)
+}
+
 // PackQ8_0 returns the nOut Q8_0 rows of nIn elements in w (row o at
 // o·RowBytes(nIn)) packed in panels of 16 rows for MatMulQ8Panels and
 // MatVec.Panels: ceil(nOut/16)·544·nIn/32 bytes, as many as the rows
@@ -46,9 +52,8 @@ func PackQ8_0(w []byte, nOut, nIn int) []byte {
 	}
 	nb := nIn / qk
 	pb := q8PanelBytes(nb)
-	np := (nOut + q8PanelRows - 1) / q8PanelRows
-	dst := make([]byte, np*pb)
-	for pi := range np {
+	dst := make([]byte, q8PanelsBytes(nOut, nIn))
+	for pi := range len(dst) / pb {
 		r0 := pi * q8PanelRows
 		q8Packer(w[r0*wrb:], wrb, min(q8PanelRows, nOut-r0), nb, dst[pi*pb:(pi+1)*pb])
 	}
@@ -103,7 +108,7 @@ func (p *Pool) MatMulQ8Panels(w, panels []byte, nOut, nIn int, x []float32, nTok
 	nb := nIn / qk
 	pb := q8PanelBytes(nb)
 	np := (nOut + q8PanelRows - 1) / q8PanelRows
-	if err != nil || nOut < 0 || nTok < 0 || len(panels) < np*pb || len(x) < nTok*nIn || len(y) < nTok*nOut {
+	if err != nil || nOut < 0 || nTok < 0 || len(panels) < q8PanelsBytes(nOut, nIn) || len(x) < nTok*nIn || len(y) < nTok*nOut {
 		invariant.Failf("kernels", "MatMulQ8Panels: bad shape [%d, %d] × %d tokens: %d panel bytes, %d inputs, %d outputs (%v)",
 			nIn, nOut, nTok, len(panels), len(x), len(y), err)
 	}
