@@ -12,8 +12,9 @@
 // go shortest remaining first with aging, several prompts per step (see
 // sched.go); with Config.ITLTarget a step that carries decodes gets only
 // the prefill a measured step-cost model says fits the target (cost.go);
-// with Config.DecodePace steps that only decode are spaced out, the loop
-// idle in between (loop.go).
+// with Config.DecodePace the decoding sequences get a step a pace apart,
+// prompt work running in steps of its own in between and the loop idle
+// otherwise (loop.go).
 //
 // Every sequence is the same object in every phase: tokens (prompt, then
 // generated) and computed, the count of tokens whose K/V are in its pages.

@@ -55,10 +55,11 @@ type Engine struct {
 	done        chan struct{} // closed when the loop has exited
 
 	// owned by the loop goroutine
-	running   []*seq
-	cost      costModel
-	lastStart time.Time   // when the last step started (DecodePace)
-	paceTimer *time.Timer // DecodePace's wait, reused
+	running    []*seq
+	cost       costModel
+	lastDecode time.Time   // when the last step that fed every decoding sequence started (DecodePace)
+	skipped    bool        // the step being run left decoding sequences out (DecodePace)
+	paceTimer  *time.Timer // DecodePace's wait, reused
 }
 
 // seq is one request inside the engine.

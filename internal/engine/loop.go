@@ -26,12 +26,13 @@ func (e *Engine) loop() {
 		}
 		e.reapCancelled()
 		e.applyResumes()
-		if d := e.paceWait(); d > 0 {
-			e.pace(d)
-			continue
-		}
-		steps := e.schedule()
+		wait := e.decodeWait()
+		steps := e.schedule(wait <= 0)
 		if len(steps) == 0 {
+			if wait > 0 && e.decoding() {
+				e.pace(wait)
+				continue
+			}
 			e.publish()
 			<-e.wake
 			continue
@@ -41,34 +42,29 @@ func (e *Engine) loop() {
 	}
 }
 
-// paceWait returns how long to wait before the next step under
-// Config.DecodePace: > 0 only when every running sequence is decoding (or
-// importing), nothing waits for admission and the previous step started
-// less than the pace ago.
-func (e *Engine) paceWait() time.Duration {
-	if e.cfg.DecodePace == nil || e.lastStart.IsZero() {
+// decodeWait returns how long the decoding sequences' next token waits
+// under Config.DecodePace: the pace less the time since the last step in
+// which every decoding sequence got its token (0: due now; always 0
+// without a pace). Until then steps carry only prompt work (a submission,
+// a prompt's next chunk), so a new prompt is prefilled at once and costs
+// only its own tokens, while the decoding sequences still get a token
+// every pace however many prompts come.
+func (e *Engine) decodeWait() time.Duration {
+	if e.cfg.DecodePace == nil || e.lastDecode.IsZero() {
 		return 0
 	}
-	decoding := false
+	return e.cfg.DecodePace() - time.Since(e.lastDecode)
+}
+
+// decoding reports whether a running sequence waits for its next decode
+// step.
+func (e *Engine) decoding() bool {
 	for _, s := range e.running {
-		switch {
-		case s.importing:
-		case len(s.tokens)-s.computed == 1:
-			decoding = true
-		default:
-			return 0 // prompt tokens left
+		if len(s.tokens)-s.computed == 1 && !s.queued && !s.importing {
+			return true
 		}
 	}
-	if !decoding {
-		return 0
-	}
-	e.mu.Lock()
-	busy := len(e.waiting) > 0 || len(e.resumes) > 0 || e.closed
-	e.mu.Unlock()
-	if busy {
-		return 0
-	}
-	return e.cfg.DecodePace() - time.Since(e.lastStart)
+	return false
 }
 
 // pace waits d, or less when a wake-up comes (a submission, a resume, a

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync/atomic"
@@ -139,6 +140,59 @@ func TestDecodePaceYieldsToNewWork(t *testing.T) {
 		}
 		if waited := time.Since(start); waited >= time.Hour {
 			t.Errorf("Close of a paced engine took %v, want no pace wait", waited)
+		}
+	})
+}
+
+// TestDecodePaceKeepsPromptsOutOfDecodeSteps: under a pace, prompts that
+// arrive between decode steps are prefilled at once in steps of their own
+// (each gets its first token at its submission), while the decoding
+// sequence still gets exactly one token a pace: a prompt neither pulls its
+// decode step early (the step would carry the whole batch, and on a core
+// lease at the urgent priority) nor pushes it back.
+func TestDecodePaceKeepsPromptsOutOfDecodeSteps(t *testing.T) {
+	m := tinyModel(t)
+	synctest.Test(t, func(t *testing.T) {
+		var pace atomic.Int64
+		pace.Store(int64(40 * time.Millisecond))
+		e, stop := pacedEngine(t, m, &pace)
+		defer stop()
+		rng := rand.New(rand.NewPCG(9, 10))
+		a, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 12), MaxTokens: 8, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompts := make([][]int32, 12)
+		for i := range prompts {
+			prompts[i] = randomPrompt(rng, m, 6+i%5)
+		}
+		late := make(chan string, len(prompts))
+		go func() { // a short prompt every 15 ms, off the decode steps' 40 ms grid
+			defer close(late)
+			for i, p := range prompts {
+				time.Sleep(15 * time.Millisecond)
+				start := time.Now()
+				b, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: 1, IgnoreEOS: true})
+				if err != nil {
+					late <- err.Error()
+					return
+				}
+				if at := tokenTimes(t, b); len(at) != 1 || at[0] != start {
+					late <- fmt.Sprintf("prompt %d's token came %v after its submission, want at once", i, at[0].Sub(start))
+				}
+			}
+		}()
+		at := tokenTimes(t, a)
+		if len(at) != 8 {
+			t.Fatalf("got %d tokens, want 8", len(at))
+		}
+		for i := 1; i < len(at); i++ {
+			if gap := at[i].Sub(at[i-1]); gap != 40*time.Millisecond {
+				t.Errorf("a's token %d came %v after token %d, want the 40ms pace whatever the prompts arriving", i, gap, i-1)
+			}
+		}
+		for msg := range late {
+			t.Error(msg)
 		}
 	})
 }

@@ -92,20 +92,28 @@ func (e *Engine) prefillOrder(in map[*seq]bool) []candidate {
 	return append(recompute, rest...)
 }
 
-// schedule picks this step's tokens: one for each decoding sequence, then
-// prefill chunks in priority order (see prefillOrder), admitting waiting
-// sequences on the way, within MaxBatchTokens and, when ITLTarget is set,
-// within the step cost the target allows.
-func (e *Engine) schedule() []step {
+// schedule picks this step's tokens: one for each decoding sequence
+// (when decode is true: under DecodePace a step before the decoding
+// sequences are due carries prompt work only), then prefill chunks in
+// priority order (see prefillOrder), admitting waiting sequences on the
+// way, within MaxBatchTokens and, when ITLTarget is set, within the step
+// cost the target allows.
+func (e *Engine) schedule(decode bool) []step {
 	budget := e.cfg.MaxBatchTokens
 	var steps []step
 	var decodes stepFeatures
 	in := map[*seq]bool{}
+	e.skipped = false
 	for _, s := range slices.Clone(e.running) {
 		if budget == 0 {
+			e.skipped = true // the rest are due at the next step
 			break
 		}
 		if len(s.tokens)-s.computed != 1 || s.queued || s.importing {
+			continue
+		}
+		if !decode {
+			e.skipped = true
 			continue
 		}
 		if !e.ensurePages(s, s.computed+1, in) {
@@ -216,7 +224,9 @@ func (e *Engine) observeStep(steps []step) {
 		}
 	}
 	start := time.Now()
-	e.lastStart = start
+	if !e.skipped {
+		e.lastDecode = start
+	}
 	e.run(steps)
 	cost := time.Since(start)
 	if end != nil {

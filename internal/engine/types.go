@@ -61,12 +61,13 @@ type Config struct {
 	// A core lease (internal/engine/cores) uses it to give the step's work
 	// a priority. It runs on the engine's goroutine and must be quick.
 	StepHook func(prefill, decodes int) (end func())
-	// DecodePace, when set, is called before a step that would carry only
-	// decoding sequences (nothing waiting, no prompt tokens left): that
-	// step starts no sooner than the returned duration after the previous
-	// step started (0: at once), the engine idle meanwhile. A submission
-	// or a resumed sequence ends the wait. A core lease uses it to lend
-	// the worker's cores to another process between decode steps while the
+	// DecodePace, when set, is called before each step: the decoding
+	// sequences' next step starts no sooner than the returned duration
+	// after the last step that fed them all started (0: at once). Until
+	// then steps carry only prompt work (a submission is prefilled at once,
+	// in a step of its own), and with none the engine idles; a submission
+	// or a resumed sequence ends the wait. A core lease uses it to lend the
+	// worker's cores to another process between decode steps while the
 	// inter-token latency allows. It runs on the engine's goroutine and
 	// must be quick.
 	DecodePace func() time.Duration
