@@ -2,7 +2,12 @@
 
 package shm
 
-import "tandem/internal/pd/kvwire"
+import (
+	"sync/atomic"
+	"time"
+
+	"tandem/internal/pd/kvwire"
+)
 
 // Supported reports whether this platform has shared-memory regions.
 func Supported() bool { return false }
@@ -17,3 +22,14 @@ func (r *Region) CloseFD() error { return nil }
 
 // Open fails with ErrUnsupported: regions need Linux.
 func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) { return nil, ErrUnsupported }
+
+// futexWait sleeps d: without futexes (and without regions shared with
+// another process) nothing wakes a waiter early.
+func futexWait(w *atomic.Uint32, val uint32, d time.Duration) {
+	if w.Load() == val {
+		time.Sleep(d)
+	}
+}
+
+// futexWake does nothing (see futexWait).
+func futexWake(*atomic.Uint32) {}

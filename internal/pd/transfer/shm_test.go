@@ -440,6 +440,7 @@ func sendFrames(t *testing.T, p *node, data [][]byte, from, to int) {
 // the timer alone, with nothing else written after them.
 func TestShmDoorbellsBatched(t *testing.T) {
 	needShm(t)
+	defer transfer.UseShmTimersOnly()()
 	synctest.Test(t, func(t *testing.T) {
 		const n = 200
 		sizes := make([]int, n)
@@ -484,6 +485,7 @@ func TestShmDoorbellsBatched(t *testing.T) {
 // flush timer then has nothing left to write.
 func TestShmControlFrameCarriesPending(t *testing.T) {
 	needShm(t)
+	defer transfer.UseShmTimersOnly()()
 	synctest.Test(t, func(t *testing.T) {
 		const n = 10
 		data := frames(14, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500)
@@ -526,6 +528,7 @@ func TestShmControlFrameCarriesPending(t *testing.T) {
 // unmaps the region.
 func TestShmPeerLostWithPendingFrames(t *testing.T) {
 	needShm(t)
+	defer transfer.UseShmTimersOnly()()
 	maps0 := regionMaps(t)
 	synctest.Test(t, func(t *testing.T) {
 		const n = 10
