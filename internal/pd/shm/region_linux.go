@@ -6,11 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"os"
-	"sync/atomic"
-	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -124,24 +120,4 @@ func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
 	}
 	r.writeAck(o.Ack)
 	return r, nil
-}
-
-// Futex operations on a word of a region: without FUTEX_PRIVATE_FLAG, as
-// the word is shared with another process.
-const (
-	futexWaitOp = 0 // FUTEX_WAIT
-	futexWakeOp = 1 // FUTEX_WAKE
-)
-
-// futexWait blocks while w holds val, at most d, or until futexWake (a
-// signal, or a spurious wake-up, may end it sooner). Its errors (EAGAIN:
-// w no longer holds val; ETIMEDOUT; EINTR) all mean: look again.
-func futexWait(w *atomic.Uint32, val uint32, d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
-}
-
-// futexWake wakes every process and thread waiting on w.
-func futexWake(w *atomic.Uint32) {
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakeOp, uintptr(math.MaxInt32), 0, 0, 0)
 }

@@ -6,10 +6,8 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -138,66 +136,5 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	if _, _, err := Create(1<<20 + 1); !errors.Is(err, ErrRegion) {
 		t.Errorf("Create of a size not in pages = %v, want ErrRegion", err)
-	}
-}
-
-// TestReleaseWakesWaitingProducer: a producer waiting for a release (the
-// ring full) is woken by the consumer's Release, not by its timeout;
-// WaitRelease returns at once when the release already happened, and
-// without one it waits out its timeout. Through a memfd region mapped
-// twice, as the two processes map it.
-func TestReleaseWakesWaitingProducer(t *testing.T) {
-	r, offer, err := Create(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	peer, err := Open(&offer, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	p, c := NewProducer(peer), NewConsumer(r)
-
-	start := time.Now()
-	p.WaitReleased(1, 20*time.Millisecond) // nothing sent, nothing released
-	if waited := time.Since(start); waited < 10*time.Millisecond {
-		t.Errorf("WaitRelease with no release returned after %v, want its 20ms timeout", waited)
-	}
-
-	seq, off, _, ok, err := p.Alloc(1000)
-	if !ok || err != nil {
-		t.Fatalf("Alloc: %v %v", ok, err)
-	}
-	done := make(chan time.Duration)
-	go func() {
-		start := time.Now()
-		p.WaitReleased(seq, time.Minute)
-		done <- time.Since(start)
-	}()
-	for r.want().Load() == 0 { // the waiter has said what it waits for
-		runtime.Gosched()
-	}
-	f := kvwire.KVShm{Seq: seq, Offset: off, Length: 1000}
-	if _, err := c.Slot(&f); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Release(&f); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case waited := <-done:
-		t.Logf("woken %v after it started waiting", waited)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Release did not wake the waiting producer")
-	}
-	if w := r.want().Load(); w != 0 {
-		t.Errorf("want is %d after the wake-up, want 0", w)
-	}
-
-	start = time.Now()
-	p.WaitReleased(seq, time.Minute) // released already: no wait
-	if waited := time.Since(start); waited > 30*time.Second {
-		t.Errorf("WaitRelease after the release waited %v", waited)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"tandem/internal/pd/kvwire"
@@ -38,8 +37,6 @@ const (
 	offCookie    = 16
 	offAck       = offCookie + kvwire.NonceBytes
 	offReleased  = 128 // its own cache line: written by the consumer only
-	offWake      = 192 // u32, bumped by the consumer to wake a waiting producer
-	offWant      = 200 // u64, the lowest released number a waiting producer waits for (0: none)
 	namePrefix   = "tandem-kv-"
 	defaultBytes = 64 << 20
 )
@@ -141,15 +138,6 @@ func word(b []byte, off uint64) *atomic.Uint64 {
 
 func (r *Region) released() *atomic.Uint64 { return word(r.mem, offReleased) }
 
-// word32 returns the atomic 32-bit word at byte offset off of b (4-byte
-// aligned).
-func word32(b []byte, off uint64) *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(&b[off]))
-}
-
-func (r *Region) wake() *atomic.Uint32 { return word32(r.mem, offWake) }
-func (r *Region) want() *atomic.Uint64 { return word(r.mem, offWant) }
-
 // slotBytes is the ring space a frame of n data bytes takes.
 func slotBytes(n uint64) uint64 {
 	return SlotHeaderBytes + (n+slotAlign-1)/slotAlign*slotAlign
@@ -243,40 +231,6 @@ func (p *Producer) Damage(off uint64) { word(p.r.data, off).Add(1 << 40) }
 // consumer (Alloc checks the number before it frees any slot by it).
 func (p *Producer) Released() uint64 { return p.r.released().Load() }
 
-// SeenReleased returns the consumer's released number as Alloc last read
-// it.
-func (p *Producer) SeenReleased() uint64 { return p.released }
-
-// WaitReleased waits at most d for the consumer to have released slot
-// seq: it returns at once when it already has, and as soon as the
-// consumer's Release of seq (or a later one) wakes it: a futex word in
-// the header, so the wake-up is immediate and the timeout precise, unlike
-// the runtime's timers below a millisecond. It may also return early for
-// no reason; callers look again. Unlike the rest of Producer it may run
-// concurrently with Alloc and with itself: it touches only header words.
-// A consumer that never wakes it costs d.
-func (p *Producer) WaitReleased(seq uint64, d time.Duration) {
-	if d <= 0 || seq == 0 {
-		return
-	}
-	wake, want := p.r.wake(), p.r.want()
-	w := wake.Load()
-	for { // lower want to seq: the earliest of the waiters' wake-ups
-		cur := want.Load()
-		if cur != 0 && cur <= seq || want.CompareAndSwap(cur, seq) {
-			break
-		}
-	}
-	// want is stored before released is read, and Release stores
-	// released before it reads want: either this read sees the release,
-	// or Release sees want and bumps wake, which makes the futex wait
-	// return (at once if the bump came first).
-	if p.r.released().Load() < seq {
-		futexWait(wake, w, d)
-	}
-	want.CompareAndSwap(seq, 0) // unless Release (or another waiter) changed it
-}
-
 // Outstanding returns how many slots the consumer has not released yet
 // (as last read).
 func (p *Producer) Outstanding() uint64 { return p.last - p.released }
@@ -333,13 +287,5 @@ func (c *Consumer) Release(f *kvwire.KVShm) error {
 	err := c.stamped(f)
 	c.next = f.Seq + 1
 	c.r.released().Store(f.Seq)
-	// Wake the producer if it waits for this slot (or claims to: a
-	// wake-up too many costs a system call, nothing more).
-	if want := c.r.want(); want.Load() != 0 {
-		if w := want.Load(); w != 0 && w <= f.Seq && want.CompareAndSwap(w, 0) {
-			c.r.wake().Add(1)
-			futexWake(c.r.wake())
-		}
-	}
 	return err
 }

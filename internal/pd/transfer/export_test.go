@@ -15,11 +15,3 @@ const (
 	ShmBatchFrames = shmBatchFrames
 	ShmFlushDelay  = shmFlushDelay
 )
-
-// UseShmTimersOnly makes the shared-memory path wait only on the runtime's
-// timers (no futex waits, whose clock a testing/synctest bubble does not
-// control) until the returned function is called.
-func UseShmTimersOnly() func() {
-	shmTimersOnly = true
-	return func() { shmTimersOnly = false }
-}

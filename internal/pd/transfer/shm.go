@@ -185,22 +185,19 @@ func (c *conn) releaseShm() {
 	}
 	c.shmMu.Unlock()
 	c.receiving.Store(false)
-	c.wlock <- struct{}{}            // writers see the closed connection and leave
-	c.pendBytes, c.pendFrames = 0, 0 // never to be written: the connection is closed
-	if c.flushArmed && c.flushTimer != nil && c.flushTimer.Stop() {
-		c.flushArmed = false
-		c.flushWG.Done()
-	}
-	// A flush that already fired, or a flushWhenIdle (which reads the
-	// region's header), sees the closed connection and returns: only then
-	// is the region unmapped.
-	c.flushWG.Wait()
+	c.wlock <- struct{}{} // writers see the closed connection and leave
 	if c.txRegion != nil {
 		c.txRegion.Close()
 		c.tx, c.txRegion = nil, nil
 	}
 	c.sending.Store(false)
+	c.pendBytes, c.pendFrames = 0, 0 // never to be written: the connection is closed
+	if c.flushArmed && c.flushTimer.Stop() {
+		c.flushArmed = false
+		c.flushWG.Done()
+	}
 	<-c.wlock
+	c.flushWG.Wait() // a flush that already fired sees the closed connection and returns
 }
 
 // kvShmSealedBytes is a KV_SHM frame on the wire.
@@ -438,7 +435,7 @@ func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data
 	if err != nil {
 		return err
 	}
-	copyCached(slot, data)
+	copy(slot, data)
 	if corrupt {
 		c.tx.Damage(off) // the consumer fails the frame, as a broken tag would
 	}
@@ -516,8 +513,7 @@ func (c *conn) pendShm(h kvwire.Header, pl []byte, seq uint64) error {
 	if c.pendFrames >= shmBatchFrames {
 		return c.flushShm()
 	}
-	idle := c.tx.Released() == c.flushedSeq
-	if idle {
+	if c.tx.Released() == c.flushedSeq {
 		// The consumer is idle: ring now, unless it was rung a moment
 		// ago (a stream of pages then gets one doorbell per
 		// shmDoorbellGap, not one per page).
@@ -528,74 +524,13 @@ func (c *conn) pendShm(h kvwire.Header, pl []byte, seq uint64) error {
 	if !c.flushArmed {
 		c.flushArmed = true
 		c.flushWG.Add(1)
-		switch {
-		case !shmTimersOnly:
-			go c.flushWhenIdle(c.tx, c.flushedSeq, idle, c.lastFlush.Add(shmDoorbellGap))
-		case c.flushTimer == nil:
+		if c.flushTimer == nil {
 			c.flushTimer = time.AfterFunc(shmFlushDelay, c.flushLater)
-		default:
+		} else {
 			c.flushTimer.Reset(shmFlushDelay)
 		}
 	}
 	return nil
-}
-
-// shmTimersOnly makes the batching and the back-pressure wait use only
-// the runtime's timers, not futex waits on the ring (tests inside
-// testing/synctest bubbles, whose clock a futex wait does not follow).
-var shmTimersOnly = false
-
-// shmFlushWaitsMax bounds the futex waits of one flushWhenIdle (each at
-// most what is left of shmFlushDelay), whatever the clock does.
-const shmFlushWaitsMax = 8
-
-// flushWhenIdle writes the pending KV_SHM frames once the consumer has
-// released every slot it was told of (told: it then waits for these
-// frames), or after shmFlushDelay; when the consumer was idle already
-// (the doorbell came too soon after the last one), at until, the end of
-// that gap. It waits on the ring's futex, which the consumer's release
-// wakes: the runtime's timers fire up to a millisecond late below a
-// millisecond (a 200 µs timer took ~0.9 ms on the project's VM), which
-// at the end of a burst of pages left the consumer idle that long. The
-// region stays mapped until it returns (releaseShm waits for flushWG
-// before unmapping).
-func (c *conn) flushWhenIdle(p *shm.Producer, told uint64, idle bool, until time.Time) {
-	defer c.flushWG.Done()
-	if !idle {
-		until = time.Now().Add(shmFlushDelay)
-	}
-	for range shmFlushWaitsMax {
-		left := time.Until(until)
-		if left <= 0 || c.isClosed() || !idle && p.Released() >= told {
-			break
-		}
-		if idle {
-			p.WaitReleased(told+1, left) // nothing comes: a precise sleep
-		} else {
-			p.WaitReleased(told, left)
-		}
-	}
-	c.flushLater1()
-}
-
-// flushLater is flushTimer's function: it writes the KV_SHM frames still
-// pending, unless the connection closed.
-func (c *conn) flushLater() {
-	defer c.flushWG.Done()
-	c.flushLater1()
-}
-
-// flushLater1 takes the write lock and writes the pending KV_SHM frames,
-// unless the connection closed.
-func (c *conn) flushLater1() {
-	select {
-	case c.wlock <- struct{}{}:
-	case <-c.closed:
-		return
-	}
-	defer func() { <-c.wlock }()
-	c.flushArmed = false
-	c.flushShm()
 }
 
 // takePending hands the pending KV_SHM frames to a write about to start
@@ -631,16 +566,24 @@ func (c *conn) flushShm() error {
 	return nil
 }
 
-// Back-pressure: first up to shmFutexWaitsMax waits of shmFutexWait on
-// the ring's futex (woken by the consumer's release: a consumer that
-// keeps up frees a slot within a copy), then polling on the runtime's
-// timers from shmWaitMin doubling to shmWaitMax (a consumer that does not
-// keep up; the ctx and the connection are watched throughout).
+// flushLater is flushTimer's function: it writes the KV_SHM frames still
+// pending, unless the connection closed.
+func (c *conn) flushLater() {
+	defer c.flushWG.Done()
+	select {
+	case c.wlock <- struct{}{}:
+	case <-c.closed:
+		return
+	}
+	defer func() { <-c.wlock }()
+	c.flushArmed = false
+	c.flushShm()
+}
+
+// Back-pressure polling: the first wait and the longest.
 const (
-	shmFutexWait     = 250 * time.Microsecond
-	shmFutexWaitsMax = 8
-	shmWaitMin       = 5 * time.Microsecond
-	shmWaitMax       = time.Millisecond
+	shmWaitMin = 5 * time.Microsecond
+	shmWaitMax = time.Millisecond
 )
 
 // allocShm takes a ring slot for n bytes, waiting while the ring is full:
@@ -650,7 +593,7 @@ const (
 // protocol closes the connection.
 func (c *conn) allocShm(ctx context.Context, n int) (seq, off uint64, slot []byte, err error) {
 	t := c.t
-	wait, waits := shmWaitMin, 0
+	wait := shmWaitMin
 	var deadline time.Time
 	for {
 		seq, off, slot, ok, err := c.tx.Alloc(n)
@@ -677,19 +620,6 @@ func (c *conn) allocShm(ctx context.Context, n int) (seq, off uint64, slot []byt
 			c.close(err)
 			return 0, 0, nil, err
 		}
-		if !shmTimersOnly && waits < shmFutexWaitsMax {
-			// The consumer's release wakes this wait at once.
-			waits++
-			c.tx.WaitReleased(c.tx.SeenReleased()+1, shmFutexWait)
-			select {
-			case <-c.closed:
-				return 0, 0, nil, fmt.Errorf("connection closed: %w", c.err)
-			case <-ctx.Done():
-				return 0, 0, nil, fmt.Errorf("wait for shared-memory ring space: %w", context.Cause(ctx))
-			default:
-			}
-			continue
-		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
@@ -702,22 +632,4 @@ func (c *conn) allocShm(ctx context.Context, n int) (seq, off uint64, slot []byt
 		}
 		wait = min(2*wait, shmWaitMax)
 	}
-}
-
-// cachedChunkBytes is the largest copy copyCached makes at once: below
-// the size from which the runtime's memmove uses non-temporal stores
-// (1 MiB on amd64).
-const cachedChunkBytes = 256 << 10
-
-// copyCached copies src into dst (as copy) in chunks the runtime copies
-// with ordinary stores, so a large page written into a ring slot stays
-// in the cache for the consumer's copy out of it; one copy of a page of
-// 1 MiB or more would write the slot around the cache (non-temporal
-// stores) and the consumer would read it back from memory.
-func copyCached(dst, src []byte) {
-	for len(src) > cachedChunkBytes {
-		n := copy(dst, src[:cachedChunkBytes])
-		dst, src = dst[n:], src[n:]
-	}
-	copy(dst, src)
 }

@@ -440,7 +440,6 @@ func sendFrames(t *testing.T, p *node, data [][]byte, from, to int) {
 // the timer alone, with nothing else written after them.
 func TestShmDoorbellsBatched(t *testing.T) {
 	needShm(t)
-	defer transfer.UseShmTimersOnly()()
 	synctest.Test(t, func(t *testing.T) {
 		const n = 200
 		sizes := make([]int, n)
@@ -485,7 +484,6 @@ func TestShmDoorbellsBatched(t *testing.T) {
 // flush timer then has nothing left to write.
 func TestShmControlFrameCarriesPending(t *testing.T) {
 	needShm(t)
-	defer transfer.UseShmTimersOnly()()
 	synctest.Test(t, func(t *testing.T) {
 		const n = 10
 		data := frames(14, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500)
@@ -528,7 +526,6 @@ func TestShmControlFrameCarriesPending(t *testing.T) {
 // unmaps the region.
 func TestShmPeerLostWithPendingFrames(t *testing.T) {
 	needShm(t)
-	defer transfer.UseShmTimersOnly()()
 	maps0 := regionMaps(t)
 	synctest.Test(t, func(t *testing.T) {
 		const n = 10
