@@ -5,7 +5,9 @@
 # every inter-token gap <= 250 ms) against
 #   up     `tandem up` (1 prefill + 1 decode worker, 1 thread each),
 #   up-lend  the same with --lend-cores (the workers share the host's cores
-#          by priority, internal/engine/cores; LEND_COMPARE=0 skips it),
+#          by priority, internal/engine/cores; run only with LEND_COMPARE=1:
+#          without pacing it gives the decode worker's prompt steps the
+#          prefill worker's core and takes nothing back),
 #   up-pace  up-lend with --core-lease-pace $PACE (default 80ms): the decode
 #          worker spaces its decode-only steps $PACE apart while the prefill
 #          worker wants cores, lending its core in between (PACE_COMPARE=0
@@ -31,14 +33,15 @@
 # every rate after the first would find its prompts cached); llama-server
 # keeps only each slot's last prompt.
 #
-# Run time with the defaults (REQUESTS=48 a rate at RATES=1,1.5,2,2.5,3 for
-# up, up-lend, serve and short-alone; llama-server, far slower,
-# LLAMA_REQUESTS=24 at LLAMA_RATES=0.1,0.2,0.35): about 25 minutes on the
-# project's 2-core VM (arrivals alone take requests/rate seconds a rate: up,
-# up-spill and serve ~2.5-3 min each with the draining of overloaded
-# rates, short-alone ~3.5 min, llama-server ~7.5 min; up-lend, up-pace or up-spill
-# ~3 min each), plus building and
-# synthesizing the model the first time. Run it with nothing else on the
+# Run time with the defaults (REQUESTS=160 a rate at RATES=1,2,3,4,5 for
+# up, up-pace, serve and short-alone: enough arrivals that a queue growing
+# past the machine's throughput (~3.5-4 req/s of this load) shows in the
+# SLO; llama-server, far slower, LLAMA_REQUESTS=24 at
+# LLAMA_RATES=0.1,0.2,0.35): about 40 minutes on the project's 2-core VM
+# (arrivals alone take requests/rate seconds a rate: ~7 min for each
+# Tandem run with the draining of overloaded rates, ~8.5 min for
+# short-alone, ~8 min for llama-server), plus building and synthesizing
+# the model the first time. Run it with nothing else on the
 # machine.
 #   scripts/goodput.sh
 #   RATES=1,2 REQUESTS=8 LLAMA_SERVER=none scripts/goodput.sh   # a quick check that it works (~2 min)
@@ -47,9 +50,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 dir=${BENCH_DIR:-/tmp/tandem-goodput}
-rates=${RATES:-1,1.5,2,2.5,3}
+rates=${RATES:-1,2,3,4,5}
 llama_rates=${LLAMA_RATES:-0.1,0.2,0.35}
-requests=${REQUESTS:-48}
+requests=${REQUESTS:-160}
 llama_requests=${LLAMA_REQUESTS:-24}
 port=${PORT_BASE:-18900} # up, serve and llama-server listen on it, +1 and +2
 llama=${LLAMA_SERVER:-/tmp/llama-src/build/bin/llama-server}
@@ -100,7 +103,7 @@ rm -f "$dir"/{up,up-lend,up-pace,up-spill,serve,short-alone,llama-server}.json
 # shellcheck disable=SC2086 # UP_ARGS and SERVE_ARGS are word lists
 run_with up "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
   "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-}
-if [ "${LEND_COMPARE:-1}" != 0 ]; then
+if [ "${LEND_COMPARE:-0}" != 0 ]; then
   # shellcheck disable=SC2086
   run_with up-lend "http://127.0.0.1:$port" "$mixed" "$rates" "${slo[@]}" -- \
     "$t" up --model "$model" --port "$port" --threads 1 --worker-arg=--prefix-cache=false ${UP_ARGS:-} --lend-cores
