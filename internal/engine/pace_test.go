@@ -50,6 +50,36 @@ func tokenTimes(t *testing.T, h *engine.Handle) []time.Time {
 	}
 }
 
+// pacedDecoding starts a paced engine (pacedEngine) in the calling bubble
+// and submits a 12-token prompt generating n tokens, with a random source
+// seeded by seed for the test's further prompts.
+func pacedDecoding(t *testing.T, m *model.Model, d time.Duration, seed uint64, n int) (*engine.Engine, *engine.Handle, *rand.Rand, *atomic.Int64, func()) {
+	t.Helper()
+	pace := new(atomic.Int64)
+	pace.Store(int64(d))
+	e, stop := pacedEngine(t, m, pace)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	h, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 12), MaxTokens: n, IgnoreEOS: true})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return e, h, rng, pace, stop
+}
+
+// wantPaced checks that n tokens came at times at, exactly pace apart.
+func wantPaced(t *testing.T, at []time.Time, n int, pace time.Duration) {
+	t.Helper()
+	if len(at) != n {
+		t.Fatalf("got %d tokens, want %d", len(at), n)
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap != pace {
+			t.Errorf("token %d came %v after token %d, want the %v pace", i, gap, i-1, pace)
+		}
+	}
+}
+
 // TestDecodePaceSpacesDecodeSteps: with a pace, steps that only decode
 // start one pace apart (in the bubble, compute takes no time, so tokens
 // arrive exactly a pace apart), the wait is counted in Stats.PacedWait,
@@ -57,30 +87,15 @@ func tokenTimes(t *testing.T, h *engine.Handle) []time.Time {
 func TestDecodePaceSpacesDecodeSteps(t *testing.T) {
 	m := tinyModel(t)
 	synctest.Test(t, func(t *testing.T) {
-		var pace atomic.Int64
-		pace.Store(int64(40 * time.Millisecond))
-		e, stop := pacedEngine(t, m, &pace)
+		e, h, rng, pace, stop := pacedDecoding(t, m, 40*time.Millisecond, 5, 6)
 		defer stop()
-		rng := rand.New(rand.NewPCG(5, 6))
-		h, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 12), MaxTokens: 6, IgnoreEOS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		at := tokenTimes(t, h)
-		if len(at) != 6 {
-			t.Fatalf("got %d tokens, want 6", len(at))
-		}
-		for i := 1; i < len(at); i++ {
-			if gap := at[i].Sub(at[i-1]); gap != 40*time.Millisecond {
-				t.Errorf("token %d came %v after token %d, want the 40ms pace", i, gap, i-1)
-			}
-		}
+		wantPaced(t, tokenTimes(t, h), 6, 40*time.Millisecond)
 		if got := e.Stats().PacedWait; got != 5*40*time.Millisecond {
 			t.Errorf("Stats.PacedWait = %v, want 5 waits of 40ms", got)
 		}
 
 		pace.Store(0)
-		h, err = e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 12), MaxTokens: 6, IgnoreEOS: true})
+		h, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 12), MaxTokens: 6, IgnoreEOS: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,15 +168,8 @@ func TestDecodePaceYieldsToNewWork(t *testing.T) {
 func TestDecodePaceKeepsPromptsOutOfDecodeSteps(t *testing.T) {
 	m := tinyModel(t)
 	synctest.Test(t, func(t *testing.T) {
-		var pace atomic.Int64
-		pace.Store(int64(40 * time.Millisecond))
-		e, stop := pacedEngine(t, m, &pace)
+		e, a, rng, _, stop := pacedDecoding(t, m, 40*time.Millisecond, 9, 8)
 		defer stop()
-		rng := rand.New(rand.NewPCG(9, 10))
-		a, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 12), MaxTokens: 8, IgnoreEOS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
 		prompts := make([][]int32, 12)
 		for i := range prompts {
 			prompts[i] = randomPrompt(rng, m, 6+i%5)
@@ -182,15 +190,7 @@ func TestDecodePaceKeepsPromptsOutOfDecodeSteps(t *testing.T) {
 				}
 			}
 		}()
-		at := tokenTimes(t, a)
-		if len(at) != 8 {
-			t.Fatalf("got %d tokens, want 8", len(at))
-		}
-		for i := 1; i < len(at); i++ {
-			if gap := at[i].Sub(at[i-1]); gap != 40*time.Millisecond {
-				t.Errorf("a's token %d came %v after token %d, want the 40ms pace whatever the prompts arriving", i, gap, i-1)
-			}
-		}
+		wantPaced(t, tokenTimes(t, a), 8, 40*time.Millisecond)
 		for msg := range late {
 			t.Error(msg)
 		}
