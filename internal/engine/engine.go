@@ -58,7 +58,6 @@ type Engine struct {
 	running    []*seq
 	cost       costModel
 	lastDecode time.Time   // when the last step that fed every decoding sequence started (DecodePace)
-	skipped    bool        // the step being run left decoding sequences out (DecodePace)
 	paceTimer  *time.Timer // DecodePace's wait, reused
 }
 

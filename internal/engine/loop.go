@@ -27,9 +27,9 @@ func (e *Engine) loop() {
 		e.reapCancelled()
 		e.applyResumes()
 		wait := e.decodeWait()
-		steps := e.schedule(wait <= 0)
+		steps, fedAll := e.schedule(wait <= 0)
 		if len(steps) == 0 {
-			if wait > 0 && e.decoding() {
+			if !fedAll && wait > 0 { // decoding sequences wait out the pace
 				e.pace(wait)
 				continue
 			}
@@ -37,7 +37,7 @@ func (e *Engine) loop() {
 			<-e.wake
 			continue
 		}
-		e.observeStep(steps)
+		e.observeStep(steps, fedAll)
 		e.publish()
 	}
 }
@@ -54,17 +54,6 @@ func (e *Engine) decodeWait() time.Duration {
 		return 0
 	}
 	return e.cfg.DecodePace() - time.Since(e.lastDecode)
-}
-
-// decoding reports whether a running sequence waits for its next decode
-// step.
-func (e *Engine) decoding() bool {
-	for _, s := range e.running {
-		if len(s.tokens)-s.computed == 1 && !s.queued && !s.importing {
-			return true
-		}
-	}
-	return false
 }
 
 // pace waits d, or less when a wake-up comes (a submission, a resume, a

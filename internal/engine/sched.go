@@ -97,23 +97,23 @@ func (e *Engine) prefillOrder(in map[*seq]bool) []candidate {
 // sequences are due carries prompt work only), then prefill chunks in
 // priority order (see prefillOrder), admitting waiting sequences on the
 // way, within MaxBatchTokens and, when ITLTarget is set, within the step
-// cost the target allows.
-func (e *Engine) schedule(decode bool) []step {
+// cost the target allows. fedAll reports that no decoding sequence was
+// left out.
+func (e *Engine) schedule(decode bool) (steps []step, fedAll bool) {
 	budget := e.cfg.MaxBatchTokens
-	var steps []step
 	var decodes stepFeatures
 	in := map[*seq]bool{}
-	e.skipped = false
+	fedAll = true
 	for _, s := range slices.Clone(e.running) {
 		if budget == 0 {
-			e.skipped = true // the rest are due at the next step
+			fedAll = false // the rest are due at the next step
 			break
 		}
 		if len(s.tokens)-s.computed != 1 || s.queued || s.importing {
 			continue
 		}
 		if !decode {
-			e.skipped = true
+			fedAll = false
 			continue
 		}
 		if !e.ensurePages(s, s.computed+1, in) {
@@ -163,7 +163,7 @@ func (e *Engine) schedule(decode bool) []step {
 		e.fed += uint64(fed)
 		e.mu.Unlock()
 	}
-	return steps
+	return steps, fedAll
 }
 
 // features describes a scheduled step for the cost model.
@@ -192,8 +192,9 @@ type testHooks struct {
 }
 
 // observeStep runs steps, timing them for the cost model (and calling the
-// test hooks when set).
-func (e *Engine) observeStep(steps []step) {
+// test hooks when set); fedAll: they feed every decoding sequence (the
+// pace of DecodePace counts from their start).
+func (e *Engine) observeStep(steps []step, fedAll bool) {
 	f := features(steps)
 	h := e.cfg.hooks
 	testStep := h != nil && h.step != nil
@@ -224,7 +225,7 @@ func (e *Engine) observeStep(steps []step) {
 		}
 	}
 	start := time.Now()
-	if !e.skipped {
+	if fedAll {
 		e.lastDecode = start
 	}
 	e.run(steps)

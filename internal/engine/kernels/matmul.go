@@ -97,9 +97,7 @@ func (p *Pool) MatMul(wt tensor.Type, w []byte, nOut, nIn int, x []float32, nTok
 	p.checkOpen()
 	if nTok == 1 {
 		// one token: the matrix-vector path (many-row kernels, one round)
-		p.mv.one[0] = MatVec{Type: wt, W: w, Out: nOut, Y: y[:nOut]}
-		p.matVecs(nIn, x[:nIn], p.mv.one[:])
-		p.mv.one[0] = MatVec{}
+		p.matVecOne(nIn, x, MatVec{Type: wt, W: w, Out: nOut, Y: y[:nOut]})
 		return
 	}
 
@@ -273,4 +271,11 @@ func (m *matmulState) rows(lo, hi int) {
 			}
 		}
 	}
+}
+
+// matVecOne runs op, one token's product, as MatVecs does (p.mu held).
+func (p *Pool) matVecOne(nIn int, x []float32, op MatVec) {
+	p.mv.one[0] = op
+	p.matVecs(nIn, x[:nIn], p.mv.one[:])
+	p.mv.one[0] = MatVec{}
 }

@@ -119,9 +119,7 @@ func (p *Pool) MatMulQ8Panels(w, panels []byte, nOut, nIn int, x []float32, nTok
 	defer p.mu.Unlock()
 	p.checkOpen()
 	if nTok == 1 {
-		p.mv.one[0] = MatVec{Type: tensor.Q8_0, W: w, Panels: panels, Out: nOut, Y: y[:nOut]}
-		p.matVecs(nIn, x[:nIn], p.mv.one[:])
-		p.mv.one[0] = MatVec{}
+		p.matVecOne(nIn, x, MatVec{Type: tensor.Q8_0, W: w, Panels: panels, Out: nOut, Y: y[:nOut]})
 		return
 	}
 	s := &p.pp
