@@ -7,7 +7,7 @@ import (
 	"tandem/internal/engine/tensor"
 )
 
-// A packed Q8_0 panel (a measured prototype, not used by MatMul): "lane =
+// A packed Q8_0 panel (run by MatMulQ8Panels and MatVecs, q8panels.go): "lane =
 // output". Sixteen Q8_0 weight rows are repacked so that one 512-bit
 // register holds the same four bytes of one block of each of the 16 rows,
 // row r in dword lane r. One VPDPBUSD of such a register against four

@@ -124,7 +124,7 @@ func (p *Pool) MatMulQ8Panels(w, panels []byte, nOut, nIn int, x []float32, nTok
 	}
 	s := &p.pp
 	s.panels, s.pb, s.nb, s.nOut, s.nIn, s.nTok = panels, pb, nb, nOut, nIn, nTok
-	s.arb = nb * sizeQ8_0
+	s.arb = wrb // a quantized activation row is a Q8_0 row
 	s.x, s.y = x, y
 	s.quantize = ks.quantize[tensor.Q8_0]
 	defer func() { s.panels, s.x, s.y, s.quantize = nil, nil, nil, nil }()
