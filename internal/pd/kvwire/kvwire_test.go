@@ -182,6 +182,8 @@ func examples() []kvwire.Payload {
 		&kvwire.ShmOffer{PID: 4242, FD: 7, Bytes: 64 << 20, Name: [16]byte{1}, Cookie: [32]byte{2}, Ack: [32]byte{31: 3}},
 		&kvwire.ShmReply{Status: kvwire.ShmFailed, Message: "open /proc/4242/fd/7: permission denied"},
 		&kvwire.KVShm{KV: kvwire.KV{Layer: 3, Kind: kvwire.KindV, Ordinal: 9}, Seq: 1, Offset: 4096, Length: 24 << 10},
+		&kvwire.ShmSource{ShmOffer: kvwire.ShmOffer{PID: 4242, FD: 9, Bytes: 3 << 30, Name: [16]byte{4}, Cookie: [32]byte{5}, Ack: [32]byte{31: 6}}},
+		&kvwire.KVSrc{KV: kvwire.KV{Layer: 3, Kind: kvwire.KindK, Ordinal: 9}, Seq: 2, Slot: 64, Offset: 5 << 30, Length: 24 << 10},
 	}
 }
 
@@ -248,6 +250,14 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 	case kvwire.TypeKVShm:
 		return &kvwire.KVShm{KV: kvwire.KV{Layer: uint16(r.Uint32()), Kind: kvwire.KVKind(r.IntN(2)), Ordinal: r.Uint32()},
 			Seq: 1 + r.Uint64N(1<<63), Offset: r.Uint64N(kvwire.ShmRegionBytesMax), Length: 1 + r.Uint32N(kvwire.KVDataBytesMax)}
+	case kvwire.TypeShmSource:
+		o := &kvwire.ShmSource{ShmOffer: kvwire.ShmOffer{PID: 1 + r.Uint32N(1<<22), FD: r.Uint32N(1 << 31), Bytes: kvwire.ShmPageBytes * (2 + r.Uint64N(kvwire.ShmSourceBytesMax/kvwire.ShmPageBytes-1)),
+			Cookie: nonce(), Ack: nonce()}}
+		copy(o.Name[:], str(kvwire.ShmNameBytes))
+		return o
+	case kvwire.TypeKVSrc:
+		return &kvwire.KVSrc{KV: kvwire.KV{Layer: uint16(r.Uint32()), Kind: kvwire.KVKind(r.IntN(2)), Ordinal: r.Uint32()},
+			Seq: 1 + r.Uint64N(1<<63), Slot: r.Uint64N(kvwire.ShmRegionBytesMax), Offset: r.Uint64N(kvwire.ShmSourceBytesMax), Length: 1 + r.Uint32N(kvwire.KVDataBytesMax)}
 	}
 	return kvwire.NewPayload(typ) // the empty payloads
 }

@@ -58,6 +58,10 @@ func NewPayload(t Type) Payload {
 		return new(ShmReply)
 	case TypeKVShm:
 		return new(KVShm)
+	case TypeShmSource:
+		return new(ShmSource)
+	case TypeKVSrc:
+		return new(KVSrc)
 	}
 	return nil
 }

@@ -9,6 +9,12 @@ import "fmt"
 // lie in the ring. Either side of a connection may offer a region it
 // created to receive into (SHM_OFFER); the other answers SHM_REPLY
 // (accepted, declined or failed). Both are connection frames (no room id).
+//
+// A prefill worker whose KV cache itself lies in a memfd (a source
+// region) also sends, right after accepting a decode worker's offer,
+// SHM_SOURCE: the decode side maps that region read-only, and KV frames
+// become KV_SRC frames naming a range of it, which the decode side
+// copies straight into its page: one copy a page instead of two.
 
 // ShmRegionBytesMin and ShmRegionBytesMax bound the size of an offered
 // region; sizes are whole pages (ShmPageBytes).
@@ -22,11 +28,15 @@ const (
 	shmPIDMax = 1 << 22
 	// shmFDMax bounds an offer's file descriptor number.
 	shmFDMax = 1<<31 - 1
+	// ShmSourceBytesMax bounds a source region (a prefill worker's whole
+	// KV cache, its header page included).
+	ShmSourceBytesMax = 1 << 40
 )
 
 const (
 	shmOfferBytes = 4 + 4 + 8 + ShmNameBytes + 2*NonceBytes
 	kvShmBytes    = KVSubHeaderBytes + 8 + 8 + 4 + 4
+	kvSrcBytes    = KVSubHeaderBytes + 8 + 8 + 8 + 4 + 4
 )
 
 // ShmOffer offers the receiver of the frame a shared-memory region to
@@ -60,7 +70,12 @@ func (m *ShmOffer) AppendTo(b []byte) []byte {
 
 // Decode decodes b into m.
 func (m *ShmOffer) Decode(b []byte) error {
-	d := decoder{what: "SHM_OFFER", b: b}
+	return m.decode("SHM_OFFER", b, ShmRegionBytesMin, ShmRegionBytesMax)
+}
+
+// decode decodes b into m, a region of minBytes..maxBytes.
+func (m *ShmOffer) decode(what string, b []byte, minBytes, maxBytes uint64) error {
+	d := decoder{what: what, b: b}
 	m.PID = d.u32("pid")
 	m.FD = d.u32("fd")
 	m.Bytes = d.u64("bytes")
@@ -73,10 +88,26 @@ func (m *ShmOffer) Decode(b []byte) error {
 		d.fail("pid %d outside 1..%d", m.PID, shmPIDMax)
 	case m.FD > shmFDMax:
 		d.fail("fd %d above %d", m.FD, shmFDMax)
-	case m.Bytes < ShmRegionBytesMin || m.Bytes > ShmRegionBytesMax || m.Bytes%ShmPageBytes != 0:
-		d.fail("region of %d bytes: want whole %d-byte pages within %d..%d", m.Bytes, ShmPageBytes, ShmRegionBytesMin, ShmRegionBytesMax)
+	case m.Bytes < minBytes || m.Bytes > maxBytes || m.Bytes%ShmPageBytes != 0:
+		d.fail("region of %d bytes: want whole %d-byte pages within %d..%d", m.Bytes, ShmPageBytes, minBytes, maxBytes)
 	}
 	return d.done()
+}
+
+// ShmSource tells a decode worker where the sender's source region is: a
+// sealed memfd holding the prefill worker's KV pages, to be mapped
+// read-only. Its fields mean what an ShmOffer's do, except that the
+// region's size is 2 pages..ShmSourceBytesMax and that the accepting side
+// writes Ack into the header of the region it offered (it cannot write
+// into this one), which tells the sender KV_SRC frames may come.
+type ShmSource struct{ ShmOffer }
+
+// Type returns TypeShmSource.
+func (*ShmSource) Type() Type { return TypeShmSource }
+
+// Decode decodes b into m.
+func (m *ShmSource) Decode(b []byte) error {
+	return m.decode("SHM_SOURCE", b, 2*ShmPageBytes, ShmSourceBytesMax)
 }
 
 // ShmStatus is the answer to an offer.
@@ -174,6 +205,65 @@ func (m *KVShm) Decode(b []byte) error {
 		d.fail("length %d outside 1..%d", m.Length, KVDataBytesMax)
 	case m.Offset >= ShmRegionBytesMax:
 		d.fail("offset %d beyond the largest region (%d bytes)", m.Offset, ShmRegionBytesMax)
+	case reserved != 0:
+		d.fail("reserved field is %d, want 0", reserved)
+	}
+	return d.done()
+}
+
+// KVSrc is a KV frame whose data bytes lie in the sender's source region
+// (SHM_SOURCE): the KV sub-header, the frame's sequence number on the
+// receiver's ring and the offset of its slot there (a slot without data
+// that keeps the ring's order and release), the offset of the data in
+// the source region's data area, and the data length. Encoding: the
+// 8-byte KV sub-header, seq u64, slot u64, offset u64, length u32, a
+// reserved zero u32. Decode checks the fields alone; the receiver checks
+// them against its ring and the source region.
+type KVSrc struct {
+	KV     KV
+	Seq    uint64
+	Slot   uint64
+	Offset uint64
+	Length uint32 // 1..KVDataBytesMax
+}
+
+// Type returns TypeKVSrc.
+func (*KVSrc) Type() Type { return TypeKVSrc }
+
+// AppendTo appends the encoding of m.
+func (m *KVSrc) AppendTo(b []byte) []byte {
+	b = m.KV.AppendTo(b)
+	b = appendU64(b, m.Seq)
+	b = appendU64(b, m.Slot)
+	b = appendU64(b, m.Offset)
+	b = appendU32(b, m.Length)
+	return appendU32(b, 0)
+}
+
+// Decode decodes b into m.
+func (m *KVSrc) Decode(b []byte) error {
+	d := decoder{what: "KV_SRC", b: b}
+	sub := d.take("sub-header", KVSubHeaderBytes)
+	m.Seq = d.u64("seq")
+	m.Slot = d.u64("slot")
+	m.Offset = d.u64("offset")
+	m.Length = d.u32("length")
+	reserved := d.u32("reserved")
+	if d.err == nil {
+		if err := m.KV.Decode(sub); err != nil {
+			return fmt.Errorf("KV_SRC: %w", err)
+		}
+	}
+	switch {
+	case d.err != nil:
+	case m.Seq == 0:
+		d.fail("seq 0 (sequence numbers start at 1)")
+	case m.Length == 0 || m.Length > KVDataBytesMax:
+		d.fail("length %d outside 1..%d", m.Length, KVDataBytesMax)
+	case m.Slot >= ShmRegionBytesMax:
+		d.fail("slot %d beyond the largest region (%d bytes)", m.Slot, ShmRegionBytesMax)
+	case m.Offset >= ShmSourceBytesMax:
+		d.fail("offset %d beyond the largest source region (%d bytes)", m.Offset, ShmSourceBytesMax)
 	case reserved != 0:
 		d.fail("reserved field is %d, want 0", reserved)
 	}

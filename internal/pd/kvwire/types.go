@@ -33,6 +33,8 @@ const (
 	TypeShmOffer                      // either way: a shared-memory region to receive KV data into
 	TypeShmReply                      // either way: the answer to an SHM_OFFER
 	TypeKVShm                         // prefill → decode: a KV frame whose data lies in the region
+	TypeShmSource                     // prefill → decode: the sender's KV pages, to copy KV_SRC frames' data out of
+	TypeKVSrc                         // prefill → decode: a KV frame whose data lies in the sender's source region
 	typeEnd
 )
 
@@ -55,6 +57,8 @@ var typeNames = [typeEnd]string{
 	TypeShmOffer:      "SHM_OFFER",
 	TypeShmReply:      "SHM_REPLY",
 	TypeKVShm:         "KV_SHM",
+	TypeShmSource:     "SHM_SOURCE",
+	TypeKVSrc:         "KV_SRC",
 }
 
 // String returns the type's protocol name ("HELLO_ACK"), or "type(N)".
@@ -72,9 +76,11 @@ func (t Type) Valid() bool { return t >= TypeAuthHello && t < typeEnd }
 func (t Type) IsAuth() bool { return t >= TypeAuthHello && t <= TypeAuthReject }
 
 // HasRoom reports whether frames of type t belong to a room (and so carry a
-// non-zero room id); auth, heartbeat and the connection's SHM_OFFER and
-// SHM_REPLY frames carry a zero id.
-func (t Type) HasRoom() bool { return (t >= TypeHello && t <= TypeFailed) || t == TypeKVShm }
+// non-zero room id); auth, heartbeat and the connection's SHM_OFFER,
+// SHM_REPLY and SHM_SOURCE frames carry a zero id.
+func (t Type) HasRoom() bool {
+	return (t >= TypeHello && t <= TypeFailed) || t == TypeKVShm || t == TypeKVSrc
+}
 
 // Encoded sizes used for the per-type bounds.
 const (
@@ -111,6 +117,8 @@ var payloadBounds = [typeEnd][2]int{
 	TypeShmOffer:      {shmOfferBytes, shmOfferBytes},
 	TypeShmReply:      {messageFrameMin, messageFrameMin + MessageBytesMax},
 	TypeKVShm:         {kvShmBytes, kvShmBytes},
+	TypeShmSource:     {shmOfferBytes, shmOfferBytes},
+	TypeKVSrc:         {kvSrcBytes, kvSrcBytes},
 }
 
 // PayloadBytesMin is the shortest payload a frame of type t can have; 0

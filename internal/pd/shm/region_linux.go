@@ -80,7 +80,25 @@ func (r *Region) CloseFD() error {
 // it. maxBytes bounds the size this side accepts. It keeps no
 // descriptor.
 func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
-	if o.Bytes > uint64(maxBytes) {
+	r, err := open(o, uint64(max(maxBytes, 0)), true)
+	if err != nil {
+		return nil, err
+	}
+	r.writeAck(o.Ack)
+	return r, nil
+}
+
+// OpenSource maps the source region o names read-only, after the checks
+// Open makes (but it writes nothing: the caller acks in its own ring,
+// Consumer.AckSource). maxBytes bounds the size this side maps. It keeps
+// no descriptor.
+func OpenSource(o *kvwire.ShmSource, maxBytes uint64) (*Region, error) {
+	return open(&o.ShmOffer, maxBytes, false)
+}
+
+// open maps the region o offers, read-write or read-only.
+func open(o *kvwire.ShmOffer, maxBytes uint64, write bool) (*Region, error) {
+	if o.Bytes > maxBytes {
 		return nil, fmt.Errorf("offered region of %d bytes, this node maps at most %d: %w", o.Bytes, maxBytes, ErrRegion)
 	}
 	path := fmt.Sprintf("/proc/%d/fd/%d", o.PID, o.FD)
@@ -90,7 +108,11 @@ func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
 	if target, err := os.Readlink(path); err != nil || target != want {
 		return nil, fmt.Errorf("%s is %q (%v), not the offered memfd (another host, pid namespace or user?): %w", path, target, err, ErrRegion)
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	mode, prot := unix.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	if !write {
+		mode, prot = unix.O_RDONLY, unix.PROT_READ
+	}
+	fd, err := unix.Open(path, mode|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w: %w", path, err, ErrRegion)
 	}
@@ -109,7 +131,7 @@ func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
 	if err != nil || got&seals != seals {
 		return nil, fmt.Errorf("%s: seals %#x (%v), want at least %#x (shrink, grow, seal): %w", path, got, err, seals, ErrRegion)
 	}
-	mem, err := unix.Mmap(fd, 0, int(o.Bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, int(o.Bytes), prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s: %w: %w", path, err, ErrRegion)
 	}
@@ -118,6 +140,43 @@ func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
 		r.Close()
 		return nil, err
 	}
-	r.writeAck(o.Ack)
 	return r, nil
+}
+
+// CreateSource makes a source region whose data area holds dataBytes
+// (rounded up to whole pages): memory of this process (its KV cache)
+// that peers map read-only to copy KV_SRC frames' bytes out of. It keeps
+// its descriptor open until Close, so every new connection can be
+// offered it (Source.Offer).
+func CreateSource(dataBytes int) (*Source, error) {
+	pages := (uint64(max(dataBytes, 1)) + kvwire.ShmPageBytes - 1) / kvwire.ShmPageBytes
+	size := HeaderBytes + pages*kvwire.ShmPageBytes
+	if size > kvwire.ShmSourceBytesMax {
+		return nil, fmt.Errorf("create a source region of %d bytes: above %d: %w", size, uint64(kvwire.ShmSourceBytesMax), ErrRegion)
+	}
+	var o kvwire.ShmOffer
+	rand.Read(o.Name[:])
+	rand.Read(o.Cookie[:])
+	fd, err := unix.MemfdCreate(namePrefix+hex.EncodeToString(o.Name[:]), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w: %w", err, ErrRegion)
+	}
+	fail := func(what string, err error) (*Source, error) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("source region: %s: %w: %w", what, err, ErrRegion)
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail("ftruncate", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		return fail("seal", err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap", err)
+	}
+	r := newRegion(mem, fd, unix.Munmap)
+	r.writeHeader(o.Cookie)
+	o.PID, o.FD, o.Bytes = uint32(os.Getpid()), uint32(fd), size
+	return &Source{r: r, offer: o, data: r.data[:dataBytes:dataBytes]}, nil
 }

@@ -17,3 +17,9 @@ func (r *Region) CloseFD() error { return nil }
 
 // Open fails with ErrUnsupported: regions need Linux.
 func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) { return nil, ErrUnsupported }
+
+// OpenSource fails with ErrUnsupported: regions need Linux.
+func OpenSource(o *kvwire.ShmSource, maxBytes uint64) (*Region, error) { return nil, ErrUnsupported }
+
+// CreateSource fails with ErrUnsupported: regions need Linux.
+func CreateSource(dataBytes int) (*Source, error) { return nil, ErrUnsupported }

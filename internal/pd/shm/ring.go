@@ -37,6 +37,8 @@ const (
 	offCookie    = 16
 	offAck       = offCookie + kvwire.NonceBytes
 	offReleased  = 128 // its own cache line: written by the consumer only
+	offSrcAck    = 192 // the consumer's ack of the producer's source region (NonceBytes)
+	offRevoked   = 256 // its own cache line: written by the producer only
 	namePrefix   = "tandem-kv-"
 	defaultBytes = 64 << 20
 )
@@ -170,18 +172,45 @@ func (p *Producer) Fits(n int) bool {
 // (wait for the consumer and retry). An error means the consumer broke
 // the protocol (ErrPeer) or the frame can never fit (ErrTooLarge).
 func (p *Producer) Alloc(n int) (seq, off uint64, data []byte, ok bool, err error) {
-	size := uint64(len(p.r.data))
-	m := slotBytes(uint64(n))
-	if n <= 0 || m > size {
-		return 0, 0, nil, false, fmt.Errorf("%d bytes, ring data area %d: %w", n, size, ErrTooLarge)
+	if n <= 0 {
+		return 0, 0, nil, false, fmt.Errorf("%d bytes: %w", n, ErrTooLarge)
 	}
+	return p.alloc(n)
+}
+
+// Mark takes a slot without data (its header alone) for a frame whose
+// bytes lie elsewhere (a KV_SRC frame: in the producer's source region),
+// so that frame keeps the ring's order and is released like the others.
+// ok and err mean what they mean for Alloc.
+func (p *Producer) Mark() (seq, off uint64, ok bool, err error) {
+	seq, off, _, ok, err = p.alloc(0)
+	return seq, off, ok, err
+}
+
+// Collect reads the consumer's released number, checks it (an error
+// wraps ErrPeer) and frees the slots it covers; it returns the number.
+func (p *Producer) Collect() (uint64, error) {
 	rel := p.r.released().Load()
 	if rel < p.released || rel > p.last {
-		return 0, 0, nil, false, fmt.Errorf("peer released slot %d, after %d with %d sent: %w", rel, p.released, p.last, ErrPeer)
+		return p.released, fmt.Errorf("peer released slot %d, after %d with %d sent: %w", rel, p.released, p.last, ErrPeer)
 	}
 	for p.released < rel {
 		p.released++
 		p.inflight -= p.sizes[p.released%SlotsMax]
+	}
+	return rel, nil
+}
+
+// alloc is Alloc for n >= 0 data bytes.
+func (p *Producer) alloc(n int) (seq, off uint64, data []byte, ok bool, err error) {
+	size := uint64(len(p.r.data))
+	m := slotBytes(uint64(n))
+	if m > size {
+		return 0, 0, nil, false, fmt.Errorf("%d bytes, ring data area %d: %w", n, size, ErrTooLarge)
+	}
+	rel, err := p.Collect()
+	if err != nil {
+		return 0, 0, nil, false, err
 	}
 	switch {
 	case p.last-rel >= SlotsMax:
@@ -235,6 +264,20 @@ func (p *Producer) Released() uint64 { return p.r.released().Load() }
 // (as last read).
 func (p *Producer) Outstanding() uint64 { return p.last - p.released }
 
+// SourceAcked reports whether the consumer wrote ack, the value of the
+// source offer this producer sent, into the region's header: it mapped
+// the producer's source region, so KV_SRC frames may go.
+func (p *Producer) SourceAcked(ack [kvwire.NonceBytes]byte) bool {
+	return subtle.ConstantTimeCompare(p.r.mem[offSrcAck:offSrcAck+kvwire.NonceBytes], ack[:]) == 1
+}
+
+// Revoke tells the consumer that no KV_SRC frame of this ring is to be
+// trusted any more: the producer is about to reuse the source memory
+// they name (its connection ended before the consumer released them).
+// The consumer checks it after each KV_SRC copy (Consumer.Revoked). Safe
+// for concurrent use.
+func (p *Producer) Revoke() { word(p.r.mem, offRevoked).Store(1) }
+
 // Consumer reads slots out of a region (the KV receiver's side, the
 // region's creator).
 type Consumer struct {
@@ -267,12 +310,12 @@ func (c *Consumer) Slot(f *kvwire.KVShm) ([]byte, error) {
 	return c.r.data[start : start+uint64(f.Length) : start+uint64(f.Length)], nil
 }
 
-// stamped checks the slot header of f.
-func (c *Consumer) stamped(f *kvwire.KVShm) error {
-	seq := word(c.r.data, f.Offset).Load() // after the copy's loads
-	n := binary.LittleEndian.Uint32(c.r.data[f.Offset+8:])
-	if seq != f.Seq || n != f.Length {
-		return fmt.Errorf("slot at %d holds seq %d length %d, frame says seq %d length %d: %w", f.Offset, seq, n, f.Seq, f.Length, ErrSlot)
+// stamped checks that the slot at off holds frame seq of n data bytes.
+func (c *Consumer) stamped(seq, off uint64, n uint32) error {
+	got := word(c.r.data, off).Load() // after the copy's loads
+	gotN := binary.LittleEndian.Uint32(c.r.data[off+8:])
+	if got != seq || gotN != n {
+		return fmt.Errorf("slot at %d holds seq %d length %d, frame says seq %d length %d: %w", off, got, gotN, seq, n, ErrSlot)
 	}
 	return nil
 }
@@ -284,8 +327,43 @@ func (c *Consumer) stamped(f *kvwire.KVShm) error {
 // ErrSlot the slot is released too, but the bytes copied are not to be
 // trusted.
 func (c *Consumer) Release(f *kvwire.KVShm) error {
-	err := c.stamped(f)
+	err := c.stamped(f.Seq, f.Offset, f.Length)
 	c.next = f.Seq + 1
 	c.r.released().Store(f.Seq)
 	return err
 }
+
+// Mark checks a KV_SRC frame's slot against the ring, as Slot does for
+// KV_SHM: the next in sequence, its slot header aligned and inside the
+// data area. Every error wraps ErrPeer.
+func (c *Consumer) Mark(f *kvwire.KVSrc) error {
+	size := uint64(len(c.r.data))
+	if f.Seq != c.next {
+		return fmt.Errorf("KV_SRC seq %d, want %d: %w", f.Seq, c.next, ErrPeer)
+	}
+	if f.Slot%slotAlign != 0 || f.Slot > size || SlotHeaderBytes > size-f.Slot {
+		return fmt.Errorf("KV_SRC slot at %d outside the %d-byte ring or unaligned: %w", f.Slot, size, ErrPeer)
+	}
+	return nil
+}
+
+// ReleaseMark ends KV_SRC frame f (after Mark): it checks the slot
+// holds f's sequence number and no data, then hands it back.
+func (c *Consumer) ReleaseMark(f *kvwire.KVSrc) error {
+	err := c.stamped(f.Seq, f.Slot, 0)
+	c.next = f.Seq + 1
+	c.r.released().Store(f.Seq)
+	return err
+}
+
+// AckSource writes ack, the value of the producer's source offer, into
+// the header: this side mapped the producer's source region.
+func (c *Consumer) AckSource(ack [kvwire.NonceBytes]byte) {
+	copy(c.r.mem[offSrcAck:offSrcAck+kvwire.NonceBytes], ack[:])
+}
+
+// Revoked reports whether the producer revoked its KV_SRC frames
+// (Producer.Revoke). Called after a KV_SRC copy: it is a read-modify-write
+// so that, on weakly ordered CPUs too, none of the copy's loads comes
+// after it; true means the bytes copied may be another page's.
+func (c *Consumer) Revoked() bool { return word(c.r.mem, offRevoked).Add(0) != 0 }

@@ -127,6 +127,13 @@ type Config struct {
 	// region of a peer it maps (default 64 MiB; whole 4 KiB pages, 1 MiB
 	// to 1 GiB). A KV frame larger than the region goes over TCP.
 	ShmRegionBytes int
+	// ShmSource, when set (a prefill worker whose KV cache lives in it),
+	// is offered to every peer whose shared-memory region this node maps
+	// (SHM_SOURCE); SendKVHeld frames whose data lies in it then go to
+	// that peer as KV_SRC frames, which the peer copies straight out of
+	// this memory: one copy a page instead of two. The caller owns it and
+	// closes it after the Transport.
+	ShmSource *shm.Source
 }
 
 // KVTransport chooses the path of KV data bytes between two workers.

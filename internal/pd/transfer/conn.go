@@ -305,6 +305,7 @@ type reader struct {
 	check   [256]kvwire.Payload // scratch values for checking payloads, by type
 
 	kvShmFrame kvwire.KVShm
+	kvSrcFrame kvwire.KVSrc
 }
 
 func (t *Transport) readFrames(c *conn) error {

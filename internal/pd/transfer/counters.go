@@ -64,6 +64,14 @@ const (
 	cShmRingFull
 	cShmDoorbells
 	cRejectedShm
+	cShmSourceOffered
+	cShmSourceMapped
+	cShmSourceFailed
+	cShmSrcFramesOut
+	cShmSrcBytesOut
+	cShmSrcFramesIn
+	cShmSrcBytesIn
+	cShmSrcRevoked
 	counterEnd
 )
 
@@ -116,6 +124,14 @@ var counterNames = [counterEnd]string{
 	cShmRingFull:             "shm_ring_full",            // KV sends that waited for the peer to free ring space (or for in-flight bytes to drop under shm.InflightBytesMax)
 	cShmDoorbells:            "shm_doorbells",            // writes of batched KV_SHM frames alone (KV_SHM frames written with another frame are not counted)
 	cRejectedShm:             "rejected_shm",             // a shared-memory frame or ring state that breaks the protocol, or a slot overwritten (the connection closes)
+	cShmSourceOffered:        "shm_source_offered",       // SHM_SOURCE frames sent: this node's KV memory offered to a peer that took its region
+	cShmSourceMapped:         "shm_source_mapped",        // peers' source regions mapped (KV_SRC frames may come)
+	cShmSourceFailed:         "shm_source_failed",        // peers' source regions that could not be mapped (their KV keeps coming through the ring)
+	cShmSrcFramesOut:         "shm_src_kv_frames_out",    // KV frames sent as KV_SRC: the peer copies them out of this node's memory (also counted in frames_out, not in shm_kv_frames_out)
+	cShmSrcBytesOut:          "shm_src_kv_bytes_out",     // their data bytes
+	cShmSrcFramesIn:          "shm_src_kv_frames_in",     //
+	cShmSrcBytesIn:           "shm_src_kv_bytes_in",      //
+	cShmSrcRevoked:           "shm_src_revoked",          // KV_SRC frames whose memory was taken back unreleased because their connection ended
 }
 
 func (t *Transport) inc(c counter)           { t.counters[c].Add(1) }

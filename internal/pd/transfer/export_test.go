@@ -10,6 +10,13 @@ func SetShmHooks(offer func(*kvwire.ShmOffer), frame func(*kvwire.KVShm)) func()
 	return func() { shmOfferHook, shmFrameHook = nil, nil }
 }
 
+// SetSrcHooks installs the source-region test hooks (nil for none) and
+// returns a function that removes them, as SetShmHooks.
+func SetSrcHooks(source func(*kvwire.ShmSource), frame func(*kvwire.KVSrc)) func() {
+	shmSourceHook, srcFrameHook = source, frame
+	return func() { shmSourceHook, srcFrameHook = nil, nil }
+}
+
 // Batching of KV_SHM frames, for tests.
 const (
 	ShmBatchFrames = shmBatchFrames

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -42,12 +43,32 @@ import (
 // connection (rejected_shm). Regions live as long as their connection:
 // the reader unmaps them when it ends (taking the write lock for the
 // producer's), or Close does when the reader never started.
+//
+// A node with a source region (Config.ShmSource: a prefill worker's KV
+// cache in a memfd) follows its accepting SHM_REPLY with SHM_SOURCE,
+// under the same hold of the write lock. The peer's reader maps the
+// source read-only (shm.OpenSource, the same checks as Open) and writes
+// the offer's ack into its own ring's header; once this side reads the
+// ack there, SendKVHeld of data inside the source sends KV_SRC: a
+// data-less ring slot (Producer.Mark) keeps the frame's place in the
+// ring's sequence and release, and the frame names the data's offset in
+// the source. The peer's reader copies it from its mapping of the source
+// straight into the KVDest slice, then checks the ring was not revoked
+// and releases the slot. This side holds the data (the caller's release
+// is not called) until the peer released the slot, seen by Collect
+// after a later send or on holdTimer; when the connection ends first it
+// revokes the ring (Producer.Revoke) before calling the releases, so a
+// copy the peer had not finished fails (KVDone false) instead of taking
+// bytes of a page reused meanwhile.
 
 // Test hooks (export_test.go): shmOfferHook edits each offer before it
-// is sent, shmFrameHook each KV_SHM frame. nil outside tests.
+// is sent, shmFrameHook each KV_SHM frame, shmSourceHook each
+// SHM_SOURCE, srcFrameHook each KV_SRC frame. nil outside tests.
 var (
-	shmOfferHook func(*kvwire.ShmOffer)
-	shmFrameHook func(*kvwire.KVShm)
+	shmOfferHook  func(*kvwire.ShmOffer)
+	shmFrameHook  func(*kvwire.KVShm)
+	shmSourceHook func(*kvwire.ShmSource)
+	srcFrameHook  func(*kvwire.KVSrc)
 )
 
 // readBufBytes is the read buffer of a connection that receives KV_SHM
@@ -88,13 +109,45 @@ type shmState struct {
 	flushArmed            bool
 	flushWG               sync.WaitGroup
 
+	// Sending from the source region (under the write lock): the ack
+	// value of the SHM_SOURCE sent (srcOffered), whether the peer wrote
+	// it (srcOn), and the KV_SRC frames whose data the peer has not
+	// released, oldest first; holdTimer collects releases while holds
+	// is not empty (holdArmed: it is set, and holdWG counts it).
+	srcAck     [kvwire.NonceBytes]byte
+	srcOffered bool
+	srcOn      bool
+	holds      []srcHold
+	holdTimer  *time.Timer
+	holdArmed  bool
+	holdWG     sync.WaitGroup
+	srcPayload [40]byte // a KV_SRC payload is 40 bytes
+
+	// Receiving from the peer's source region: its read-only mapping.
+	// The reader's alone.
+	src     *shm.Region
+	srcSeen bool
+
+	srcSending, srcReceiving atomic.Bool // for Peers
+
 	shmMu     sync.Mutex
 	readerOn  bool // the reader owns the regions from now on
 	shmClosed bool
 }
 
+// srcHold is a KV_SRC frame sent, not yet released by the peer: its ring
+// sequence number and the caller's release.
+type srcHold struct {
+	seq     uint64
+	release func()
+}
+
 func isShmType(t kvwire.Type) bool {
-	return t == kvwire.TypeShmOffer || t == kvwire.TypeShmReply || t == kvwire.TypeKVShm
+	switch t {
+	case kvwire.TypeShmOffer, kvwire.TypeShmReply, kvwire.TypeKVShm, kvwire.TypeShmSource, kvwire.TypeKVSrc:
+		return true
+	}
+	return false
 }
 
 // sameHost reports whether nc's peer is on this host: a loopback
@@ -183,14 +236,34 @@ func (c *conn) releaseShm() {
 		c.rxRegion.Close()
 		c.rx, c.rxRegion = nil, nil
 	}
+	if c.src != nil {
+		c.src.Close()
+		c.src = nil
+	}
 	c.shmMu.Unlock()
 	c.receiving.Store(false)
+	c.srcReceiving.Store(false)
 	c.wlock <- struct{}{} // writers see the closed connection and leave
 	if c.txRegion != nil {
+		c.collectHolds()
+		if len(c.holds) > 0 {
+			c.tx.Revoke() // before any page the peer may still be copying is reused
+			c.t.add(cShmSrcRevoked, uint64(len(c.holds)))
+			for i, h := range c.holds {
+				h.release()
+				c.holds[i] = srcHold{}
+			}
+			c.holds = c.holds[:0]
+		}
 		c.txRegion.Close()
 		c.tx, c.txRegion = nil, nil
 	}
+	if c.holdArmed && c.holdTimer.Stop() {
+		c.holdArmed = false
+		c.holdWG.Done()
+	}
 	c.sending.Store(false)
+	c.srcSending.Store(false)
 	c.pendBytes, c.pendFrames = 0, 0 // never to be written: the connection is closed
 	if c.flushArmed && c.flushTimer.Stop() {
 		c.flushArmed = false
@@ -198,6 +271,7 @@ func (c *conn) releaseShm() {
 	}
 	<-c.wlock
 	c.flushWG.Wait() // a flush that already fired sees the closed connection and returns
+	c.holdWG.Wait()  // likewise a collection
 }
 
 // kvShmSealedBytes is a KV_SHM frame on the wire.
@@ -221,6 +295,10 @@ func (r *reader) readShm(h kvwire.Header, payload []byte) error {
 		return r.shmOffer(payload)
 	case kvwire.TypeShmReply:
 		return r.shmReply(payload)
+	case kvwire.TypeShmSource:
+		return r.shmSource(payload)
+	case kvwire.TypeKVSrc:
+		return r.kvSrc(h, payload)
 	}
 	return r.kvShm(h, payload)
 }
@@ -271,7 +349,143 @@ func (r *reader) shmOffer(payload []byte) error {
 		t.shmLog("transfer: KV to this peer goes over TCP: its shared-memory offer was not taken", "peer", c.peerAddr(), "status", reply.Status, "why", reply.Message)
 	}
 	pl := reply.AppendTo(nil)
-	return c.writeLocked(kvwire.NewHeader(kvwire.TypeShmReply, room.ID{}, pl), pl, nil, false, false)
+	if err := c.writeLocked(kvwire.NewHeader(kvwire.TypeShmReply, room.ID{}, pl), pl, nil, false, false); err != nil {
+		return err
+	}
+	if region == nil || t.cfg.ShmSource == nil {
+		return nil
+	}
+	so := t.cfg.ShmSource.Offer()
+	c.srcAck, c.srcOffered = so.Ack, true
+	if shmSourceHook != nil {
+		shmSourceHook(&so)
+	}
+	pl = so.AppendTo(nil)
+	if err := c.writeLocked(kvwire.NewHeader(kvwire.TypeShmSource, room.ID{}, pl), pl, nil, false, false); err != nil {
+		return err
+	}
+	t.inc(cShmSourceOffered)
+	return nil
+}
+
+// shmSource maps the peer's source region read-only and acks it in this
+// node's ring, or logs why not (KV then keeps coming through the ring).
+func (r *reader) shmSource(payload []byte) error {
+	t, c := r.t, r.c
+	if !c.rxActive || c.srcSeen {
+		return r.unexpected("SHM_SOURCE without an accepted shared-memory region, or a second one")
+	}
+	c.srcSeen = true
+	var o kvwire.ShmSource
+	if err := o.Decode(payload); err != nil {
+		return err
+	}
+	region, err := shm.OpenSource(&o, kvwire.ShmSourceBytesMax)
+	if err != nil {
+		t.inc(cShmSourceFailed)
+		t.log.Warn("transfer: could not map the peer's KV memory; its KV keeps coming through the shared-memory ring (two copies a page)", "peer", c.peerAddr(), "err", err)
+		return nil
+	}
+	c.shmMu.Lock()
+	c.src = region
+	c.shmMu.Unlock()
+	c.rx.AckSource(o.Ack)
+	c.srcReceiving.Store(true)
+	t.inc(cShmSourceMapped)
+	t.log.Info("transfer: KV from this peer is copied straight out of its memory", "peer", c.peerAddr(), "source_bytes", region.Bytes())
+	return nil
+}
+
+// errRevoked fails a KV_SRC frame whose copy the peer revoked: its
+// connection ended before this side released the frame.
+var errRevoked = errors.New("the peer revoked its KV_SRC frames (its side of the connection ended): the copy is not to be trusted")
+
+// kvSrc delivers a KV frame whose data lies in the peer's source region:
+// the same KVDest/KVDone calls as a KV frame over TCP, the data copied
+// once, from the peer's memory into the destination.
+func (r *reader) kvSrc(h kvwire.Header, payload []byte) error {
+	t, c := r.t, r.c
+	if c.src == nil {
+		return r.unexpected("KV_SRC without a mapped source region")
+	}
+	m := &r.kvSrcFrame
+	if err := m.Decode(payload); err != nil {
+		return err
+	}
+	n := int(m.Length)
+	var f Fault
+	if t.cfg.Faults != nil {
+		kvh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKV, Room: h.Room, Length: uint32(kvwire.KVSubHeaderBytes + n)}
+		var err error
+		if f, err = r.readFault(kvh); err != nil {
+			return err
+		}
+	}
+	if err := c.rx.Mark(m); err != nil {
+		t.reject(cRejectedShm, c.peerAddr(), err)
+		return err
+	}
+	data, ok := c.src.Source(m.Offset, m.Length)
+	if !ok {
+		err := fmt.Errorf("KV_SRC [%d, +%d) outside the peer's %d-byte source region: %w", m.Offset, m.Length, c.src.DataBytes(), shm.ErrPeer)
+		t.reject(cRejectedShm, c.peerAddr(), err)
+		return err
+	}
+	if f.Action == FaultDrop {
+		return r.srcReleased(m, c.rx.ReleaseMark(m))
+	}
+	if c.isClosed() {
+		return c.err
+	}
+	// From here every path that got a buffer calls KVDone exactly once.
+	dest := t.h.KVDest(c.p.addr, h.Room, m.KV, n)
+	if dest != nil && len(dest) < n {
+		t.inc(cKVDestShort)
+		dest = nil
+	}
+	var dead error
+	if dest == nil {
+		t.inc(cKVDiscardedFrames)
+		t.add(cKVDiscardedBytes, uint64(n))
+	} else {
+		c.readMu.Lock()
+		if c.dead {
+			dead = errConnDead
+		} else {
+			copy(dest[:n], data)
+		}
+		c.readMu.Unlock()
+	}
+	revoked := c.rx.Revoked() // after the copy's loads
+	relErr := c.rx.ReleaseMark(m)
+	if f.Action == FaultCorrupt && relErr == nil {
+		relErr = fmt.Errorf("injected corruption of the slot read: %w", shm.ErrSlot)
+	}
+	t.inc(cShmSrcFramesIn)
+	t.add(cShmSrcBytesIn, uint64(n))
+	if dest != nil {
+		t.h.KVDone(c.p.addr, h.Room, m.KV, n, dead == nil && relErr == nil && !revoked)
+	}
+	switch {
+	case dead != nil:
+		return dead
+	case relErr != nil:
+		return r.srcReleased(m, relErr)
+	case revoked:
+		return errRevoked
+	}
+	return nil
+}
+
+// srcReleased turns a ReleaseMark error into the one that closes the
+// connection (counted).
+func (r *reader) srcReleased(m *kvwire.KVSrc, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("KV_SRC seq %d: %w", m.Seq, err)
+	r.t.reject(cRejectedShm, r.c.peerAddr(), err)
+	return err
 }
 
 // shmLog logs a fallback to TCP: a warning when shared memory was
@@ -392,21 +606,148 @@ func (r *reader) shmReleased(m *kvwire.KVShm, err error) error {
 	return err
 }
 
-// writeKV writes a KV frame: through the peer's region when there is one
-// and the frame fits it, else over TCP (or, with KVShm, fails).
-func (c *conn) writeKV(ctx context.Context, h kvwire.Header, sub []byte, kv kvwire.KV, data []byte) error {
+// writeKV writes a KV frame: as KV_SRC when release is set, data lies in
+// the source region and the peer mapped it (held: release is now c's to
+// call); else through the peer's region when there is one and the frame
+// fits it; else over TCP (or, with KVShm, fails).
+func (c *conn) writeKV(ctx context.Context, h kvwire.Header, sub []byte, kv kvwire.KV, data []byte, release func()) (held bool, err error) {
 	if err := c.lock(ctx, false); err != nil {
-		return err
+		return false, err
 	}
 	defer c.unlock(false)
+	if c.tx != nil && len(c.holds) > 0 {
+		c.collectHolds()
+	}
+	if release != nil && c.tx != nil && c.srcUsable() {
+		if off, ok := c.t.cfg.ShmSource.Locate(data); ok {
+			return c.writeSrc(ctx, h, kv, off, len(data), release)
+		}
+	}
 	if c.tx != nil && c.tx.Fits(len(data)) {
-		return c.writeShm(ctx, h, kv, data)
+		return false, c.writeShm(ctx, h, kv, data)
 	}
 	if c.tx == nil && c.t.cfg.KVTransport == KVShm && len(data) > 0 && !c.isClosed() {
 		why := cmp.Or(c.txWhy, "it offered none (it runs with --kv-transport tcp, or on another host, or shared memory is not available there)")
-		return fmt.Errorf("--kv-transport shm: no shared-memory region with this peer: %s: %w", why, ErrIncompatible)
+		return false, fmt.Errorf("--kv-transport shm: no shared-memory region with this peer: %s: %w", why, ErrIncompatible)
 	}
-	return c.writeLocked(h, sub, data, false, true)
+	return false, c.writeLocked(h, sub, data, false, true)
+}
+
+// srcUsable reports whether the peer mapped this node's source region
+// (it wrote the offer's ack into its ring). Write lock held.
+func (c *conn) srcUsable() bool {
+	if !c.srcOn && c.srcOffered && c.tx.SourceAcked(c.srcAck) {
+		c.srcOn = true
+		c.srcSending.Store(true)
+		c.t.log.Info("transfer: KV to this peer is copied by it straight out of this node's memory", "peer", c.peerAddr())
+	}
+	return c.srcOn
+}
+
+// writeSrc takes a data-less ring slot and writes the KV_SRC frame
+// naming n bytes at off in the source region; h is the KV frame it
+// stands for (what the Faults hook sees). Once the slot is taken the
+// frame is held (release is c's to call, even if writing fails: the
+// connection then closes and releaseShm calls it). Write lock held.
+func (c *conn) writeSrc(ctx context.Context, h kvwire.Header, kv kvwire.KV, off uint64, n int, release func()) (held bool, err error) {
+	t := c.t
+	if c.isClosed() {
+		return false, fmt.Errorf("connection closed: %w", c.err)
+	}
+	fw := frameWriter{c: c, cutAt: -1, corruptAt: -1}
+	corrupt := false
+	if t.cfg.Faults != nil {
+		if done, err := c.writeFault(h, kvwire.HeaderBytes+kvwire.SealedBytes(h), &fw); done {
+			return false, err
+		}
+		if fw.cutAt >= 0 {
+			err := fmt.Errorf("write KV frame: connection cut mid-frame: %w", ErrInjected)
+			c.close(err)
+			return false, err
+		}
+		corrupt = fw.corruptAt >= 0
+	}
+	seq, slot, _, err := c.allocShm(ctx, 0)
+	if err != nil {
+		return false, err
+	}
+	c.holds = append(c.holds, srcHold{seq: seq, release: release})
+	c.armHolds()
+	if corrupt {
+		c.tx.Damage(slot)
+	}
+	m := kvwire.KVSrc{KV: kv, Seq: seq, Slot: slot, Offset: off, Length: uint32(n)}
+	if srcFrameHook != nil {
+		hooked := m
+		srcFrameHook(&hooked)
+		m = hooked
+	}
+	pl := m.AppendTo(c.srcPayload[:0])
+	dh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKVSrc, Room: h.Room, Length: uint32(len(pl))}
+	if err := c.pendShm(dh, pl, seq); err != nil {
+		return true, err
+	}
+	t.inc(cShmSrcFramesOut)
+	t.add(cShmSrcBytesOut, uint64(n))
+	return true, nil
+}
+
+// holdCollectDelay is how often the releases of held KV_SRC frames are
+// collected while no send does it.
+const holdCollectDelay = time.Millisecond
+
+// collectHolds calls the release of every held frame the peer released
+// (write lock held). A released number that breaks the protocol closes
+// the connection (releaseShm then revokes and releases the rest).
+func (c *conn) collectHolds() {
+	rel, err := c.tx.Collect()
+	if err != nil {
+		c.t.reject(cRejectedShm, c.peerAddr(), err)
+		c.close(fmt.Errorf("collect KV_SRC releases: %w", err))
+		return
+	}
+	i := 0
+	for ; i < len(c.holds) && c.holds[i].seq <= rel; i++ {
+		c.holds[i].release()
+		c.holds[i] = srcHold{}
+	}
+	if i > 0 {
+		c.holds = append(c.holds[:0], c.holds[i:]...)
+	}
+}
+
+// armHolds sets holdTimer when frames are held and it is not set (write
+// lock held).
+func (c *conn) armHolds() {
+	if c.holdArmed || len(c.holds) == 0 {
+		return
+	}
+	c.holdArmed = true
+	c.holdWG.Add(1)
+	if c.holdTimer == nil {
+		c.holdTimer = time.AfterFunc(holdCollectDelay, c.collectLater)
+	} else {
+		c.holdTimer.Reset(holdCollectDelay)
+	}
+}
+
+// collectLater is holdTimer's function: it collects releases, and sets
+// the timer again while frames are still held, unless the connection
+// closed.
+func (c *conn) collectLater() {
+	defer c.holdWG.Done()
+	select {
+	case c.wlock <- struct{}{}:
+	case <-c.closed:
+		return
+	}
+	defer func() { <-c.wlock }()
+	c.holdArmed = false
+	if c.tx == nil || c.isClosed() {
+		return
+	}
+	c.collectHolds()
+	c.armHolds()
 }
 
 // writeShm copies data into a slot of the peer's region and writes the
@@ -471,9 +812,9 @@ func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data
 const (
 	// shmBatchFrames bounds the KV_SHM frames pending on a connection.
 	shmBatchFrames = 64
-	// shmPendBytesMax is their sealed size (a KV_SHM frame is 80 bytes
-	// sealed).
-	shmPendBytesMax = shmBatchFrames * (kvwire.HeaderBytes + 32 + kvwire.SealTagBytes)
+	// shmPendBytesMax is their sealed size at most (a KV_SHM frame is 80
+	// bytes sealed, a KV_SRC frame 88).
+	shmPendBytesMax = shmBatchFrames * (kvwire.HeaderBytes + 40 + kvwire.SealTagBytes)
 	// shmDoorbellGap is the least time between two writes of pending
 	// KV_SHM frames to an idle consumer.
 	shmDoorbellGap = 200 * time.Microsecond
@@ -586,7 +927,8 @@ const (
 	shmWaitMax = time.Millisecond
 )
 
-// allocShm takes a ring slot for n bytes, waiting while the ring is full:
+// allocShm takes a ring slot for n bytes (0: a data-less one, for a
+// KV_SRC frame), waiting while the ring is full:
 // until ctx ends (nothing was written; the connection stays up), the
 // connection closes, or WriteTimeout passes (the connection closes, as a
 // write past its deadline does). A released number that breaks the
@@ -596,7 +938,17 @@ func (c *conn) allocShm(ctx context.Context, n int) (seq, off uint64, slot []byt
 	wait := shmWaitMin
 	var deadline time.Time
 	for {
-		seq, off, slot, ok, err := c.tx.Alloc(n)
+		var (
+			seq, off uint64
+			slot     []byte
+			ok       bool
+			err      error
+		)
+		if n == 0 {
+			seq, off, ok, err = c.tx.Mark()
+		} else {
+			seq, off, slot, ok, err = c.tx.Alloc(n)
+		}
 		if err != nil {
 			t.reject(cRejectedShm, c.peerAddr(), err)
 			err = fmt.Errorf("write KV frame: %w", err)

@@ -473,8 +473,14 @@ func (t *Transport) Peers() []PeerStatus {
 			if c.sending.Load() {
 				st.KVOut = "shm"
 			}
+			if c.srcSending.Load() {
+				st.KVOut = "shm-src"
+			}
 			if c.receiving.Load() {
 				st.KVIn = "shm"
+			}
+			if c.srcReceiving.Load() {
+				st.KVIn = "shm-src"
 			}
 		}
 		p.mu.Unlock()
@@ -502,7 +508,7 @@ func (t *Transport) Peers() []PeerStatus {
 // Frames sent one after another (each Send returning before the next) to
 // one peer arrive in that order; concurrent Sends are ordered arbitrarily.
 func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id room.ID, payload []byte) error {
-	if !typ.HasRoom() || typ == kvwire.TypeKV || typ == kvwire.TypeKVShm {
+	if !typ.HasRoom() || typ == kvwire.TypeKV || typ == kvwire.TypeKVShm || typ == kvwire.TypeKVSrc {
 		return fmt.Errorf("send %v to %s: not a room control frame (use SendKV for KV): %w: %w", typ, peer, ErrFrame, kvwire.ErrType)
 	}
 	h := kvwire.NewHeader(typ, id, payload)
@@ -531,6 +537,26 @@ func (t *Transport) Send(ctx context.Context, peer string, typ kvwire.Type, id r
 // (sequentially) arrives before it. Errors about the frame itself wrap
 // ErrFrame.
 func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwire.KV, data []byte) error {
+	return t.SendKVHeld(ctx, peer, id, kv, data, nil)
+}
+
+// SendKVHeld is SendKV for data the caller keeps unchanged until release
+// is called, which happens exactly once: before SendKVHeld returns,
+// unless data lies in Config.ShmSource and the peer maps that region; the
+// frame then goes as KV_SRC (the peer copies data out of this memory)
+// and release comes later, from another goroutine, once the peer has
+// copied it or its connection ended (the peer was first told not to
+// trust a copy it had not finished). release must not block. A nil
+// release is SendKV.
+func (t *Transport) SendKVHeld(ctx context.Context, peer string, id room.ID, kv kvwire.KV, data []byte, release func()) error {
+	held := false
+	if release != nil {
+		defer func() {
+			if !held {
+				release()
+			}
+		}()
+	}
 	if len(data) > kvwire.KVDataBytesMax {
 		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w: %w", peer, len(data), kvwire.KVDataBytesMax, ErrFrame, kvwire.ErrTooLarge)
 	}
@@ -552,7 +578,8 @@ func (t *Transport) SendKV(ctx context.Context, peer string, id room.ID, kv kvwi
 	if err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
-	if err := c.writeKV(ctx, h, sub[:], kv, data); err != nil {
+	held, err = c.writeKV(ctx, h, sub[:], kv, data, release)
+	if err != nil {
 		return fmt.Errorf("send KV to %s: %w", peer, err)
 	}
 	return nil
