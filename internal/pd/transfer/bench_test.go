@@ -69,6 +69,11 @@ func sinkPairOver(tb testing.TB, pageBytes int, kv transfer.KVTransport) (send *
 // pairTo returns a sender transport connected to a receiving one whose
 // Handler is s, both on KV transport kv.
 func pairTo(tb testing.TB, s *sink, kv transfer.KVTransport) (send *transfer.Transport, to string, _ *sink) {
+	return pairFrom(tb, s, kv, nil)
+}
+
+// pairFrom is pairTo with the sender's KV memory in src (nil: none).
+func pairFrom(tb testing.TB, s *sink, kv transfer.KVTransport, src *shm.Source) (send *transfer.Transport, to string, _ *sink) {
 	// Heartbeats every second, not config's 50ms: a 100ms peer timeout
 	// lost the peer mid-benchmark on a loaded 2-core machine.
 	cfg := config("127.0.0.1:0")
@@ -81,6 +86,7 @@ func pairTo(tb testing.TB, s *sink, kv transfer.KVTransport) (send *transfer.Tra
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { recv.Serve(ctx); close(served) }()
+	cfg.ShmSource = src
 	send, err = transfer.New(cfg, s)
 	if err != nil {
 		tb.Fatal(err)
@@ -125,7 +131,10 @@ var kvBenchSizes = []int{16 << 10, 24 << 10, 256 << 10, 4 << 20}
 
 // BenchmarkSendKV measures SendKV's throughput to a peer on this host
 // over TCP (sealed) and through shared memory (KV_SHM frames on the same
-// sealed connection), beside BenchmarkMemcpy at the same sizes.
+// sealed connection), beside BenchmarkMemcpy at the same sizes. (From a
+// source region the sender only rings doorbells: see
+// BenchmarkSendKVSrcVsMemcpy, which times until the receiver has every
+// page.)
 func BenchmarkSendKV(b *testing.B) {
 	b.Run("tcp", func(b *testing.B) { benchSendKV(b, transfer.KVTCP) })
 	if shm.Supported() {
@@ -201,7 +210,17 @@ func BenchmarkMemcpy(b *testing.B) {
 // makes their ratio noise.) Each round's memcpy is BenchmarkMemcpy's: a
 // 256 MiB ring of destinations; the receiver's pages rotate through 256 MiB
 // of their own likewise.
-func BenchmarkSendKVVsMemcpy(b *testing.B) {
+func BenchmarkSendKVVsMemcpy(b *testing.B) { benchVsMemcpy(b, false) }
+
+// BenchmarkSendKVSrcVsMemcpy is BenchmarkSendKVVsMemcpy with the sender's
+// data in its source region (a prefill worker's KV cache): KV_SRC frames,
+// which the receiver copies straight out of the sender's memory (one copy
+// a page, where the ring takes two).
+func BenchmarkSendKVSrcVsMemcpy(b *testing.B) { benchVsMemcpy(b, true) }
+
+// benchVsMemcpy is BenchmarkSendKVVsMemcpy, from the source region when
+// fromSource.
+func benchVsMemcpy(b *testing.B, fromSource bool) {
 	if !shm.Supported() {
 		b.Skip("shared-memory regions need Linux")
 	}
@@ -221,13 +240,25 @@ func BenchmarkSendKVVsMemcpy(b *testing.B) {
 			for i := range dests {
 				dests[i] = 1
 			}
-			send, to, s := pairTo(b, &sink{page: make([]byte, size), dests: dests, reached: make(chan struct{}, 1)}, transfer.KVAuto)
 			data := make([]byte, size)
-			ctx := context.Background()
-			for i := 0; len(send.Peers()) == 0 || send.Peers()[0].KVOut != "shm"; i++ {
-				if err := send.SendKV(ctx, to, roomID(1), kvwire.KV{}, data); err != nil || i > 1000 {
-					b.Fatalf("no shared memory after %d frames (%v): %v", i, err, send.Counters())
+			var src *shm.Source
+			var release func()
+			want := "shm"
+			if fromSource {
+				var err error
+				if src, err = shm.CreateSource(size); err != nil {
+					b.Fatal(err)
 				}
+				b.Cleanup(func() { src.Close() })
+				data, release, want = src.Data(), func() {}, "shm-src"
+			}
+			send, to, s := pairFrom(b, &sink{page: make([]byte, size), dests: dests, reached: make(chan struct{}, 1)}, transfer.KVAuto, src)
+			ctx := context.Background()
+			for i := 0; len(send.Peers()) == 0 || send.Peers()[0].KVOut != want; i++ {
+				if err := send.SendKVHeld(ctx, to, roomID(1), kvwire.KV{}, data, release); err != nil || i > 1000 {
+					b.Fatalf("no %s after %d frames (%v): %v", want, i, err, send.Counters())
+				}
+				time.Sleep(time.Millisecond)
 			}
 			per := roundBytes / size
 			slots := len(ring) / size
@@ -239,7 +270,7 @@ func BenchmarkSendKVVsMemcpy(b *testing.B) {
 				s.target.Store(sent)
 				start, cpu0 := time.Now(), cpuTime()
 				for i := range per {
-					if err := send.SendKV(ctx, to, roomID(1), kvwire.KV{Ordinal: uint32(i)}, data); err != nil {
+					if err := send.SendKVHeld(ctx, to, roomID(1), kvwire.KV{Ordinal: uint32(i)}, data, release); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -260,6 +291,9 @@ func BenchmarkSendKVVsMemcpy(b *testing.B) {
 			b.ReportMetric(median(cpuRatios), "cpu-x-memcpy")
 			if s.bad.Load() != 0 {
 				b.Fatalf("%d pages failed", s.bad.Load())
+			}
+			if c := send.Counters(); fromSource && c["shm_src_kv_frames_out"] < uint64(per) {
+				b.Fatalf("the frames did not go as KV_SRC: %v", c)
 			}
 		})
 	}
