@@ -49,6 +49,7 @@ type Engine struct {
 	submitted   uint64 // Submit calls that queued a sequence
 	fed         uint64 // prefill tokens fed so far: the clock of prefill aging
 	resumes     []resume
+	unheld      []heldPage // ReleasePage's, for the loop to give back
 	closed      bool
 	stats       Stats
 	wake        chan struct{} // capacity 1: a pending wake-up is never lost
@@ -150,7 +151,14 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	} else {
 		cfg.WindowPages = 0
 	}
-	kv, err := kvcache.New(kc)
+	var mem []byte
+	if cfg.KVMemory != nil {
+		var err error
+		if mem, err = cfg.KVMemory(kc.Bytes()); err != nil {
+			return nil, fmt.Errorf("engine: KV cache memory: %w", err)
+		}
+	}
+	kv, err := kvcache.NewIn(kc, mem)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -26,6 +26,7 @@ func (e *Engine) loop() {
 		}
 		e.reapCancelled()
 		e.applyResumes()
+		e.applyUnheld()
 		wait := e.decodeWait()
 		steps, fedAll := e.schedule(wait <= 0)
 		if len(steps) == 0 {
@@ -405,6 +406,44 @@ func (e *Engine) applyResumes() {
 		s.smp.Skip(1) // the first token was drawn by the prefill side: the next draw is the second
 		if e.accept(s, r.tok) {
 			e.running = slices.DeleteFunc(e.running, func(v *seq) bool { return v == s })
+		}
+	}
+}
+
+// heldPage is a page of a layer group a KVSink took a reference on.
+type heldPage struct {
+	group int
+	page  int32
+}
+
+// ReleasePage gives back a reference a KVSink took on page of layer
+// group g (kvcache.Pool.Ref during LayerComputed). Safe from any
+// goroutine: the loop drops the reference before its next step. After
+// Close it does nothing.
+func (e *Engine) ReleasePage(g int, page int32) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.unheld = append(e.unheld, heldPage{g, page})
+	e.mu.Unlock()
+	e.wakeup()
+}
+
+// applyUnheld drops the references ReleasePage gave back.
+func (e *Engine) applyUnheld() {
+	e.mu.Lock()
+	hs := e.unheld
+	e.unheld = nil
+	e.mu.Unlock()
+	for _, h := range hs {
+		if h.group < 0 || h.group >= kvcache.Groups {
+			e.log.Error("kv page accounting broken: a page given back for no layer group", "group", h.group)
+			continue
+		}
+		if err := e.kv.Pool(h.group).Release([]int32{h.page}); err != nil {
+			e.log.Error("kv page accounting broken: a page given back that was not held", "group", kvcache.GroupName(h.group), "page", h.page, "err", err)
 		}
 	}
 }

@@ -185,3 +185,76 @@ func TestExportImportWindowed(t *testing.T) {
 	waitPagesFree(t, decode)
 	waitPagesFree(t, prefill)
 }
+
+// pageHold is a test KVSink that keeps the prompt's pages instead of
+// copying them: a reference on each page once its every layer is done.
+type pageHold struct {
+	mu    sync.Mutex
+	held  []int32
+	bytes map[int32][]byte // a copy of layer 0's K page at hold time
+}
+
+func (h *pageHold) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed int, final bool) {
+	if !final || layer != kv.Config().Layers-1 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.bytes == nil {
+		h.bytes = map[int32][]byte{}
+	}
+	for _, p := range pages[:kv.Config().PagesFor(computed)] {
+		if err := kv.Pool(kvcache.GroupGlobal).Ref([]int32{p}); err != nil {
+			panic(err)
+		}
+		h.held = append(h.held, p)
+		h.bytes[p] = slices.Clone(kv.KPage(0, p))
+	}
+}
+
+// TestSinkHoldsPagesUntilReleased: pages a KVSink took references on stay
+// out of the free pool, unchanged while other prompts run, after their
+// sequence ended, and come back with ReleasePage.
+func TestSinkHoldsPagesUntilReleased(t *testing.T) {
+	m := tinyModel(t)
+	e := newEngine(t, m, engine.Config{MaxBatchTokens: 32, Pages: 16})
+	rng := rand.New(rand.NewPCG(21, 22))
+	sink := &pageHold{}
+	h, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 40), MaxTokens: 1, KVSink: sink, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, h)
+	if len(sink.held) != 3 {
+		t.Fatalf("held %d pages of a 40-token prompt, want 3", len(sink.held))
+	}
+	// Other prompts take every free page, more than once.
+	for range 4 {
+		h, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 100), MaxTokens: 4, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect(t, h)
+	}
+	for _, p := range sink.held {
+		if !slices.Equal(e.KVCache().KPage(0, p), sink.bytes[p]) {
+			t.Errorf("held page %d was overwritten", p)
+		}
+	}
+	if st := e.Stats(); st.PagesUsed != 3 {
+		t.Errorf("%d pages used with 3 held and nothing running", st.PagesUsed)
+	}
+	for _, p := range sink.held {
+		e.ReleasePage(kvcache.GroupGlobal, p)
+	}
+	// The loop gives them back before its next step: the one of this
+	// prompt, which ends with nothing held.
+	h, err = e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 5), MaxTokens: 1, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, h)
+	if st := e.Stats(); st.PagesUsed != 0 {
+		t.Errorf("%d pages still used after ReleasePage", st.PagesUsed)
+	}
+}

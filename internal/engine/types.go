@@ -71,6 +71,11 @@ type Config struct {
 	// inter-token latency allows. It runs on the engine's goroutine and
 	// must be quick.
 	DecodePace func() time.Duration
+	// KVMemory, when set, returns the memory the KV cache lives in (at
+	// least the bytes asked for, 64-byte aligned), instead of the Go
+	// heap: a prefill worker's shared-memory source region, which decode
+	// workers on the host copy KV pages out of. It is called once, by New.
+	KVMemory func(bytes int) ([]byte, error)
 
 	hooks *testHooks // the package's tests only
 }
@@ -122,7 +127,9 @@ type KVSink interface {
 	// the first token follows in the Handle. Calls come for layers 0, 1,
 	// ... in order, once per step. The sink must copy what it needs before
 	// returning and must not block on the network: later layers of the
-	// step wait for it, and the pages may be reused once the sequence ends.
+	// step wait for it, and the pages may be reused once the sequence ends,
+	// unless the sink takes references on them (kv.Pool(g).Ref, here on
+	// the loop) and gives each back with Engine.ReleasePage later.
 	LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed int, final bool)
 }
 

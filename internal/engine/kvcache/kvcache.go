@@ -174,16 +174,53 @@ type Pool struct {
 
 // New allocates a cache. Memory is 2 × PageBytes × (global layers × Pages
 // + window layers × WindowPages) bytes.
-func New(cfg Config) (*Cache, error) {
+func New(cfg Config) (*Cache, error) { return NewIn(cfg, nil) }
+
+// arenaAlign is the alignment of each layer's K or V arena inside memory
+// given to NewIn (a cache line).
+const arenaAlign = 64
+
+// Bytes returns the memory NewIn needs for cfg's cache: every layer's K
+// and V arenas, each rounded up to arenaAlign bytes.
+func (c Config) Bytes() int {
+	n := 0
+	for l := range c.Layers {
+		n += 2 * alignUp(c.GroupPages(c.Group(l))*c.PageBytes())
+	}
+	return n
+}
+
+func alignUp(n int) int { return (n + arenaAlign - 1) / arenaAlign * arenaAlign }
+
+// NewIn is New with the arenas inside mem (at least cfg.Bytes() bytes,
+// arenaAlign-aligned: memory another process can map, such as a
+// shared-memory region), or allocated when mem is nil.
+func NewIn(cfg Config, mem []byte) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if mem != nil {
+		if need := cfg.Bytes(); len(mem) < need {
+			return nil, fmt.Errorf("kvcache: %d bytes of memory given, the cache needs %d", len(mem), need)
+		}
+		if uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%arenaAlign != 0 {
+			return nil, fmt.Errorf("kvcache: the memory given is not %d-byte aligned", arenaAlign)
+		}
+	}
+	carve := func(n int) []byte {
+		if mem == nil {
+			return alignedBytes(n)
+		}
+		b := mem[:n:n]
+		mem = mem[alignUp(n):]
+		return b
 	}
 	c := &Cache{cfg: cfg, k: make([][]byte, cfg.Layers), v: make([][]byte, cfg.Layers), group: make([]uint8, cfg.Layers)}
 	for l := range cfg.Layers {
 		c.group[l] = uint8(cfg.Group(l))
 		arena := cfg.GroupPages(cfg.Group(l)) * cfg.PageBytes()
-		c.k[l] = alignedBytes(arena)
-		c.v[l] = alignedBytes(arena)
+		c.k[l] = carve(arena)
+		c.v[l] = carve(arena)
 	}
 	for g := range Groups {
 		n := cfg.GroupPages(g)

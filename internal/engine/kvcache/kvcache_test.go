@@ -3,6 +3,7 @@ package kvcache_test
 import (
 	"errors"
 	"testing"
+	"unsafe"
 
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
@@ -180,5 +181,44 @@ func TestLayerGroups(t *testing.T) {
 		if err := b.Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, b)
 		}
+	}
+}
+
+// TestNewInCarvesGivenMemory: NewIn lays every arena inside the memory
+// given, disjoint, and refuses memory too small or misaligned.
+func TestNewInCarvesGivenMemory(t *testing.T) {
+	c := cfg()
+	c.Pages = 5 // arenas of 5*64 bytes: not a multiple of the alignment
+	buf := make([]uint64, c.Bytes()/8+16)
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)[:c.Bytes()]
+	kv, err := kvcache.NewIn(c, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]int, len(mem))
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	for l := range c.Layers {
+		for p := range int32(c.Pages) {
+			for _, page := range [][]byte{kv.KPage(l, p), kv.VPage(l, p)} {
+				off := int(uintptr(unsafe.Pointer(&page[0])) - base)
+				if off < 0 || off+len(page) > len(mem) {
+					t.Fatalf("layer %d page %d lies outside the memory given (offset %d)", l, p, off)
+				}
+				for i := range page {
+					seen[off+i]++
+				}
+			}
+		}
+	}
+	for i, n := range seen {
+		if n > 1 {
+			t.Fatalf("byte %d of the memory is in %d pages", i, n)
+		}
+	}
+	if _, err := kvcache.NewIn(c, mem[:len(mem)-1]); err == nil {
+		t.Errorf("NewIn took %d bytes for a cache of %d", len(mem)-1, c.Bytes())
+	}
+	if _, err := kvcache.NewIn(c, unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)[8:8+c.Bytes()]); err == nil {
+		t.Errorf("NewIn took memory 8 bytes off its alignment")
 	}
 }
