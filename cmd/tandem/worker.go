@@ -21,6 +21,7 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/engine/cores"
 	"tandem/internal/pd/room"
+	"tandem/internal/pd/shm"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/pd/worker"
 	"tandem/internal/server"
@@ -200,6 +201,31 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 			return err
 		}
 	}
+	var kvt transfer.KVTransport
+	if pd != nil {
+		if kvt, err = transfer.ParseKVTransport(pd.kvTransport); err != nil {
+			return fmt.Errorf("--kv-transport: %w", err)
+		}
+	}
+	var src *shm.Source
+	if pd != nil && role == room.RolePrefill && kvt != transfer.KVTCP && shm.Supported() {
+		// Decode workers on this host copy KV pages straight out of this
+		// worker's cache: it lives in a shared-memory source region.
+		f.cfg.KVMemory = func(n int) ([]byte, error) {
+			s, err := shm.CreateSource(n)
+			if err != nil {
+				log.Warn("no shared-memory region for the KV cache; decode workers on this host get KV through their ring (two copies a page)", "bytes", n, "err", err)
+				return nil, nil
+			}
+			src = s
+			return s.Data(), nil
+		}
+		defer func() {
+			if src != nil {
+				src.Close() // after the engine and the transport (deferred later, run sooner)
+			}
+		}()
+	}
 	r, pool, closeAll, err := f.ef.open(ctx)
 	if err != nil {
 		return err
@@ -233,17 +259,13 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		if err != nil {
 			return err
 		}
-		kvt, err := transfer.ParseKVTransport(pd.kvTransport)
-		if err != nil {
-			return fmt.Errorf("--kv-transport: %w", err)
-		}
 		if pd.shmMiB < 1 || pd.shmMiB > 1024 {
 			return fmt.Errorf("--kv-shm-mib %d is out of range 1..1024", pd.shmMiB)
 		}
 		rc := worker.DefaultRoomConfig()
 		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
 			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
-			HeartbeatInterval: pd.heartbeat, Faults: inj, KVTransport: kvt, ShmRegionBytes: pd.shmMiB << 20}})
+			HeartbeatInterval: pd.heartbeat, Faults: inj, KVTransport: kvt, ShmRegionBytes: pd.shmMiB << 20, ShmSource: src}})
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,8 @@ type Config struct {
 	// KVMemory, when set, returns the memory the KV cache lives in (at
 	// least the bytes asked for, 64-byte aligned), instead of the Go
 	// heap: a prefill worker's shared-memory source region, which decode
-	// workers on the host copy KV pages out of. It is called once, by New.
+	// workers on the host copy KV pages out of. It is called once, by New;
+	// nil memory and no error mean the heap after all.
 	KVMemory func(bytes int) ([]byte, error)
 
 	hooks *testHooks // the package's tests only

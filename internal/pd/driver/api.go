@@ -72,6 +72,11 @@ type Frame struct {
 	Payload []byte      // control frames: the encoded payload
 	KV      kvwire.KV   // KV frames: the coordinates
 	Data    []byte      // KV frames: the page bytes (owned by the frame until Sent)
+	// Release, when set (KV frames), gives Data back to the engine that
+	// holds it. It is called exactly once: by the driver for a frame it
+	// drops, by the Wire for a frame handed to Send (once Data is no
+	// longer read). It must not block or call back into the driver.
+	Release func()
 }
 
 // Bytes returns what the frame counts against the queue budget: its data
@@ -85,7 +90,8 @@ type Wire interface {
 	// peer and lane: exactly one Driver.Sent(now, f.Peer, f.Lane, err)
 	// call must follow, after the frame was written to the connection
 	// (err nil) or could not be (err says why; wrap a local refusal, such
-	// as a full send queue, with ErrLocal).
+	// as a full send queue, with ErrLocal). A KV frame's Release is then
+	// the Wire's to call.
 	Send(f Frame)
 	// PeerIdle says the driver holds nothing for peer any more: no room,
 	// no queued or outstanding frame. The adapter may stop what it runs

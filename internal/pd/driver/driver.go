@@ -62,11 +62,21 @@ type rec struct {
 }
 
 // KVFrame is one KV page a prefill engine finished: one layer's K or V of
-// one page ordinal. Data must be a copy the driver may keep until it is
-// sent.
+// one page ordinal. Data must stay unchanged until it is sent: a copy,
+// or memory the engine holds until Release (see Frame.Release).
 type KVFrame struct {
-	KV   kvwire.KV
-	Data []byte
+	KV      kvwire.KV
+	Data    []byte
+	Release func()
+}
+
+// releaseKV calls the Release of each frame that has one.
+func releaseKV(frames []KVFrame) {
+	for _, f := range frames {
+		if f.Release != nil {
+			f.Release()
+		}
+	}
 }
 
 // New returns a driver with an empty room machine.

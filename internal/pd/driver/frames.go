@@ -231,6 +231,7 @@ func (d *Driver) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame
 	if r == nil || r.leg != leg || r.ended || r.peer == "" {
 		if len(frames) > 0 {
 			d.obs.SendDropped("room_ended", len(frames))
+			releaseKV(frames)
 		}
 		return
 	}
@@ -241,13 +242,14 @@ func (d *Driver) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame
 	}
 	if !d.fits(p, n) {
 		d.obs.SendDropped("over_budget", len(frames))
+		releaseKV(frames)
 		d.log.Warn("send queue budget exhausted; failing the room", "room", id, "peer", r.peer, "bytes", n,
 			"peer_queued", p.bytes, "queued", d.queued)
 		d.step(now, room.Event{Kind: room.EventSendFailed, Room: id})
 		return
 	}
 	for _, f := range frames {
-		p.pushKV(d, Frame{Peer: r.peer, Lane: LaneKV, Room: id, KV: f.KV, Data: f.Data})
+		p.pushKV(d, Frame{Peer: r.peer, Lane: LaneKV, Room: id, KV: f.KV, Data: f.Data, Release: f.Release})
 	}
 	r.kvPending += len(frames)
 	d.pump(p)

@@ -71,6 +71,9 @@ func (p *peer) dropRoom(d *Driver, id room.ID) int {
 	for _, f := range q {
 		p.bytes -= f.Bytes()
 		d.queued -= f.Bytes()
+		if f.Release != nil {
+			f.Release()
+		}
 	}
 	delete(p.kvq, id)
 	p.kvOrder = slices.DeleteFunc(p.kvOrder, func(x room.ID) bool { return x == id })

@@ -64,6 +64,13 @@ func (w *Worker) runLane(peer string, lane driver.Lane, ch <-chan driver.Frame) 
 		var ok bool
 		select {
 		case <-w.ctx.Done():
+			select { // the one frame the driver may have handed over
+			case f, ok := <-ch:
+				if ok && f.Release != nil {
+					f.Release()
+				}
+			default:
+			}
 			return
 		case f, ok = <-ch:
 			if !ok {
@@ -72,7 +79,7 @@ func (w *Worker) runLane(peer string, lane driver.Lane, ch <-chan driver.Frame) 
 		}
 		var err error
 		if lane == driver.LaneKV {
-			err = w.tr.SendKV(w.ctx, peer, f.Room, f.KV, f.Data)
+			err = w.tr.SendKVHeld(w.ctx, peer, f.Room, f.KV, f.Data, f.Release)
 		} else {
 			err = w.tr.Send(w.ctx, peer, f.Type, f.Room, f.Payload)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	apileg "tandem/internal/api/leg"
@@ -220,10 +221,13 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 }
 
 // sink is the prefill side's engine.KVSink: as soon as a layer of a
-// prefill step is in the cache, it copies that layer's finished pages into
-// KV frames for the decode worker, so the transfer of layer l overlaps the
-// compute of the layers after it. Its fields are touched only by the
-// engine's step loop.
+// prefill step is in the cache, it hands that layer's finished pages to
+// the driver as KV frames for the decode worker, so the transfer of layer
+// l overlaps the compute of the layers after it. The frames' data is the
+// cache's own page memory: the sink takes a reference on each page (a
+// pageHold), so the engine does not reuse it until both of its frames are
+// released, once sent (or copied out by decode, for a KV_SRC frame) or
+// dropped. Its fields are touched only by the engine's step loop.
 type sink struct {
 	w         *Worker
 	l         *leg
@@ -250,15 +254,42 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 		return
 	}
 	frames := make([]driver.KVFrame, 0, 2*(full-from))
+	g := kv.Group(layer)
 	for ord := from; ord < full; ord++ {
-		if pages[ord] < 0 {
+		p := pages[ord]
+		if p < 0 {
 			continue // released: before the window (not reached: from is past them)
 		}
-		for kind, page := range [2][]byte{kv.KPage(layer, pages[ord]), kv.VPage(layer, pages[ord])} {
+		var release func()
+		held := kv.Pool(g).Ref([]int32{p}) == nil // the sequence holds p: this cannot fail
+		if held {
+			h := &pageHold{eng: s.w.eng, group: g, page: p}
+			h.left.Store(2)
+			release = h.done
+		}
+		for kind, page := range [2][]byte{kv.KPage(layer, p), kv.VPage(layer, p)} {
+			if !held {
+				page = slices.Clone(page)
+			}
 			frames = append(frames, driver.KVFrame{KV: kvwire.KV{Layer: uint16(layer), Kind: kvwire.KVKind(kind), Ordinal: uint32(ord)},
-				Data: slices.Clone(page)})
+				Data: page, Release: release})
 		}
 	}
 	s.sentPages[layer] = full
 	s.w.locked(func(now room.Instant) { s.w.d.KVReady(now, s.l.id, s.l, frames) })
+}
+
+// pageHold is the sink's reference on one cache page, shared by the K and
+// V frames of one layer: the last of the two releases gives it back.
+type pageHold struct {
+	eng   *engine.Engine
+	group int
+	page  int32
+	left  atomic.Int32
+}
+
+func (h *pageHold) done() {
+	if h.left.Add(-1) == 0 {
+		h.eng.ReleasePage(h.group, h.page)
+	}
 }
