@@ -65,6 +65,25 @@
 // network, and only processes of the same user can reach the memfd
 // (the same ones that can read the cluster token from the environment).
 //
-// Everything but Create and Open is portable and works on any []byte;
-// Create and Open are Linux only and fail with ErrUnsupported elsewhere.
+// # Source regions
+//
+// The ring costs two copies a page. A source region (CreateSource) is
+// the KV sender's own memory instead: its KV cache lives in the data
+// area, and the receiver maps it read-only (OpenSource: Open's checks,
+// opened O_RDONLY, mapped PROT_READ) and copies each page straight out
+// of it. The sender keeps its descriptor, so every new connection can be
+// offered it (Source.Offer, with a fresh ack value each time, which the
+// receiver writes into its own ring's header: Consumer.AckSource,
+// Producer.SourceAcked). A KV_SRC frame still takes a ring slot, without
+// data (Producer.Mark; Consumer.Mark and ReleaseMark), so the ring's
+// sequence, in-flight bound and release cover it; the sender keeps the
+// page unchanged until the slot is released (Producer.Collect). When it
+// must take pages back unreleased (the connection ended) it first sets
+// the ring's revoked word (Producer.Revoke), which the receiver reads
+// after each KV_SRC copy (Consumer.Revoked, a read-modify-write so no
+// load of the copy is ordered after it) and fails the frame.
+//
+// Everything but Create, Open, CreateSource and OpenSource is portable
+// and works on any []byte; those four are Linux only and fail with
+// ErrUnsupported elsewhere.
 package shm

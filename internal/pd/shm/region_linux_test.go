@@ -138,3 +138,62 @@ func TestOpenRefuses(t *testing.T) {
 		t.Errorf("Create of a size not in pages = %v, want ErrRegion", err)
 	}
 }
+
+// TestSourceSharedReadOnly: a source region opened through /proc is the
+// creator's memory, read-only on the opening side; Locate and Source
+// bound every range; closing both leaves no descriptor and no mapping.
+func TestSourceSharedReadOnly(t *testing.T) {
+	fd0, maps0 := fds(t), mappings(t)
+	src, err := CreateSource(10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(src.Data()) != 10000 {
+		t.Fatalf("Data() has %d bytes, want 10000", len(src.Data()))
+	}
+	o := src.Offer()
+	if o2 := src.Offer(); o2.Ack == o.Ack || o2.Cookie != o.Cookie {
+		t.Errorf("two offers: acks equal %v, cookies equal %v (want a fresh ack, the same cookie)", o2.Ack == o.Ack, o2.Cookie == o.Cookie)
+	}
+	rd, err := OpenSource(&o, kvwire.ShmSourceBytesMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(src.Data()[4096:], "kv page")
+	got, ok := rd.Source(4096, 7)
+	if !ok || string(got) != "kv page" {
+		t.Errorf("Source(4096, 7) = %q, %v", got, ok)
+	}
+	for _, r := range [][2]uint64{{0, 0}, {uint64(rd.DataBytes()), 1}, {uint64(rd.DataBytes()) - 1, 2}, {1 << 62, 1}} {
+		if _, ok := rd.Source(r[0], uint32(r[1])); ok {
+			t.Errorf("Source(%d, %d) accepted a range outside %d bytes", r[0], r[1], rd.DataBytes())
+		}
+	}
+	if off, ok := src.Locate(src.Data()[100:200]); !ok || off != 100 {
+		t.Errorf("Locate of Data()[100:200] = %d, %v", off, ok)
+	}
+	if _, ok := src.Locate(make([]byte, 10)); ok {
+		t.Errorf("Locate of heap memory succeeded")
+	}
+	if _, ok := src.Locate(src.Data()[9990:10000:10000][:10]); !ok {
+		t.Errorf("Locate of the last bytes failed")
+	}
+	// The opening side cannot write: mprotect to writable fails on a
+	// read-only descriptor's mapping.
+	if err := unix.Mprotect(rd.mem, unix.PROT_READ|unix.PROT_WRITE); err == nil {
+		t.Errorf("the source mapping could be made writable")
+	}
+	if _, err := OpenSource(&o, 4096); err == nil {
+		t.Errorf("OpenSource above maxBytes succeeded")
+	}
+	bad := o
+	bad.Cookie[0] ^= 1
+	if _, err := OpenSource(&bad, kvwire.ShmSourceBytesMax); !errors.Is(err, ErrRegion) {
+		t.Errorf("OpenSource with another cookie = %v, want ErrRegion", err)
+	}
+	rd.Close()
+	src.Close()
+	if fds(t) != fd0 || mappings(t) != maps0 {
+		t.Errorf("after Close: %d descriptors (was %d), %d mappings (was %d)", fds(t), fd0, mappings(t), maps0)
+	}
+}

@@ -285,3 +285,86 @@ func TestRingBoundsInflight(t *testing.T) {
 		}
 	}
 }
+
+// TestMarksShareTheRing: data-less slots (KV_SRC frames) interleave with
+// data slots in one sequence, are released in order, and Collect frees
+// what the consumer released; a mark whose slot was overwritten fails.
+func TestMarksShareTheRing(t *testing.T) {
+	reg := heapRegion(HeaderBytes + 64<<10)
+	p, c := NewProducer(reg), NewConsumer(reg)
+	s1, o1, d1, ok, err := p.Alloc(100)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	copy(d1, "abc")
+	s2, o2, ok, err := p.Mark()
+	if err != nil || !ok || s2 != s1+1 || o2 != o1+slotBytes(100) {
+		t.Fatalf("Mark() = seq %d off %d ok %v err %v after slot %d at %d", s2, o2, ok, err, s1, o1)
+	}
+	if rel, err := p.Collect(); err != nil || rel != 0 {
+		t.Fatalf("Collect() before any release = %d, %v", rel, err)
+	}
+	if _, err := c.Slot(&kvwire.KVShm{Seq: s1, Offset: o1, Length: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(&kvwire.KVShm{Seq: s1, Offset: o1, Length: 100}); err != nil {
+		t.Fatal(err)
+	}
+	m := &kvwire.KVSrc{Seq: s2, Slot: o2, Length: 24 << 10}
+	if err := c.Mark(&kvwire.KVSrc{Seq: s2 + 1, Slot: o2, Length: 1}); !errors.Is(err, ErrPeer) {
+		t.Errorf("Mark out of sequence = %v, want ErrPeer", err)
+	}
+	if err := c.Mark(&kvwire.KVSrc{Seq: s2, Slot: uint64(reg.DataBytes()) - 32, Length: 1}); !errors.Is(err, ErrPeer) {
+		t.Errorf("Mark past the ring = %v, want ErrPeer", err)
+	}
+	if err := c.Mark(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReleaseMark(m); err != nil {
+		t.Fatal(err)
+	}
+	if rel, err := p.Collect(); err != nil || rel != s2 || p.Outstanding() != 0 {
+		t.Errorf("Collect() = %d, %v with %d outstanding; want %d, none", rel, err, p.Outstanding(), s2)
+	}
+	// A mark overwritten before its release fails it.
+	s3, o3, _, _ := p.Mark()
+	p.Damage(o3)
+	m3 := &kvwire.KVSrc{Seq: s3, Slot: o3, Length: 1}
+	if err := c.Mark(m3); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReleaseMark(m3); !errors.Is(err, ErrSlot) {
+		t.Errorf("ReleaseMark of a damaged slot = %v, want ErrSlot", err)
+	}
+	// A released number past what was sent is the consumer's fault.
+	reg.released().Store(s3 + 5)
+	if _, err := p.Collect(); !errors.Is(err, ErrPeer) {
+		t.Errorf("Collect() of a release past what was sent = %v, want ErrPeer", err)
+	}
+}
+
+// TestSourceAckAndRevoke: the consumer's ack is the offer's and no other;
+// Revoked is false until the producer revokes.
+func TestSourceAckAndRevoke(t *testing.T) {
+	reg := heapRegion(HeaderBytes + 64<<10)
+	p, c := NewProducer(reg), NewConsumer(reg)
+	ack := [kvwire.NonceBytes]byte{1, 2, 3}
+	if p.SourceAcked(ack) {
+		t.Errorf("acked before the consumer wrote anything")
+	}
+	c.AckSource([kvwire.NonceBytes]byte{9})
+	if p.SourceAcked(ack) {
+		t.Errorf("acked by another offer's value")
+	}
+	c.AckSource(ack)
+	if !p.SourceAcked(ack) {
+		t.Errorf("not acked after AckSource")
+	}
+	if c.Revoked() {
+		t.Errorf("revoked before Revoke")
+	}
+	p.Revoke()
+	if !c.Revoked() {
+		t.Errorf("not revoked after Revoke")
+	}
+}
