@@ -136,9 +136,10 @@ type shmState struct {
 }
 
 // srcHold is a KV_SRC frame sent, not yet released by the peer: its ring
-// sequence number and the caller's release.
+// sequence number, when it was sent, and the caller's release.
 type srcHold struct {
 	seq     uint64
+	at      time.Time
 	release func()
 }
 
@@ -671,7 +672,7 @@ func (c *conn) writeSrc(ctx context.Context, h kvwire.Header, kv kvwire.KV, off 
 	if err != nil {
 		return false, err
 	}
-	c.holds = append(c.holds, srcHold{seq: seq, release: release})
+	c.holds = append(c.holds, srcHold{seq: seq, at: time.Now(), release: release})
 	c.armHolds()
 	if corrupt {
 		c.tx.Damage(slot)
@@ -698,7 +699,10 @@ const holdCollectDelay = time.Millisecond
 
 // collectHolds calls the release of every held frame the peer released
 // (write lock held). A released number that breaks the protocol closes
-// the connection (releaseShm then revokes and releases the rest).
+// the connection, and so does a frame the peer has not released for
+// WriteTimeout (a stuck consumer must not keep this node's pages: like a
+// full ring, it ends the connection); releaseShm then revokes and
+// releases the rest.
 func (c *conn) collectHolds() {
 	rel, err := c.tx.Collect()
 	if err != nil {
@@ -713,6 +717,10 @@ func (c *conn) collectHolds() {
 	}
 	if i > 0 {
 		c.holds = append(c.holds[:0], c.holds[i:]...)
+	}
+	if len(c.holds) > 0 && time.Since(c.holds[0].at) > c.t.cfg.WriteTimeout {
+		c.t.inc(cWriteErrors)
+		c.close(fmt.Errorf("the peer released no KV_SRC frame for %v (%d held): %w", c.t.cfg.WriteTimeout, len(c.holds), os.ErrDeadlineExceeded))
 	}
 }
 

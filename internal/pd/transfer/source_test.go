@@ -248,3 +248,36 @@ func TestShmSourceHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestShmSourceStuckConsumer: a decode reader that never gets to release a
+// KV_SRC frame does not keep prefill's page: after WriteTimeout prefill
+// closes the connection, revokes, and releases it.
+func TestShmSourceStuckConsumer(t *testing.T) {
+	needShm(t)
+	src, err := shm.CreateSource(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, p := kvPair(t, transfer.KVAuto, transfer.KVAuto, 2<<20, func(dc, pc *transfer.Config) {
+		pc.ShmSource = src
+		pc.WriteTimeout = 200 * time.Millisecond
+		// A peer timeout far beyond the test's patience: only the held
+		// frame's timeout can end the connection.
+		dc.HeartbeatInterval, pc.HeartbeatInterval = 20*time.Second, 20*time.Second
+	})
+	t.Cleanup(func() { p.stop(); src.Close() })
+	connect(t, d, p)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	d.rec.mu.Lock()
+	d.rec.dest = func(string, room.ID, kvwire.KV, int) []byte { <-stuck; return nil }
+	d.rec.mu.Unlock()
+	rel := &releases{n: make([]atomic.Int32, 1)}
+	if err := p.SendKVHeld(ctxT(t), d.Addr(), roomID(1), kvwire.KV{}, src.Data()[:4096], rel.fn(0)); err != nil {
+		t.Fatal(err)
+	}
+	rel.waitAll(t)
+	if c := p.Counters(); c["shm_src_revoked"] != 1 || c["write_errors"] == 0 {
+		t.Errorf("prefill counters %v, want one frame revoked and a write error", c)
+	}
+}
