@@ -437,6 +437,8 @@ func (s *sim) checkDrained(n *node) {
 		s.violate("drain", "%s: %d of %d pages free, want all", n.addr, len(n.pool.free), len(n.pool.pages))
 	case writes != 0 || len(n.inflight) != 0:
 		s.violate("drain", "%s: %d KV writes still in flight", n.addr, writes)
+	case n.kvHeld != 0:
+		s.violate("drain", "%s: %d KV frames never released (a prefill engine's pages held for ever)", n.addr, n.kvHeld)
 	}
 	for peer, out := range n.out {
 		if out[driver.LaneControl] != nil || out[driver.LaneKV] != nil {

@@ -296,7 +296,7 @@ func (s *sim) chunkDone(it *item) {
 				for i := range data {
 					data[i] = kvByte(id, kv, i)
 				}
-				frames = append(frames, driver.KVFrame{KV: kv, Data: data})
+				frames = append(frames, driver.KVFrame{KV: kv, Data: data, Release: s.holdKV(n, id, kv)})
 			}
 		}
 	}
@@ -415,5 +415,23 @@ func (s *sim) generated(it *item) {
 	s.answerLeg(n, l, true, "")
 	if s.tracing {
 		s.tracef("%v %s sequence of %s room=%v ended", s.now, n.addr, l.req.name, l.req.id)
+	}
+}
+
+// holdKV counts a KV frame held for n's driver and returns its Release,
+// which must be called exactly once by this incarnation (a frame of a
+// crashed one is gone with it).
+func (s *sim) holdKV(n *node, id room.ID, kv kvwire.KV) func() {
+	n.kvHeld++
+	epoch, released := n.epoch, false
+	return func() {
+		if released {
+			s.violate("release", "%s: KV frame %+v of room=%v released twice", n.addr, kv, id)
+			return
+		}
+		released = true
+		if n.epoch == epoch {
+			n.kvHeld--
+		}
 	}
 }

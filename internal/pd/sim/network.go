@@ -146,6 +146,9 @@ func (s *sim) sent(it *item) {
 	} else {
 		s.transmit(n, to, item{kind: itemFrame, frame: it.frame, from: int32(n.idx)}, frameName(*it.frame))
 	}
+	if it.frame.Release != nil {
+		it.frame.Release() // the wire is done with the frame (the simulated delivery reads Data, a buffer no engine reuses)
+	}
 	s.call(n, room.Event{}, func() { n.d.Sent(s.now, to.addr, lane, err) })
 }
 

@@ -55,6 +55,11 @@ type node struct {
 	// inflight counts KV writes between KVDest and KVDone per room (the
 	// quarantine the driver must respect)
 	inflight map[room.ID]int
+	// kvHeld counts the KV frames this incarnation's prefill engine handed
+	// the driver whose Release has not been called: by the driver for a
+	// frame it dropped, by the wire once it is sent (a real engine's page
+	// hold)
+	kvHeld int
 
 	// what the current driver call stepped, for the checks; calls counts
 	// the calls into the driver, endedIn the call in which each room last
@@ -106,7 +111,7 @@ func (s *sim) boot(n *node) {
 	}
 	n.d, n.up, n.stopping = d, true, false
 	n.epoch++
-	n.legList = nil
+	n.legList, n.kvHeld = nil, 0
 	n.timerArmed, n.timerGen = false, n.timerGen+1
 	n.jobs, n.admitQ, n.gens = nil, nil, map[*nodeLeg]*generation{}
 	n.admittedPages = map[*nodeLeg][]int32{}
