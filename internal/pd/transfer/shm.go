@@ -397,98 +397,6 @@ func (r *reader) shmSource(payload []byte) error {
 	return nil
 }
 
-// errRevoked fails a KV_SRC frame whose copy the peer revoked: its
-// connection ended before this side released the frame.
-var errRevoked = errors.New("the peer revoked its KV_SRC frames (its side of the connection ended): the copy is not to be trusted")
-
-// kvSrc delivers a KV frame whose data lies in the peer's source region:
-// the same KVDest/KVDone calls as a KV frame over TCP, the data copied
-// once, from the peer's memory into the destination.
-func (r *reader) kvSrc(h kvwire.Header, payload []byte) error {
-	t, c := r.t, r.c
-	if c.src == nil {
-		return r.unexpected("KV_SRC without a mapped source region")
-	}
-	m := &r.kvSrcFrame
-	if err := m.Decode(payload); err != nil {
-		return err
-	}
-	n := int(m.Length)
-	var f Fault
-	if t.cfg.Faults != nil {
-		kvh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKV, Room: h.Room, Length: uint32(kvwire.KVSubHeaderBytes + n)}
-		var err error
-		if f, err = r.readFault(kvh); err != nil {
-			return err
-		}
-	}
-	if err := c.rx.Mark(m); err != nil {
-		t.reject(cRejectedShm, c.peerAddr(), err)
-		return err
-	}
-	data, ok := c.src.Source(m.Offset, m.Length)
-	if !ok {
-		err := fmt.Errorf("KV_SRC [%d, +%d) outside the peer's %d-byte source region: %w", m.Offset, m.Length, c.src.DataBytes(), shm.ErrPeer)
-		t.reject(cRejectedShm, c.peerAddr(), err)
-		return err
-	}
-	if f.Action == FaultDrop {
-		return r.srcReleased(m, c.rx.ReleaseMark(m))
-	}
-	if c.isClosed() {
-		return c.err
-	}
-	// From here every path that got a buffer calls KVDone exactly once.
-	dest := t.h.KVDest(c.p.addr, h.Room, m.KV, n)
-	if dest != nil && len(dest) < n {
-		t.inc(cKVDestShort)
-		dest = nil
-	}
-	var dead error
-	if dest == nil {
-		t.inc(cKVDiscardedFrames)
-		t.add(cKVDiscardedBytes, uint64(n))
-	} else {
-		c.readMu.Lock()
-		if c.dead {
-			dead = errConnDead
-		} else {
-			copy(dest[:n], data)
-		}
-		c.readMu.Unlock()
-	}
-	revoked := c.rx.Revoked() // after the copy's loads
-	relErr := c.rx.ReleaseMark(m)
-	if f.Action == FaultCorrupt && relErr == nil {
-		relErr = fmt.Errorf("injected corruption of the slot read: %w", shm.ErrSlot)
-	}
-	t.inc(cShmSrcFramesIn)
-	t.add(cShmSrcBytesIn, uint64(n))
-	if dest != nil {
-		t.h.KVDone(c.p.addr, h.Room, m.KV, n, dead == nil && relErr == nil && !revoked)
-	}
-	switch {
-	case dead != nil:
-		return dead
-	case relErr != nil:
-		return r.srcReleased(m, relErr)
-	case revoked:
-		return errRevoked
-	}
-	return nil
-}
-
-// srcReleased turns a ReleaseMark error into the one that closes the
-// connection (counted).
-func (r *reader) srcReleased(m *kvwire.KVSrc, err error) error {
-	if err == nil {
-		return nil
-	}
-	err = fmt.Errorf("KV_SRC seq %d: %w", m.Seq, err)
-	r.t.reject(cRejectedShm, r.c.peerAddr(), err)
-	return err
-}
-
 // shmLog logs a fallback to TCP: a warning when shared memory was
 // required, else information.
 func (t *Transport) shmLog(msg string, args ...any) {
@@ -531,6 +439,51 @@ func (r *reader) shmReply(payload []byte) error {
 	return nil
 }
 
+// errRevoked fails a KV_SRC frame whose copy the peer revoked: its
+// connection ended before this side released the frame.
+var errRevoked = errors.New("the peer revoked its KV_SRC frames (its side of the connection ended): the copy is not to be trusted")
+
+// kvSrc delivers a KV frame whose data lies in the peer's source region:
+// the same KVDest/KVDone calls as a KV frame over TCP, the data copied
+// once, from the peer's memory into the destination.
+func (r *reader) kvSrc(h kvwire.Header, payload []byte) error {
+	t, c := r.t, r.c
+	if c.src == nil {
+		return r.unexpected("KV_SRC without a mapped source region")
+	}
+	m := &r.kvSrcFrame
+	if err := m.Decode(payload); err != nil {
+		return err
+	}
+	f, err := r.shmFault(h, m.Length)
+	if err != nil {
+		return err
+	}
+	if err := c.rx.Mark(m); err != nil {
+		t.reject(cRejectedShm, c.peerAddr(), err)
+		return err
+	}
+	data, ok := c.src.Source(m.Offset, m.Length)
+	if !ok {
+		err := fmt.Errorf("KV_SRC [%d, +%d) outside the peer's %d-byte source region: %w", m.Offset, m.Length, c.src.DataBytes(), shm.ErrPeer)
+		t.reject(cRejectedShm, c.peerAddr(), err)
+		return err
+	}
+	if f.Action == FaultDrop {
+		return r.shmReleased("KV_SRC", m.Seq, c.rx.ReleaseMark(m))
+	}
+	err = r.deliverShm(h.Room, m.KV, data, f, func() error {
+		revoked := c.rx.Revoked() // after the copy's loads
+		if err := c.rx.ReleaseMark(m); err != nil || !revoked {
+			return r.shmReleased("KV_SRC", m.Seq, err)
+		}
+		return errRevoked
+	})
+	t.inc(cShmSrcFramesIn)
+	t.add(cShmSrcBytesIn, uint64(m.Length))
+	return err
+}
+
 // kvShm delivers a KV frame whose data lies in this node's region: the
 // same KVDest/KVDone calls as a KV frame over TCP.
 func (r *reader) kvShm(h kvwire.Header, payload []byte) error {
@@ -542,14 +495,9 @@ func (r *reader) kvShm(h kvwire.Header, payload []byte) error {
 	if err := m.Decode(payload); err != nil {
 		return err
 	}
-	n := int(m.Length)
-	var f Fault
-	if t.cfg.Faults != nil {
-		kvh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKV, Room: h.Room, Length: uint32(kvwire.KVSubHeaderBytes + n)}
-		var err error
-		if f, err = r.readFault(kvh); err != nil {
-			return err
-		}
+	f, err := r.shmFault(h, m.Length)
+	if err != nil {
+		return err
 	}
 	slot, err := c.rx.Slot(m)
 	if err != nil {
@@ -557,13 +505,39 @@ func (r *reader) kvShm(h kvwire.Header, payload []byte) error {
 		return err
 	}
 	if f.Action == FaultDrop {
-		return r.shmReleased(m, c.rx.Release(m))
+		return r.shmReleased("KV_SHM", m.Seq, c.rx.Release(m))
 	}
+	err = r.deliverShm(h.Room, m.KV, slot, f, func() error {
+		return r.shmReleased("KV_SHM", m.Seq, c.rx.Release(m))
+	})
+	t.inc(cShmFramesIn)
+	t.add(cShmBytesIn, uint64(m.Length))
+	return err
+}
+
+// shmFault consults the Faults hook for a shared-memory frame of n data
+// bytes in the room of h, as for the KV frame it stands for.
+func (r *reader) shmFault(h kvwire.Header, n uint32) (Fault, error) {
+	if r.t.cfg.Faults == nil {
+		return Fault{}, nil
+	}
+	kvh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKV, Room: h.Room, Length: kvwire.KVSubHeaderBytes + n}
+	return r.readFault(kvh)
+}
+
+// deliverShm hands the bytes of a shared-memory KV frame (data, inside a
+// mapping) to the Handler: KVDest, the copy under readMu (nothing lands
+// after PeerLost), then end, which releases the frame's slot and says
+// whether the copy holds up (nil), and KVDone. It returns the error that
+// closes the connection, if any.
+func (r *reader) deliverShm(id room.ID, kv kvwire.KV, data []byte, f Fault, end func() error) error {
+	t, c := r.t, r.c
 	if c.isClosed() {
 		return c.err
 	}
+	n := len(data)
 	// From here every path that got a buffer calls KVDone exactly once.
-	dest := t.h.KVDest(c.p.addr, h.Room, m.KV, n)
+	dest := t.h.KVDest(c.p.addr, id, kv, n)
 	if dest != nil && len(dest) < n {
 		t.inc(cKVDestShort)
 		dest = nil
@@ -577,32 +551,30 @@ func (r *reader) kvShm(h kvwire.Header, payload []byte) error {
 		if c.dead {
 			dead = errConnDead
 		} else {
-			copy(dest[:n], slot)
+			copy(dest[:n], data)
 		}
 		c.readMu.Unlock()
 	}
-	relErr := c.rx.Release(m)
-	if f.Action == FaultCorrupt && relErr == nil {
-		relErr = fmt.Errorf("injected corruption of the slot read: %w", shm.ErrSlot)
+	endErr := end()
+	if f.Action == FaultCorrupt && endErr == nil {
+		endErr = fmt.Errorf("injected corruption of the slot read: %w", shm.ErrSlot)
 	}
-	t.inc(cShmFramesIn)
-	t.add(cShmBytesIn, uint64(n))
 	if dest != nil {
-		t.h.KVDone(c.p.addr, h.Room, m.KV, n, dead == nil && relErr == nil)
+		t.h.KVDone(c.p.addr, id, kv, n, dead == nil && endErr == nil)
 	}
 	if dead != nil {
 		return dead
 	}
-	return r.shmReleased(m, relErr)
+	return endErr
 }
 
-// shmReleased turns a Release error into the one that closes the
-// connection (counted).
-func (r *reader) shmReleased(m *kvwire.KVShm, err error) error {
+// shmReleased turns an error releasing the slot of frame seq (of type
+// what) into the one that closes the connection (counted).
+func (r *reader) shmReleased(what string, seq uint64, err error) error {
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("KV_SHM seq %d: %w", m.Seq, err)
+	err = fmt.Errorf("%s seq %d: %w", what, seq, err)
 	r.t.reject(cRejectedShm, r.c.peerAddr(), err)
 	return err
 }
