@@ -472,16 +472,13 @@ func (r *reader) kvSrc(h kvwire.Header, payload []byte) error {
 	if f.Action == FaultDrop {
 		return r.shmReleased("KV_SRC", m.Seq, c.rx.ReleaseMark(m))
 	}
-	err = r.deliverShm(h.Room, m.KV, data, f, func() error {
+	return r.deliverShm(h.Room, m.KV, data, f, cShmSrcFramesIn, cShmSrcBytesIn, func() error {
 		revoked := c.rx.Revoked() // after the copy's loads
 		if err := c.rx.ReleaseMark(m); err != nil || !revoked {
 			return r.shmReleased("KV_SRC", m.Seq, err)
 		}
 		return errRevoked
 	})
-	t.inc(cShmSrcFramesIn)
-	t.add(cShmSrcBytesIn, uint64(m.Length))
-	return err
 }
 
 // kvShm delivers a KV frame whose data lies in this node's region: the
@@ -507,12 +504,9 @@ func (r *reader) kvShm(h kvwire.Header, payload []byte) error {
 	if f.Action == FaultDrop {
 		return r.shmReleased("KV_SHM", m.Seq, c.rx.Release(m))
 	}
-	err = r.deliverShm(h.Room, m.KV, slot, f, func() error {
+	return r.deliverShm(h.Room, m.KV, slot, f, cShmFramesIn, cShmBytesIn, func() error {
 		return r.shmReleased("KV_SHM", m.Seq, c.rx.Release(m))
 	})
-	t.inc(cShmFramesIn)
-	t.add(cShmBytesIn, uint64(m.Length))
-	return err
 }
 
 // shmFault consults the Faults hook for a shared-memory frame of n data
@@ -528,9 +522,10 @@ func (r *reader) shmFault(h kvwire.Header, n uint32) (Fault, error) {
 // deliverShm hands the bytes of a shared-memory KV frame (data, inside a
 // mapping) to the Handler: KVDest, the copy under readMu (nothing lands
 // after PeerLost), then end, which releases the frame's slot and says
-// whether the copy holds up (nil), and KVDone. It returns the error that
-// closes the connection, if any.
-func (r *reader) deliverShm(id room.ID, kv kvwire.KV, data []byte, f Fault, end func() error) error {
+// whether the copy holds up (nil), the frame counted (frames, bytes), and
+// KVDone, so a Handler that saw KVDone sees the frame in Counters. It
+// returns the error that closes the connection, if any.
+func (r *reader) deliverShm(id room.ID, kv kvwire.KV, data []byte, f Fault, frames, bytes counter, end func() error) error {
 	t, c := r.t, r.c
 	if c.isClosed() {
 		return c.err
@@ -559,6 +554,8 @@ func (r *reader) deliverShm(id room.ID, kv kvwire.KV, data []byte, f Fault, end 
 	if f.Action == FaultCorrupt && endErr == nil {
 		endErr = fmt.Errorf("injected corruption of the slot read: %w", shm.ErrSlot)
 	}
+	t.inc(frames)
+	t.add(bytes, uint64(n))
 	if dest != nil {
 		t.h.KVDone(c.p.addr, id, kv, n, dead == nil && endErr == nil)
 	}
