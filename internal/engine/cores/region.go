@@ -51,7 +51,8 @@ type Region struct {
 }
 
 // Create makes a region sharing cores cores between slots processes, in
-// an anonymous memory file (memfd) that children inherit through File.
+// an anonymous memory file (a memfd on Linux, an unlinked temporary file
+// elsewhere) that children inherit through File.
 func Create(cores, slots int) (*Region, error) {
 	if cores < 1 || cores > MaxCores {
 		return nil, fmt.Errorf("cores: a lease shares 1..%d cores, got %d", MaxCores, cores)
@@ -59,11 +60,10 @@ func Create(cores, slots int) (*Region, error) {
 	if slots < 1 || slots > MaxSlots {
 		return nil, fmt.Errorf("cores: a lease serves 1..%d processes, got %d", MaxSlots, slots)
 	}
-	fd, err := unix.MemfdCreate("tandem-core-lease", unix.MFD_CLOEXEC) // exec.Cmd.ExtraFiles passes it on
+	f, err := memFile("tandem-core-lease") // exec.Cmd.ExtraFiles passes it on
 	if err != nil {
-		return nil, fmt.Errorf("cores: create the shared region (memfd): %w", err)
+		return nil, fmt.Errorf("cores: create the shared region: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "tandem-core-lease")
 	if err := f.Truncate(regionBytes); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("cores: size the shared region: %w", err)
