@@ -18,6 +18,7 @@ import (
 	"tandem/internal/fixture"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
+	"tandem/internal/pd/shm"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/server"
 )
@@ -58,15 +59,29 @@ func newWorker(t *testing.T, m *model.Model, role room.Role, batch int) (*Worker
 	return newWorkerCfg(t, m, role, batch, testRoomConfig(), false)
 }
 
+// newWorkerCfg starts a worker as tandem does: a prefill worker's KV
+// cache in a shared-memory source region on Linux (so decode workers on
+// this host copy its pages straight out of it, KV_SRC).
 func newWorkerCfg(t *testing.T, m *model.Model, role room.Role, batch int, rc room.Config, noTimer bool) (*Worker, *engine.Engine) {
 	t.Helper()
 	pool := kernels.NewPool(1)
-	e, err := engine.New(model.NewRunner(m, pool), engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: batch}, nil)
+	ecfg := engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: batch}
+	var src *shm.Source
+	if role == room.RolePrefill && shm.Supported() {
+		ecfg.KVMemory = func(n int) ([]byte, error) {
+			var err error
+			if src, err = shm.CreateSource(n); err != nil {
+				return nil, err
+			}
+			return src.Data(), nil
+		}
+	}
+	e, err := engine.New(model.NewRunner(m, pool), ecfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, err := New(e, Config{Role: role, Room: rc, noTimer: noTimer, Transfer: transfer.Config{ListenAddr: "127.0.0.1:0",
-		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: heartbeat}})
+		ClusterToken: []byte("0123456789abcdef-test-token"), HeartbeatInterval: heartbeat, ShmSource: src}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +89,9 @@ func newWorkerCfg(t *testing.T, m *model.Model, role room.Role, batch int, rc ro
 		w.Close()
 		e.Close()
 		pool.Close()
+		if src != nil {
+			src.Close()
+		}
 	})
 	return w, e
 }
