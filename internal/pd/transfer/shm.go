@@ -472,6 +472,15 @@ func (r *reader) kvSrc(h kvwire.Header, payload []byte) error {
 	if f.Action == FaultDrop {
 		return r.shmReleased("KV_SRC", m.Seq, c.rx.ReleaseMark(m))
 	}
+	if c.rx.Revoked() {
+		// The peer's side of the connection ended and took its pages
+		// back: the frame is dropped unseen (no KVDest), as the rest of
+		// the stream will be once it ends, and the frames behind it (an
+		// ABORT, say) still arrive.
+		t.inc(cKVDiscardedFrames)
+		t.add(cKVDiscardedBytes, uint64(m.Length))
+		return r.shmReleased("KV_SRC", m.Seq, c.rx.ReleaseMark(m))
+	}
 	return r.deliverShm(h.Room, m.KV, data, f, cShmSrcFramesIn, cShmSrcBytesIn, func() error {
 		revoked := c.rx.Revoked() // after the copy's loads
 		if err := c.rx.ReleaseMark(m); err != nil || !revoked {
