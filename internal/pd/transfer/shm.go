@@ -92,8 +92,9 @@ type shmState struct {
 
 	sending, receiving atomic.Bool // for Peers
 
-	// Scratch for the KV_SHM payload being sealed (under the write lock).
-	shmPayload [32]byte // a KV_SHM payload is 32 bytes
+	// Scratch for the KV_SHM or KV_SRC payload being sealed (under the
+	// write lock).
+	shmPayload [40]byte // a KV_SHM payload is 32 bytes, a KV_SRC one 40
 	shmHeader  [kvwire.HeaderBytes]byte
 
 	// Batched KV_SHM frames (under the write lock): the first pendBytes
@@ -121,7 +122,6 @@ type shmState struct {
 	holdTimer  *time.Timer
 	holdArmed  bool
 	holdWG     sync.WaitGroup
-	srcPayload [40]byte // a KV_SRC payload is 40 bytes
 
 	// Receiving from the peer's source region: its read-only mapping.
 	// The reader's alone.
@@ -630,21 +630,9 @@ func (c *conn) srcUsable() bool {
 // connection then closes and releaseShm calls it). Write lock held.
 func (c *conn) writeSrc(ctx context.Context, h kvwire.Header, kv kvwire.KV, off uint64, n int, release func()) (held bool, err error) {
 	t := c.t
-	if c.isClosed() {
-		return false, fmt.Errorf("connection closed: %w", c.err)
-	}
-	fw := frameWriter{c: c, cutAt: -1, corruptAt: -1}
-	corrupt := false
-	if t.cfg.Faults != nil {
-		if done, err := c.writeFault(h, kvwire.HeaderBytes+kvwire.SealedBytes(h), &fw); done {
-			return false, err
-		}
-		if fw.cutAt >= 0 {
-			err := fmt.Errorf("write KV frame: connection cut mid-frame: %w", ErrInjected)
-			c.close(err)
-			return false, err
-		}
-		corrupt = fw.corruptAt >= 0
+	corrupt, done, err := c.shmWriteFault(h)
+	if done {
+		return false, err
 	}
 	seq, slot, _, err := c.allocShm(ctx, 0)
 	if err != nil {
@@ -661,7 +649,7 @@ func (c *conn) writeSrc(ctx context.Context, h kvwire.Header, kv kvwire.KV, off 
 		srcFrameHook(&hooked)
 		m = hooked
 	}
-	pl := m.AppendTo(c.srcPayload[:0])
+	pl := m.AppendTo(c.shmPayload[:0])
 	dh := kvwire.Header{Version: kvwire.Version, Type: kvwire.TypeKVSrc, Room: h.Room, Length: uint32(len(pl))}
 	if err := c.pendShm(dh, pl, seq); err != nil {
 		return true, err
@@ -736,27 +724,39 @@ func (c *conn) collectLater() {
 	c.armHolds()
 }
 
+// shmWriteFault checks, before a KV frame h goes through shared memory,
+// that the connection is open and what the Faults hook does to the frame:
+// done (with err) when it is not to be written (closed, dropped, failed,
+// or cut: a cut closes the connection), corrupt when its slot is to be
+// damaged (the consumer then fails it, as a broken tag would). Write lock
+// held.
+func (c *conn) shmWriteFault(h kvwire.Header) (corrupt, done bool, err error) {
+	if c.isClosed() {
+		return false, true, fmt.Errorf("connection closed: %w", c.err)
+	}
+	if c.t.cfg.Faults == nil {
+		return false, false, nil
+	}
+	fw := frameWriter{c: c, cutAt: -1, corruptAt: -1}
+	if done, err := c.writeFault(h, kvwire.HeaderBytes+kvwire.SealedBytes(h), &fw); done {
+		return false, true, err
+	}
+	if fw.cutAt >= 0 {
+		err := fmt.Errorf("write KV frame: connection cut mid-frame: %w", ErrInjected)
+		c.close(err)
+		return false, true, err
+	}
+	return fw.corruptAt >= 0, false, nil
+}
+
 // writeShm copies data into a slot of the peer's region and writes the
 // KV_SHM frame naming it; h is the KV frame it stands for (what the
 // Faults hook sees). Called with the write lock held.
 func (c *conn) writeShm(ctx context.Context, h kvwire.Header, kv kvwire.KV, data []byte) error {
 	t := c.t
-	if c.isClosed() {
-		return fmt.Errorf("connection closed: %w", c.err)
-	}
-	fw := frameWriter{c: c, cutAt: -1, corruptAt: -1}
-	corrupt := false
-	if t.cfg.Faults != nil {
-		if done, err := c.writeFault(h, kvwire.HeaderBytes+kvwire.SealedBytes(h), &fw); done {
-			return err
-		}
-		if fw.cutAt >= 0 {
-			err := fmt.Errorf("write KV frame: connection cut mid-frame: %w", ErrInjected)
-			c.close(err)
-			return err
-		}
-		corrupt = fw.corruptAt >= 0
-		fw.corruptAt = -1
+	corrupt, done, err := c.shmWriteFault(h)
+	if done {
+		return err
 	}
 	seq, off, slot, err := c.allocShm(ctx, len(data))
 	if err != nil {
