@@ -437,13 +437,27 @@ func (e *Engine) applyUnheld() {
 	hs := e.unheld
 	e.unheld = nil
 	e.mu.Unlock()
+	var pages [kvcache.Groups][]int32
 	for _, h := range hs {
 		if h.group < 0 || h.group >= kvcache.Groups {
 			e.log.Error("kv page accounting broken: a page given back for no layer group", "group", h.group)
 			continue
 		}
-		if err := e.kv.Pool(h.group).Release([]int32{h.page}); err != nil {
-			e.log.Error("kv page accounting broken: a page given back that was not held", "group", kvcache.GroupName(h.group), "page", h.page, "err", err)
+		pages[h.group] = append(pages[h.group], h.page)
+	}
+	for g, ps := range pages {
+		if len(ps) == 0 {
+			continue
+		}
+		if e.kv.Pool(g).Release(ps) == nil {
+			continue
+		}
+		// Release changed nothing: give back the pages that were held, one
+		// by one, and report the others.
+		for _, p := range ps {
+			if err := e.kv.Pool(g).Release([]int32{p}); err != nil {
+				e.log.Error("kv page accounting broken: a page given back that was not held", "group", kvcache.GroupName(g), "page", p, "err", err)
+			}
 		}
 	}
 }

@@ -255,13 +255,20 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 	}
 	frames := make([]driver.KVFrame, 0, 2*(full-from))
 	g := kv.Group(layer)
-	for ord := from; ord < full; ord++ {
-		p := pages[ord]
-		if p < 0 {
-			continue // released: before the window (not reached: from is past them)
+	span := pages[from:full]
+	live := make([]int32, 0, len(span))
+	for _, p := range span {
+		if p >= 0 { // -1: released, before the window (not reached: from is past them)
+			live = append(live, p)
 		}
+	}
+	held := kv.Pool(g).Ref(live) == nil // the sequence holds them: this cannot fail
+	for i, p := range span {
+		if p < 0 {
+			continue
+		}
+		ord := from + i
 		var release func()
-		held := kv.Pool(g).Ref([]int32{p}) == nil // the sequence holds p: this cannot fail
 		if held {
 			h := &pageHold{eng: s.w.eng, group: g, page: p}
 			h.left.Store(2)
