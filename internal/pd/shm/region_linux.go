@@ -32,13 +32,25 @@ func memfdName(name [kvwire.ShmNameBytes]byte) string {
 // lets the peer map it. The region keeps its descriptor open (the peer
 // opens it through /proc) until CloseFD.
 func Create(size int) (*Region, kvwire.ShmOffer, error) {
-	var o kvwire.ShmOffer
 	if size < kvwire.ShmRegionBytesMin || size > kvwire.ShmRegionBytesMax || size%kvwire.ShmPageBytes != 0 {
-		return nil, o, fmt.Errorf("create region of %d bytes: want whole %d-byte pages within %d..%d: %w", size, kvwire.ShmPageBytes, kvwire.ShmRegionBytesMin, kvwire.ShmRegionBytesMax, ErrRegion)
+		return nil, kvwire.ShmOffer{}, fmt.Errorf("create region of %d bytes: want whole %d-byte pages within %d..%d: %w", size, kvwire.ShmPageBytes, kvwire.ShmRegionBytesMin, kvwire.ShmRegionBytesMax, ErrRegion)
 	}
+	r, o, err := create(uint64(size))
+	if err != nil {
+		return nil, o, err
+	}
+	rand.Read(o.Ack[:])
+	r.ack = o.Ack
+	return r, o, nil
+}
+
+// create makes a sealed memfd of size bytes with a random name, maps it,
+// writes the header with a random cookie, and returns the region and the
+// offer's fields but the ack. The region keeps its descriptor.
+func create(size uint64) (*Region, kvwire.ShmOffer, error) {
+	var o kvwire.ShmOffer
 	rand.Read(o.Name[:])
 	rand.Read(o.Cookie[:])
-	rand.Read(o.Ack[:])
 	fd, err := unix.MemfdCreate(namePrefix+hex.EncodeToString(o.Name[:]), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, o, fmt.Errorf("memfd_create: %w: %w", err, ErrRegion)
@@ -53,14 +65,13 @@ func Create(size int) (*Region, kvwire.ShmOffer, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 		return fail("seal", err)
 	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail("mmap", err)
 	}
 	r := newRegion(mem, fd, unix.Munmap)
-	r.ack = o.Ack
 	r.writeHeader(o.Cookie)
-	o.PID, o.FD, o.Bytes = uint32(os.Getpid()), uint32(fd), uint64(size)
+	o.PID, o.FD, o.Bytes = uint32(os.Getpid()), uint32(fd), size
 	return r, o, nil
 }
 
@@ -154,29 +165,9 @@ func CreateSource(dataBytes int) (*Source, error) {
 	if size > kvwire.ShmSourceBytesMax {
 		return nil, fmt.Errorf("create a source region of %d bytes: above %d: %w", size, uint64(kvwire.ShmSourceBytesMax), ErrRegion)
 	}
-	var o kvwire.ShmOffer
-	rand.Read(o.Name[:])
-	rand.Read(o.Cookie[:])
-	fd, err := unix.MemfdCreate(namePrefix+hex.EncodeToString(o.Name[:]), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	r, o, err := create(size)
 	if err != nil {
-		return nil, fmt.Errorf("memfd_create: %w: %w", err, ErrRegion)
+		return nil, fmt.Errorf("source %w", err)
 	}
-	fail := func(what string, err error) (*Source, error) {
-		unix.Close(fd)
-		return nil, fmt.Errorf("source region: %s: %w: %w", what, err, ErrRegion)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return fail("ftruncate", err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		return fail("seal", err)
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fail("mmap", err)
-	}
-	r := newRegion(mem, fd, unix.Munmap)
-	r.writeHeader(o.Cookie)
-	o.PID, o.FD, o.Bytes = uint32(os.Getpid()), uint32(fd), size
 	return &Source{r: r, offer: o, data: r.data[:dataBytes:dataBytes]}, nil
 }
