@@ -127,6 +127,18 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		o.Token = hex.EncodeToString(b[:])
 	}
 	c := &Cluster{o: o, env: append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+o.Token)}
+	// Hold the router's port while the workers start: a worker's
+	// listener on an ephemeral port (its transfer port) could otherwise be
+	// given it, and the router would find it taken.
+	var reserved net.Listener
+	if o.Port != 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("cluster: the router's port %d: %w (choose another with --port)", o.Port, err)
+		}
+		reserved = ln
+		defer reserved.Close() // closed below before the router starts; this covers the early returns
+	}
 	if o.LendCores {
 		if o.Prefill+o.Decode > cores.MaxSlots {
 			return nil, fmt.Errorf("cluster: core lending serves at most %d workers on one host, got %d: turn it off (--lend-cores=false)", cores.MaxSlots, o.Prefill+o.Decode)
@@ -188,6 +200,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	r.args = append(r.args, o.RouterArgs...)
 	c.procs = append(c.procs, r)
+	if reserved != nil {
+		reserved.Close()
+	}
 	if err := c.launch(r); err != nil {
 		c.Stop()
 		return nil, err

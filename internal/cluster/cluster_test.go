@@ -364,3 +364,39 @@ func TestFreePortsDistinct(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// TestRouterPort: a router port given is held while the workers start and
+// then is the router's; one already taken is refused before anything
+// starts, naming the port.
+func TestRouterPort(t *testing.T) {
+	port, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startFake(t, Options{Port: port})
+	if want := "http://127.0.0.1:" + strconv.Itoa(port); c.RouterURL() != want {
+		t.Errorf("router at %s, want %s", c.RouterURL(), want)
+	}
+	c.Stop()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().(*net.TCPAddr).Port
+	t.Setenv(fakeEnv, "1")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exits int
+	_, err = Start(context.Background(), Options{Binary: bin, Model: "unused.gguf", Prefill: 1, Decode: 1, Port: busy,
+		OnExit: func(Exit) { exits++ }})
+	if err == nil || !strings.Contains(err.Error(), "router's port "+strconv.Itoa(busy)) {
+		t.Errorf("Start on a taken router port = %v, want an error naming it", err)
+	}
+	if exits != 0 {
+		t.Errorf("%d processes started and exited; want none started", exits)
+	}
+}
