@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/api/leg"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
 	"tandem/internal/engine/cores"
 	"tandem/internal/pd/room"
@@ -25,6 +24,7 @@ import (
 	"tandem/internal/pd/transfer"
 	"tandem/internal/pd/worker"
 	"tandem/internal/server"
+	"tandem/internal/server/toolcall"
 )
 
 // defaultITLTarget is --itl-target's default. Measured with tandem bench

@@ -9,8 +9,8 @@ import (
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/server/toolcall"
 )
 
 // start does what both generation endpoints do first, before any work on

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"tandem/internal/api/openai"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/server/toolcall"
 )
 
 // Tool calling, as vLLM's server does it with --enable-auto-tool-choice:
@@ -80,11 +80,11 @@ type toolPlan struct {
 // enable_thinking false).
 func (s *Server) planTools(ctx context.Context, req *openai.ChatRequest, prompt string) (*toolPlan, *openai.Error) {
 	tp := &toolPlan{}
-	if len(req.Tools) == 0 || req.ToolChoice.Mode == toolcall.ChoiceNone {
+	if len(req.Tools) == 0 || req.ToolChoice.Mode == openai.ChoiceNone {
 		return tp, nil
 	}
 	tp.parse = true
-	constrain := req.ToolChoice.Mode != toolcall.ChoiceAuto
+	constrain := req.ToolChoice.Mode != openai.ChoiceAuto
 	for _, t := range req.Tools {
 		constrain = constrain || t.Strict
 	}

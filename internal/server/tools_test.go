@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"tandem/internal/api/openai"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
 	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/server/toolcall"
 	"tandem/internal/synth"
 )
 

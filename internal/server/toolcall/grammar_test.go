@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine/grammar"
 )
 
@@ -64,7 +65,7 @@ func TestWithoutMarker(t *testing.T) {
 	}
 }
 
-var testTools = []Tool{
+var testTools = []openai.Tool{
 	{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","maxLength":12},` +
 		`"unit":{"type":"string","enum":["celsius","fahrenheit"]},"days":{"type":"integer","minimum":1,"maximum":14}},"required":["city"]}`)},
 	{Name: "search", Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","maxLength":8},"limit":{"type":"integer","minimum":0,"maximum":99}},"required":["query"],"additionalProperties":false}`)},
@@ -169,13 +170,13 @@ func TestGrammarCalls(t *testing.T) {
 	for _, f := range formats {
 		for _, tc := range []struct {
 			name     string
-			choice   Choice
+			choice   openai.Choice
 			parallel bool
 		}{
-			{"required", Choice{Mode: ChoiceRequired}, false},
-			{"required parallel", Choice{Mode: ChoiceRequired}, true},
-			{"named", Choice{Mode: ChoiceFunction, Name: "search"}, true},
-			{"auto", Choice{Mode: ChoiceAuto}, true},
+			{"required", openai.Choice{Mode: openai.ChoiceRequired}, false},
+			{"required parallel", openai.Choice{Mode: openai.ChoiceRequired}, true},
+			{"named", openai.Choice{Mode: openai.ChoiceFunction, Name: "search"}, true},
+			{"auto", openai.Choice{Mode: openai.ChoiceAuto}, true},
 		} {
 			for _, ws := range []bool{false, true} {
 				spec := GrammarSpec{Format: f, Tools: testTools, Choice: tc.choice, Parallel: tc.parallel,
@@ -192,11 +193,11 @@ func TestGrammarCalls(t *testing.T) {
 					}
 					finished++
 					r := parseWith(f, text)
-					if tc.choice.Mode != ChoiceAuto {
+					if tc.choice.Mode != openai.ChoiceAuto {
 						if r.Content != "" || len(r.Calls) == 0 {
 							t.Fatalf("%s %s: %q parsed as content %q and %d calls", f, tc.name, text, r.Content, len(r.Calls))
 						}
-						if !tc.parallel || tc.choice.Mode == ChoiceFunction {
+						if !tc.parallel || tc.choice.Mode == openai.ChoiceFunction {
 							if len(r.Calls) != 1 {
 								t.Fatalf("%s %s: %q has %d calls, want 1", f, tc.name, text, len(r.Calls))
 							}
@@ -206,7 +207,7 @@ func TestGrammarCalls(t *testing.T) {
 						multi++
 					}
 					for _, c := range r.Calls {
-						if tc.choice.Mode == ChoiceFunction && c.Name != "search" {
+						if tc.choice.Mode == openai.ChoiceFunction && c.Name != "search" {
 							t.Fatalf("%s %s: call of %s", f, tc.name, c.Name)
 						}
 						checkArgs(t, c)
@@ -227,10 +228,10 @@ func TestGrammarCalls(t *testing.T) {
 // as the chat templates' models write them, and refuse wrong ones.
 func TestGrammarAcceptsModelSyntax(t *testing.T) {
 	v := byteVocab(t)
-	req := Choice{Mode: ChoiceRequired}
+	req := openai.Choice{Mode: openai.ChoiceRequired}
 	for _, tc := range []struct {
 		f        Format
-		choice   Choice
+		choice   openai.Choice
 		parallel bool
 		text     string
 		want     bool
@@ -241,15 +242,15 @@ func TestGrammarAcceptsModelSyntax(t *testing.T) {
 		{Hermes, req, false, "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>", false},
 		{Hermes, req, false, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"celsius\"}}\n</tool_call>", false}, // city required
 		{Hermes, req, false, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": \"x\", \"other\": 1}}\n</tool_call>", false},
-		{Hermes, Choice{Mode: ChoiceAuto}, true, "Let me see.\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"any\": [1]}}\n</tool_call>", true},
-		{Hermes, Choice{Mode: ChoiceAuto}, true, "Just text, no calls.", true},
-		{Hermes, Choice{Mode: ChoiceAuto}, true, "Bad <tool_call>{}", false},
+		{Hermes, openai.Choice{Mode: openai.ChoiceAuto}, true, "Let me see.\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"any\": [1]}}\n</tool_call>", true},
+		{Hermes, openai.Choice{Mode: openai.ChoiceAuto}, true, "Just text, no calls.", true},
+		{Hermes, openai.Choice{Mode: openai.ChoiceAuto}, true, "Bad <tool_call>{}", false},
 		{Llama3JSON, req, false, `{"name": "get_weather", "parameters": {"city": "Paris", "days": 3}}`, true},
 		{Llama3JSON, req, true, `{"name": "ping", "parameters": {}}; {"name": "search", "parameters": {"query": "q"}}`, true},
-		{Llama3JSON, Choice{Mode: ChoiceAuto}, true, `The answer.`, true},
-		{Llama3JSON, Choice{Mode: ChoiceAuto}, true, ` {"x": 1}`, false},
+		{Llama3JSON, openai.Choice{Mode: openai.ChoiceAuto}, true, `The answer.`, true},
+		{Llama3JSON, openai.Choice{Mode: openai.ChoiceAuto}, true, ` {"x": 1}`, false},
 		{Mistral, req, true, `[TOOL_CALLS][{"name": "ping", "arguments": {}}, {"name": "search", "arguments": {"query": "a"}}]`, true},
-		{Mistral, Choice{Mode: ChoiceFunction, Name: "ping"}, true, `[TOOL_CALLS][{"name": "search", "arguments": {"query": "a"}}]`, false},
+		{Mistral, openai.Choice{Mode: openai.ChoiceFunction, Name: "ping"}, true, `[TOOL_CALLS][{"name": "search", "arguments": {"query": "a"}}]`, false},
 		{Generic, req, false, `{"name": "ping", "arguments": {}}`, true},
 		{Generic, req, true, `[{"name": "ping", "arguments": {}}, {"name": "ping", "arguments": {}}]`, true},
 	} {
@@ -264,16 +265,16 @@ func TestGrammarAcceptsModelSyntax(t *testing.T) {
 }
 
 func TestGrammarErrors(t *testing.T) {
-	if g, e := Grammar(GrammarSpec{Format: Hermes, Tools: testTools, Choice: Choice{Mode: ChoiceNone}}); g != nil || e != nil {
+	if g, e := Grammar(GrammarSpec{Format: Hermes, Tools: testTools, Choice: openai.Choice{Mode: openai.ChoiceNone}}); g != nil || e != nil {
 		t.Errorf("choice none: got %v, %v; want no grammar", g, e)
 	}
-	bad := []Tool{testTools[0], {Name: "odd", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"not":{}}}}`)}}
-	_, e := Grammar(GrammarSpec{Format: Hermes, Tools: bad, Choice: Choice{Mode: ChoiceRequired}})
+	bad := []openai.Tool{testTools[0], {Name: "odd", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"not":{}}}}`)}}
+	_, e := Grammar(GrammarSpec{Format: Hermes, Tools: bad, Choice: openai.Choice{Mode: openai.ChoiceRequired}})
 	if e == nil || e.Param != "tools[1].function.parameters" || !strings.Contains(e.Message, "not") {
 		t.Errorf("unsupported schema: got %+v, want an error naming tools[1].function.parameters and the keyword", e)
 	}
 	// auto without strict tools leaves the odd schema alone.
-	if _, e := Grammar(GrammarSpec{Format: Hermes, Tools: bad, Choice: Choice{Mode: ChoiceAuto}}); e != nil {
+	if _, e := Grammar(GrammarSpec{Format: Hermes, Tools: bad, Choice: openai.Choice{Mode: openai.ChoiceAuto}}); e != nil {
 		t.Errorf("auto, no strict tools: %v", e)
 	}
 }
@@ -283,7 +284,7 @@ func TestGrammarErrors(t *testing.T) {
 // form is constrained when asked for.
 func TestGrammarThinkAndMistralNames(t *testing.T) {
 	v := byteVocab(t)
-	req := Choice{Mode: ChoiceRequired}
+	req := openai.Choice{Mode: openai.ChoiceRequired}
 	call := "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"
 	for _, tc := range []struct {
 		spec GrammarSpec

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"tandem/internal/api/openai"
 	"tandem/internal/engine/grammar"
 )
 
@@ -16,8 +17,8 @@ const anyObject = `{"type":"object","additionalProperties":true}`
 // GrammarSpec says what a tool-call grammar allows.
 type GrammarSpec struct {
 	Format Format
-	Tools  []Tool
-	Choice Choice
+	Tools  []openai.Tool
+	Choice openai.Choice
 	// Parallel is parallel_tool_calls: one or more calls; else exactly one.
 	// A named function always gets exactly one call.
 	Parallel bool
@@ -84,7 +85,7 @@ func thinkPart(m ThinkMode) grammar.Part {
 // vocabulary where [TOOL_CALLS] is a control token the grammar has the
 // model spell it with ordinary tokens.
 func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
-	if spec.Choice.Mode == ChoiceNone || len(spec.Tools) == 0 {
+	if spec.Choice.Mode == openai.ChoiceNone || len(spec.Tools) == 0 {
 		return nil, nil
 	}
 	var (
@@ -92,11 +93,11 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 		indexes []int // tools index of each alternative
 	)
 	for i, t := range spec.Tools {
-		if spec.Choice.Mode == ChoiceFunction && t.Name != spec.Choice.Name {
+		if spec.Choice.Mode == openai.ChoiceFunction && t.Name != spec.Choice.Name {
 			continue
 		}
 		schema := []byte(anyObject)
-		if t.Parameters != nil && (spec.Choice.Mode != ChoiceAuto || t.Strict) {
+		if t.Parameters != nil && (spec.Choice.Mode != openai.ChoiceAuto || t.Strict) {
 			schema = t.Parameters
 		}
 		alts = append(alts, callPart(spec.Format, t.Name, schema))
@@ -106,13 +107,13 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 		return nil, errorf("tool_choice.function.name", "Invalid value for 'tool_choice': no function named %q was specified in the 'tools' parameter.", clip(spec.Choice.Name))
 	}
 	call := grammar.Alt(alts...)
-	many := spec.Parallel && spec.Choice.Mode != ChoiceFunction
+	many := spec.Parallel && spec.Choice.Mode != openai.ChoiceFunction
 	calls := callsPart(spec.Format, call, many)
 	if spec.Format == Mistral && spec.MistralNames {
 		calls = mistralNamesPart(spec.Tools, indexes, spec.Choice, many)
 	}
 	top := calls
-	if spec.Choice.Mode == ChoiceAuto {
+	if spec.Choice.Mode == openai.ChoiceAuto {
 		top = autoPart(spec.Format, calls)
 	} else if spec.Think != ThinkNone {
 		top = grammar.Seq(thinkPart(spec.Think), calls)
@@ -177,12 +178,12 @@ func callsPart(f Format, call grammar.Part, many bool) grammar.Part {
 
 // mistralNamesPart is the v11 name form of the calls:
 // [TOOL_CALLS]name[ARGS]{...}, one block per call, no separator.
-func mistralNamesPart(tools []Tool, indexes []int, c Choice, many bool) grammar.Part {
+func mistralNamesPart(tools []openai.Tool, indexes []int, c openai.Choice, many bool) grammar.Part {
 	var alts []grammar.Part
 	for _, i := range indexes {
 		t := tools[i]
 		schema := []byte(anyObject)
-		if t.Parameters != nil && (c.Mode != ChoiceAuto || t.Strict) {
+		if t.Parameters != nil && (c.Mode != openai.ChoiceAuto || t.Strict) {
 			schema = t.Parameters
 		}
 		alts = append(alts, grammar.Seq(grammar.Lit(mistralCall+t.Name+mistralArgs), grammar.Schema(schema)))

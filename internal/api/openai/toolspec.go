@@ -1,4 +1,4 @@
-package toolcall
+package openai
 
 import (
 	"bytes"
@@ -12,6 +12,13 @@ const (
 	MaxNameLength = 64  // bytes of a function name (OpenAI's limit)
 )
 
+// invalidTool is the 400 of a bad tools or tool_choice member: param names
+// it (tools[2].function.name), the message says what is wrong in OpenAI's
+// words.
+func invalidTool(param, format string, args ...any) *Error {
+	return Invalid(param, CodeInvalidValue, format, args...)
+}
+
 // Tool is one function a request offers the model.
 type Tool struct {
 	Name        string
@@ -23,43 +30,6 @@ type Tool struct {
 	// exactly.
 	Strict bool
 }
-
-// Error is a problem with a request's tool fields: Param names the member
-// (tools[2].function.name), Message says what is wrong in OpenAI's words.
-type Error struct {
-	Param   string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Message }
-
-func errorf(param, format string, args ...any) *Error {
-	return &Error{Param: param, Message: fmt.Sprintf(format, args...)}
-}
-
-// JSONKind names the JSON type of raw ("a string", "an object", ...), for
-// error messages.
-func JSONKind(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // validName reports whether s is a function name OpenAI accepts: 1 to
 // MaxNameLength of a-z, A-Z, 0-9, '_' and '-'.
@@ -84,10 +54,10 @@ func validName(s string) bool {
 func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 	var items []json.RawMessage
 	if JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
-		return nil, errorf("tools", "tools must be an array of tool objects, got %s.", JSONKind(raw))
+		return nil, invalidTool("tools", "tools must be an array of tool objects, got %s.", JSONKind(raw))
 	}
 	if len(items) > MaxTools {
-		return nil, errorf("tools", "tools has %d entries; at most %d are allowed.", len(items), MaxTools)
+		return nil, invalidTool("tools", "tools has %d entries; at most %d are allowed.", len(items), MaxTools)
 	}
 	tools := make([]Tool, 0, len(items))
 	seen := make(map[string]int, len(items))
@@ -95,55 +65,55 @@ func ParseTools(raw json.RawMessage) ([]Tool, *Error) {
 		p := fmt.Sprintf("tools[%d]", i)
 		var obj map[string]json.RawMessage
 		if JSONKind(it) != "an object" || json.Unmarshal(it, &obj) != nil {
-			return nil, errorf(p, "%s must be an object, got %s.", p, JSONKind(it))
+			return nil, invalidTool(p, "%s must be an object, got %s.", p, JSONKind(it))
 		}
 		var typ string
 		if r, ok := obj["type"]; !ok || isNull(r) {
-			return nil, errorf(p+".type", "Missing required parameter: '%s.type'.", p)
+			return nil, invalidTool(p+".type", "Missing required parameter: '%s.type'.", p)
 		} else if JSONKind(r) != "a string" || json.Unmarshal(r, &typ) != nil {
-			return nil, errorf(p+".type", "%s.type must be a string, got %s.", p, JSONKind(r))
+			return nil, invalidTool(p+".type", "%s.type must be a string, got %s.", p, JSONKind(r))
 		}
 		if typ != "function" {
-			return nil, errorf(p+".type", "Invalid value for '%s.type': %q; the supported value is 'function'.", p, clip(typ))
+			return nil, invalidTool(p+".type", "Invalid value for '%s.type': %q; the supported value is 'function'.", p, clip(typ))
 		}
 		fraw, ok := obj["function"]
 		if !ok || isNull(fraw) {
-			return nil, errorf(p+".function", "Missing required parameter: '%s.function'.", p)
+			return nil, invalidTool(p+".function", "Missing required parameter: '%s.function'.", p)
 		}
 		var fn map[string]json.RawMessage
 		if JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
-			return nil, errorf(p+".function", "%s.function must be an object, got %s.", p, JSONKind(fraw))
+			return nil, invalidTool(p+".function", "%s.function must be an object, got %s.", p, JSONKind(fraw))
 		}
 		fp := p + ".function"
 		var t Tool
 		nraw, ok := fn["name"]
 		if !ok || isNull(nraw) {
-			return nil, errorf(fp+".name", "Missing required parameter: '%s.name'.", fp)
+			return nil, invalidTool(fp+".name", "Missing required parameter: '%s.name'.", fp)
 		}
 		if JSONKind(nraw) != "a string" || json.Unmarshal(nraw, &t.Name) != nil {
-			return nil, errorf(fp+".name", "%s.name must be a string, got %s.", fp, JSONKind(nraw))
+			return nil, invalidTool(fp+".name", "%s.name must be a string, got %s.", fp, JSONKind(nraw))
 		}
 		if !validName(t.Name) {
-			return nil, errorf(fp+".name", "Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,%d}$', got %q.", fp, MaxNameLength, clip(t.Name))
+			return nil, invalidTool(fp+".name", "Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,%d}$', got %q.", fp, MaxNameLength, clip(t.Name))
 		}
 		if j, dup := seen[t.Name]; dup {
-			return nil, errorf(fp+".name", "%s.name %q is also the name of tools[%d]; function names must be unique.", fp, t.Name, j)
+			return nil, invalidTool(fp+".name", "%s.name %q is also the name of tools[%d]; function names must be unique.", fp, t.Name, j)
 		}
 		seen[t.Name] = i
 		if r, ok := fn["description"]; ok && !isNull(r) {
 			if JSONKind(r) != "a string" || json.Unmarshal(r, &t.Description) != nil {
-				return nil, errorf(fp+".description", "%s.description must be a string, got %s.", fp, JSONKind(r))
+				return nil, invalidTool(fp+".description", "%s.description must be a string, got %s.", fp, JSONKind(r))
 			}
 		}
 		if r, ok := fn["parameters"]; ok && !isNull(r) {
 			if JSONKind(r) != "an object" {
-				return nil, errorf(fp+".parameters", "%s.parameters must be an object (a JSON schema), got %s.", fp, JSONKind(r))
+				return nil, invalidTool(fp+".parameters", "%s.parameters must be an object (a JSON schema), got %s.", fp, JSONKind(r))
 			}
 			t.Parameters = append(json.RawMessage(nil), bytes.TrimSpace(r)...)
 		}
 		if r, ok := fn["strict"]; ok && !isNull(r) {
 			if JSONKind(r) != "a boolean" || json.Unmarshal(r, &t.Strict) != nil {
-				return nil, errorf(fp+".strict", "%s.strict must be a boolean, got %s.", fp, JSONKind(r))
+				return nil, invalidTool(fp+".strict", "%s.strict must be a boolean, got %s.", fp, JSONKind(r))
 			}
 		}
 		tools = append(tools, t)
@@ -201,7 +171,7 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
 	case "a string":
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
-			return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object.")
+			return Choice{}, invalidTool("tool_choice", "tool_choice must be a string or an object.")
 		}
 		switch s {
 		case "none":
@@ -210,58 +180,46 @@ func ParseChoice(raw json.RawMessage, tools []Tool) (Choice, *Error) {
 			return Choice{Mode: ChoiceAuto}, nil
 		case "required":
 			if len(tools) == 0 {
-				return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+				return Choice{}, invalidTool("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
 			}
 			return Choice{Mode: ChoiceRequired}, nil
 		}
-		return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto', 'required' and a {\"type\": \"function\", \"function\": {\"name\": ...}} object.", clip(s))
+		return Choice{}, invalidTool("tool_choice", "Invalid value for 'tool_choice': %q. Supported values are: 'none', 'auto', 'required' and a {\"type\": \"function\", \"function\": {\"name\": ...}} object.", clip(s))
 	case "an object":
 	default:
-		return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object, got %s.", JSONKind(raw))
+		return Choice{}, invalidTool("tool_choice", "tool_choice must be a string or an object, got %s.", JSONKind(raw))
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {
-		return Choice{}, errorf("tool_choice", "tool_choice must be a string or an object.")
+		return Choice{}, invalidTool("tool_choice", "tool_choice must be a string or an object.")
 	}
 	var typ string
 	if r, ok := obj["type"]; !ok || isNull(r) {
-		return Choice{}, errorf("tool_choice.type", "Missing required parameter: 'tool_choice.type'.")
+		return Choice{}, invalidTool("tool_choice.type", "Missing required parameter: 'tool_choice.type'.")
 	} else if JSONKind(r) != "a string" || json.Unmarshal(r, &typ) != nil || typ != "function" {
-		return Choice{}, errorf("tool_choice.type", "Invalid value for 'tool_choice.type': the supported value is 'function'.")
+		return Choice{}, invalidTool("tool_choice.type", "Invalid value for 'tool_choice.type': the supported value is 'function'.")
 	}
 	fraw, ok := obj["function"]
 	if !ok || isNull(fraw) {
-		return Choice{}, errorf("tool_choice.function", "Missing required parameter: 'tool_choice.function'.")
+		return Choice{}, invalidTool("tool_choice.function", "Missing required parameter: 'tool_choice.function'.")
 	}
 	var fn map[string]json.RawMessage
 	if JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
-		return Choice{}, errorf("tool_choice.function", "tool_choice.function must be an object, got %s.", JSONKind(fraw))
+		return Choice{}, invalidTool("tool_choice.function", "tool_choice.function must be an object, got %s.", JSONKind(fraw))
 	}
 	var name string
 	if r, ok := fn["name"]; !ok || isNull(r) {
-		return Choice{}, errorf("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.")
+		return Choice{}, invalidTool("tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'.")
 	} else if JSONKind(r) != "a string" || json.Unmarshal(r, &name) != nil {
-		return Choice{}, errorf("tool_choice.function.name", "tool_choice.function.name must be a string, got %s.", JSONKind(r))
+		return Choice{}, invalidTool("tool_choice.function.name", "tool_choice.function.name must be a string, got %s.", JSONKind(r))
 	}
 	if len(tools) == 0 {
-		return Choice{}, errorf("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
+		return Choice{}, invalidTool("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.")
 	}
 	for _, t := range tools {
 		if t.Name == name {
 			return Choice{Mode: ChoiceFunction, Name: name}, nil
 		}
 	}
-	return Choice{}, errorf("tool_choice.function.name", "Invalid value for 'tool_choice': no function named %q was specified in the 'tools' parameter.", clip(name))
-}
-
-func clip(s string) string {
-	const n = 40
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	return Choice{}, invalidTool("tool_choice.function.name", "Invalid value for 'tool_choice': no function named %q was specified in the 'tools' parameter.", clip(name))
 }

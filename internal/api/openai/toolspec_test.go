@@ -1,4 +1,4 @@
-package toolcall
+package openai
 
 import (
 	"encoding/json"
