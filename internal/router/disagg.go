@@ -12,6 +12,7 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/router/answer"
 )
 
 // Selective disaggregation: the router decides per request whether its
@@ -271,17 +272,17 @@ func (rt *Router) decide(ctx context.Context, req *clientRequest) decision {
 // read (the worker will refuse it; it is disaggregated as before).
 func promptBound(req *clientRequest) (n int, exact, ok bool) {
 	if req.ep.chat {
-		msgs, ok := req.obj.get("messages")
+		msgs, ok := req.obj.Get("messages")
 		if !ok {
 			return 0, false, false
 		}
 		n = len(msgs) + chatTemplateMargin
-		if tools, ok := req.obj.get("tools"); ok {
+		if tools, ok := req.obj.Get("tools"); ok {
 			n += len(tools)
 		}
 		return n, false, true
 	}
-	raw, ok := req.obj.get("prompt")
+	raw, ok := req.obj.Get("prompt")
 	if !ok {
 		return 0, false, false
 	}
@@ -306,16 +307,16 @@ func promptBound(req *clientRequest) (n int, exact, ok bool) {
 // tokenizeBody returns the /tokenize body that counts req's prompt as the
 // worker's generation endpoint renders it.
 func tokenizeBody(req *clientRequest) ([]byte, error) {
-	o := object{}
+	o := answer.Object{}
 	if req.ep.chat {
 		for _, k := range []string{"messages", "tools", "chat_template_kwargs", "add_generation_prompt"} {
-			if v, ok := req.obj.get(k); ok {
-				o = o.set(k, v)
+			if v, ok := req.obj.Get(k); ok {
+				o = o.Set(k, v)
 			}
 		}
-		return o.marshal(), nil
+		return o.Marshal(), nil
 	}
-	raw, _ := req.obj.get("prompt")
+	raw, _ := req.obj.Get("prompt")
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		var one []string
@@ -324,7 +325,7 @@ func tokenizeBody(req *clientRequest) ([]byte, error) {
 		}
 		s = one[0]
 	}
-	return o.set("prompt", quote(s)).marshal(), nil
+	return o.Set("prompt", answer.Quote(s)).Marshal(), nil
 }
 
 // countTokens asks a healthy decode worker's /tokenize for the number of

@@ -103,5 +103,6 @@
 // legs); least-loaded picks and burst spreading; n > 1 merging; retries;
 // the API key, CORS, request ids and slow bodies;
 // /debug/cluster fan-out; metrics.
-// The SSE reader and JSON member editor are fuzzed.
+// The SSE reader, the JSON member editor and the splices and merges of
+// answers are package answer's, with their own tests and fuzzers.
 package router

@@ -18,6 +18,7 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/answer"
 )
 
 // Headers the router sends on both legs (declared in package leg).
@@ -362,7 +363,7 @@ func apiErrorFromEvent(raw json.RawMessage) *openai.Error {
 // jsonString returns a JSON string's value, or the raw text of another
 // value ("" for null or nothing).
 func jsonString(raw json.RawMessage) string {
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || answer.IsNull(raw) {
 		return ""
 	}
 	var s string

@@ -22,6 +22,7 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/router/answer"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -519,17 +520,17 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 	if resp.StatusCode != http.StatusOK {
 		return errDoc(fmt.Errorf("get %s: status %d: %s", u, resp.StatusCode, httpx.Clip(string(body), 200)))
 	}
-	obj, err := parseObject(body)
+	obj, err := answer.ParseObject(body)
 	if err != nil {
 		return errDoc(fmt.Errorf("get %s: %w", u, err))
 	}
-	if _, ok := obj.get("worker"); !ok { // workers do not name themselves: the router knows them by URL
-		obj = append(object{{key: "worker", val: quote(wk.url)}}, obj.del("worker")...)
+	if _, ok := obj.Get("worker"); !ok { // workers do not name themselves: the router knows them by URL
+		obj = append(answer.Object{{Key: "worker", Val: answer.Quote(wk.url)}}, obj.Del("worker")...)
 	}
-	if _, ok := obj.get("role"); !ok {
-		obj = obj.set("role", quote(string(wk.role)))
+	if _, ok := obj.Get("role"); !ok {
+		obj = obj.Set("role", answer.Quote(string(wk.role)))
 	}
-	return obj.marshal()
+	return obj.Marshal()
 }
 
 // readBody reads a request body within MaxBodyBytes and BodyTimeout.

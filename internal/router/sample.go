@@ -15,6 +15,7 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/answer"
 )
 
 // reply is what a sample hands the client writer.
@@ -22,9 +23,9 @@ type reply struct {
 	sample      int
 	data        []byte        // bytes for the client: SSE events, or a whole one-sample answer
 	contentType string        // of a whole one-sample answer
-	doc         object        // several samples, not streamed: the sample's answer, choices re-indexed
+	doc         answer.Object // several samples, not streamed: the sample's answer, choices re-indexed
 	usage       *openai.Usage // several samples, streamed: the sample's usage chunk, if it sent one
-	usageChunk  object        // several samples, streamed: that chunk, as a template for the merged one
+	usageChunk  answer.Object // several samples, streamed: that chunk, as a template for the merged one
 	token       bool          // data carries a token (for TTFT)
 	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
@@ -62,7 +63,7 @@ type prefillResult struct {
 // decodeEvent is one step of a decode leg's answer: a streamed event, the
 // whole non-streamed body, or the leg's failure.
 type decodeEvent struct {
-	ev          sseEvent
+	ev          answer.Event
 	body        []byte
 	contentType string
 	end         bool // the answer is complete ([DONE], or the whole body)
@@ -330,21 +331,7 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 	if !want {
 		return prefillResult{}
 	}
-	return prefillResult{promptLogprobs: promptLogprobs(b)}
-}
-
-// promptLogprobs returns choices[0].prompt_logprobs of a prefill answer,
-// or nil.
-func promptLogprobs(body []byte) json.RawMessage {
-	var doc struct {
-		Choices []struct {
-			PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(body, &doc) != nil || len(doc.Choices) == 0 || isNull(doc.Choices[0].PromptLogprobs) {
-		return nil
-	}
-	return doc.Choices[0].PromptLogprobs
+	return prefillResult{promptLogprobs: answer.PromptLogprobs(b)}
 }
 
 // runDecode runs the decode leg and hands each step of its answer to out.
@@ -386,9 +373,9 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 		fail(l.fail(kindStream, 0, nil, fmt.Errorf("the worker answered a streaming request with Content-Type %q", resp.Header.Get("Content-Type"))))
 		return
 	}
-	rd := newSSEReader(resp.Body, sseEventBytesMax)
+	rd := answer.NewReader(resp.Body, sseEventBytesMax)
 	for {
-		ev, err := rd.next()
+		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("the stream ended before data: [DONE]")
@@ -396,7 +383,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			fail(l.fail(kindStream, 0, nil, err))
 			return
 		}
-		end := ev.hasData && string(ev.data) == openai.StreamDone
+		end := ev.HasData && string(ev.Data) == openai.StreamDone
 		if !send(decodeEvent{ev: ev, end: end}) {
 			return
 		}
@@ -420,7 +407,7 @@ type follower struct {
 	answered     bool            // the end of decode's answer went to the writer
 	timing       *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage        *openai.Usage
-	usageTpl     object
+	usageTpl     answer.Object
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -457,7 +444,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			if de.err != nil {
 				return de.err // when the request itself ended, the caller sees ctx first
 			}
-			f.rt.recs.received(f.rec, len(de.ev.raw)+len(de.body))
+			f.rt.recs.received(f.rec, len(de.ev.Raw)+len(de.body))
 			r, le := f.format(de)
 			if le != nil {
 				return le
@@ -521,27 +508,27 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	}
 	ev := de.ev
 	merged := req.samples > 1
-	if v, ok := apileg.TimingFromComment(ev.raw); ok && !ev.hasData {
+	if v, ok := apileg.TimingFromComment(ev.Raw); ok && !ev.HasData {
 		if t, err := apileg.ParseTiming(v); err == nil {
 			f.timing = &t
 		}
 		return nil, nil // the router's, not the client's
 	}
-	if !ev.hasData {
+	if !ev.HasData {
 		if merged {
 			return nil, nil // comments of n streams would only interleave
 		}
-		return &reply{data: ev.raw}, nil
+		return &reply{data: ev.Raw}, nil
 	}
 	if de.end {
 		if merged {
 			return &reply{done: true, usage: f.usage, usageChunk: f.usageTpl}, nil
 		}
-		return &reply{data: ev.raw, done: true}, nil
+		return &reply{data: ev.Raw, done: true}, nil
 	}
-	obj, err := parseObject(ev.data)
+	obj, err := answer.ParseObject(ev.Data)
 	if err == nil {
-		if raw, ok := obj.get("error"); ok {
+		if raw, ok := obj.Get("error"); ok {
 			return nil, f.decodeFail(kindErrorEvent, apiErrorFromEvent(raw), nil)
 		}
 	}
@@ -549,42 +536,35 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 		if merged {
 			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent an event that is not a JSON object: %w", err))
 		}
-		return &reply{data: ev.raw}, nil // one sample: pass through what we cannot read
+		return &reply{data: ev.Raw}, nil // one sample: pass through what we cannot read
 	}
 	first := !f.seenData
 	f.seenData = true
-	if merged && isUsageChunk(obj) {
+	if merged && answer.IsUsageChunk(obj) {
 		var u openai.Usage
-		raw, _ := obj.get("usage")
+		raw, _ := obj.Get("usage")
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent a usage chunk that does not decode: %w", err))
 		}
 		f.usage, f.usageTpl = &u, obj
 		return nil, nil
 	}
-	token := carriesToken(obj)
+	token := answer.CarriesToken(obj)
 	if !merged && !(first && f.plp != nil) {
-		return &reply{data: ev.raw, token: token}, nil
+		return &reply{data: ev.Raw, token: token}, nil
 	}
+	sp := answer.Splice{Reindex: merged, Index: f.s.i, Echo: req.echoLogprobs}
 	if merged {
-		obj = obj.set("id", quote(req.mergedID))
+		sp.ID = req.mergedID
 	}
-	obj, err = editChoices(obj, func(_ int, c object) object {
-		if merged {
-			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
-		}
-		if first && f.plp != nil {
-			c = c.set("prompt_logprobs", f.plp)
-			if req.echoLogprobs {
-				c = fillEchoLogprobs(c, f.plp)
-			}
-		}
-		return c
-	})
+	if first {
+		sp.PromptLogprobs = f.plp
+	}
+	obj, err = sp.Apply(obj)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)
 	}
-	return &reply{data: sseFrame(obj.marshal()), token: token}, nil
+	return &reply{data: answer.Frame(obj.Marshal()), token: token}, nil
 }
 
 // formatBody handles a whole non-streamed answer.
@@ -593,90 +573,20 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	if req.samples == 1 && f.plp == nil {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
-	obj, err := parseObject(de.body)
+	obj, err := answer.ParseObject(de.body)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}
-	obj, err = editChoices(obj, func(_ int, c object) object {
-		if req.samples > 1 {
-			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
-		}
-		if f.plp != nil {
-			c = c.set("prompt_logprobs", f.plp)
-			if req.echoLogprobs {
-				c = fillEchoLogprobs(c, f.plp)
-			}
-		}
-		return c
-	})
+	obj, err = answer.Splice{Reindex: req.samples > 1, Index: f.s.i, PromptLogprobs: f.plp, Echo: req.echoLogprobs}.Apply(obj)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)
 	}
 	if req.samples > 1 {
 		return &reply{doc: obj, done: true}, nil
 	}
-	b := obj.marshal()
+	b := obj.Marshal()
 	if n := len(de.body); n > 0 && de.body[n-1] == '\n' {
 		b = append(b, '\n')
 	}
 	return &reply{data: b, contentType: de.contentType, done: true}, nil
 }
-
-// isUsageChunk reports whether a streamed chunk is the usage-only chunk
-// that ends a stream with include_usage: no choices, a usage member.
-func isUsageChunk(obj object) bool {
-	_, hasUsage := obj.get("usage")
-	raw, ok := obj.get("choices")
-	if !hasUsage || !ok {
-		return false
-	}
-	items, err := parseArray(raw)
-	return err == nil && len(items) == 0
-}
-
-// carriesToken reports whether a streamed chunk carries generated text
-// (content, reasoning_content from a worker's reasoning parser, or
-// tool_calls from its tool-call parser) or a finish reason (a chat stream's opening chunk, with the role only, does
-// not).
-func carriesToken(obj object) bool {
-	raw, ok := obj.get("choices")
-	if !ok {
-		return false
-	}
-	var choices []struct {
-		Text  *string `json:"text"`
-		Delta *struct {
-			Content          *string           `json:"content"`
-			ReasoningContent *string           `json:"reasoning_content"`
-			ToolCalls        []json.RawMessage `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	}
-	if json.Unmarshal(raw, &choices) != nil {
-		return false
-	}
-	for _, c := range choices {
-		if (c.Text != nil && *c.Text != "") || (c.Delta != nil && c.Delta.Content != nil && *c.Delta.Content != "") ||
-			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") ||
-			(c.Delta != nil && len(c.Delta.ToolCalls) > 0) || c.FinishReason != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// quote encodes s as a JSON string.
-func quote(s string) json.RawMessage {
-	b, _ := json.Marshal(s) // a string always encodes
-	return b
-}
-
-// sseFrame frames data as one server-sent event.
-func sseFrame(data []byte) []byte {
-	b := make([]byte, 0, len(data)+8)
-	b = append(b, "data: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
-}
-
-// writeErrorTo writes e as a whole JSON answer.

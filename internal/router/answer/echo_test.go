@@ -1,4 +1,4 @@
-package router
+package answer
 
 import "testing"
 
@@ -20,11 +20,11 @@ func TestFillEchoLogprobsLeavesOddShapes(t *testing.T) {
 		{"one-token prompt", `{"logprobs":{"token_logprobs":[null,-1]}}`, `[null]`, `{"logprobs":{"token_logprobs":[null,-1]}}`},
 	}
 	for _, tc := range cases {
-		c, err := parseObject([]byte(tc.choice))
+		c, err := ParseObject([]byte(tc.choice))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(fillEchoLogprobs(c, []byte(tc.plp)).marshal()); got != tc.want {
+		if got := string(FillEchoLogprobs(c, []byte(tc.plp)).Marshal()); got != tc.want {
 			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
 		}
 	}

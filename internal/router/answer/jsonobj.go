@@ -1,4 +1,4 @@
-package router
+package answer
 
 import (
 	"bytes"
@@ -8,23 +8,25 @@ import (
 	"io"
 )
 
-// member is one key of a JSON object with its value's exact bytes.
-type member struct {
-	key string
-	val json.RawMessage
+// Member is one key of a JSON object with its value's exact bytes.
+type Member struct {
+	Key string
+	Val json.RawMessage
 }
 
-// object is a JSON object kept in source order, each value as the exact
+// Object is a JSON object kept in source order, each value as the exact
 // bytes the peer sent. The router edits a few members of worker answers and
 // client bodies (stream, max_tokens, n, seed, index, id, prompt_logprobs,
-// the prompt's entries of logprobs.token_logprobs) and must leave everything else byte for byte as it was.
-type object []member
+// the prompt's entries of logprobs.token_logprobs) and must leave
+// everything else byte for byte as it was. Edits return a new Object; the
+// one edited is left as it was.
+type Object []Member
 
 var errNotObject = errors.New("not a JSON object")
 
-// parseObject parses b, which must hold exactly one JSON object (with
+// ParseObject parses b, which must hold exactly one JSON object (with
 // optional surrounding white space).
-func parseObject(b []byte) (object, error) {
+func ParseObject(b []byte) (Object, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	t, err := dec.Token()
 	if err != nil {
@@ -33,7 +35,7 @@ func parseObject(b []byte) (object, error) {
 	if d, ok := t.(json.Delim); !ok || d != '{' {
 		return nil, fmt.Errorf("parse json object: %w", errNotObject)
 	}
-	var o object
+	var o Object
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
@@ -47,7 +49,7 @@ func parseObject(b []byte) (object, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("parse json object member %q: %w", key, err)
 		}
-		o = append(o, member{key, raw})
+		o = append(o, Member{key, raw})
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
 		return nil, fmt.Errorf("parse json object: %w", err)
@@ -58,74 +60,74 @@ func parseObject(b []byte) (object, error) {
 	return o, nil
 }
 
-// get returns the value of key (the last one, as encoding/json reads
+// Get returns the value of key (the last one, as encoding/json reads
 // duplicates) and whether it is present and not null.
-func (o object) get(key string) (json.RawMessage, bool) {
+func (o Object) Get(key string) (json.RawMessage, bool) {
 	for i := len(o) - 1; i >= 0; i-- {
-		if o[i].key == key {
-			if isNull(o[i].val) {
+		if o[i].Key == key {
+			if IsNull(o[i].Val) {
 				return nil, false
 			}
-			return o[i].val, true
+			return o[i].Val, true
 		}
 	}
 	return nil, false
 }
 
-// set replaces key's value in place (dropping duplicates) or appends it.
-func (o object) set(key string, val json.RawMessage) object {
+// Set replaces key's value in place (dropping duplicates) or appends it.
+func (o Object) Set(key string, val json.RawMessage) Object {
 	out := o[:0:0]
 	done := false
 	for _, m := range o {
-		if m.key != key {
+		if m.Key != key {
 			out = append(out, m)
 			continue
 		}
 		if !done {
-			out = append(out, member{key, val})
+			out = append(out, Member{key, val})
 			done = true
 		}
 	}
 	if !done {
-		out = append(out, member{key, val})
+		out = append(out, Member{key, val})
 	}
 	return out
 }
 
-// del removes key.
-func (o object) del(key string) object {
+// Del removes key.
+func (o Object) Del(key string) Object {
 	out := o[:0:0]
 	for _, m := range o {
-		if m.key != key {
+		if m.Key != key {
 			out = append(out, m)
 		}
 	}
 	return out
 }
 
-// marshal writes the object compactly between members, each value as its
+// Marshal writes the object compactly between members, each value as its
 // original bytes.
-func (o object) marshal() []byte {
+func (o Object) Marshal() []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, m := range o {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(m.key) // a string always encodes
+		k, _ := json.Marshal(m.Key) // a string always encodes
 		b.Write(k)
 		b.WriteByte(':')
-		b.Write(m.val)
+		b.Write(m.Val)
 	}
 	b.WriteByte('}')
 	return b.Bytes()
 }
 
-// isNull reports whether raw is the JSON null.
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+// IsNull reports whether raw is the JSON null.
+func IsNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
-// parseArray splits a JSON array into its elements' raw bytes.
-func parseArray(raw json.RawMessage) ([]json.RawMessage, error) {
+// ParseArray splits a JSON array into its elements' raw bytes.
+func ParseArray(raw json.RawMessage) ([]json.RawMessage, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fmt.Errorf("parse json array: %w", err)
@@ -136,8 +138,8 @@ func parseArray(raw json.RawMessage) ([]json.RawMessage, error) {
 	return items, nil
 }
 
-// marshalArray joins raw elements into a JSON array.
-func marshalArray(items []json.RawMessage) json.RawMessage {
+// MarshalArray joins raw elements into a JSON array.
+func MarshalArray(items []json.RawMessage) json.RawMessage {
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, it := range items {
@@ -150,23 +152,29 @@ func marshalArray(items []json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
-// editChoices applies f to every object in o's "choices" array. A missing
+// EditChoices applies f to every object in o's "choices" array. A missing
 // or null choices member is left alone.
-func editChoices(o object, f func(i int, c object) object) (object, error) {
-	raw, ok := o.get("choices")
+func EditChoices(o Object, f func(i int, c Object) Object) (Object, error) {
+	raw, ok := o.Get("choices")
 	if !ok {
 		return o, nil
 	}
-	items, err := parseArray(raw)
+	items, err := ParseArray(raw)
 	if err != nil {
 		return nil, fmt.Errorf("edit choices: %w", err)
 	}
 	for i, it := range items {
-		c, err := parseObject(it)
+		c, err := ParseObject(it)
 		if err != nil {
 			return nil, fmt.Errorf("edit choices[%d]: %w", i, err)
 		}
-		items[i] = f(i, c).marshal()
+		items[i] = f(i, c).Marshal()
 	}
-	return o.set("choices", marshalArray(items)), nil
+	return o.Set("choices", MarshalArray(items)), nil
+}
+
+// Quote encodes s as a JSON string.
+func Quote(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always encodes
+	return b
 }

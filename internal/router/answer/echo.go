@@ -1,4 +1,4 @@
-package router
+package answer
 
 import (
 	"bytes"
@@ -10,36 +10,36 @@ import (
 // legacy block's token_logprobs are null. The router fills them from the
 // prefill leg's prompt_logprobs, as a single worker would have answered.
 
-// fillEchoLogprobs sets entries 1 .. len(plp)-1 of choice c's
+// FillEchoLogprobs sets entries 1 .. len(plp)-1 of choice c's
 // logprobs.token_logprobs to the logprob numbers of prefill's prompt
 // logprobs plp, where decode sent null. Entry 0 stays null (no logprob
 // for the first prompt token, as OpenAI does). c is left as it was when
 // it has no legacy block, when the block is shorter than the prompt, or
 // when plp is not of the expected shape; every other byte is kept.
-func fillEchoLogprobs(c object, plp json.RawMessage) object {
+func FillEchoLogprobs(c Object, plp json.RawMessage) Object {
 	vals := promptLogprobValues(plp)
 	if len(vals) < 2 {
 		return c
 	}
-	raw, ok := c.get("logprobs")
+	raw, ok := c.Get("logprobs")
 	if !ok {
 		return c
 	}
-	lp, err := parseObject(raw)
+	lp, err := ParseObject(raw)
 	if err != nil {
 		return c
 	}
-	traw, ok := lp.get("token_logprobs")
+	traw, ok := lp.Get("token_logprobs")
 	if !ok {
 		return c
 	}
-	tlp, err := parseArray(traw)
+	tlp, err := ParseArray(traw)
 	if err != nil || len(tlp) < len(vals) {
 		return c
 	}
 	changed := false
 	for j := 1; j < len(vals); j++ {
-		if vals[j] != nil && isNull(tlp[j]) {
+		if vals[j] != nil && IsNull(tlp[j]) {
 			tlp[j] = vals[j]
 			changed = true
 		}
@@ -47,7 +47,7 @@ func fillEchoLogprobs(c object, plp json.RawMessage) object {
 	if !changed {
 		return c
 	}
-	return c.set("logprobs", lp.set("token_logprobs", marshalArray(tlp)).marshal())
+	return c.Set("logprobs", lp.Set("token_logprobs", MarshalArray(tlp)).Marshal())
 }
 
 // promptLogprobValues reads prompt_logprobs ([null, {"<id>": {"logprob":
@@ -55,21 +55,21 @@ func fillEchoLogprobs(c object, plp json.RawMessage) object {
 // for entry 0 and for any entry of another shape. It returns nil when plp
 // is not an array.
 func promptLogprobValues(plp json.RawMessage) []json.RawMessage {
-	items, err := parseArray(plp)
+	items, err := ParseArray(plp)
 	if err != nil {
 		return nil
 	}
 	vals := make([]json.RawMessage, len(items))
 	for j := 1; j < len(items); j++ {
-		entry, err := parseObject(items[j])
+		entry, err := ParseObject(items[j])
 		if err != nil || len(entry) != 1 {
 			continue
 		}
-		tok, err := parseObject(entry[0].val)
+		tok, err := ParseObject(entry[0].Val)
 		if err != nil {
 			continue
 		}
-		if x, ok := tok.get("logprob"); ok && isNumber(x) {
+		if x, ok := tok.Get("logprob"); ok && isNumber(x) {
 			vals[j] = bytes.TrimSpace(x)
 		}
 	}

@@ -1,4 +1,4 @@
-package router
+package answer
 
 import (
 	"bytes"
@@ -23,23 +23,23 @@ func TestSSEReader(t *testing.T) {
 		{name: "comment only", in: ": ping\n\n", limit: 100, want: []string{"-"}, err: io.EOF},
 		{name: "cut inside an event", in: "data: a\n\ndata: b\n", limit: 100, want: []string{"a"}, err: io.ErrUnexpectedEOF},
 		{name: "cut inside a line", in: "data: a", limit: 100, err: io.ErrUnexpectedEOF},
-		{name: "event over the limit", in: "data: " + strings.Repeat("x", 50) + "\n\n", limit: 20, err: errEventTooLong},
-		{name: "many lines over the limit", in: strings.Repeat("data: x\n", 10) + "\n", limit: 40, err: errEventTooLong},
+		{name: "event over the limit", in: "data: " + strings.Repeat("x", 50) + "\n\n", limit: 20, err: ErrEventTooLong},
+		{name: "many lines over the limit", in: strings.Repeat("data: x\n", 10) + "\n", limit: 40, err: ErrEventTooLong},
 		{name: "empty", in: "", limit: 100, err: io.EOF},
 	}
 	for _, tc := range cases {
-		r := newSSEReader(strings.NewReader(tc.in), tc.limit)
+		r := NewReader(strings.NewReader(tc.in), tc.limit)
 		var got, raws []string
 		var err error
 		for {
-			var ev sseEvent
-			ev, err = r.next()
+			var ev Event
+			ev, err = r.Next()
 			if err != nil {
 				break
 			}
-			raws = append(raws, string(ev.raw))
-			if ev.hasData {
-				got = append(got, string(ev.data))
+			raws = append(raws, string(ev.Raw))
+			if ev.HasData {
+				got = append(got, string(ev.Data))
 			} else {
 				got = append(got, "-")
 			}
@@ -59,20 +59,20 @@ func FuzzSSEReader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		const limit = 256
-		r := newSSEReader(bytes.NewReader(in), limit)
+		r := NewReader(bytes.NewReader(in), limit)
 		var raw []byte
 		for range len(in) + 1 { // every event takes at least one byte
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				if errors.Is(err, io.EOF) && !bytes.Equal(raw, in) {
 					t.Fatalf("clean end after %q, but the input was %q", raw, in)
 				}
 				return
 			}
-			if len(ev.raw) > limit || len(ev.data) > len(ev.raw) {
-				t.Fatalf("event raw %d bytes, data %d bytes: over the limit %d or data longer than raw", len(ev.raw), len(ev.data), limit)
+			if len(ev.Raw) > limit || len(ev.Data) > len(ev.Raw) {
+				t.Fatalf("event raw %d bytes, data %d bytes: over the limit %d or data longer than raw", len(ev.Raw), len(ev.Data), limit)
 			}
-			raw = append(raw, ev.raw...)
+			raw = append(raw, ev.Raw...)
 		}
 		t.Fatalf("more events than input bytes in %q", in)
 	})

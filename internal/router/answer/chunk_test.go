@@ -1,4 +1,4 @@
-package router
+package answer
 
 import "testing"
 
@@ -16,12 +16,12 @@ func TestCarriesToken(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`:                                                                           true,
 		`{"choices":[{"index":0,"text":"x","finish_reason":null}]}`:                                                                             true,
 	} {
-		obj, err := parseObject([]byte(body))
+		obj, err := ParseObject([]byte(body))
 		if err != nil {
-			t.Fatalf("parseObject(%s): %v", body, err)
+			t.Fatalf("ParseObject(%s): %v", body, err)
 		}
-		if got := carriesToken(obj); got != want {
-			t.Errorf("carriesToken(%s) = %v, want %v", body, got, want)
+		if got := CarriesToken(obj); got != want {
+			t.Errorf("CarriesToken(%s) = %v, want %v", body, got, want)
 		}
 	}
 }
