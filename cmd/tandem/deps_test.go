@@ -21,6 +21,7 @@ var importRules = []struct {
 	{"tandem/internal/api/leg", []string{"tandem/internal/engine"}},
 	{"tandem/internal/router", []string{"tandem/internal/engine"}},
 	{"tandem/internal/router/answer", []string{"tandem/internal/engine"}},
+	{"tandem/internal/router/pool", []string{"tandem/internal/engine"}},
 	{"tandem/internal/inspect", []string{"tandem/internal/engine"}},
 }
 

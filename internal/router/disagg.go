@@ -13,6 +13,7 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router/answer"
+	"tandem/internal/router/pool"
 )
 
 // Selective disaggregation: the router decides per request whether its
@@ -151,11 +152,11 @@ func (d decision) work() int {
 // spill decides whether a long prompt runs as a local leg on a decode
 // worker because the prefill workers are behind (see the comment at the
 // top): it returns the decision to send it with and true, or false.
-func (rt *Router) spill(d decision, exclude []*worker) (decision, bool) {
+func (rt *Router) spill(d decision, exclude []*pool.Worker) (decision, bool) {
 	if rt.o.PDSpill <= 0 || rt.o.PDThreshold <= 0 || d.reason != reasonLongPrompt {
 		return d, false
 	}
-	qp, qd, ok := rt.pool.leastQueued(exclude)
+	qp, qd, ok := rt.workers.LeastQueued(exclude)
 	if !ok {
 		return d, false
 	}
@@ -165,35 +166,6 @@ func (rt *Router) spill(d decision, exclude []*worker) (decision, bool) {
 		return d, false
 	}
 	return d.withPath(pathLocal, reasonPrefillBusy), true
-}
-
-// leastQueued returns the fewest queued prefill tokens on a pickable
-// prefill worker and on a pickable decode worker (healthy, not in exclude,
-// breaker letting legs through), and false when a role has no such worker
-// or one of them does not report its queue.
-func (p *pool) leastQueued(exclude []*worker) (prefill, decode int, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	least := func(role Role) (int, bool) {
-		best, found := 0, false
-		for _, w := range p.byRo[role] {
-			if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
-				continue
-			}
-			n, ok := w.queuedTokens()
-			if !ok {
-				return 0, false
-			}
-			if !found || n < best {
-				best, found = n, true
-			}
-		}
-		return best, found
-	}
-	prefill, okp := least(RolePrefill)
-	decode, okd := least(RoleDecode)
-	return prefill, decode, okp && okd
 }
 
 // withPath returns d sent another way for another reason (a fallback).
@@ -335,36 +307,36 @@ func (rt *Router) countTokens(ctx context.Context, req *clientRequest) (int, err
 	if err != nil {
 		return 0, err
 	}
-	wk, err := rt.pool.pick(RoleDecode, nil, nil)
+	wk, err := rt.workers.Pick(pool.Decode, nil, nil, 0)
 	if err != nil {
 		return 0, err
 	}
-	defer rt.pool.release(wk)
+	defer rt.workers.Release(wk)
 	ctx, cancel := context.WithTimeout(ctx, countTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.url+"/tokenize", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL()+"/tokenize", bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("count tokens: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := rt.tokenizerClient().Do(hr)
 	if err != nil {
-		return 0, fmt.Errorf("count tokens on %s: %w", wk.url, err)
+		return 0, fmt.Errorf("count tokens on %s: %w", wk.URL(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		api := readWorkerError(resp)
-		return 0, fmt.Errorf("count tokens on %s: status %d: %s", wk.url, resp.StatusCode, api.Message)
+		return 0, fmt.Errorf("count tokens on %s: status %d: %s", wk.URL(), resp.StatusCode, api.Message)
 	}
 	var doc struct {
 		Count *int `json:"count"`
 	}
 	b, err := httpx.ReadAllMax(resp.Body, countBodyBytesMax)
 	if err != nil {
-		return 0, fmt.Errorf("count tokens on %s: %w", wk.url, err)
+		return 0, fmt.Errorf("count tokens on %s: %w", wk.URL(), err)
 	}
 	if err := json.Unmarshal(b, &doc); err != nil || doc.Count == nil || *doc.Count < 0 {
-		return 0, fmt.Errorf("count tokens on %s: the answer has no count (%v)", wk.url, err)
+		return 0, fmt.Errorf("count tokens on %s: the answer has no count (%v)", wk.URL(), err)
 	}
 	return *doc.Count, nil
 }

@@ -56,13 +56,16 @@
 //
 // # Health, metrics, debugging
 //
-// Run polls GET /health (and /pd/status, and /pd/info until known) on every
-// worker each HealthInterval; two consecutive failures take a worker out,
-// one success puts it back, a worker that reports the other role stays out.
-// Between rounds each worker's circuit breaker (breaker.go) watches its
-// legs: BreakerFailures consecutive failed legs (or half of the last 20)
-// open it and the worker gets no legs; after BreakerCooldown one probe leg
-// goes through, and its success closes the breaker.
+// The workers, their health and their circuit breakers are package pool's
+// (internal/router/pool). Run has it poll GET /health (and /pd/status, and
+// /pd/info until known) on every worker each HealthInterval; two
+// consecutive failures take a worker out, one success puts it back, a
+// worker that reports the other role stays out. Between rounds each
+// worker's circuit breaker watches its legs, as the router reports how
+// each ended (legOutcome): BreakerFailures consecutive failed legs (or half
+// of the last 20) open it and the worker gets no legs; after
+// BreakerCooldown one probe leg goes through, and its success closes the
+// breaker.
 //
 // # Front door
 //

@@ -11,8 +11,6 @@ const (
 	legBodyBytesMax = 128 << 20
 	// errorBodyBytesMax bounds a worker's error answer.
 	errorBodyBytesMax = 64 << 10
-	// probeBodyBytesMax bounds /health, /pd/status and /pd/info answers.
-	probeBodyBytesMax = 64 << 10
 	// modelsBodyBytesMax bounds a proxied /v1/models answer.
 	modelsBodyBytesMax = 1 << 20
 	// debugBodyBytesMax bounds one worker's /debug/rooms document.
@@ -24,8 +22,6 @@ const (
 	// attemptsMax is how many pairs one sample may be sent to: a retry is
 	// allowed only when nothing of the failed attempt reached the client.
 	attemptsMax = 3
-	// healthFailuresMax consecutive failed probes take a worker out.
-	healthFailuresMax = 2
 	// prefillGraceMax is how long a sample whose decode leg finished waits
 	// for its prefill leg's answer before cancelling it.
 	prefillGraceMax = 5 * time.Second

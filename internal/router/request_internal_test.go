@@ -45,3 +45,22 @@ func TestSampleBodies(t *testing.T) {
 		t.Errorf("chat n=1 bodies = %s, %s; want the client's body, and max_completion_tokens 1 for prefill", dec, pre)
 	}
 }
+
+func TestRoomIDsAreUniqueHex(t *testing.T) {
+	seen := make(map[string]bool, 10000)
+	for i := range 10000 {
+		id := newRoomID()
+		if len(id) != 32 {
+			t.Fatalf("newRoomID() = %q, want 32 hex digits", id)
+		}
+		for _, c := range id {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				t.Fatalf("newRoomID() = %q, want lower-case hex digits only", id)
+			}
+		}
+		if seen[id] {
+			t.Fatalf("newRoomID() repeated %q after %d ids", id, i)
+		}
+		seen[id] = true
+	}
+}

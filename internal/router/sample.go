@@ -16,6 +16,7 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
+	"tandem/internal/router/pool"
 )
 
 // reply is what a sample hands the client writer.
@@ -72,11 +73,11 @@ type decodeEvent struct {
 
 // attemptResult is how one attempt of a sample ended.
 type attemptResult struct {
-	err        *openai.Error // nil: the sample was answered, or the request context ended
-	retry      bool          // nothing reached the client: another pair may be tried
-	pickFailed bool          // no pair could be picked
-	failed     []*worker     // workers not to pick on a retry: their leg failed
-	partner    []*worker     // workers to pick on a retry only if there is no other: their leg was cut short
+	err        *openai.Error  // nil: the sample was answered, or the request context ended
+	retry      bool           // nothing reached the client: another pair may be tried
+	pickFailed bool           // no pair could be picked
+	failed     []*pool.Worker // workers not to pick on a retry: their leg failed
+	partner    []*pool.Worker // workers to pick on a retry only if there is no other: their leg was cut short
 }
 
 // runSample runs sample s to its end, trying another pair (up to
@@ -85,7 +86,7 @@ type attemptResult struct {
 // sends exactly one error, or the sample's answer, to the writer (nothing
 // once ctx is done).
 func (rt *Router) runSample(ctx context.Context, s *sample) {
-	var exclude, avoid []*worker
+	var exclude, avoid []*pool.Worker
 	var last *openai.Error
 	for try := 1; ; try++ {
 		res := rt.attempt(ctx, s, exclude, avoid)
@@ -112,7 +113,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 // is local, or no prefill worker can be picked and selective
 // disaggregation is on, as one local leg to a decode worker) and follows
 // it to its end.
-func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
+func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool.Worker) attemptResult {
 	dec := s.dec
 	if dec.path == pathLocal {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
@@ -121,38 +122,38 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if spilled {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
 	}
-	p, err := rt.pool.pickFor(RolePrefill, exclude, avoid, dec.work())
+	p, err := rt.workers.Pick(pool.Prefill, exclude, avoid, dec.work())
 	if err != nil {
-		if errors.Is(err, errNoWorker) && rt.o.PDThreshold > 0 {
+		if errors.Is(err, pool.ErrNoWorker) && rt.o.PDThreshold > 0 {
 			rt.log.Info("no prefill worker can be picked; the sample runs on a decode worker alone",
 				"request", s.req.requestID, "sample", s.i, "err", err)
 			return rt.attemptLocal(ctx, s, dec.withPath(pathLocal, reasonNoPrefill), exclude, avoid)
 		}
 		return rt.pickFailed(s, err)
 	}
-	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
+	d, err := rt.workers.Pick(pool.Decode, exclude, avoid, 0)
 	if err != nil {
-		rt.pool.release(p)
+		rt.workers.Release(p)
 		return rt.pickFailed(s, err)
 	}
-	addr, err := rt.prefillAddr(ctx, p)
+	addr, err := rt.workers.TransferAddr(ctx, p)
 	if err != nil {
-		rt.pool.done(p, outcomeFailure, err.Error())
-		rt.pool.release(d)
-		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err,
+		rt.workers.Done(p, pool.Failure, err.Error())
+		rt.workers.Release(d)
+		le := &legError{leg: pool.Prefill, worker: p.URL(), kind: kindUnreachable, cause: err,
 			public: "the prefill worker's transfer address could not be learned"}
 		rt.log.Warn("cannot learn a prefill worker's transfer address; trying another pair",
-			"request", s.req.requestID, "sample", s.i, "worker", p.url, "err", err)
-		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
-		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
+			"request", s.req.requestID, "sample", s.i, "worker", p.URL(), "err", err)
+		rt.met.workerErrors.WithLabelValues(p.URL(), string(pool.Prefill), kindUnreachable).Inc()
+		return attemptResult{err: le.clientError(), retry: true, failed: []*pool.Worker{p}, partner: []*pool.Worker{d}}
 	}
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline, dec)
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.URL(), d.URL(), rt.o.LegTimeout, deadline, dec)
 	sctx, scancel := context.WithCancelCause(ctx)
-	pl := rt.newLeg(sctx, p, RolePrefill, rec)
-	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	pl := rt.newLeg(sctx, p, pool.Prefill, rec)
+	dl := rt.newLeg(sctx, d, pool.Decode, rec)
 	pch := make(chan prefillResult, 1) // the prefill goroutine never blocks on it
 	dch := make(chan decodeEvent)      // unbuffered: decode waits while the sample holds its answer
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
@@ -182,8 +183,8 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		}
 		rt.phases(rec, pl.timing, dt)
 	}
-	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
-	if le != nil && le.leg == RoleDecode {
+	res := attemptResult{failed: []*pool.Worker{p}, partner: []*pool.Worker{d}}
+	if le != nil && le.leg == pool.Decode {
 		res.failed, res.partner = res.partner, res.failed
 	}
 	return rt.ended(ctx, s, rec, f, le, res)
@@ -193,17 +194,17 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 // runs the whole request (its prefill included), and follows it to its
 // end. It fails, is retried and is cancelled as a decode leg is; the
 // client's prompt logprobs come in the worker's own answer.
-func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*worker) attemptResult {
-	d, err := rt.pool.pickFor(RoleDecode, exclude, avoid, dec.work())
+func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*pool.Worker) attemptResult {
+	d, err := rt.workers.Pick(pool.Decode, exclude, avoid, dec.work())
 	if err != nil {
 		return rt.pickFailed(s, err)
 	}
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.url, rt.o.LegTimeout, deadline, dec)
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.URL(), rt.o.LegTimeout, deadline, dec)
 	sctx, scancel := context.WithCancelCause(ctx)
-	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	dl := rt.newLeg(sctx, d, pool.Decode, rec)
 	dl.kind = apileg.KindLocal
 	dch := make(chan decodeEvent)
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
@@ -218,7 +219,7 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
-	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*worker{d}})
+	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*pool.Worker{d}})
 }
 
 // ended closes an attempt's record and turns its failure le (nil: it was
@@ -258,7 +259,7 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 // role and counts, the log names every worker's problem.
 func (rt *Router) pickFailed(s *sample, err error) attemptResult {
 	rt.log.Warn("no pair for a sample", "request", s.req.requestID, "sample", s.i, "err", err)
-	return attemptResult{err: openai.Unavailable(publicError(err)), pickFailed: true}
+	return attemptResult{err: openai.Unavailable(pool.PublicError(err)), pickFailed: true}
 }
 
 // retryable reports whether a sample whose attempt failed with le may be
@@ -296,22 +297,6 @@ func withLeg(common map[string]string, kind string, prefillAddr string) map[stri
 		h[HeaderPrefill] = prefillAddr
 	}
 	return h
-}
-
-// prefillAddr returns a prefill worker's transfer address, asking it
-// (GET /pd/info) if the health checks have not learned it yet.
-func (rt *Router) prefillAddr(ctx context.Context, p *worker) (string, error) {
-	if a := rt.pool.transferAddr(p); a != "" {
-		return a, nil
-	}
-	var info WorkerInfo
-	if err := getJSON(ctx, rt.probeClient, p.url+"/pd/info", infoTimeout, &info); err != nil {
-		return "", fmt.Errorf("learn the transfer address: %w", err)
-	}
-	if err := rt.pool.setInfo(p, &info); err != nil {
-		return "", fmt.Errorf("learn the transfer address: %w", err)
-	}
-	return info.TransferAddr, nil
 }
 
 // runPrefill runs the prefill leg: the worker answers once the room's KV
@@ -400,7 +385,7 @@ type follower struct {
 	rt           *Router
 	s            *sample
 	rec          *record
-	decodeWorker *worker
+	decodeWorker *pool.Worker
 	plp          json.RawMessage // prefill's prompt logprobs, once it answered
 	seenData     bool            // a data event went out (the first gets the prompt logprobs)
 	delivered    bool            // part of decode's answer went to the writer
@@ -486,13 +471,13 @@ func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
 
 // decodeFail is a decode leg failure found in its answer's content.
 func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
-	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
-	le := &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(pool.Decode), kind).Inc()
+	le := &legError{leg: pool.Decode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
 	if f.rec.dec.path == pathLocal {
 		le.name = apileg.KindLocal
 	}
-	if legOutcome(le) == outcomeFailure {
-		f.rt.pool.failed(f.decodeWorker, le.Error())
+	if legOutcome(le) == pool.Failure {
+		f.rt.workers.Failed(f.decodeWorker, le.Error())
 	}
 	return le
 }

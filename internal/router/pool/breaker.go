@@ -1,10 +1,7 @@
-package router
+package pool
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 )
 
@@ -21,10 +18,11 @@ import (
 //	half_open ──the probe succeeds──▶ closed
 //	half_open ──the probe fails──▶ open (the cool-down starts again)
 //
-// A leg the router or the client cancelled counts neither way; a 4xx the
-// worker answered counts as a success (it is alive and answering); a
-// disaggregated transfer failure the worker reports (its peer was lost or
-// timed out) is not held against it, since either side may be at fault.
+// The router says how each leg ended (Done's Outcome): a leg the router
+// or the client cancelled counts neither way; a 4xx the worker answered
+// counts as a success (it is alive and answering); a disaggregated
+// transfer failure the worker reports (its peer was lost or timed out) is
+// not held against it, since either side may be at fault.
 
 // breakerState is a circuit breaker's state.
 type breakerState int
@@ -58,7 +56,7 @@ const (
 )
 
 // breaker is one worker's circuit breaker. Its fields are guarded by
-// pool.mu.
+// Pool.mu.
 type breaker struct {
 	state       breakerState
 	consecutive int                 // failed legs in a row
@@ -70,69 +68,31 @@ type breaker struct {
 	why         string              // the failure that opened it
 }
 
-// outcome is how a leg ended, for the breaker.
-type outcome int
+// Outcome is how a leg ended, for its worker's circuit breaker.
+type Outcome int
 
+// The outcomes of a leg.
 const (
-	outcomeNeutral outcome = iota // cancelled by the router or the client
-	outcomeSuccess
-	outcomeFailure
+	// Neutral: the leg told nothing about the worker (the router or the
+	// client cancelled it, it was never sent, the request's own deadline
+	// passed, a transfer failure that may be the peer's).
+	Neutral Outcome = iota
+	// Success: the worker answered (a 4xx the worker chose counts too).
+	Success
+	// Failure: the worker failed the leg.
+	Failure
 )
 
-// legOutcome classifies a leg's end (nil: it succeeded).
-func legOutcome(e *legError) outcome {
-	switch {
-	case e == nil:
-		return outcomeSuccess
-	case e.cancelled:
-		return outcomeNeutral
-	}
-	switch e.kind {
-	case kindUnreachable, kindStream:
-		return outcomeFailure
-	case kindTimeout:
-		if errors.Is(e.cause, errRequestTimeout) {
-			return outcomeNeutral // the whole request ran out, not this leg
-		}
-		return outcomeFailure
-	case kindStatus, kindErrorEvent:
-		if e.status >= 400 && e.status < 500 {
-			return outcomeSuccess
-		}
-		if transferFailure(e) {
-			return outcomeNeutral
-		}
-		return outcomeFailure
-	}
-	return outcomeFailure
-}
-
-// transferPrefix starts the message of a worker's disaggregated transfer
-// failure (internal/pd/worker's legError): "disaggregated transfer
-// failed: REASON[: detail]".
-const transferPrefix = "disaggregated transfer failed: "
-
-// transferFailure reports whether the worker's error is a transfer
-// failure that may be its peer's fault: every reason but its own
-// shutdown or engine failure.
-func transferFailure(e *legError) bool {
-	if e.api == nil || !strings.HasPrefix(e.api.Message, transferPrefix) {
-		return false
-	}
-	reason, _, _ := strings.Cut(strings.TrimPrefix(e.api.Message, transferPrefix), ":")
-	return reason != "shutdown" && reason != "engine" && e.status != http.StatusServiceUnavailable
-}
-
 // record adds one outcome; it returns the state to move to, or the
-// current one. Callers hold pool.mu.
-func (b *breaker) record(o outcome, threshold int, why string) breakerState {
-	if o == outcomeNeutral {
+// current one. Callers hold Pool.mu.
+func (b *breaker) record(o Outcome, threshold int, why string) breakerState {
+	if o == Neutral {
 		if b.state == breakerHalfOpen {
 			b.probing = false // the probe told nothing: let another through
 		}
 		return b.state
 	}
-	failed := o == outcomeFailure
+	failed := o == Failure
 	if b.n == breakerWindow && b.window[b.next] {
 		b.failed--
 	}

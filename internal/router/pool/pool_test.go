@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"io"
@@ -6,18 +6,27 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-func testPool(t *testing.T, urls ...string) *pool {
+// newTestPool is a pool of c's workers with a discarding logger, 3 failures
+// to open a breaker and a 1 s cool-down.
+func newTestPool(t *testing.T, c Config) *Pool {
 	t.Helper()
-	met, err := newMetrics(prometheus.NewRegistry())
+	c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.HealthTimeout, c.InfoTimeout = time.Second, time.Second
+	c.BreakerFailures, c.BreakerCooldown = 3, time.Second
+	p, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPool(slog.New(slog.NewTextHandler(io.Discard, nil)), met, breakerConfig{threshold: 3, cooldown: time.Second, now: time.Now}, nil, urls)
-	for _, w := range p.byRo[RoleDecode] {
+	return p
+}
+
+// testPool is a pool of healthy decode workers.
+func testPool(t *testing.T, urls ...string) *Pool {
+	t.Helper()
+	p := newTestPool(t, Config{Decode: urls})
+	for _, w := range p.byRo[Decode] {
 		w.healthy = true
 	}
 	return p
@@ -25,20 +34,20 @@ func testPool(t *testing.T, urls ...string) *pool {
 
 func TestPickSpreadsABurstBetweenPolls(t *testing.T) {
 	p := testPool(t, "http://a", "http://b", "http://c")
-	for _, w := range p.byRo[RoleDecode] {
-		w.haveStatus, w.status = true, WorkerStatus{Running: 2}
+	for _, w := range p.byRo[Decode] {
+		w.haveStatus, w.status = true, Status{Running: 2}
 	}
-	p.byRo[RoleDecode][2].status.Running = 4 // c is busier by 2
+	p.byRo[Decode][2].status.Running = 4 // c is busier by 2
 	counts := map[string]int{}
 	for range 8 { // no release: a burst between two polls
-		w, err := p.pick(RoleDecode, nil, nil)
+		w, err := p.Pick(Decode, nil, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		counts[w.url]++
 	}
 	lo, hi := 1<<30, 0
-	for _, w := range p.byRo[RoleDecode] {
+	for _, w := range p.byRo[Decode] {
 		lo, hi = min(lo, w.load()), max(hi, w.load())
 	}
 	if hi-lo > 1 || counts["http://c"] > 2 {
@@ -50,12 +59,12 @@ func TestPickTiesRoundRobin(t *testing.T) {
 	p := testPool(t, "http://a", "http://b")
 	var got []string
 	for range 4 {
-		w, err := p.pick(RoleDecode, nil, nil)
+		w, err := p.Pick(Decode, nil, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, w.url)
-		p.release(w) // sequential requests: loads stay tied
+		p.Release(w) // sequential requests: loads stay tied
 	}
 	if got[0] == got[1] || got[1] == got[2] || got[2] == got[3] {
 		t.Errorf("sequential picks over tied workers = %v, want them to alternate", got)
@@ -64,8 +73,8 @@ func TestPickTiesRoundRobin(t *testing.T) {
 
 func TestPickLoadCountsLegsSinceThePoll(t *testing.T) {
 	p := testPool(t, "http://a")
-	w := p.byRo[RoleDecode][0]
-	w.haveStatus, w.status = true, WorkerStatus{Waiting: 1, Running: 3}
+	w := p.byRo[Decode][0]
+	w.haveStatus, w.status = true, Status{Waiting: 1, Running: 3}
 	cases := []struct {
 		inflight, atPoll, want int
 	}{
@@ -89,16 +98,16 @@ func TestPickLoadCountsLegsSinceThePoll(t *testing.T) {
 
 func TestPickSkipsUnhealthyAndExcluded(t *testing.T) {
 	p := testPool(t, "http://a", "http://b")
-	a, b := p.byRo[RoleDecode][0], p.byRo[RoleDecode][1]
+	a, b := p.byRo[Decode][0], p.byRo[Decode][1]
 	a.healthy = false
 	a.problem = "health: connection refused"
 	for range 3 {
-		w, err := p.pick(RoleDecode, nil, nil)
+		w, err := p.Pick(Decode, nil, nil, 0)
 		if err != nil || w != b {
 			t.Fatalf("pick with a out = %v, %v; want b", w, err)
 		}
 	}
-	_, err := p.pick(RoleDecode, []*worker{b}, nil)
+	_, err := p.Pick(Decode, []*Worker{b}, nil, 0)
 	if err == nil {
 		t.Fatalf("pick with a out and b excluded succeeded, want an error")
 	}
@@ -111,45 +120,22 @@ func TestPickSkipsUnhealthyAndExcluded(t *testing.T) {
 
 func TestPickAvoidsOnlyWhileThereIsAnother(t *testing.T) {
 	p := testPool(t, "http://a", "http://b")
-	a, b := p.byRo[RoleDecode][0], p.byRo[RoleDecode][1]
+	a, b := p.byRo[Decode][0], p.byRo[Decode][1]
 	a.haveStatus, b.haveStatus = true, true
 	b.status.Waiting = 9 // a is less loaded, but avoided
-	if w, err := p.pick(RoleDecode, nil, []*worker{a}); err != nil || w != b {
+	if w, err := p.Pick(Decode, nil, []*Worker{a}, 0); err != nil || w != b {
 		t.Errorf("pick avoiding a = %v, %v; want b", w, err)
 	}
-	if w, err := p.pick(RoleDecode, []*worker{b}, []*worker{a}); err != nil || w != a {
+	if w, err := p.Pick(Decode, []*Worker{b}, []*Worker{a}, 0); err != nil || w != a {
 		t.Errorf("pick avoiding a, excluding b = %v, %v; want a, the only one left", w, err)
 	}
 }
 
-func TestRoomIDsAreUniqueHex(t *testing.T) {
-	seen := make(map[string]bool, 10000)
-	for i := range 10000 {
-		id := newRoomID()
-		if len(id) != 32 {
-			t.Fatalf("newRoomID() = %q, want 32 hex digits", id)
-		}
-		for _, c := range id {
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				t.Fatalf("newRoomID() = %q, want lower-case hex digits only", id)
-			}
-		}
-		if seen[id] {
-			t.Fatalf("newRoomID() repeated %q after %d ids", id, i)
-		}
-		seen[id] = true
-	}
-}
-
 // prefillPool is a pool of healthy prefill workers.
-func prefillPool(t *testing.T, urls ...string) *pool {
+func prefillPool(t *testing.T, urls ...string) *Pool {
 	t.Helper()
-	met, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPool(slog.New(slog.NewTextHandler(io.Discard, nil)), met, breakerConfig{threshold: 3, cooldown: time.Second, now: time.Now}, urls, []string{"http://d"})
-	for _, w := range p.byRo[RolePrefill] {
+	p := newTestPool(t, Config{Prefill: urls, Decode: []string{"http://d"}})
+	for _, w := range p.byRo[Prefill] {
 		w.healthy = true
 	}
 	return p
@@ -163,30 +149,30 @@ func intp(n int) *int { return &n }
 // report count; equal queues fall back to load.
 func TestPickPrefillByQueuedTokens(t *testing.T) {
 	p := prefillPool(t, "http://a", "http://b")
-	a, b := p.byRo[RolePrefill][0], p.byRo[RolePrefill][1]
-	a.haveStatus, a.status = true, WorkerStatus{Running: 1, PrefillQueueTokens: intp(1000)} // one long prompt
-	b.haveStatus, b.status = true, WorkerStatus{Running: 3, Waiting: 2, PrefillQueueTokens: intp(150)}
-	w, err := p.pickFor(RolePrefill, nil, nil, 600)
+	a, b := p.byRo[Prefill][0], p.byRo[Prefill][1]
+	a.haveStatus, a.status = true, Status{Running: 1, PrefillQueueTokens: intp(1000)} // one long prompt
+	b.haveStatus, b.status = true, Status{Running: 3, Waiting: 2, PrefillQueueTokens: intp(150)}
+	w, err := p.Pick(Prefill, nil, nil, 600)
 	if err != nil || w != b {
 		t.Fatalf("pick = %v, %v; want b (150 queued tokens against 1000, though b has more legs)", w, err)
 	}
 	// b now holds 150+600 since its report: still under a's 1000.
-	if w, _ = p.pickFor(RolePrefill, nil, nil, 600); w != b {
+	if w, _ = p.Pick(Prefill, nil, nil, 600); w != b {
 		t.Errorf("second pick = %s, want b (750 < 1000)", w.url)
 	}
 	// 1350 > 1000: a's turn.
-	if w, _ = p.pickFor(RolePrefill, nil, nil, 10); w != a {
+	if w, _ = p.Pick(Prefill, nil, nil, 10); w != a {
 		t.Errorf("third pick = %s, want a (1000 < 1350)", w.url)
 	}
 	// A report resets what was sent since.
-	p.apply(b, probe{status: &WorkerStatus{PrefillQueueTokens: intp(0)}, inflight: b.inflight, sent: b.sentTokens})
+	p.apply(b, probe{status: &Status{PrefillQueueTokens: intp(0)}, inflight: b.inflight, sent: b.sentTokens})
 	if n, _ := b.queuedTokens(); n != 0 {
 		t.Errorf("b's queue after a report of 0 = %d, want 0", n)
 	}
 	// Ties on tokens: fewer open legs wins.
 	a.status.PrefillQueueTokens, a.sentTokens, a.tokensAtPoll = intp(0), 0, 0
 	a.inflight, a.inflightAtPoll, b.inflight, b.inflightAtPoll = 5, 0, 0, 0
-	if w, _ = p.pickFor(RolePrefill, nil, nil, 0); w != b {
+	if w, _ = p.Pick(Prefill, nil, nil, 0); w != b {
 		t.Errorf("tied queues: pick = %s, want b (no open legs against 5)", w.url)
 	}
 }
@@ -195,10 +181,49 @@ func TestPickPrefillByQueuedTokens(t *testing.T) {
 // queue, every prefill worker is ranked by load as before.
 func TestPickPrefillFallsBackToLoad(t *testing.T) {
 	p := prefillPool(t, "http://a", "http://b")
-	a, b := p.byRo[RolePrefill][0], p.byRo[RolePrefill][1]
-	a.haveStatus, a.status = true, WorkerStatus{Running: 0, PrefillQueueTokens: intp(5000)}
-	b.haveStatus, b.status = true, WorkerStatus{Running: 3} // an older worker: no queue reported
-	if w, _ := p.pickFor(RolePrefill, nil, nil, 10); w != a {
+	a, b := p.byRo[Prefill][0], p.byRo[Prefill][1]
+	a.haveStatus, a.status = true, Status{Running: 0, PrefillQueueTokens: intp(5000)}
+	b.haveStatus, b.status = true, Status{Running: 3} // an older worker: no queue reported
+	if w, _ := p.Pick(Prefill, nil, nil, 10); w != a {
 		t.Errorf("pick = %s, want a (load 0 against 3: b does not report its queue, so queues are ignored)", w.url)
+	}
+}
+
+// TestLeastQueued: the spill weighs the least-queued pickable worker of
+// each role: excluded, unhealthy and open-breaker workers do not count, a
+// pickable worker that reports no queue makes the comparison impossible,
+// and so does a role with no pickable worker.
+func TestLeastQueued(t *testing.T) {
+	p := prefillPool(t, "http://a", "http://b")
+	a, b := p.byRo[Prefill][0], p.byRo[Prefill][1]
+	d := p.byRo[Decode][0]
+	d.healthy = true
+	a.haveStatus, a.status = true, Status{PrefillQueueTokens: intp(3000)}
+	b.haveStatus, b.status = true, Status{PrefillQueueTokens: intp(1000)}
+	d.haveStatus, d.status = true, Status{PrefillQueueTokens: intp(40)}
+	d.sentTokens = 60 // a local leg sent since its report
+	if qp, qd, ok := p.LeastQueued(nil); !ok || qp != 1000 || qd != 100 {
+		t.Errorf("leastQueued = %d, %d, %v; want 1000 (b), 100 (40 reported + 60 sent), true", qp, qd, ok)
+	}
+	if qp, _, ok := p.LeastQueued([]*Worker{b}); !ok || qp != 3000 {
+		t.Errorf("with b excluded: %d, %v; want 3000 (a)", qp, ok)
+	}
+	b.healthy = false
+	if qp, _, _ := p.LeastQueued(nil); qp != 3000 {
+		t.Errorf("with b out: %d, want 3000 (a)", qp)
+	}
+	b.healthy = true
+	b.br.state, b.br.openedAt = breakerOpen, time.Now()
+	if qp, _, _ := p.LeastQueued(nil); qp != 3000 {
+		t.Errorf("with b's breaker open: %d, want 3000 (a)", qp)
+	}
+	b.br.state = breakerClosed
+	b.status.PrefillQueueTokens = nil // an older worker
+	if _, _, ok := p.LeastQueued(nil); ok {
+		t.Error("a prefill worker without a reported queue: want no comparison")
+	}
+	b.status.PrefillQueueTokens = intp(1000)
+	if _, _, ok := p.LeastQueued([]*Worker{d}); ok {
+		t.Error("no decode worker pickable: want no comparison")
 	}
 }

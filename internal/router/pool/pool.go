@@ -1,4 +1,4 @@
-package router
+package pool
 
 import (
 	"cmp"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"tandem/internal/api/httpx"
 	"tandem/internal/pd/debugdoc"
 )
@@ -22,14 +24,22 @@ type Role string
 
 // The worker roles.
 const (
-	RolePrefill Role = "prefill"
-	RoleDecode  Role = "decode"
+	Prefill Role = "prefill"
+	Decode  Role = "decode"
 )
 
-// WorkerStatus is a worker's answer to GET /pd/status: its queue depths and
+// Limits of the health checks.
+const (
+	// probeBodyBytesMax bounds /health, /pd/status and /pd/info answers.
+	probeBodyBytesMax = 64 << 10
+	// healthFailuresMax consecutive failed probes take a worker out.
+	healthFailuresMax = 2
+)
+
+// Status is a worker's answer to GET /pd/status: its queue depths and
 // page use, polled with each health check and used to pick the least
 // loaded worker.
-type WorkerStatus struct {
+type Status struct {
 	Role       string `json:"role"`
 	Waiting    int    `json:"waiting"`
 	Running    int    `json:"running"`
@@ -45,24 +55,26 @@ type WorkerStatus struct {
 	TransferAddr string `json:"transfer_addr,omitempty"`
 }
 
-// WorkerInfo is a worker's answer to GET /pd/info. A prefill worker's
+// Info is a worker's answer to GET /pd/info. A prefill worker's
 // TransferAddr (host:port) is what decode legs carry in X-Tandem-Prefill.
-type WorkerInfo struct {
+type Info struct {
 	Role         string `json:"role"`
 	TransferAddr string `json:"transfer_addr"`
 	Model        string `json:"model"`
 }
 
-// worker is one configured worker and what the router knows of it. The
-// fields below url and role are guarded by pool.mu.
-type worker struct {
+// Worker is one worker of the pool, known by its base URL, and what the
+// router knows of it. A *Worker is a handle: Pick returns it, the leg's
+// end gives it back (Release, Done), and exclude and avoid lists compare
+// handles. The fields below url and role are guarded by Pool.mu.
+type Worker struct {
 	url  string
 	role Role
 
 	healthy        bool
 	fails          int // consecutive failed probes
 	problem        string
-	status         WorkerStatus
+	status         Status
 	haveStatus     bool
 	inflight       int // the router's legs on this worker now
 	inflightAtPoll int // inflight when status was read
@@ -74,10 +86,17 @@ type worker struct {
 	br             breaker // passive health from the router's own legs
 }
 
+// URL returns the worker's base URL ("http://host:port"), which
+// identifies it.
+func (w *Worker) URL() string { return w.url }
+
+// Role returns the role the worker was given.
+func (w *Worker) Role() Role { return w.role }
+
 // load is the worker's reported queue plus the legs the router sent (or
 // finished) since that report; without a report, the router's legs alone.
-// Callers hold pool.mu.
-func (w *worker) load() int {
+// Callers hold Pool.mu.
+func (w *Worker) load() int {
 	if !w.haveStatus {
 		return w.inflight
 	}
@@ -88,61 +107,108 @@ func (w *worker) load() int {
 // tokens of the legs the router sent since that report (an over-estimate
 // until the next report: legs finished since are not taken off), and
 // whether the worker reports it at all. Callers hold pool.mu.
-func (w *worker) queuedTokens() (int, bool) {
+func (w *Worker) queuedTokens() (int, bool) {
 	if !w.haveStatus || w.status.PrefillQueueTokens == nil {
 		return 0, false
 	}
 	return max(0, *w.status.PrefillQueueTokens+w.sentTokens-w.tokensAtPoll), true
 }
 
-// pool holds the workers of both roles. It is safe for concurrent use.
-type pool struct {
-	log       *slog.Logger
-	met       *metrics
-	now       func() time.Time
-	threshold int           // consecutive failed legs that open a breaker
-	cooldown  time.Duration // how long an open breaker keeps a worker out
-	mu        sync.Mutex
-	byRo      map[Role][]*worker // in configured order
-	rr        map[Role]int       // round-robin counter for ties
+// Config configures a Pool.
+type Config struct {
+	// Prefill and Decode are the workers' base URLs, already checked
+	// ("http://host:port", no trailing slash, none twice).
+	Prefill, Decode []string
+	// Logger receives health and breaker changes; default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the pool's metrics (tandem_router_worker_inflight,
+	// _healthy, _breaker_state, _breaker_transitions_total); default a new
+	// registry.
+	Registry prometheus.Registerer
+	// Client makes the probes (GET /health, /pd/status, /pd/info); it
+	// carries the cluster credential. Default http.DefaultClient.
+	Client *http.Client
+	// HealthTimeout bounds each probe of a health round; InfoTimeout a
+	// GET /pd/info made by TransferAddr while picking.
+	HealthTimeout, InfoTimeout time.Duration
+	// BreakerFailures consecutive failed legs (or a failure rate of half
+	// the last 20) open a worker's circuit breaker; BreakerCooldown is how
+	// long it keeps the worker out before one probe leg goes through.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// Now is the clock of the breakers' cool-down; default time.Now.
+	Now func() time.Time
 }
 
-// breakerConfig is what newPool needs to know of the circuit breakers.
-type breakerConfig struct {
-	threshold int
-	cooldown  time.Duration
-	now       func() time.Time
+// Pool holds the workers of both roles: their health (from Check's
+// probes), their load, and a circuit breaker each (from the legs the router
+// reports back). It is safe for concurrent use.
+type Pool struct {
+	log         *slog.Logger
+	met         *metrics
+	client      *http.Client
+	now         func() time.Time
+	threshold   int           // consecutive failed legs that open a breaker
+	cooldown    time.Duration // how long an open breaker keeps a worker out
+	probeTime   time.Duration // bounds each health probe
+	infoTimeout time.Duration // bounds TransferAddr's /pd/info
+	mu          sync.Mutex
+	byRo        map[Role][]*Worker // in configured order
+	rr          map[Role]int       // round-robin counter for ties
 }
 
-func newPool(log *slog.Logger, met *metrics, bc breakerConfig, prefill, decode []string) *pool {
-	p := &pool{log: log, met: met, now: bc.now, threshold: bc.threshold, cooldown: bc.cooldown,
-		byRo: map[Role][]*worker{}, rr: map[Role]int{}}
+// New builds a pool of c's workers. Every worker starts out of service
+// until a health round (Check) finds it healthy.
+func New(c Config) (*Pool, error) {
+	if c.BreakerFailures < 1 || c.BreakerCooldown < 0 || c.HealthTimeout <= 0 || c.InfoTimeout <= 0 {
+		return nil, fmt.Errorf("new worker pool: breaker failures %d (want at least 1), cooldown %s (want it not negative), health timeout %s and info timeout %s (want them positive)",
+			c.BreakerFailures, c.BreakerCooldown, c.HealthTimeout, c.InfoTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Client == nil {
+		c.Client = http.DefaultClient
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	met, err := newMetrics(c.Registry)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{log: c.Logger, met: met, client: c.Client, now: c.Now, threshold: c.BreakerFailures, cooldown: c.BreakerCooldown,
+		probeTime: c.HealthTimeout, infoTimeout: c.InfoTimeout, byRo: map[Role][]*Worker{}, rr: map[Role]int{}}
 	for _, r := range []struct {
 		role Role
 		urls []string
-	}{{RolePrefill, prefill}, {RoleDecode, decode}} {
+	}{{Prefill, c.Prefill}, {Decode, c.Decode}} {
 		for _, u := range r.urls {
-			w := &worker{url: u, role: r.role, problem: "not checked yet"}
+			w := &Worker{url: u, role: r.role, problem: "not checked yet"}
 			p.byRo[r.role] = append(p.byRo[r.role], w)
 			met.workerHealthy.WithLabelValues(u, string(r.role)).Set(0)
 			met.workerInflight.WithLabelValues(u, string(r.role)).Set(0)
 			met.breakerState.WithLabelValues(u, string(r.role)).Set(float64(breakerClosed))
 		}
 	}
-	return p
+	return p, nil
 }
 
-// all returns every worker, prefill first, in configured order.
-func (p *pool) all() []*worker {
-	return append(append([]*worker(nil), p.byRo[RolePrefill]...), p.byRo[RoleDecode]...)
+// Workers returns every worker, prefill first, in configured order.
+func (p *Pool) Workers() []*Worker {
+	return append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...)
 }
 
-// errNoWorker is the cause of a pick that found no healthy worker.
-var errNoWorker = errors.New("no healthy worker")
+// ErrNoWorker is the cause of a pick that found no healthy worker.
+var ErrNoWorker = errors.New("no healthy worker")
 
-// publicError is err's text for a client: a noWorkerError's Public, else
-// a phrase that names no worker.
-func publicError(err error) string {
+// PublicError is a failed pick's error for a client: the role and counts
+// of a pick that found no worker, else a phrase; never a worker's URL
+// (those are in err's own text, for the log).
+func PublicError(err error) string {
 	var nw *noWorkerError
 	if errors.As(err, &nw) {
 		return nw.Public()
@@ -150,26 +216,25 @@ func publicError(err error) string {
 	return "no worker could be picked"
 }
 
-// pick chooses the least loaded healthy worker of role whose circuit
+// Pick chooses the least loaded healthy worker of role whose circuit
 // breaker lets a leg through, never one in exclude and one in avoid only
-// when no other is left, breaking ties round-robin, and counts a leg on it
-// (release undoes that). A worker picked while its breaker is open (past
-// its cool-down) gets the one half-open probe leg.
-func (p *pool) pick(role Role, exclude, avoid []*worker) (*worker, error) {
-	return p.pickFor(role, exclude, avoid, 0)
-}
-
-// pickFor is pick for a leg whose prompt has tokens tokens (0: unknown,
-// or computed elsewhere). Prefill workers are ranked by their queued
-// prefill tokens, then by load, when every candidate reports its queue;
-// otherwise (and for decode workers) by load alone. The picked worker's
-// queue grows by tokens until its next report.
-func (p *pool) pickFor(role Role, exclude, avoid []*worker, tokens int) (*worker, error) {
+// when no other is left, breaking ties round-robin, and counts a leg on it:
+// the caller ends that leg with Release or Done, exactly once. A worker
+// picked while its breaker is open (past its cool-down) gets the one
+// half-open probe leg.
+//
+// tokens is the leg's prompt in tokens (0: unknown, or computed
+// elsewhere). Prefill workers are ranked by their queued prefill tokens,
+// then by load, when every candidate reports its queue; otherwise (and for
+// decode workers) by load alone. The picked worker's queue grows by tokens
+// until its next report. A pick that finds no worker is an error that
+// wraps ErrNoWorker and names each worker's problem.
+func (p *Pool) Pick(role Role, exclude, avoid []*Worker, tokens int) (*Worker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	var cands []*worker
-	byTokens := role == RolePrefill
+	var cands []*Worker
+	byTokens := role == Prefill
 	for _, w := range p.byRo[role] {
 		if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
 			continue
@@ -181,7 +246,7 @@ func (p *pool) pickFor(role Role, exclude, avoid []*worker, tokens int) (*worker
 	}
 	// key orders candidates: avoided last, then fewer queued tokens (when
 	// ranked by them), then less load.
-	key := func(w *worker) [3]int {
+	key := func(w *Worker) [3]int {
 		k := [3]int{0, 0, w.load()}
 		if containsWorker(avoid, w) {
 			k[0] = 1
@@ -191,7 +256,7 @@ func (p *pool) pickFor(role Role, exclude, avoid []*worker, tokens int) (*worker
 		}
 		return k
 	}
-	var best []*worker
+	var best []*Worker
 	var bestKey [3]int
 	for _, w := range cands {
 		k := key(w)
@@ -236,14 +301,14 @@ type noWorkerError struct {
 }
 
 func (e *noWorkerError) Error() string {
-	return fmt.Sprintf("pick %s worker: %v of role %s (%d configured; %s)", e.role, errNoWorker, e.role, e.configured, e.detail)
+	return fmt.Sprintf("pick %s worker: %v of role %s (%d configured; %s)", e.role, ErrNoWorker, e.role, e.configured, e.detail)
 }
 
-func (e *noWorkerError) Unwrap() error { return errNoWorker }
+func (e *noWorkerError) Unwrap() error { return ErrNoWorker }
 
 // Public says what a client is told: the role and the counts, no URLs.
 func (e *noWorkerError) Public() string {
-	s := fmt.Sprintf("%v of role %s (%d configured", errNoWorker, e.role, e.configured)
+	s := fmt.Sprintf("%v of role %s (%d configured", ErrNoWorker, e.role, e.configured)
 	if e.excluded > 0 {
 		s += fmt.Sprintf(", %d already failed this request", e.excluded)
 	}
@@ -251,7 +316,7 @@ func (e *noWorkerError) Public() string {
 }
 
 // noneReason explains why no worker of role can be picked. Callers hold mu.
-func (p *pool) noneReason(role Role, exclude []*worker) *noWorkerError {
+func (p *Pool) noneReason(role Role, exclude []*Worker) *noWorkerError {
 	ws := p.byRo[role]
 	parts := make([]string, 0, len(ws))
 	e := &noWorkerError{role: role, configured: len(ws)}
@@ -271,7 +336,7 @@ func (p *pool) noneReason(role Role, exclude []*worker) *noWorkerError {
 	return e
 }
 
-func containsWorker(list []*worker, w *worker) bool {
+func containsWorker(list []*Worker, w *Worker) bool {
 	for _, x := range list {
 		if x == w {
 			return true
@@ -280,13 +345,13 @@ func containsWorker(list []*worker, w *worker) bool {
 	return false
 }
 
-// release ends a leg counted by pick that told nothing about the worker
+// Release ends a leg counted by Pick that told nothing about the worker
 // (it was never sent, or was cancelled).
-func (p *pool) release(w *worker) { p.done(w, outcomeNeutral, "") }
+func (p *Pool) Release(w *Worker) { p.Done(w, Neutral, "") }
 
-// done ends a leg counted by pick and feeds its outcome to w's circuit
+// Done ends a leg counted by Pick and feeds its outcome to w's circuit
 // breaker; why is the failure, for the log.
-func (p *pool) done(w *worker, o outcome, why string) {
+func (p *Pool) Done(w *Worker, o Outcome, why string) {
 	p.mu.Lock()
 	w.inflight--
 	n := w.inflight
@@ -297,19 +362,20 @@ func (p *pool) done(w *worker, o outcome, why string) {
 	p.met.workerInflight.WithLabelValues(w.url, string(w.role)).Set(float64(n))
 }
 
-// failed feeds a failure found in a leg's answer (after its request
+// Failed feeds a failure found in a leg's answer (after its request
 // succeeded: an error event, a malformed chunk) to w's circuit breaker.
-func (p *pool) failed(w *worker, why string) {
+// It does not end the leg: Done still does.
+func (p *Pool) Failed(w *Worker, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if to := w.br.record(outcomeFailure, p.threshold, why); to != w.br.state {
+	if to := w.br.record(Failure, p.threshold, why); to != w.br.state {
 		p.moveLocked(w, to)
 	}
 }
 
 // moveLocked moves w's breaker to state to, counting and logging the
 // transition. Callers hold mu.
-func (p *pool) moveLocked(w *worker, to breakerState) {
+func (p *Pool) moveLocked(w *Worker, to breakerState) {
 	from := w.br.state
 	if from == to {
 		return
@@ -330,25 +396,55 @@ func (p *pool) moveLocked(w *worker, to breakerState) {
 	p.met.breakerTransitions.WithLabelValues(w.url, string(w.role), to.String()).Inc()
 }
 
-// healthyCount returns how many workers of role are in.
-func (p *pool) healthyCount(role Role) int {
+// LeastQueued returns the fewest queued prefill tokens on a pickable
+// prefill worker and on a pickable decode worker (healthy, not in exclude,
+// breaker letting legs through), and false when a role has no such worker
+// or one of them does not report its queue. Selective disaggregation
+// weighs them to spill a long prompt to a decode worker.
+func (p *Pool) LeastQueued(exclude []*Worker) (prefill, decode int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
-	for _, w := range p.byRo[role] {
-		if w.healthy {
-			n++
+	now := p.now()
+	least := func(role Role) (int, bool) {
+		best, found := 0, false
+		for _, w := range p.byRo[role] {
+			if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
+				continue
+			}
+			n, ok := w.queuedTokens()
+			if !ok {
+				return 0, false
+			}
+			if !found || n < best {
+				best, found = n, true
+			}
 		}
+		return best, found
 	}
-	return n
+	prefill, okp := least(Prefill)
+	decode, okd := least(Decode)
+	return prefill, decode, okp && okd
 }
 
-// debugWorkers returns every worker's health for /debug/rooms.
-func (p *pool) debugWorkers() []debugdoc.Worker {
+// Count returns how many workers of role are in (healthy) and how many
+// there are.
+func (p *Pool) Count(role Role) (healthy, all int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.byRo[role] {
+		if w.healthy {
+			healthy++
+		}
+	}
+	return healthy, len(p.byRo[role])
+}
+
+// Debug returns every worker's health for /debug/rooms.
+func (p *Pool) Debug() []debugdoc.Worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []debugdoc.Worker
-	for _, w := range append(append([]*worker(nil), p.byRo[RolePrefill]...), p.byRo[RoleDecode]...) {
+	for _, w := range append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...) {
 		dw := debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
 			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight}
 		if n, ok := w.queuedTokens(); ok {
@@ -359,8 +455,25 @@ func (p *pool) debugWorkers() []debugdoc.Worker {
 	return out
 }
 
+// TransferAddr returns a prefill worker's transfer address, asking it
+// (GET /pd/info, within InfoTimeout) if the health checks have not learned
+// it yet.
+func (p *Pool) TransferAddr(ctx context.Context, w *Worker) (string, error) {
+	if a := p.transferAddr(w); a != "" {
+		return a, nil
+	}
+	var info Info
+	if err := getJSON(ctx, p.client, w.url+"/pd/info", p.infoTimeout, &info); err != nil {
+		return "", fmt.Errorf("learn the transfer address: %w", err)
+	}
+	if err := p.setInfo(w, &info); err != nil {
+		return "", fmt.Errorf("learn the transfer address: %w", err)
+	}
+	return info.TransferAddr, nil
+}
+
 // transferAddr returns a prefill worker's transfer address, if known.
-func (p *pool) transferAddr(w *worker) string {
+func (p *Pool) transferAddr(w *Worker) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return w.transferAddr
@@ -368,13 +481,13 @@ func (p *pool) transferAddr(w *worker) string {
 
 // setInfo records a worker's /pd/info answer. A role that differs from the
 // configured one takes the worker out: pairing it would fail every request.
-func (p *pool) setInfo(w *worker, info *WorkerInfo) error {
+func (p *Pool) setInfo(w *Worker, info *Info) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if info.Role != "" && info.Role != string(w.role) {
 		return fmt.Errorf("worker %s says it is a %s worker in /pd/info, but it was given as --%s", w.url, info.Role, w.role)
 	}
-	if w.role == RolePrefill && info.TransferAddr == "" {
+	if w.role == Prefill && info.TransferAddr == "" {
 		return fmt.Errorf("prefill worker %s gave no transfer_addr in /pd/info", w.url)
 	}
 	w.transferAddr, w.model = info.TransferAddr, info.Model
@@ -384,21 +497,24 @@ func (p *pool) setInfo(w *worker, info *WorkerInfo) error {
 // probe is the outcome of one health round for one worker.
 type probe struct {
 	health    error
-	status    *WorkerStatus
+	status    *Status
 	statusErr error
-	info      *WorkerInfo
+	info      *Info
 	infoErr   error
 	inflight  int // the router's legs on the worker when status was read
 	sent      int // its sentTokens then
 }
 
-// check runs one health round over every worker, concurrently, and waits
-// for it. Each probe is bounded by timeout.
-func (p *pool) check(ctx context.Context, c *http.Client, timeout time.Duration) {
+// Check runs one health round over every worker, concurrently, and waits
+// for it: GET /health and, when healthy, /pd/status (and /pd/info for a
+// prefill worker whose transfer address is unknown), each within
+// HealthTimeout. Two consecutive failures take a worker out; one success
+// puts it back; a worker that reports the other role stays out.
+func (p *Pool) Check(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, w := range p.all() {
+	for _, w := range p.Workers() {
 		wg.Go(func() {
-			pr := p.probe(ctx, c, w, timeout)
+			pr := p.probe(ctx, p.client, w, p.probeTime)
 			if ctx.Err() == nil {
 				p.apply(w, pr)
 			}
@@ -409,21 +525,21 @@ func (p *pool) check(ctx context.Context, c *http.Client, timeout time.Duration)
 
 // probe asks one worker for /health, then /pd/status, then (a prefill
 // worker whose transfer address is unknown) /pd/info.
-func (p *pool) probe(ctx context.Context, c *http.Client, w *worker, timeout time.Duration) probe {
+func (p *Pool) probe(ctx context.Context, c *http.Client, w *Worker, timeout time.Duration) probe {
 	var pr probe
 	if pr.health = getJSON(ctx, c, w.url+"/health", timeout, nil); pr.health != nil {
 		return pr
 	}
 	p.mu.Lock()
 	pr.inflight, pr.sent = w.inflight, w.sentTokens
-	needInfo := w.role == RolePrefill && w.transferAddr == ""
+	needInfo := w.role == Prefill && w.transferAddr == ""
 	p.mu.Unlock()
-	var st WorkerStatus
+	var st Status
 	if pr.statusErr = getJSON(ctx, c, w.url+"/pd/status", timeout, &st); pr.statusErr == nil {
 		pr.status = &st
 	}
 	if needInfo {
-		var info WorkerInfo
+		var info Info
 		if pr.infoErr = getJSON(ctx, c, w.url+"/pd/info", timeout, &info); pr.infoErr == nil {
 			pr.info = &info
 		}
@@ -434,7 +550,7 @@ func (p *pool) probe(ctx context.Context, c *http.Client, w *worker, timeout tim
 // apply updates a worker from a probe: two consecutive failures take it
 // out, one success puts it back; a role that differs from the configured
 // one keeps it out.
-func (p *pool) apply(w *worker, pr probe) {
+func (p *Pool) apply(w *Worker, pr probe) {
 	if pr.info != nil {
 		if err := p.setInfo(w, pr.info); err != nil {
 			pr.health = err
@@ -465,7 +581,7 @@ func (p *pool) apply(w *worker, pr probe) {
 		w.haveStatus = pr.status != nil
 		if pr.status != nil {
 			w.status, w.inflightAtPoll, w.tokensAtPoll = *pr.status, pr.inflight, pr.sent
-			if a := pr.status.TransferAddr; w.role == RolePrefill && a != "" && w.transferAddr != "" && a != w.transferAddr {
+			if a := pr.status.TransferAddr; w.role == Prefill && a != "" && w.transferAddr != "" && a != w.transferAddr {
 				p.log.Warn("prefill worker's transfer address changed (it restarted); using the new one",
 					"worker", w.url, "old", w.transferAddr, "new", a)
 				w.transferAddr = a
