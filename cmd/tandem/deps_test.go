@@ -11,7 +11,8 @@ import (
 // the shared HTTP plumbing, the leg contract, tandem inspect) speaks the
 // OpenAI wire format and must not pull in the engine (its grammar
 // compiler and tokenizer among it); the wire package itself imports
-// nothing of Tandem, so that anything may use it.
+// nothing of Tandem, so that anything may use it; chat templates render
+// text and leave tokenizing it to the server.
 var importRules = []struct {
 	pkg    string
 	forbid []string // import paths, each with everything under it; "tandem" forbids every Tandem package
@@ -22,6 +23,7 @@ var importRules = []struct {
 	{"tandem/internal/router", []string{"tandem/internal/engine"}},
 	{"tandem/internal/router/answer", []string{"tandem/internal/engine"}},
 	{"tandem/internal/router/pool", []string{"tandem/internal/engine"}},
+	{"tandem/internal/server/chat", []string{"tandem/internal/engine"}},
 	{"tandem/internal/inspect", []string{"tandem/internal/engine"}},
 }
 

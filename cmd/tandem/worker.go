@@ -24,6 +24,7 @@ import (
 	"tandem/internal/pd/transfer"
 	"tandem/internal/pd/worker"
 	"tandem/internal/server"
+	"tandem/internal/server/chat"
 	"tandem/internal/server/toolcall"
 )
 
@@ -88,7 +89,7 @@ func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("--chat-template: %w", err)
 	}
-	if _, err := server.NewChatTemplate(string(b), "", ""); err != nil {
+	if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
 		return "", "", fmt.Errorf("--chat-template %s: %w", f.chatTmpl, err)
 	}
 	return string(b), f.reasoning, nil

@@ -100,7 +100,7 @@ func TestToolCallsThroughRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := os.ReadFile("../server/testdata/chat/templates/qwen3.jinja")
+	tmpl, err := os.ReadFile("../server/chat/testdata/templates/qwen3.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
-package server
+package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"github.com/ardanlabs/jinja"
 
 	"tandem/internal/api/openai"
-	"tandem/internal/engine/tokenizer"
 )
 
 // Fallback chat format, used when a model has no tokenizer.chat_template
@@ -18,34 +18,36 @@ import (
 //	<|im_start|>{role}\n{content}<|im_end|>\n     (once per message)
 //	<|im_start|>assistant\n                       (the generation prompt)
 //
-// Generation ends at "<|im_end|>": on its token id when the vocabulary has
-// it as a token, else on the stop string.
+// Generation ends at "<|im_end|>" (FallbackEnd): the server stops on its
+// token id when the vocabulary has it as a token, else on the stop string.
 const (
 	fallbackStart = "<|im_start|>"
-	fallbackEnd   = "<|im_end|>"
+	// FallbackEnd ends each message of the fallback format; generation
+	// stops at it.
+	FallbackEnd = "<|im_end|>"
 )
 
-// ChatTemplate turns chat messages into a prompt: a model's Jinja chat
+// Template turns chat messages into a prompt: a model's Jinja chat
 // template, or the fallback format. It is safe for concurrent use.
 //
 // Templates render as @huggingface/jinja (transformers.js) renders them;
-// where github.com/ardanlabs/jinja differs, ChatTemplate supplies its own
+// where github.com/ardanlabs/jinja differs, Template supplies its own
 // functions (see templateGlobals): tojson with Python's json.dumps
 // semantics (key order kept, ", " and ": " separators, indent,
 // ensure_ascii, sort_keys) and strftime_now on a clock a test can pin.
-type ChatTemplate struct {
+type Template struct {
 	tmpl     *jinja.Template // nil: fallback format
 	source   string
 	bos, eos string
 	now      func() time.Time // strftime_now's clock; nil: time.Now
 }
 
-// NewChatTemplate compiles a tokenizer.chat_template. bosToken and eosToken
+// NewTemplate compiles a tokenizer.chat_template. bosToken and eosToken
 // are the texts of the vocabulary's BOS and EOS tokens, handed to the
 // template as bos_token and eos_token. An empty source selects the fallback
 // format; a source that does not compile is an error.
-func NewChatTemplate(source, bosToken, eosToken string) (*ChatTemplate, error) {
-	c := &ChatTemplate{bos: bosToken, eos: eosToken, source: source}
+func NewTemplate(source, bosToken, eosToken string) (*Template, error) {
+	c := &Template{bos: bosToken, eos: eosToken, source: source}
 	if strings.TrimSpace(source) == "" {
 		return c, nil
 	}
@@ -67,20 +69,28 @@ func compileTemplate(source string) (t *jinja.Template, err error) {
 }
 
 // Fallback reports whether c uses the fallback format.
-func (c *ChatTemplate) Fallback() bool { return c.tmpl == nil }
+func (c *Template) Fallback() bool { return c.tmpl == nil }
 
 // BOS returns the BOS token text the template is rendered with.
-func (c *ChatTemplate) BOS() string { return c.bos }
+func (c *Template) BOS() string { return c.bos }
 
 // Source returns the template's Jinja source ("" for the fallback).
-func (c *ChatTemplate) Source() string { return c.source }
+func (c *Template) Source() string { return c.source }
 
-// ChatInput is what a chat template renders: the request's messages and
+// WithClock returns a copy of c whose strftime_now reads now instead of
+// the time of day (a test pins it to a reference's instant).
+func (c *Template) WithClock(now func() time.Time) *Template {
+	d := *c
+	d.now = now
+	return &d
+}
+
+// Input is what a chat template renders: the request's messages and
 // tools as the client sent them (JSON, key order kept, so that tojson
 // writes tool schemas as transformers does), the generation prompt switch
 // and chat_template_kwargs (each key becomes a template variable, as
 // enable_thinking for Qwen3).
-type ChatInput struct {
+type Input struct {
 	// Messages is a JSON array of message objects (role, content and, for
 	// templates that use them, tool_calls, tool_call_id, reasoning_content).
 	Messages json.RawMessage
@@ -98,14 +108,14 @@ type ChatInput struct {
 // Render formats msgs, ending with the assistant's generation prompt when
 // addGenerationPrompt is set. Errors come from the template (for example
 // raise_exception on roles that do not alternate) and concern the messages.
-func (c *ChatTemplate) Render(msgs []openai.Message, addGenerationPrompt bool) (string, error) {
-	return c.RenderInput(ChatInput{Messages: messagesJSON(msgs), AddGenerationPrompt: addGenerationPrompt})
+func (c *Template) Render(msgs []openai.Message, addGenerationPrompt bool) (string, error) {
+	return c.RenderInput(Input{Messages: MessagesJSON(msgs), AddGenerationPrompt: addGenerationPrompt})
 }
 
-// messagesJSON writes msgs as the JSON array of message objects a
+// MessagesJSON writes msgs as the JSON array of message objects a
 // template renders ({"role","content"}, and the tool members: see
 // writeMessage).
-func messagesJSON(msgs []openai.Message) json.RawMessage {
+func MessagesJSON(msgs []openai.Message) json.RawMessage {
 	var b strings.Builder
 	b.WriteByte('[')
 	for i, m := range msgs {
@@ -118,9 +128,46 @@ func messagesJSON(msgs []openai.Message) json.RawMessage {
 	return json.RawMessage(b.String())
 }
 
+// writeMessage writes one chat message as the template sees it: role and
+// content, an assistant's tool_calls with arguments as an object when they
+// are the JSON text of one (as transformers' templates expect and vLLM
+// passes them; other text stays a string), and a tool message's
+// tool_call_id (before its content, in OpenAI's order).
+func writeMessage(b *strings.Builder, m openai.Message) {
+	role, _ := json.Marshal(m.Role)
+	content, _ := json.Marshal(m.Content)
+	b.WriteString(`{"role":` + string(role))
+	if m.Role == "tool" {
+		id, _ := json.Marshal(m.ToolCallID)
+		b.WriteString(`,"tool_call_id":` + string(id))
+	}
+	b.WriteString(`,"content":` + string(content))
+	if len(m.ToolCalls) > 0 {
+		b.WriteString(`,"tool_calls":[`)
+		for i, c := range m.ToolCalls {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			id, _ := json.Marshal(c.ID)
+			name, _ := json.Marshal(c.Function.Name)
+			b.WriteString(`{"id":` + string(id) + `,"type":"function","function":{"name":` + string(name) + `,"arguments":`)
+			args := bytes.TrimSpace([]byte(c.Function.Arguments))
+			if len(args) > 0 && args[0] == '{' && json.Valid(args) {
+				b.Write(args)
+			} else {
+				a, _ := json.Marshal(c.Function.Arguments)
+				b.Write(a)
+			}
+			b.WriteString(`}}`)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte('}')
+}
+
 // RenderInput formats in. The fallback format takes each message's role
 // and string content and ignores tools and kwargs.
-func (c *ChatTemplate) RenderInput(in ChatInput) (string, error) {
+func (c *Template) RenderInput(in Input) (string, error) {
 	msgs, err := jsonToValue(in.Messages)
 	if err != nil {
 		return "", fmt.Errorf("messages: %w", err)
@@ -136,7 +183,7 @@ func (c *ChatTemplate) RenderInput(in ChatInput) (string, error) {
 			}
 			role, _ := m.AsDict().Get("role")
 			content, _ := m.AsDict().Get("content")
-			b.WriteString(fallbackStart + valueText(role) + "\n" + valueText(content) + fallbackEnd + "\n")
+			b.WriteString(fallbackStart + valueText(role) + "\n" + valueText(content) + FallbackEnd + "\n")
 		}
 		if in.AddGenerationPrompt {
 			b.WriteString(fallbackStart + "assistant\n")
@@ -176,7 +223,7 @@ func valueText(v jinja.Value) string {
 	return ""
 }
 
-func (c *ChatTemplate) render(data map[string]jinja.Value) (out string, err error) {
+func (c *Template) render(data map[string]jinja.Value) (out string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			out, err = "", fmt.Errorf("chat template failed: %v", v)
@@ -187,74 +234,4 @@ func (c *ChatTemplate) render(data map[string]jinja.Value) (out string, err erro
 		return "", fmt.Errorf("chat template: %w", err)
 	}
 	return out, nil
-}
-
-// chatFormat is a model's chat template with what tokenizing its output
-// needs.
-type chatFormat struct {
-	tmpl       *ChatTemplate
-	stopTokens []int32  // fallback: the <|im_end|> token
-	stops      []string // fallback without that token: the stop string
-}
-
-// newChatFormat builds the format for tok's vocabulary, from override when
-// it is not empty (--chat-template), else from the vocabulary's
-// tokenizer.chat_template. It returns the fallback together with the
-// compile error when the template does not compile.
-func newChatFormat(tok *tokenizer.Tokenizer, override string) (*chatFormat, error) {
-	v := tok.Vocab()
-	text := func(id int32) string {
-		if id >= 0 && int(id) < len(v.Tokens) {
-			return v.Tokens[id]
-		}
-		return ""
-	}
-	bos, eos := text(tok.BOS()), text(tok.EOS())
-	src := v.ChatTemplate
-	if override != "" {
-		src = override
-	}
-	t, err := NewChatTemplate(src, bos, eos)
-	if err != nil {
-		t, _ = NewChatTemplate("", bos, eos)
-	}
-	f := &chatFormat{tmpl: t}
-	if t.Fallback() {
-		f.stops = []string{fallbackEnd}
-		for id, s := range v.Tokens {
-			if s == fallbackEnd {
-				f.stopTokens, f.stops = []int32{int32(id)}, nil
-				break
-			}
-		}
-	}
-	return f, err
-}
-
-// prompt renders msgs and tokenizes the result with special tokens parsed.
-func (f *chatFormat) prompt(tok *tokenizer.Tokenizer, msgs []openai.Message) ([]int32, error) {
-	text, err := f.tmpl.Render(msgs, true)
-	if err != nil {
-		return nil, err
-	}
-	return f.encode(tok, text), nil
-}
-
-// promptInput renders in and tokenizes the result with special tokens
-// parsed.
-func (f *chatFormat) promptInput(tok *tokenizer.Tokenizer, in ChatInput) ([]int32, string, error) {
-	text, err := f.tmpl.RenderInput(in)
-	if err != nil {
-		return nil, "", err
-	}
-	return f.encode(tok, text), text, nil
-}
-
-// encode tokenizes a rendered prompt. BOS is added (when the vocabulary
-// adds one) unless the text already starts with the BOS token's text, as
-// llama.cpp does, so that a template that writes bos_token does not get a
-// second one.
-func (f *chatFormat) encode(tok *tokenizer.Tokenizer, text string) []int32 {
-	addSpecial := f.tmpl.bos == "" || !strings.HasPrefix(text, f.tmpl.bos)
-	return tok.Encode(text, addSpecial, true)
 }

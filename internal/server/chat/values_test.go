@@ -1,4 +1,4 @@
-package server
+package chat
 
 import (
 	"encoding/json"
@@ -33,20 +33,20 @@ func TestPythonFloat(t *testing.T) {
 }
 
 func TestRenderInputErrors(t *testing.T) {
-	ct, err := NewChatTemplate("{{ messages | tojson }}{{ x | tojson(indent='a') }}", "", "")
+	ct, err := NewTemplate("{{ messages | tojson }}{{ x | tojson(indent='a') }}", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		in   ChatInput
+		in   Input
 		want string
 	}{
-		{ChatInput{Messages: []byte(`{"role":"user"}`)}, "messages must be an array"},
-		{ChatInput{Messages: []byte(`[{"role":`)}, "invalid JSON"},
-		{ChatInput{Messages: []byte(`[] []`)}, "more than one value"},
-		{ChatInput{Messages: []byte(strings.Repeat("[", 100) + strings.Repeat("]", 100))}, "nested"},
-		{ChatInput{Messages: []byte(`[]`), Tools: []byte(`[`)}, "tools"},
-		{ChatInput{Messages: []byte(`[]`), Kwargs: map[string]json.RawMessage{"x": json.RawMessage(`1`)}}, "indent must be an integer"},
+		{Input{Messages: []byte(`{"role":"user"}`)}, "messages must be an array"},
+		{Input{Messages: []byte(`[{"role":`)}, "invalid JSON"},
+		{Input{Messages: []byte(`[] []`)}, "more than one value"},
+		{Input{Messages: []byte(strings.Repeat("[", 100) + strings.Repeat("]", 100))}, "nested"},
+		{Input{Messages: []byte(`[]`), Tools: []byte(`[`)}, "tools"},
+		{Input{Messages: []byte(`[]`), Kwargs: map[string]json.RawMessage{"x": json.RawMessage(`1`)}}, "indent must be an integer"},
 	} {
 		if _, err := ct.RenderInput(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("RenderInput(%s) error %v, want one mentioning %q", tc.in.Messages, err, tc.want)

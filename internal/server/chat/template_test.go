@@ -1,8 +1,6 @@
-package server
+package chat
 
 import (
-	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -43,9 +41,9 @@ func TestChatTemplates(t *testing.T) {
 				"<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"},
 	}
 	for _, tc := range tests {
-		ct, err := NewChatTemplate(tc.src, "<s>", "</s>")
+		ct, err := NewTemplate(tc.src, "<s>", "</s>")
 		if err != nil {
-			t.Errorf("%s: NewChatTemplate error: %v", tc.name, err)
+			t.Errorf("%s: NewTemplate error: %v", tc.name, err)
 			continue
 		}
 		if ct.Fallback() != (tc.src == "") {
@@ -59,74 +57,16 @@ func TestChatTemplates(t *testing.T) {
 }
 
 func TestChatTemplateErrors(t *testing.T) {
-	ct, err := NewChatTemplate(llama2Template, "<s>", "</s>")
+	ct, err := NewTemplate(llama2Template, "<s>", "</s>")
 	if err != nil {
-		t.Fatalf("NewChatTemplate(llama-2) error: %v", err)
+		t.Fatalf("NewTemplate(llama-2) error: %v", err)
 	}
 	_, err = ct.Render([]openai.Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, true)
 	if err == nil || !strings.Contains(err.Error(), "must alternate") {
 		t.Errorf("Render(user, user) error = %v, want the template's raise_exception message", err)
 	}
-	if _, err := NewChatTemplate("{% for x in %}", "", ""); err == nil {
-		t.Errorf("NewChatTemplate(broken source) succeeded, want an error")
-	}
-}
-
-// TestChatPromptBOS checks that a template writing bos_token does not get a
-// second BOS, and that one without it gets the vocabulary's BOS.
-func TestChatPromptBOS(t *testing.T) {
-	msgs := []openai.Message{{Role: "user", Content: "Hello"}}
-	readTemplate := func(name string) string {
-		src, err := os.ReadFile("testdata/chat/templates/" + name)
-		if err != nil {
-			t.Fatalf("read template: %v", err)
-		}
-		return string(src)
-	}
-	for _, tc := range []struct {
-		name string
-		src  string
-	}{{"template with bos_token", llama2Template}, {"template without bos_token", chatMLTemplate}, {"fallback", ""},
-		{"Llama 3 (bos_token in the first message)", readTemplate("llama3.jinja")},
-		{"Llama 3.2 (bos_token first)", readTemplate("llama3.2.jinja")}} {
-		tok := testVocab(t, tc.src, true)
-		f, err := newChatFormat(tok, "")
-		if err != nil {
-			t.Fatalf("%s: newChatFormat error: %v", tc.name, err)
-		}
-		ids, err := f.prompt(tok, msgs)
-		if err != nil {
-			t.Fatalf("%s: prompt error: %v", tc.name, err)
-		}
-		bos := 0
-		for _, id := range ids {
-			if id == tok.BOS() {
-				bos++
-			}
-		}
-		if bos != 1 || ids[0] != tok.BOS() {
-			t.Errorf("%s: prompt %v has %d BOS tokens (first %d), want exactly one, first", tc.name, ids, bos, ids[0])
-		}
-	}
-}
-
-// TestFallbackStop checks how the fallback format ends generation: on the
-// <|im_end|> token when the vocabulary has it, else on the stop string.
-func TestFallbackStop(t *testing.T) {
-	tok := testVocab(t, "", true)
-	f, _ := newChatFormat(tok, "")
-	if want := tokenIDs(t, tok, "<|im_end|>"); !slices.Equal(f.stopTokens, want) || f.stops != nil {
-		t.Errorf("fallback with <|im_end|> token: stop tokens %v strings %q, want %v and none", f.stopTokens, f.stops, want)
-	}
-	tok = testVocab(t, "", false)
-	f, _ = newChatFormat(tok, "")
-	if f.stopTokens != nil || !slices.Equal(f.stops, []string{"<|im_end|>"}) {
-		t.Errorf("fallback without <|im_end|> token: stop tokens %v strings %q, want none and [<|im_end|>]", f.stopTokens, f.stops)
-	}
-	tok = testVocab(t, "{% for x in %}", true)
-	f, err := newChatFormat(tok, "")
-	if err == nil || !f.tmpl.Fallback() {
-		t.Errorf("newChatFormat(broken template) = fallback %v, error %v; want the fallback and an error", f.tmpl.Fallback(), err)
+	if _, err := NewTemplate("{% for x in %}", "", ""); err == nil {
+		t.Errorf("NewTemplate(broken source) succeeded, want an error")
 	}
 }
 
@@ -143,9 +83,9 @@ func TestSharedChatTemplates(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s has no tokenizer.chat_template", path)
 	}
-	ct, err := NewChatTemplate(src, "<s>", "<|endoftext|>")
+	ct, err := NewTemplate(src, "<s>", "<|endoftext|>")
 	if err != nil {
-		t.Fatalf("NewChatTemplate(phi-3) error: %v", err)
+		t.Fatalf("NewTemplate(phi-3) error: %v", err)
 	}
 	got, err := ct.Render([]openai.Message{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Yo"}, {Role: "user", Content: "Bye"}}, true)
 	want := "<s><|user|>\nHi<|end|>\n<|assistant|>\nYo<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n"

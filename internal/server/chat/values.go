@@ -1,4 +1,4 @@
-package server
+package chat
 
 import (
 	"bytes"
@@ -25,10 +25,10 @@ import (
 //     %g, not Python's repr (1 for 1.0, 1.23456789e+08 for 123456789.0),
 //     and it has no ensure_ascii or sort_keys. Filters cannot be registered, but a filter name the
 //     library does not know is looked up among the template's variables,
-//     so NewChatTemplate renames the tojson filter to tandemToJSON
+//     so NewTemplate renames the tojson filter to tandemToJSON
 //     (rewriteFilters) and every render passes that function.
 //   - Its strftime_now reads time.Now and knows a subset of directives;
-//     ours knows Python's common ones and reads ChatTemplate.now, so a test
+//     ours knows Python's common ones and reads Template.now, so a test
 //     can pin the clock. Variables shadow globals, so passing it is enough.
 //   - Request JSON becomes values with the client's key order (FromGoValue
 //     sorts map keys) and integers kept apart from floats.
@@ -37,7 +37,7 @@ import (
 const tandemToJSON = "tandem_tojson"
 
 // templateGlobals returns the functions every render passes as variables.
-func (c *ChatTemplate) templateGlobals() map[string]jinja.Value {
+func (c *Template) templateGlobals() map[string]jinja.Value {
 	now := c.now
 	if now == nil {
 		now = time.Now

@@ -1,4 +1,4 @@
-package server
+package chat
 
 import (
 	"encoding/json"
@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// The chat template reference test: testdata/chat/render.py (Jinja2 set up
-// as transformers sets it up) and testdata/chat/render.mjs
+// The chat template reference test: testdata/render.py (Jinja2 set up
+// as transformers sets it up) and testdata/render.mjs
 // (@huggingface/jinja) render the conversations of
-// testdata/chat/conversations.json with every template of
-// testdata/chat/families.json, and Tandem must render each byte for byte
-// the same (or fail where the reference fails). testdata/chat/golden-python
-// and testdata/chat/golden hold the scripts' output, so the test compares
+// testdata/conversations.json with every template of
+// testdata/families.json, and Tandem must render each byte for byte
+// the same (or fail where the reference fails). testdata/golden-python
+// and testdata/golden hold the scripts' output, so the test compares
 // even where Python's Jinja2 or Node is absent; where they are present
 // (Node's packages in TANDEM_NPM_DIR, default /tmp/tandem-npm) it also
 // runs the scripts now.
@@ -62,15 +62,15 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 }
 
-// refInputs loads the families and conversations of testdata/chat.
+// refInputs loads the families and conversations of testdata.
 func refInputs(t *testing.T) ([]refFamily, []refConversation, json.RawMessage) {
 	var fams []refFamily
-	readJSON(t, "testdata/chat/families.json", &fams)
+	readJSON(t, "testdata/families.json", &fams)
 	var convs struct {
 		Tools         json.RawMessage   `json:"tools"`
 		Conversations []refConversation `json:"conversations"`
 	}
-	readJSON(t, "testdata/chat/conversations.json", &convs)
+	readJSON(t, "testdata/conversations.json", &convs)
 	return fams, convs.Conversations, convs.Tools
 }
 
@@ -87,11 +87,11 @@ func nodeReference(t *testing.T) string {
 		dir = "/tmp/tandem-npm"
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@huggingface", "jinja")); err != nil {
-		t.Logf("@huggingface/jinja not installed in %s (set TANDEM_NPM_DIR; see testdata/chat/README.md): comparing with golden/ only", dir)
+		t.Logf("@huggingface/jinja not installed in %s (set TANDEM_NPM_DIR; see testdata/README.md): comparing with golden/ only", dir)
 		return ""
 	}
 	out := t.TempDir()
-	cmd := exec.Command(node, "testdata/chat/render.mjs", out)
+	cmd := exec.Command(node, "testdata/render.mjs", out)
 	cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+dir)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("node render.mjs: %v\n%s", err, msg)
@@ -112,7 +112,7 @@ func pythonReference(t *testing.T) string {
 		return ""
 	}
 	out := t.TempDir()
-	if msg, err := exec.Command(py, "testdata/chat/render.py", out).CombinedOutput(); err != nil {
+	if msg, err := exec.Command(py, "testdata/render.py", out).CombinedOutput(); err != nil {
 		t.Fatalf("python3 render.py: %v\n%s", err, msg)
 	}
 	return out
@@ -143,7 +143,7 @@ func sameCase(a, b refCase) bool {
 // it) and the disagreement is logged.
 func TestChatTemplateReference(t *testing.T) {
 	fams, convs, tools := refInputs(t)
-	refs := []reference{{"golden-python", "testdata/chat/golden-python", true}, {"golden", "testdata/chat/golden", false}}
+	refs := []reference{{"golden-python", "testdata/golden-python", true}, {"golden", "testdata/golden", false}}
 	if dir := pythonReference(t); dir != "" {
 		refs = append(refs, reference{"python", dir, true})
 	}
@@ -152,18 +152,18 @@ func TestChatTemplateReference(t *testing.T) {
 	}
 	total, disagree := 0, 0
 	for _, fam := range fams {
-		src, err := os.ReadFile(filepath.Join("testdata/chat", fam.Template))
+		src, err := os.ReadFile(filepath.Join("testdata", fam.Template))
 		if err != nil {
 			t.Fatalf("read template: %v", err)
 		}
-		ct, err := NewChatTemplate(string(src), fam.BOS, fam.EOS)
+		ct, err := NewTemplate(string(src), fam.BOS, fam.EOS)
 		if err != nil {
-			t.Errorf("%s: NewChatTemplate: %v", fam.Family, err)
+			t.Errorf("%s: NewTemplate: %v", fam.Family, err)
 			continue
 		}
 		ct.now = func() time.Time { return refClock }
 		var python refRendering
-		readJSON(t, filepath.Join("testdata/chat/golden-python", fam.Family+".json"), &python)
+		readJSON(t, filepath.Join("testdata/golden-python", fam.Family+".json"), &python)
 		for _, ref := range refs {
 			var rr refRendering
 			readJSON(t, filepath.Join(ref.dir, fam.Family+".json"), &rr)
@@ -179,7 +179,7 @@ func TestChatTemplateReference(t *testing.T) {
 					t.Logf("%s/%s: @huggingface/jinja (%s) and transformers disagree; Tandem follows transformers", fam.Family, c.Name, ref.name)
 					continue
 				}
-				in := ChatInput{Messages: c.Messages, AddGenerationPrompt: c.AddGenerationPrompt == nil || *c.AddGenerationPrompt, Kwargs: c.Kwargs}
+				in := Input{Messages: c.Messages, AddGenerationPrompt: c.AddGenerationPrompt == nil || *c.AddGenerationPrompt, Kwargs: c.Kwargs}
 				if c.Tools {
 					in.Tools = tools
 				}
