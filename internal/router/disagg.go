@@ -39,8 +39,7 @@ import (
 //     have (about 4 for English);
 //   - in between, the router asks a decode worker's POST /tokenize (one
 //     loopback round trip and a tokenization) and uses the exact count. If
-//     that fails, the request is disaggregated (reason count_failed), as
-//     every request was before.
+//     that fails, the request is disaggregated (reason count_failed).
 //
 // The whole prompt counts as uncached: the router does not know which
 // prefixes the decode worker's prefix cache holds.
@@ -60,14 +59,15 @@ import (
 // ms per prefill token): a prefill worker feeds ~430 tokens/s in full
 // 512-token chunks; a decode worker with 5 sequences decoding has ~130 of
 // a 150 ms target left per step, ~60 tokens, ~400 tokens/s. So PDSpill 1.1
-// would be break-even for the long prompt; the default, 2, spills only
-// when the local prefill would finish in about half the time, because
-// while a decode worker prefills a long prompt its steps last the whole
-// target (150 ms instead of ~20), which its short prompts' TTFT and every
-// decode gap pay. Spilled prompts count on the decode worker's queue, so
-// a second spill needs the prefill queue to be further behind. Only
-// prompts decided long_prompt spill: not count_failed or threshold_off
-// ones.
+// would be break-even for the long prompt; 2 spills only when the local
+// prefill would finish in about half the time, because while a decode
+// worker prefills a long prompt its steps last the whole target (150 ms
+// instead of ~20), which its short prompts' TTFT and every decode gap pay.
+// Measured, even 2 costs short prompts more than it gains: the default is
+// 0, never (DefaultPDSpill). Spilled prompts count on the decode worker's
+// queue, so a second spill needs the prefill queue to be further behind.
+// Only prompts decided long_prompt spill: not count_failed or
+// threshold_off ones.
 
 // Paths and reasons: the labels of tandem_router_pd_decisions_total and the
 // decision in /debug/rooms.
@@ -241,7 +241,8 @@ func (rt *Router) decide(ctx context.Context, req *clientRequest) decision {
 
 // promptBound returns an upper bound on req's prompt tokens, whether it is
 // exact (token ids), and false when the prompt is not one the router can
-// read (the worker will refuse it; it is disaggregated as before).
+// read (the worker will refuse it; it is disaggregated, reason
+// count_failed).
 func promptBound(req *clientRequest) (n int, exact, ok bool) {
 	if req.ep.chat {
 		msgs, ok := req.obj.Get("messages")

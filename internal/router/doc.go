@@ -1,9 +1,12 @@
 // Package router is Tandem's PD router: the OpenAI front door of a
 // disaggregated cluster. It takes POST /v1/completions and
-// /v1/chat/completions (streaming or not, the same endpoints and answers as
-// `tandem serve`), sends each sample to a prefill worker and a decode worker
-// at once under a fresh room id, and streams the decode worker's answer
-// back.
+// /v1/chat/completions, streaming or not, sends each sample to a prefill
+// worker and a decode worker at once under a fresh room id, and streams the
+// decode worker's answer back. Its endpoints and answers are `tandem
+// serve`'s but for one thing, a failure in the middle of a stream: serve
+// sends the error as a data event and then data: [DONE]; the router sends
+// one error event of its own, naming the failed leg, and no [DONE] (see
+// Invariants).
 //
 // # Place in the data flow
 //
@@ -17,6 +20,10 @@
 // it since that report, ties round-robin. Both legs carry X-Tandem-Room,
 // X-Tandem-Request-Id and X-Tandem-Leg; the decode leg also carries
 // X-Tandem-Prefill, the prefill worker's transfer address from GET /pd/info.
+// With Options.LegKeys (from the cluster token) every leg is signed:
+// X-Tandem-Expires and X-Tandem-Signature, an HMAC over the method, path,
+// those headers and the body (package leg), which workers check before
+// any work.
 // The prefill leg's body is the client's with stream false, max_tokens 1
 // (and max_completion_tokens 1 for chat, or when given) and no
 // stream_options; the decode leg's body is the client's, unchanged. With

@@ -3,8 +3,9 @@ package router
 import "time"
 
 // Limits on what the router holds or reads. Each has a rejection path: a
-// client body over its limit is a 413, a worker body over its limit fails
-// that leg, more concurrent requests than requestsMax get a 429.
+// client body over its limit (Options.MaxBodyBytes) is a 413, a worker body
+// over its limit fails that leg, more concurrent requests than
+// Options.MaxRequests get a 429.
 const (
 	// legBodyBytesMax bounds a worker's whole non-streamed answer (prefill's
 	// answer carries the prompt logprobs, so this is generous).

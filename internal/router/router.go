@@ -90,8 +90,8 @@ type Options struct {
 	// worker can be picked, a request runs locally whatever its length.
 	// Unlike the other fields, 0 is not replaced by a default: it
 	// disaggregates every request (and a failed prefill pick fails the
-	// request), as the router did before; `tandem route` defaults to
-	// DefaultPDThreshold. See disagg.go for how prompts are counted.
+	// request); `tandem route` defaults to DefaultPDThreshold. See
+	// disagg.go for how prompts are counted.
 	PDThreshold int
 	// PDSpill, when > 0 (and PDThreshold > 0), sends a long prompt as a
 	// local leg to a decode worker when the least-queued prefill worker's
