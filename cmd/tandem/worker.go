@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -147,7 +148,7 @@ func (f *pdFlags) token() ([]byte, error) { return clusterToken(f.tokenFile) }
 func clusterToken(file string) ([]byte, error) {
 	var tok string
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readSecretFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("read --cluster-token-file: %w", err)
 		}
@@ -160,6 +161,35 @@ func clusterToken(file string) ([]byte, error) {
 	}
 	return []byte(tok), nil
 }
+
+// readSecretFile reads a file that holds a secret, refusing one that its
+// group or other users can read or write, as ssh refuses a private key
+// with such permissions: anyone who can read the cluster token can sign
+// legs and read /debug, and anyone who can write it can make this process
+// trust their token. The mode checked is that of the file opened (a
+// symbolic link is followed), so it cannot change between check and read.
+func readSecretFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s is accessible by group or others (mode %#o): it holds a secret; run chmod 600 %s", name, perm, name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, secretFileBytesMax+1))
+	if err == nil && len(b) > secretFileBytesMax {
+		err = fmt.Errorf("%s is larger than %d bytes: it is not a token file", name, secretFileBytesMax)
+	}
+	return b, err
+}
+
+// secretFileBytesMax bounds what readSecretFile reads: a token is a line.
+const secretFileBytesMax = 64 << 10
 
 // runWorker serves the model over HTTP until ctx is done: colocated when
 // pd is nil, else as a prefill or decode worker.
