@@ -183,11 +183,15 @@ type Config struct {
 }
 
 // Reject is the immediate answer to a Request the core refused
-// (room.EffectReject): 409 duplicate, 503 full or stopping, 400, or the
-// room's earlier failure (502/504).
+// (room.EffectReject). Reason is why: room.ReasonDuplicate (the id is in
+// use, or was), room.ReasonOverloaded (RoomsMax live rooms),
+// room.ReasonShutdown (the worker is stopping), room.ReasonBadRequest (a
+// decode request without the prefill address), or, with Failed, the
+// reason the room already failed here (a prefill tombstone). Msg says so
+// in words. The adapter chooses how to put it to its client.
 type Reject struct {
-	Status int
 	Reason room.Reason
+	Failed bool // Reason is the room's earlier failure, not a refusal of this request
 	Msg    string
 }
 

@@ -3,7 +3,6 @@ package driver
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
@@ -205,7 +204,10 @@ func (d *Driver) applyOne(now room.Instant, e room.Effect) {
 		}
 	case room.EffectReject:
 		if s := d.submitting; s != nil && s.id == e.Room {
-			d.rejected = &Reject{Status: e.Status, Reason: e.Reason, Msg: rejectMessage(e)}
+			st, _, _ := d.m.State(e.Room)
+			rj := &Reject{Reason: e.Reason, Failed: st == room.StateFailed && e.Reason != room.ReasonDuplicate}
+			rj.Msg = rejectMessage(e.Room, rj)
+			d.rejected = rj
 		}
 	case room.EffectFreePages:
 		// Pages reserved for a room that had already ended: the engine
@@ -218,19 +220,21 @@ func (d *Driver) applyOne(now room.Instant, e room.Effect) {
 	}
 }
 
-func rejectMessage(e room.Effect) string {
-	switch e.Status {
-	case http.StatusConflict:
-		return fmt.Sprintf("room %s is already in use on this worker (room ids are single-use)", e.Room)
-	case http.StatusServiceUnavailable:
-		if e.Reason == room.ReasonShutdown {
-			return "this worker is stopping; retry on another"
-		}
+// rejectMessage says in words why the request for room id was refused.
+func rejectMessage(id room.ID, rj *Reject) string {
+	switch {
+	case rj.Failed:
+		return fmt.Sprintf("room %s already failed here: %s", id, rj.Reason)
+	case rj.Reason == room.ReasonDuplicate:
+		return fmt.Sprintf("room %s is already in use on this worker (room ids are single-use)", id)
+	case rj.Reason == room.ReasonShutdown:
+		return "this worker is stopping; retry on another"
+	case rj.Reason == room.ReasonOverloaded:
 		return "this worker has too many live rooms; retry later"
-	case http.StatusBadRequest:
+	case rj.Reason == room.ReasonBadRequest:
 		return "a decode leg needs the prefill worker's transfer address"
 	}
-	return fmt.Sprintf("room %s already failed here: %s", e.Room, e.Reason)
+	return fmt.Sprintf("room %s refused: %s", id, rj.Reason)
 }
 
 // release handles the room's one EffectRelease (reason: ReasonNone for

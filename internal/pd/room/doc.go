@@ -24,8 +24,8 @@
 //     restarted by transfer progress) and later than its creation; Tick
 //     fails it with that phase's timeout reason. So every room ends.
 //   - Succeeded and Failed are terminal: no event changes a terminal room.
-//     Events for it are counted as late; a request gets its answer (409, or
-//     on prefill the earlier failure as 502/504), a HELLO to a failed
+//     Events for it are counted as late; a request gets its answer (a
+//     duplicate, or on prefill the room's earlier failure), a HELLO to a failed
 //     prefill room gets FAILED at once, pages reserved too late are freed.
 //   - Every room record, live or born terminal, emits exactly one
 //     EffectRelease, as the last effect of the Step that ends it. Pages the
@@ -62,7 +62,7 @@
 //
 // # Limits
 //
-// Config.RoomsMax live rooms (a request past it gets 503, a HELLO
+// Config.RoomsMax live rooms (a request past it is rejected as overloaded, a HELLO
 // FAILED(overloaded)); Config.TombstonesMax remembered terminal rooms (the
 // oldest are forgotten first, counted as evicted) each for
 // Config.TombstoneTTL, which New requires to exceed every timeout;

@@ -194,7 +194,7 @@ func (s *sim) legArrive(it *item) {
 	if rej != nil {
 		r.legs[k].taken = false
 		n.legList = n.legList[:len(n.legList)-1]
-		s.answerLeg(n, l, false, fmt.Sprintf("status %d %v", rej.Status, rej.Reason))
+		s.answerLeg(n, l, false, fmt.Sprintf("rejected %v (failed before: %v)", rej.Reason, rej.Failed))
 	}
 }
 

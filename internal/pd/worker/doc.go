@@ -21,6 +21,16 @@
 // short prompt whole, and the worker runs prefill and decode in its own
 // continuous batch, as a colocated server would.
 //
+// # HTTP answers
+//
+// The room core and the driver speak in room.Reason; this package is the
+// one place a reason becomes the HTTP status the router's leg is answered
+// with (*Error, whose status httpStatus picks by the room's error
+// classes): a deadline 504, a duplicate room id 409, a worker full or
+// stopping 503, a request without what its role needs 400, the client
+// gone 499, any other failure 502; a request for a room that already
+// failed here 504 after a deadline, else 502.
+//
 // # Concurrency
 //
 // Everything that decides lives in package driver, which is deterministic

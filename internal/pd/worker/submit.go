@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -51,10 +50,10 @@ func (b *backend) Submit(ctx context.Context, req engine.Request) (server.Stream
 	}
 	want := roleName(b.w.role)
 	if li.Leg != want {
-		return nil, &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("this is a %s worker; the request is a %q leg", want, li.Leg)}
+		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("this is a %s worker; the request is a %q leg", want, li.Leg))
 	}
 	if b.w.role == room.RoleDecode && li.Prefill == "" {
-		return nil, &Error{Status: http.StatusBadRequest, Msg: "a decode leg needs the X-Tandem-Prefill header (the prefill worker's transfer address)"}
+		return nil, refusal(room.ReasonBadRequest, "a decode leg needs the X-Tandem-Prefill header (the prefill worker's transfer address)")
 	}
 	return b.w.submit(id, li, req)
 }
@@ -75,7 +74,7 @@ func (w *Worker) submit(id room.ID, li server.LegInfo, req engine.Request) (serv
 	w.mu.Unlock()
 	w.kickTimer()
 	if rej != nil {
-		return nil, &Error{Status: rej.Status, Reason: rej.Reason, Msg: rej.Msg}
+		return nil, rejectError(rej)
 	}
 	if w.role == room.RolePrefill {
 		return &prefillStream{l: l}, nil
