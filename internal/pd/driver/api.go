@@ -8,11 +8,12 @@ import (
 	"tandem/internal/pd/room"
 )
 
-// Leg is the adapter's record of one router HTTP leg (the worker's *leg, the
-// simulator's *nodeLeg). The driver never looks inside: it stores the value
-// with the room, compares it by identity (it must be a comparable value,
-// normally a pointer) and hands it back in Engine and Legs calls.
-type Leg any
+// The type parameter Leg of Driver, Config, Engine and Legs is the
+// adapter's record of one router HTTP leg (the worker's *leg, the
+// simulator's *nodeLeg). The driver never looks inside: it stores the leg
+// with its room, compares legs for equality (normally pointers: one per
+// leg) and hands them back in Engine and Legs calls, typed, so an adapter
+// needs no type assertion.
 
 // Token is a sampled token as the first-token handoff carries it.
 type Token struct {
@@ -26,7 +27,7 @@ type Token struct {
 // Engine is the local inference engine as the driver uses it. Every method
 // returns quickly (the engine only queues work) and must not call back into
 // the driver; results come back later through the Driver methods named.
-type Engine interface {
+type Engine[Leg comparable] interface {
 	// StartCompute (prefill) submits leg's prompt, to be computed into
 	// pages pages on the decode side. The engine then reports KV with
 	// Driver.KVReady, the first token with Driver.ComputeDone and a
@@ -100,7 +101,7 @@ type Wire interface {
 }
 
 // Legs answers the router's HTTP legs.
-type Legs interface {
+type Legs[Leg comparable] interface {
 	// Succeed finishes a prefill leg whose transfer succeeded
 	// (room.EffectReplyDone).
 	Succeed(leg Leg)
@@ -164,7 +165,7 @@ func IsLocal(err error) bool {
 }
 
 // Config configures a Driver.
-type Config struct {
+type Config[Leg comparable] struct {
 	// Room configures the core; Room.Role is the worker's role.
 	Room room.Config
 	// Layers and PageBytes describe the KV cache: a KV frame names a page
@@ -175,9 +176,9 @@ type Config struct {
 	// Limits bounds the send queues; the zero value means DefaultLimits.
 	Limits Limits
 
-	Engine   Engine
+	Engine   Engine[Leg]
 	Wire     Wire
-	Legs     Legs
+	Legs     Legs[Leg]
 	Observer Observer     // nil: NopObserver
 	Logger   *slog.Logger // nil: discard
 }

@@ -20,19 +20,19 @@ type fakeEngine struct {
 	startErr error
 }
 
-func (e *fakeEngine) StartCompute(l Leg, pages int) error {
-	e.calls = append(e.calls, fmt.Sprintf("start %s %d", l.(*testLeg).name, pages))
+func (e *fakeEngine) StartCompute(l *testLeg, pages int) error {
+	e.calls = append(e.calls, fmt.Sprintf("start %s %d", l.name, pages))
 	return e.startErr
 }
-func (e *fakeEngine) Admit(l Leg) error {
-	e.calls = append(e.calls, "admit "+l.(*testLeg).name)
+func (e *fakeEngine) Admit(l *testLeg) error {
+	e.calls = append(e.calls, "admit "+l.name)
 	return nil
 }
-func (e *fakeEngine) Resume(l Leg, first Token) error {
-	e.calls = append(e.calls, fmt.Sprintf("resume %s %d", l.(*testLeg).name, first.ID))
+func (e *fakeEngine) Resume(l *testLeg, first Token) error {
+	e.calls = append(e.calls, fmt.Sprintf("resume %s %d", l.name, first.ID))
 	return nil
 }
-func (e *fakeEngine) Cancel(l Leg) { e.calls = append(e.calls, "cancel "+l.(*testLeg).name) }
+func (e *fakeEngine) Cancel(l *testLeg) { e.calls = append(e.calls, "cancel "+l.name) }
 
 func (e *fakeEngine) has(call string) bool { return slices.Contains(e.calls, call) }
 
@@ -45,14 +45,14 @@ func (w *fakeWire) Send(f Frame)         { w.sent = append(w.sent, f) }
 func (w *fakeWire) PeerIdle(peer string) { w.idle = append(w.idle, peer) }
 
 type fakeLegs struct {
-	ok     []Leg
-	failed map[Leg]room.Reason
+	ok     []*testLeg
+	failed map[*testLeg]room.Reason
 }
 
-func (l *fakeLegs) Succeed(g Leg) { l.ok = append(l.ok, g) }
-func (l *fakeLegs) Fail(g Leg, r room.Reason) {
+func (l *fakeLegs) Succeed(g *testLeg) { l.ok = append(l.ok, g) }
+func (l *fakeLegs) Fail(g *testLeg, r room.Reason) {
 	if l.failed == nil {
-		l.failed = map[Leg]room.Reason{}
+		l.failed = map[*testLeg]room.Reason{}
 	}
 	l.failed[g] = r
 }
@@ -87,7 +87,7 @@ const (
 
 type harness struct {
 	t    *testing.T
-	d    *Driver
+	d    *Driver[*testLeg]
 	eng  *fakeEngine
 	wire *fakeWire
 	legs *fakeLegs
@@ -106,7 +106,7 @@ func newHarness(t *testing.T, role room.Role, lim Limits) *harness {
 	t.Helper()
 	h := &harness{t: t, eng: &fakeEngine{}, wire: &fakeWire{}, legs: &fakeLegs{},
 		obs: &countingObserver{kvDropped: map[string]int{}, sendDropped: map[string]int{}}, now: ms}
-	d, err := New(Config{Room: testRoomConfig(role), Layers: layers, PageBytes: pageBytes, Limits: lim,
+	d, err := New(Config[*testLeg]{Room: testRoomConfig(role), Layers: layers, PageBytes: pageBytes, Limits: lim,
 		Engine: h.eng, Wire: h.wire, Legs: h.legs, Observer: h.obs})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ type node struct {
 	// the node still up)
 	stopping bool
 	slow     int64 // engine slowness factor (1: healthy)
-	d        *driver.Driver
+	d        *driver.Driver[*nodeLeg]
 
 	legList    []*nodeLeg // every leg this incarnation took, in order
 	timerArmed bool
@@ -79,7 +79,7 @@ type evRec struct {
 	o    room.Outcome
 }
 
-// nodeLeg is the node's record of one router leg (the driver's Leg).
+// nodeLeg is the node's record of one router leg (the driver's Leg type).
 type nodeLeg struct {
 	n         *node
 	req       *request
@@ -103,7 +103,7 @@ func (s *sim) boot(n *node) {
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}
-	d, err := driver.New(driver.Config{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
+	d, err := driver.New(driver.Config[*nodeLeg]{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
 		Engine: engine{s, n}, Wire: wire{s, n}, Legs: legs{s, n}, Observer: observer{s, n}})
 	if err != nil {
 		s.violate("config", "driver.New(%+v): %v", cfg, err)
@@ -248,9 +248,17 @@ type legs struct {
 	n *node
 }
 
+// The fakes implement the driver's interfaces.
+var (
+	_ driver.Engine[*nodeLeg] = engine{}
+	_ driver.Legs[*nodeLeg]   = legs{}
+	_ driver.Wire             = wire{}
+	_ driver.Pages            = (*pool)(nil)
+	_ driver.Observer         = observer{}
+)
+
 // Succeed answers a prefill leg whose transfer succeeded.
-func (a legs) Succeed(leg driver.Leg) {
-	l := leg.(*nodeLeg)
+func (a legs) Succeed(l *nodeLeg) {
 	if a.n.role != room.RolePrefill {
 		a.s.violate("edge", "%s: Legs.Succeed for the %s leg of %s on a decode node", a.n.addr, legName(l.leg), l.req.name)
 		return
@@ -259,8 +267,7 @@ func (a legs) Succeed(leg driver.Leg) {
 }
 
 // Fail answers a leg with its room's failure.
-func (a legs) Fail(leg driver.Leg, reason room.Reason) {
-	l := leg.(*nodeLeg)
+func (a legs) Fail(l *nodeLeg, reason room.Reason) {
 	a.s.answerLeg(a.n, l, false, reason.String())
 }
 

@@ -89,8 +89,8 @@ type engineAdapter struct{ w *Worker }
 
 // StartCompute runs the prompt on the prefill engine with a sink that ships
 // pages to the decode worker.
-func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
-	w, l := a.w, lg.(*leg)
+func (a engineAdapter) StartCompute(l *leg, pages int) error {
+	w := a.w
 	if want := w.kvCfg.PagesFor(len(l.req.Prompt)); want != pages {
 		return fmt.Errorf("the prompt needs %d pages, decode allocated %d", want, pages)
 	}
@@ -113,8 +113,8 @@ func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
 
 // Admit asks the decode engine for the prompt's pages; the engine calls
 // back (Allocated) from its step loop.
-func (a engineAdapter) Admit(lg driver.Leg) error {
-	w, l := a.w, lg.(*leg)
+func (a engineAdapter) Admit(l *leg) error {
+	w := a.w
 	ctx, cancel := context.WithCancel(w.ctx)
 	req := l.req
 	req.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) {
@@ -137,8 +137,7 @@ func (a engineAdapter) Admit(lg driver.Leg) error {
 }
 
 // Resume continues the decode sequence from the first token.
-func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
-	l := lg.(*leg)
+func (a engineAdapter) Resume(l *leg, first driver.Token) error {
 	if l.h == nil {
 		return fmt.Errorf("room %s has no engine sequence to resume", l.id)
 	}
@@ -154,7 +153,7 @@ func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
 }
 
 // Cancel ends the leg's engine sequence.
-func (a engineAdapter) Cancel(lg driver.Leg) { lg.(*leg).cancelEngine() }
+func (a engineAdapter) Cancel(l *leg) { l.cancelEngine() }
 
 // cachePages is the decode engine's KV cache as the driver's Pages: the
 // driver's page numbers are the prompt's page ordinals, and each layer
@@ -184,8 +183,17 @@ func (c cachePages) KVPage(layer int, kind kvwire.KVKind, ord int32) []byte {
 // legsAdapter is the driver's Legs: it wakes the leg's HTTP stream.
 type legsAdapter struct{}
 
-func (legsAdapter) Succeed(lg driver.Leg)                  { lg.(*leg).succeed() }
-func (legsAdapter) Fail(lg driver.Leg, reason room.Reason) { lg.(*leg).fail(legError(reason, "")) }
+// The adapters implement the driver's interfaces.
+var (
+	_ driver.Engine[*leg] = engineAdapter{}
+	_ driver.Legs[*leg]   = legsAdapter{}
+	_ driver.Wire         = wireAdapter{}
+	_ driver.Pages        = cachePages{}
+	_ driver.Observer     = (*metrics)(nil)
+)
+
+func (legsAdapter) Succeed(l *leg)                  { l.succeed() }
+func (legsAdapter) Fail(l *leg, reason room.Reason) { l.fail(legError(reason, "")) }
 
 // watchPrefill turns the prefill engine's outcome into driver calls.
 func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {

@@ -68,7 +68,7 @@ type Worker struct {
 	met   *metrics
 
 	mu     sync.Mutex
-	d      *driver.Driver
+	d      *driver.Driver[*leg]
 	lanes  map[string]*peerLanes // per peer, while the driver holds frames for it
 	closed bool
 
@@ -109,7 +109,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	if lim == (driver.Limits{}) {
 		lim = driver.DefaultLimits()
 	}
-	d, err := driver.New(driver.Config{Room: cfg.Room, Layers: kvc.Layers, PageBytes: kvc.PageBytes(), Limits: lim,
+	d, err := driver.New(driver.Config[*leg]{Room: cfg.Room, Layers: kvc.Layers, PageBytes: kvc.PageBytes(), Limits: lim,
 		Engine: engineAdapter{w}, Wire: wireAdapter{w}, Legs: legsAdapter{}, Observer: w.met, Logger: w.log})
 	if err != nil {
 		cancel()
