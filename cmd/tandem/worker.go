@@ -273,7 +273,6 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	backend := server.EngineBackend(e)
 	var (
 		pw   *worker.Worker
 		keys *leg.Keys
@@ -309,11 +308,11 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 				return fmt.Errorf("register metrics: %w", err)
 			}
 		}
-		backend = pw.Backend()
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
 		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
-	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
+	if pw != nil { // a PD worker: legs must be signed and go to it, /pd/* and /debug/* need the cluster credential
+		so.Legs = pw
 		h := pw.Handler()
 		if lease != nil {
 			mux := http.NewServeMux()
@@ -324,7 +323,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		guarded := keys.RequireCredential(h)
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}
 	}
-	srv := server.New(backend, so)
+	srv := server.New(server.EngineBackend(e), so)
 	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	ln, err := net.Listen("tcp", hs.Addr)
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package server is the serving worker's HTTP API: OpenAI-compatible
-// completions and chat completions over a Backend (the local engine,
-// EngineBackend, or a PD worker's, pd/worker's Worker.Backend), plus
-// /v1/models, vLLM's /tokenize and /detokenize, /health and /metrics.
+// completions and chat completions over a Backend (the local engine), plus
+// /v1/models, vLLM's /tokenize and /detokenize, /health and /metrics. On a
+// prefill or decode worker the router's signed legs go to Options.Legs
+// (package worker) instead of the Backend.
 //
 // # Data flow
 //
@@ -9,7 +10,8 @@
 //	  ─► prompt tokens (completions: Encode(prompt, addSpecial, parseSpecial);
 //	     chat: the chat template (package chat) renders, then Encode, BOS
 //	     added only when the rendered text does not start with it)
-//	  ─► n × Backend.Submit (seed, seed+1, ...) ─► one follow goroutine per
+//	  ─► n × Backend.Submit (seed, seed+1, ...), or a verified router leg's
+//	     one sequence to Legs.SubmitLeg ─► one follow goroutine per
 //	     stream: Stream.Next → Decoder → choiceState (stop strings, hold-back)
 //	  ─► handler: SSE chunks as pieces arrive, or one JSON answer at the end.
 //

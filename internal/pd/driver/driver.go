@@ -298,8 +298,8 @@ func (d *Driver[Leg]) attach(r *rec[Leg], peer string) {
 	d.peerFor(peer).rooms++
 }
 
-// Request is the router's HTTP leg for room id arriving (server →
-// Backend.Submit). peer is the prefill worker's transfer address on the
+// Request is the router's HTTP leg for room id arriving (in the worker:
+// server → Worker.SubmitLeg). peer is the prefill worker's transfer address on the
 // decode side ("" on prefill). It returns the immediate answer when the
 // core refused the request; otherwise the driver keeps leg with the room
 // and answers it later through Legs.

@@ -74,12 +74,12 @@ func TestConstrainedMatchesColocated(t *testing.T) {
 			id := newRoomID()
 			dreq, preq := req, req
 			dreq.Grammar, preq.Grammar = gram(), gram()
-			pctx, dctx := pp.legs(id)
-			ds, err := pp.d.Backend().Submit(dctx, dreq)
+			pleg, dleg := pp.legs(id)
+			ds, err := pp.d.SubmitLeg(context.Background(), dleg, dreq)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ps, err := pp.p.Backend().Submit(pctx, preq)
+			ps, err := pp.p.SubmitLeg(context.Background(), pleg, preq)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,7 @@
 //
 // # Data flow
 //
-// A prefill worker gets the router's leg (server → Backend.Submit), waits for
+// A prefill worker gets the router's leg (server → Worker.SubmitLeg, the server.Legs), waits for
 // decode's HELLO and ALLOC, runs the prompt in its engine with a KV sink that
 // copies each finished page into KV frames for the decode worker, then sends
 // FIRST_TOKEN and DONE and answers the leg when DONE_ACK arrives.

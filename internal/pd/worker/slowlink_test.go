@@ -70,13 +70,13 @@ func TestSlowLinkOutlastsProgressTimeout(t *testing.T) {
 	d, _ := newSlowDecode(t, m)
 	pp := &pair{p: p, d: d}
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
+	pleg, dleg := pp.legs(id)
 	req := engine.Request{Prompt: prompt(600), MaxTokens: 4, IgnoreEOS: true}
-	ds, err := d.Backend().Submit(dctx, req)
+	ds, err := d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := p.Backend().Submit(pctx, req)
+	ps, err := p.SubmitLeg(context.Background(), pleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,56 +10,44 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
-	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
-	"tandem/internal/engine/tokenizer"
 	"tandem/internal/pd/driver"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
 )
 
-// Backend returns the server.Backend for this worker's HTTP API: requests
-// that carry the router's prefill or decode leg headers become rooms; a
-// local leg (decode workers; see local.go) and requests without leg
-// headers are served colocated by the engine.
-func (w *Worker) Backend() server.Backend {
-	return &backend{w: w, local: server.EngineBackend(w.eng)}
-}
+// The Worker is the server's Legs (server.Options.Legs): the HTTP API
+// hands it every request whose router leg signature verified.
+var _ server.Legs = (*Worker)(nil)
 
-type backend struct {
-	w     *Worker
-	local server.Backend
-}
-
-func (b *backend) Stats() engine.Stats             { return b.local.Stats() }
-func (b *backend) ModelConfig() model.Config       { return b.local.ModelConfig() }
-func (b *backend) Tokenizer() *tokenizer.Tokenizer { return b.local.Tokenizer() }
-
-func (b *backend) Submit(ctx context.Context, req engine.Request) (server.Stream, error) {
-	li, ok := server.LegFromContext(ctx)
-	if !ok {
-		return b.local.Submit(ctx, req)
-	}
+// SubmitLeg serves one router leg (server.Legs): a prefill or decode leg
+// becomes a room on this worker; a local leg (decode workers; see
+// local.go) runs whole on the engine, as a colocated request does. A leg
+// this worker cannot take is refused with an *Error (400 for a leg of
+// another role or without what its role needs, 409 for a room id in use,
+// 503 when the worker is full or stopping; see httpStatus); a room that
+// fails later ends the returned stream with one.
+func (w *Worker) SubmitLeg(ctx context.Context, li apileg.Info, req engine.Request) (server.Stream, error) {
 	id, err := room.ParseID(li.Room)
 	if err != nil {
 		return nil, fmt.Errorf("%w: header X-Tandem-Room: %w", engine.ErrBadRequest, err)
 	}
 	if li.Leg == apileg.KindLocal {
-		return b.submitLocal(ctx, id, li, req)
+		return w.submitLocal(ctx, id, li, req)
 	}
-	want := roleName(b.w.role)
+	want := roleName(w.role)
 	if li.Leg != want {
 		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("this is a %s worker; the request is a %q leg", want, li.Leg))
 	}
-	if b.w.role == room.RoleDecode && li.Prefill == "" {
+	if w.role == room.RoleDecode && li.Prefill == "" {
 		return nil, refusal(room.ReasonBadRequest, "a decode leg needs the X-Tandem-Prefill header (the prefill worker's transfer address)")
 	}
-	return b.w.submit(id, li, req)
+	return w.submit(id, li, req)
 }
 
 // submit turns a router leg into a room.
-func (w *Worker) submit(id room.ID, li server.LegInfo, req engine.Request) (server.Stream, error) {
+func (w *Worker) submit(id room.ID, li apileg.Info, req engine.Request) (server.Stream, error) {
 	l := newLeg(w, id, req)
 	peer := ""
 	if w.role == room.RoleDecode {

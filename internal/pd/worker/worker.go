@@ -14,6 +14,7 @@ import (
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
+	"tandem/internal/server"
 )
 
 // Config configures a Worker.
@@ -75,7 +76,8 @@ type Worker struct {
 	loadMu sync.Mutex
 	loads  map[string]peerLoad // the peers' last heartbeats
 
-	local localLegs // room ids of recent local legs (local.go)
+	local     localLegs      // room ids of recent local legs (local.go)
+	colocated server.Backend // the engine as a colocated server uses it: local legs run on it
 
 	closeOnce sync.Once
 	timerWake chan struct{} // capacity 1
@@ -105,6 +107,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel}
 	w.met = newMetrics(w)
+	w.colocated = server.EngineBackend(eng)
 	lim := cfg.Limits
 	if lim == (driver.Limits{}) {
 		lim = driver.DefaultLimits()
