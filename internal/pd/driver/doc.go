@@ -42,6 +42,13 @@
 // must not call back into the driver (the driver is not re-entrant): hand
 // the work to a goroutine, or record it and act after the call returns.
 //
+// A call that breaks its contract is a bug in the adapter, not bad input,
+// and fails loudly (invariant.Failf): a Sent for a lane with no frame
+// outstanding, a KVDone for a frame no KVDest buffer is out for.
+// CheckAccounting checks the driver's own state (lanes, byte accounting,
+// peers, records) and CheckInvariants that and the room core's; the
+// simulator runs them after every call and at every sweep.
+//
 // # Locking
 //
 // A Driver is not safe for concurrent use. The worker serializes every call

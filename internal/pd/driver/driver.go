@@ -242,7 +242,10 @@ func rejectMessage(id room.ID, rj *Reject) string {
 // control frames other than the ABORT or FAILED that tell the peer (a DONE
 // sent after the room failed here would let decode succeed on a room this
 // side failed); its engine sequence ends (unless decode resumed it), and
-// the record goes once no KV write into its pages is in flight.
+// the record goes once no KV write into its pages is in flight (a decode
+// room that succeeded with one in flight, which only a peer whose DONE
+// counted fewer bytes than it sent can cause, keeps its record until that
+// write's KVDone too).
 func (d *Driver[Leg]) release(r *rec[Leg], reason room.Reason) {
 	r.ended = true
 	if p := d.peers[r.peer]; p != nil {
@@ -258,7 +261,7 @@ func (d *Driver[Leg]) release(r *rec[Leg], reason room.Reason) {
 	if !r.resumed {
 		d.cancelSequence(r)
 	}
-	if !r.cancelPending {
+	if r.inflight == 0 {
 		d.forget(r)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"tandem/internal/invariant"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
@@ -112,7 +114,16 @@ func newHarness(t *testing.T, role room.Role, lim Limits) *harness {
 		t.Fatal(err)
 	}
 	h.d = d
+	t.Cleanup(h.check) // and after every Sent the harness reports
 	return h
+}
+
+// check fails the test when the driver's invariants do not hold.
+func (h *harness) check() {
+	h.t.Helper()
+	if err := h.d.CheckInvariants(); err != nil {
+		h.t.Errorf("driver invariants: %v", err)
+	}
 }
 
 func roomID(n byte) room.ID { return room.ID{15: n} }
@@ -144,6 +155,7 @@ func (h *harness) complete(peer string, lane Lane, err error) Frame {
 		h.t.Fatalf("no frame outstanding on %s lane %d", peer, lane)
 	}
 	h.d.Sent(h.now, peer, lane, err)
+	h.check()
 	return f
 }
 
@@ -657,8 +669,47 @@ func TestDuplicateWhileTheFirstIsBeingWritten(t *testing.T) {
 	if b, _ := h.d.RecvBytes(id); b != pageBytes {
 		t.Errorf("after the write: %d bytes counted, want %d", b, pageBytes)
 	}
-	h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) // a stray KVDone for a frame no buffer is out for
 	if b, _ := h.d.RecvBytes(id); b != pageBytes || h.obs.kvDropped["duplicate"] != 1 {
 		t.Errorf("%d bytes, drops %v; want %d bytes and one duplicate", b, h.obs.kvDropped, pageBytes)
 	}
+}
+
+// TestContractBreachesFailLoudly: a Sent for a lane with no frame
+// outstanding (the Wire reporting a frame twice, or one it was never
+// handed) and a KVDone for a frame no KVDest buffer is out for (the
+// transport calling it twice, or without a buffer) are broken invariants:
+// the driver panics with an invariant.Error instead of ignoring the call.
+func TestContractBreachesFailLoudly(t *testing.T) {
+	mustFail := func(t *testing.T, what, want string, call func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			ie, ok := recover().(*invariant.Error)
+			if !ok || !strings.Contains(ie.Msg, want) {
+				t.Errorf("%s: panicked with %v, want an invariant.Error saying %q", what, ie, want)
+			}
+		}()
+		call()
+	}
+	t.Run("sent", func(t *testing.T) {
+		h := newHarness(t, room.RoleDecode, Limits{})
+		id, leg := roomID(1), &testLeg{"a"}
+		h.decodeRoom(id, leg) // HELLO and ALLOC written: nothing outstanding
+		mustFail(t, "Sent with nothing outstanding", "no frame outstanding", func() { h.d.Sent(h.now, "p1", LaneControl, nil) })
+		mustFail(t, "Sent for an unknown peer", "no frame outstanding", func() { h.d.Sent(h.now, "p9", LaneKV, nil) })
+		mustFail(t, "Sent for lane 7", "no such lane", func() { h.d.Sent(h.now, "p1", Lane(7), nil) })
+	})
+	t.Run("kvdone", func(t *testing.T) {
+		h := newHarness(t, room.RoleDecode, Limits{})
+		id, leg := roomID(1), &testLeg{"a"}
+		h.decodeRoom(id, leg)
+		kv := kvwire.KV{Layer: 1, Kind: kvwire.KindK, Ordinal: 0}
+		mustFail(t, "KVDone without KVDest", "no KVDest buffer", func() { h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) })
+		if dst := h.d.KVDest("p1", id, kv, pageBytes); dst == nil {
+			t.Fatal("no destination")
+		}
+		h.d.KVDone(h.now, "p1", id, kv, pageBytes, true)
+		mustFail(t, "a second KVDone", "no KVDest buffer", func() { h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) })
+		mustFail(t, "KVDone for an unknown room", "no KVDest buffer", func() { h.d.KVDone(h.now, "p1", roomID(9), kv, pageBytes, true) })
+	})
 }

@@ -169,15 +169,13 @@ const (
 	frameStored                    // written with a good checksum
 )
 
-// KVDone follows every KVDest that returned a buffer (a call for a frame
-// no buffer was given out for changes nothing). A complete write with a good
-// checksum counts towards the room's bytes once; a bad one fails the room
-// (checksum). The last write into an ended room's pages lets them go.
+// KVDone follows every KVDest that returned a buffer, exactly once (a
+// call for a frame no buffer is out for breaks the transport's contract:
+// invariant.Failf). A complete write with a good checksum counts towards
+// the room's bytes once; a bad one fails the room (checksum). The last
+// write into an ended room's pages lets them go.
 func (d *Driver[Leg]) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
-	r := d.rooms[id]
-	if r == nil || r.recv == nil || !d.validKV(r, kv) || r.recv[d.frameIndex(kv)] != frameWriting {
-		return // a discarded frame: KVDest gave it no buffer
-	}
+	r := d.checkKVDone(id, kv)
 	i := d.frameIndex(kv)
 	r.recv[i] = frameNone
 	r.inflight--

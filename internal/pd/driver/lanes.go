@@ -18,6 +18,7 @@ type peer struct {
 	kvN     int       // KV frames queued
 	out     [LaneKV + 1]*Frame
 	bytes   int64 // queued and outstanding
+	named   int   // CheckAccounting's count of the records naming the peer (nothing else reads it)
 }
 
 func (d *Driver[Leg]) peerFor(addr string) *peer {
@@ -166,12 +167,10 @@ func (d *Driver[Leg]) idle(p *peer) {
 // failed on the connection (the peer is unreachable: every room with it
 // fails and everything queued for it is dropped). A written KV frame is
 // the room's progress (room.EventKVSent); the room's last one releases a
-// held ComputeDone.
+// held ComputeDone. A Sent for a lane with no frame outstanding breaks
+// the Wire's contract (one Sent per Send): invariant.Failf.
 func (d *Driver[Leg]) Sent(now room.Instant, peerAddr string, lane Lane, err error) {
-	p := d.peers[peerAddr]
-	if p == nil || lane < LaneControl || lane > LaneKV || p.out[lane] == nil {
-		return
-	}
+	p := d.checkSent(peerAddr, lane)
 	f := *p.out[lane]
 	p.out[lane] = nil
 	p.bytes -= f.Bytes()

@@ -84,7 +84,3 @@ func (d *Driver[Leg]) Stats() Stats {
 	}
 	return s
 }
-
-// CheckInvariants checks the room core's invariants (room.Machine's
-// CheckInvariants), for the simulator and tests.
-func (d *Driver[Leg]) CheckInvariants() error { return d.m.CheckInvariants() }
