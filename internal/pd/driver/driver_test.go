@@ -552,6 +552,42 @@ func TestDecodeQuarantineAndDuplicates(t *testing.T) {
 	}
 }
 
+// TestSuccessWithAWriteInFlight: a prefill whose DONE counts fewer bytes
+// than it sent can make a decode room succeed while one of its KV writes
+// is still in flight. The record stays until that write's KVDone (which
+// must find it: a KVDone with no buffer out is a broken invariant), and
+// only then goes; the sequence that resumed runs on.
+func TestSuccessWithAWriteInFlight(t *testing.T) {
+	h := newHarness(t, room.RoleDecode, Limits{})
+	id, leg := roomID(1), &testLeg{"a"}
+	h.decodeRoom(id, leg)
+	var stored int64
+	var last kvwire.KV
+	for _, f := range kvFrames(2) {
+		if h.d.KVDest("p1", id, f.KV, pageBytes) == nil {
+			t.Fatalf("no destination for %+v", f.KV)
+		}
+		last = f.KV
+		if f.KV.Ordinal == 1 && f.KV.Layer == layers-1 && f.KV.Kind == kvwire.KindV {
+			break // the last frame stays in flight
+		}
+		h.d.KVDone(h.now, "p1", id, f.KV, pageBytes, true)
+		stored += pageBytes
+	}
+	h.frame("p1", kvwire.TypeFirstToken, id, (&kvwire.FirstToken{Token: 7}).AppendTo(nil))
+	h.frame("p1", kvwire.TypeDone, id, (&kvwire.Done{PageCount: 2, Bytes: uint64(stored)}).AppendTo(nil))
+	if st, _ := h.state(id); st != room.StateSucceeded || !h.eng.has("resume a 7") {
+		t.Fatalf("room %v, engine %v; want it succeeded and resumed", st, h.eng.calls)
+	}
+	if s := h.d.Stats(); s.Rooms != 1 || s.Quarantined != 1 {
+		t.Errorf("stats %+v with a write in flight, want the record kept", s)
+	}
+	h.d.KVDone(h.now, "p1", id, last, pageBytes, true)
+	if s := h.d.Stats(); s.Rooms != 0 || h.eng.has("cancel a") {
+		t.Errorf("stats %+v, engine %v after the write; want the record gone and the sequence running", s, h.eng.calls)
+	}
+}
+
 // TestLimitsRelations asserts how the queue limits derive from the one
 // budget.
 func TestLimitsRelations(t *testing.T) {
