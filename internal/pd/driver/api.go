@@ -30,12 +30,16 @@ type Token struct {
 type Engine[Leg comparable] interface {
 	// StartCompute (prefill) submits leg's prompt, to be computed into
 	// pages pages on the decode side. The engine then reports KV with
-	// Driver.KVReady, the first token with Driver.ComputeDone and a
-	// failure with Driver.EngineError. An error fails the room (engine),
-	// for example when the prompt needs a different number of pages.
+	// Driver.KVReady (each frame of the prompt's pages, every layer, K
+	// and V, once; a sliding-window layer's frames only from the prompt's
+	// last window), then the first token with Driver.ComputeDone (once,
+	// after every KV frame), or a failure with Driver.EngineError. An
+	// error fails the room (engine), for example when the prompt needs a
+	// different number of pages; nothing is reported for it then.
 	StartCompute(leg Leg, pages int) error
 	// Admit (decode) asks for the pages of leg's prompt; the engine
-	// answers with Driver.Admitted. An error fails the room (engine).
+	// answers with Driver.Admitted, once, with one page per page of the
+	// prompt. An error fails the room (engine).
 	Admit(leg Leg) error
 	// Resume (decode) continues leg's sequence from the first token, on
 	// the pages Admitted gave (they now belong to the sequence).
@@ -45,6 +49,21 @@ type Engine[Leg comparable] interface {
 	// sequence's pages is in flight.
 	Cancel(leg Leg)
 }
+
+// Reports is how Engine and Wire implementations report back: the Driver
+// methods they call (under the caller's lock, after the call that caused
+// them has returned). An adapter that holds a Reports rather than its
+// *Driver lets a conformance test (package drivertest) stand in for the
+// driver.
+type Reports[Leg comparable] interface {
+	Sent(now room.Instant, peer string, lane Lane, err error)
+	KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame)
+	ComputeDone(now room.Instant, id room.ID, leg Leg, first Token)
+	EngineError(now room.Instant, id room.ID, leg Leg)
+	Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32)
+}
+
+var _ Reports[int] = (*Driver[int])(nil)
 
 // Pages is where a decode room's KV lands: the engine's cache pages the
 // room was admitted with.

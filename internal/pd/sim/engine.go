@@ -283,7 +283,7 @@ func (s *sim) chunkDone(it *item) {
 	j.next++
 	if c == j.failAt {
 		s.removeJob(n, j)
-		s.call(n, room.Event{Kind: room.EventEngineError, Room: id}, func() { n.d.EngineError(s.now, id, l) })
+		s.call(n, room.Event{Kind: room.EventEngineError, Room: id}, func() { n.rep.EngineError(s.now, id, l) })
 		return
 	}
 	pages := pagesFor(l.req.prompt)
@@ -304,7 +304,7 @@ func (s *sim) chunkDone(it *item) {
 	if last {
 		s.removeJob(n, j)
 	}
-	s.call(n, room.Event{}, func() { n.d.KVReady(s.now, id, l, frames) })
+	s.call(n, room.Event{}, func() { n.rep.KVReady(s.now, id, l, frames) })
 	if s.v != nil || !n.up || it.epoch != n.epoch {
 		return
 	}
@@ -325,7 +325,7 @@ func (s *sim) chunkDone(it *item) {
 	}
 	s.tokens[roomAt{id, n.addr}] = token
 	s.call(n, room.Event{Kind: room.EventComputeDone, Room: id}, func() {
-		n.d.ComputeDone(s.now, id, l, driver.Token{ID: token, Logprob: -0.5})
+		n.rep.ComputeDone(s.now, id, l, driver.Token{ID: token, Logprob: -0.5})
 	})
 }
 
@@ -371,7 +371,7 @@ func (s *sim) admitted(it *item) {
 	}
 	l, id := it.nl, it.nl.req.id
 	s.call(n, room.Event{Kind: room.EventAdmitted, Room: id}, func() {
-		n.d.Admitted(s.now, id, l, &n.pool, it.pages)
+		n.rep.Admitted(s.now, id, l, &n.pool, it.pages)
 	})
 }
 

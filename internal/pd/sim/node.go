@@ -30,6 +30,9 @@ type node struct {
 	stopping bool
 	slow     int64 // engine slowness factor (1: healthy)
 	d        *driver.Driver[*nodeLeg]
+	// rep is where the fakes report (Sent, KVReady, ComputeDone,
+	// EngineError, Admitted): d, or a conformance test's recorder.
+	rep driver.Reports[*nodeLeg]
 
 	legList    []*nodeLeg // every leg this incarnation took, in order
 	timerArmed bool
@@ -85,7 +88,9 @@ type nodeLeg struct {
 	req       *request
 	leg       int8
 	answered  bool
-	cancelled bool // the engine's Cancel ran for it
+	ok        bool   // the answer: success
+	note      string // the answer: why it failed
+	cancelled bool   // the engine's Cancel ran for it
 }
 
 // roomTrack is what the checks remember about a room on one incarnation.
@@ -109,7 +114,7 @@ func (s *sim) boot(n *node) {
 		s.violate("config", "driver.New(%+v): %v", cfg, err)
 		return
 	}
-	n.d, n.up, n.stopping = d, true, false
+	n.d, n.rep, n.up, n.stopping = d, d, true, false
 	n.epoch++
 	n.legList, n.kvHeld = nil, 0
 	n.timerArmed, n.timerGen = false, n.timerGen+1
@@ -238,7 +243,7 @@ func (s *sim) answerLeg(n *node, l *nodeLeg, ok bool, note string) {
 			n.addr, legName(l.leg), l.req.name, ok, note)
 		return
 	}
-	l.answered = true
+	l.answered, l.ok, l.note = true, ok, note
 	s.answerRouter(l.req, l.leg, ok, note)
 }
 

@@ -113,7 +113,7 @@ func (a engineAdapter) Admit(l *leg) error {
 		for i := range ords {
 			ords[i] = int32(i)
 		}
-		w.locked(func(now room.Instant) { w.d.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
+		w.locked(func(now room.Instant) { w.rep.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
 	}}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
@@ -201,14 +201,14 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 				l.first = u
 				l.first.Done = false
 				l.firstAt = time.Now()
-				w.d.ComputeDone(now, l.id, l, first)
+				w.rep.ComputeDone(now, l.id, l, first)
 			})
 			return
 		}
 		if u.Done {
 			if u.Finish != engine.FinishCancelled {
 				w.log.Warn("prefill engine failed the prompt", "room", l.id, "err", u.Err)
-				w.locked(func(now room.Instant) { w.d.EngineError(now, l.id, l) })
+				w.locked(func(now room.Instant) { w.rep.EngineError(now, l.id, l) })
 			}
 			return
 		}
@@ -278,7 +278,7 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 		}
 	}
 	s.sentPages[layer] = full
-	s.w.locked(func(now room.Instant) { s.w.d.KVReady(now, s.l.id, s.l, frames) })
+	s.w.locked(func(now room.Instant) { s.w.rep.KVReady(now, s.l.id, s.l, frames) })
 }
 
 // pageHold is the sink's reference on one cache page, shared by the K and

@@ -68,8 +68,11 @@ type Worker struct {
 	kvCfg kvcache.Config
 	met   *metrics
 
-	mu     sync.Mutex
-	d      *driver.Driver[*leg]
+	mu sync.Mutex
+	d  *driver.Driver[*leg]
+	// rep is where the adapters report (Sent, KVReady, ComputeDone,
+	// EngineError, Admitted): d, or a conformance test's recorder.
+	rep    driver.Reports[*leg]
 	lanes  map[string]*peerLanes // per peer, while the driver holds frames for it
 	closed bool
 
@@ -118,7 +121,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		cancel()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	w.d = d
+	w.d, w.rep = d, d
 	// Decode workers dial prefill workers; a prefill worker only answers.
 	cfg.Transfer.AcceptOnly = cfg.Role == room.RolePrefill
 	if cfg.Role == room.RoleDecode {
