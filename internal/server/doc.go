@@ -34,7 +34,8 @@
 //     status: 400 bad input (param names the field), 404 unknown model or
 //     path, 405 wrong method, 413 body over Options.MaxBodyBytes, 429 queue
 //     full, 503 not ready or shutting down, 500 otherwise. A handler panic
-//     is logged and answered with a 500; the process keeps running.
+//     is logged and answered with a 500; the process keeps running, unless
+//     the panic is a broken invariant (package invariant), which stops it.
 //   - Writes to clients carry deadlines (Options.WriteTimeout per chunk or
 //     answer) and every request body a deadline (Options.BodyTimeout from
 //     the headers, also where the handler does not read it), so a slow

@@ -19,6 +19,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
+	"tandem/internal/invariant"
 )
 
 // Defaults for Options fields left zero.
@@ -222,8 +223,8 @@ func (s *Server) wrap(rt route) http.Handler {
 		rec := &httpx.Recorder{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
+				if _, broken := v.(*invariant.Error); broken || v == http.ErrAbortHandler {
+					panic(v) // a broken invariant stops the process (package invariant); net/http handles the abort
 				}
 				s.log.Error("handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				if rec.Status == 0 {
