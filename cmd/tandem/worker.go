@@ -336,7 +336,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "model", f.ef.model, "arch", m.Arch,
 		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages}
 	if pw != nil {
-		attrs = append(attrs, "role", pdRoleName(role), "transfer", pw.TransferAddr())
+		attrs = append(attrs, "role", role.String(), "transfer", pw.TransferAddr())
 	}
 	if lease != nil {
 		attrs = append(attrs, "core_lease_slot", lease.Slot())
@@ -369,19 +369,6 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	return nil
 }
 
-func pdRoleName(r room.Role) string {
-	if r == room.RolePrefill {
-		return "prefill"
-	}
-	return "decode"
-}
-
-// stepPriority returns the engine step hook that gives a PD worker's steps
-// their priority on the core lease. Mode "prompt": a decode worker's steps
-// that carry prompt tokens (short prompts prefilled locally: someone waits
-// on their first token) are urgent, its other steps and every prefill
-// worker step normal; mode "even": every step normal. Between steps the
-// worker is idle (the others may use its cores).
 // decodePace returns the engine's DecodePace for --core-lease-pace: a
 // decode worker waits pace between decode-only steps while another worker
 // on the lease wants cores; nil when pace is 0 or the role does not decode.
@@ -400,6 +387,12 @@ func decodePace(l *cores.Lease, role room.Role, pace time.Duration) (func() time
 	}, nil
 }
 
+// stepPriority returns the engine step hook that gives a PD worker's steps
+// their priority on the core lease. Mode "prompt": a decode worker's steps
+// that carry prompt tokens (short prompts prefilled locally: someone waits
+// on their first token) are urgent, its other steps and every prefill
+// worker step normal; mode "even": every step normal. Between steps the
+// worker is idle (the others may use its cores).
 func stepPriority(l *cores.Lease, role room.Role, mode string) (func(prefill, decodes int) func(), error) {
 	switch mode {
 	case "prompt":

@@ -1,6 +1,6 @@
 // Package driver is the deterministic edge of a disaggregated worker: the
-// part between the pure room core (package room) and the I/O that used to
-// live in the worker. It is to the worker what etcd raft's RawNode is to its
+// part between the pure room core (package room) and the I/O (package
+// worker in the binaries, package sim on a virtual clock). It is to the worker what etcd raft's RawNode is to its
 // node goroutine: everything that decides, none of what waits.
 //
 // A Driver owns a room.Machine and carries out the core's Ready itself:

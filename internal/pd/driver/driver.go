@@ -136,8 +136,8 @@ func (d *Driver[Leg]) stepOne(now room.Instant, ev room.Event) room.Outcome {
 		d.obs.Event(ev.Kind, out)
 	}
 	rd := d.m.Ready()
-	d.m.Advance()
 	d.apply(now, rd)
+	d.m.Advance() // carried out: the next Ready starts empty
 	return out
 }
 

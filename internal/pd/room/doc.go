@@ -10,10 +10,11 @@
 // frames from the peer (HELLO, HELLO_ACK, ALLOC, FIRST_TOKEN, DONE,
 // DONE_ACK, ABORT, FAILED), engine progress (pages reserved, compute
 // started, KV sent or stored, first token, errors), a peer lost, shutdown,
-// and the timer. The driver goroutine calls Step for each and Tick when the
-// timer set to NextDeadline fires, then carries out Ready (frames to send,
-// computes to start or cancel, requests to resume, cancel or reject,
-// resources to release) and calls Advance. The core has no goroutines, no
+// and the timer. The driver (package driver; its callers serialize every
+// call) calls Step for each and Tick when the timer set to NextDeadline
+// fires, then carries out Ready (frames to send, computes to start or
+// cancel, requests to resume, cancel or reject, resources to release) and
+// calls Advance. The core has no goroutines, no
 // clock, no I/O and no locks: the same code runs in the binaries and in the
 // simulator, on a virtual clock. The protocol is described in
 // shared/reference/pd-protocol.md.

@@ -197,7 +197,7 @@ func (h simPagesHost) Pages(t *testing.T) (driver.Pages, []int32, int, int) {
 	rec := drivertest.NewRecorder[*nodeLeg]()
 	h.n.rep = rec
 	l := h.s.conformanceLeg(h.n, room.ID{0: 0xc1}, h.s.nodes[0], h.n, 3*pageTokens)
-	if err := (engine{h.s, h.n}).Admit(l); err != nil {
+	if err := engine(h).Admit(l); err != nil {
 		t.Fatal(err)
 	}
 	simHost{h.s}.Settle()

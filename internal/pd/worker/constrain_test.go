@@ -93,7 +93,7 @@ func TestConstrainedMatchesColocated(t *testing.T) {
 			}
 			for _, w := range []*Worker{pp.p, pp.d} {
 				if st, _, _ := w.roomState(id); st != room.StateSucceeded {
-					t.Errorf("%s %+v: %s room state %v, want succeeded", kind, sp, roleName(w.role), st)
+					t.Errorf("%s %+v: %s room state %v, want succeeded", kind, sp, w.role.String(), st)
 				}
 			}
 		}

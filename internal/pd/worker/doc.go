@@ -6,10 +6,15 @@
 //
 // # Data flow
 //
-// A prefill worker gets the router's leg (server → Worker.SubmitLeg, the server.Legs), waits for
-// decode's HELLO and ALLOC, runs the prompt in its engine with a KV sink that
-// copies each finished page into KV frames for the decode worker, then sends
-// FIRST_TOKEN and DONE and answers the leg when DONE_ACK arrives.
+// A prefill worker gets the router's leg (server → Worker.SubmitLeg, the
+// server.Legs), waits for decode's HELLO and ALLOC, and runs the prompt in
+// its engine with a KV sink that, as each layer of a step is computed,
+// hands that layer's finished pages to the driver as KV frames whose data
+// is the cache's own page memory: the sink takes a reference on each page
+// (engine.ReleasePage gives it back) until both of its frames are
+// released, once written, or once decode copied them out of this worker's
+// memory (KV_SRC, package transfer). It then sends FIRST_TOKEN and DONE
+// and answers the leg when DONE_ACK arrives.
 //
 // A decode worker gets the router's leg with the prefill worker's transfer
 // address, says HELLO, asks its engine for pages (engine.Import), sends ALLOC,

@@ -73,7 +73,7 @@ func (l *localLegs) claim(id room.ID, now time.Time) bool {
 func (w *Worker) submitLocal(ctx context.Context, id room.ID, li apileg.Info, req engine.Request) (server.Stream, error) {
 	if w.role != room.RoleDecode {
 		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("this is a %s worker; a %q leg (the whole request) goes to a decode worker",
-			roleName(w.role), apileg.KindLocal))
+			w.role.String(), apileg.KindLocal))
 	}
 	if li.Prefill != "" {
 		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("a %q leg runs on this worker alone and carries no %s header",

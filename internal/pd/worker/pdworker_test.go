@@ -121,7 +121,7 @@ func (pp *pair) checkQuiet(t *testing.T) {
 		if pl == 0 && dl == 0 && pf == pp.pFree && df == pp.dFree && ps.Running+ps.Waiting+ds.Running+ds.Waiting == 0 {
 			for _, w := range []*Worker{pp.p, pp.d} {
 				if n := w.counters().Failures(room.ReasonDeadline); n != 0 && !pp.expectWatchdog {
-					t.Errorf("%s: the watchdog failed %d rooms; with a working timer it must never fire", roleName(w.role), n)
+					t.Errorf("%s: the watchdog failed %d rooms; with a working timer it must never fire", w.role.String(), n)
 				}
 			}
 			return
@@ -251,7 +251,7 @@ func TestHappyPathMatchesColocated(t *testing.T) {
 		}
 		for _, w := range []*Worker{pp.p, pp.d} {
 			if st, _, _ := w.roomState(id); st != room.StateSucceeded {
-				t.Errorf("prompt %d: %s room state %v, want succeeded", n, roleName(w.role), st)
+				t.Errorf("prompt %d: %s room state %v, want succeeded", n, w.role.String(), st)
 			}
 		}
 	}
@@ -267,7 +267,7 @@ func waitPhase(t *testing.T, w *Worker, id room.ID, want ...room.Phase) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s room %s never reached %v (now %v, known %v)", roleName(w.role), id, want, ph, ok)
+			t.Fatalf("%s room %s never reached %v (now %v, known %v)", w.role.String(), id, want, ph, ok)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -280,12 +280,12 @@ func wantFailed(t *testing.T, w *Worker, id room.ID, reasons ...room.Reason) {
 		info, ok := w.roomInfo(id)
 		if ok && info.State == room.StateFailed {
 			if !slices.Contains(reasons, info.Reason) {
-				t.Errorf("%s room failed with %v, want one of %v", roleName(w.role), info.Reason, reasons)
+				t.Errorf("%s room failed with %v, want one of %v", w.role.String(), info.Reason, reasons)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s room %s not failed: %+v (known %v)", roleName(w.role), id, info, ok)
+			t.Fatalf("%s room %s not failed: %+v (known %v)", w.role.String(), id, info, ok)
 		}
 		time.Sleep(time.Millisecond)
 	}

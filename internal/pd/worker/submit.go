@@ -36,7 +36,7 @@ func (w *Worker) SubmitLeg(ctx context.Context, li apileg.Info, req engine.Reque
 	if li.Leg == apileg.KindLocal {
 		return w.submitLocal(ctx, id, li, req)
 	}
-	want := roleName(w.role)
+	want := w.role.String()
 	if li.Leg != want {
 		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("this is a %s worker; the request is a %q leg", want, li.Leg))
 	}

@@ -33,9 +33,16 @@ type Config struct {
 	noTimer bool
 }
 
-// DefaultRoomConfig returns deadlines that suit one machine: every
-// non-terminal state ends within a minute, and a lost peer is noticed by
-// the transport within two heartbeat intervals.
+// DefaultRoomConfig returns the room core's deadlines and limits for
+// workers on one machine. No phase waits longer than a minute for its
+// next step (AllocTimeout and PrefillTimeout 60 s, ProgressTimeout 15 s
+// between two steps of a transfer), so a room that stops moving ends
+// within the sum of its phases' timeouts: prefill 10+60+60+15 = 145 s up
+// to its DONE and then at most DoneAckWaitMax (8) progress timeouts more
+// while decode's heartbeats keep coming (2 min), decode 10+50+60+15 =
+// 135 s. A transfer that keeps moving is not cut short, however slow.
+// How soon a lost peer is noticed is the transport's business
+// (transfer.Config.HeartbeatInterval), not configured here.
 func DefaultRoomConfig() room.Config {
 	s := func(d time.Duration) room.Duration { return room.Duration(d) }
 	return room.Config{
@@ -106,7 +113,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		HeadDim: uint32(kvc.HeadDim), PageTokens: uint32(kvc.PageTokens), DType: kvc.DType.String(),
 		Window: uint32(kvc.Window), WindowMask: kvwire.WindowMaskOf(kvc.WindowLayers)}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", roleName(cfg.Role)), start: time.Now(), kvCfg: kvc,
+	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), start: time.Now(), kvCfg: kvc,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel}
 	w.met = newMetrics(w)
@@ -165,13 +172,6 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		w.watchdogLoop()
 	}()
 	return w, nil
-}
-
-func roleName(r room.Role) string {
-	if r == room.RolePrefill {
-		return "prefill"
-	}
-	return "decode"
 }
 
 // Role returns the worker's role.
