@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -78,27 +76,5 @@ func TestUnsupportedArchEveryCommand(t *testing.T) {
 	}
 	if info := run(t, "model", "info", bad); !strings.Contains(info, "tandem cannot run it: "+want) {
 		t.Errorf("model info:\n%s", info)
-	}
-}
-
-// TestPDCoreHasNoHTTP: the PD core (package room) and its deterministic
-// edge (package driver) depend on no HTTP package, directly or through
-// another: how a room's reason becomes an HTTP answer is the worker's
-// business (package worker), at the edge.
-func TestPDCoreHasNoHTTP(t *testing.T) {
-	for _, pkg := range []string{"tandem/internal/pd/room", "tandem/internal/pd/driver"} {
-		out, err := exec.Command("go", "list", "-deps", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		deps := strings.Fields(string(out))
-		if !slices.Contains(deps, pkg) {
-			t.Fatalf("go list -deps %s does not list the package itself: %q", pkg, deps)
-		}
-		for _, d := range deps {
-			if d == "net/http" || strings.HasPrefix(d, "net/http/") {
-				t.Errorf("%s depends on %s", pkg, d)
-			}
-		}
 	}
 }
