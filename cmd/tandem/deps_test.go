@@ -12,7 +12,9 @@ import (
 // OpenAI wire format and must not pull in the engine (its grammar
 // compiler and tokenizer among it); the wire package itself imports
 // nothing of Tandem, so that anything may use it; chat templates render
-// text and leave tokenizing it to the server.
+// text and leave tokenizing it to the server. The PD core (room) and its
+// deterministic edge (driver) know nothing of HTTP: how a room's reason
+// becomes an HTTP answer is the worker's business, at the edge.
 var importRules = []struct {
 	pkg    string
 	forbid []string // import paths, each with everything under it; "tandem" forbids every Tandem package
@@ -25,6 +27,8 @@ var importRules = []struct {
 	{"tandem/internal/router/pool", []string{"tandem/internal/engine"}},
 	{"tandem/internal/server/chat", []string{"tandem/internal/engine"}},
 	{"tandem/internal/inspect", []string{"tandem/internal/engine"}},
+	{"tandem/internal/pd/room", []string{"net/http"}},
+	{"tandem/internal/pd/driver", []string{"net/http"}},
 }
 
 // TestImportRules checks importRules against `go list -deps`: each

@@ -39,7 +39,7 @@ func pdWorkerCmd(role room.Role) *cobra.Command {
 		f  workerFlags
 		pd pdFlags
 	)
-	name := pdRoleName(role)
+	name := role.String()
 	what := map[room.Role]string{
 		room.RolePrefill: "runs prompts and pushes their KV cache, page by page, into the pages a decode worker reserved",
 		room.RoleDecode:  "reserves pages, receives the prompt's KV cache from a prefill worker and generates in its continuous batch",

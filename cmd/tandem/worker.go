@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -147,7 +148,7 @@ func (f *pdFlags) token() ([]byte, error) { return clusterToken(f.tokenFile) }
 func clusterToken(file string) ([]byte, error) {
 	var tok string
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := readSecretFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("read --cluster-token-file: %w", err)
 		}
@@ -160,6 +161,35 @@ func clusterToken(file string) ([]byte, error) {
 	}
 	return []byte(tok), nil
 }
+
+// readSecretFile reads a file that holds a secret, refusing one that its
+// group or other users can read or write, as ssh refuses a private key
+// with such permissions: anyone who can read the cluster token can sign
+// legs and read /debug, and anyone who can write it can make this process
+// trust their token. The mode checked is that of the file opened (a
+// symbolic link is followed), so it cannot change between check and read.
+func readSecretFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s is accessible by group or others (mode %#o): it holds a secret; run chmod 600 %s", name, perm, name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, secretFileBytesMax+1))
+	if err == nil && len(b) > secretFileBytesMax {
+		err = fmt.Errorf("%s is larger than %d bytes: it is not a token file", name, secretFileBytesMax)
+	}
+	return b, err
+}
+
+// secretFileBytesMax bounds what readSecretFile reads: a token is a line.
+const secretFileBytesMax = 64 << 10
 
 // runWorker serves the model over HTTP until ctx is done: colocated when
 // pd is nil, else as a prefill or decode worker.
@@ -243,7 +273,6 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	backend := server.EngineBackend(e)
 	var (
 		pw   *worker.Worker
 		keys *leg.Keys
@@ -279,11 +308,11 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 				return fmt.Errorf("register metrics: %w", err)
 			}
 		}
-		backend = pw.Backend()
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
 		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
-	if pw != nil { // a PD worker: legs must be signed, /pd/* and /debug/* need the cluster credential
+	if pw != nil { // a PD worker: legs must be signed and go to it, /pd/* and /debug/* need the cluster credential
+		so.Legs = pw
 		h := pw.Handler()
 		if lease != nil {
 			mux := http.NewServeMux()
@@ -294,7 +323,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		guarded := keys.RequireCredential(h)
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}
 	}
-	srv := server.New(backend, so)
+	srv := server.New(server.EngineBackend(e), so)
 	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	ln, err := net.Listen("tcp", hs.Addr)
 	if err != nil {
@@ -307,7 +336,7 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "model", f.ef.model, "arch", m.Arch,
 		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages}
 	if pw != nil {
-		attrs = append(attrs, "role", pdRoleName(role), "transfer", pw.TransferAddr())
+		attrs = append(attrs, "role", role.String(), "transfer", pw.TransferAddr())
 	}
 	if lease != nil {
 		attrs = append(attrs, "core_lease_slot", lease.Slot())
@@ -340,19 +369,6 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	return nil
 }
 
-func pdRoleName(r room.Role) string {
-	if r == room.RolePrefill {
-		return "prefill"
-	}
-	return "decode"
-}
-
-// stepPriority returns the engine step hook that gives a PD worker's steps
-// their priority on the core lease. Mode "prompt": a decode worker's steps
-// that carry prompt tokens (short prompts prefilled locally: someone waits
-// on their first token) are urgent, its other steps and every prefill
-// worker step normal; mode "even": every step normal. Between steps the
-// worker is idle (the others may use its cores).
 // decodePace returns the engine's DecodePace for --core-lease-pace: a
 // decode worker waits pace between decode-only steps while another worker
 // on the lease wants cores; nil when pace is 0 or the role does not decode.
@@ -371,6 +387,12 @@ func decodePace(l *cores.Lease, role room.Role, pace time.Duration) (func() time
 	}, nil
 }
 
+// stepPriority returns the engine step hook that gives a PD worker's steps
+// their priority on the core lease. Mode "prompt": a decode worker's steps
+// that carry prompt tokens (short prompts prefilled locally: someone waits
+// on their first token) are urgent, its other steps and every prefill
+// worker step normal; mode "even": every step normal. Between steps the
+// worker is idle (the others may use its cores).
 func stepPriority(l *cores.Lease, role room.Role, mode string) (func(prefill, decodes int) func(), error) {
 	switch mode {
 	case "prompt":

@@ -190,8 +190,14 @@ func (e *Engine) Config() Config { return e.cfg }
 // engine accepts.
 func (e *Engine) MaxContext() int { return e.ctxTokens }
 
-// KVCache returns the engine's KV cache, for tests and debugging. Only the
-// step loop may use it while the engine runs.
+// KVCache returns the engine's KV cache. Its Config never changes, so any
+// goroutine may read it (a PD worker sizes its transfers by it). While the
+// engine runs, the cache's state (pools, reference counts, page tables) is
+// the step loop's alone, and so are page bytes, with two exceptions that
+// the engine hands out itself: a KVSink reads its sequence's pages during
+// LayerComputed (and, holding references, until it gives them back with
+// ReleasePage), and an Import's owner writes the pages Allocated gave it,
+// from any goroutine, until Handle.Resume.
 func (e *Engine) KVCache() *kvcache.Cache { return e.kv }
 
 func (e *Engine) wakeup() {

@@ -186,39 +186,63 @@ func TestPreemptionRecomputes(t *testing.T) {
 	waitIdle(t, e, free)
 }
 
-// TestCancelFreesPages aborts requests while queued, mid-prefill and
-// mid-decode; the pool returns to its initial free count.
+// TestCancelFreesPages aborts a request in each stage it can be in, and
+// the pool returns to its initial free count. A stepped engine (its loop
+// held before each step) puts the request exactly in its stage when the
+// context is cancelled: "queued" behind a running request, so not yet
+// admitted (Stats.Waiting); "prefill" after its first 16-token chunk of
+// 200 ran and with more of its prompt in the held step; "decode" with its
+// prompt done and the held step decoding it. Every wait has a deadline
+// (Stepper.Step: a minute; collect; waitIdle).
 func TestCancelFreesPages(t *testing.T) {
 	m := tinyModel(t)
-	e := newEngine(t, m, engine.Config{MaxBatchTokens: 16, Pages: 128})
-	free := e.KVCache().FreeCount()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, stage := range []string{"queued", "prefill", "decode"} {
 		t.Run(stage, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			h, err := e.Submit(ctx, engine.Request{Prompt: randomPrompt(rng, m, 200), MaxTokens: 500, IgnoreEOS: true})
-			if err != nil {
-				t.Fatal(err)
+			e, g := steppedEngine(t, m, engine.Config{MaxBatchTokens: 16, Pages: 128}, nil)
+			free := e.KVCache().FreeCount()
+			var other *engine.Handle
+			if stage == "queued" {
+				// A request that runs first, holding the loop at its step.
+				other = submit(t, e, context.Background(), "other", randomPrompt(rng, m, 8), 500)
+				if si := g.Step(t); si.Prefill["other"] != 8 {
+					t.Fatalf("first step %+v, want other's 8-token prompt", si)
+				}
 			}
+			ctx, cancel := context.WithCancel(context.Background())
+			h := submit(t, e, ctx, "x", randomPrompt(rng, m, 200), 500)
 			switch stage {
+			case "queued":
+				if st := e.Stats(); st.Waiting != 1 {
+					t.Fatalf("with the loop held in other's step: %d waiting, want x", st.Waiting)
+				}
 			case "prefill":
-				// 200 tokens at 16 per step: wait until some pages are taken.
-				for e.Stats().PagesUsed == 0 {
-					time.Sleep(time.Millisecond)
+				g.Step(t) // x's first chunk, held
+				if si := g.Step(t); si.Prefill["x"] == 0 || e.Stats().PagesUsed == 0 {
+					t.Fatalf("second step %+v, %d pages used; want x mid-prefill, holding pages", si, e.Stats().PagesUsed)
 				}
 			case "decode":
-				if _, err := h.Next(context.Background()); err != nil {
-					t.Fatal(err)
+				for si := g.Step(t); si.Decodes == 0; si = g.Step(t) {
+					if si.Prefill["x"] == 0 {
+						t.Fatalf("step %+v: x neither prefills nor decodes", si)
+					}
 				}
 			}
 			cancel()
+			g.Free()
 			_, last := collect(t, h)
 			if last.Finish != engine.FinishCancelled || !errors.Is(last.Err, context.Canceled) {
 				t.Errorf("final update %+v, want finish cancelled with context.Canceled", last)
 			}
+			if other != nil {
+				other.Cancel()
+				collect(t, other)
+			}
 			waitIdle(t, e, free)
 		})
 	}
+	e := newEngine(t, m, engine.Config{MaxBatchTokens: 16, Pages: 128})
+	free := e.KVCache().FreeCount()
 	t.Run("handle-cancel", func(t *testing.T) {
 		h, err := e.Submit(context.Background(), engine.Request{Prompt: randomPrompt(rng, m, 20), MaxTokens: 500, IgnoreEOS: true})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
+	"tandem/internal/invariant"
 )
 
 // step is one sequence's share of a forward step.
@@ -431,7 +432,11 @@ func (e *Engine) ReleasePage(g int, page int32) {
 	e.wakeup()
 }
 
-// applyUnheld drops the references ReleasePage gave back.
+// applyUnheld drops the references ReleasePage gave back. A page given
+// back for no layer group, or one that was not held, is a broken
+// invariant (a KVSink released what it never took, or twice): the page
+// accounting no longer adds up, so the engine stops loudly rather than
+// hand a page to two sequences.
 func (e *Engine) applyUnheld() {
 	e.mu.Lock()
 	hs := e.unheld
@@ -440,8 +445,7 @@ func (e *Engine) applyUnheld() {
 	var pages [kvcache.Groups][]int32
 	for _, h := range hs {
 		if h.group < 0 || h.group >= kvcache.Groups {
-			e.log.Error("kv page accounting broken: a page given back for no layer group", "group", h.group)
-			continue
+			invariant.Failf("engine", "kv page accounting broken: page %d given back for layer group %d, which does not exist", h.page, h.group)
 		}
 		pages[h.group] = append(pages[h.group], h.page)
 	}
@@ -449,15 +453,8 @@ func (e *Engine) applyUnheld() {
 		if len(ps) == 0 {
 			continue
 		}
-		if e.kv.Pool(g).Release(ps) == nil {
-			continue
-		}
-		// Release changed nothing: give back the pages that were held, one
-		// by one, and report the others.
-		for _, p := range ps {
-			if err := e.kv.Pool(g).Release([]int32{p}); err != nil {
-				e.log.Error("kv page accounting broken: a page given back that was not held", "group", kvcache.GroupName(g), "page", p, "err", err)
-			}
+		if err := e.kv.Pool(g).Release(ps); err != nil {
+			invariant.Failf("engine", "kv page accounting broken: %s pages %v given back: %v", kvcache.GroupName(g), ps, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"tandem/internal/engine/kvcache"
+	"tandem/internal/invariant"
 )
 
 // KV layer groups (see kvcache): a model with sliding-window layers keeps
@@ -57,7 +58,7 @@ func (e *Engine) slide(s *seq) {
 		}
 	}
 	if err := e.kv.Pool(g).Release(kvcache.Held(tab[s.slid:first])); err != nil {
-		e.log.Error("kv page accounting broken", "request", s.req.ID, "group", "window", "err", err)
+		invariant.Failf("engine", "kv page accounting broken: request %q sliding its window: %v", s.req.ID, err)
 	}
 	for i := s.slid; i < first; i++ {
 		tab[i] = -1
@@ -164,8 +165,8 @@ func (e *Engine) releaseTables(id string, t kvcache.Tables) {
 	for g, tab := range t {
 		if held := kvcache.Held(tab); len(held) > 0 {
 			if err := e.kv.Pool(g).Release(held); err != nil {
-				// Broken accounting is a bug, not an input error: say so loudly.
-				e.log.Error("kv page accounting broken", "request", id, "group", kvcache.GroupName(g), "err", err)
+				// Broken accounting is a bug, not an input error.
+				invariant.Failf("engine", "kv page accounting broken: request %q releasing its %s pages: %v", id, kvcache.GroupName(g), err)
 			}
 		}
 	}

@@ -35,14 +35,15 @@ import (
 // prompts keep coming. Every step with prefill pending feeds at least
 // MinPrefillTokens, so the bound holds in steps too.
 //
-// Aging counts the work fed to others, not a sequence's own prefill: when
-// it counted its own, a long prompt in progress outranked a fresh short
-// one for its last 1/(AgingRatio+1) (4·(1000−c) − c < 4·30 from c = 776
-// of a 1000-token prompt), and under the ITL target, which leaves a step
-// only so many prefill tokens, it took them all for several steps while
-// the short prompt waited (see TestShortPromptBesideLongPrefillUnderTarget).
-// Now a long prompt outranks short ones only when it has waited for
-// AgingRatio times its remaining tokens of other work, as the rule means.
+// Aging counts the work fed to others, not a sequence's own prefill. Were
+// it to count its own, a long prompt in progress would outrank a fresh
+// short one for its last 1/(AgingRatio+1) (4·(1000−c) − c < 4·30 from c =
+// 776 of a 1000-token prompt), and under the ITL target, which leaves a
+// step only so many prefill tokens, it would take them all for several
+// steps while the short prompt waits (see
+// TestShortPromptBesideLongPrefillUnderTarget). So a long prompt outranks
+// short ones only when it has waited for AgingRatio times its remaining
+// tokens of other work, as the rule means.
 //
 // Aging counts prefill work, not steps or time, so the rule behaves the
 // same whether steps carry full chunks or only the ITL floor.

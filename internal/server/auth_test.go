@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"tandem/internal/api/leg"
 	"tandem/internal/engine"
@@ -31,7 +34,7 @@ func testLegKeys(t testing.TB) *leg.Keys {
 
 // signedLeg returns a POST of body to path carrying li's headers signed
 // with k, as the router sends it.
-func signedLeg(t testing.TB, k *leg.Keys, path, body string, li LegInfo) *http.Request {
+func signedLeg(t testing.TB, k *leg.Keys, path, body string, li leg.Info) *http.Request {
 	t.Helper()
 	r := httptest.NewRequest("POST", path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
@@ -40,25 +43,31 @@ func signedLeg(t testing.TB, k *leg.Keys, path, body string, li LegInfo) *http.R
 	return r
 }
 
-// legBackend is a fake backend that records the leg each Submit saw.
+// legBackend is a fake backend that is also the server's Legs: it records
+// the leg of each sequence submitted (nil for one that came to Submit, not
+// as a leg) and plays the fake's script for both.
 type legBackend struct {
 	*fakeBackend
 	mu   sync.Mutex
-	legs []*LegInfo
+	legs []*leg.Info
 }
 
 func (b *legBackend) Submit(ctx context.Context, req engine.Request) (Stream, error) {
-	var p *LegInfo
-	if li, ok := LegFromContext(ctx); ok {
-		p = &li
-	}
+	return b.submit(ctx, nil, req)
+}
+
+func (b *legBackend) SubmitLeg(ctx context.Context, li leg.Info, req engine.Request) (Stream, error) {
+	return b.submit(ctx, &li, req)
+}
+
+func (b *legBackend) submit(ctx context.Context, li *leg.Info, req engine.Request) (Stream, error) {
 	b.mu.Lock()
-	b.legs = append(b.legs, p)
+	b.legs = append(b.legs, li)
 	b.mu.Unlock()
 	return b.fakeBackend.Submit(ctx, req)
 }
 
-var testDecodeLeg = LegInfo{Room: strings.Repeat("cd", 16), RequestID: "req-7", Leg: leg.KindDecode, Prefill: "10.1.2.3:7000"}
+var testDecodeLeg = leg.Info{Room: strings.Repeat("cd", 16), RequestID: "req-7", Leg: leg.KindDecode, Prefill: "10.1.2.3:7000"}
 
 // TestUnsignedLegRefused: with leg keys (a PD worker), a generation
 // request without a valid router signature gets 401 in OpenAI's shape and
@@ -139,8 +148,8 @@ func TestUnsignedLegRefused(t *testing.T) {
 	}
 }
 
-// TestSignedLegServed: a leg the router signed reaches the backend with
-// its verified headers, on both endpoints.
+// TestSignedLegServed: a leg the router signed reaches Legs (not the
+// Backend) with its verified headers, on both endpoints.
 func TestSignedLegServed(t *testing.T) {
 	tok := testVocab(t, llama2Template, true)
 	keys := testLegKeys(t)
@@ -149,14 +158,14 @@ func TestSignedLegServed(t *testing.T) {
 		"/v1/chat/completions": `{"messages":[{"role":"user","content":"x"}],"max_tokens":2}`,
 	} {
 		b := &legBackend{fakeBackend: newFake(t, tok, append(tokens(t, tok, 0, "▁Hello"), done(engine.FinishStop)))}
-		s, _ := newTestServer(t, b, Options{LegKeys: keys})
+		s, _ := newTestServer(t, b, Options{LegKeys: keys, Legs: b})
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, signedLeg(t, keys, path, body, testDecodeLeg))
 		if rec.Code != 200 {
 			t.Fatalf("%s: status %d %s, want 200", path, rec.Code, rec.Body)
 		}
 		if len(b.legs) != 1 || b.legs[0] == nil || *b.legs[0] != testDecodeLeg {
-			t.Errorf("%s: the backend saw legs %v, want one %+v", path, b.legs, testDecodeLeg)
+			t.Errorf("%s: Legs saw legs %v, want one %+v", path, b.legs, testDecodeLeg)
 		}
 	}
 }
@@ -342,5 +351,21 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	r := <-streamed
 	if r.err != nil || !strings.Contains(r.body, "data: [DONE]") {
 		t.Errorf("the stream that outlived the body timeout: %q, %v; want it whole", r.body, r.err)
+	}
+}
+
+// TestLegKeysWithoutLegs: a server built with leg keys and no Legs (a
+// configuration error) answers a verified leg 500, naming the mistake,
+// and never hands it to the Backend as if it were a colocated request.
+func TestLegKeysWithoutLegs(t *testing.T) {
+	tok := testVocab(t, "", true)
+	keys := testLegKeys(t)
+	b := newFake(t, tok, script{done(engine.FinishStop)})
+	s := New(b, Options{LegKeys: keys, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	s.SetReady(true)
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, signedLeg(t, keys, "/v1/completions", `{"prompt":"Hello","max_tokens":2}`, testDecodeLeg))
+	if rec.Code != 500 || !strings.Contains(rec.Body.String(), "no Legs") || len(b.submitted()) != 0 {
+		t.Errorf("verified leg without Legs: %d %s, %d submitted to the backend; want 500 naming the missing Legs, none", rec.Code, rec.Body, len(b.submitted()))
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tokenizer"
@@ -20,19 +21,49 @@ type Stream interface {
 	Cancel()
 }
 
-// Backend generates tokens for the handlers: the local engine, or later a
-// router in front of remote workers.
+// Backend is the engine the handlers serve: the local one (EngineBackend),
+// or a test's fake. Submit starts one sequence of a request that is not a
+// router's leg (legs go to Options.Legs); Stats feeds /metrics;
+// ModelConfig's Context is the longest sequence (prompt plus generated
+// tokens) it accepts, which the handlers check requests against, and its
+// Name the default model name; Tokenizer encodes prompts and decodes
+// tokens. Its methods must be safe for concurrent use.
 //
-// Submit's errors map to statuses with errors.Is: engine.ErrQueueFull → 429,
-// engine.ErrTooLong and engine.ErrBadRequest → 400, engine.ErrClosed → 503,
-// anything else → 500. ModelConfig's Context is the longest sequence (prompt
-// plus generated tokens) the backend accepts, which the handlers check
-// requests against.
+// An error from Submit is answered (see submitError) by what it is: a
+// StatusError with its own status; else, by errors.Is,
+// engine.ErrQueueFull 429, engine.ErrTooLong and engine.ErrBadRequest 400
+// (naming the prompt), engine.ErrClosed 503; anything else 500. An error
+// a Stream ends with (engine.Update.Err) is answered alike, without the
+// 429 and 400 cases (see streamError).
 type Backend interface {
 	Submit(ctx context.Context, req engine.Request) (Stream, error)
 	Stats() engine.Stats
 	ModelConfig() model.Config
 	Tokenizer() *tokenizer.Tokenizer
+}
+
+// Legs serves the router's legs on a prefill or decode worker (package
+// worker implements it): the handlers hand it each request whose leg
+// signature Options.LegKeys verified, with what the signed headers say
+// (leg.Info: the room, the request id, the leg's kind and, for a decode
+// leg, the prefill worker's address). The request has passed every check
+// a colocated one does, and is one sequence (a leg serves one room).
+// SubmitLeg returns the leg's stream, which the handlers read and cancel
+// as a Backend's; its errors are answered as Backend.Submit's (a
+// StatusError chooses its status). It must be safe for concurrent use.
+type Legs interface {
+	SubmitLeg(ctx context.Context, li leg.Info, req engine.Request) (Stream, error)
+}
+
+// StatusError is an error that chooses the HTTP status it is answered
+// with: a Backend, Legs or Stream that returns one (or an error wrapping
+// one, found with errors.As) gets that status, Error() as the message, and
+// type invalid_request_error for a 4xx status, server_error otherwise. A
+// PD worker's leg errors are StatusErrors (409 for a room id in use, 504
+// for a transfer past its deadline, ...).
+type StatusError interface {
+	error
+	HTTPStatus() int
 }
 
 // EngineBackend adapts a local engine to Backend. Its ModelConfig reports

@@ -380,7 +380,7 @@ func TestPrefillLegClampsMinTokens(t *testing.T) {
 	keys := testLegKeys(t)
 	b := &legBackend{fakeBackend: newFake(t, tok, append(tokens(t, tok, 0, "▁Hello"), done(engine.FinishLength)))}
 	s, _ := newTestServer(t, b, Options{LegKeys: keys})
-	prefill := LegInfo{Room: strings.Repeat("ab", 16), RequestID: "req-8", Leg: leg.KindPrefill}
+	prefill := leg.Info{Room: strings.Repeat("ab", 16), RequestID: "req-8", Leg: leg.KindPrefill}
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, signedLeg(t, keys, "/v1/completions", `{"prompt":"a","max_tokens":1,"min_tokens":5,"guided_regex":"[a-z]+"}`, prefill))
 	st := b.submitted()

@@ -1,7 +1,8 @@
 // Package server is the serving worker's HTTP API: OpenAI-compatible
-// completions and chat completions over a Backend (the local engine,
-// EngineBackend, or a PD worker's, pd/worker's Worker.Backend), plus
-// /v1/models, vLLM's /tokenize and /detokenize, /health and /metrics.
+// completions and chat completions over a Backend (the local engine), plus
+// /v1/models, vLLM's /tokenize and /detokenize, /health and /metrics. On a
+// prefill or decode worker the router's signed legs go to Options.Legs
+// (package worker) instead of the Backend.
 //
 // # Data flow
 //
@@ -9,7 +10,8 @@
 //	  ─► prompt tokens (completions: Encode(prompt, addSpecial, parseSpecial);
 //	     chat: the chat template (package chat) renders, then Encode, BOS
 //	     added only when the rendered text does not start with it)
-//	  ─► n × Backend.Submit (seed, seed+1, ...) ─► one follow goroutine per
+//	  ─► n × Backend.Submit (seed, seed+1, ...), or a verified router leg's
+//	     one sequence to Legs.SubmitLeg ─► one follow goroutine per
 //	     stream: Stream.Next → Decoder → choiceState (stop strings, hold-back)
 //	  ─► handler: SSE chunks as pieces arrive, or one JSON answer at the end.
 //
@@ -32,7 +34,8 @@
 //     status: 400 bad input (param names the field), 404 unknown model or
 //     path, 405 wrong method, 413 body over Options.MaxBodyBytes, 429 queue
 //     full, 503 not ready or shutting down, 500 otherwise. A handler panic
-//     is logged and answered with a 500; the process keeps running.
+//     is logged and answered with a 500; the process keeps running, unless
+//     the panic is a broken invariant (package invariant), which stops it.
 //   - Writes to clients carry deadlines (Options.WriteTimeout per chunk or
 //     answer) and every request body a deadline (Options.BodyTimeout from
 //     the headers, also where the handler does not read it), so a slow

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"tandem/internal/api/httpx"
+	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
 	"tandem/internal/server/chat"
@@ -17,8 +18,8 @@ import (
 // start does what both generation endpoints do first, before any work on
 // the request (wrap has checked the API key): refuse when not ready, read
 // the body, check the leg signature over it (see authorize). It returns
-// the body and the request to go on with (carrying the verified leg).
-func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, *http.Request, bool) {
+// the body and the verified router leg (nil when the request is none).
+func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, *leg.Info, bool) {
 	if !s.ready.Load() {
 		httpx.WriteError(w, openai.Unavailable("the model is not ready (loading or shutting down)"))
 		return nil, nil, false
@@ -28,8 +29,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, *http.Re
 		httpx.WriteError(w, e)
 		return nil, nil, false
 	}
-	r, ok := s.authorize(w, r, body)
-	return body, r, ok
+	li, ok := s.authorize(w, r, body)
+	return body, li, ok
 }
 
 func (s *Server) checkModel(model string) *openai.Error {
@@ -48,7 +49,7 @@ func (s *Server) vocabSize() int {
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	body, r, ok := s.start(w, r)
+	body, li, ok := s.start(w, r)
 	if !ok {
 		return
 	}
@@ -104,7 +105,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		enc.echoes = append(enc.echoes, ec)
 	}
-	p, e := s.plan(r.Context(), &req.Common, prompts, "prompt", s.o.DefaultCompletionTokens, top, req.PromptLogprobs != nil || echoLP)
+	p, e := s.plan(r.Context(), li, &req.Common, prompts, "prompt", s.o.DefaultCompletionTokens, top, req.PromptLogprobs != nil || echoLP)
 	if e != nil {
 		httpx.WriteError(w, e)
 		return
@@ -149,7 +150,7 @@ func promptLogprobsDoc(tok *tokenizer.Tokenizer, prompt []int32, plp []float32) 
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	body, r, ok := s.start(w, r)
+	body, li, ok := s.start(w, r)
 	if !ok {
 		return
 	}
@@ -178,7 +179,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if req.Logprobs {
 		top = req.TopLogprobs
 	}
-	p, e := s.plan(r.Context(), &req.Common, [][]int32{prompt}, "messages", 0, top, req.PromptLogprobs != nil)
+	p, e := s.plan(r.Context(), li, &req.Common, [][]int32{prompt}, "messages", 0, top, req.PromptLogprobs != nil)
 	if e != nil {
 		httpx.WriteError(w, e)
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
@@ -208,7 +209,9 @@ func (b *fakeBackend) submitted() []*fakeStream {
 	return append([]*fakeStream(nil), b.streams...)
 }
 
-// newTestServer returns a ready server over b with a fresh registry.
+// newTestServer returns a ready server over b with a fresh registry. With
+// LegKeys and no Legs, b serves the legs too: as Legs if it is one, else
+// through its Submit (backendLegs).
 func newTestServer(t testing.TB, b Backend, o Options) (*Server, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -216,9 +219,24 @@ func newTestServer(t testing.TB, b Backend, o Options) (*Server, *prometheus.Reg
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if o.LegKeys != nil && o.Legs == nil {
+		if l, ok := b.(Legs); ok {
+			o.Legs = l
+		} else {
+			o.Legs = backendLegs{b}
+		}
+	}
 	s := New(b, o)
 	s.SetReady(true)
 	return s, reg
+}
+
+// backendLegs serves legs on a Backend's Submit, for tests that look only
+// at what reached the engine.
+type backendLegs struct{ b Backend }
+
+func (l backendLegs) SubmitLeg(ctx context.Context, _ leg.Info, req engine.Request) (Stream, error) {
+	return l.b.Submit(ctx, req)
 }
 
 // do sends one request to h and returns the recorded response.

@@ -41,6 +41,9 @@ type genPlan struct {
 	// keep maps control tokens whose text the output keeps (tool-call
 	// markers the parser reads) to that text.
 	keep map[int32]string
+	// leg is the router's verified leg the request came as (nil: none);
+	// its sequence goes to Options.Legs.
+	leg *leg.Info
 }
 
 // promptOf returns choice i's prompt.
@@ -52,8 +55,9 @@ func (p *genPlan) promptOf(i int) []int32 { return p.prompts[p.choicePrompt[i]] 
 // rest of the context); it is clamped to the context, while an explicit
 // max_tokens that does not fit is an error. promptLogprobs asks each
 // choice's sequence for the prompt's logprobs. The request's constraint is
-// compiled (or taken from the cache) and shared by every choice.
-func (s *Server) plan(ctx context.Context, c *openai.Common, prompts [][]int32, param string, defaultMax, topLogprobs int, promptLogprobs bool) (*genPlan, *openai.Error) {
+// compiled (or taken from the cache) and shared by every choice. li is the
+// router's verified leg the request came as, or nil.
+func (s *Server) plan(ctx context.Context, li *leg.Info, c *openai.Common, prompts [][]int32, param string, defaultMax, topLogprobs int, promptLogprobs bool) (*genPlan, *openai.Error) {
 	ctxLen := s.b.ModelConfig().Context
 	sp := sample.Params{Temperature: 1, TopP: 1, TopK: max(c.TopK, 0), MinP: float32(c.MinP),
 		PresencePenalty: float32(c.PresencePenalty), FrequencyPenalty: float32(c.FrequencyPenalty)}
@@ -83,7 +87,7 @@ func (s *Server) plan(ctx context.Context, c *openai.Common, prompts [][]int32, 
 	}
 	p := &genPlan{id: newID("cmpl-"), model: s.o.ModelName, created: time.Now().Unix(), prompts: prompts,
 		promptParam: param, stops: c.Stop, stream: c.Stream, includeUsage: c.Stream && c.IncludeUsage,
-		promptLogprobs: promptLogprobs}
+		promptLogprobs: promptLogprobs, leg: li}
 	for pi, prompt := range prompts {
 		pp := param
 		if len(prompts) > 1 {
@@ -112,7 +116,7 @@ func (s *Server) plan(ctx context.Context, c *openai.Common, prompts [][]int32, 
 			}
 		}
 		minTokens := c.MinTokens
-		if li, ok := LegFromContext(ctx); ok && li.Leg == leg.KindPrefill {
+		if li != nil && li.Leg == leg.KindPrefill {
 			// The router's prefill body asks for one token; min_tokens
 			// still applies to it.
 			minTokens = min(minTokens, maxTokens)
@@ -197,9 +201,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 	ctx, cancel := context.WithCancel(r.Context())
 	// A decode leg imports the prompt's K/V instead of computing it, so it
 	// has no prompt logprobs: the router splices in the prefill leg's.
-	li, isLeg := LegFromContext(ctx)
-	decodeLeg := isLeg && li.Leg == leg.KindDecode
-	if isLeg && len(p.reqs) > 1 {
+	decodeLeg := p.leg != nil && p.leg.Leg == leg.KindDecode
+	if p.leg != nil && len(p.reqs) > 1 {
 		// A leg is one room: one sequence. The router splits n > 1 and
 		// prompt lists into samples, one leg each.
 		cancel()
@@ -213,7 +216,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		if decodeLeg {
 			req.PromptLogprobs = false
 		}
-		st, err := s.b.Submit(ctx, req)
+		st, err := s.submit(ctx, p.leg, req) // a leg goes to Options.Legs, the rest to the Backend
 		if err != nil {
 			cancel()
 			for _, st := range streams {
@@ -337,7 +340,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 
 // streamError maps a failure during generation to an API error.
 func streamError(err error) *openai.Error {
-	var se statusError
+	var se StatusError
 	if errors.As(err, &se) {
 		return statusErrorBody(se)
 	}

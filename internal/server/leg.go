@@ -2,31 +2,23 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/engine"
 )
-
-// LegInfo is what a verified router leg's headers say (see package leg).
-type LegInfo = leg.Info
-
-// LegFromContext returns the leg headers of the request a Backend.Submit
-// serves, if the request is a router leg whose signature verified.
-func LegFromContext(ctx context.Context) (LegInfo, bool) { return leg.FromContext(ctx) }
-
-// WithLeg returns ctx carrying li, as the HTTP handlers pass a verified
-// router leg to Backend.Submit (tests of backends use it directly).
-func WithLeg(ctx context.Context, li LegInfo) context.Context { return leg.NewContext(ctx, li) }
 
 // authorize runs before anything else a generation request costs: with an
 // API key it requires the bearer token (before the body is read); with leg
 // keys it requires the router's signature over the raw body, and returns
-// r carrying the verified leg. Without leg keys, X-Tandem-* headers are
-// ignored: a client cannot claim to be a leg.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, body []byte) (*http.Request, bool) {
+// the verified leg, which goes to Options.Legs. Without leg keys,
+// X-Tandem-* headers are ignored (a client cannot claim to be a leg) and
+// the leg is nil.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, body []byte) (*leg.Info, bool) {
 	if s.o.LegKeys == nil {
-		return r, true
+		return nil, true
 	}
 	li, err := s.o.LegKeys.Verify(r.Method, r.URL.Path, r.Header, body)
 	if err != nil {
@@ -34,8 +26,24 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, body []byte) 
 			"with the cluster token; send requests to the router (%v).", err))
 		return nil, false
 	}
-	return r.WithContext(WithLeg(r.Context(), li)), true
+	return &li, true
 }
+
+// submit starts one sequence: a router's verified leg (li not nil) on
+// Options.Legs, any other request on the Backend.
+func (s *Server) submit(ctx context.Context, li *leg.Info, req engine.Request) (Stream, error) {
+	switch {
+	case li == nil:
+		return s.b.Submit(ctx, req)
+	case s.o.Legs == nil:
+		return nil, errNoLegs
+	}
+	return s.o.Legs.SubmitLeg(ctx, *li, req)
+}
+
+// errNoLegs answers a verified leg on a server built with LegKeys and no
+// Legs (500: the server's configuration is wrong, not the request).
+var errNoLegs = errors.New("this worker verifies router legs (LegKeys) but has no Legs to serve them: a configuration error of the worker")
 
 // checkAPIKey answers 401 and returns false when the server has an API key
 // and r does not carry it as a bearer token.
@@ -47,15 +55,8 @@ func (s *Server) checkAPIKey(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// statusError is an error that knows the HTTP status it should be
-// answered with (a disaggregation failure, for example).
-type statusError interface {
-	error
-	HTTPStatus() int
-}
-
-// statusErrorBody maps a statusError to an OpenAI-shaped error.
-func statusErrorBody(e statusError) *openai.Error {
+// statusErrorBody maps a StatusError to an OpenAI-shaped error.
+func statusErrorBody(e StatusError) *openai.Error {
 	st := e.HTTPStatus()
 	typ := "server_error"
 	if st >= 400 && st < 500 {

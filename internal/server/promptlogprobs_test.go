@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
@@ -253,26 +254,26 @@ func TestPromptLogprobsTokenPromptOffsets(t *testing.T) {
 // engine (which imports the prompt's K/V and cannot compute them) and
 // leaves the member out for the router to splice; a prefill leg asks.
 func TestPromptLogprobsDecodeLeg(t *testing.T) {
-	for _, leg := range []string{"decode", "prefill"} {
+	for _, kind := range []string{"decode", "prefill"} {
 		tok := testVocab(t, "", true)
 		_, pj := plpPrompt(t, tok)
 		ups := append(tokens(t, tok, 0, "!"), done(engine.FinishStop))
-		if leg == "prefill" {
+		if kind == "prefill" {
 			ups[0].PromptLogprobs = plpValues
 		}
 		b := newFake(t, tok, ups)
 		keys := testLegKeys(t)
 		s, _ := newTestServer(t, b, Options{LegKeys: keys})
 		hr := signedLeg(t, keys, "/v1/completions", `{"prompt":`+pj+`,"prompt_logprobs":1,"echo":true,"logprobs":0}`,
-			LegInfo{Room: strings.Repeat("ab", 16), RequestID: "req-1", Leg: leg, Prefill: "127.0.0.1:1"})
+			leg.Info{Room: strings.Repeat("ab", 16), RequestID: "req-1", Leg: kind, Prefill: "127.0.0.1:1"})
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, hr)
 		if rec.Code != 200 {
-			t.Fatalf("%s leg: status %d %s, want 200", leg, rec.Code, rec.Body)
+			t.Fatalf("%s leg: status %d %s, want 200", kind, rec.Code, rec.Body)
 		}
 		q := b.submitted()[0].req
 		has := strings.Contains(rec.Body.String(), `"prompt_logprobs"`)
-		if leg == "decode" {
+		if kind == "decode" {
 			if q.PromptLogprobs || has {
 				t.Errorf("decode leg: engine PromptLogprobs %v, answer %s; want false and no prompt_logprobs", q.PromptLogprobs, rec.Body)
 			}

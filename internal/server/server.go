@@ -19,6 +19,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
+	"tandem/internal/invariant"
 )
 
 // Defaults for Options fields left zero.
@@ -55,9 +56,13 @@ type Options struct {
 	// LegKeys, when set (a prefill or decode worker), makes every
 	// generation request prove that the router sent it: a request without
 	// a valid leg signature (package leg) gets 401 once its body is read,
-	// before it is parsed or reaches the Backend. Without LegKeys the
+	// before it is parsed or reaches Legs. Without LegKeys the
 	// X-Tandem-* headers are ignored.
 	LegKeys *leg.Keys
+	// Legs serves the legs LegKeys verified (a PD worker sets both;
+	// without LegKeys it is never called). A server with LegKeys and no
+	// Legs answers every verified leg 500.
+	Legs Legs
 	// APIKey, when set, is required on every /v1/* request as
 	// "Authorization: Bearer APIKey" (401 otherwise, before the body is
 	// read), as vLLM's --api-key. /health and /metrics stay open.
@@ -101,7 +106,9 @@ type Server struct {
 // New builds a server over b. It starts not ready: /health answers 503 and
 // generation endpoints refuse requests until SetReady(true). A chat
 // template that does not compile is logged and replaced by the fallback
-// format.
+// format. LegKeys without Legs is logged as an error: such a server
+// answers every verified leg 500 (it still serves /tokenize and the
+// mounts).
 func New(b Backend, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -145,6 +152,9 @@ func New(b Backend, o Options) *Server {
 		tools, _ = newToolConfig("", chat.tmpl, b.Tokenizer())
 	}
 	s.tools = tools
+	if o.LegKeys != nil && o.Legs == nil {
+		s.log.Error("server: LegKeys without Legs: every verified router leg will be answered 500")
+	}
 	s.handler = s.routes()
 	return s
 }
@@ -213,8 +223,8 @@ func (s *Server) wrap(rt route) http.Handler {
 		rec := &httpx.Recorder{ResponseWriter: w}
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
+				if _, broken := v.(*invariant.Error); broken || v == http.ErrAbortHandler {
+					panic(v) // a broken invariant stops the process (package invariant); net/http handles the abort
 				}
 				s.log.Error("handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 				if rec.Status == 0 {
@@ -265,7 +275,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *open
 
 // submitError maps a Backend.Submit error to an API error.
 func submitError(err error, param string) *openai.Error {
-	var se statusError
+	var se StatusError
 	switch {
 	case errors.As(err, &se):
 		return statusErrorBody(se)

@@ -17,7 +17,6 @@ package leg
 
 import (
 	"bytes"
-	"context"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -299,18 +298,4 @@ func (t credTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r2 := r.Clone(r.Context())
 	r2.Header.Set("Authorization", t.cred)
 	return t.base.RoundTrip(r2)
-}
-
-type ctxKey struct{}
-
-// NewContext returns ctx carrying li: the verified leg a handler passes on
-// to its backend.
-func NewContext(ctx context.Context, li Info) context.Context {
-	return context.WithValue(ctx, ctxKey{}, li)
-}
-
-// FromContext returns the leg NewContext put in ctx, if any.
-func FromContext(ctx context.Context) (Info, bool) {
-	li, ok := ctx.Value(ctxKey{}).(Info)
-	return li, ok
 }

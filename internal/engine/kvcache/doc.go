@@ -26,7 +26,7 @@
 // Window-group pages before Config.FirstNeeded of a sequence's next step
 // are never read again, so the owner releases them and marks their slots
 // -1: a sequence holds at most WindowPagesMax window pages however long it
-// gets. Without a window there is one group, as before.
+// gets. Without a window there is one group.
 //
 // # Accounting
 //

@@ -8,11 +8,12 @@ import (
 	"tandem/internal/pd/room"
 )
 
-// Leg is the adapter's record of one router HTTP leg (the worker's *leg, the
-// simulator's *nodeLeg). The driver never looks inside: it stores the value
-// with the room, compares it by identity (it must be a comparable value,
-// normally a pointer) and hands it back in Engine and Legs calls.
-type Leg any
+// The type parameter Leg of Driver, Config, Engine and Legs is the
+// adapter's record of one router HTTP leg (the worker's *leg, the
+// simulator's *nodeLeg). The driver never looks inside: it stores the leg
+// with its room, compares legs for equality (normally pointers: one per
+// leg) and hands them back in Engine and Legs calls, typed, so an adapter
+// needs no type assertion.
 
 // Token is a sampled token as the first-token handoff carries it.
 type Token struct {
@@ -26,15 +27,19 @@ type Token struct {
 // Engine is the local inference engine as the driver uses it. Every method
 // returns quickly (the engine only queues work) and must not call back into
 // the driver; results come back later through the Driver methods named.
-type Engine interface {
+type Engine[Leg comparable] interface {
 	// StartCompute (prefill) submits leg's prompt, to be computed into
 	// pages pages on the decode side. The engine then reports KV with
-	// Driver.KVReady, the first token with Driver.ComputeDone and a
-	// failure with Driver.EngineError. An error fails the room (engine),
-	// for example when the prompt needs a different number of pages.
+	// Driver.KVReady (each frame of the prompt's pages, every layer, K
+	// and V, once; a sliding-window layer's frames only from the prompt's
+	// last window), then the first token with Driver.ComputeDone (once,
+	// after every KV frame), or a failure with Driver.EngineError. An
+	// error fails the room (engine), for example when the prompt needs a
+	// different number of pages; nothing is reported for it then.
 	StartCompute(leg Leg, pages int) error
 	// Admit (decode) asks for the pages of leg's prompt; the engine
-	// answers with Driver.Admitted. An error fails the room (engine).
+	// answers with Driver.Admitted, once, with one page per page of the
+	// prompt. An error fails the room (engine).
 	Admit(leg Leg) error
 	// Resume (decode) continues leg's sequence from the first token, on
 	// the pages Admitted gave (they now belong to the sequence).
@@ -44,6 +49,21 @@ type Engine interface {
 	// sequence's pages is in flight.
 	Cancel(leg Leg)
 }
+
+// Reports is how Engine and Wire implementations report back: the Driver
+// methods they call (under the caller's lock, after the call that caused
+// them has returned). An adapter that holds a Reports rather than its
+// *Driver lets a conformance test (package drivertest) stand in for the
+// driver.
+type Reports[Leg comparable] interface {
+	Sent(now room.Instant, peer string, lane Lane, err error)
+	KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame)
+	ComputeDone(now room.Instant, id room.ID, leg Leg, first Token)
+	EngineError(now room.Instant, id room.ID, leg Leg)
+	Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32)
+}
+
+var _ Reports[int] = (*Driver[int])(nil)
 
 // Pages is where a decode room's KV lands: the engine's cache pages the
 // room was admitted with.
@@ -100,7 +120,7 @@ type Wire interface {
 }
 
 // Legs answers the router's HTTP legs.
-type Legs interface {
+type Legs[Leg comparable] interface {
 	// Succeed finishes a prefill leg whose transfer succeeded
 	// (room.EffectReplyDone).
 	Succeed(leg Leg)
@@ -164,7 +184,7 @@ func IsLocal(err error) bool {
 }
 
 // Config configures a Driver.
-type Config struct {
+type Config[Leg comparable] struct {
 	// Room configures the core; Room.Role is the worker's role.
 	Room room.Config
 	// Layers and PageBytes describe the KV cache: a KV frame names a page
@@ -175,19 +195,23 @@ type Config struct {
 	// Limits bounds the send queues; the zero value means DefaultLimits.
 	Limits Limits
 
-	Engine   Engine
+	Engine   Engine[Leg]
 	Wire     Wire
-	Legs     Legs
+	Legs     Legs[Leg]
 	Observer Observer     // nil: NopObserver
 	Logger   *slog.Logger // nil: discard
 }
 
 // Reject is the immediate answer to a Request the core refused
-// (room.EffectReject): 409 duplicate, 503 full or stopping, 400, or the
-// room's earlier failure (502/504).
+// (room.EffectReject). Reason is why: room.ReasonDuplicate (the id is in
+// use, or was), room.ReasonOverloaded (RoomsMax live rooms),
+// room.ReasonShutdown (the worker is stopping), room.ReasonBadRequest (a
+// decode request without the prefill address), or, with Failed, the
+// reason the room already failed here (a prefill tombstone). Msg says so
+// in words. The adapter chooses how to put it to its client.
 type Reject struct {
-	Status int
 	Reason room.Reason
+	Failed bool // Reason is the room's earlier failure, not a refusal of this request
 	Msg    string
 }
 

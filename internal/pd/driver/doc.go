@@ -1,6 +1,6 @@
 // Package driver is the deterministic edge of a disaggregated worker: the
-// part between the pure room core (package room) and the I/O that used to
-// live in the worker. It is to the worker what etcd raft's RawNode is to its
+// part between the pure room core (package room) and the I/O (package
+// worker in the binaries, package sim on a virtual clock). It is to the worker what etcd raft's RawNode is to its
 // node goroutine: everything that decides, none of what waits.
 //
 // A Driver owns a room.Machine and carries out the core's Ready itself:
@@ -41,6 +41,13 @@
 // Out-calls are made while the caller's call into the driver runs, so they
 // must not call back into the driver (the driver is not re-entrant): hand
 // the work to a goroutine, or record it and act after the call returns.
+//
+// A call that breaks its contract is a bug in the adapter, not bad input,
+// and fails loudly (invariant.Failf): a Sent for a lane with no frame
+// outstanding, a KVDone for a frame no KVDest buffer is out for.
+// CheckAccounting checks the driver's own state (lanes, byte accounting,
+// peers, records) and CheckInvariants that and the room core's; the
+// simulator runs them after every call and at every sweep.
 //
 // # Locking
 //

@@ -3,7 +3,6 @@ package driver
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
@@ -11,25 +10,25 @@ import (
 
 // Driver is one worker's deterministic edge around its room.Machine. It is
 // not safe for concurrent use (see the package doc).
-type Driver struct {
+type Driver[Leg comparable] struct {
 	role   room.Role
 	layers int
 	pageB  int
 	lim    Limits
 	m      *room.Machine
-	eng    Engine
+	eng    Engine[Leg]
 	wire   Wire
-	legs   Legs
+	legs   Legs[Leg]
 	obs    Observer
 	log    *slog.Logger
 
-	rooms  map[room.ID]*rec
+	rooms  map[room.ID]*rec[Leg]
 	peers  map[string]*peer
 	queued int64 // bytes held in every peer's lanes (queued and outstanding)
 
 	// submitting is the record whose EventRequest is being stepped, so an
 	// EffectReject reaches it and not a live record with the same id.
-	submitting *rec
+	submitting *rec[Leg]
 	rejected   *Reject
 	// more holds follow-up events the effects produced, stepped after the
 	// current step's effects.
@@ -37,7 +36,7 @@ type Driver struct {
 }
 
 // rec is the driver's record of one room with a router leg here.
-type rec struct {
+type rec[Leg comparable] struct {
 	id   room.ID
 	leg  Leg
 	peer string // "" until known (prefill: at StartCompute)
@@ -80,7 +79,7 @@ func releaseKV(frames []KVFrame) {
 }
 
 // New returns a driver with an empty room machine.
-func New(cfg Config) (*Driver, error) {
+func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 	m, err := room.New(cfg.Room)
 	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
@@ -100,9 +99,9 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("driver: limits %+v: want FrameBytesMax (%d) <= PeerQueueBytesMax <= QueueBytesMax (use LimitsFor)",
 			lim, FrameBytesMax)
 	}
-	d := &Driver{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
+	d := &Driver[Leg]{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
 		eng: cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
-		rooms: map[room.ID]*rec{}, peers: map[string]*peer{}}
+		rooms: map[room.ID]*rec[Leg]{}, peers: map[string]*peer{}}
 	if d.obs == nil {
 		d.obs = NopObserver{}
 	}
@@ -113,14 +112,14 @@ func New(cfg Config) (*Driver, error) {
 }
 
 // Role returns the worker's role.
-func (d *Driver) Role() room.Role { return d.role }
+func (d *Driver[Leg]) Role() room.Role { return d.role }
 
 // Limits returns the send queue limits in force.
-func (d *Driver) Limits() Limits { return d.lim }
+func (d *Driver[Leg]) Limits() Limits { return d.lim }
 
 // step applies one event, carries out its effects and then the follow-up
 // events they produced.
-func (d *Driver) step(now room.Instant, ev room.Event) room.Outcome {
+func (d *Driver[Leg]) step(now room.Instant, ev room.Event) room.Outcome {
 	out := d.stepOne(now, ev)
 	for len(d.more) > 0 {
 		e := d.more[0]
@@ -131,19 +130,19 @@ func (d *Driver) step(now room.Instant, ev room.Event) room.Outcome {
 	return out
 }
 
-func (d *Driver) stepOne(now room.Instant, ev room.Event) room.Outcome {
+func (d *Driver[Leg]) stepOne(now room.Instant, ev room.Event) room.Outcome {
 	out := d.m.Step(now, ev)
 	if ev.Kind != room.EventTick {
 		d.obs.Event(ev.Kind, out)
 	}
 	rd := d.m.Ready()
-	d.m.Advance()
 	d.apply(now, rd)
+	d.m.Advance() // carried out: the next Ready starts empty
 	return out
 }
 
 // apply carries out a Ready in order.
-func (d *Driver) apply(now room.Instant, rd room.Ready) {
+func (d *Driver[Leg]) apply(now room.Instant, rd room.Ready) {
 	for _, t := range rd.Transitions {
 		var b int64
 		if t.To.Terminal() {
@@ -158,7 +157,7 @@ func (d *Driver) apply(now room.Instant, rd room.Ready) {
 	}
 }
 
-func (d *Driver) applyOne(now room.Instant, e room.Effect) {
+func (d *Driver[Leg]) applyOne(now room.Instant, e room.Effect) {
 	r := d.rooms[e.Room]
 	switch e.Kind {
 	case room.EffectSend:
@@ -205,7 +204,10 @@ func (d *Driver) applyOne(now room.Instant, e room.Effect) {
 		}
 	case room.EffectReject:
 		if s := d.submitting; s != nil && s.id == e.Room {
-			d.rejected = &Reject{Status: e.Status, Reason: e.Reason, Msg: rejectMessage(e)}
+			st, _, _ := d.m.State(e.Room)
+			rj := &Reject{Reason: e.Reason, Failed: st == room.StateFailed && e.Reason != room.ReasonDuplicate}
+			rj.Msg = rejectMessage(e.Room, rj)
+			d.rejected = rj
 		}
 	case room.EffectFreePages:
 		// Pages reserved for a room that had already ended: the engine
@@ -218,19 +220,21 @@ func (d *Driver) applyOne(now room.Instant, e room.Effect) {
 	}
 }
 
-func rejectMessage(e room.Effect) string {
-	switch e.Status {
-	case http.StatusConflict:
-		return fmt.Sprintf("room %s is already in use on this worker (room ids are single-use)", e.Room)
-	case http.StatusServiceUnavailable:
-		if e.Reason == room.ReasonShutdown {
-			return "this worker is stopping; retry on another"
-		}
+// rejectMessage says in words why the request for room id was refused.
+func rejectMessage(id room.ID, rj *Reject) string {
+	switch {
+	case rj.Failed:
+		return fmt.Sprintf("room %s already failed here: %s", id, rj.Reason)
+	case rj.Reason == room.ReasonDuplicate:
+		return fmt.Sprintf("room %s is already in use on this worker (room ids are single-use)", id)
+	case rj.Reason == room.ReasonShutdown:
+		return "this worker is stopping; retry on another"
+	case rj.Reason == room.ReasonOverloaded:
 		return "this worker has too many live rooms; retry later"
-	case http.StatusBadRequest:
+	case rj.Reason == room.ReasonBadRequest:
 		return "a decode leg needs the prefill worker's transfer address"
 	}
-	return fmt.Sprintf("room %s already failed here: %s", e.Room, e.Reason)
+	return fmt.Sprintf("room %s refused: %s", id, rj.Reason)
 }
 
 // release handles the room's one EffectRelease (reason: ReasonNone for
@@ -238,13 +242,16 @@ func rejectMessage(e room.Effect) string {
 // control frames other than the ABORT or FAILED that tell the peer (a DONE
 // sent after the room failed here would let decode succeed on a room this
 // side failed); its engine sequence ends (unless decode resumed it), and
-// the record goes once no KV write into its pages is in flight.
-func (d *Driver) release(r *rec, reason room.Reason) {
+// the record goes once no KV write into its pages is in flight (a decode
+// room that succeeded with one in flight, which only a peer whose DONE
+// counted fewer bytes than it sent can cause, keeps its record until that
+// write's KVDone too).
+func (d *Driver[Leg]) release(r *rec[Leg], reason room.Reason) {
 	r.ended = true
 	if p := d.peers[r.peer]; p != nil {
-		n := p.dropRoom(d, r.id)
+		n := p.dropRoom(&d.queued, r.id)
 		if reason != room.ReasonNone {
-			n += p.dropControl(d, r.id)
+			n += p.dropControl(&d.queued, r.id)
 		}
 		if n > 0 {
 			d.obs.SendDropped("room_ended", n)
@@ -254,14 +261,14 @@ func (d *Driver) release(r *rec, reason room.Reason) {
 	if !r.resumed {
 		d.cancelSequence(r)
 	}
-	if !r.cancelPending {
+	if r.inflight == 0 {
 		d.forget(r)
 	}
 }
 
 // cancelSequence ends the leg's engine sequence once no KV write into its
 // pages is in flight, so no page is reused while a write can land.
-func (d *Driver) cancelSequence(r *rec) {
+func (d *Driver[Leg]) cancelSequence(r *rec[Leg]) {
 	if r.inflight > 0 {
 		r.cancelPending = true
 		return
@@ -270,7 +277,7 @@ func (d *Driver) cancelSequence(r *rec) {
 }
 
 // forget removes an ended record and lets its peer go when idle.
-func (d *Driver) forget(r *rec) {
+func (d *Driver[Leg]) forget(r *rec[Leg]) {
 	if d.rooms[r.id] == r {
 		delete(d.rooms, r.id)
 	}
@@ -282,7 +289,7 @@ func (d *Driver) forget(r *rec) {
 }
 
 // attach makes peer the record's peer (counted in the peer's rooms).
-func (d *Driver) attach(r *rec, peer string) {
+func (d *Driver[Leg]) attach(r *rec[Leg], peer string) {
 	if r.peer == peer || peer == "" {
 		return
 	}
@@ -294,13 +301,13 @@ func (d *Driver) attach(r *rec, peer string) {
 	d.peerFor(peer).rooms++
 }
 
-// Request is the router's HTTP leg for room id arriving (server →
-// Backend.Submit). peer is the prefill worker's transfer address on the
+// Request is the router's HTTP leg for room id arriving (in the worker:
+// server → Worker.SubmitLeg). peer is the prefill worker's transfer address on the
 // decode side ("" on prefill). It returns the immediate answer when the
 // core refused the request; otherwise the driver keeps leg with the room
 // and answers it later through Legs.
-func (d *Driver) Request(now room.Instant, id room.ID, requestID, peer string, leg Leg) *Reject {
-	r := &rec{id: id, leg: leg}
+func (d *Driver[Leg]) Request(now room.Instant, id room.ID, requestID, peer string, leg Leg) *Reject {
+	r := &rec[Leg]{id: id, leg: leg}
 	dup := d.rooms[id] != nil
 	if !dup {
 		d.rooms[id] = r
@@ -321,7 +328,7 @@ func (d *Driver) Request(now room.Instant, id room.ID, requestID, peer string, l
 // ClientAbort is the router's leg going away. Before the room is over it
 // is room.EventClientAbort; after success it ends the sequence that runs
 // on (decode), once no KV write into its pages is in flight.
-func (d *Driver) ClientAbort(now room.Instant, id room.ID, leg Leg) {
+func (d *Driver[Leg]) ClientAbort(now room.Instant, id room.ID, leg Leg) {
 	r := d.rooms[id]
 	if r != nil && r.leg == leg && !r.ended {
 		d.step(now, room.Event{Kind: room.EventClientAbort, Room: id})
@@ -336,17 +343,17 @@ func (d *Driver) ClientAbort(now room.Instant, id room.ID, leg Leg) {
 }
 
 // Shutdown fails every live room; the core refuses new ones from now on.
-func (d *Driver) Shutdown(now room.Instant) { d.step(now, room.Event{Kind: room.EventShutdown}) }
+func (d *Driver[Leg]) Shutdown(now room.Instant) { d.step(now, room.Event{Kind: room.EventShutdown}) }
 
 // Tick fires the core's deadlines due at now.
-func (d *Driver) Tick(now room.Instant) { d.step(now, room.Event{Kind: room.EventTick}) }
+func (d *Driver[Leg]) Tick(now room.Instant) { d.step(now, room.Event{Kind: room.EventTick}) }
 
 // NextDeadline returns when Tick next has work.
-func (d *Driver) NextDeadline() (room.Instant, bool) { return d.m.NextDeadline() }
+func (d *Driver[Leg]) NextDeadline() (room.Instant, bool) { return d.m.NextDeadline() }
 
 // Watchdog fails the live rooms more than room.WatchdogGrace past their
 // deadline (a timer that did not fire) and returns their ids, for the log.
-func (d *Driver) Watchdog(now room.Instant) []room.ID {
+func (d *Driver[Leg]) Watchdog(now room.Instant) []room.ID {
 	ids := d.m.Overdue(now-room.Instant(room.WatchdogGrace), 0)
 	for _, id := range ids {
 		d.step(now, room.Event{Kind: room.EventWatchdog, Room: id})
@@ -355,7 +362,7 @@ func (d *Driver) Watchdog(now room.Instant) []room.ID {
 }
 
 // PeerLost fails every live room with peer (the transport lost it).
-func (d *Driver) PeerLost(now room.Instant, peer string) {
+func (d *Driver[Leg]) PeerLost(now room.Instant, peer string) {
 	d.step(now, room.Event{Kind: room.EventPeerLost, Peer: peer, Reason: room.ReasonPeerLost})
 	if p := d.peers[peer]; p != nil {
 		d.idle(p)
@@ -365,7 +372,7 @@ func (d *Driver) PeerLost(now room.Instant, peer string) {
 // PeerAlive reports that the transport heard from peer (a heartbeat):
 // prefill rooms waiting for its DONE_ACK extend their deadline (see
 // "Progress" in package room). Decode ignores it.
-func (d *Driver) PeerAlive(now room.Instant, peer string) {
+func (d *Driver[Leg]) PeerAlive(now room.Instant, peer string) {
 	if d.role == room.RolePrefill {
 		d.step(now, room.Event{Kind: room.EventPeerAlive, Peer: peer})
 	}
@@ -373,4 +380,4 @@ func (d *Driver) PeerAlive(now room.Instant, peer string) {
 
 // Step applies an event the driver has no method for (tests, the
 // simulator's probes) and carries out its effects.
-func (d *Driver) Step(now room.Instant, ev room.Event) room.Outcome { return d.step(now, ev) }
+func (d *Driver[Leg]) Step(now room.Instant, ev room.Event) room.Outcome { return d.step(now, ev) }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"tandem/internal/invariant"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
@@ -20,19 +22,19 @@ type fakeEngine struct {
 	startErr error
 }
 
-func (e *fakeEngine) StartCompute(l Leg, pages int) error {
-	e.calls = append(e.calls, fmt.Sprintf("start %s %d", l.(*testLeg).name, pages))
+func (e *fakeEngine) StartCompute(l *testLeg, pages int) error {
+	e.calls = append(e.calls, fmt.Sprintf("start %s %d", l.name, pages))
 	return e.startErr
 }
-func (e *fakeEngine) Admit(l Leg) error {
-	e.calls = append(e.calls, "admit "+l.(*testLeg).name)
+func (e *fakeEngine) Admit(l *testLeg) error {
+	e.calls = append(e.calls, "admit "+l.name)
 	return nil
 }
-func (e *fakeEngine) Resume(l Leg, first Token) error {
-	e.calls = append(e.calls, fmt.Sprintf("resume %s %d", l.(*testLeg).name, first.ID))
+func (e *fakeEngine) Resume(l *testLeg, first Token) error {
+	e.calls = append(e.calls, fmt.Sprintf("resume %s %d", l.name, first.ID))
 	return nil
 }
-func (e *fakeEngine) Cancel(l Leg) { e.calls = append(e.calls, "cancel "+l.(*testLeg).name) }
+func (e *fakeEngine) Cancel(l *testLeg) { e.calls = append(e.calls, "cancel "+l.name) }
 
 func (e *fakeEngine) has(call string) bool { return slices.Contains(e.calls, call) }
 
@@ -45,14 +47,14 @@ func (w *fakeWire) Send(f Frame)         { w.sent = append(w.sent, f) }
 func (w *fakeWire) PeerIdle(peer string) { w.idle = append(w.idle, peer) }
 
 type fakeLegs struct {
-	ok     []Leg
-	failed map[Leg]room.Reason
+	ok     []*testLeg
+	failed map[*testLeg]room.Reason
 }
 
-func (l *fakeLegs) Succeed(g Leg) { l.ok = append(l.ok, g) }
-func (l *fakeLegs) Fail(g Leg, r room.Reason) {
+func (l *fakeLegs) Succeed(g *testLeg) { l.ok = append(l.ok, g) }
+func (l *fakeLegs) Fail(g *testLeg, r room.Reason) {
 	if l.failed == nil {
-		l.failed = map[Leg]room.Reason{}
+		l.failed = map[*testLeg]room.Reason{}
 	}
 	l.failed[g] = r
 }
@@ -87,7 +89,7 @@ const (
 
 type harness struct {
 	t    *testing.T
-	d    *Driver
+	d    *Driver[*testLeg]
 	eng  *fakeEngine
 	wire *fakeWire
 	legs *fakeLegs
@@ -106,13 +108,22 @@ func newHarness(t *testing.T, role room.Role, lim Limits) *harness {
 	t.Helper()
 	h := &harness{t: t, eng: &fakeEngine{}, wire: &fakeWire{}, legs: &fakeLegs{},
 		obs: &countingObserver{kvDropped: map[string]int{}, sendDropped: map[string]int{}}, now: ms}
-	d, err := New(Config{Room: testRoomConfig(role), Layers: layers, PageBytes: pageBytes, Limits: lim,
+	d, err := New(Config[*testLeg]{Room: testRoomConfig(role), Layers: layers, PageBytes: pageBytes, Limits: lim,
 		Engine: h.eng, Wire: h.wire, Legs: h.legs, Observer: h.obs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.d = d
+	t.Cleanup(h.check) // and after every Sent the harness reports
 	return h
+}
+
+// check fails the test when the driver's invariants do not hold.
+func (h *harness) check() {
+	h.t.Helper()
+	if err := h.d.CheckInvariants(); err != nil {
+		h.t.Errorf("driver invariants: %v", err)
+	}
 }
 
 func roomID(n byte) room.ID { return room.ID{15: n} }
@@ -144,6 +155,7 @@ func (h *harness) complete(peer string, lane Lane, err error) Frame {
 		h.t.Fatalf("no frame outstanding on %s lane %d", peer, lane)
 	}
 	h.d.Sent(h.now, peer, lane, err)
+	h.check()
 	return f
 }
 
@@ -540,6 +552,42 @@ func TestDecodeQuarantineAndDuplicates(t *testing.T) {
 	}
 }
 
+// TestSuccessWithAWriteInFlight: a prefill whose DONE counts fewer bytes
+// than it sent can make a decode room succeed while one of its KV writes
+// is still in flight. The record stays until that write's KVDone (which
+// must find it: a KVDone with no buffer out is a broken invariant), and
+// only then goes; the sequence that resumed runs on.
+func TestSuccessWithAWriteInFlight(t *testing.T) {
+	h := newHarness(t, room.RoleDecode, Limits{})
+	id, leg := roomID(1), &testLeg{"a"}
+	h.decodeRoom(id, leg)
+	var stored int64
+	var last kvwire.KV
+	for _, f := range kvFrames(2) {
+		if h.d.KVDest("p1", id, f.KV, pageBytes) == nil {
+			t.Fatalf("no destination for %+v", f.KV)
+		}
+		last = f.KV
+		if f.KV.Ordinal == 1 && f.KV.Layer == layers-1 && f.KV.Kind == kvwire.KindV {
+			break // the last frame stays in flight
+		}
+		h.d.KVDone(h.now, "p1", id, f.KV, pageBytes, true)
+		stored += pageBytes
+	}
+	h.frame("p1", kvwire.TypeFirstToken, id, (&kvwire.FirstToken{Token: 7}).AppendTo(nil))
+	h.frame("p1", kvwire.TypeDone, id, (&kvwire.Done{PageCount: 2, Bytes: uint64(stored)}).AppendTo(nil))
+	if st, _ := h.state(id); st != room.StateSucceeded || !h.eng.has("resume a 7") {
+		t.Fatalf("room %v, engine %v; want it succeeded and resumed", st, h.eng.calls)
+	}
+	if s := h.d.Stats(); s.Rooms != 1 || s.Quarantined != 1 {
+		t.Errorf("stats %+v with a write in flight, want the record kept", s)
+	}
+	h.d.KVDone(h.now, "p1", id, last, pageBytes, true)
+	if s := h.d.Stats(); s.Rooms != 0 || h.eng.has("cancel a") {
+		t.Errorf("stats %+v, engine %v after the write; want the record gone and the sequence running", s, h.eng.calls)
+	}
+}
+
 // TestLimitsRelations asserts how the queue limits derive from the one
 // budget.
 func TestLimitsRelations(t *testing.T) {
@@ -657,8 +705,47 @@ func TestDuplicateWhileTheFirstIsBeingWritten(t *testing.T) {
 	if b, _ := h.d.RecvBytes(id); b != pageBytes {
 		t.Errorf("after the write: %d bytes counted, want %d", b, pageBytes)
 	}
-	h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) // a stray KVDone for a frame no buffer is out for
 	if b, _ := h.d.RecvBytes(id); b != pageBytes || h.obs.kvDropped["duplicate"] != 1 {
 		t.Errorf("%d bytes, drops %v; want %d bytes and one duplicate", b, h.obs.kvDropped, pageBytes)
 	}
+}
+
+// TestContractBreachesFailLoudly: a Sent for a lane with no frame
+// outstanding (the Wire reporting a frame twice, or one it was never
+// handed) and a KVDone for a frame no KVDest buffer is out for (the
+// transport calling it twice, or without a buffer) are broken invariants:
+// the driver panics with an invariant.Error instead of ignoring the call.
+func TestContractBreachesFailLoudly(t *testing.T) {
+	mustFail := func(t *testing.T, what, want string, call func()) {
+		t.Helper()
+		defer func() {
+			t.Helper()
+			ie, ok := recover().(*invariant.Error)
+			if !ok || !strings.Contains(ie.Msg, want) {
+				t.Errorf("%s: panicked with %v, want an invariant.Error saying %q", what, ie, want)
+			}
+		}()
+		call()
+	}
+	t.Run("sent", func(t *testing.T) {
+		h := newHarness(t, room.RoleDecode, Limits{})
+		id, leg := roomID(1), &testLeg{"a"}
+		h.decodeRoom(id, leg) // HELLO and ALLOC written: nothing outstanding
+		mustFail(t, "Sent with nothing outstanding", "no frame outstanding", func() { h.d.Sent(h.now, "p1", LaneControl, nil) })
+		mustFail(t, "Sent for an unknown peer", "no frame outstanding", func() { h.d.Sent(h.now, "p9", LaneKV, nil) })
+		mustFail(t, "Sent for lane 7", "no such lane", func() { h.d.Sent(h.now, "p1", Lane(7), nil) })
+	})
+	t.Run("kvdone", func(t *testing.T) {
+		h := newHarness(t, room.RoleDecode, Limits{})
+		id, leg := roomID(1), &testLeg{"a"}
+		h.decodeRoom(id, leg)
+		kv := kvwire.KV{Layer: 1, Kind: kvwire.KindK, Ordinal: 0}
+		mustFail(t, "KVDone without KVDest", "no KVDest buffer", func() { h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) })
+		if dst := h.d.KVDest("p1", id, kv, pageBytes); dst == nil {
+			t.Fatal("no destination")
+		}
+		h.d.KVDone(h.now, "p1", id, kv, pageBytes, true)
+		mustFail(t, "a second KVDone", "no KVDest buffer", func() { h.d.KVDone(h.now, "p1", id, kv, pageBytes, true) })
+		mustFail(t, "KVDone for an unknown room", "no KVDest buffer", func() { h.d.KVDone(h.now, "p1", roomID(9), kv, pageBytes, true) })
+	})
 }

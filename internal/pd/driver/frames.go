@@ -8,7 +8,7 @@ import (
 // Frame turns a control frame the transport received from peer into a room
 // event (decoding its payload) and steps it. A malformed payload or an
 // unexpected type is dropped and counted (Observer.BadFrame).
-func (d *Driver) Frame(now room.Instant, peer string, h kvwire.Header, payload []byte) {
+func (d *Driver[Leg]) Frame(now room.Instant, peer string, h kvwire.Header, payload []byte) {
 	ev, ok := d.frameEvent(peer, h, payload)
 	if ok {
 		d.step(now, ev)
@@ -17,7 +17,7 @@ func (d *Driver) Frame(now room.Instant, peer string, h kvwire.Header, payload [
 
 type payloadDecoder interface{ Decode([]byte) error }
 
-func (d *Driver) decode(peer string, h kvwire.Header, payload []byte, into payloadDecoder) bool {
+func (d *Driver[Leg]) decode(peer string, h kvwire.Header, payload []byte, into payloadDecoder) bool {
 	if err := into.Decode(payload); err != nil {
 		d.obs.BadFrame("malformed_payload")
 		d.log.Warn("dropped a malformed frame", "peer", peer, "type", h.Type, "room", room.ID(h.Room), "err", err)
@@ -50,7 +50,7 @@ func FrameEventKind(t kvwire.Type) room.EventKind {
 	return 0
 }
 
-func (d *Driver) frameEvent(peer string, h kvwire.Header, payload []byte) (room.Event, bool) {
+func (d *Driver[Leg]) frameEvent(peer string, h kvwire.Header, payload []byte) (room.Event, bool) {
 	ev := room.Event{Kind: FrameEventKind(h.Type), Room: room.ID(h.Room), Peer: peer}
 	switch h.Type {
 	case kvwire.TypeHello, kvwire.TypeHelloAck, kvwire.TypeDoneAck:
@@ -96,7 +96,7 @@ func (d *Driver) frameEvent(peer string, h kvwire.Header, payload []byte) (room.
 }
 
 // encode returns the frame an EffectSend asks for.
-func (d *Driver) encode(e room.Effect, r *rec) Frame {
+func (d *Driver[Leg]) encode(e room.Effect, r *rec[Leg]) Frame {
 	var payload []byte
 	switch e.Frame {
 	case room.FrameAlloc:
@@ -122,7 +122,7 @@ func (d *Driver) encode(e room.Effect, r *rec) Frame {
 // wrong peer, bad coordinates or size, duplicate): counted
 // (Observer.KVDropped), and the room is not changed. A non-nil slice puts
 // the room's pages in quarantine until the matching KVDone.
-func (d *Driver) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
+func (d *Driver[Leg]) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
 	r := d.rooms[id]
 	st, _, ok := d.m.State(id)
 	switch {
@@ -169,15 +169,13 @@ const (
 	frameStored                    // written with a good checksum
 )
 
-// KVDone follows every KVDest that returned a buffer (a call for a frame
-// no buffer was given out for changes nothing). A complete write with a good
-// checksum counts towards the room's bytes once; a bad one fails the room
-// (checksum). The last write into an ended room's pages lets them go.
-func (d *Driver) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
-	r := d.rooms[id]
-	if r == nil || r.recv == nil || !d.validKV(r, kv) || r.recv[d.frameIndex(kv)] != frameWriting {
-		return // a discarded frame: KVDest gave it no buffer
-	}
+// KVDone follows every KVDest that returned a buffer, exactly once (a
+// call for a frame no buffer is out for breaks the transport's contract:
+// invariant.Failf). A complete write with a good checksum counts towards
+// the room's bytes once; a bad one fails the room (checksum). The last
+// write into an ended room's pages lets them go.
+func (d *Driver[Leg]) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
+	r := d.checkKVDone(id, kv)
 	i := d.frameIndex(kv)
 	r.recv[i] = frameNone
 	r.inflight--
@@ -204,18 +202,18 @@ func (d *Driver) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV,
 }
 
 // validKV reports whether kv's coordinates name a frame of r's pages.
-func (d *Driver) validKV(r *rec, kv kvwire.KV) bool {
+func (d *Driver[Leg]) validKV(r *rec[Leg], kv kvwire.KV) bool {
 	return int(kv.Ordinal) < len(r.pages) && int(kv.Layer) < d.layers && kv.Kind <= kvwire.KindV
 }
 
 // frameIndex numbers a KV frame within its room.
-func (d *Driver) frameIndex(kv kvwire.KV) int {
+func (d *Driver[Leg]) frameIndex(kv kvwire.KV) int {
 	return (int(kv.Ordinal)*d.layers+int(kv.Layer))*2 + int(kv.Kind)
 }
 
 // Admitted is the decode engine's answer to Engine.Admit: pages reserved
 // for leg's room, whose bytes dest returns.
-func (d *Driver) Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32) {
+func (d *Driver[Leg]) Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32) {
 	if r := d.rooms[id]; r != nil && r.leg == leg && !r.ended {
 		r.dest, r.pages = dest, append([]int32(nil), pages...)
 	}
@@ -226,7 +224,7 @@ func (d *Driver) Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pag
 // count as progress only when Sent reports them on the wire. Frames for a
 // room that ended (or another leg's) are dropped; frames that would pass the
 // send budget fail the room (room.EventSendFailed).
-func (d *Driver) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame) {
+func (d *Driver[Leg]) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame) {
 	r := d.rooms[id]
 	if r == nil || r.leg != leg || r.ended || r.peer == "" {
 		if len(frames) > 0 {
@@ -249,7 +247,7 @@ func (d *Driver) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame
 		return
 	}
 	for _, f := range frames {
-		p.pushKV(d, Frame{Peer: r.peer, Lane: LaneKV, Room: id, KV: f.KV, Data: f.Data, Release: f.Release})
+		p.pushKV(&d.queued, Frame{Peer: r.peer, Lane: LaneKV, Room: id, KV: f.KV, Data: f.Data, Release: f.Release})
 	}
 	r.kvPending += len(frames)
 	d.pump(p)
@@ -258,7 +256,7 @@ func (d *Driver) KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame
 // ComputeDone is the prefill engine's first token for leg's room. It is
 // stepped (room.EventComputeDone: FIRST_TOKEN and DONE go out) once the
 // room's last KV frame is on the wire; until then it is held.
-func (d *Driver) ComputeDone(now room.Instant, id room.ID, leg Leg, first Token) {
+func (d *Driver[Leg]) ComputeDone(now room.Instant, id room.ID, leg Leg, first Token) {
 	r := d.rooms[id]
 	if r == nil || r.leg != leg || r.ended {
 		return
@@ -272,7 +270,7 @@ func (d *Driver) ComputeDone(now room.Instant, id room.ID, leg Leg, first Token)
 }
 
 // EngineError is the engine failing leg's room.
-func (d *Driver) EngineError(now room.Instant, id room.ID, leg Leg) {
+func (d *Driver[Leg]) EngineError(now room.Instant, id room.ID, leg Leg) {
 	if r := d.rooms[id]; r != nil && r.leg == leg && !r.ended {
 		d.step(now, room.Event{Kind: room.EventEngineError, Room: id})
 	}

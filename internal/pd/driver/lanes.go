@@ -18,9 +18,10 @@ type peer struct {
 	kvN     int       // KV frames queued
 	out     [LaneKV + 1]*Frame
 	bytes   int64 // queued and outstanding
+	named   int   // CheckAccounting's count of the records naming the peer (nothing else reads it)
 }
 
-func (d *Driver) peerFor(addr string) *peer {
+func (d *Driver[Leg]) peerFor(addr string) *peer {
 	p := d.peers[addr]
 	if p == nil {
 		p = &peer{addr: addr, kvq: map[room.ID][]Frame{}}
@@ -30,11 +31,11 @@ func (d *Driver) peerFor(addr string) *peer {
 }
 
 // fits reports whether n more bytes fit the peer's and the worker's budget.
-func (d *Driver) fits(p *peer, n int64) bool {
+func (d *Driver[Leg]) fits(p *peer, n int64) bool {
 	return p.bytes+n <= d.lim.PeerQueueBytesMax && d.queued+n <= d.lim.QueueBytesMax
 }
 
-func (p *peer) pushKV(d *Driver, f Frame) {
+func (p *peer) pushKV(queued *int64, f Frame) {
 	q, ok := p.kvq[f.Room]
 	if !ok || len(q) == 0 {
 		p.kvOrder = append(p.kvOrder, f.Room)
@@ -42,7 +43,7 @@ func (p *peer) pushKV(d *Driver, f Frame) {
 	p.kvq[f.Room] = append(q, f)
 	p.kvN++
 	p.bytes += f.Bytes()
-	d.queued += f.Bytes()
+	*queued += f.Bytes()
 }
 
 // popKV takes the next KV frame, serving the rooms in turn.
@@ -66,11 +67,11 @@ func (p *peer) popKV() (Frame, bool) {
 }
 
 // dropRoom drops the room's queued KV and returns how many frames went.
-func (p *peer) dropRoom(d *Driver, id room.ID) int {
+func (p *peer) dropRoom(queued *int64, id room.ID) int {
 	q := p.kvq[id]
 	for _, f := range q {
 		p.bytes -= f.Bytes()
-		d.queued -= f.Bytes()
+		*queued -= f.Bytes()
 		if f.Release != nil {
 			f.Release()
 		}
@@ -85,14 +86,14 @@ func (p *peer) dropRoom(d *Driver, id room.ID) int {
 // ABORT or FAILED that announce its end (and a DONE_ACK, which only a
 // room that succeeded sends), and returns how many went. A frame already
 // handed to the wire is not recalled.
-func (p *peer) dropControl(d *Driver, id room.ID) int {
+func (p *peer) dropControl(queued *int64, id room.ID) int {
 	n := 0
 	p.control = slices.DeleteFunc(p.control, func(f Frame) bool {
 		if f.Room != id || f.Type == kvwire.TypeAbort || f.Type == kvwire.TypeFailed || f.Type == kvwire.TypeDoneAck {
 			return false
 		}
 		p.bytes -= f.Bytes()
-		d.queued -= f.Bytes()
+		*queued -= f.Bytes()
 		n++
 		return true
 	})
@@ -101,22 +102,22 @@ func (p *peer) dropControl(d *Driver, id room.ID) int {
 
 // dropAll drops everything queued for the peer (it is unreachable) and
 // returns how many frames went. Outstanding frames still get their Sent.
-func (p *peer) dropAll(d *Driver) int {
+func (p *peer) dropAll(queued *int64) int {
 	n := len(p.control) + p.kvN
 	for _, f := range p.control {
 		p.bytes -= f.Bytes()
-		d.queued -= f.Bytes()
+		*queued -= f.Bytes()
 	}
 	p.control = nil
 	for id := range p.kvq {
-		p.dropRoom(d, id)
+		p.dropRoom(queued, id)
 	}
 	return n
 }
 
 // sendControl queues the control frame an EffectSend asks for. One that
 // does not fit the budget is dropped and fails its room.
-func (d *Driver) sendControl(e room.Effect, r *rec) {
+func (d *Driver[Leg]) sendControl(e room.Effect, r *rec[Leg]) {
 	f := d.encode(e, r)
 	p := d.peerFor(e.Peer)
 	if !d.fits(p, f.Bytes()) {
@@ -134,7 +135,7 @@ func (d *Driver) sendControl(e room.Effect, r *rec) {
 }
 
 // pump hands the next frame of each free lane to the wire.
-func (d *Driver) pump(p *peer) {
+func (d *Driver[Leg]) pump(p *peer) {
 	if p.out[LaneControl] == nil && len(p.control) > 0 {
 		f := p.control[0]
 		p.control[0] = Frame{}
@@ -151,7 +152,7 @@ func (d *Driver) pump(p *peer) {
 }
 
 // idle removes the peer's state when it holds nothing and tells the wire.
-func (d *Driver) idle(p *peer) {
+func (d *Driver[Leg]) idle(p *peer) {
 	if p.rooms > 0 || len(p.control) > 0 || p.kvN > 0 || p.out[LaneControl] != nil || p.out[LaneKV] != nil {
 		return
 	}
@@ -166,12 +167,10 @@ func (d *Driver) idle(p *peer) {
 // failed on the connection (the peer is unreachable: every room with it
 // fails and everything queued for it is dropped). A written KV frame is
 // the room's progress (room.EventKVSent); the room's last one releases a
-// held ComputeDone.
-func (d *Driver) Sent(now room.Instant, peerAddr string, lane Lane, err error) {
-	p := d.peers[peerAddr]
-	if p == nil || lane < LaneControl || lane > LaneKV || p.out[lane] == nil {
-		return
-	}
+// held ComputeDone. A Sent for a lane with no frame outstanding breaks
+// the Wire's contract (one Sent per Send): invariant.Failf.
+func (d *Driver[Leg]) Sent(now room.Instant, peerAddr string, lane Lane, err error) {
+	p := d.checkSent(peerAddr, lane)
 	f := *p.out[lane]
 	p.out[lane] = nil
 	p.bytes -= f.Bytes()
@@ -199,7 +198,7 @@ func (d *Driver) Sent(now room.Instant, peerAddr string, lane Lane, err error) {
 		d.step(now, room.Event{Kind: room.EventSendFailed, Room: f.Room})
 	default:
 		d.log.Warn("send to peer failed; failing its rooms", "peer", peerAddr, "err", err)
-		if n := p.dropAll(d); n > 0 {
+		if n := p.dropAll(&d.queued); n > 0 {
 			d.obs.SendDropped("send_error", n+1)
 		} else {
 			d.obs.SendDropped("send_error", 1)

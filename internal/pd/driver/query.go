@@ -8,31 +8,31 @@ import (
 )
 
 // Live returns the number of live rooms.
-func (d *Driver) Live() int { return d.m.Live() }
+func (d *Driver[Leg]) Live() int { return d.m.Live() }
 
 // State returns a room's state and phase, and false when the core does not
 // know the room.
-func (d *Driver) State(id room.ID) (room.State, room.Phase, bool) { return d.m.State(id) }
+func (d *Driver[Leg]) State(id room.ID) (room.State, room.Phase, bool) { return d.m.State(id) }
 
 // Room returns one room as /debug/rooms shows it.
-func (d *Driver) Room(id room.ID) (room.RoomInfo, bool) { return d.m.Room(id) }
+func (d *Driver[Leg]) Room(id room.ID) (room.RoomInfo, bool) { return d.m.Room(id) }
 
 // Rooms returns every room the core holds (live and tombstones). Each
 // RoomInfo's History shares the core's immutable history (see
 // room.Machine.Rooms), so the copy is cheap enough to take under the lock
 // and format after it.
-func (d *Driver) Rooms() []room.RoomInfo { return d.m.Rooms() }
+func (d *Driver[Leg]) Rooms() []room.RoomInfo { return d.m.Rooms() }
 
 // Counters returns the core's counters.
-func (d *Driver) Counters() room.Counters { return d.m.Counters() }
+func (d *Driver[Leg]) Counters() room.Counters { return d.m.Counters() }
 
 // LiveRooms returns the state and creation time of every live room,
 // without histories: what the queue gauges need.
-func (d *Driver) LiveRooms() []room.LiveRoom { return d.m.LiveRooms() }
+func (d *Driver[Leg]) LiveRooms() []room.LiveRoom { return d.m.LiveRooms() }
 
 // RecvBytes returns the distinct KV bytes a decode room has stored, and
 // false when the driver holds no record of the room.
-func (d *Driver) RecvBytes(id room.ID) (int64, bool) {
+func (d *Driver[Leg]) RecvBytes(id room.ID) (int64, bool) {
 	r := d.rooms[id]
 	if r == nil {
 		return 0, false
@@ -42,7 +42,7 @@ func (d *Driver) RecvBytes(id room.ID) (int64, bool) {
 
 // SentBytes returns the KV bytes of a prefill room on the wire so far, and
 // false when the driver holds no record of the room.
-func (d *Driver) SentBytes(id room.ID) (int64, bool) {
+func (d *Driver[Leg]) SentBytes(id room.ID) (int64, bool) {
 	r := d.rooms[id]
 	if r == nil {
 		return 0, false
@@ -51,7 +51,7 @@ func (d *Driver) SentBytes(id room.ID) (int64, bool) {
 }
 
 // Peers returns the send state of every peer the driver holds, by address.
-func (d *Driver) Peers() []PeerInfo {
+func (d *Driver[Leg]) Peers() []PeerInfo {
 	out := make([]PeerInfo, 0, len(d.peers))
 	for _, p := range d.peers {
 		pi := PeerInfo{Peer: p.addr, Rooms: p.rooms, ControlQueued: len(p.control), KVQueued: p.kvN}
@@ -75,7 +75,7 @@ func (d *Driver) Peers() []PeerInfo {
 }
 
 // Stats returns the driver's own counters.
-func (d *Driver) Stats() Stats {
+func (d *Driver[Leg]) Stats() Stats {
 	s := Stats{QueuedBytes: d.queued, Peers: len(d.peers), Rooms: len(d.rooms)}
 	for _, r := range d.rooms {
 		if r.ended {
@@ -84,7 +84,3 @@ func (d *Driver) Stats() Stats {
 	}
 	return s
 }
-
-// CheckInvariants checks the room core's invariants (room.Machine's
-// CheckInvariants), for the simulator and tests.
-func (d *Driver) CheckInvariants() error { return d.m.CheckInvariants() }

@@ -5,6 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
+
+	"tandem/internal/invariant"
 )
 
 // AuthRole says which side of the handshake computes a MAC. The role is
@@ -78,7 +81,7 @@ func SessionKeys(token []byte, transcript [32]byte) (dialerToListener, listenerT
 	d, err1 := hkdf.Key(sha256.New, token, transcript[:], "tandem-kv/2 dialer->listener", SessionKeyBytes)
 	l, err2 := hkdf.Key(sha256.New, token, transcript[:], "tandem-kv/2 listener->dialer", SessionKeyBytes)
 	if err1 != nil || err2 != nil { // only for key lengths HKDF cannot produce
-		panic("kvwire: HKDF refused a 32-byte key")
+		invariant.Failf("kvwire", "HKDF refused a %d-byte key: %v", SessionKeyBytes, errors.Join(err1, err2))
 	}
 	copy(dialerToListener[:], d)
 	copy(listenerToDialer[:], l)

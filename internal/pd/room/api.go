@@ -96,9 +96,9 @@ const (
 	ReasonEngine                  // the local engine failed the request
 	ReasonShutdown                // the worker is stopping
 	ReasonDeadline                // the watchdog found the room past its deadline
-	ReasonDuplicate               // EffectReject 409: the room id is live or was used already (never fails a room)
-	ReasonOverloaded              // EffectReject 503 / FAILED: RoomsMax live rooms already (never fails a room)
-	ReasonBadRequest              // EffectReject 400: the request lacks what the role needs (never fails a room)
+	ReasonDuplicate               // EffectReject: the room id is live or was used already (never fails a room)
+	ReasonOverloaded              // EffectReject / FAILED: RoomsMax live rooms already (never fails a room)
+	ReasonBadRequest              // EffectReject: the request lacks what the role needs (never fails a room)
 	ReasonSendFailed              // a frame of the room could not be sent (refused locally: too large, queue full, over budget)
 	reasonCount
 )
@@ -200,7 +200,7 @@ const (
 	EffectAdmit                               // decode: ask the engine for pages (answer with EventAdmitted)
 	EffectResume                              // decode: KV complete; continue decoding from Token
 	EffectCancelRequest                       // cancel the local request (engine and HTTP leg) with Reason
-	EffectReject                              // answer the router's request at once: 409 duplicate, or the room's earlier failure
+	EffectReject                              // answer the router's request at once with Reason: refused (duplicate, overloaded, shutdown, bad request), or the room's earlier failure
 	EffectRelease                             // the room is terminal: free every resource it held (after its writers stopped); see Effect
 	EffectReplyDone                           // prefill: the transfer succeeded; finish the router's HTTP leg
 	EffectFreePages                           // decode: the engine reserved Pages for a room that cannot take them (ended, unknown, or already has pages): free them now
@@ -216,8 +216,11 @@ const (
 //   - EffectCancelCompute, EffectAdmit, EffectReplyDone: RequestID.
 //   - EffectResume: RequestID continues from Token (Logprob) on Pages.
 //   - EffectCancelRequest: RequestID ends with Reason.
-//   - EffectReject: the request RequestID (the event's, not the room's) gets
-//     Status and Reason.
+//   - EffectReject: the request RequestID (the event's, not the room's) is
+//     answered at once with Reason: ReasonDuplicate, ReasonOverloaded,
+//     ReasonShutdown or ReasonBadRequest when it is refused, or (prefill)
+//     the reason its room failed earlier. How that answer is put (an HTTP
+//     status, a message) is the edge's business.
 //   - EffectRelease: emitted exactly once per room record, when it turns
 //     terminal, as its last effect; Reason is ReasonNone for success. It
 //     frees what the ROOM held: on prefill the compute and transfer state;
@@ -239,7 +242,6 @@ type Effect struct {
 	Logprob   float32
 	PageCount int
 	Bytes     int64
-	Status    int // EffectReject: HTTP status (409 duplicate, 503 full or stopping, 400 bad request, or 502/504 for an earlier failure)
 }
 
 // Transition records one state change, for /debug/rooms and traces.
@@ -269,7 +271,7 @@ type Outcome uint8
 const (
 	OutcomeApplied  Outcome = iota + 1 // changed a live room
 	OutcomeParked                      // created a room or tombstone that waits with a deadline (HELLO or ABORT before the request)
-	OutcomeAnswered                    // answered without state change (e.g. FAILED for an unknown room, 409)
+	OutcomeAnswered                    // answered without state change (e.g. FAILED for an unknown room, a duplicate request rejected)
 	OutcomeLate                        // for a terminal room: ignored and counted
 	OutcomeRejected                    // invalid for the room's state or unknown room: dropped and counted
 )
@@ -285,7 +287,7 @@ type Config struct {
 	PrefillTimeout   Duration // prefill: computing; decode: waiting for the first KV
 	ProgressTimeout  Duration // both: no transfer progress for this long
 	TombstoneTTL     Duration // terminal rooms are remembered this long (longer than any deadline)
-	RoomsMax         int      // live rooms; requests past it are rejected (503)
+	RoomsMax         int      // live rooms; requests past it are rejected (ReasonOverloaded)
 	TombstonesMax    int      // remembered terminal rooms; the oldest are forgotten first
 	// Planted is a TEST-ONLY bug planted in the core (see PlantedBug) so
 	// that a test can prove the simulator catches it. Its zero value,

@@ -19,7 +19,7 @@ func (m *Machine) stepDecode(now Instant, r *room, ev Event) Outcome {
 	}
 	switch ev.Kind {
 	case EventRequest:
-		m.reject(ev, 409, ReasonDuplicate)
+		m.reject(ev, ReasonDuplicate)
 		return OutcomeAnswered
 	case EventHelloAck:
 		if r.phase != PhaseHandshake {
@@ -72,7 +72,7 @@ func (m *Machine) decodeUnknown(now Instant, ev Event) Outcome {
 	switch ev.Kind {
 	case EventRequest:
 		if ev.Peer == "" {
-			m.reject(ev, 400, ReasonBadRequest)
+			m.reject(ev, ReasonBadRequest)
 			return OutcomeAnswered
 		}
 		if m.refuseRequest(ev) {

@@ -10,10 +10,11 @@
 // frames from the peer (HELLO, HELLO_ACK, ALLOC, FIRST_TOKEN, DONE,
 // DONE_ACK, ABORT, FAILED), engine progress (pages reserved, compute
 // started, KV sent or stored, first token, errors), a peer lost, shutdown,
-// and the timer. The driver goroutine calls Step for each and Tick when the
-// timer set to NextDeadline fires, then carries out Ready (frames to send,
-// computes to start or cancel, requests to resume, cancel or reject,
-// resources to release) and calls Advance. The core has no goroutines, no
+// and the timer. The driver (package driver; its callers serialize every
+// call) calls Step for each and Tick when the timer set to NextDeadline
+// fires, then carries out Ready (frames to send, computes to start or
+// cancel, requests to resume, cancel or reject, resources to release) and
+// calls Advance. The core has no goroutines, no
 // clock, no I/O and no locks: the same code runs in the binaries and in the
 // simulator, on a virtual clock. The protocol is described in
 // shared/reference/pd-protocol.md.
@@ -24,8 +25,8 @@
 //     restarted by transfer progress) and later than its creation; Tick
 //     fails it with that phase's timeout reason. So every room ends.
 //   - Succeeded and Failed are terminal: no event changes a terminal room.
-//     Events for it are counted as late; a request gets its answer (409, or
-//     on prefill the earlier failure as 502/504), a HELLO to a failed
+//     Events for it are counted as late; a request gets its answer (a
+//     duplicate, or on prefill the room's earlier failure), a HELLO to a failed
 //     prefill room gets FAILED at once, pages reserved too late are freed.
 //   - Every room record, live or born terminal, emits exactly one
 //     EffectRelease, as the last effect of the Step that ends it. Pages the
@@ -62,7 +63,7 @@
 //
 // # Limits
 //
-// Config.RoomsMax live rooms (a request past it gets 503, a HELLO
+// Config.RoomsMax live rooms (a request past it is rejected as overloaded, a HELLO
 // FAILED(overloaded)); Config.TombstonesMax remembered terminal rooms (the
 // oldest are forgotten first, counted as evicted) each for
 // Config.TombstoneTTL, which New requires to exceed every timeout;

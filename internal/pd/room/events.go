@@ -65,7 +65,7 @@ func (m *Machine) answerFailed(ev Event, reason Reason) Outcome {
 }
 
 // stepTerminal handles any event for a terminal room: the room never
-// changes. A request gets its answer (409, or on the prefill side the
+// changes. A request gets its answer (duplicate, or on the prefill side the
 // room's failure), a HELLO to a failed prefill room gets FAILED at once, and
 // pages the decode engine reserved too late are freed. The rest is late.
 func (m *Machine) stepTerminal(r *room, ev Event) Outcome {
@@ -73,9 +73,9 @@ func (m *Machine) stepTerminal(r *room, ev Event) Outcome {
 	switch ev.Kind {
 	case EventRequest:
 		if m.cfg.Role == RolePrefill && r.state == StateFailed {
-			m.reject(ev, failedStatus(r.reason), r.reason)
+			m.reject(ev, r.reason)
 		} else {
-			m.reject(ev, 409, ReasonDuplicate)
+			m.reject(ev, ReasonDuplicate)
 		}
 		return OutcomeAnswered
 	case EventHello:
@@ -110,20 +110,9 @@ func failedInHandshake(r *room) bool {
 	return r.history[len(r.history)-1].FromPhase == PhaseHandshake
 }
 
-// failedStatus is the HTTP status a request for a failed room gets: 504
-// when a deadline passed, 502 otherwise.
-func failedStatus(reason Reason) int {
-	switch reason {
-	case ReasonHelloTimeout, ReasonRequestTimeout, ReasonAllocTimeout, ReasonHandshakeTimeout,
-		ReasonAdmissionTimeout, ReasonPrefillTimeout, ReasonProgressTimeout, ReasonDeadline:
-		return 504
-	}
-	return 502
-}
-
-// reject answers the router's request at once.
-func (m *Machine) reject(ev Event, status int, reason Reason) {
-	m.emit(Effect{Kind: EffectReject, Room: ev.Room, RequestID: ev.RequestID, Status: status, Reason: reason})
+// reject answers the router's request at once with reason.
+func (m *Machine) reject(ev Event, reason Reason) {
+	m.emit(Effect{Kind: EffectReject, Room: ev.Room, RequestID: ev.RequestID, Reason: reason})
 }
 
 // refuseRequest rejects a request for a new room when the worker is
@@ -131,9 +120,9 @@ func (m *Machine) reject(ev Event, status int, reason Reason) {
 func (m *Machine) refuseRequest(ev Event) bool {
 	switch {
 	case m.stopping:
-		m.reject(ev, 503, ReasonShutdown)
+		m.reject(ev, ReasonShutdown)
 	case len(m.live) >= m.cfg.RoomsMax:
-		m.reject(ev, 503, ReasonOverloaded)
+		m.reject(ev, ReasonOverloaded)
 	default:
 		return false
 	}

@@ -75,25 +75,31 @@ func (m *Machine) checkRoom(r *room) error {
 // checkAll checks every invariant over every room, including the deadline
 // heap's order and the tombstones' expiry order.
 func (m *Machine) checkAll() error {
-	errs := []error{m.checkLimits()}
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(m.checkLimits())
 	for i, r := range m.live {
 		if i > 0 && m.live.less(i, (i-1)/2) {
-			errs = append(errs, fmt.Errorf("deadline heap out of order at %d", i))
+			add(fmt.Errorf("deadline heap out of order at %d", i))
 		}
 		if r.state.Terminal() {
-			errs = append(errs, fmt.Errorf("room %v: terminal but in the deadline heap", r.id))
+			add(fmt.Errorf("room %v: terminal but in the deadline heap", r.id))
 		}
-		errs = append(errs, m.checkRoom(r))
+		add(m.checkRoom(r))
 	}
 	for i := m.tombHead; i < len(m.tombs); i++ {
 		r := m.tombs[i]
 		if !r.state.Terminal() {
-			errs = append(errs, fmt.Errorf("room %v: tombstone in %v", r.id, r.state))
+			add(fmt.Errorf("room %v: tombstone in %v", r.id, r.state))
 		}
 		if i > m.tombHead && r.ended < m.tombs[i-1].ended {
-			errs = append(errs, fmt.Errorf("room %v: tombstones out of order", r.id))
+			add(fmt.Errorf("room %v: tombstones out of order", r.id))
 		}
-		errs = append(errs, m.checkRoom(r))
+		add(m.checkRoom(r))
 	}
 	return errors.Join(errs...)
 }

@@ -11,9 +11,11 @@ var ErrConfig = errors.New("invalid room config")
 
 // Machine holds every room of one worker (one Role) and applies events to
 // them. It is the pure protocol core: no goroutines, no clock, no I/O.
-// It is not safe for concurrent use: one driver goroutine owns it, feeds it
-// events with Step and timer firings with Tick, carries out Ready, then calls
-// Advance.
+// It is not safe for concurrent use: its owner (package driver's Driver,
+// whose callers serialize every call: the worker with one mutex, the
+// simulator with its one goroutine) feeds it events with Step and timer
+// firings with Tick, reads Ready, carries out every effect in order, then
+// calls Advance.
 type Machine struct {
 	cfg      Config
 	now      Instant // the latest time seen; earlier times are raised to it
@@ -160,7 +162,9 @@ func (m *Machine) NextDeadline() (Instant, bool) {
 func (m *Machine) Ready() Ready { return m.ready }
 
 // Advance tells the machine the driver carried out everything Ready
-// returned; the next Ready starts empty.
+// returned: those effects are done, and the next Ready starts empty.
+// Until Advance, Ready keeps returning them (with any that later Steps
+// add), so an owner that stops before carrying them out loses nothing.
 func (m *Machine) Advance() { m.ready = Ready{} }
 
 // State returns the room's state and phase, and false when the machine

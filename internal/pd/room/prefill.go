@@ -97,10 +97,10 @@ func (m *Machine) prefillUnknown(now Instant, ev Event) Outcome {
 }
 
 // prefillRequest handles the router's request for a live room: it completes
-// a room HELLO parked, and is a duplicate (409) for any other.
+// a room HELLO parked, and is a duplicate (rejected) for any other.
 func (m *Machine) prefillRequest(now Instant, r *room, ev Event) Outcome {
 	if r.phase != PhaseAwaitingRequest {
-		m.reject(ev, 409, ReasonDuplicate)
+		m.reject(ev, ReasonDuplicate)
 		return OutcomeAnswered
 	}
 	r.requested, r.requestID = true, ev.RequestID

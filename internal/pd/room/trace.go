@@ -46,7 +46,7 @@ func statePhase(s State, p Phase) string {
 
 // String formats the effect as one trace line, for example
 // "send room=<id> to=d1 frame=done page_count=2 bytes=4096" or
-// "reject room=<id> req=r2 status=409 reason=duplicate_room".
+// "reject room=<id> req=r2 reason=duplicate_room".
 func (e Effect) String() string {
 	b := make([]byte, 0, 128)
 	b = append(b, e.Kind.String()...)
@@ -56,9 +56,6 @@ func (e Effect) String() string {
 	b = field(b, "to", e.Peer)
 	if e.Frame != 0 {
 		b = field(b, "frame", e.Frame.String())
-	}
-	if e.Status != 0 {
-		b = field(b, "status", strconv.Itoa(e.Status))
 	}
 	if e.Reason != ReasonNone {
 		b = field(b, "reason", e.Reason.String())

@@ -31,8 +31,12 @@ import (
 //   - watchdog_fired: the periodic watchdog found a room past its deadline
 //     (a timer did not fire). watchdog_probe: EventWatchdog for a room not
 //     past its deadline changed it.
-//   - core_invariants: Driver.CheckInvariants (the room core's own
-//     invariants) failed at a watchdog sweep.
+//   - driver_invariants: Driver.CheckAccounting (the driver's own: its
+//     lanes never hold a frame back from a free lane, its byte accounting
+//     matches its queues and limits, it keeps no idle peer and no ended
+//     record without a write in flight) failed after a call, or
+//     Driver.CheckInvariants (those and the room core's own invariants)
+//     at a watchdog sweep.
 //   - panic: the driver, the core (or the simulator) panicked.
 //   - pages, resume: a page on the free list that is not free, a resume
 //     whose pages do not hold exactly the bytes prefill computed or with
@@ -41,12 +45,12 @@ import (
 //     into a page the room was not admitted with; edge: the driver asked
 //     for something impossible (Succeed on decode, a frame to an unknown
 //     peer, a malformed frame dropped).
-//   - lanes: a second frame on a lane with one outstanding, a Sent for a
-//     frame that is not outstanding, or frames waiting in the driver while
-//     their lane is free (a control frame waits behind at most the one KV
-//     frame being written: ControlBehindKV counts those).
+//   - lanes: a second frame on a lane with one outstanding, or a Sent for
+//     a frame that is not outstanding (the driver itself checks that no
+//     frame waits while its lane is free: driver_invariants; a control
+//     frame waits behind at most the one KV frame being written:
+//     ControlBehindKV counts those).
 //   - peer_state: the driver's outstanding count differs from the wire's;
-//     it keeps state for a peer with no room and nothing outstanding;
 //     PeerIdle while a frame is outstanding; after PeerLost a room with the
 //     peer still live, KV queued for it, or rooms counted beyond those
 //     whose pages wait for an in-flight KV write.
@@ -197,12 +201,15 @@ func (s *sim) checkEnds(n *node) {
 	}
 }
 
-// checkPeers checks the driver's per-peer state against the wire's view:
-// the frames outstanding are the ones the wire holds, a lane with frames
-// waiting has one outstanding (the driver never holds a frame back while
-// its lane is free), and a peer with no room and nothing outstanding has
-// no state left.
+// checkPeers runs the driver's own invariants (Driver.CheckAccounting:
+// its lanes, byte accounting, peer state and records) and checks its
+// per-peer state against the wire's view: the frames outstanding are the
+// ones the wire holds.
 func (s *sim) checkPeers(n *node) {
+	if err := n.d.CheckAccounting(); err != nil {
+		s.violate("driver_invariants", "%s: %v", n.addr, err)
+		return
+	}
 	for _, pi := range n.d.Peers() {
 		var out [driver.LaneKV + 1]*driver.Frame
 		if o := n.out[pi.Peer]; o != nil {
@@ -214,17 +221,8 @@ func (s *sim) checkPeers(n *node) {
 				outstanding++
 			}
 		}
-		switch {
-		case outstanding != pi.Outstanding:
+		if outstanding != pi.Outstanding {
 			s.violate("peer_state", "%s: the driver counts %d frames outstanding to %s, the wire %d", n.addr, pi.Outstanding, pi.Peer, outstanding)
-		case pi.ControlQueued > 0 && out[driver.LaneControl] == nil:
-			s.violate("lanes", "%s: %d control frames wait for %s while its control lane is free", n.addr, pi.ControlQueued, pi.Peer)
-		case pi.KVQueued > 0 && out[driver.LaneKV] == nil:
-			s.violate("lanes", "%s: %d KV frames wait for %s while its KV lane is free", n.addr, pi.KVQueued, pi.Peer)
-		case pi.Rooms == 0 && pi.Outstanding == 0:
-			s.violate("peer_state", "%s: the driver keeps state for %s with no room and nothing outstanding: %+v", n.addr, pi.Peer, pi)
-		}
-		if s.v != nil {
 			return
 		}
 	}
@@ -301,7 +299,7 @@ func (s *sim) watchdogSweep() {
 		}
 		s.probeWatchdog(n)
 		if err := n.d.CheckInvariants(); err != nil {
-			s.violate("core_invariants", "%s: %v", n.addr, err)
+			s.violate("driver_invariants", "%s: %v", n.addr, err)
 		}
 	}
 	if next := s.now + room.Instant(s.sw.WatchdogPeriod); next <= s.end {

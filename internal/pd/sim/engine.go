@@ -107,8 +107,8 @@ type engine struct {
 
 // StartCompute submits a prompt: it refuses a page count that does not
 // fit the prompt (and now and then fails at once, while faults are on).
-func (e engine) StartCompute(leg driver.Leg, pages int) error {
-	s, n, l := e.s, e.n, leg.(*nodeLeg)
+func (e engine) StartCompute(l *nodeLeg, pages int) error {
+	s, n := e.s, e.n
 	if s.tracing {
 		s.tracef("%v %s engine start_compute %s pages=%d", s.now, n.addr, l.req.name, pages)
 	}
@@ -131,8 +131,8 @@ func (e engine) StartCompute(leg driver.Leg, pages int) error {
 
 // Admit queues a decode leg for its prompt's pages; an engine that can
 // never hold the prompt refuses it at once.
-func (e engine) Admit(leg driver.Leg) error {
-	s, n, l := e.s, e.n, leg.(*nodeLeg)
+func (e engine) Admit(l *nodeLeg) error {
+	s, n := e.s, e.n
 	if s.tracing {
 		s.tracef("%v %s engine admit %s", s.now, n.addr, l.req.name)
 	}
@@ -151,8 +151,8 @@ func (e engine) Admit(leg driver.Leg) error {
 // Resume hands the leg's reserved pages to a running sequence, which
 // generates the rest of the answer. The KV in the pages must be exactly
 // what prefill computed, and the token the one it sampled.
-func (e engine) Resume(leg driver.Leg, first driver.Token) error {
-	s, n, l := e.s, e.n, leg.(*nodeLeg)
+func (e engine) Resume(l *nodeLeg, first driver.Token) error {
+	s, n := e.s, e.n
 	r := l.req
 	if s.tracing {
 		s.tracef("%v %s engine resume %s token=%d", s.now, n.addr, r.name, first.ID)
@@ -205,8 +205,8 @@ func (e engine) Resume(leg driver.Leg, first driver.Token) error {
 // Cancel ends the leg's engine work: a prompt (prefill), a queued
 // admission, reserved pages or a running sequence (decode). A running
 // sequence's leg is answered (the client went away). Idempotent.
-func (e engine) Cancel(leg driver.Leg) {
-	s, n, l := e.s, e.n, leg.(*nodeLeg)
+func (e engine) Cancel(l *nodeLeg) {
+	s, n := e.s, e.n
 	if s.tracing && !l.cancelled {
 		s.tracef("%v %s engine cancel %s", s.now, n.addr, l.req.name)
 	}
@@ -283,7 +283,7 @@ func (s *sim) chunkDone(it *item) {
 	j.next++
 	if c == j.failAt {
 		s.removeJob(n, j)
-		s.call(n, room.Event{Kind: room.EventEngineError, Room: id}, func() { n.d.EngineError(s.now, id, l) })
+		s.call(n, room.Event{Kind: room.EventEngineError, Room: id}, func() { n.rep.EngineError(s.now, id, l) })
 		return
 	}
 	pages := pagesFor(l.req.prompt)
@@ -304,7 +304,7 @@ func (s *sim) chunkDone(it *item) {
 	if last {
 		s.removeJob(n, j)
 	}
-	s.call(n, room.Event{}, func() { n.d.KVReady(s.now, id, l, frames) })
+	s.call(n, room.Event{}, func() { n.rep.KVReady(s.now, id, l, frames) })
 	if s.v != nil || !n.up || it.epoch != n.epoch {
 		return
 	}
@@ -325,7 +325,7 @@ func (s *sim) chunkDone(it *item) {
 	}
 	s.tokens[roomAt{id, n.addr}] = token
 	s.call(n, room.Event{Kind: room.EventComputeDone, Room: id}, func() {
-		n.d.ComputeDone(s.now, id, l, driver.Token{ID: token, Logprob: -0.5})
+		n.rep.ComputeDone(s.now, id, l, driver.Token{ID: token, Logprob: -0.5})
 	})
 }
 
@@ -371,7 +371,7 @@ func (s *sim) admitted(it *item) {
 	}
 	l, id := it.nl, it.nl.req.id
 	s.call(n, room.Event{Kind: room.EventAdmitted, Room: id}, func() {
-		n.d.Admitted(s.now, id, l, &n.pool, it.pages)
+		n.rep.Admitted(s.now, id, l, &n.pool, it.pages)
 	})
 }
 

@@ -37,7 +37,11 @@ import (
 // fault and without a disconnect, prefill and decode must agree on every
 // room (outcome_agreement); otherwise disagreements are counted.
 //
-// No reduction of equivalent interleavings is made: every order is run.
+// Orders that differ only in when independent options run are pruned
+// with sleep sets (see pick: an option whose footprint is disjoint from
+// the choice made is not explored again below it), which loses no leaf
+// (TestExhaustiveReductionIsSound checks that against the plain search);
+// ExhaustiveOptions.NoReduce runs every order.
 
 // ExhaustiveOptions configures an exhaustive search.
 type ExhaustiveOptions struct {

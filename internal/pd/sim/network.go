@@ -149,7 +149,7 @@ func (s *sim) sent(it *item) {
 	if it.frame.Release != nil {
 		it.frame.Release() // the wire is done with the frame (the simulated delivery reads Data, a buffer no engine reuses)
 	}
-	s.call(n, room.Event{}, func() { n.d.Sent(s.now, to.addr, lane, err) })
+	s.call(n, room.Event{}, func() { n.rep.Sent(s.now, to.addr, lane, err) })
 }
 
 // transmit schedules a written frame's delivery, or loses it.
@@ -464,7 +464,7 @@ func (s *sim) down(n *node, mode crashMode) {
 		s.closeConnection(n.idx, p.idx)
 		s.broken[n.idx][p.idx], s.broken[p.idx][n.idx] = false, false
 	}
-	n.up, n.mode, n.d, n.stopping = false, mode, nil, false
+	n.up, n.mode, n.d, n.rep, n.stopping = false, mode, nil, nil, false
 	n.epoch++
 	n.legList, n.jobs, n.admitQ, n.gens, n.track, n.admittedPages = nil, nil, nil, nil, nil, nil
 	n.out, n.readers, n.inflight = nil, nil, nil

@@ -29,7 +29,10 @@ type node struct {
 	// the node still up)
 	stopping bool
 	slow     int64 // engine slowness factor (1: healthy)
-	d        *driver.Driver
+	d        *driver.Driver[*nodeLeg]
+	// rep is where the fakes report (Sent, KVReady, ComputeDone,
+	// EngineError, Admitted): d, or a conformance test's recorder.
+	rep driver.Reports[*nodeLeg]
 
 	legList    []*nodeLeg // every leg this incarnation took, in order
 	timerArmed bool
@@ -79,13 +82,15 @@ type evRec struct {
 	o    room.Outcome
 }
 
-// nodeLeg is the node's record of one router leg (the driver's Leg).
+// nodeLeg is the node's record of one router leg (the driver's Leg type).
 type nodeLeg struct {
 	n         *node
 	req       *request
 	leg       int8
 	answered  bool
-	cancelled bool // the engine's Cancel ran for it
+	ok        bool   // the answer: success
+	note      string // the answer: why it failed
+	cancelled bool   // the engine's Cancel ran for it
 }
 
 // roomTrack is what the checks remember about a room on one incarnation.
@@ -103,13 +108,13 @@ func (s *sim) boot(n *node) {
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}
-	d, err := driver.New(driver.Config{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
+	d, err := driver.New(driver.Config[*nodeLeg]{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
 		Engine: engine{s, n}, Wire: wire{s, n}, Legs: legs{s, n}, Observer: observer{s, n}})
 	if err != nil {
 		s.violate("config", "driver.New(%+v): %v", cfg, err)
 		return
 	}
-	n.d, n.up, n.stopping = d, true, false
+	n.d, n.rep, n.up, n.stopping = d, d, true, false
 	n.epoch++
 	n.legList, n.kvHeld = nil, 0
 	n.timerArmed, n.timerGen = false, n.timerGen+1
@@ -194,7 +199,7 @@ func (s *sim) legArrive(it *item) {
 	if rej != nil {
 		r.legs[k].taken = false
 		n.legList = n.legList[:len(n.legList)-1]
-		s.answerLeg(n, l, false, fmt.Sprintf("status %d %v", rej.Status, rej.Reason))
+		s.answerLeg(n, l, false, fmt.Sprintf("rejected %v (failed before: %v)", rej.Reason, rej.Failed))
 	}
 }
 
@@ -238,7 +243,7 @@ func (s *sim) answerLeg(n *node, l *nodeLeg, ok bool, note string) {
 			n.addr, legName(l.leg), l.req.name, ok, note)
 		return
 	}
-	l.answered = true
+	l.answered, l.ok, l.note = true, ok, note
 	s.answerRouter(l.req, l.leg, ok, note)
 }
 
@@ -248,9 +253,17 @@ type legs struct {
 	n *node
 }
 
+// The fakes implement the driver's interfaces.
+var (
+	_ driver.Engine[*nodeLeg] = engine{}
+	_ driver.Legs[*nodeLeg]   = legs{}
+	_ driver.Wire             = wire{}
+	_ driver.Pages            = (*pool)(nil)
+	_ driver.Observer         = observer{}
+)
+
 // Succeed answers a prefill leg whose transfer succeeded.
-func (a legs) Succeed(leg driver.Leg) {
-	l := leg.(*nodeLeg)
+func (a legs) Succeed(l *nodeLeg) {
 	if a.n.role != room.RolePrefill {
 		a.s.violate("edge", "%s: Legs.Succeed for the %s leg of %s on a decode node", a.n.addr, legName(l.leg), l.req.name)
 		return
@@ -259,8 +272,7 @@ func (a legs) Succeed(leg driver.Leg) {
 }
 
 // Fail answers a leg with its room's failure.
-func (a legs) Fail(leg driver.Leg, reason room.Reason) {
-	l := leg.(*nodeLeg)
+func (a legs) Fail(l *nodeLeg, reason room.Reason) {
 	a.s.answerLeg(a.n, l, false, reason.String())
 }
 

@@ -27,7 +27,17 @@
 // creates and offers inside the sealed session (SHM_OFFER, SHM_REPLY);
 // a KV frame becomes a sealed KV_SHM frame naming its slot, in order
 // with every other frame, and the Handler sees the same KVDest/KVDone
-// calls. shm.go has the details; the README the design.
+// calls. A sender whose KV cache lives in a source region
+// (Config.ShmSource: a prefill worker's) also offers that region
+// (SHM_SOURCE), which the receiver maps read-only; a page sent with
+// SendKVHeld from inside it then goes as KV_SRC, a data-less ring slot
+// naming where the bytes lie, and the receiver copies them once, straight
+// into the KVDest page. The sender keeps the page unchanged (the
+// caller's release is not called) until the receiver released the slot;
+// if the connection ends first it revokes the ring before releasing, so
+// a copy still in progress fails (KVDone false) instead of taking bytes
+// of a page reused meanwhile. shm.go has the details; the README the
+// design.
 //
 // # Security
 //
@@ -115,6 +125,7 @@
 // bubbles: PeerLost at exactly the timeout of silence and within two
 // intervals of a close, heartbeats both ways, redial within the grace,
 // restart detection, the send queue bound, Close interrupting a stalled
-// handshake, the handshake timeout, and the fault actions. Run them with
-// -race.
+// handshake, the handshake timeout, and the fault actions;
+// source_synctest_test.go the same for KV_SRC's release after decode's
+// copy and its revoke before release. Run them with -race.
 package transfer

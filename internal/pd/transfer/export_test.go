@@ -17,8 +17,9 @@ func SetSrcHooks(source func(*kvwire.ShmSource), frame func(*kvwire.KVSrc)) func
 	return func() { shmSourceHook, srcFrameHook = nil, nil }
 }
 
-// Batching of KV_SHM frames, for tests.
+// Batching of KV_SHM frames and collection of KV_SRC releases, for tests.
 const (
-	ShmBatchFrames = shmBatchFrames
-	ShmFlushDelay  = shmFlushDelay
+	ShmBatchFrames   = shmBatchFrames
+	ShmFlushDelay    = shmFlushDelay
+	HoldCollectDelay = holdCollectDelay
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"tandem/internal/invariant"
 	"tandem/internal/pd/kvwire"
 )
 
@@ -40,11 +41,11 @@ type sealer struct {
 func newSealer(key [kvwire.SessionKeyBytes]byte) *sealer {
 	block, err := aes.NewCipher(key[:])
 	if err != nil {
-		panic(fmt.Sprintf("transfer: AES-256 refused a %d-byte key: %v", len(key), err))
+		invariant.Failf("transfer", "AES-256 refused a %d-byte key: %v", len(key), err)
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		panic(fmt.Sprintf("transfer: GCM: %v", err))
+		invariant.Failf("transfer", "GCM: %v", err)
 	}
 	return &sealer{aead: aead}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
@@ -21,8 +22,8 @@ func TestConcurrentClose(t *testing.T) {
 		for i := range 50 {
 			id := newRoomID()
 			id[3], id[4] = byte(i), byte(iter)
-			ctx := server.WithLeg(context.Background(), server.LegInfo{Room: id.String(), RequestID: "x", Leg: "decode", Prefill: "127.0.0.1:1"})
-			s, err := d.Backend().Submit(ctx, engine.Request{Prompt: prompt(8), MaxTokens: 2})
+			li := apileg.Info{Room: id.String(), RequestID: "x", Leg: apileg.KindDecode, Prefill: "127.0.0.1:1"}
+			s, err := d.SubmitLeg(context.Background(), li, engine.Request{Prompt: prompt(8), MaxTokens: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -74,12 +74,12 @@ func TestConstrainedMatchesColocated(t *testing.T) {
 			id := newRoomID()
 			dreq, preq := req, req
 			dreq.Grammar, preq.Grammar = gram(), gram()
-			pctx, dctx := pp.legs(id)
-			ds, err := pp.d.Backend().Submit(dctx, dreq)
+			pleg, dleg := pp.legs(id)
+			ds, err := pp.d.SubmitLeg(context.Background(), dleg, dreq)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ps, err := pp.p.Backend().Submit(pctx, preq)
+			ps, err := pp.p.SubmitLeg(context.Background(), pleg, preq)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestConstrainedMatchesColocated(t *testing.T) {
 			}
 			for _, w := range []*Worker{pp.p, pp.d} {
 				if st, _, _ := w.roomState(id); st != room.StateSucceeded {
-					t.Errorf("%s %+v: %s room state %v, want succeeded", kind, sp, roleName(w.role), st)
+					t.Errorf("%s %+v: %s room state %v, want succeeded", kind, sp, w.role.String(), st)
 				}
 			}
 		}

@@ -6,10 +6,15 @@
 //
 // # Data flow
 //
-// A prefill worker gets the router's leg (server → Backend.Submit), waits for
-// decode's HELLO and ALLOC, runs the prompt in its engine with a KV sink that
-// copies each finished page into KV frames for the decode worker, then sends
-// FIRST_TOKEN and DONE and answers the leg when DONE_ACK arrives.
+// A prefill worker gets the router's leg (server → Worker.SubmitLeg, the
+// server.Legs), waits for decode's HELLO and ALLOC, and runs the prompt in
+// its engine with a KV sink that, as each layer of a step is computed,
+// hands that layer's finished pages to the driver as KV frames whose data
+// is the cache's own page memory: the sink takes a reference on each page
+// (engine.ReleasePage gives it back) until both of its frames are
+// released, once written, or once decode copied them out of this worker's
+// memory (KV_SRC, package transfer). It then sends FIRST_TOKEN and DONE
+// and answers the leg when DONE_ACK arrives.
 //
 // A decode worker gets the router's leg with the prefill worker's transfer
 // address, says HELLO, asks its engine for pages (engine.Import), sends ALLOC,
@@ -20,6 +25,16 @@
 // A decode worker also serves local legs (local.go): the router sends a
 // short prompt whole, and the worker runs prefill and decode in its own
 // continuous batch, as a colocated server would.
+//
+// # HTTP answers
+//
+// The room core and the driver speak in room.Reason; this package is the
+// one place a reason becomes the HTTP status the router's leg is answered
+// with (*Error, whose status httpStatus picks by the room's error
+// classes): a deadline 504, a duplicate room id 409, a worker full or
+// stopping 503, a request without what its role needs 400, the client
+// gone 499, any other failure 502; a request for a room that already
+// failed here 504 after a deadline, else 502.
 //
 // # Concurrency
 //

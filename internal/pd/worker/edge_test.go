@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -73,13 +74,13 @@ func TestInfoPublishesAdvertiseAddr(t *testing.T) {
 	}
 	pp := &pair{p: p, d: d}
 	id := newRoomID()
-	pctx, dctx := pp.legs(id) // decode's leg names p.TransferAddr(): what /pd/info said
+	pleg, dleg := pp.legs(id) // decode's leg names p.TransferAddr(): what /pd/info said
 	req := engine.Request{Prompt: prompt(20), MaxTokens: 3, IgnoreEOS: true}
-	ds, err := d.Backend().Submit(dctx, req)
+	ds, err := d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := p.Backend().Submit(pctx, req)
+	ps, err := p.SubmitLeg(context.Background(), pleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,10 @@ func (w *Worker) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byte {
 	return w.d.KVDest(peer, id, kv, n)
 }
 
-// KVDone follows every KVDest (and every discard).
+// KVDone follows every KVDest that returned a buffer, exactly once, when
+// the transport is done with it (transfer.Handler's contract; the driver
+// fails loudly on a KVDone for a frame no buffer is out for). A frame
+// KVDest gave no buffer is discarded by the transport and gets none.
 func (w *Worker) KVDone(peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
 	w.locked(func(now room.Instant) { w.d.KVDone(now, peer, id, kv, n, checksumOK) })
 }

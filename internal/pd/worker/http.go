@@ -31,7 +31,7 @@ func writeJSON(rw http.ResponseWriter, v any) {
 }
 
 func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
-	writeJSON(rw, map[string]any{"role": roleName(w.role), "transfer_addr": w.tr.AdvertiseAddr(), "model": w.eng.Model().Config.Name})
+	writeJSON(rw, map[string]any{"role": w.role.String(), "transfer_addr": w.tr.AdvertiseAddr(), "model": w.eng.Model().Config.Name})
 }
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
@@ -40,7 +40,7 @@ func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	w.mu.Lock()
 	st, peers := w.d.Stats(), w.d.Peers()
 	w.mu.Unlock()
-	writeJSON(rw, map[string]any{"role": roleName(w.role), "waiting": hb.Waiting, "running": hb.Running,
+	writeJSON(rw, map[string]any{"role": w.role.String(), "waiting": hb.Waiting, "running": hb.Running,
 		"prefill_queue_tokens": queued,
 		"pages_used":           hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
 		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
@@ -58,7 +58,7 @@ func (w *Worker) Rooms() debugdoc.Rooms {
 	infos := w.d.Rooms()
 	live := w.d.Live()
 	w.mu.Unlock()
-	doc := debugdoc.Rooms{Role: roleName(w.role), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]debugdoc.Room, 0, len(infos))}
+	doc := debugdoc.Rooms{Role: w.role.String(), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]debugdoc.Room, 0, len(infos))}
 	for _, r := range infos {
 		j := debugdoc.Room{ID: r.ID.String(), RequestID: r.RequestID, State: r.State.String(), Phase: r.Phase.String(), Peer: r.Peer,
 			AgeMS: ms(room.Duration(now - r.Created)), Bytes: r.Bytes}

@@ -89,6 +89,6 @@ func (w *Worker) runLane(peer string, lane driver.Lane, ch <-chan driver.Frame) 
 		if errors.Is(err, transfer.ErrSendQueueFull) || errors.Is(err, transfer.ErrFrame) {
 			err = fmt.Errorf("%w: %w", driver.ErrLocal, err)
 		}
-		w.locked(func(now room.Instant) { w.d.Sent(now, peer, lane, err) })
+		w.locked(func(now room.Instant) { w.rep.Sent(now, peer, lane, err) })
 	}
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,12 +11,15 @@ import (
 
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
+	"tandem/internal/pd/driver"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
 )
 
 // Error is a disaggregation failure as the router's HTTP leg sees it. The
 // server answers with Status and an OpenAI-shaped error carrying Msg.
+// Status comes from Reason (httpStatus); errors.Is(err, room.ErrTimeout)
+// and the other classes of room work on it.
 type Error struct {
 	Status int
 	Reason room.Reason
@@ -27,23 +31,57 @@ func (e *Error) Error() string { return e.Msg }
 // HTTPStatus returns the status the HTTP leg is answered with.
 func (e *Error) HTTPStatus() int { return e.Status }
 
+// Unwrap returns the room error of Reason (room.ReasonError, which
+// unwraps to its class), or nil for ReasonNone.
+func (e *Error) Unwrap() error { return e.Reason.Err() }
+
+// httpStatus is the one mapping from a room's reason to the HTTP status
+// of the router's leg, by the room's error classes: a deadline passed 504;
+// a duplicate room id 409; a worker full or stopping 503; a request
+// without what its role needs 400; the client went away 499 (nginx's
+// "client closed request": nobody is listening any more); any other
+// failure (the peer's, the transfer's, the engine's) 502. A request for a
+// room that already failed here (failed) gets 504 after a deadline and
+// 502 otherwise, whatever the reason: its own client did not go away, and
+// the worker refusing it is not what happened.
+func httpStatus(r room.Reason, failed bool) int {
+	err := r.Err()
+	switch {
+	case errors.Is(err, room.ErrTimeout):
+		return http.StatusGatewayTimeout
+	case failed:
+		return http.StatusBadGateway
+	case r == room.ReasonDuplicate:
+		return http.StatusConflict
+	case r == room.ReasonOverloaded || r == room.ReasonShutdown:
+		return http.StatusServiceUnavailable
+	case r == room.ReasonBadRequest:
+		return http.StatusBadRequest
+	case r == room.ReasonClientAbort:
+		return 499
+	}
+	return http.StatusBadGateway
+}
+
 // legError builds the error a room's failure gives its HTTP leg.
 func legError(r room.Reason, detail string) *Error {
-	st := http.StatusBadGateway
-	switch r {
-	case room.ReasonHelloTimeout, room.ReasonRequestTimeout, room.ReasonAllocTimeout, room.ReasonHandshakeTimeout,
-		room.ReasonAdmissionTimeout, room.ReasonPrefillTimeout, room.ReasonProgressTimeout, room.ReasonDeadline:
-		st = http.StatusGatewayTimeout
-	case room.ReasonShutdown:
-		st = http.StatusServiceUnavailable
-	case room.ReasonClientAbort:
-		st = 499 // nginx's "client closed request": nobody is listening any more
-	}
 	msg := fmt.Sprintf("disaggregated transfer failed: %s", r)
 	if detail != "" {
 		msg += ": " + detail
 	}
-	return &Error{Status: st, Reason: r, Msg: msg}
+	return &Error{Status: httpStatus(r, false), Reason: r, Msg: msg}
+}
+
+// refusal builds the error for a leg refused before it became a room:
+// reason is one of the refusal reasons (duplicate, overloaded, shutdown,
+// bad request), msg says why in words.
+func refusal(r room.Reason, msg string) *Error {
+	return &Error{Status: httpStatus(r, false), Reason: r, Msg: msg}
+}
+
+// rejectError builds the error for a request the driver rejected.
+func rejectError(rj *driver.Reject) *Error {
+	return &Error{Status: httpStatus(rj.Reason, rj.Failed), Reason: rj.Reason, Msg: rj.Msg}
 }
 
 // leg is this worker's record of one room's router HTTP leg and its engine

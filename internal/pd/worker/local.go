@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -71,19 +70,18 @@ func (l *localLegs) claim(id room.ID, now time.Time) bool {
 
 // submitLocal serves a local leg (see the top of this file): on a decode
 // worker, as the colocated engine backend serves any request.
-func (b *backend) submitLocal(ctx context.Context, id room.ID, li server.LegInfo, req engine.Request) (server.Stream, error) {
-	w := b.w
+func (w *Worker) submitLocal(ctx context.Context, id room.ID, li apileg.Info, req engine.Request) (server.Stream, error) {
 	if w.role != room.RoleDecode {
-		return nil, &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("this is a %s worker; a %q leg (the whole request) goes to a decode worker",
-			roleName(w.role), apileg.KindLocal)}
+		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("this is a %s worker; a %q leg (the whole request) goes to a decode worker",
+			w.role.String(), apileg.KindLocal))
 	}
 	if li.Prefill != "" {
-		return nil, &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("a %q leg runs on this worker alone and carries no %s header",
-			apileg.KindLocal, apileg.HeaderPrefill)}
+		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("a %q leg runs on this worker alone and carries no %s header",
+			apileg.KindLocal, apileg.HeaderPrefill))
 	}
 	if !w.local.claim(id, time.Now()) {
-		return nil, &Error{Status: http.StatusConflict, Msg: fmt.Sprintf("room %s was already used on this worker; room ids are single-use", id)}
+		return nil, refusal(room.ReasonDuplicate, fmt.Sprintf("room %s was already used on this worker; room ids are single-use", id))
 	}
 	w.log.Debug("local leg: prefill and decode on this worker", "room", id, "request", li.RequestID, "prompt_tokens", len(req.Prompt))
-	return b.local.Submit(ctx, req)
+	return w.colocated.Submit(ctx, req)
 }

@@ -20,8 +20,8 @@ import (
 	"tandem/internal/server"
 )
 
-func localLeg(id room.ID) server.LegInfo {
-	return server.LegInfo{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: apileg.KindLocal}
+func localLeg(id room.ID) apileg.Info {
+	return apileg.Info{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: apileg.KindLocal}
 }
 
 // TestLocalLegMatchesColocated: a local leg on a decode worker runs the
@@ -35,7 +35,7 @@ func TestLocalLegMatchesColocated(t *testing.T) {
 		want := colocated(t, pp.de, p, 10)
 		id := newRoomID()
 		req := engine.Request{Prompt: p, MaxTokens: 10, IgnoreEOS: true}
-		s, err := pp.d.Backend().Submit(server.WithLeg(context.Background(), localLeg(id)), req)
+		s, err := pp.d.SubmitLeg(context.Background(), localLeg(id), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestLocalLegMatchesColocated(t *testing.T) {
 		if _, _, ok := pp.d.roomState(id); ok {
 			t.Errorf("prompt %d: a local leg made a room on the decode worker", n)
 		}
-		_, err = pp.d.Backend().Submit(server.WithLeg(context.Background(), localLeg(id)), req)
+		_, err = pp.d.SubmitLeg(context.Background(), localLeg(id), req)
 		var le *Error
 		if !errors.As(err, &le) || le.Status != http.StatusConflict {
 			t.Errorf("prompt %d: the same local room again: %v, want 409", n, err)
@@ -54,12 +54,12 @@ func TestLocalLegMatchesColocated(t *testing.T) {
 	}
 	req := engine.Request{Prompt: prompt(5), MaxTokens: 2}
 	var le *Error
-	if _, err := pp.p.Backend().Submit(server.WithLeg(context.Background(), localLeg(newRoomID())), req); !errors.As(err, &le) || le.Status != http.StatusBadRequest {
+	if _, err := pp.p.SubmitLeg(context.Background(), localLeg(newRoomID()), req); !errors.As(err, &le) || le.Status != http.StatusBadRequest {
 		t.Errorf("a local leg on a prefill worker: %v, want 400", err)
 	}
 	li := localLeg(newRoomID())
 	li.Prefill = pp.p.TransferAddr()
-	if _, err := pp.d.Backend().Submit(server.WithLeg(context.Background(), li), req); !errors.As(err, &le) || le.Status != http.StatusBadRequest {
+	if _, err := pp.d.SubmitLeg(context.Background(), li, req); !errors.As(err, &le) || le.Status != http.StatusBadRequest {
 		t.Errorf("a local leg naming a prefill worker: %v, want 400", err)
 	}
 	if pp.p.live() != 0 || pp.d.live() != 0 {
@@ -79,7 +79,7 @@ func TestLocalLegOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	worker := server.New(pp.d.Backend(), server.Options{LegKeys: keys, Registry: prometheus.NewRegistry(), Logger: quiet})
+	worker := server.New(server.EngineBackend(pp.de), server.Options{LegKeys: keys, Legs: pp.d, Registry: prometheus.NewRegistry(), Logger: quiet})
 	worker.SetReady(true)
 	serve := server.New(server.EngineBackend(pp.de), server.Options{Registry: prometheus.NewRegistry(), Logger: quiet})
 	serve.SetReady(true)

@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
@@ -120,7 +121,7 @@ func (pp *pair) checkQuiet(t *testing.T) {
 		if pl == 0 && dl == 0 && pf == pp.pFree && df == pp.dFree && ps.Running+ps.Waiting+ds.Running+ds.Waiting == 0 {
 			for _, w := range []*Worker{pp.p, pp.d} {
 				if n := w.counters().Failures(room.ReasonDeadline); n != 0 && !pp.expectWatchdog {
-					t.Errorf("%s: the watchdog failed %d rooms; with a working timer it must never fire", roleName(w.role), n)
+					t.Errorf("%s: the watchdog failed %d rooms; with a working timer it must never fire", w.role.String(), n)
 				}
 			}
 			return
@@ -156,23 +157,24 @@ func newRoomID() room.ID {
 	return id
 }
 
-func (pp *pair) legs(id room.ID) (context.Context, context.Context) {
-	pctx := server.WithLeg(context.Background(), server.LegInfo{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: "prefill"})
-	dctx := server.WithLeg(context.Background(), server.LegInfo{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: "decode",
-		Prefill: pp.p.TransferAddr()})
-	return pctx, dctx
+// legs returns the prefill and decode legs of room id, as the router
+// signs them.
+func (pp *pair) legs(id room.ID) (pleg, dleg apileg.Info) {
+	pleg = apileg.Info{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: apileg.KindPrefill}
+	dleg = apileg.Info{Room: id.String(), RequestID: "req-" + id.String()[:6], Leg: apileg.KindDecode, Prefill: pp.p.TransferAddr()}
+	return pleg, dleg
 }
 
 // submit sends req as both legs of room id, decode's first (as the router
 // does), and returns the two streams.
 func (pp *pair) submit(t *testing.T, id room.ID, req engine.Request) (ds, ps server.Stream) {
 	t.Helper()
-	pctx, dctx := pp.legs(id)
-	ds, err := pp.d.Backend().Submit(dctx, req)
+	pleg, dleg := pp.legs(id)
+	ds, err := pp.d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err = pp.p.Backend().Submit(pctx, req)
+	ps, err = pp.p.SubmitLeg(context.Background(), pleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +231,13 @@ func TestHappyPathMatchesColocated(t *testing.T) {
 		p := prompt(n)
 		want := colocated(t, pp.de, p, 12)
 		id := newRoomID()
-		pctx, dctx := pp.legs(id)
+		pleg, dleg := pp.legs(id)
 		req := engine.Request{Prompt: p, MaxTokens: 12, IgnoreEOS: true}
-		ds, err := pp.d.Backend().Submit(dctx, req)
+		ds, err := pp.d.SubmitLeg(context.Background(), dleg, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, err := pp.p.Backend().Submit(pctx, req)
+		ps, err := pp.p.SubmitLeg(context.Background(), pleg, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +251,7 @@ func TestHappyPathMatchesColocated(t *testing.T) {
 		}
 		for _, w := range []*Worker{pp.p, pp.d} {
 			if st, _, _ := w.roomState(id); st != room.StateSucceeded {
-				t.Errorf("prompt %d: %s room state %v, want succeeded", n, roleName(w.role), st)
+				t.Errorf("prompt %d: %s room state %v, want succeeded", n, w.role.String(), st)
 			}
 		}
 	}
@@ -265,7 +267,7 @@ func waitPhase(t *testing.T, w *Worker, id room.ID, want ...room.Phase) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s room %s never reached %v (now %v, known %v)", roleName(w.role), id, want, ph, ok)
+			t.Fatalf("%s room %s never reached %v (now %v, known %v)", w.role.String(), id, want, ph, ok)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -278,12 +280,12 @@ func wantFailed(t *testing.T, w *Worker, id room.ID, reasons ...room.Reason) {
 		info, ok := w.roomInfo(id)
 		if ok && info.State == room.StateFailed {
 			if !slices.Contains(reasons, info.Reason) {
-				t.Errorf("%s room failed with %v, want one of %v", roleName(w.role), info.Reason, reasons)
+				t.Errorf("%s room failed with %v, want one of %v", w.role.String(), info.Reason, reasons)
 			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s room %s not failed: %+v (known %v)", roleName(w.role), id, info, ok)
+			t.Fatalf("%s room %s not failed: %+v (known %v)", w.role.String(), id, info, ok)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -318,17 +320,17 @@ func TestClientAbortAtEachStage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pp := newPair(t, 16) // small prefill chunks: a long prompt transfers over many steps
 			id := newRoomID()
-			pctx, dctx := pp.legs(id)
+			pleg, dleg := pp.legs(id)
 			req := engine.Request{Prompt: prompt(600), MaxTokens: 200, IgnoreEOS: true}
 			var ds, ps server.Stream
 			var err error
 			if tc.name != "prefill-before-alloc" {
-				if ds, err = pp.d.Backend().Submit(dctx, req); err != nil {
+				if ds, err = pp.d.SubmitLeg(context.Background(), dleg, req); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tc.name != "decode-before-prefill-leg" {
-				if ps, err = pp.p.Backend().Submit(pctx, req); err != nil {
+				if ps, err = pp.p.SubmitLeg(context.Background(), pleg, req); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -358,7 +360,7 @@ func TestClientAbortAtEachStage(t *testing.T) {
 				// router's late prefill leg is answered at once (the silent pin).
 				wantFailed(t, other, id, room.ReasonPeerAbort)
 				// Submit answers a rejected leg itself, so an error here is immediate.
-				_, err := pp.p.Backend().Submit(pctx, req)
+				_, err := pp.p.SubmitLeg(context.Background(), pleg, req)
 				var le *Error
 				if !errors.As(err, &le) || le.Status != http.StatusBadGateway {
 					t.Errorf("late prefill leg: %v, want an immediate 502", err)
@@ -371,7 +373,7 @@ func TestClientAbortAtEachStage(t *testing.T) {
 				if _, ok := pp.d.roomInfo(id); ok {
 					t.Errorf("decode has a room it was never asked for")
 				}
-				ds, err := pp.d.Backend().Submit(dctx, req)
+				ds, err := pp.d.SubmitLeg(context.Background(), dleg, req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -398,13 +400,13 @@ func TestClientAbortAtEachStage(t *testing.T) {
 func TestPrefillFailsMidTransfer(t *testing.T) {
 	pp := newPair(t, 16)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
+	pleg, dleg := pp.legs(id)
 	req := engine.Request{Prompt: prompt(600), MaxTokens: 20, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
+	ds, err := pp.d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pp.p.Backend().Submit(pctx, req); err != nil {
+	if _, err := pp.p.SubmitLeg(context.Background(), pleg, req); err != nil {
 		t.Fatal(err)
 	}
 	waitPhase(t, pp.d, id, room.PhaseReceiving)
@@ -421,15 +423,14 @@ func TestPrefillFailsMidTransfer(t *testing.T) {
 func TestPeerKilled(t *testing.T) {
 	pp := newPair(t, 16)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
+	_, dleg := pp.legs(id)
 	req := engine.Request{Prompt: prompt(600), MaxTokens: 20, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
+	ds, err := pp.d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Only decode's side: prefill never gets its leg, so the room waits in
 	// AwaitingKV on decode with prefill alive until we kill it.
-	_ = pctx
 	waitPhase(t, pp.d, id, room.PhaseAwaitingKV)
 	pp.p.tr.Close() // no ABORT, no shutdown: the peer just disappears
 	wantFailed(t, pp.d, id, room.ReasonPeerLost)
@@ -492,24 +493,22 @@ func kvDrops(w *Worker, why string) float64 {
 func TestDuplicateRoom(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
+	pleg, dleg := pp.legs(id)
 	req := engine.Request{Prompt: prompt(40), MaxTokens: 6, IgnoreEOS: true}
-	ds, err := pp.d.Backend().Submit(dctx, req)
+	ds, err := pp.d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []server.Backend{pp.d.Backend()} {
-		_, err := b.Submit(dctx, req)
-		var le *Error
-		if !errors.As(err, &le) || le.Status != http.StatusConflict {
-			t.Errorf("duplicate decode leg: %v, want 409", err)
-		}
+	if _, err := pp.d.SubmitLeg(context.Background(), dleg, req); err == nil {
+		t.Errorf("duplicate decode leg accepted")
+	} else if le := (*Error)(nil); !errors.As(err, &le) || le.Status != http.StatusConflict {
+		t.Errorf("duplicate decode leg: %v, want 409", err)
 	}
-	ps, err := pp.p.Backend().Submit(pctx, req)
+	ps, err := pp.p.SubmitLeg(context.Background(), pleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pp.p.Backend().Submit(pctx, req); err == nil {
+	if _, err := pp.p.SubmitLeg(context.Background(), pleg, req); err == nil {
 		t.Errorf("duplicate prefill leg accepted")
 	} else if le := (*Error)(nil); !errors.As(err, &le) || le.Status != http.StatusConflict {
 		t.Errorf("duplicate prefill leg: %v, want 409", err)
@@ -539,8 +538,8 @@ func TestWatchdogCatchesAStuckTimer(t *testing.T) {
 	pp.dFree = pp.de.Stats().PagesTot - pp.de.Stats().PagesUsed
 	t.Cleanup(func() { pp.checkQuiet(t) })
 	id := newRoomID()
-	_, dctx := pp.legs(id)
-	ds, err := pp.d.Backend().Submit(dctx, engine.Request{Prompt: prompt(30), MaxTokens: 4})
+	_, dleg := pp.legs(id)
+	ds, err := pp.d.SubmitLeg(context.Background(), dleg, engine.Request{Prompt: prompt(30), MaxTokens: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,8 +560,8 @@ func TestWatchdogCatchesAStuckTimer(t *testing.T) {
 func TestDuplicateKVFrameCountsOnce(t *testing.T) {
 	pp := newPair(t, 512)
 	id := newRoomID()
-	_, dctx := pp.legs(id)
-	ds, err := pp.d.Backend().Submit(dctx, engine.Request{Prompt: prompt(40), MaxTokens: 4})
+	_, dleg := pp.legs(id)
+	ds, err := pp.d.SubmitLeg(context.Background(), dleg, engine.Request{Prompt: prompt(40), MaxTokens: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
-	"tandem/internal/server"
 )
 
 // TestPeerQueuesShrink: every distinct X-Tandem-Prefill value a decode leg
@@ -25,9 +25,9 @@ func TestPeerQueuesShrink(t *testing.T) {
 	for i := range n {
 		id := newRoomID()
 		id[3], id[4] = byte(i), byte(i>>8)
-		ctx := server.WithLeg(context.Background(), server.LegInfo{Room: id.String(), RequestID: "x", Leg: "decode",
-			Prefill: fmt.Sprintf("127.0.0.1:%d", 1+i)}) // nothing listens there
-		s, err := d.Backend().Submit(ctx, engine.Request{Prompt: prompt(8), MaxTokens: 2})
+		li := apileg.Info{Room: id.String(), RequestID: "x", Leg: apileg.KindDecode,
+			Prefill: fmt.Sprintf("127.0.0.1:%d", 1+i)} // nothing listens there
+		s, err := d.SubmitLeg(context.Background(), li, engine.Request{Prompt: prompt(8), MaxTokens: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,35 +56,38 @@ func newSlowDecode(t *testing.T, m *model.Model) (*Worker, *engine.Engine) {
 	return w, e
 }
 
-// TestSlowLinkProgressTimeout: over a link that reads at about 100 KiB/s a
-// 622 KB transfer takes longer than ProgressTimeout (3 s) but never stalls.
-// Progress is counted when KV frames are on the wire, not when they are
-// queued, so both sides succeed and both legs end without an error. (When
-// progress was counted at enqueue, prefill failed with progress_timeout
-// while decode succeeded.)
-func TestSlowLinkProgressTimeout(t *testing.T) {
+// TestSlowLinkOutlastsProgressTimeout: over a link that reads at about
+// 100 KiB/s a 622 KB transfer takes longer than ProgressTimeout (3 s) but
+// never stalls. Progress is counted when KV frames are on the wire, not
+// when they are queued, so no progress timeout fires: both sides succeed
+// and both legs end without an error. (When progress was counted at
+// enqueue, prefill failed with progress_timeout while decode succeeded.)
+// The transfer must indeed outlast ProgressTimeout, or the test proves
+// nothing.
+func TestSlowLinkOutlastsProgressTimeout(t *testing.T) {
 	m := tinyModel(t)
 	p := newPrefillHB(t, m, slowHeartbeat)
 	d, _ := newSlowDecode(t, m)
 	pp := &pair{p: p, d: d}
 	id := newRoomID()
-	pctx, dctx := pp.legs(id)
+	pleg, dleg := pp.legs(id)
 	req := engine.Request{Prompt: prompt(600), MaxTokens: 4, IgnoreEOS: true}
-	ds, err := d.Backend().Submit(dctx, req)
+	ds, err := d.SubmitLeg(context.Background(), dleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := p.Backend().Submit(pctx, req)
+	ps, err := p.SubmitLeg(context.Background(), pleg, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	_, dl := drain(t, ds)
 	_, pl := drain(t, ps)
+	took := time.Since(start)
 	pi, _ := p.roomInfo(id)
 	di, _ := d.roomInfo(id)
 	t.Logf("after %v: prefill %v/%v reason %v bytes %d; decode %v reason %v bytes %d; decode err %v prefill err %v",
-		time.Since(start).Round(time.Millisecond), pi.State, pi.Phase, pi.Reason, pi.Bytes, di.State, di.Reason, di.Bytes, dl.Err, pl.Err)
+		took.Round(time.Millisecond), pi.State, pi.Phase, pi.Reason, pi.Bytes, di.State, di.Reason, di.Bytes, dl.Err, pl.Err)
 	for _, h := range pi.History {
 		t.Logf("prefill %v", h)
 	}
@@ -96,6 +99,9 @@ func TestSlowLinkProgressTimeout(t *testing.T) {
 	}
 	if dl.Err != nil || pl.Err != nil {
 		t.Errorf("leg errors: decode %v, prefill %v; want none", dl.Err, pl.Err)
+	}
+	if pt := time.Duration(testRoomConfig().ProgressTimeout); took < pt {
+		t.Errorf("the transfer took %v, less than ProgressTimeout %v: the link is not slow enough to test anything", took, pt)
 	}
 }
 

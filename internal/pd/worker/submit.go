@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -11,56 +10,44 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/kvcache"
-	"tandem/internal/engine/model"
 	"tandem/internal/engine/sample"
-	"tandem/internal/engine/tokenizer"
 	"tandem/internal/pd/driver"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
 )
 
-// Backend returns the server.Backend for this worker's HTTP API: requests
-// that carry the router's prefill or decode leg headers become rooms; a
-// local leg (decode workers; see local.go) and requests without leg
-// headers are served colocated by the engine.
-func (w *Worker) Backend() server.Backend {
-	return &backend{w: w, local: server.EngineBackend(w.eng)}
-}
+// The Worker is the server's Legs (server.Options.Legs): the HTTP API
+// hands it every request whose router leg signature verified.
+var _ server.Legs = (*Worker)(nil)
 
-type backend struct {
-	w     *Worker
-	local server.Backend
-}
-
-func (b *backend) Stats() engine.Stats             { return b.local.Stats() }
-func (b *backend) ModelConfig() model.Config       { return b.local.ModelConfig() }
-func (b *backend) Tokenizer() *tokenizer.Tokenizer { return b.local.Tokenizer() }
-
-func (b *backend) Submit(ctx context.Context, req engine.Request) (server.Stream, error) {
-	li, ok := server.LegFromContext(ctx)
-	if !ok {
-		return b.local.Submit(ctx, req)
-	}
+// SubmitLeg serves one router leg (server.Legs): a prefill or decode leg
+// becomes a room on this worker; a local leg (decode workers; see
+// local.go) runs whole on the engine, as a colocated request does. A leg
+// this worker cannot take is refused with an *Error (400 for a leg of
+// another role or without what its role needs, 409 for a room id in use,
+// 503 when the worker is full or stopping; see httpStatus); a room that
+// fails later ends the returned stream with one.
+func (w *Worker) SubmitLeg(ctx context.Context, li apileg.Info, req engine.Request) (server.Stream, error) {
 	id, err := room.ParseID(li.Room)
 	if err != nil {
 		return nil, fmt.Errorf("%w: header X-Tandem-Room: %w", engine.ErrBadRequest, err)
 	}
 	if li.Leg == apileg.KindLocal {
-		return b.submitLocal(ctx, id, li, req)
+		return w.submitLocal(ctx, id, li, req)
 	}
-	want := roleName(b.w.role)
+	want := w.role.String()
 	if li.Leg != want {
-		return nil, &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("this is a %s worker; the request is a %q leg", want, li.Leg)}
+		return nil, refusal(room.ReasonBadRequest, fmt.Sprintf("this is a %s worker; the request is a %q leg", want, li.Leg))
 	}
-	if b.w.role == room.RoleDecode && li.Prefill == "" {
-		return nil, &Error{Status: http.StatusBadRequest, Msg: "a decode leg needs the X-Tandem-Prefill header (the prefill worker's transfer address)"}
+	if w.role == room.RoleDecode && li.Prefill == "" {
+		return nil, refusal(room.ReasonBadRequest, "a decode leg needs the X-Tandem-Prefill header (the prefill worker's transfer address)")
 	}
-	return b.w.submit(id, li, req)
+	return w.submit(id, li, req)
 }
 
 // submit turns a router leg into a room.
-func (w *Worker) submit(id room.ID, li server.LegInfo, req engine.Request) (server.Stream, error) {
+func (w *Worker) submit(id room.ID, li apileg.Info, req engine.Request) (server.Stream, error) {
 	l := newLeg(w, id, req)
 	peer := ""
 	if w.role == room.RoleDecode {
@@ -75,7 +62,7 @@ func (w *Worker) submit(id room.ID, li server.LegInfo, req engine.Request) (serv
 	w.mu.Unlock()
 	w.kickTimer()
 	if rej != nil {
-		return nil, &Error{Status: rej.Status, Reason: rej.Reason, Msg: rej.Msg}
+		return nil, rejectError(rej)
 	}
 	if w.role == room.RolePrefill {
 		return &prefillStream{l: l}, nil
@@ -90,8 +77,8 @@ type engineAdapter struct{ w *Worker }
 
 // StartCompute runs the prompt on the prefill engine with a sink that ships
 // pages to the decode worker.
-func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
-	w, l := a.w, lg.(*leg)
+func (a engineAdapter) StartCompute(l *leg, pages int) error {
+	w := a.w
 	if want := w.kvCfg.PagesFor(len(l.req.Prompt)); want != pages {
 		return fmt.Errorf("the prompt needs %d pages, decode allocated %d", want, pages)
 	}
@@ -114,8 +101,8 @@ func (a engineAdapter) StartCompute(lg driver.Leg, pages int) error {
 
 // Admit asks the decode engine for the prompt's pages; the engine calls
 // back (Allocated) from its step loop.
-func (a engineAdapter) Admit(lg driver.Leg) error {
-	w, l := a.w, lg.(*leg)
+func (a engineAdapter) Admit(l *leg) error {
+	w := a.w
 	ctx, cancel := context.WithCancel(w.ctx)
 	req := l.req
 	req.Import = &engine.Import{Allocated: func(kv *kvcache.Cache, t kvcache.Tables) {
@@ -126,7 +113,7 @@ func (a engineAdapter) Admit(lg driver.Leg) error {
 		for i := range ords {
 			ords[i] = int32(i)
 		}
-		w.locked(func(now room.Instant) { w.d.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
+		w.locked(func(now room.Instant) { w.rep.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
 	}}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
@@ -138,8 +125,7 @@ func (a engineAdapter) Admit(lg driver.Leg) error {
 }
 
 // Resume continues the decode sequence from the first token.
-func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
-	l := lg.(*leg)
+func (a engineAdapter) Resume(l *leg, first driver.Token) error {
 	if l.h == nil {
 		return fmt.Errorf("room %s has no engine sequence to resume", l.id)
 	}
@@ -155,7 +141,7 @@ func (a engineAdapter) Resume(lg driver.Leg, first driver.Token) error {
 }
 
 // Cancel ends the leg's engine sequence.
-func (a engineAdapter) Cancel(lg driver.Leg) { lg.(*leg).cancelEngine() }
+func (a engineAdapter) Cancel(l *leg) { l.cancelEngine() }
 
 // cachePages is the decode engine's KV cache as the driver's Pages: the
 // driver's page numbers are the prompt's page ordinals, and each layer
@@ -185,8 +171,17 @@ func (c cachePages) KVPage(layer int, kind kvwire.KVKind, ord int32) []byte {
 // legsAdapter is the driver's Legs: it wakes the leg's HTTP stream.
 type legsAdapter struct{}
 
-func (legsAdapter) Succeed(lg driver.Leg)                  { lg.(*leg).succeed() }
-func (legsAdapter) Fail(lg driver.Leg, reason room.Reason) { lg.(*leg).fail(legError(reason, "")) }
+// The adapters implement the driver's interfaces.
+var (
+	_ driver.Engine[*leg] = engineAdapter{}
+	_ driver.Legs[*leg]   = legsAdapter{}
+	_ driver.Wire         = wireAdapter{}
+	_ driver.Pages        = cachePages{}
+	_ driver.Observer     = (*metrics)(nil)
+)
+
+func (legsAdapter) Succeed(l *leg)                  { l.succeed() }
+func (legsAdapter) Fail(l *leg, reason room.Reason) { l.fail(legError(reason, "")) }
 
 // watchPrefill turns the prefill engine's outcome into driver calls.
 func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
@@ -206,14 +201,14 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 				l.first = u
 				l.first.Done = false
 				l.firstAt = time.Now()
-				w.d.ComputeDone(now, l.id, l, first)
+				w.rep.ComputeDone(now, l.id, l, first)
 			})
 			return
 		}
 		if u.Done {
 			if u.Finish != engine.FinishCancelled {
 				w.log.Warn("prefill engine failed the prompt", "room", l.id, "err", u.Err)
-				w.locked(func(now room.Instant) { w.d.EngineError(now, l.id, l) })
+				w.locked(func(now room.Instant) { w.rep.EngineError(now, l.id, l) })
 			}
 			return
 		}
@@ -283,7 +278,7 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 		}
 	}
 	s.sentPages[layer] = full
-	s.w.locked(func(now room.Instant) { s.w.d.KVReady(now, s.l.id, s.l, frames) })
+	s.w.locked(func(now room.Instant) { s.w.rep.KVReady(now, s.l.id, s.l, frames) })
 }
 
 // pageHold is the sink's reference on one cache page, shared by the K and

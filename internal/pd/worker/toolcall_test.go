@@ -61,12 +61,12 @@ func TestToolCallGrammarMatchesColocated(t *testing.T) {
 		}
 		dreq, preq := req, req
 		dreq.Grammar, preq.Grammar = gram(), gram()
-		pctx, dctx := pp.legs(newRoomID())
-		ds, err := pp.d.Backend().Submit(dctx, dreq)
+		pleg, dleg := pp.legs(newRoomID())
+		ds, err := pp.d.SubmitLeg(context.Background(), dleg, dreq)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, err := pp.p.Backend().Submit(pctx, preq)
+		ps, err := pp.p.SubmitLeg(context.Background(), pleg, preq)
 		if err != nil {
 			t.Fatal(err)
 		}

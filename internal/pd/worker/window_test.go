@@ -64,7 +64,7 @@ func TestWindowedTransferShipsLastWindow(t *testing.T) {
 			info, ok := w.roomInfo(id)
 			if !ok || info.State != room.StateSucceeded || info.Bytes != wantBytes {
 				t.Errorf("prompt %d: %s room %v, %d bytes; want succeeded with %d (every page of every layer: %d)",
-					n, roleName(w.role), info.State, info.Bytes, wantBytes, all)
+					n, w.role.String(), info.State, info.Bytes, wantBytes, all)
 			}
 		}
 		if n > 2*kc.Window && wantBytes >= all/2 {

@@ -14,6 +14,7 @@ import (
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
+	"tandem/internal/server"
 )
 
 // Config configures a Worker.
@@ -32,9 +33,16 @@ type Config struct {
 	noTimer bool
 }
 
-// DefaultRoomConfig returns deadlines that suit one machine: every
-// non-terminal state ends within a minute, and a lost peer is noticed by
-// the transport within two heartbeat intervals.
+// DefaultRoomConfig returns the room core's deadlines and limits for
+// workers on one machine. No phase waits longer than a minute for its
+// next step (AllocTimeout and PrefillTimeout 60 s, ProgressTimeout 15 s
+// between two steps of a transfer), so a room that stops moving ends
+// within the sum of its phases' timeouts: prefill 10+60+60+15 = 145 s up
+// to its DONE and then at most DoneAckWaitMax (8) progress timeouts more
+// while decode's heartbeats keep coming (2 min), decode 10+50+60+15 =
+// 135 s. A transfer that keeps moving is not cut short, however slow.
+// How soon a lost peer is noticed is the transport's business
+// (transfer.Config.HeartbeatInterval), not configured here.
 func DefaultRoomConfig() room.Config {
 	s := func(d time.Duration) room.Duration { return room.Duration(d) }
 	return room.Config{
@@ -67,15 +75,19 @@ type Worker struct {
 	kvCfg kvcache.Config
 	met   *metrics
 
-	mu     sync.Mutex
-	d      *driver.Driver
+	mu sync.Mutex
+	d  *driver.Driver[*leg]
+	// rep is where the adapters report (Sent, KVReady, ComputeDone,
+	// EngineError, Admitted): d, or a conformance test's recorder.
+	rep    driver.Reports[*leg]
 	lanes  map[string]*peerLanes // per peer, while the driver holds frames for it
 	closed bool
 
 	loadMu sync.Mutex
 	loads  map[string]peerLoad // the peers' last heartbeats
 
-	local localLegs // room ids of recent local legs (local.go)
+	local     localLegs      // room ids of recent local legs (local.go)
+	colocated server.Backend // the engine as a colocated server uses it: local legs run on it
 
 	closeOnce sync.Once
 	timerWake chan struct{} // capacity 1
@@ -101,21 +113,22 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		HeadDim: uint32(kvc.HeadDim), PageTokens: uint32(kvc.PageTokens), DType: kvc.DType.String(),
 		Window: uint32(kvc.Window), WindowMask: kvwire.WindowMaskOf(kvc.WindowLayers)}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", roleName(cfg.Role)), start: time.Now(), kvCfg: kvc,
+	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), start: time.Now(), kvCfg: kvc,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel}
 	w.met = newMetrics(w)
+	w.colocated = server.EngineBackend(eng)
 	lim := cfg.Limits
 	if lim == (driver.Limits{}) {
 		lim = driver.DefaultLimits()
 	}
-	d, err := driver.New(driver.Config{Room: cfg.Room, Layers: kvc.Layers, PageBytes: kvc.PageBytes(), Limits: lim,
+	d, err := driver.New(driver.Config[*leg]{Room: cfg.Room, Layers: kvc.Layers, PageBytes: kvc.PageBytes(), Limits: lim,
 		Engine: engineAdapter{w}, Wire: wireAdapter{w}, Legs: legsAdapter{}, Observer: w.met, Logger: w.log})
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	w.d = d
+	w.d, w.rep = d, d
 	// Decode workers dial prefill workers; a prefill worker only answers.
 	cfg.Transfer.AcceptOnly = cfg.Role == room.RolePrefill
 	if cfg.Role == room.RoleDecode {
@@ -159,13 +172,6 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		w.watchdogLoop()
 	}()
 	return w, nil
-}
-
-func roleName(r room.Role) string {
-	if r == room.RolePrefill {
-		return "prefill"
-	}
-	return "decode"
 }
 
 // Role returns the worker's role.
