@@ -78,6 +78,11 @@ type Options struct {
 	// "generic", or "" / "auto" (chosen from the chat template; see
 	// toolcall.Detect). --tool-call-parser.
 	ToolCallParser string
+	// Health, when set, says whether a part of the worker outside the
+	// engine is degraded, and why (a PD worker's core lease): /health then
+	// answers 200 with status "degraded" and the reason instead of "ok".
+	// The worker still serves, so it stays 200 (the router keeps it).
+	Health func() (degraded bool, reason string)
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -237,6 +242,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
 		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 		return
+	}
+	if s.o.Health != nil {
+		if degraded, reason := s.o.Health(); degraded {
+			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": reason})
+			return
+		}
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
