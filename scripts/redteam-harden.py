@@ -18,7 +18,7 @@ what it measured as JSON. Standard library only; Linux only (it reads /proc).
       `tandem up`; opens prefill's KV source memfd (/proc/PID/fd/N) read-write
       and tries a shared writable mapping and a write(2) of the byte already
       there (harmless if it works).
-  redteam-harden.py hub --tandem BIN [--cap 45]
+  redteam-harden.py hub --tandem BIN [--cap 45] [--max-bytes 1G]
       a hostile hub on 127.0.0.1: an endless body without a length, a
       one-byte-every-2-s drip, a file name and an error message with terminal
       escapes, 100 000 candidate names; runs `tandem pull` against each (at
@@ -401,6 +401,8 @@ def cmd_hub(a):
     for case in ("endless", "drip", "evil", "err", "many"):
         home = tempfile.mkdtemp(prefix="tandem-hub-")
         env = dict(os.environ, TANDEM_HOME=home, HF_ENDPOINT=endpoint)
+        if a.max_bytes:
+            env["TANDEM_PULL_MAX_BYTES"] = a.max_bytes
         env.pop("HF_TOKEN", None)
         STATE["sent"] = 0
         t0 = time.monotonic()
@@ -447,6 +449,7 @@ def main():
     sub.choices["lease"].add_argument("--seconds", type=float, default=15)
     sub.choices["lease"].add_argument("--timeout", type=float, default=60, help="per request")
     sub.choices["hub"].add_argument("--cap", type=float, default=45)
+    sub.choices["hub"].add_argument("--max-bytes", default="", help="TANDEM_PULL_MAX_BYTES for the pulls (default: the binary's)")
     a = ap.parse_args()
     {"tokenize": cmd_tokenize, "lease": cmd_lease, "kvsource": cmd_kvsource, "hub": cmd_hub}[a.cmd](a)
 
