@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -163,7 +164,7 @@ func TestPullEscapesHubText(t *testing.T) {
 		t.Errorf("the hub's error message shown as %q (%d bytes): want it escaped and cut", err, len(err.Error()))
 	}
 	for i := range 5000 {
-		s.AddName("org/many", "m"+strings.Repeat("\x1b", i%3)+"-"+itoa(i)+".gguf")
+		s.AddName("org/many", "m"+strings.Repeat("\x1b", i%3)+"-"+strconv.Itoa(i)+".gguf")
 	}
 	_, err = h.Pull(ctx, "hf.co/org/many")
 	clean("a list of 5000 candidates", err)
@@ -172,17 +173,6 @@ func TestPullEscapesHubText(t *testing.T) {
 	}
 	_, err = h.Pull(ctx, "hf.co/org/many:Q9_X")
 	clean("no file tagged", err)
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
 }
 
 func tail(s string) string {
