@@ -50,7 +50,7 @@ it was pulled. The cache is $TANDEM_HOME (default ~/.cache/tandem).`,
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "REFERENCE\tFILE\tSIZE\tSHA256\tPULLED")
 			for _, e := range es {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Reference, e.File, sizeString(e.Size), e.SHA256[:12], e.PulledAt.Local().Format("2006-01-02 15:04"))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", modelhub.Printable(e.Reference), modelhub.Printable(e.File), sizeString(e.Size), e.SHA256[:12], e.PulledAt.Local().Format("2006-01-02 15:04"))
 			}
 			return tw.Flush()
 		},

@@ -30,7 +30,11 @@ reference so that --model REF and ` + "`tandem models`" + ` find it. :QUANT pick
 file whose name carries that quantization tag (case-insensitive); without one,
 the Q4_K_M file, else the repository's only GGUF. An interrupted download is
 resumed by the next pull; a cached model is not downloaded again.
-$HF_ENDPOINT sets the hub's URL, $HF_TOKEN the token for private or gated models.`,
+$HF_ENDPOINT sets the hub's URL, $HF_TOKEN the token for private or gated models.
+A download the hub announces no size for stops at $TANDEM_PULL_MAX_BYTES (default
+50G); one still running after $TANDEM_PULL_TIMEOUT (default 6h), or slower than
+256 KiB in 30 s, stops and resumes on the next pull. Names and messages from the
+hub are printed with control characters escaped.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := newLogger(logFormat)
@@ -46,7 +50,7 @@ $HF_ENDPOINT sets the hub's URL, $HF_TOKEN the token for private or gated models
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pulled %s\n  file    %s\n  size    %s\n  sha256  %s\n  path    %s\n",
-				e.Reference, e.File, sizeString(e.Size), e.SHA256, e.Path)
+				modelhub.Printable(e.Reference), modelhub.Printable(e.File), sizeString(e.Size), e.SHA256, e.Path)
 			return nil
 		},
 	}

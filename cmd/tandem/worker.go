@@ -311,6 +311,9 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
 		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
+	if lease != nil {
+		so.Health = lease.Health // a stuck or written-over core lease shows on /health
+	}
 	if pw != nil { // a PD worker: legs must be signed and go to it, /pd/* and /debug/* need the cluster credential
 		so.Legs = pw
 		h := pw.Handler()

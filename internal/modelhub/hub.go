@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +37,24 @@ const (
 	DefaultStallTimeout = 60 * time.Second
 	// DefaultProgressEvery is the least time between two Progress calls.
 	DefaultProgressEvery = 200 * time.Millisecond
+	// DefaultMaxBytes bounds a download whose length the hub does not
+	// announce (no X-Linked-Size, no size in the listing): the hub takes
+	// no file over 50 GB (bigger GGUFs are split, which tandem does not
+	// load), so more than 50 GiB is not a model. $TANDEM_PULL_MAX_BYTES
+	// changes it.
+	DefaultMaxBytes = 50 << 30
+	// DefaultTimeout bounds a whole download; the next pull resumes it.
+	// Six hours fetch 40 GB at 2 MB/s. $TANDEM_PULL_TIMEOUT changes it.
+	DefaultTimeout = 6 * time.Hour
+	// DefaultMinRateBytes in DefaultRateWindow is the slowest a download
+	// may go (about 8.5 KiB/s, a hundredth of a slow home line): fewer
+	// bytes in a window stop it, keeping the partial file.
+	DefaultMinRateBytes = 256 << 10
+	DefaultRateWindow   = 30 * time.Second
+	// shownCandidates is how many file names an error lists; the rest are
+	// counted. shownMessageBytes bounds a message from the hub.
+	shownCandidates   = 20
+	shownMessageBytes = 300
 )
 
 // Hub pulls GGUF files from a Hugging Face hub into a local,
@@ -61,6 +81,18 @@ type Hub struct {
 	// DefaultStallTimeout.
 	ProgressEvery time.Duration
 	StallTimeout  time.Duration
+	// MaxBytes bounds a download whose length the hub announces neither in
+	// X-Linked-Size nor in the repository listing (a length only the CDN
+	// gives must fit it too); default DefaultMaxBytes. A length the hub
+	// announces is the bound instead.
+	MaxBytes int64
+	// Timeout bounds a whole download (default DefaultTimeout); fewer than
+	// MinRateBytes in any RateWindow (defaults DefaultMinRateBytes,
+	// DefaultRateWindow) stop it too. Either way the partial file is kept
+	// and the next pull resumes.
+	Timeout      time.Duration
+	MinRateBytes int64
+	RateWindow   time.Duration
 }
 
 // Progress reports a download's advance.
@@ -90,7 +122,38 @@ func FromEnv() (*Hub, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("HF_ENDPOINT %q is not an http(s) URL: set it to the hub's base URL, e.g. %s", ep, DefaultEndpoint)
 	}
-	return &Hub{Endpoint: strings.TrimSuffix(ep, "/"), Token: strings.TrimSpace(os.Getenv("HF_TOKEN")), Dir: dir}, nil
+	h := &Hub{Endpoint: strings.TrimSuffix(ep, "/"), Token: strings.TrimSpace(os.Getenv("HF_TOKEN")), Dir: dir}
+	if v := os.Getenv("TANDEM_PULL_MAX_BYTES"); v != "" {
+		if h.MaxBytes, err = parseBytes(v); err != nil {
+			return nil, fmt.Errorf("TANDEM_PULL_MAX_BYTES %q: %w", v, err)
+		}
+	}
+	if v := os.Getenv("TANDEM_PULL_TIMEOUT"); v != "" {
+		if h.Timeout, err = time.ParseDuration(v); err != nil || h.Timeout <= 0 {
+			return nil, fmt.Errorf("TANDEM_PULL_TIMEOUT %q is not a positive duration such as 12h or 90m", v)
+		}
+	}
+	return h, nil
+}
+
+// parseBytes reads a byte count: digits, optionally followed by K, M, G
+// or T (powers of 1024, with or without "iB").
+func parseBytes(v string) (int64, error) {
+	num := strings.TrimRight(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(v), "B"), "i"), "KMGTkmgt")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(v), "B"), "i")[len(num):])
+	n, err := strconv.ParseInt(num, 10, 64)
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
+	if err != nil || n <= 0 || len(unit) > 1 || n > math.MaxInt64>>shift {
+		return 0, errors.New("want a positive byte count such as 60G or 64424509440")
+	}
+	return n << shift, nil
+}
+
+func (h *Hub) maxBytes() int64 {
+	if h.MaxBytes > 0 {
+		return h.MaxBytes
+	}
+	return DefaultMaxBytes
 }
 
 var defaultClient = &http.Client{Transport: &http.Transport{
@@ -153,20 +216,24 @@ func (h *Hub) Pull(ctx context.Context, ref string) (Entry, error) {
 		}
 	}
 	file := r.File
+	listed := int64(-1) // the file's size in the listing, when it gives one
 	if file == "" {
-		files, err := h.listFiles(ctx, r.Repo, r.Revision)
+		files, sizes, err := h.listFiles(ctx, r.Repo, r.Revision)
 		if err != nil {
 			return Entry{}, err
 		}
 		if file, err = SelectFile(r.Repo, files, r.Quant); err != nil {
 			return Entry{}, err
 		}
+		if n, ok := sizes[file]; ok {
+			listed = n
+		}
 	} else if !strings.HasSuffix(strings.ToLower(file), ".gguf") {
-		return Entry{}, fmt.Errorf("%s is not a .gguf file: tandem loads GGUF models", file)
+		return Entry{}, fmt.Errorf("%s is not a .gguf file: tandem loads GGUF models", Printable(file))
 	} else if splitName.MatchString(file) {
-		return Entry{}, fmt.Errorf("%s is one part of a split GGUF, which tandem does not load: merge the parts with llama.cpp's `llama-gguf-split --merge` and pass the file with --model", file)
+		return Entry{}, fmt.Errorf("%s is one part of a split GGUF, which tandem does not load: merge the parts with llama.cpp's `llama-gguf-split --merge` and pass the file with --model", Printable(file))
 	}
-	sha, size, err := h.fetch(ctx, r.String(), r.Repo, r.Revision, file)
+	sha, size, err := h.fetch(ctx, r.String(), r.Repo, r.Revision, file, listed)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -178,15 +245,18 @@ func (h *Hub) Pull(ctx context.Context, ref string) (Entry, error) {
 	return e, nil
 }
 
-// listFiles returns the repository's file names from the hub's model API.
-func (h *Hub) listFiles(ctx context.Context, repo, rev string) ([]string, error) {
+// listFiles returns the repository's file names from the hub's model API,
+// and the sizes the listing gives (?blobs=true; LFS files' lfs.size, else
+// size).
+func (h *Hub) listFiles(ctx context.Context, repo, rev string) ([]string, map[string]int64, error) {
 	u := h.endpoint() + "/api/models/" + repo
 	if rev != DefaultRevision {
 		u += "/revision/" + url.PathEscape(rev)
 	}
+	u += "?blobs=true"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("list the files of %s: %w", repo, err)
+		return nil, nil, fmt.Errorf("list the files of %s: %w", repo, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if h.Token != "" {
@@ -194,36 +264,49 @@ func (h *Hub) listFiles(ctx context.Context, repo, rev string) ([]string, error)
 	}
 	resp, err := h.client().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("list the files of %s: GET %s: %w (check the network connection, or HF_ENDPOINT)", repo, u, err)
+		return nil, nil, fmt.Errorf("list the files of %s: GET %s: %w (check the network connection, or HF_ENDPOINT)", repo, u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, statusError(resp, "list the files of "+repo, u)
+		return nil, nil, statusError(resp, "list the files of "+repo, u)
 	}
 	var info struct {
 		Siblings []struct {
 			RFilename string `json:"rfilename"`
+			Size      *int64 `json:"size"`
+			LFS       *struct {
+				Size *int64 `json:"size"`
+			} `json:"lfs"`
 		} `json:"siblings"`
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAPIBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("list the files of %s: read GET %s: %w", repo, u, err)
+		return nil, nil, fmt.Errorf("list the files of %s: read GET %s: %w", repo, u, err)
 	}
 	if len(b) > MaxAPIBytes {
-		return nil, fmt.Errorf("list the files of %s: GET %s answered more than %d bytes", repo, u, MaxAPIBytes)
+		return nil, nil, fmt.Errorf("list the files of %s: GET %s answered more than %d bytes", repo, u, MaxAPIBytes)
 	}
 	if err := json.Unmarshal(b, &info); err != nil {
-		return nil, fmt.Errorf("list the files of %s: GET %s is not the hub's model JSON (%w): check HF_ENDPOINT", repo, u, err)
+		return nil, nil, fmt.Errorf("list the files of %s: GET %s is not the hub's model JSON (%w): check HF_ENDPOINT", repo, u, err)
 	}
 	files := make([]string, 0, len(info.Siblings))
+	sizes := map[string]int64{}
 	for _, s := range info.Siblings {
 		files = append(files, s.RFilename)
+		switch {
+		case s.LFS != nil && s.LFS.Size != nil && *s.LFS.Size >= 0:
+			sizes[s.RFilename] = *s.LFS.Size
+		case s.Size != nil && *s.Size >= 0:
+			sizes[s.RFilename] = *s.Size
+		}
 	}
-	return files, nil
+	return files, sizes, nil
 }
 
 // statusError describes an unexpected hub status and says what to do.
+// The hub's own words (status text, message) are shown escaped and cut.
 func statusError(resp *http.Response, what, u string) error {
+	status := clipText(Printable(resp.Status), shownMessageBytes)
 	msg := resp.Header.Get("X-Error-Message")
 	if msg == "" {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -235,17 +318,17 @@ func statusError(resp *http.Response, what, u string) error {
 		}
 	}
 	if msg != "" {
-		msg = " (" + msg + ")"
+		msg = " (" + clipText(Printable(msg), shownMessageBytes) + ")"
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return fmt.Errorf("%s: %s answered %s%s: the repository is private, gated or does not exist; set HF_TOKEN to a token that can read it (for a gated model, accept its licence on the model page first) and check the repository name", what, u, resp.Status, msg)
+		return fmt.Errorf("%s: %s answered %s%s: the repository is private, gated or does not exist; set HF_TOKEN to a token that can read it (for a gated model, accept its licence on the model page first) and check the repository name", what, u, status, msg)
 	case http.StatusNotFound:
 		return fmt.Errorf("%s: %s answered 404 Not Found%s: check the repository name, the revision and the file name", what, u, msg)
 	case http.StatusTooManyRequests:
 		return fmt.Errorf("%s: %s answered 429 Too Many Requests%s: wait a while, or set HF_TOKEN (signed-in requests have higher limits)", what, u, msg)
 	}
-	return fmt.Errorf("%s: %s answered %s%s", what, u, resp.Status, msg)
+	return fmt.Errorf("%s: %s answered %s%s", what, u, status, msg)
 }
 
 // digest is the checksum the hub announces for a file.
@@ -269,19 +352,48 @@ func parseDigest(v string) (digest, bool) {
 	return digest{}, false
 }
 
-var errStalled = errors.New("download stalled")
+// Causes of a download's context ending.
+var (
+	errStalled  = errors.New("download stalled")
+	errTooSlow  = errors.New("download too slow")
+	errDeadline = errors.New("download past its deadline")
+)
+
+// limits are a download's time bounds (Hub's fields with their defaults).
+type limits struct {
+	stall, timeout, window time.Duration
+	minRate                int64
+}
+
+func (h *Hub) limits() limits {
+	l := limits{h.StallTimeout, h.Timeout, h.RateWindow, h.MinRateBytes}
+	if l.stall <= 0 {
+		l.stall = DefaultStallTimeout
+	}
+	if l.timeout <= 0 {
+		l.timeout = DefaultTimeout
+	}
+	if l.window <= 0 {
+		l.window = DefaultRateWindow
+	}
+	if l.minRate <= 0 {
+		l.minRate = DefaultMinRateBytes
+	}
+	return l
+}
 
 // fetch downloads one file of a repository into the blob store unless its
-// content is there already, and returns the blob's sha256 and size.
-func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, int64, error) {
-	stall := h.StallTimeout
-	if stall <= 0 {
-		stall = DefaultStallTimeout
-	}
+// content is there already, and returns the blob's sha256 and size. listed
+// is the file's size in the repository listing, or -1.
+func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string, listed int64) (string, int64, error) {
+	lim := h.limits()
+	stall := lim.stall
 	dctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
 	defer watchdog.Stop()
+	deadline := time.AfterFunc(lim.timeout, func() { cancel(errDeadline) })
+	defer deadline.Stop()
 
 	client := h.client()
 	start := h.endpoint() + "/" + repo + "/resolve/" + url.PathEscape(rev) + "/" + escapeFile(file)
@@ -290,13 +402,14 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 		return "", 0, fmt.Errorf("download %s: %w", start, err)
 	}
 	var (
-		want     digest
-		known    bool
-		total    int64 = -1
-		partial  string
-		offset   int64
-		resp     *http.Response
-		fromBlob = func() (string, int64, bool) {
+		want      digest
+		known     bool
+		total     int64 = -1
+		announced bool  // total is the hub's (X-Linked-Size or the listing), not only the CDN's
+		partial   string
+		offset    int64
+		resp      *http.Response
+		fromBlob  = func() (string, int64, bool) {
 			if want.kind != "sha256" {
 				return "", 0, false
 			}
@@ -324,7 +437,7 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 		}
 		resp, err = client.Do(req)
 		if err != nil {
-			return "", 0, fetchErr(dctx, cur.String(), stall, err)
+			return "", 0, fetchErr(dctx, cur.String(), lim, err)
 		}
 		watchdog.Reset(stall)
 		if hub && !known && (resp.StatusCode < 400) {
@@ -335,7 +448,9 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 			if ok {
 				want, known = d, true
 				if n, err := strconv.ParseInt(resp.Header.Get("X-Linked-Size"), 10, 64); err == nil && n >= 0 {
-					total = n
+					total, announced = n, true
+				} else if listed >= 0 {
+					total, announced = listed, true
 				}
 				if sha, size, ok := fromBlob(); ok {
 					resp.Body.Close()
@@ -352,7 +467,7 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 			loc, err := resp.Location()
 			resp.Body.Close()
 			if err != nil {
-				return "", 0, fmt.Errorf("download %s: the %s answer has no usable Location: %w", cur, resp.Status, err)
+				return "", 0, fmt.Errorf("download %s: the %s answer has no usable Location: %w", cur, clipText(Printable(resp.Status), shownMessageBytes), err)
 			}
 			cur = loc
 			continue
@@ -364,10 +479,10 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 	case resp.StatusCode == http.StatusOK, resp.StatusCode == http.StatusPartialContent,
 		resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && offset > 0:
 	default:
-		return "", 0, statusError(resp, "download "+file+" of "+repo, cur.String())
+		return "", 0, statusError(resp, "download "+Printable(file)+" of "+repo, cur.String())
 	}
 	if !known {
-		return "", 0, fmt.Errorf("download %s: the hub sent no checksum (X-Linked-Etag or ETag) for %s, so the download cannot be verified; check HF_ENDPOINT", start, file)
+		return "", 0, fmt.Errorf("download %s: the hub sent no checksum (X-Linked-Etag or ETag) for %s, so the download cannot be verified; check HF_ENDPOINT", start, Printable(file))
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -396,19 +511,28 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string) (string, i
 		h.log().Info("resuming download", "file", file, "from", offset, "total", total)
 	}
 	if want.kind == "sha1" && total < 0 {
-		return "", 0, fmt.Errorf("download %s: the server gave no length, needed to check the git blob id of %s", cur, file)
+		return "", 0, fmt.Errorf("download %s: the server gave no length, needed to check the git blob id of %s", cur, Printable(file))
+	}
+	if !announced && total > h.maxBytes() {
+		return "", 0, fmt.Errorf("download %s: the server says %s is %d bytes, but the hub announced no size, and without one a download may be at most %d bytes (TANDEM_PULL_MAX_BYTES); "+
+			"raise it if this file is really that large", cur, Printable(file), total, h.maxBytes())
 	}
 	var body io.Reader = resp.Body
 	if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
 		body = strings.NewReader("") // the partial file may be whole already; verify it
 	}
-	return h.store(dctx, ref, file, want, total, partial, offset, body, watchdog, stall, cur.String())
+	return h.store(dctx, cancel, ref, file, want, total, partial, offset, body, watchdog, lim, cur.String())
 }
 
 // fetchErr names the URL of a failed request and says why it failed.
-func fetchErr(ctx context.Context, u string, stall time.Duration, err error) error {
-	if errors.Is(context.Cause(ctx), errStalled) {
-		return fmt.Errorf("download %s: nothing received for %s: check the network connection, then run the pull again", u, stall)
+func fetchErr(ctx context.Context, u string, lim limits, err error) error {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errStalled):
+		return fmt.Errorf("download %s: nothing received for %s: check the network connection, then run the pull again", u, lim.stall)
+	case errors.Is(cause, errTooSlow):
+		return fmt.Errorf("download %s: the hub is too slow: fewer than %d bytes in %s; the download resumes on the next pull", u, lim.minRate, lim.window)
+	case errors.Is(cause, errDeadline):
+		return fmt.Errorf("download %s: not done after %s (TANDEM_PULL_TIMEOUT); the download resumes on the next pull", u, lim.timeout)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("download %s: %w", u, context.Cause(ctx))
@@ -437,9 +561,12 @@ func parseContentRange(v string) (first, size int64, err error) {
 }
 
 // store appends body to the partial file from offset, verifies the whole
-// file against want and moves it into the blob store.
-func (h *Hub) store(ctx context.Context, ref, file string, want digest, total int64, partial string, offset int64,
-	body io.Reader, watchdog *time.Timer, stall time.Duration, src string) (string, int64, error) {
+// file against want and moves it into the blob store. The download stops
+// (through ctx's cancel) when the watchdog fires or fewer than lim.minRate
+// bytes arrive in a lim.window; with total unknown it takes at most
+// MaxBytes.
+func (h *Hub) store(ctx context.Context, stop context.CancelCauseFunc, ref, file string, want digest, total int64, partial string, offset int64,
+	body io.Reader, watchdog *time.Timer, lim limits, src string) (string, int64, error) {
 	if err := os.MkdirAll(filepath.Dir(partial), 0o755); err != nil {
 		return "", 0, fmt.Errorf("make the download folder: %w", err)
 	}
@@ -470,17 +597,25 @@ func (h *Hub) store(ctx context.Context, ref, file string, want digest, total in
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		return "", 0, fmt.Errorf("seek the partial download: %w", err)
 	}
-	pr := &progressWriter{h: h, p: Progress{Reference: ref, File: file, Done: offset, Resumed: offset, Total: total}}
-	limit := int64(1 << 62)
+	pr := &progressWriter{h: h, p: Progress{Reference: ref, File: Printable(file), Done: offset, Resumed: offset, Total: total}}
+	limit := h.maxBytes() - offset + 1 // no length: one byte over MaxBytes is detectable
 	if total >= 0 {
 		limit = total - offset + 1 // one byte over the announced length is detectable
 	}
-	n, copyErr := io.Copy(io.MultiWriter(f, hw, pr), &stallReader{r: io.LimitReader(body, limit), t: watchdog, d: stall})
+	wr := &watchReader{r: io.LimitReader(body, limit), t: watchdog, d: lim.stall}
+	endRate := watchRate(ctx, wr, lim, stop)
+	n, copyErr := io.Copy(io.MultiWriter(f, hw, pr), wr)
+	endRate()
 	pr.final()
 	got := offset + n
 	if copyErr != nil {
-		err := fetchErr(ctx, src, stall, copyErr)
+		err := fetchErr(ctx, src, lim, copyErr)
 		return "", 0, fmt.Errorf("%w; the download stopped after %d of %s bytes and the partial file is kept (%s): run the same pull again to resume", err, got, sizeText(total), partial)
+	}
+	if total < 0 && got > h.maxBytes() {
+		f.Close()
+		os.Remove(partial)
+		return "", 0, fmt.Errorf("download %s: the hub announced no length for %s and sent more than %d bytes (TANDEM_PULL_MAX_BYTES), more than any model file it holds; the partial file was deleted: check HF_ENDPOINT", src, Printable(file), h.maxBytes())
 	}
 	if total >= 0 && got != total {
 		if got > total {
@@ -523,17 +658,52 @@ func sizeText(total int64) string {
 	return strconv.FormatInt(total, 10)
 }
 
-// stallReader resets the stall watchdog after every read that returns data.
-type stallReader struct {
-	r io.Reader
-	t *time.Timer
-	d time.Duration
+// watchRate stops the download (stop(errTooSlow)) when fewer than
+// lim.minRate bytes of r arrive in a lim.window: a drip of bytes keeps the
+// stall watchdog quiet, not this. The returned function ends the watch.
+func watchRate(ctx context.Context, r *watchReader, lim limits, stop context.CancelCauseFunc) (end func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(lim.window)
+		defer tk.Stop()
+		var last int64
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				n := r.read.Load()
+				if n-last < lim.minRate {
+					stop(errTooSlow)
+					return
+				}
+				last = n
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
-func (s *stallReader) Read(p []byte) (int, error) {
+// watchReader resets the stall watchdog after every read that returns
+// data, and counts the bytes for the rate check.
+type watchReader struct {
+	r    io.Reader
+	t    *time.Timer
+	d    time.Duration
+	read atomic.Int64
+}
+
+func (s *watchReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if n > 0 {
 		s.t.Reset(s.d)
+		s.read.Add(int64(n))
 	}
 	return n, err
 }

@@ -105,19 +105,37 @@ func SelectFile(repo string, files []string, quant string) (string, error) {
 	case len(whole) > 1:
 		return "", fmt.Errorf("repository %s has %d GGUF files and none tagged %s, so add a tag: hf.co/%s:TAG; %s", repo, len(whole), DefaultQuant, repo, choices(repo, ggufs))
 	}
-	return "", fmt.Errorf("repository %s: %s is a split GGUF, which tandem does not load; merge the parts with llama.cpp's `llama-gguf-split --merge` and pass the file with --model, or pick another quantization; %s", repo, strings.Join(split, ", "), choices(repo, ggufs))
+	return "", fmt.Errorf("repository %s: %s is a split GGUF, which tandem does not load; merge the parts with llama.cpp's `llama-gguf-split --merge` and pass the file with --model, or pick another quantization; %s", repo, names(split), choices(repo, ggufs))
 }
 
-// choices describes the GGUF files of a repository and the tags that pick them.
+// names joins file names from the hub for an error: escaped (Printable),
+// at most shownCandidates of them, then how many more.
+func names(fs []string) string {
+	shown := make([]string, 0, min(len(fs), shownCandidates))
+	for _, f := range fs[:min(len(fs), shownCandidates)] {
+		shown = append(shown, Printable(f))
+	}
+	s := strings.Join(shown, ", ")
+	if len(fs) > shownCandidates {
+		s += fmt.Sprintf(" and %d more", len(fs)-shownCandidates)
+	}
+	return s
+}
+
+// choices describes the GGUF files of a repository and the tags that pick
+// them: the first shownCandidates, escaped (Printable), then how many more.
 func choices(repo string, ggufs []string) string {
 	var b strings.Builder
 	b.WriteString("the repository's GGUF files are:")
-	for _, f := range ggufs {
+	for _, f := range ggufs[:min(len(ggufs), shownCandidates)] {
 		b.WriteString("\n  ")
-		b.WriteString(f)
+		b.WriteString(Printable(f))
 		if m := quantInName.FindStringSubmatch(path.Base(f)); m != nil {
-			fmt.Fprintf(&b, "  (hf.co/%s:%s)", repo, strings.ToUpper(m[1]))
+			fmt.Fprintf(&b, "  (hf.co/%s:%s)", repo, Printable(strings.ToUpper(m[1])))
 		}
+	}
+	if len(ggufs) > shownCandidates {
+		fmt.Fprintf(&b, "\n  ... and %d more", len(ggufs)-shownCandidates)
 	}
 	return b.String()
 }

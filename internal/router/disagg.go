@@ -322,6 +322,9 @@ func (rt *Router) countTokens(ctx context.Context, req *clientRequest) (int, err
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := rt.tokenizerClient().Do(hr)
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded { // ctx.Err returns the sentinel itself
+			return 0, fmt.Errorf("count tokens on %s: the worker did not answer within %v: %w", wk.URL(), countTimeout, err)
+		}
 		return 0, fmt.Errorf("count tokens on %s: %w", wk.URL(), err)
 	}
 	defer resp.Body.Close()

@@ -82,7 +82,9 @@
 // client's X-Request-Id when it is valid, else a minted one; it is echoed
 // in X-Request-Id, sent to both legs as X-Tandem-Request-Id, and appears in
 // the request's log lines and /debug/rooms entries. A request body must
-// arrive within BodyTimeout (408, and the connection closes).
+// arrive within BodyTimeout (408, and the connection closes). The 401's log
+// line is bounded (refusallog.go): a prefix of the path, at most a few
+// lines per interval, the next one counting those held back.
 // The router serves GET /health (503 naming the missing role), /metrics
 // (its own registry), /v1/models (from a healthy decode worker),
 // POST /tokenize and /detokenize (forwarded with the cluster credential to

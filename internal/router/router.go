@@ -53,6 +53,9 @@ type Options struct {
 	LegTimeout time.Duration
 	// RequestTimeout bounds a whole client request, legs included.
 	RequestTimeout time.Duration
+	// TokenizeTimeout bounds a proxied /tokenize or /detokenize request;
+	// past it the client gets 504.
+	TokenizeTimeout time.Duration
 	// MaxBodyBytes bounds client request bodies (413 above it);
 	// BodyTimeout bounds reading one.
 	MaxBodyBytes int64
@@ -119,6 +122,7 @@ type Router struct {
 	active      atomic.Int64
 	front       front
 	handler     http.Handler
+	refusals    logLimit // of the 401 log lines (refusallog.go)
 }
 
 // New checks o and builds a router. Every worker starts out of service
@@ -167,6 +171,7 @@ func New(o Options) (*Router, error) {
 		probeClient: &http.Client{Transport: o.LegKeys.Transport(tr), CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
 		front:       fr,
+		refusals:    logLimit{burst: refusalLogBurst, every: refusalLogEvery},
 	}
 	rt.workers, err = pool.New(pool.Config{Prefill: prefill, Decode: decode, Logger: o.Logger, Registry: o.Registry,
 		Client: rt.probeClient, HealthTimeout: o.HealthTimeout, InfoTimeout: infoTimeout,
@@ -197,6 +202,7 @@ func (o *Options) defaults() error {
 		{"health timeout", &o.HealthTimeout, DefaultHealthTimeout},
 		{"leg timeout", &o.LegTimeout, DefaultLegTimeout},
 		{"request timeout", &o.RequestTimeout, DefaultRequestTimeout},
+		{"tokenize timeout", &o.TokenizeTimeout, DefaultTokenizeTimeout},
 		{"body timeout", &o.BodyTimeout, DefaultBodyTimeout},
 		{"write timeout", &o.WriteTimeout, DefaultWriteTimeout},
 		{"breaker cooldown", &o.BreakerCooldown, DefaultBreakerCooldown},
@@ -360,7 +366,10 @@ func (rt *Router) wrap(r route) http.Handler {
 			return
 		}
 		if !rt.front.authorized(req) {
-			rt.log.Info("request refused: missing or wrong API key", "request", rid, "path", req.URL.Path)
+			if ok, held := rt.refusals.allow(); ok {
+				rt.log.Info("request refused: missing or wrong API key", "request", rid, "path", httpx.Clip(req.URL.Path, refusalPathBytes),
+					"path_bytes", len(req.URL.Path), "suppressed", held)
+			}
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="tandem"`)
 			httpx.WriteError(rec, unauthorized())
 			return

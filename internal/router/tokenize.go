@@ -3,6 +3,8 @@ package router
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -22,11 +24,14 @@ import (
 // /v1/*.
 
 const (
-	// tokenizeTimeout bounds a proxied /tokenize or /detokenize request.
-	tokenizeTimeout = 30 * time.Second
-	// tokenizeBodyBytesMax bounds a proxied /tokenize answer (a large
-	// prompt's token ids, and their strings when asked for).
-	tokenizeBodyBytesMax = 128 << 20
+	// DefaultTokenizeTimeout is Options.TokenizeTimeout's default.
+	DefaultTokenizeTimeout = 30 * time.Second
+	// tokenizeBodyBytesMax bounds a proxied /tokenize answer, read whole
+	// before it is passed on. A worker counts at most twice its context
+	// and answers at most that many ids and strings (internal/server), a
+	// few MiB at a 128k context; it also admits only a few requests at
+	// once, so this bounds what the router holds for them.
+	tokenizeBodyBytesMax = 32 << 20
 )
 
 // tokenizerPaths are the endpoints served by serveTokenizer.
@@ -55,7 +60,7 @@ func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	defer rt.workers.Release(wk)
-	ctx, cancel := context.WithTimeout(r.Context(), tokenizeTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), rt.o.TokenizeTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL()+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
@@ -63,19 +68,27 @@ func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
+	fail := func(kind string, err error) {
+		le := &legError{leg: role, worker: wk.URL(), kind: kind, cause: err}
+		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.URL(), "err", le)
+		if r.Context().Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The worker is slow, not gone: say so (a busy worker queues
+			// /tokenize, internal/server), with a timeout's status.
+			httpx.WriteError(w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout,
+				Message: fmt.Sprintf("The %s worker did not answer %s in time (within %v): it is busy; retry later, or send a shorter text.", role, r.URL.Path, rt.o.TokenizeTimeout)})
+			return
+		}
+		httpx.WriteError(w, le.clientError())
+	}
 	resp, err := rt.tokenizerClient().Do(req)
 	if err != nil {
-		le := &legError{leg: role, worker: wk.URL(), kind: kindUnreachable, cause: err}
-		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.URL(), "err", le)
-		httpx.WriteError(w, le.clientError())
+		fail(kindUnreachable, err)
 		return
 	}
 	defer resp.Body.Close()
 	out, err := httpx.ReadAllMax(resp.Body, tokenizeBodyBytesMax)
 	if err != nil {
-		le := &legError{leg: role, worker: wk.URL(), kind: kindStream, cause: err}
-		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.URL(), "err", le)
-		httpx.WriteError(w, le.clientError())
+		fail(kindStream, err)
 		return
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
@@ -86,7 +99,8 @@ func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 }
 
 // tokenizerClient is the probe client (it carries the cluster credential)
-// without its short overall timeout: tokenizeTimeout bounds the request.
+// without its short overall timeout: Options.TokenizeTimeout bounds the
+// request.
 func (rt *Router) tokenizerClient() *http.Client {
 	c := *rt.probeClient
 	c.Timeout = 0

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -83,6 +84,16 @@ type Options struct {
 	// "generic", or "" / "auto" (chosen from the chat template; see
 	// toolcall.Detect). --tool-call-parser.
 	ToolCallParser string
+	// MaxTokenize bounds the /tokenize and /detokenize requests worked on
+	// at once; as many times tokenizeQueueFactor more wait (each at most
+	// tokenizeWait), and the rest get 429. Default min(GOMAXPROCS, 4): the
+	// work is CPU-bound, so more at once only adds memory.
+	MaxTokenize int
+	// Health, when set, says whether a part of the worker outside the
+	// engine is degraded, and why (a PD worker's core lease): /health then
+	// answers 200 with status "degraded" and the reason instead of "ok".
+	// The worker still serves, so it stays 200 (the router keeps it).
+	Health func() (degraded bool, reason string)
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -101,6 +112,8 @@ type Server struct {
 	handler http.Handler
 	// grammars caches compiled structured-output grammars (constraint.go).
 	grammars grammarCache
+	// tokenizer admits /tokenize and /detokenize requests (tokenize.go).
+	tokenizer *gate
 }
 
 // New builds a server over b. It starts not ready: /health answers 503 and
@@ -128,13 +141,17 @@ func New(b Backend, o Options) *Server {
 	if o.DefaultCompletionTokens <= 0 {
 		o.DefaultCompletionTokens = DefaultCompletionTokens
 	}
+	if o.MaxTokenize <= 0 {
+		o.MaxTokenize = min(runtime.GOMAXPROCS(0), 4)
+	}
 	if o.ModelName == "" {
 		o.ModelName = b.ModelConfig().Name
 	}
 	if o.ModelName == "" {
 		o.ModelName = "tandem"
 	}
-	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix()}
+	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix(),
+		tokenizer: newGate(o.MaxTokenize, tokenizeQueueFactor*o.MaxTokenize, tokenizeWait)}
 	s.met = newMetrics(o.Registry, b, o.Logger, o.ModelName)
 	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
@@ -247,6 +264,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
 		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 		return
+	}
+	if s.o.Health != nil {
+		if degraded, reason := s.o.Health(); degraded {
+			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": reason})
+			return
+		}
 	}
 	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

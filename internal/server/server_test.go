@@ -524,6 +524,17 @@ func TestHealthAndModels(t *testing.T) {
 	if rec := do(s.Handler(), "GET", "/health", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
 		t.Errorf("GET /health when ready = %d %s, want 200 {\"status\":\"ok\"}", rec.Code, rec.Body)
 	}
+	// A degraded part (a PD worker's core lease) shows, still with 200.
+	degraded := true
+	s2, _ := newTestServer(t, newFake(t, tok), Options{Health: func() (bool, string) { return degraded, "core lease: stuck" }})
+	s2.SetReady(true)
+	if rec := do(s2.Handler(), "GET", "/health", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"reason":"core lease: stuck","status":"degraded"}` {
+		t.Errorf("GET /health when degraded = %d %s, want 200 with status degraded and the reason", rec.Code, rec.Body)
+	}
+	degraded = false
+	if rec := do(s2.Handler(), "GET", "/health", ""); strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
+		t.Errorf("GET /health once no longer degraded = %s, want ok", rec.Body)
+	}
 	rec := do(s.Handler(), "GET", "/v1/models", "")
 	var list openai.ModelList
 	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || list.Object != "list" || len(list.Data) != 1 ||

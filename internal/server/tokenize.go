@@ -3,8 +3,11 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/leg"
@@ -35,6 +38,40 @@ import (
 // cluster credential (the one /pd/* and /debug/* take, which the router's
 // probe client sends): they run no generation, so they need no leg
 // signature, but a worker answers only its router.
+//
+// Cost: each request's work and memory are bounded, since the tokenizer's
+// working memory is about 70 times its input (8 MB of digits took 560 MB).
+// A prompt (or the text messages render to) is at most
+// tokenizeBytesPerToken bytes a token of the token cap, twice the model's
+// context (tokenizeContextFactor); a longer one is a 400 before it is
+// tokenized. A text that tokenizes to more than the cap, or than the
+// request's max_count if less, is a 400 context_length_exceeded (param
+// prompt or messages) saying so, and /detokenize takes at most the cap's
+// ids. So an answer holds at most the cap's tokens and their strings.
+// Admission: Options.MaxTokenize requests are worked on at once, as many
+// times tokenizeQueueFactor more wait up to tokenizeWait each (or until the
+// client leaves), and the rest get 429 with Retry-After, before their body
+// is read. This is a semaphore of its own, not the engine's --max-running
+// and --max-waiting: those count sequences that hold KV pages and a place
+// in the step batch (64 and 256 by default), which tokenizing holds none
+// of; sized for that, they would let 256 bodies of 8 MiB each wait, and a
+// burst of /tokenize would refuse generations. Tokenizing is CPU work in
+// the handler, so the bound is a few cores' worth.
+
+// Bounds of /tokenize and /detokenize (see above).
+const (
+	tokenizeContextFactor = 2
+	tokenizeBytesPerToken = 16
+	tokenizeQueueFactor   = 4
+	tokenizeWait          = 10 * time.Second
+)
+
+// tokenizeCap returns the most tokens /tokenize counts and the most bytes
+// of text it takes.
+func (s *Server) tokenizeCap() (tokens, bytes int) {
+	tokens = tokenizeContextFactor * max(s.b.ModelConfig().Context, 1)
+	return tokens, tokenizeBytesPerToken * tokens
+}
 
 // TokenizeRequest is a decoded POST /tokenize body.
 type TokenizeRequest struct {
@@ -46,6 +83,9 @@ type TokenizeRequest struct {
 	AddSpecialTokens    *bool                      `json:"add_special_tokens"`
 	ReturnTokenStrs     bool                       `json:"return_token_strs"`
 	ChatTemplateKwargs  map[string]json.RawMessage `json:"chat_template_kwargs"`
+	// MaxCount, when set (1 to twice the context), is the most tokens to
+	// count: a longer text is refused (Tandem's extension).
+	MaxCount *int `json:"max_count"`
 }
 
 // TokenizeResponse is the answer of POST /tokenize.
@@ -67,23 +107,34 @@ type DetokenizeResponse struct {
 	Prompt string `json:"prompt"`
 }
 
-// tokenizerAccess reads a /tokenize or /detokenize body after checking the
-// caller's right to ask (see above).
-func (s *Server) tokenizerAccess(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// tokenizerAccess checks the caller's right to ask (see above), admits the
+// request and reads its body. On success the caller must call release.
+func (s *Server) tokenizerAccess(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
 	if k := s.o.LegKeys; k != nil && !k.CheckCredential(r.Header) {
 		leg.WriteUnauthorized(w, leg.Unauthorized("%s on a prefill or decode worker needs the cluster credential "+
 			"(Authorization: Bearer <hex of the %q key>); send it to the router instead.", r.URL.Path, leg.LabelDebug))
-		return nil, false
+		return nil, nil, false
 	}
 	if !s.checkAPIKey(w, r) {
-		return nil, false
+		return nil, nil, false
+	}
+	if err := s.tokenizer.acquire(r.Context()); err != nil {
+		if errors.Is(err, errGateFull) {
+			w.Header().Set("Retry-After", "1")
+			httpx.WriteError(w, openai.RateLimited(r.URL.Path+" is busy: "+strconv.Itoa(s.o.MaxTokenize)+
+				" requests are being tokenized and as many as may wait are waiting; retry in a second."))
+		} else {
+			httpx.WriteError(w, openai.Unavailable("the request ended while it waited for "+r.URL.Path+": "+err.Error()))
+		}
+		return nil, nil, false
 	}
 	body, e := s.readBody(w, r)
 	if e != nil {
+		s.tokenizer.release()
 		httpx.WriteError(w, e)
-		return nil, false
+		return nil, nil, false
 	}
-	return body, true
+	return body, s.tokenizer.release, true
 }
 
 // decodeStrict decodes body into v, refusing unknown fields and trailing
@@ -106,30 +157,63 @@ func decodeStrict(body []byte, v any) *openai.Error {
 
 // tokenizerRequest reads a /tokenize or /detokenize body (tokenizerAccess),
 // decodes it strictly into v and checks its model (model reads it from v),
-// answering any failure itself; it reports whether the handler goes on.
-func (s *Server) tokenizerRequest(w http.ResponseWriter, r *http.Request, v any, model func() string) bool {
-	body, ok := s.tokenizerAccess(w, r)
+// answering any failure itself; it reports whether the handler goes on,
+// and then the handler must call release.
+func (s *Server) tokenizerRequest(w http.ResponseWriter, r *http.Request, v any, model func() string) (release func(), ok bool) {
+	body, release, ok := s.tokenizerAccess(w, r)
 	if !ok {
-		return false
+		return nil, false
 	}
 	if e := decodeStrict(body, v); e != nil {
+		release()
 		httpx.WriteError(w, e)
-		return false
+		return nil, false
 	}
 	if e := s.checkModel(model()); e != nil {
+		release()
 		httpx.WriteError(w, e)
-		return false
+		return nil, false
 	}
-	return true
+	return release, true
+}
+
+// tokenizeText checks text (what: the prompt, or the rendered chat of
+// the param messages) against the byte cap, tokenizes it with encode and
+// checks the count against limit.
+func (s *Server) tokenizeText(param, what, text string, limit int, encode func(string) []int32) ([]int32, *openai.Error) {
+	capTokens, capBytes := s.tokenizeCap()
+	if len(text) > capBytes {
+		return nil, openai.Invalid(param, openai.CodeContextLength, "/tokenize takes at most %d bytes of text "+
+			"(%d a token of %d tokens, twice this model's context of %d), and the %s has %d: send a shorter text.",
+			capBytes, tokenizeBytesPerToken, capTokens, s.b.ModelConfig().Context, what, len(text))
+	}
+	ids := encode(text)
+	if len(ids) > limit {
+		return nil, openai.Invalid(param, openai.CodeContextLength, "The %s has more than %d tokens (%d), the most /tokenize counts "+
+			"(max_count, or twice this model's context of %d).", what, limit, len(ids), s.b.ModelConfig().Context)
+	}
+	return ids, nil
 }
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req TokenizeRequest
-	if !s.tokenizerRequest(w, r, &req, func() string { return req.Model }) {
+	release, ok := s.tokenizerRequest(w, r, &req, func() string { return req.Model })
+	if !ok {
 		return
 	}
+	defer release()
 	tok := s.b.Tokenizer()
+	capTokens, _ := s.tokenizeCap()
+	limit := capTokens
+	if req.MaxCount != nil {
+		if *req.MaxCount < 1 || *req.MaxCount > capTokens {
+			httpx.WriteError(w, openai.Invalid("max_count", openai.CodeInvalidValue, "max_count must be 1 to %d (twice this model's context), got %d.", capTokens, *req.MaxCount))
+			return
+		}
+		limit = *req.MaxCount
+	}
 	var ids []int32
+	var e *openai.Error
 	hasMessages := len(req.Messages) > 0 && string(req.Messages) != "null"
 	switch {
 	case req.Prompt != nil && hasMessages:
@@ -137,11 +221,11 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	case req.Prompt != nil:
 		add := req.AddSpecialTokens == nil || *req.AddSpecialTokens
-		ids = tok.Encode(*req.Prompt, add, true)
+		ids, e = s.tokenizeText("prompt", "prompt", *req.Prompt, limit, func(text string) []int32 { return tok.Encode(text, add, true) })
 	case hasMessages:
-		msgs, e := normalizeMessages(req.Messages)
-		if e != nil {
-			httpx.WriteError(w, e)
+		msgs, me := normalizeMessages(req.Messages)
+		if me != nil {
+			httpx.WriteError(w, me)
 			return
 		}
 		in := chat.Input{Messages: msgs, Tools: req.Tools, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
@@ -151,13 +235,18 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 			return
 		}
-		if req.AddSpecialTokens != nil {
-			ids = tok.Encode(text, *req.AddSpecialTokens, true)
-		} else {
-			ids = s.chat.encode(tok, text)
-		}
+		ids, e = s.tokenizeText("messages", "rendered chat", text, limit, func(text string) []int32 {
+			if req.AddSpecialTokens != nil {
+				return tok.Encode(text, *req.AddSpecialTokens, true)
+			}
+			return s.chat.encode(tok, text)
+		})
 	default:
 		httpx.WriteError(w, openai.Invalid("prompt", openai.CodeInvalidValue, "prompt (a string) or messages (an array of messages) is required."))
+		return
+	}
+	if e != nil {
+		httpx.WriteError(w, e)
 		return
 	}
 	resp := TokenizeResponse{Count: len(ids), MaxModelLen: s.b.ModelConfig().Context, Tokens: ids}
@@ -225,7 +314,13 @@ func itoa(i int) string {
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var req DetokenizeRequest
-	if !s.tokenizerRequest(w, r, &req, func() string { return req.Model }) {
+	release, ok := s.tokenizerRequest(w, r, &req, func() string { return req.Model })
+	if !ok {
+		return
+	}
+	defer release()
+	if capTokens, _ := s.tokenizeCap(); len(req.Tokens) > capTokens {
+		httpx.WriteError(w, openai.Invalid("tokens", openai.CodeInvalidValue, "tokens has %d ids; /detokenize takes at most %d (twice this model's context).", len(req.Tokens), capTokens))
 		return
 	}
 	tok := s.b.Tokenizer()

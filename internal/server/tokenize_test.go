@@ -100,7 +100,9 @@ func TestTokenizeChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := testVocab(t, string(qwen3), true)
-	s, _ := newTestServer(t, newFake(t, tok), Options{})
+	qb := newFake(t, tok)
+	qb.cfg.Context = 4096 // the rendered tools are longer than twice the default 64
+	s, _ := newTestServer(t, qb, Options{})
 	rec := do(s.Handler(), "POST", "/tokenize", `{"messages":[{"role":"user","content":"Hi"}],"add_generation_prompt":true,`+
 		`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","b":1,"a":2}}}],"chat_template_kwargs":{"enable_thinking":false}}`)
 	r := tokenizeDoc(t, rec.Code, rec.Body.String())

@@ -292,7 +292,10 @@ func (f fields) common(c *Common) *Error {
 			return Invalid(name, CodeInvalidValue, "%s must be at least 1, got %d.", name, n)
 		}
 		if n > math.MaxInt32 {
-			n = math.MaxInt32 // the server compares with the context length
+			// Said here, with the value sent: the server compares what
+			// fits an int with the context length.
+			return Invalid(name, CodeInvalidValue, "%s is %d, longer than any context this server takes (at most %d tokens; "+
+				"GET /v1/models gives the model's max_model_len).", name, n, math.MaxInt32)
 		}
 		c.MaxTokens, c.MaxTokensParam = int(n), name
 	}

@@ -113,6 +113,8 @@ func TestDecodeErrors(t *testing.T) {
 		{false, `{"prompt":"a","model":3}`, "model", "must be a string"},
 		{false, `{"prompt":"a","max_tokens":"5"}`, "max_tokens", "got a string"},
 		{false, `{"prompt":"a","max_tokens":0}`, "max_tokens", "at least 1"},
+		{false, `{"prompt":"a","max_tokens":1000000000000}`, "max_tokens", "max_tokens is 1000000000000,"}, // not clamped (finding 10c)
+		{true, `{"messages":[{"role":"user","content":"a"}],"max_completion_tokens":1e15}`, "max_completion_tokens", "max_completion_tokens is 1000000000000000,"},
 		{false, `{"prompt":"a","max_completion_tokens":-1}`, "max_completion_tokens", "at least 1"},
 		{false, `{"prompt":"a","temperature":2.5}`, "temperature", "[0, 2]"},
 		{false, `{"prompt":"a","temperature":-0.1}`, "temperature", "[0, 2]"},

@@ -18,3 +18,16 @@ func ShareOf(self int, prios []Priority, starving, live []bool, holds []int, cor
 	}
 	return share(self, st, cores)
 }
+
+// PoisonAlloc writes v over the alloc word, as another process of the same
+// user mapping the region could.
+func (r *Region) PoisonAlloc(v uint64) { r.w[wordAlloc].Store(v) }
+
+// PoisonSlot writes v over word w (SlotPrio, SlotBeat) of slot i.
+func (r *Region) PoisonSlot(i, w int, v uint64) { r.slot(i, w).Store(v) }
+
+// Slot words, for PoisonSlot.
+const (
+	SlotPrio = slotPrio
+	SlotBeat = slotBeat
+)

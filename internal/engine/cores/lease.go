@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,9 @@ type Options struct {
 	// machine is then overcommitted, counted in Stats.Forced), so no other
 	// process can stop this one. Default 1 s.
 	MaxWait time.Duration
+	// HealthWindow is how long a forced round or a value in the region
+	// that no lease wrote keeps Health degraded. Default 10 s.
+	HealthWindow time.Duration
 }
 
 func (o *Options) defaults() {
@@ -35,11 +39,24 @@ func (o *Options) defaults() {
 	if o.MaxWait <= 0 {
 		o.MaxWait = time.Second
 	}
+	if o.HealthWindow <= 0 {
+		o.HealthWindow = 10 * time.Second
+	}
 }
 
 // Lease is one process's slot in a Region. It implements
 // kernels.CoreLease: the process's kernel pool runs on as many cores as the
 // lease gives it, and Step sets the priority of the work in progress.
+//
+// The region is writable by every process of the user that can open it, so
+// a lease trusts its own memory over the region's: its slot's count in the
+// alloc word is always written from what the lease holds (mine), never
+// incremented in place, and the heartbeat goroutine rewrites the whole
+// slot (count, priority word, pid) every TTL/4 when it differs (counted in
+// Stats.Repairs). Values no lease writes (a count above the cores shared,
+// an unknown priority, a heartbeat in the future) are read as nothing. So
+// a write to the region stalls nobody for good: rounds go on during it and
+// are back to normal within TTL/4 of its end.
 //
 // Concurrency: every method is safe for concurrent use.
 type Lease struct {
@@ -50,12 +67,21 @@ type Lease struct {
 
 	prio   atomic.Uint32 // the current step's Priority; Idle between steps
 	beatAt atomic.Int64  // unix nanoseconds of the last heartbeat written
-	over   atomic.Int32  // cores taken without the alloc word (Acquire past MaxWait)
+	// mine is the cores this process holds in the alloc word: what its
+	// slot's count must say. Written under mu, read without it.
+	mine atomic.Int32
 
-	mu    sync.Mutex // the accounting below
-	held  int        // cores this process holds (alloc's and over's)
-	since time.Time  // when held last changed
-	stats Stats
+	mu       sync.Mutex // the slot's writes (count, priority word) and the accounting below
+	starving bool       // the slot's starving bit
+	over     int        // cores taken without the alloc word (Acquire past MaxWait)
+	held     int        // cores this process holds (mine and over)
+	since    time.Time  // when held last changed
+	stats    Stats
+	// When a round last ran forced, and when and what the region last
+	// held that no lease wrote (for Health).
+	forcedAt  time.Time
+	anomalyAt time.Time
+	anomaly   string
 
 	stop chan struct{}
 	done chan struct{}
@@ -72,6 +98,12 @@ type Stats struct {
 	// without a core after MaxWait; Reclaimed the cores taken back from
 	// dead processes.
 	Parks, Forced, Reclaimed uint64
+	// Repairs counts the times this lease found its own slot other than
+	// it wrote it (its count, priority word or pid) and rewrote it;
+	// Anomalies the heartbeat checks that found a value no lease writes
+	// in another slot (a count above the cores shared, counts adding up
+	// to more, an unknown priority, a heartbeat in the future).
+	Repairs, Anomalies uint64
 	// Held is the cores this process holds now.
 	Held int
 }
@@ -92,6 +124,11 @@ func (r *Region) Lease(slot int, o Options) (*Lease, error) {
 	l.clearAlloc()
 	go l.heartbeat()
 	return l, nil
+}
+
+// withHeld returns the alloc word a with slot i's count set to n.
+func withHeld(a uint64, i, n int) uint64 {
+	return a&^(0xff<<(8*i)) | uint64(n)<<(8*i)
 }
 
 // Slot returns the lease's slot.
@@ -126,8 +163,111 @@ func (l *Lease) heartbeat() {
 			return
 		case <-t.C:
 			l.beat()
+			l.check()
 		}
 	}
+}
+
+// check rewrites the lease's own slot from what it holds when the region
+// says otherwise, and notes values no lease writes in the other slots.
+func (l *Lease) check() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var fixed []string
+	mine := int(l.mine.Load())
+	if old, ok := l.writeMine(mine, mine); !ok {
+		fixed = append(fixed, fmt.Sprintf("its count was %d, it holds %d", old, mine))
+	}
+	pw := l.r.slot(l.slot, slotPrio)
+	if v, want := pw.Load(), l.prioWord(Priority(l.prio.Load())); v != want {
+		pw.Store(want)
+		fixed = append(fixed, fmt.Sprintf("its priority word was %#x, not %#x", v, want))
+	}
+	if w := l.r.slot(l.slot, slotPID); w.Load() != uint64(os.Getpid()) {
+		w.Store(uint64(os.Getpid()))
+		fixed = append(fixed, "its pid was changed")
+	}
+	now := time.Now()
+	if len(fixed) > 0 {
+		l.stats.Repairs++
+		l.anomalyAt, l.anomaly = now, fmt.Sprintf("slot %d (this worker's) was rewritten: %s", l.slot, strings.Join(fixed, ", "))
+	}
+	if what := l.impossible(now.UnixNano()); what != "" {
+		l.stats.Anomalies++
+		l.anomalyAt, l.anomaly = now, what
+	}
+}
+
+// impossible describes the first value of another slot that no lease
+// writes, or returns "".
+func (l *Lease) impossible(now int64) string {
+	a := l.r.w[wordAlloc].Load()
+	sum := int(l.mine.Load())
+	for i := range l.r.slots {
+		if i == l.slot {
+			continue
+		}
+		n := held(a, i)
+		if n > l.r.cores {
+			return fmt.Sprintf("slot %d claims %d of %d cores", i, n, l.r.cores)
+		}
+		sum += n
+		if p := l.r.slot(i, slotPrio).Load(); p&^(starvingBit|0xff) != 0 || Priority(p&0xff) > Urgent {
+			return fmt.Sprintf("slot %d's priority word is %#x", i, p)
+		}
+		if beat := int64(l.r.slot(i, slotBeat).Load()); beat-now > int64(l.o.TTL) {
+			return fmt.Sprintf("slot %d's heartbeat is %v in the future", i, time.Duration(beat-now).Round(time.Second))
+		}
+	}
+	if sum > l.r.cores {
+		// Forced rounds are not in the alloc word, so the counts never add
+		// up to more than the cores, except for a moment when a lease that
+		// was taken for dead while late writes back what it still holds.
+		return fmt.Sprintf("the slots claim %d of %d cores", sum, l.r.cores)
+	}
+	return ""
+}
+
+// writeMine sets the slot's count in the alloc word to n; it returns the
+// count it replaced and whether that was expect (what this lease last
+// wrote). The caller holds mu.
+func (l *Lease) writeMine(n, expect int) (old int, ok bool) {
+	a := &l.r.w[wordAlloc]
+	for {
+		v := a.Load()
+		old = held(v, l.slot)
+		if old == n || a.CompareAndSwap(v, withHeld(v, l.slot, n)) {
+			return old, old == expect
+		}
+	}
+}
+
+// prioWord is the slot's priority word for priority p. The caller holds mu.
+func (l *Lease) prioWord(p Priority) uint64 {
+	w := uint64(p)
+	if l.starving {
+		w |= starvingBit
+	}
+	return w
+}
+
+// Health reports whether the lease is degraded, and why: a round ran
+// forced (it waited MaxWait for a core) or the region held a value no
+// lease writes, within the last HealthWindow. A worker's /health shows it.
+func (l *Lease) Health() (degraded bool, reason string) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var rs []string
+	if !l.forcedAt.IsZero() && now.Sub(l.forcedAt) < l.o.HealthWindow {
+		rs = append(rs, fmt.Sprintf("core lease: kernel rounds waited %v for a core and ran without one (%d in all, the last %v ago): "+
+			"another worker kept the cores, or something wrote the lease region", l.o.MaxWait, l.stats.Forced, now.Sub(l.forcedAt).Round(time.Millisecond)))
+	}
+	if !l.anomalyAt.IsZero() && now.Sub(l.anomalyAt) < l.o.HealthWindow {
+		rs = append(rs, fmt.Sprintf("core lease: the region held values no worker writes (%s; the last %v ago); "+
+			"each worker repairs its own slot, but a process of this user may be writing the region", l.anomaly, now.Sub(l.anomalyAt).Round(time.Millisecond)))
+	}
+	return len(rs) > 0, strings.Join(rs, "; ")
 }
 
 // Close gives back every core the process holds and leaves the slot
@@ -147,13 +287,10 @@ func (l *Lease) Close() {
 
 // clearAlloc drops every core the slot holds in the alloc word.
 func (l *Lease) clearAlloc() {
-	a := &l.r.w[wordAlloc]
-	for {
-		v := a.Load()
-		if held(v, l.slot) == 0 || a.CompareAndSwap(v, v&^(0xff<<(8*l.slot))) {
-			return
-		}
-	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mine.Store(0)
+	l.writeMine(0, 0)
 }
 
 // Step marks work of priority p as running until the returned function is
@@ -164,40 +301,40 @@ func (l *Lease) Step(p Priority) (end func()) {
 }
 
 func (l *Lease) setPrio(p Priority) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.prio.Store(uint32(p))
-	w := l.r.slot(l.slot, slotPrio)
-	for {
-		v := w.Load()
-		if w.CompareAndSwap(v, v&starvingBit|uint64(p)) {
-			return
-		}
-	}
+	l.r.slot(l.slot, slotPrio).Store(l.prioWord(p))
 }
 
 func (l *Lease) setStarving(on bool) {
-	w := l.r.slot(l.slot, slotPrio)
-	for {
-		v := w.Load()
-		nv := v &^ starvingBit
-		if on {
-			nv |= starvingBit
-		}
-		if v == nv || w.CompareAndSwap(v, nv) {
-			return
-		}
-	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.starving = on
+	l.r.slot(l.slot, slotPrio).Store(l.prioWord(Priority(l.prio.Load())))
 }
 
 // state reads every slot's state; alloc is the alloc word it was read
-// with. A round outside Step asks with Normal priority.
+// with. A round outside Step asks with Normal priority. Values no lease
+// writes count for nothing: a count above the cores shared is 0, an
+// unknown priority Idle, a heartbeat from the future not live. This
+// slot's own state is what the lease holds, not what the region says.
 func (l *Lease) state(now int64) (st [MaxSlots]slotState, alloc uint64) {
 	alloc = l.r.w[wordAlloc].Load()
 	ttl := int64(l.o.TTL)
 	for i := range l.r.slots {
 		p := l.r.slot(i, slotPrio).Load()
 		beat := int64(l.r.slot(i, slotBeat).Load())
-		st[i] = slotState{prio: Priority(p & 0xff), starving: p&starvingBit != 0,
-			live: beat != 0 && now-beat <= ttl, held: held(alloc, i)}
+		prio := Priority(p & 0xff)
+		if prio > Urgent {
+			prio = Idle
+		}
+		n := held(alloc, i)
+		if n > l.r.cores {
+			n = 0
+		}
+		st[i] = slotState{prio: prio, starving: p&starvingBit != 0,
+			live: beat != 0 && now-beat <= ttl && beat-now <= ttl, held: n}
 	}
 	for i := range l.r.slots {
 		if st[i].prio == Idle && st[i].held > 0 {
@@ -205,11 +342,20 @@ func (l *Lease) state(now int64) (st [MaxSlots]slotState, alloc uint64) {
 		}
 	}
 	me := &st[l.slot]
-	me.live = true
+	me.live, me.held, me.prio = true, int(l.mine.Load()), Priority(l.prio.Load())
 	if me.prio == Idle {
 		me.prio = Normal
 	}
 	return st, alloc
+}
+
+// sum returns the cores the slots of st hold.
+func (l *Lease) sum(st *[MaxSlots]slotState) int {
+	n := 0
+	for i := range l.r.slots {
+		n += st[i].held
+	}
+	return n
 }
 
 // share returns the cores the policy gives this process now.
@@ -219,21 +365,29 @@ func (l *Lease) share() (int, uint64, [MaxSlots]slotState) {
 }
 
 // take tries to add one core to the slot's count: the policy must allow
-// it and a core must be free (after taking back those of dead slots).
+// it and a core must be free (after taking back those of dead slots). The
+// slot's count is written from mine, whatever the word held.
 func (l *Lease) take() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	a := &l.r.w[wordAlloc]
 	for {
 		n, v, st := l.share()
-		if held(v, l.slot)+1 > n {
+		mine := int(l.mine.Load())
+		if mine+1 > n {
 			return false
 		}
-		if total(v, l.r.slots) >= l.r.cores {
+		if l.sum(&st) >= l.r.cores {
 			if !l.reclaim(v, st) {
 				return false
 			}
 			continue
 		}
-		if a.CompareAndSwap(v, v+1<<(8*l.slot)) {
+		if a.CompareAndSwap(v, withHeld(v, l.slot, mine+1)) {
+			if held(v, l.slot) != mine {
+				l.stats.Repairs++
+			}
+			l.mine.Store(int32(mine + 1))
 			l.account(+1)
 			l.beatIfDue()
 			return true
@@ -243,35 +397,33 @@ func (l *Lease) take() bool {
 
 // reclaim takes back the cores of slots that are not live; it reports
 // whether it freed any (or the alloc word changed, so the caller retries).
+// The caller holds mu.
 func (l *Lease) reclaim(v uint64, st [MaxSlots]slotState) bool {
 	nv, freed := v, 0
 	for i := range l.r.slots {
-		if i != l.slot && !st[i].live && st[i].held > 0 {
+		if i != l.slot && !st[i].live && held(v, i) > 0 {
 			nv &^= 0xff << (8 * i)
 			freed += st[i].held
 		}
 	}
-	if freed == 0 {
+	if nv == v {
 		return false
 	}
 	if l.r.w[wordAlloc].CompareAndSwap(v, nv) {
-		l.mu.Lock()
 		l.stats.Reclaimed += uint64(freed)
-		l.mu.Unlock()
 	}
 	return true
 }
 
-// account records a change of the cores held, for Stats.
+// account records a change of the cores held, for Stats. The caller holds
+// mu.
 func (l *Lease) account(d int) {
 	now := time.Now()
-	l.mu.Lock()
 	if over := l.held - l.base; over > 0 {
 		l.stats.Borrowed += time.Duration(over) * now.Sub(l.since)
 	}
 	l.held += d
 	l.since = now
-	l.mu.Unlock()
 }
 
 // Acquire polls the region while it waits: a few yields, then naps from
@@ -312,10 +464,11 @@ func (l *Lease) Acquire() {
 			l.setStarving(true)
 		}
 		if waited > l.o.MaxWait {
-			l.over.Add(1)
-			l.account(+1)
 			l.mu.Lock()
+			l.over++
+			l.account(+1)
 			l.stats.Forced++
+			l.forcedAt = time.Now()
 			l.mu.Unlock()
 			break
 		}
@@ -343,8 +496,8 @@ func (l *Lease) TryAcquire() bool { return l.take() }
 // Revoked implements kernels.CoreLease: the process holds more cores than
 // its share and another process wants one.
 func (l *Lease) Revoked() bool {
-	n, v, st := l.share()
-	if held(v, l.slot) <= n {
+	n, _, st := l.share()
+	if int(l.mine.Load()) <= n {
 		return false
 	}
 	for i := range l.r.slots {
@@ -355,22 +508,26 @@ func (l *Lease) Revoked() bool {
 	return false
 }
 
-// Release implements kernels.CoreLease: gives back one core.
+// Release implements kernels.CoreLease: gives back one core. The slot's
+// count is written from mine, whatever the word held (another process may
+// have taken the cores back while this one was late, or written the
+// region).
 func (l *Lease) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.account(-1)
-	if o := l.over.Load(); o > 0 && l.over.CompareAndSwap(o, o-1) {
+	if l.over > 0 {
+		l.over--
 		return
 	}
-	a := &l.r.w[wordAlloc]
-	for {
-		v := a.Load()
-		if held(v, l.slot) == 0 { // taken back as dead (a heartbeat missed): nothing to give
-			return
-		}
-		if a.CompareAndSwap(v, v-1<<(8*l.slot)) {
-			return
-		}
+	mine := l.mine.Load()
+	if mine == 0 {
+		return // a Release without a core: nothing to give
 	}
+	if _, ok := l.writeMine(int(mine-1), int(mine)); !ok {
+		l.stats.Repairs++
+	}
+	l.mine.Store(mine - 1)
 }
 
 // OthersWant reports whether another live process of the region is in a

@@ -162,12 +162,3 @@ func (r *Region) slot(i, word int) *atomic.Uint64 { return &r.w[slotBase+i*slotW
 
 // held returns slot i's cores in the alloc word a.
 func held(a uint64, i int) int { return int(a >> (8 * i) & 0xff) }
-
-// total returns the cores held by every slot in a.
-func total(a uint64, slots int) int {
-	n := 0
-	for i := range slots {
-		n += held(a, i)
-	}
-	return n
-}

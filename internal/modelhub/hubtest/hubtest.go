@@ -1,13 +1,20 @@
 // Package hubtest is a fake Hugging Face hub for tests: a hub server that
 // answers the model API and redirects /resolve/ downloads, as the real hub
 // does, to a second "CDN" server that serves the bytes with Range support.
+// It can also misbehave as a hostile or broken hub would: send no length
+// and no end (Endless), drip bytes (DripNext), answer an error of its
+// choosing (FailNext). NewInMemory serves both over in-memory connections
+// (Client dials them), so a test can run inside a testing/synctest bubble
+// and let fake time pass.
 package hubtest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Server is the fake hub (Hub, the HF_ENDPOINT) and its CDN.
@@ -28,7 +36,17 @@ type Server struct {
 	cutNext  int64
 	hangNext int64
 	noRange  bool
+	endless  bool
+	noLinked bool
+	dripNext time.Duration
+	failNext *failure
 	stats    Stats
+	client   *http.Client // NewInMemory's
+}
+
+type failure struct {
+	status int
+	msg    string
 }
 
 type repo struct {
@@ -57,6 +75,82 @@ func New(t testing.TB) *Server {
 	t.Cleanup(s.Hub.Close)
 	t.Cleanup(s.CDN.Close)
 	return s
+}
+
+// NewInMemory is New over in-memory connections (net.Pipe) instead of
+// loopback sockets: the hub is http://hub.test, the CDN http://cdn.test,
+// and only Client reaches them. Called inside a testing/synctest bubble,
+// everything it starts belongs to the bubble.
+func NewInMemory(t testing.TB) *Server {
+	s := &Server{repos: map[string]*repo{}, blobs: map[string][]byte{}}
+	ls := map[string]*memListener{}
+	start := func(host string, h http.HandlerFunc) *httptest.Server {
+		srv := httptest.NewUnstartedServer(h)
+		srv.Listener.Close() // the loopback listener it made
+		l := &memListener{addr: memAddr(host + ":80"), conns: make(chan net.Conn), done: make(chan struct{})}
+		ls[string(l.addr)] = l
+		srv.Listener = l
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	s.Hub = start("hub.test", s.serveHub)
+	s.CDN = start("cdn.test", s.serveCDN)
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		l, ok := ls[addr]
+		if !ok {
+			return nil, fmt.Errorf("hubtest: no in-memory server at %s", addr)
+		}
+		return l.dial(ctx)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	s.client = &http.Client{Transport: tr}
+	return s
+}
+
+// Client returns the client that reaches a NewInMemory server (nil for
+// New's, which any client reaches).
+func (s *Server) Client() *http.Client { return s.client }
+
+// memListener is a net.Listener whose connections are net.Pipe ends.
+type memListener struct {
+	addr  memAddr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+type memAddr string
+
+func (a memAddr) Network() string { return "mem" }
+func (a memAddr) String() string  { return string(a) }
+
+func (l *memListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *memListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *memListener) Addr() net.Addr { return l.addr }
+
+func (l *memListener) dial(ctx context.Context) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		return nil, fmt.Errorf("hubtest: %s is closed", l.addr)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (s *Server) repo(name string) *repo {
@@ -127,6 +221,38 @@ func (s *Server) NoRange(v bool) {
 	s.noRange = v
 }
 
+// Endless makes the hub announce no size (no X-Linked-Size, and no sizes
+// in listings) and the CDN send no Content-Length and never end: it sends
+// the file's bytes over and over until the client goes away.
+func (s *Server) Endless(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endless = v
+}
+
+// NoLinkedSize makes the hub's /resolve/ answers carry no X-Linked-Size
+// (listings with ?blobs=true still give sizes, the CDN its
+// Content-Length).
+func (s *Server) NoLinkedSize(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noLinked = v
+}
+
+// DripNext makes the next CDN response send its body one byte every d.
+func (s *Server) DripNext(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dripNext = d
+}
+
+// FailNext makes the next hub request answer status with {"error": msg}.
+func (s *Server) FailNext(status int, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext = &failure{status, msg}
+}
+
 // Stats returns a copy of the request record.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
@@ -143,6 +269,14 @@ func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.stats.HubRequests++
 	s.stats.HubAuth = append(s.stats.HubAuth, r.Header.Get("Authorization"))
+	if f := s.failNext; f != nil {
+		s.failNext = nil
+		b, _ := json.Marshal(map[string]string{"error": f.msg})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.status)
+		w.Write(b)
+		return
+	}
 	p := strings.TrimPrefix(r.URL.Path, "/")
 	if rest, ok := strings.CutPrefix(p, "api/models/"); ok {
 		name, _, _ := strings.Cut(rest, "/revision/")
@@ -150,15 +284,27 @@ func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 		if !s.allowed(w, r, rp) {
 			return
 		}
+		type lfs struct {
+			SHA256 string `json:"sha256"`
+			Size   int    `json:"size"`
+		}
 		type sib struct {
 			RFilename string `json:"rfilename"`
+			Size      *int   `json:"size,omitempty"`
+			LFS       *lfs   `json:"lfs,omitempty"`
 		}
 		out := struct {
 			ID       string `json:"id"`
 			Siblings []sib  `json:"siblings"`
 		}{ID: name}
 		for _, n := range rp.names {
-			out.Siblings = append(out.Siblings, sib{n})
+			sb := sib{RFilename: n}
+			// As the hub: sizes (and LFS metadata) only with ?blobs=true.
+			if h, ok := rp.files[n]; ok && r.URL.Query().Get("blobs") == "true" && !s.endless {
+				size := len(s.blobs[h])
+				sb.Size, sb.LFS = &size, &lfs{h, size}
+			}
+			out.Siblings = append(out.Siblings, sb)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(out)
@@ -186,7 +332,9 @@ func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Linked-Etag", `"`+announced+`"`)
 	w.Header().Set("ETag", `"`+announced+`"`)
-	w.Header().Set("X-Linked-Size", strconv.Itoa(len(s.blobs[h])))
+	if !s.endless && !s.noLinked {
+		w.Header().Set("X-Linked-Size", strconv.Itoa(len(s.blobs[h])))
+	}
 	http.Redirect(w, r, s.CDN.URL+"/blobs/"+h+"?name="+url.QueryEscape(segs[4]), http.StatusFound)
 }
 
@@ -207,14 +355,24 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	s.stats.CDNAuth = append(s.stats.CDNAuth, r.Header.Get("Authorization"))
 	s.stats.Ranges = append(s.stats.Ranges, r.Header.Get("Range"))
 	data, ok := s.blobs[strings.TrimPrefix(r.URL.Path, "/blobs/")]
-	cut, hang, noRange := s.cutNext, s.hangNext, s.noRange
-	s.cutNext, s.hangNext = 0, 0
+	cut, hang, noRange, endless, drip := s.cutNext, s.hangNext, s.noRange, s.endless, s.dripNext
+	s.cutNext, s.hangNext, s.dripNext = 0, 0, 0
 	s.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
 	w.Header().Set("ETag", `"cdn-etag-not-a-sha256"`)
+	if endless {
+		w.WriteHeader(http.StatusOK) // no Content-Length: chunked
+		for r.Context().Err() == nil {
+			if _, err := w.Write(data); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+		return
+	}
 	status, body := http.StatusOK, data
 	if rg := r.Header.Get("Range"); rg != "" && !noRange {
 		var from int
@@ -232,6 +390,20 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
+	if drip > 0 {
+		for i := range body {
+			if _, err := w.Write(body[i : i+1]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(drip):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		return
+	}
 	if cut > 0 && cut < int64(len(body)) {
 		w.Write(body[:cut])
 		if f, ok := w.(http.Flusher); ok {

@@ -71,7 +71,13 @@
 // the KV sender's own memory instead: its KV cache lives in the data
 // area, and the receiver maps it read-only (OpenSource: Open's checks,
 // opened O_RDONLY, mapped PROT_READ) and copies each page straight out
-// of it. The sender keeps its descriptor, so every new connection can be
+// of it. Once the sender has mapped it, CreateSource adds
+// F_SEAL_FUTURE_WRITE (which OpenSource requires): the sender's own
+// mapping keeps writing, but no process can make a new writable mapping
+// of it, write(2) to it or punch a hole in it, so a process of the same
+// user that reopens /proc/PID/fd/N read-write can no longer change the KV
+// bytes other clients' answers are computed from. (A ring must stay
+// writable by both sides, so it has only the three seals.) The sender keeps its descriptor, so every new connection can be
 // offered it (Source.Offer, with a fresh ack value each time, which the
 // receiver writes into its own ring's header: Consumer.AckSource,
 // Producer.SourceAcked). A KV_SRC frame still takes a ring slot, without

@@ -18,6 +18,13 @@ import (
 // remove seals.
 const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
+// sourceSeals are a source region's: also F_SEAL_FUTURE_WRITE, added once
+// its creator has mapped it writable, so that no process (another of the
+// same user reopening /proc/PID/fd/N, or a receiver) can make a new
+// writable mapping, write(2) to it or punch a hole in it; the creator's
+// own mapping keeps writing (Linux 5.1 and later).
+const sourceSeals = seals | unix.F_SEAL_FUTURE_WRITE
+
 // Supported reports whether this platform has shared-memory regions.
 func Supported() bool { return true }
 
@@ -35,7 +42,7 @@ func Create(size int) (*Region, kvwire.ShmOffer, error) {
 	if size < kvwire.ShmRegionBytesMin || size > kvwire.ShmRegionBytesMax || size%kvwire.ShmPageBytes != 0 {
 		return nil, kvwire.ShmOffer{}, fmt.Errorf("create region of %d bytes: want whole %d-byte pages within %d..%d: %w", size, kvwire.ShmPageBytes, kvwire.ShmRegionBytesMin, kvwire.ShmRegionBytesMax, ErrRegion)
 	}
-	r, o, err := create(uint64(size))
+	r, o, err := create(uint64(size), seals)
 	if err != nil {
 		return nil, o, err
 	}
@@ -44,10 +51,12 @@ func Create(size int) (*Region, kvwire.ShmOffer, error) {
 	return r, o, nil
 }
 
-// create makes a sealed memfd of size bytes with a random name, maps it,
-// writes the header with a random cookie, and returns the region and the
-// offer's fields but the ack. The region keeps its descriptor.
-func create(size uint64) (*Region, kvwire.ShmOffer, error) {
+// create makes a memfd of size bytes with a random name, maps it, seals it
+// with with (after the mapping: F_SEAL_FUTURE_WRITE would refuse a
+// writable one), writes the header with a random cookie, and returns the
+// region and the offer's fields but the ack. The region keeps its
+// descriptor.
+func create(size uint64, with int) (*Region, kvwire.ShmOffer, error) {
 	var o kvwire.ShmOffer
 	rand.Read(o.Name[:])
 	rand.Read(o.Cookie[:])
@@ -62,12 +71,13 @@ func create(size uint64) (*Region, kvwire.ShmOffer, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		return fail("ftruncate", err)
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		return fail("seal", err)
-	}
 	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail("mmap", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, with); err != nil {
+		unix.Munmap(mem)
+		return fail(fmt.Sprintf("seal %#x", with), err)
 	}
 	r := newRegion(mem, fd, unix.Munmap)
 	r.writeHeader(o.Cookie)
@@ -91,7 +101,7 @@ func (r *Region) CloseFD() error {
 // it. maxBytes bounds the size this side accepts. It keeps no
 // descriptor.
 func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
-	r, err := open(o, uint64(max(maxBytes, 0)), true)
+	r, err := open(o, uint64(max(maxBytes, 0)), true, seals)
 	if err != nil {
 		return nil, err
 	}
@@ -104,19 +114,20 @@ func Open(o *kvwire.ShmOffer, maxBytes int) (*Region, error) {
 // Consumer.AckSource). maxBytes bounds the size this side maps. It keeps
 // no descriptor.
 func OpenSource(o *kvwire.ShmSource, maxBytes uint64) (*Region, error) {
-	return open(&o.ShmOffer, maxBytes, false)
+	return open(&o.ShmOffer, maxBytes, false, sourceSeals)
 }
 
-// open maps the region o offers, read-write or read-only.
-func open(o *kvwire.ShmOffer, maxBytes uint64, write bool) (*Region, error) {
+// open maps the region o offers, read-write or read-only, if it carries
+// at least the seals want.
+func open(o *kvwire.ShmOffer, maxBytes uint64, write bool, want int) (*Region, error) {
 	if o.Bytes > maxBytes {
 		return nil, fmt.Errorf("offered region of %d bytes, this node maps at most %d: %w", o.Bytes, maxBytes, ErrRegion)
 	}
 	path := fmt.Sprintf("/proc/%d/fd/%d", o.PID, o.FD)
-	want := memfdName(o.Name)
+	name := memfdName(o.Name)
 	// Look before opening: a wrong pid (another pid namespace) or fd
 	// could name a FIFO or a device, which must not be opened.
-	if target, err := os.Readlink(path); err != nil || target != want {
+	if target, err := os.Readlink(path); err != nil || target != name {
 		return nil, fmt.Errorf("%s is %q (%v), not the offered memfd (another host, pid namespace or user?): %w", path, target, err, ErrRegion)
 	}
 	mode, prot := unix.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
@@ -128,7 +139,7 @@ func open(o *kvwire.ShmOffer, maxBytes uint64, write bool) (*Region, error) {
 		return nil, fmt.Errorf("open %s: %w: %w", path, err, ErrRegion)
 	}
 	defer unix.Close(fd)
-	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || target != want {
+	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || target != name {
 		return nil, fmt.Errorf("%s changed before it was opened (now %q): %w", path, target, ErrRegion)
 	}
 	var st unix.Stat_t
@@ -139,8 +150,8 @@ func open(o *kvwire.ShmOffer, maxBytes uint64, write bool) (*Region, error) {
 		return nil, fmt.Errorf("%s: mode %#o, %d bytes, owner %d; want a regular file of %d bytes owned by %d: %w", path, st.Mode, st.Size, st.Uid, o.Bytes, os.Geteuid(), ErrRegion)
 	}
 	got, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || got&seals != seals {
-		return nil, fmt.Errorf("%s: seals %#x (%v), want at least %#x (shrink, grow, seal): %w", path, got, err, seals, ErrRegion)
+	if err != nil || got&want != want {
+		return nil, fmt.Errorf("%s: seals %#x (%v), want at least %#x (shrink, grow, seal; future write for a source): %w", path, got, err, want, ErrRegion)
 	}
 	mem, err := unix.Mmap(fd, 0, int(o.Bytes), prot, unix.MAP_SHARED)
 	if err != nil {
@@ -165,7 +176,7 @@ func CreateSource(dataBytes int) (*Source, error) {
 	if size > kvwire.ShmSourceBytesMax {
 		return nil, fmt.Errorf("create a source region of %d bytes: above %d: %w", size, uint64(kvwire.ShmSourceBytesMax), ErrRegion)
 	}
-	r, o, err := create(size)
+	r, o, err := create(size, sourceSeals)
 	if err != nil {
 		return nil, fmt.Errorf("source %w", err)
 	}

@@ -5,6 +5,7 @@ package shm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -195,5 +196,73 @@ func TestSourceSharedReadOnly(t *testing.T) {
 	src.Close()
 	if fds(t) != fd0 || mappings(t) != maps0 {
 		t.Errorf("after Close: %d descriptors (was %d), %d mappings (was %d)", fds(t), fd0, mappings(t), maps0)
+	}
+}
+
+// TestSourceRefusesNewWriters: once CreateSource returns, nobody can make
+// a new writable view of the region (finding 7 of the 2026-12-03 red-team
+// run: a process of the cluster's user reopened prefill's memfd read-write
+// and rewrote other clients' KV). Reopening it read-write through /proc
+// still succeeds, but a shared writable mapping, write(2), pwrite(2) and
+// punching a hole all fail; the creator's own mapping still writes, and a
+// reader sees what it wrote.
+func TestSourceRefusesNewWriters(t *testing.T) {
+	src, err := CreateSource(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	path := fmt.Sprintf("/proc/self/fd/%d", src.r.fd)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("reopen %s read-write: %v (the kernel lets the same user do it; the seals are what refuse writes)", path, err)
+	}
+	defer unix.Close(fd)
+	size := HeaderBytes + 1<<16
+	if mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+		mem[HeaderBytes] = 0xff
+		unix.Munmap(mem)
+		t.Errorf("a new shared writable mapping of the source region succeeded")
+	}
+	if _, err := unix.Write(fd, []byte("scribble")); err == nil {
+		t.Errorf("write(2) to the source region succeeded")
+	}
+	if _, err := unix.Pwrite(fd, []byte("scribble"), int64(HeaderBytes)); err == nil {
+		t.Errorf("pwrite(2) to the source region succeeded")
+	}
+	if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(HeaderBytes), 4096); err == nil {
+		t.Errorf("punching a hole in the source region succeeded")
+	}
+	// A read-only shared mapping is what a receiver makes; it must not be
+	// upgradable to writable.
+	ro, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("a read-only mapping of the source region: %v", err)
+	}
+	defer unix.Munmap(ro)
+	if err := unix.Mprotect(ro, unix.PROT_READ|unix.PROT_WRITE); err == nil {
+		t.Errorf("a read-only shared mapping of the source region could be made writable")
+	}
+	copy(src.Data()[100:], "prefill's own write")
+	if got := string(ro[HeaderBytes+100 : HeaderBytes+100+len("prefill's own write")]); got != "prefill's own write" {
+		t.Errorf("a reader sees %q where the creator wrote through its own mapping", got)
+	}
+	o := src.Offer()
+	rd, err := OpenSource(&o, kvwire.ShmSourceBytesMax)
+	if err != nil {
+		t.Fatalf("OpenSource of a sealed source: %v", err)
+	}
+	rd.Close()
+	// A receiver maps only sources sealed that way.
+	plain, po, err := create(HeaderBytes+4096, seals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if r, err := OpenSource(&kvwire.ShmSource{ShmOffer: po}, kvwire.ShmSourceBytesMax); !errors.Is(err, ErrRegion) {
+		if err == nil {
+			r.Close()
+		}
+		t.Errorf("OpenSource of a source without F_SEAL_FUTURE_WRITE = %v, want ErrRegion", err)
 	}
 }
