@@ -58,6 +58,12 @@ func (b *scriptBackend) Submit(_ context.Context, req engine.Request) (server.St
 	}
 	return &scriptStream{ids: ids}, nil
 }
+// SubmitLeg serves a verified leg as Submit serves a request: the test's
+// workers script their answer whatever the leg.
+func (b *scriptBackend) SubmitLeg(ctx context.Context, _ leg.Info, req engine.Request) (server.Stream, error) {
+	return b.Submit(ctx, req)
+}
+
 func (b *scriptBackend) Stats() engine.Stats { return engine.Stats{} }
 func (b *scriptBackend) ModelConfig() model.Config {
 	return model.Config{Name: "m", Context: 1 << 16, Vocab: b.tok.VocabSize()}
@@ -119,7 +125,7 @@ func TestToolCallsThroughRouter(t *testing.T) {
 		b := &scriptBackend{tok: tok, ids: spell(t, tok, out), got: make(chan engine.Request, 8)}
 		backends[role] = b
 		s := server.New(b, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ChatTemplate: string(tmpl),
-			Registry: prometheus.NewRegistry(), LegKeys: keys, Mounts: map[string]http.Handler{"/pd/": keys.RequireCredential(pd)}})
+			Registry: prometheus.NewRegistry(), LegKeys: keys, Legs: b, Mounts: map[string]http.Handler{"/pd/": keys.RequireCredential(pd)}})
 		s.SetReady(true)
 		workers[role] = httptest.NewServer(s.Handler())
 		t.Cleanup(workers[role].Close)
