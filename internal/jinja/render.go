@@ -1,0 +1,103 @@
+package jinja
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Options are the settings of one Render.
+type Options struct {
+	// Limits are the render's budgets (zero fields: defaults).
+	Limits Limits
+	// Now is the clock strftime_now reads; nil: time.Now.
+	Now func() time.Time
+}
+
+// Output is a rendered template: its text and the byte ranges of the text
+// that came from untrusted strings (UntrustedStr, FromJSON with untrusted
+// set), sorted, disjoint and not touching. Everything else is the
+// template's own text (or trusted variables such as bos_token).
+type Output struct {
+	Text      string
+	Untrusted []Span
+}
+
+// Segment is a piece of an Output that is wholly template text or wholly
+// untrusted.
+type Segment struct {
+	Text      string
+	Untrusted bool
+}
+
+// Segments splits the output into its trusted and untrusted pieces, in
+// order; concatenated they give Text.
+func (o Output) Segments() []Segment {
+	var out []Segment
+	at := 0
+	for _, sp := range o.Untrusted {
+		if sp.Start > at {
+			out = append(out, Segment{Text: o.Text[at:sp.Start]})
+		}
+		out = append(out, Segment{Text: o.Text[sp.Start:sp.End], Untrusted: true})
+		at = sp.End
+	}
+	if at < len(o.Text) {
+		out = append(out, Segment{Text: o.Text[at:]})
+	}
+	return out
+}
+
+// builtinNames are the globals every render has: Jinja2's (range, dict,
+// namespace, cycler, joiner) and transformers' (raise_exception,
+// strftime_now). lipsum is left out.
+var builtinNames = map[string]bool{"range": true, "dict": true, "namespace": true, "cycler": true, "joiner": true,
+	"raise_exception": true, "strftime_now": true}
+
+// IsBuiltin reports whether name is a global of the template environment,
+// which Render does not let a variable replace.
+func IsBuiltin(name string) bool { return builtinNames[name] }
+
+// ErrShadowsBuiltin is returned by Render for a variable named like a
+// builtin (IsBuiltin): a caller's variables never replace the template's
+// functions.
+var ErrShadowsBuiltin = errors.New("jinja: variable shadows a template builtin")
+
+// Render renders t with vars as the template's variables. It stops with a
+// *BudgetError when the template breaks one of o.Limits, with the
+// context's error (wrapped) when ctx ends (checked every
+// Limits.CheckEvery steps), with ErrShadowsBuiltin (wrapped) for a
+// variable named like a builtin, and with an *Error for anything the
+// template does wrong (the message of its raise_exception included). It
+// never panics on any template or variables, and returns within the
+// budgets.
+func (t *Template) Render(ctx context.Context, vars map[string]Value, o Options) (Output, error) {
+	r := newRenderer(ctx, o)
+	r.root = &scope{}
+	for name, v := range vars {
+		if IsBuiltin(name) {
+			return Output{}, fmt.Errorf("variable %q: %w", name, ErrShadowsBuiltin)
+		}
+		r.root.set(name, v)
+	}
+	r.sc = r.root
+	buf := &textBuf{}
+	r.out, r.outMax, r.outBudget = buf, r.lim.OutputBytes, BudgetOutput
+	if err := r.checkCtx(); err != nil {
+		return Output{}, err
+	}
+	if err := r.execBody(t.body); err != nil {
+		return Output{}, err
+	}
+	return Output{Text: string(buf.b), Untrusted: buf.spans}, nil
+}
+
+func newRenderer(ctx context.Context, o Options) *renderer {
+	r := &renderer{ctx: ctx, done: ctx.Done(), lim: o.Limits.withDefaults(), now: o.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.nextCheck = min(r.lim.CheckEvery, r.lim.Steps+1)
+	return r
+}
