@@ -62,7 +62,7 @@ func lookupFilter(name string) filterFunc {
 	case "list":
 		return fList
 	case "lower":
-		return fCase(strings.ToLower, true)
+		return fCase(pyLower, true)
 	case "map":
 		return fMap
 	case "max":
@@ -106,7 +106,7 @@ func lookupFilter(name string) filterFunc {
 	case "unique":
 		return fUnique
 	case "upper":
-		return fCase(strings.ToUpper, true)
+		return fCase(pyUpper, true)
 	case "wordcount":
 		return fWordcount
 	}
@@ -184,9 +184,9 @@ func fTitle(r *renderer, v Value, a *args) (Value, error) {
 			case sep:
 				b.WriteRune(c)
 			case start:
-				b.WriteString(strings.ToUpper(string(c)))
+				b.WriteString(pyUpper(string(c)))
 			default:
-				b.WriteString(strings.ToLower(string(c)))
+				b.WriteString(pyLower(string(c)))
 			}
 			start = sep
 		}
@@ -424,7 +424,7 @@ func (r *renderer) attrGetter(attr Value, def Value) (func(Value) (Value, error)
 // unique, min, max and groupby.
 func ignoreCase(v Value) Value {
 	if v.kind == KindString {
-		return Str(strings.ToLower(v.s))
+		return Str(pyLower(v.s))
 	}
 	return v
 }

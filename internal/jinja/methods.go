@@ -62,9 +62,11 @@ func strMethod(name string) methodFunc {
 	case "endswith":
 		return mAffix(true)
 	case "upper":
-		return mCase(strings.ToUpper)
-	case "lower", "casefold":
-		return mCase(strings.ToLower)
+		return mCase(pyUpper)
+	case "lower":
+		return mCase(pyLower)
+	case "casefold":
+		return mCase(pyCasefold)
 	case "title":
 		return mCase(pyTitle)
 	case "capitalize":
@@ -534,43 +536,6 @@ func caseValue(s Value, f func(string) string) Value {
 		}
 	}
 	return v
-}
-
-// pyTitle is Python's str.title.
-func pyTitle(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	prevCased := false
-	for _, c := range s {
-		if prevCased {
-			b.WriteRune(unicode.ToLower(c))
-		} else {
-			b.WriteRune(unicode.ToTitle(c))
-		}
-		prevCased = unicode.IsUpper(c) || unicode.IsLower(c) || unicode.IsTitle(c)
-	}
-	return b.String()
-}
-
-// pyCapitalize is Python's str.capitalize.
-func pyCapitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	c, n := utf8.DecodeRuneInString(s)
-	return string(unicode.ToTitle(c)) + strings.ToLower(s[n:])
-}
-
-func swapCase(s string) string {
-	return strings.Map(func(c rune) rune {
-		switch {
-		case unicode.IsUpper(c):
-			return unicode.ToLower(c)
-		case unicode.IsLower(c):
-			return unicode.ToUpper(c)
-		}
-		return c
-	}, s)
 }
 
 func mReplace(r *renderer, s Value, a *args) (Value, error) {
