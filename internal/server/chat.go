@@ -1,15 +1,17 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/ardanlabs/jinja"
-
 	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/jinja"
 )
 
 // Fallback chat format, used when a model has no tokenizer.chat_template
@@ -28,42 +30,79 @@ const (
 // ChatTemplate turns chat messages into a prompt: a model's Jinja chat
 // template, or the fallback format. It is safe for concurrent use.
 //
-// Templates render as @huggingface/jinja (transformers.js) renders them;
-// where github.com/ardanlabs/jinja differs, ChatTemplate supplies its own
-// functions (see templateGlobals): tojson with Python's json.dumps
-// semantics (key order kept, ", " and ": " separators, indent,
-// ensure_ascii, sort_keys) and strftime_now on a clock a test can pin.
+// Templates render as transformers renders them (package jinja, Tandem's
+// own renderer), within jinja's default budgets: a template that breaks
+// one fails its request, never the process. Client data (messages, tools,
+// chat_template_kwargs) is marked untrusted, so that the prompt's
+// tokenization does not turn special-token text typed by a client into
+// control tokens (chatFormat.encode).
 type ChatTemplate struct {
 	tmpl     *jinja.Template // nil: fallback format
 	source   string
 	bos, eos string
 	now      func() time.Time // strftime_now's clock; nil: time.Now
+	limits   jinja.Limits     // zero: jinja's defaults
 }
 
 // NewChatTemplate compiles a tokenizer.chat_template. bosToken and eosToken
 // are the texts of the vocabulary's BOS and EOS tokens, handed to the
 // template as bos_token and eos_token. An empty source selects the fallback
-// format; a source that does not compile is an error.
+// format. A source that does not compile is an error, and so is one that
+// breaks a budget, or fails, on a representative conversation (see
+// checkTemplate): such a template is refused at load.
 func NewChatTemplate(source, bosToken, eosToken string) (*ChatTemplate, error) {
 	c := &ChatTemplate{bos: bosToken, eos: eosToken, source: source}
 	if strings.TrimSpace(source) == "" {
 		return c, nil
 	}
-	t, err := compileTemplate(rewriteFilters(source))
+	t, err := jinja.Parse(source)
 	if err != nil {
 		return nil, fmt.Errorf("compile chat template: %w", err)
 	}
 	c.tmpl = t
+	if err := c.checkTemplate(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
-func compileTemplate(source string) (t *jinja.Template, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			t, err = nil, fmt.Errorf("template compiler panicked: %v", v)
+// Representative conversations every template is rendered with at load:
+// a plain exchange, then one with tools, a tool call and its result.
+// Budget errors in any of them refuse the template; so does any error in
+// the first (a template that cannot render a user's "Hello" is of no
+// use). Templates may refuse the others (roles they do not support).
+var checkConversations = []struct {
+	name                string
+	messages, tools     string
+	addGenerationPrompt bool
+}{
+	{"a user message", `[{"role":"user","content":"Hello"}]`, "", true},
+	{"system, user, assistant and user messages", `[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},` +
+		`{"role":"assistant","content":"Hello."},{"role":"user","content":"Bye"}]`, "", true},
+	{"a tool call and its result, with tools", `[{"role":"user","content":"Weather in Paris?"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"sunny"},{"role":"assistant","content":"It is sunny."}]`,
+		`[{"type":"function","function":{"name":"get_weather","description":"Get the weather.","parameters":{"type":"object",` +
+			`"properties":{"city":{"type":"string","description":"City name"},"days":{"type":"integer","default":1}},"required":["city"]}}}]`, false},
+}
+
+// checkTemplate renders the representative conversations.
+func (c *ChatTemplate) checkTemplate() error {
+	for i, conv := range checkConversations {
+		in := ChatInput{Messages: json.RawMessage(conv.messages), AddGenerationPrompt: conv.addGenerationPrompt}
+		if conv.tools != "" {
+			in.Tools = json.RawMessage(conv.tools)
 		}
-	}()
-	return jinja.Compile(source)
+		_, err := c.RenderContext(context.Background(), in)
+		var be *jinja.BudgetError
+		switch {
+		case errors.As(err, &be):
+			return fmt.Errorf("chat template refused: rendering %s, it exceeded its %s budget (%d)", conv.name, be.Budget, be.Limit)
+		case err != nil && i == 0:
+			return fmt.Errorf("chat template refused: it cannot render %s: %w", conv.name, err)
+		}
+	}
+	return nil
 }
 
 // Fallback reports whether c uses the fallback format.
@@ -121,72 +160,93 @@ func messagesJSON(msgs []openai.Message) json.RawMessage {
 // RenderInput formats in. The fallback format takes each message's role
 // and string content and ignores tools and kwargs.
 func (c *ChatTemplate) RenderInput(in ChatInput) (string, error) {
-	msgs, err := jsonToValue(in.Messages)
+	out, err := c.RenderContext(context.Background(), in)
+	return out.Text, err
+}
+
+// RenderContext formats in, stopping when ctx ends, and returns the text
+// with the ranges that came from the client (messages, tools, kwargs).
+// The template sees the variables transformers gives it: messages, tools
+// (None without), documents (None), add_generation_prompt, bos_token,
+// eos_token and each chat_template_kwargs key; a kwarg may not replace a
+// template builtin such as namespace or range (an error), and the
+// reserved names above keep the server's values.
+func (c *ChatTemplate) RenderContext(ctx context.Context, in ChatInput) (jinja.Output, error) {
+	msgs, err := jinja.FromJSON(in.Messages, true)
 	if err != nil {
-		return "", fmt.Errorf("messages: %w", err)
+		return jinja.Output{}, fmt.Errorf("messages: %w", err)
 	}
-	if !msgs.IsList() {
-		return "", fmt.Errorf("messages must be an array")
+	if msgs.Kind() != jinja.KindList {
+		return jinja.Output{}, fmt.Errorf("messages must be an array")
 	}
 	if c.tmpl == nil {
-		var b strings.Builder
-		for _, m := range msgs.AsList().Items {
-			if !m.IsDict() {
-				return "", fmt.Errorf("each message must be an object")
-			}
-			role, _ := m.AsDict().Get("role")
-			content, _ := m.AsDict().Get("content")
-			b.WriteString(fallbackStart + valueText(role) + "\n" + valueText(content) + fallbackEnd + "\n")
-		}
-		if in.AddGenerationPrompt {
-			b.WriteString(fallbackStart + "assistant\n")
-		}
-		return b.String(), nil
+		return fallbackPrompt(in.Messages, in.AddGenerationPrompt)
 	}
 	data := make(map[string]jinja.Value, len(in.Kwargs)+8)
 	for k, raw := range in.Kwargs {
-		v, err := jsonToValue(raw)
+		if jinja.IsBuiltin(k) {
+			return jinja.Output{}, fmt.Errorf("chat_template_kwargs.%s: %q is a function of the template and cannot be replaced", k, k)
+		}
+		v, err := jinja.FromJSON(raw, true)
 		if err != nil {
-			return "", fmt.Errorf("chat_template_kwargs.%s: %w", k, err)
+			return jinja.Output{}, fmt.Errorf("chat_template_kwargs.%s: %w", k, err)
 		}
 		data[k] = v
 	}
-	for name, fn := range c.templateGlobals() {
-		data[name] = fn
-	}
 	data["messages"] = msgs
-	data["add_generation_prompt"] = jinja.NewBool(in.AddGenerationPrompt)
-	data["bos_token"] = jinja.NewString(c.bos)
-	data["eos_token"] = jinja.NewString(c.eos)
+	data["add_generation_prompt"] = jinja.Bool(in.AddGenerationPrompt)
+	data["bos_token"] = jinja.Str(c.bos)
+	data["eos_token"] = jinja.Str(c.eos)
+	data["tools"] = jinja.None()
+	data["documents"] = jinja.None()
 	if len(in.Tools) > 0 && strings.TrimSpace(string(in.Tools)) != "null" {
-		tools, err := jsonToValue(in.Tools)
+		tools, err := jinja.FromJSON(in.Tools, true)
 		if err != nil {
-			return "", fmt.Errorf("tools: %w", err)
+			return jinja.Output{}, fmt.Errorf("tools: %w", err)
 		}
 		data["tools"] = tools
 	}
-	return c.render(data)
-}
-
-// valueText is the text of a string value, "" for anything else.
-func valueText(v jinja.Value) string {
-	if v.IsString() {
-		return v.AsString()
-	}
-	return ""
-}
-
-func (c *ChatTemplate) render(data map[string]jinja.Value) (out string, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			out, err = "", fmt.Errorf("chat template failed: %v", v)
-		}
-	}()
-	out, err = c.tmpl.RenderValues(data)
+	out, err := c.tmpl.Render(ctx, data, jinja.Options{Limits: c.limits, Now: c.now})
 	if err != nil {
-		return "", fmt.Errorf("chat template: %w", err)
+		return jinja.Output{}, fmt.Errorf("chat template: %w", err)
 	}
 	return out, nil
+}
+
+// fallbackPrompt formats messages in the fallback format, each role and
+// string content as the client's.
+func fallbackPrompt(raw json.RawMessage, addGenerationPrompt bool) (jinja.Output, error) {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return jinja.Output{}, fmt.Errorf("messages must be an array")
+	}
+	var b strings.Builder
+	var spans []jinja.Span
+	client := func(s string) {
+		if s != "" {
+			spans = append(spans, jinja.Span{Start: b.Len(), End: b.Len() + len(s)})
+			b.WriteString(s)
+		}
+	}
+	for _, m := range msgs {
+		var msg struct {
+			Role, Content any
+		}
+		if err := json.Unmarshal(m, &msg); err != nil {
+			return jinja.Output{}, fmt.Errorf("each message must be an object")
+		}
+		role, _ := msg.Role.(string)
+		content, _ := msg.Content.(string)
+		b.WriteString(fallbackStart)
+		client(role)
+		b.WriteString("\n")
+		client(content)
+		b.WriteString(fallbackEnd + "\n")
+	}
+	if addGenerationPrompt {
+		b.WriteString(fallbackStart + "assistant\n")
+	}
+	return jinja.Output{Text: b.String(), Untrusted: spans}, nil
 }
 
 // chatFormat is a model's chat template with what tokenizing its output
@@ -195,6 +255,9 @@ type chatFormat struct {
 	tmpl       *ChatTemplate
 	stopTokens []int32  // fallback: the <|im_end|> token
 	stops      []string // fallback without that token: the stop string
+	// specials are the texts that Encode turns into control tokens only
+	// when it parses special tokens, longest first.
+	specials []string
 }
 
 // newChatFormat builds the format for tok's vocabulary, from override when
@@ -218,7 +281,7 @@ func newChatFormat(tok *tokenizer.Tokenizer, override string) (*chatFormat, erro
 	if err != nil {
 		t, _ = NewChatTemplate("", bos, eos)
 	}
-	f := &chatFormat{tmpl: t}
+	f := &chatFormat{tmpl: t, specials: parsedSpecials(tok)}
 	if t.Fallback() {
 		f.stops = []string{fallbackEnd}
 		for id, s := range v.Tokens {
@@ -233,28 +296,117 @@ func newChatFormat(tok *tokenizer.Tokenizer, override string) (*chatFormat, erro
 
 // prompt renders msgs and tokenizes the result with special tokens parsed.
 func (f *chatFormat) prompt(tok *tokenizer.Tokenizer, msgs []openai.Message) ([]int32, error) {
-	text, err := f.tmpl.Render(msgs, true)
+	out, err := f.tmpl.RenderContext(context.Background(), ChatInput{Messages: messagesJSON(msgs), AddGenerationPrompt: true})
 	if err != nil {
 		return nil, err
 	}
-	return f.encode(tok, text), nil
+	return f.encode(tok, out), nil
 }
 
-// promptInput renders in and tokenizes the result with special tokens
-// parsed.
-func (f *chatFormat) promptInput(tok *tokenizer.Tokenizer, in ChatInput) ([]int32, string, error) {
-	text, err := f.tmpl.RenderInput(in)
+// promptInput renders in and tokenizes the result (see encode); it stops
+// when ctx ends.
+func (f *chatFormat) promptInput(ctx context.Context, tok *tokenizer.Tokenizer, in ChatInput) ([]int32, string, error) {
+	out, err := f.tmpl.RenderContext(ctx, in)
 	if err != nil {
 		return nil, "", err
 	}
-	return f.encode(tok, text), text, nil
+	return f.encode(tok, out), out.Text, nil
 }
 
 // encode tokenizes a rendered prompt. BOS is added (when the vocabulary
-// adds one) unless the text already starts with the BOS token's text, as
-// llama.cpp does, so that a template that writes bos_token does not get a
-// second one.
-func (f *chatFormat) encode(tok *tokenizer.Tokenizer, text string) []int32 {
-	addSpecial := f.tmpl.bos == "" || !strings.HasPrefix(text, f.tmpl.bos)
-	return tok.Encode(text, addSpecial, true)
+// adds one) unless the template itself starts with the BOS token's text,
+// as llama.cpp does, so that a template that writes bos_token does not get
+// a second one.
+func (f *chatFormat) encode(tok *tokenizer.Tokenizer, out jinja.Output) []int32 {
+	bos := f.tmpl.bos
+	byTemplate := len(out.Untrusted) == 0 || out.Untrusted[0].Start >= len(bos)
+	addSpecial := bos == "" || !strings.HasPrefix(out.Text, bos) || !byTemplate
+	return f.encodeSpecial(tok, out, addSpecial)
+}
+
+// encodeSpecial tokenizes a rendered prompt, with BOS and EOS as the
+// vocabulary adds them when addSpecial is set. Special tokens the template
+// writes become control tokens; special-token text that overlaps client
+// text (a message's content, a tool description, a kwarg) is tokenized as
+// text, so that a client cannot forge a turn with "<|im_end|>". Where no
+// client text holds such text the result is Encode(text, addSpecial,
+// true), as Hugging Face tokenizes a chat prompt.
+func (f *chatFormat) encodeSpecial(tok *tokenizer.Tokenizer, out jinja.Output, addSpecial bool) []int32 {
+	plain := forgedSpecials(out, f.specials)
+	if len(plain) == 0 {
+		return tok.Encode(out.Text, addSpecial, true)
+	}
+	v := tok.Vocab()
+	var ids []int32
+	if addSpecial && v.AddBOS && v.BOS >= 0 {
+		ids = append(ids, v.BOS)
+	}
+	at := 0
+	for _, sp := range plain {
+		ids = append(ids, tok.Encode(out.Text[at:sp.Start], false, true)...)
+		ids = append(ids, tok.Encode(out.Text[sp.Start:sp.End], false, false)...)
+		at = sp.End
+	}
+	ids = append(ids, tok.Encode(out.Text[at:], false, true)...)
+	if addSpecial && v.AddEOS && v.EOS >= 0 {
+		ids = append(ids, v.EOS)
+	}
+	return ids
+}
+
+// forgedSpecials returns the ranges of out.Text where a special token's
+// text overlaps client text, merged, in order.
+func forgedSpecials(out jinja.Output, specials []string) []jinja.Span {
+	if len(out.Untrusted) == 0 || len(specials) == 0 {
+		return nil
+	}
+	var first [256]bool
+	longest := 0
+	for _, s := range specials {
+		first[s[0]] = true
+		longest = max(longest, len(s))
+	}
+	var found []jinja.Span
+	text := out.Text
+	for _, u := range out.Untrusted {
+		for p := max(0, u.Start-longest+1); p < u.End; p++ {
+			if !first[text[p]] {
+				continue
+			}
+			for _, s := range specials {
+				if p+len(s) > u.Start && strings.HasPrefix(text[p:], s) {
+					if n := len(found); n > 0 && found[n-1].End >= p {
+						found[n-1].End = max(found[n-1].End, p+len(s))
+					} else {
+						found = append(found, jinja.Span{Start: p, End: p + len(s)})
+					}
+					break
+				}
+			}
+		}
+	}
+	return found
+}
+
+// parsedSpecials returns the texts of the tokens that Encode splits out
+// only when it parses special tokens (control and unknown tokens, and
+// those the tokenizer makes control by name), longest first.
+func parsedSpecials(tok *tokenizer.Tokenizer) []string {
+	v := tok.Vocab()
+	var out []string
+	for id, text := range v.Tokens {
+		typ := tokenizer.TypeNormal
+		if id < len(v.Types) {
+			typ = v.Types[id]
+		}
+		if text == "" || typ != tokenizer.TypeControl && typ != tokenizer.TypeUnknown && !tok.IsEOG(int32(id)) {
+			continue
+		}
+		if special := tok.Encode(text, false, true); len(special) == 1 && special[0] == int32(id) &&
+			!slices.Equal(tok.Encode(text, false, false), special) {
+			out = append(out, text)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }

@@ -8,7 +8,8 @@
 //	HTTP body ─► openai.Decode*Request ─► checks (model, context length)
 //	  ─► prompt tokens (completions: Encode(prompt, addSpecial, parseSpecial);
 //	     chat: ChatTemplate.Render then Encode, BOS added only when the
-//	     rendered text does not start with it)
+//	     rendered text does not start with it, client text without special
+//	     tokens)
 //	  ─► n × Backend.Submit (seed, seed+1, ...) ─► one follow goroutine per
 //	     stream: Stream.Next → Decoder → choiceState (stop strings, hold-back)
 //	  ─► handler: SSE chunks as pieces arrive, or one JSON answer at the end.
@@ -52,19 +53,20 @@
 //     with the prompt is a 400 context_length_exceeded; the default is
 //     clamped instead. temperature defaults to 1, top_p to 1, as OpenAI.
 //   - An empty "model" is taken as the served model.
-//   - Chat without tokenizer.chat_template (or with one that does not
-//     compile, which is logged at start) uses ChatML, llama.cpp's default:
+//   - Chat without tokenizer.chat_template (or with one that is refused at
+//     start, which is logged: it does not compile, or breaks a budget on a
+//     representative conversation) uses ChatML, llama.cpp's default:
 //     "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //     "<|im_start|>assistant\n"; generation ends at <|im_end|> (its token id
 //     when the vocabulary has it, else the stop string).
-//   - Templates are rendered with github.com/ardanlabs/jinja (pure Go, made
-//     for GGUF chat templates: loops, conditionals, namespace, slicing,
-//     raise_exception, trim/strip), with messages, add_generation_prompt,
-//     bos_token, eos_token, tools and chat_template_kwargs, so that they
-//     render byte for byte as @huggingface/jinja does: Tandem's own tojson
-//     (the filter is renamed in the source, chat_values.go) and
-//     strftime_now replace the library's, and request JSON keeps its key
-//     order.
+//   - Templates are rendered with internal/jinja (Tandem's own renderer,
+//     as transformers renders them), with messages, tools (None without),
+//     documents (None), add_generation_prompt, bos_token, eos_token and
+//     chat_template_kwargs (which may not replace a template builtin such
+//     as namespace), within the renderer's budgets: a template that breaks
+//     one at request time fails that request with a 400. Client data is
+//     untrusted: special-token text in it is tokenized as text, so a
+//     message cannot forge a turn (chatFormat.encode).
 //   - A reasoning parser (Options.ReasoningParser; auto for templates that
 //     write <think>) splits chat output into reasoning_content and content.
 //   - Tool calling (tools.go; Options.ToolCallParser, auto from the

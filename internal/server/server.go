@@ -131,7 +131,7 @@ func New(b Backend, o Options) *Server {
 	s.met = newMetrics(o.Registry, b, o.Logger, o.ModelName)
 	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
-		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
+		s.log.Error("the model's chat template is refused (it does not compile, or breaks a budget on a representative conversation); chat uses the fallback ChatML format", "err", err)
 	}
 	s.chat = chat
 	think, err := reasoningEnabled(o.ReasoningParser, chat.tmpl)

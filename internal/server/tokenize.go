@@ -145,15 +145,15 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		}
 		in := ChatInput{Messages: msgs, Tools: req.Tools, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
 			Kwargs: req.ChatTemplateKwargs}
-		text, err := s.chat.tmpl.RenderInput(in)
+		out, err := s.chat.tmpl.RenderContext(r.Context(), in)
 		if err != nil {
 			httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 			return
 		}
 		if req.AddSpecialTokens != nil {
-			ids = tok.Encode(text, *req.AddSpecialTokens, true)
+			ids = s.chat.encodeSpecial(tok, out, *req.AddSpecialTokens)
 		} else {
-			ids = s.chat.encode(tok, text)
+			ids = s.chat.encode(tok, out)
 		}
 	default:
 		httpx.WriteError(w, openai.Invalid("prompt", openai.CodeInvalidValue, "prompt (a string) or messages (an array of messages) is required."))
