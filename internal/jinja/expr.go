@@ -426,20 +426,28 @@ func (e *logicExpr) eval(r *renderer) (Value, error) {
 }
 
 func (e *concatExpr) eval(r *renderer) (Value, error) {
-	var t textBuf
-	for _, it := range e.items {
+	parts := make([]Value, len(e.items))
+	size := 0
+	for i, it := range e.items {
 		v, err := it.eval(r)
 		if err != nil {
 			return Value{}, err
 		}
-		sv, err := r.str(v)
-		if err != nil {
+		if parts[i], err = r.str(v); err != nil {
 			return Value{}, err
 		}
-		if err := r.newString(t.len() + len(sv.s)); err != nil {
-			return Value{}, err
+		size += len(parts[i].s)
+		if int64(size) > r.lim.StringBytes {
+			return Value{}, r.budget(BudgetString, r.lim.StringBytes)
 		}
-		t.write(sv)
+	}
+	if err := r.newString(size); err != nil {
+		return Value{}, err
+	}
+	var t textBuf
+	t.grow(size)
+	for _, p := range parts {
+		t.write(p)
 	}
 	return t.value(), nil
 }

@@ -608,7 +608,7 @@ func (r *renderer) replace(s Value, old string, nw Value, count int64) (Value, e
 		return s, nil
 	}
 	var t textBuf
-	t.b = make([]byte, 0, size)
+	t.grow(size)
 	for i, p := range pieces {
 		if i > 0 {
 			t.write(nw)
@@ -709,7 +709,7 @@ func (r *renderer) joinStrings(seq sequence, sep Value) (Value, error) {
 		return Value{}, err
 	}
 	var t textBuf
-	t.b = make([]byte, 0, size)
+	t.grow(size)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			t.write(sep)

@@ -90,7 +90,7 @@ func (t *Template) Render(ctx context.Context, vars map[string]Value, o Options)
 	if err := r.execBody(t.body); err != nil {
 		return Output{}, err
 	}
-	return Output{Text: string(buf.b), Untrusted: buf.spans}, nil
+	return Output{Text: buf.b.String(), Untrusted: buf.spans}, nil
 }
 
 func newRenderer(ctx context.Context, o Options) *renderer {

@@ -27,11 +27,11 @@ type semCase struct {
 	vars           map[string]json.RawMessage
 }
 
-// readCases reads testdata/semantics/cases.txt (the format render.py
-// reads).
-func readCases(t *testing.T) []semCase {
+// readCasesFrom reads a cases file (testdata/semantics/cases.txt, in the
+// format render.py reads).
+func readCasesFrom(t testing.TB, path string) []semCase {
 	t.Helper()
-	data, err := os.ReadFile("testdata/semantics/cases.txt")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ var knownDifferences = map[string]string{
 // compares each with Python's Jinja2 (transformers' setup), byte for
 // byte, or error for error.
 func TestSemantics(t *testing.T) {
-	cases := readCases(t)
+	cases := readCasesFrom(t, "testdata/semantics/cases.txt")
 	var want []refCase
 	readJSON(t, "testdata/semantics/python.json", &want)
 	if len(want) != len(cases) {

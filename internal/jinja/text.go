@@ -40,11 +40,13 @@ func tainted(v Value) bool { return v.kind == KindString && v.ref != nil }
 
 // textBuf builds a string and its untrusted ranges.
 type textBuf struct {
-	b     []byte
+	b     strings.Builder
 	spans []Span
 }
 
-func (t *textBuf) len() int { return len(t.b) }
+func (t *textBuf) len() int { return t.b.Len() }
+
+func (t *textBuf) grow(n int) { t.b.Grow(n) }
 
 // mark records [start, end) as untrusted, merging with the last range.
 func (t *textBuf) mark(start, end int) {
@@ -58,23 +60,23 @@ func (t *textBuf) mark(start, end int) {
 	t.spans = append(t.spans, Span{start, end})
 }
 
-func (t *textBuf) writeTrusted(s string) { t.b = append(t.b, s...) }
+func (t *textBuf) writeTrusted(s string) { t.b.WriteString(s) }
 
 func (t *textBuf) writeUntrusted(s string) {
-	start := len(t.b)
-	t.b = append(t.b, s...)
-	t.mark(start, len(t.b))
+	start := t.b.Len()
+	t.b.WriteString(s)
+	t.mark(start, t.b.Len())
 }
 
 // write appends a string value with its ranges.
 func (t *textBuf) write(v Value) {
-	start := len(t.b)
-	t.b = append(t.b, v.s...)
+	start := t.b.Len()
+	t.b.WriteString(v.s)
 	tt := v.taint()
 	switch {
 	case tt == nil:
 	case tt.all:
-		t.mark(start, len(t.b))
+		t.mark(start, t.b.Len())
 	default:
 		for _, sp := range tt.spans {
 			t.mark(start+sp.Start, start+sp.End)
@@ -93,8 +95,8 @@ func (t *textBuf) writeAs(s string, untrusted bool) {
 
 // value returns the text built so far as a string value.
 func (t *textBuf) value() Value {
-	v := Value{kind: KindString, s: string(t.b)}
-	v.ref = makeTaint(t.spans, len(t.b))
+	v := Value{kind: KindString, s: t.b.String()}
+	v.ref = makeTaint(t.spans, len(v.s))
 	return v
 }
 
