@@ -263,7 +263,7 @@ func concat2(a, b Value) Value {
 		return Value{kind: KindString, s: a.s + b.s}
 	}
 	var t textBuf
-	t.grow(len(a.s)+len(b.s))
+	t.grow(len(a.s) + len(b.s))
 	t.write(a)
 	t.write(b)
 	return t.value()
