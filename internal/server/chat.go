@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"tandem/internal/api/openai"
@@ -258,6 +259,8 @@ type chatFormat struct {
 	// specials are the texts that Encode turns into control tokens only
 	// when it parses special tokens, longest first.
 	specials []string
+	contOnce sync.Once
+	cont     *tokenizer.Tokenizer // see continuation
 }
 
 // newChatFormat builds the format for tok's vocabulary, from override when
@@ -341,17 +344,58 @@ func (f *chatFormat) encodeSpecial(tok *tokenizer.Tokenizer, out jinja.Output, a
 	if addSpecial && v.AddBOS && v.BOS >= 0 {
 		ids = append(ids, v.BOS)
 	}
+	// The text is cut around each forged special. Encode gives an SPM
+	// vocabulary's first fragment a space prefix; a piece that continues
+	// the text must not get one, so its head (up to the template's first
+	// special) goes through a tokenizer without it.
+	cont := f.continuation(tok)
+	piece := func(start, end int, parseSpecial bool) {
+		text := out.Text[start:end]
+		if cont == tok || start == 0 || text == "" {
+			ids = append(ids, tok.Encode(text, false, parseSpecial)...)
+			return
+		}
+		head := len(text)
+		if parseSpecial {
+			for _, s := range f.specials {
+				if i := strings.Index(text[:head], s); i >= 0 {
+					head = i
+				}
+			}
+		}
+		ids = append(ids, cont.Encode(text[:head], false, parseSpecial)...)
+		ids = append(ids, tok.Encode(text[head:], false, parseSpecial)...)
+	}
 	at := 0
 	for _, sp := range plain {
-		ids = append(ids, tok.Encode(out.Text[at:sp.Start], false, true)...)
-		ids = append(ids, tok.Encode(out.Text[sp.Start:sp.End], false, false)...)
+		piece(at, sp.Start, true)
+		piece(sp.Start, sp.End, false)
 		at = sp.End
 	}
-	ids = append(ids, tok.Encode(out.Text[at:], false, true)...)
+	piece(at, len(out.Text), true)
 	if addSpecial && v.AddEOS && v.EOS >= 0 {
 		ids = append(ids, v.EOS)
 	}
 	return ids
+}
+
+// continuation returns the tokenizer for text that continues a prompt: tok
+// itself, or for an SPM vocabulary that adds a space prefix, the same
+// vocabulary without it (built once).
+func (f *chatFormat) continuation(tok *tokenizer.Tokenizer) *tokenizer.Tokenizer {
+	v := tok.Vocab()
+	if v.Model != "llama" || !v.AddSpacePrefix {
+		return tok
+	}
+	f.contOnce.Do(func() {
+		c := *v
+		c.AddSpacePrefix = false
+		f.cont, _ = tokenizer.New(&c)
+	})
+	if f.cont == nil {
+		return tok
+	}
+	return f.cont
 }
 
 // forgedSpecials returns the ranges of out.Text where a special token's
