@@ -27,10 +27,14 @@ state/phase, age, peer, bytes, and a FLAG column marking rooms that have not
 ended and are past their deadline ("OVERDUE 3.2s"). Only live rooms are listed
 unless --all. The exit status is 1 when any room is overdue, so scripts can
 assert that none is stuck. /debug/cluster needs the cluster credential, derived
-from the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file).`,
+from the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file; with
+neither, the token file that ` + "`tandem up`" + ` on this host keeps for the router at URL).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var keys *leg.Keys
+			if tokenFile == "" && os.Getenv("TANDEM_CLUSTER_TOKEN") == "" {
+				tokenFile = upTokenFor(args[0]) // a cluster of `tandem up` on this host
+			}
 			if tokenFile != "" || os.Getenv("TANDEM_CLUSTER_TOKEN") != "" {
 				tok, err := clusterToken(tokenFile)
 				if err != nil {

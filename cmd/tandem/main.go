@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "tandem:", err)
@@ -26,7 +26,9 @@ func newRoot() *cobra.Command {
 		Short:         "Disaggregated LLM serving with a pure Go engine",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
-	root.AddCommand(generateCmd(), modelCmd(), benchCmd(), serveCmd(), prefillCmd(), decodeCmd(), upCmd(), routeCmd(), inspectCmd(), pullCmd(), modelsCmd())
+	root.SetVersionTemplate("tandem {{.Version}}\n")
+	root.AddCommand(versionCmd(), generateCmd(), modelCmd(), benchCmd(), serveCmd(), prefillCmd(), decodeCmd(), upCmd(), routeCmd(), inspectCmd(), pullCmd(), modelsCmd())
 	return root
 }

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,21 +26,29 @@ func upCmd() *cobra.Command {
 		logFormat   string
 		pdThreshold int
 		pdSpill     float64
+		apiKey      string
+		modelName   string
+		chatTmpl    string
+		origins     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
 		Short: "Start a router and N prefill + M decode workers on this machine",
 		Long: `Up starts a whole disaggregated cluster as child processes: prefill workers,
 decode workers and a router in front of them, sharing one cluster token:
-$TANDEM_CLUSTER_TOKEN when set (export it to run ` + "`tandem inspect`" + ` against
-the cluster), else a fresh random one. It prints the router's URL once
-everything answers /health, and stops them all on Ctrl-C. With no --model it
+$TANDEM_CLUSTER_TOKEN when set, else a fresh random one, kept in a file only
+the user can read (its path is printed) where ` + "`tandem inspect URL`" + ` finds it.
+It prints the router's URL once everything answers /health, restarts a process
+that dies (with a backoff from 0.5 s doubling to 30 s), and stops them all, the
+router first, on Ctrl-C, SIGTERM or SIGHUP; if up itself is killed, even with
+SIGKILL, the kernel stops its children (Linux). With no --model it
 synthesizes a small random-weight Llama (cached under the user cache folder)
 so it runs on a fresh machine. --pd-threshold is the router's: prompts under that many
 tokens run as one local leg on a decode worker (0: every request is disaggregated);
 --pd-spill too: a long prompt prefills on a decode worker when the prefill queue is that
 many times the decode worker's (0: never). --lend-cores lets the workers share this
-host's cores by priority instead of each running on its --threads alone: a decode
+host's cores by priority instead of each running on its --threads alone (by default
+the cores are split evenly between the workers): a decode
 worker's steps with prompt tokens borrow the prefill worker's core, a worker borrows
 an idle one's (see internal/engine/cores; off by default).`,
 		Args: cobra.NoArgs,
@@ -56,25 +69,55 @@ an idle one's (see internal/engine/cores; off by default).`,
 			if o.Binary, err = os.Executable(); err != nil {
 				return fmt.Errorf("find the tandem executable: %w", err)
 			}
-			if threads > 0 {
-				o.WorkerArgs = append(o.WorkerArgs, "--threads", strconv.Itoa(threads))
+			if threads == 0 && !o.LendCores {
+				threads = splitThreads(runtime.NumCPU(), o.Prefill+o.Decode)
 			}
-			o.WorkerArgs = append(o.WorkerArgs, "--log-format", logFormat)
+			// up's own worker flags first: a --worker-arg repeating one
+			// comes later and wins.
+			var wargs []string
+			if threads > 0 {
+				wargs = append(wargs, "--threads", strconv.Itoa(threads))
+			}
+			wargs = append(wargs, "--log-format", logFormat)
+			if modelName != "" {
+				wargs = append(wargs, "--model-name", modelName)
+			}
+			if chatTmpl != "" {
+				wargs = append(wargs, "--chat-template", chatTmpl)
+			}
+			o.WorkerArgs = append(wargs, o.WorkerArgs...)
 			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold),
 				"--pd-spill", strconv.FormatFloat(pdSpill, 'g', -1, 64))
+			if apiKey != "" {
+				o.RouterArgs = append(o.RouterArgs, "--api-key", apiKey)
+			}
+			if len(origins) > 0 {
+				o.RouterArgs = append(o.RouterArgs, "--allowed-origins", strings.Join(origins, ","))
+			}
 			o.Output, o.Logger, o.LogFormat = os.Stderr, log, logFormat
-			o.OnExit = func(e cluster.Exit) {
-				if !e.Requested {
-					log.Warn("a cluster process exited; the router takes dead workers out of rotation", "name", e.Name, "err", e.Err)
+			o.Supervise = true
+			o.Token = os.Getenv("TANDEM_CLUSTER_TOKEN")
+			if o.Token == "" {
+				if o.Token, err = newToken(); err != nil {
+					return err
 				}
 			}
-			o.Token = os.Getenv("TANDEM_CLUSTER_TOKEN") // "": a fresh random one
 			c, err := cluster.Start(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			defer c.Stop()
+			u, _ := url.Parse(c.RouterURL())
+			tokPath, err := writeUpToken(u.Hostname(), u.Port(), o.Token)
+			if err != nil {
+				log.Warn("could not keep the cluster token for tandem inspect", "err", err)
+			} else {
+				defer os.Remove(tokPath)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "tandem is up: %s (%d prefill, %d decode); Ctrl-C stops it\n", c.RouterURL(), o.Prefill, o.Decode)
+			if tokPath != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "cluster token: %s (tandem inspect %s reads it)\n", tokPath, c.RouterURL())
+			}
 			<-cmd.Context().Done()
 			log.Info("stopping the cluster")
 			return nil
@@ -86,15 +129,33 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.IntVar(&o.Decode, "decode", 1, "decode workers")
 	fs.StringVar(&o.Host, "host", "127.0.0.1", "address every process binds")
 	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
-	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: all cores)")
+	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: the host's cores split evenly between the workers, at least 1 each)")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.Float64Var(&pdSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
 	fs.BoolVar(&o.LendCores, "lend-cores", false, "let the workers share this host's cores by priority (a decode worker's steps with prompt tokens borrow the prefill worker's cores, "+
 		"a prefill worker borrows an idle decode worker's; --worker-arg=--core-lease-priority=even: only idle workers lend); each worker's pool then has a thread per core "+
 		"and --threads is ignored. Off by default: on a quiet 2-core host it cut short-prompt TTFT p90 by 10-22% and raised long-prompt TTFT p50 by ~50% (see internal/engine/cores)")
+	fs.StringVar(&apiKey, "api-key", "", "the router requires \"Authorization: Bearer KEY\" on /v1/* (default: $TANDEM_API_KEY; none: open)")
+	fs.StringSliceVar(&origins, "allowed-origins", nil, "browser origins the router answers with CORS headers (scheme://host[:port], or *); default none")
+	fs.StringVar(&modelName, "model-name", "", "model id to serve under (default: the model's general.name)")
+	fs.StringVar(&chatTmpl, "chat-template", "", "Jinja chat template file the workers use instead of the model's tokenizer.chat_template")
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
 	return cmd
+}
+
+// splitThreads gives each of n workers an even share of cores, at least
+// one: on a 2-core host 1 prefill and 1 decode worker get a core each
+// instead of both oversubscribing both.
+func splitThreads(cores, n int) int { return max(1, cores/max(1, n)) }
+
+// newToken returns a fresh cluster token: 32 random bytes, hex.
+func newToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make a cluster token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // defaultModel returns the path of the synthesized tiny model, writing it

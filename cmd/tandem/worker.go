@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"tandem/internal/api/leg"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
 	"tandem/internal/engine/cores"
 	"tandem/internal/pd/room"
@@ -25,6 +24,8 @@ import (
 	"tandem/internal/pd/transfer"
 	"tandem/internal/pd/worker"
 	"tandem/internal/server"
+	"tandem/internal/server/chat"
+	"tandem/internal/server/toolcall"
 )
 
 // defaultITLTarget is --itl-target's default. Measured with tandem bench
@@ -88,7 +89,7 @@ func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("--chat-template: %w", err)
 	}
-	if _, err := server.NewChatTemplate(string(b), "", ""); err != nil {
+	if _, err := chat.NewTemplate(string(b), "", ""); err != nil {
 		return "", "", fmt.Errorf("--chat-template %s: %w", f.chatTmpl, err)
 	}
 	return string(b), f.reasoning, nil

@@ -57,9 +57,24 @@ type Options struct {
 	// cores.MaxSlots workers; with more, Start fails.
 	LendCores bool
 	// OnExit, when set, is called once for every exit of every child,
-	// including a child started again by Restart, from the goroutine that
-	// waited for it. It must not block for long: Stop waits for it.
+	// including a child started again by Restart or by supervision, from
+	// the goroutine that waited for it. It must not block for long: Stop
+	// waits for it.
 	OnExit func(Exit)
+	// Supervise restarts a child that exits on its own (a crash, a kill
+	// from elsewhere) with the same address and flags, after a backoff
+	// that starts at RestartBackoff (default 500ms), doubles with each
+	// exit up to RestartBackoffMax (default 30s), and starts over once a
+	// run has lasted StableAfter (default 1 minute). Exits that Stop or
+	// Kill asked for are never restarted.
+	Supervise         bool
+	RestartBackoff    time.Duration
+	RestartBackoffMax time.Duration
+	StableAfter       time.Duration
+	// OnRestart, when set, is called when supervision starts a child
+	// again (n: its restarts so far, this one included) and once the
+	// restarted child answers /health (healthy true); same rules as OnExit.
+	OnRestart func(name string, n int, healthy bool)
 }
 
 // Exit describes one exit of a child process.
@@ -82,6 +97,16 @@ type Proc struct {
 	exited    chan struct{}
 	exitErr   error
 	requested bool // Stop or Kill signalled the current run
+	started   time.Time
+	restarts  int           // starts by supervision
+	backoff   time.Duration // the delay before the next restart by supervision
+}
+
+// Restarts returns how many times supervision has started p again.
+func (p *Proc) Restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
 }
 
 // Cluster is a running deployment.
@@ -92,6 +117,10 @@ type Cluster struct {
 	env    []string
 	wg     sync.WaitGroup
 	outMu  sync.Mutex // serializes writes to o.Output from the copiers
+
+	stopMu   sync.Mutex
+	stopping bool          // Stop has begun: nothing is launched any more
+	stopped  chan struct{} // closed when Stop begins; ends restart waits
 }
 
 // Start launches the workers, waits for them, then the router, and returns
@@ -119,6 +148,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.StopTimeout == 0 {
 		o.StopTimeout = 10 * time.Second
 	}
+	if o.RestartBackoff <= 0 {
+		o.RestartBackoff = 500 * time.Millisecond
+	}
+	if o.RestartBackoffMax < o.RestartBackoff {
+		o.RestartBackoffMax = max(30*time.Second, o.RestartBackoff)
+	}
+	if o.StableAfter <= 0 {
+		o.StableAfter = time.Minute
+	}
 	if o.Token == "" {
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -126,7 +164,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		o.Token = hex.EncodeToString(b[:])
 	}
-	c := &Cluster{o: o, env: append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+o.Token)}
+	c := &Cluster{o: o, env: append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+o.Token), stopped: make(chan struct{})}
 	// Hold the router's port while the workers start: a worker's
 	// listener on an ephemeral port (its transfer port) could otherwise be
 	// given it, and the router would find it taken.
@@ -248,9 +286,17 @@ func (c *Cluster) RouterURL() string { return c.procs[len(c.procs)-1].URL }
 // Procs returns every process, workers first, the router last.
 func (c *Cluster) Procs() []*Proc { return c.procs }
 
+// errStopping is launch's answer once Stop has begun.
+var errStopping = errors.New("cluster: stopping")
+
 func (c *Cluster) launch(p *Proc) error {
 	cmd := exec.Command(c.o.Binary, p.args...)
 	cmd.Env = c.env
+	// Children get a process group of their own, so a Ctrl-C in the
+	// terminal reaches only the parent, which stops them in order; and on
+	// Linux they are sent SIGTERM (and drain) if the parent dies, even by
+	// SIGKILL (childAttr).
+	cmd.SysProcAttr = childAttr()
 	if c.region != nil && p.Role != "router" { // workers get the core lease region as fd 3
 		cmd.ExtraFiles = []*os.File{c.region.File()}
 	}
@@ -259,11 +305,25 @@ func (c *Cluster) launch(p *Proc) error {
 		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
 	}
 	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
+	// The stop lock is held across the start, so Stop either sees this
+	// child or keeps it from starting.
+	c.stopMu.Lock()
+	if c.stopping {
+		c.stopMu.Unlock()
+		out.Close()
+		return errStopping
+	}
+	err = startChild(cmd)
+	if err == nil {
+		p.mu.Lock()
+		p.cmd, p.exited, p.exitErr, p.requested, p.started = cmd, make(chan struct{}), nil, false, time.Now()
+		p.mu.Unlock()
+	}
+	c.stopMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("cluster: start %s: %w", p.Name, err)
 	}
 	p.mu.Lock()
-	p.cmd, p.exited, p.exitErr, p.requested = cmd, make(chan struct{}), nil, false
 	exited := p.exited
 	p.mu.Unlock()
 	c.wg.Add(1)
@@ -290,8 +350,87 @@ func (c *Cluster) launch(p *Proc) error {
 		if c.o.OnExit != nil {
 			c.o.OnExit(Exit{Name: p.Name, Err: err, Requested: requested})
 		}
+		if c.o.Supervise && !requested {
+			c.restartLater(p, err)
+		}
 	}()
 	return nil
+}
+
+// restartLater starts p again after its backoff, unless Stop begins
+// first; a start that fails is tried again after a longer one. Called by
+// the goroutine that saw p exit on its own.
+func (c *Cluster) restartLater(p *Proc, exitErr error) {
+	p.mu.Lock()
+	if p.backoff == 0 || time.Since(p.started) >= c.o.StableAfter {
+		p.backoff = c.o.RestartBackoff // a first failure, or one after a long good run
+	} else {
+		p.backoff = min(2*p.backoff, c.o.RestartBackoffMax)
+	}
+	delay := p.backoff
+	p.mu.Unlock()
+	c.o.Logger.Warn("a cluster process exited on its own; restarting it", "name", p.Name, "err", exitErr, "in", delay)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for {
+			select {
+			case <-c.stopped:
+				return
+			case <-time.After(delay):
+			}
+			p.mu.Lock()
+			p.restarts++
+			n := p.restarts
+			p.mu.Unlock()
+			err := c.launch(p)
+			if errors.Is(err, errStopping) {
+				return
+			}
+			if err != nil {
+				p.mu.Lock()
+				p.backoff = min(2*p.backoff, c.o.RestartBackoffMax)
+				delay = p.backoff
+				p.mu.Unlock()
+				c.o.Logger.Error("could not restart a cluster process; trying again", "name", p.Name, "err", err, "in", delay)
+				continue
+			}
+			c.o.Logger.Info("restarted a cluster process", "name", p.Name, "restarts", n)
+			if c.o.OnRestart != nil {
+				c.o.OnRestart(p.Name, n, false)
+			}
+			c.watchHealthy(p, n)
+			return
+		}
+	}()
+}
+
+// watchHealthy reports when a restarted p answers /health again. If p
+// exits first, its waiter has already scheduled the next restart.
+func (c *Cluster) watchHealthy(p *Proc, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	client := &http.Client{Timeout: healthRequestTimeout}
+	if err := WaitHealthy(ctx, client, p.URL, exited); err != nil {
+		if !errors.Is(err, ErrExited) && ctx.Err() != nil && context.Cause(ctx) != context.Canceled {
+			c.o.Logger.Warn("a restarted cluster process is not healthy yet", "name", p.Name, "err", err)
+		}
+		return
+	}
+	c.o.Logger.Info("a restarted cluster process is healthy", "name", p.Name, "restarts", n)
+	if c.o.OnRestart != nil {
+		c.o.OnRestart(p.Name, n, true)
+	}
 }
 
 // lineMax is the longest child output line copied to Output.
@@ -449,17 +588,45 @@ func (c *Cluster) find(name string) *Proc {
 	return nil
 }
 
-// Stop sends SIGTERM to the router, then to the workers, waits up to
-// StopTimeout for each, and SIGKILLs what is left. It waits for every
-// output copier.
+// Stop ends the cluster in two waves: SIGTERM to the routers, which stop
+// taking requests and finish the streams they carry, then to every
+// worker at once; each process gets up to StopTimeout after its SIGTERM,
+// then SIGKILL. Restarts by supervision end first. Stop waits for every
+// output copier; calling it again does nothing more.
 func (c *Cluster) Stop() {
-	order := make([]*Proc, 0, len(c.procs))
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		order = append(order, c.procs[i])
+	c.stopMu.Lock()
+	if !c.stopping {
+		c.stopping = true
+		close(c.stopped)
 	}
-	for _, p := range order {
+	c.stopMu.Unlock()
+	var routers, workers []*Proc
+	for _, p := range c.procs {
+		if p.Role == "router" {
+			routers = append(routers, p)
+		} else {
+			workers = append(workers, p)
+		}
+	}
+	c.stopAll(routers)
+	c.stopAll(workers)
+	c.wg.Wait()
+	if c.region != nil {
+		_ = c.region.Close()
+		c.region = nil
+	}
+}
+
+// stopAll sends SIGTERM to every running process of ps, then waits for
+// each up to StopTimeout and SIGKILLs what is left.
+func (c *Cluster) stopAll(ps []*Proc) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
 		p.mu.Lock()
 		cmd, exited := p.cmd, p.exited
+		if cmd != nil {
+			p.requested = true
+		}
 		p.mu.Unlock()
 		if cmd == nil {
 			continue
@@ -469,20 +636,15 @@ func (c *Cluster) Stop() {
 			continue
 		default:
 		}
-		p.mu.Lock()
-		p.requested = true
-		p.mu.Unlock()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(c.o.StopTimeout):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		wg.Go(func() {
+			select {
+			case <-exited:
+			case <-time.After(c.o.StopTimeout):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		})
 	}
-	c.wg.Wait()
-	if c.region != nil {
-		_ = c.region.Close()
-		c.region = nil
-	}
+	wg.Wait()
 }

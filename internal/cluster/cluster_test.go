@@ -30,11 +30,41 @@ const fakeEnv = "TANDEM_CLUSTER_TEST_FAKE_CHILD"
 // fakeFailEnv makes a fake child exit 4 at once.
 const fakeFailEnv = "TANDEM_CLUSTER_TEST_FAKE_FAIL"
 
+// fakeParentEnv makes the test binary start a cluster of fake children,
+// print their PIDs on stdout, one per line, then "ready", and wait to be
+// killed (TestParentDeathStopsChildren).
+const fakeParentEnv = "TANDEM_CLUSTER_TEST_FAKE_PARENT"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeParentEnv) != "" {
+		os.Exit(fakeParent())
+	}
 	if os.Getenv(fakeEnv) != "" {
 		os.Exit(fakeChild(os.Args[1:]))
 	}
 	os.Exit(m.Run())
+}
+
+func fakeParent() int {
+	os.Setenv(fakeEnv, "1")
+	os.Unsetenv(fakeParentEnv)
+	bin, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := Start(context.Background(), Options{Binary: bin, Model: "unused.gguf", Prefill: 1, Decode: 1, Supervise: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, p := range c.Procs() {
+		p.mu.Lock()
+		fmt.Println(p.cmd.Process.Pid)
+		p.mu.Unlock()
+	}
+	fmt.Println("ready")
+	select {}
 }
 
 // fakeChild stands in for `tandem prefill|decode|route`: it reads --host
@@ -398,5 +428,94 @@ func TestRouterPort(t *testing.T) {
 	}
 	if exits != 0 {
 		t.Errorf("%d processes started and exited; want none started", exits)
+	}
+}
+
+// TestSuperviseRestarts: with Supervise a child that exits on its own is
+// started again on the same address after its backoff, reported through
+// OnRestart (started, then healthy) and counted; a second quick exit
+// doubles the backoff; Stop ends supervision, and a child that Stop ends
+// is not restarted.
+func TestSuperviseRestarts(t *testing.T) {
+	type ev struct {
+		name    string
+		n       int
+		healthy bool
+	}
+	evs := make(chan ev, 16)
+	c := startFake(t, Options{Supervise: true, RestartBackoff: 20 * time.Millisecond,
+		OnRestart: func(name string, n int, healthy bool) { evs <- ev{name, n, healthy} }})
+	var dec *Proc
+	for _, p := range c.Procs() {
+		if p.Name == "decode-0" {
+			dec = p
+		}
+	}
+	next := func() ev {
+		t.Helper()
+		select {
+		case e := <-evs:
+			return e
+		case <-time.After(time.Minute):
+			t.Fatal("no restart reported within a minute")
+			return ev{}
+		}
+	}
+	for round := 1; round <= 2; round++ {
+		if resp, err := http.Get(dec.URL + "/exit"); err == nil {
+			resp.Body.Close()
+		}
+		if e := next(); e != (ev{"decode-0", round, false}) {
+			t.Fatalf("round %d: first report %+v, want decode-0 restart %d started", round, e, round)
+		}
+		if e := next(); e != (ev{"decode-0", round, true}) {
+			t.Fatalf("round %d: second report %+v, want decode-0 restart %d healthy", round, e, round)
+		}
+		resp, err := http.Get(dec.URL + "/health")
+		if err != nil {
+			t.Fatalf("round %d: the restarted child does not answer on its address: %v", round, err)
+		}
+		resp.Body.Close()
+	}
+	if n := dec.Restarts(); n != 2 {
+		t.Errorf("Restarts() = %d, want 2", n)
+	}
+	dec.mu.Lock()
+	backoff := dec.backoff
+	dec.mu.Unlock()
+	if backoff != 40*time.Millisecond {
+		t.Errorf("backoff after two quick exits = %v, want it doubled to 40ms", backoff)
+	}
+	c.Stop()
+	select {
+	case e := <-evs:
+		t.Errorf("a restart after Stop: %+v", e)
+	case <-time.After(200 * time.Millisecond): // ten backoffs: a restart would have come
+	}
+	for _, p := range c.Procs() {
+		select {
+		case <-p.exited:
+		default:
+			t.Errorf("%s still running after Stop", p.Name)
+		}
+	}
+}
+
+// TestChildrenHaveOwnProcessGroup: a Ctrl-C in the terminal (SIGINT to
+// the foreground process group) must reach only the parent, which stops
+// the children in order: each child leads a process group of its own.
+func TestChildrenHaveOwnProcessGroup(t *testing.T) {
+	c := startFake(t, Options{})
+	for _, p := range c.Procs() {
+		p.mu.Lock()
+		pid := p.cmd.Process.Pid
+		p.mu.Unlock()
+		pgid, err := syscall.Getpgid(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pgid != pid || pgid == syscall.Getpgrp() {
+			t.Errorf("%s (pid %d) is in process group %d, want its own", p.Name, pid, pgid)
+		}
 	}
 }

@@ -37,7 +37,8 @@
 // Invariants: every request has its own timeout; a response the client cannot
 // make sense of (bad status, malformed event, JSON that does not parse, a
 // stream that stops early) counts as a failed request of a named kind and
-// never panics; SSE lines are capped at MaxLineBytes and non-streaming bodies
+// never panics; SSE events are capped at MaxEventBytes (read with
+// internal/router/answer's reader, the router's own) and non-streaming bodies
 // at MaxBodyBytes, so a hostile server cannot make the client allocate without
 // bound. Cancelling ctx stops the workers, aborts requests in flight (counted
 // as canceled, not failed) and Run still returns the report of what

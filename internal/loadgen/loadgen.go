@@ -18,8 +18,9 @@ import (
 
 // Limits on what a server may make the client hold.
 const (
-	// MaxLineBytes caps one line of an event stream.
-	MaxLineBytes = 1 << 20
+	// MaxEventBytes caps one event of an event stream (its lines, with
+	// their line breaks).
+	MaxEventBytes = 1 << 20
 	// MaxBodyBytes caps a non-streaming response body and a /v1/models reply.
 	MaxBodyBytes = 16 << 20
 	// maxErrorBody caps how much of an error response is read for its message.

@@ -247,7 +247,7 @@ func TestInterTokenLatencies(t *testing.T) {
 }
 
 func TestRunFailures(t *testing.T) {
-	long := `{"choices":[{"text":"` + strings.Repeat("x", MaxLineBytes) + `"}]}`
+	long := `{"choices":[{"text":"` + strings.Repeat("x", MaxEventBytes) + `"}]}`
 	tests := []struct {
 		name    string
 		handler http.HandlerFunc
@@ -275,7 +275,7 @@ func TestRunFailures(t *testing.T) {
 		{"wrong json type", func(w http.ResponseWriter, _ *http.Request) {
 			writeSSE(w, `{"choices":"nope"}`, doneEvent)
 		}, kindBadResponse, "parse event"},
-		{"line too long", func(w http.ResponseWriter, _ *http.Request) {
+		{"event too long", func(w http.ResponseWriter, _ *http.Request) {
 			writeSSE(w, long, doneEvent)
 		}, kindBadResponse, "too long"},
 		{"error inside stream", func(w http.ResponseWriter, _ *http.Request) {

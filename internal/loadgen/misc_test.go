@@ -1,8 +1,12 @@
 package loadgen
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestClip(t *testing.T) {
@@ -30,7 +34,31 @@ func TestIsTerminalPipe(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if isTerminal(w.Fd()) {
+	if isTerminal(w) {
 		t.Errorf("isTerminal(pipe) = true, want false")
+	}
+	if isTerminal(&bytes.Buffer{}) {
+		t.Errorf("isTerminal(buffer) = true, want false")
+	}
+}
+
+// TestStreamLastEventWithoutBlankLine: a server that closes right after
+// its last data line, before the blank line that ends the event, still has
+// that event read ([DONE] here); a stream cut inside a line is truncated,
+// and comments and other fields are skipped.
+func TestStreamLastEventWithoutBlankLine(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, body, kind string
+	}{
+		{"done without a blank line", ": ping\n\ndata: " + textChunk("a") + "\n\nevent: x\ndata: " + finishChunk + "\n\ndata: [DONE]\n", ""},
+		{"done with crlf and no blank line", "data: " + textChunk("a") + "\r\n\r\ndata: [DONE]\r\n", ""},
+		{"cut inside the done line", "data: " + textChunk("a") + "\n\ndata: [DO", kindTruncated},
+		{"cut inside a chunk", "data: " + textChunk("a") + "\n\ndata: {\"choi", kindTruncated},
+	} {
+		r := readStream(ctx, ctx, strings.NewReader(tc.body), time.Now(), 4)
+		if r.kind != tc.kind || (tc.kind == "" && r.outputTokens != 1) {
+			t.Errorf("%s: kind %q (%s), %d output tokens; want kind %q", tc.name, r.kind, r.msg, r.outputTokens, tc.kind)
+		}
 	}
 }

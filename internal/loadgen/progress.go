@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // barInterval is how often the progress bar is redrawn on a terminal.
@@ -18,10 +20,7 @@ func startProgress(w io.Writer, o Options, t *tally, start time.Time) (stop func
 	if w == nil {
 		return func() {}
 	}
-	bar := false
-	if f, ok := w.(interface{ Fd() uintptr }); ok {
-		bar = isTerminal(f.Fd())
-	}
+	bar := isTerminal(w)
 	interval := o.ProgressInterval
 	if bar {
 		interval = barInterval
@@ -73,4 +72,10 @@ func progressLine(o Options, t *tally, start time.Time, bar bool) string {
 	s := "[" + strings.Repeat("#", fill) + strings.Repeat(".", width-fill) + "]"
 	// Trailing spaces wipe what a longer previous line left behind.
 	return fmt.Sprintf("%s %d/%d  ok %d  failed %d  %.2f req/s  %.1f s   ", s, n, o.Requests, ok, failed, rate, elapsed)
+}
+
+// isTerminal reports whether w is a file that is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
 }

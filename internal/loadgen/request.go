@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"tandem/internal/router/answer"
 )
 
 // Error kinds a failed request is counted under (besides "http_<status>").
@@ -168,7 +170,11 @@ func failure(ctx, rctx context.Context, kind string, err error) result {
 
 // readStream reads an SSE completion stream.
 func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxTokens int) result {
-	sr := newSSEReader(body, MaxLineBytes)
+	// A server that closes right after its last event's data line, without
+	// the blank line that ends the event, still has that event read: one
+	// more line break after the body ends it (a stream cut inside a line
+	// stays truncated).
+	sr := answer.NewReader(io.MultiReader(body, strings.NewReader("\n")), MaxEventBytes)
 	var (
 		times       []time.Time // arrivals of chunks with text
 		firstChoice time.Time   // arrival of the first chunk with a choice
@@ -177,12 +183,12 @@ func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxT
 		finished    bool
 	)
 	for !done {
-		data, err := sr.next()
+		ev, err := sr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errLineTooLong) {
+			if errors.Is(err, answer.ErrEventTooLong) {
 				return result{kind: kindBadResponse, msg: err.Error()}
 			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -190,6 +196,10 @@ func readStream(ctx, rctx context.Context, body io.Reader, start time.Time, maxT
 			}
 			return failure(ctx, rctx, kindRead, fmt.Errorf("read event stream: %w", err))
 		}
+		if !ev.HasData {
+			continue // comments (keep-alives) and events without data
+		}
+		data := ev.Data
 		if string(bytes.TrimSpace(data)) == "[DONE]" {
 			done = true
 			break

@@ -12,6 +12,8 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/router/answer"
+	"tandem/internal/router/pool"
 )
 
 // Selective disaggregation: the router decides per request whether its
@@ -37,8 +39,7 @@ import (
 //     have (about 4 for English);
 //   - in between, the router asks a decode worker's POST /tokenize (one
 //     loopback round trip and a tokenization) and uses the exact count. If
-//     that fails, the request is disaggregated (reason count_failed), as
-//     every request was before.
+//     that fails, the request is disaggregated (reason count_failed).
 //
 // The whole prompt counts as uncached: the router does not know which
 // prefixes the decode worker's prefix cache holds.
@@ -58,14 +59,15 @@ import (
 // ms per prefill token): a prefill worker feeds ~430 tokens/s in full
 // 512-token chunks; a decode worker with 5 sequences decoding has ~130 of
 // a 150 ms target left per step, ~60 tokens, ~400 tokens/s. So PDSpill 1.1
-// would be break-even for the long prompt; the default, 2, spills only
-// when the local prefill would finish in about half the time, because
-// while a decode worker prefills a long prompt its steps last the whole
-// target (150 ms instead of ~20), which its short prompts' TTFT and every
-// decode gap pay. Spilled prompts count on the decode worker's queue, so
-// a second spill needs the prefill queue to be further behind. Only
-// prompts decided long_prompt spill: not count_failed or threshold_off
-// ones.
+// would be break-even for the long prompt; 2 spills only when the local
+// prefill would finish in about half the time, because while a decode
+// worker prefills a long prompt its steps last the whole target (150 ms
+// instead of ~20), which its short prompts' TTFT and every decode gap pay.
+// Measured, even 2 costs short prompts more than it gains: the default is
+// 0, never (DefaultPDSpill). Spilled prompts count on the decode worker's
+// queue, so a second spill needs the prefill queue to be further behind.
+// Only prompts decided long_prompt spill: not count_failed or
+// threshold_off ones.
 
 // Paths and reasons: the labels of tandem_router_pd_decisions_total and the
 // decision in /debug/rooms.
@@ -150,11 +152,11 @@ func (d decision) work() int {
 // spill decides whether a long prompt runs as a local leg on a decode
 // worker because the prefill workers are behind (see the comment at the
 // top): it returns the decision to send it with and true, or false.
-func (rt *Router) spill(d decision, exclude []*worker) (decision, bool) {
+func (rt *Router) spill(d decision, exclude []*pool.Worker) (decision, bool) {
 	if rt.o.PDSpill <= 0 || rt.o.PDThreshold <= 0 || d.reason != reasonLongPrompt {
 		return d, false
 	}
-	qp, qd, ok := rt.pool.leastQueued(exclude)
+	qp, qd, ok := rt.workers.LeastQueued(exclude)
 	if !ok {
 		return d, false
 	}
@@ -164,35 +166,6 @@ func (rt *Router) spill(d decision, exclude []*worker) (decision, bool) {
 		return d, false
 	}
 	return d.withPath(pathLocal, reasonPrefillBusy), true
-}
-
-// leastQueued returns the fewest queued prefill tokens on a pickable
-// prefill worker and on a pickable decode worker (healthy, not in exclude,
-// breaker letting legs through), and false when a role has no such worker
-// or one of them does not report its queue.
-func (p *pool) leastQueued(exclude []*worker) (prefill, decode int, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	least := func(role Role) (int, bool) {
-		best, found := 0, false
-		for _, w := range p.byRo[role] {
-			if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
-				continue
-			}
-			n, ok := w.queuedTokens()
-			if !ok {
-				return 0, false
-			}
-			if !found || n < best {
-				best, found = n, true
-			}
-		}
-		return best, found
-	}
-	prefill, okp := least(RolePrefill)
-	decode, okd := least(RoleDecode)
-	return prefill, decode, okp && okd
 }
 
 // withPath returns d sent another way for another reason (a fallback).
@@ -268,20 +241,21 @@ func (rt *Router) decide(ctx context.Context, req *clientRequest) decision {
 
 // promptBound returns an upper bound on req's prompt tokens, whether it is
 // exact (token ids), and false when the prompt is not one the router can
-// read (the worker will refuse it; it is disaggregated as before).
+// read (the worker will refuse it; it is disaggregated, reason
+// count_failed).
 func promptBound(req *clientRequest) (n int, exact, ok bool) {
 	if req.ep.chat {
-		msgs, ok := req.obj.get("messages")
+		msgs, ok := req.obj.Get("messages")
 		if !ok {
 			return 0, false, false
 		}
 		n = len(msgs) + chatTemplateMargin
-		if tools, ok := req.obj.get("tools"); ok {
+		if tools, ok := req.obj.Get("tools"); ok {
 			n += len(tools)
 		}
 		return n, false, true
 	}
-	raw, ok := req.obj.get("prompt")
+	raw, ok := req.obj.Get("prompt")
 	if !ok {
 		return 0, false, false
 	}
@@ -306,16 +280,16 @@ func promptBound(req *clientRequest) (n int, exact, ok bool) {
 // tokenizeBody returns the /tokenize body that counts req's prompt as the
 // worker's generation endpoint renders it.
 func tokenizeBody(req *clientRequest) ([]byte, error) {
-	o := object{}
+	o := answer.Object{}
 	if req.ep.chat {
 		for _, k := range []string{"messages", "tools", "chat_template_kwargs", "add_generation_prompt"} {
-			if v, ok := req.obj.get(k); ok {
-				o = o.set(k, v)
+			if v, ok := req.obj.Get(k); ok {
+				o = o.Set(k, v)
 			}
 		}
-		return o.marshal(), nil
+		return o.Marshal(), nil
 	}
-	raw, _ := req.obj.get("prompt")
+	raw, _ := req.obj.Get("prompt")
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		var one []string
@@ -324,7 +298,7 @@ func tokenizeBody(req *clientRequest) ([]byte, error) {
 		}
 		s = one[0]
 	}
-	return o.set("prompt", quote(s)).marshal(), nil
+	return o.Set("prompt", answer.Quote(s)).Marshal(), nil
 }
 
 // countTokens asks a healthy decode worker's /tokenize for the number of
@@ -334,36 +308,36 @@ func (rt *Router) countTokens(ctx context.Context, req *clientRequest) (int, err
 	if err != nil {
 		return 0, err
 	}
-	wk, err := rt.pool.pick(RoleDecode, nil, nil)
+	wk, err := rt.workers.Pick(pool.Decode, nil, nil, 0)
 	if err != nil {
 		return 0, err
 	}
-	defer rt.pool.release(wk)
+	defer rt.workers.Release(wk)
 	ctx, cancel := context.WithTimeout(ctx, countTimeout)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.url+"/tokenize", bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL()+"/tokenize", bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("count tokens: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := rt.tokenizerClient().Do(hr)
 	if err != nil {
-		return 0, fmt.Errorf("count tokens on %s: %w", wk.url, err)
+		return 0, fmt.Errorf("count tokens on %s: %w", wk.URL(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		api := readWorkerError(resp)
-		return 0, fmt.Errorf("count tokens on %s: status %d: %s", wk.url, resp.StatusCode, api.Message)
+		return 0, fmt.Errorf("count tokens on %s: status %d: %s", wk.URL(), resp.StatusCode, api.Message)
 	}
 	var doc struct {
 		Count *int `json:"count"`
 	}
 	b, err := httpx.ReadAllMax(resp.Body, countBodyBytesMax)
 	if err != nil {
-		return 0, fmt.Errorf("count tokens on %s: %w", wk.url, err)
+		return 0, fmt.Errorf("count tokens on %s: %w", wk.URL(), err)
 	}
 	if err := json.Unmarshal(b, &doc); err != nil || doc.Count == nil || *doc.Count < 0 {
-		return 0, fmt.Errorf("count tokens on %s: the answer has no count (%v)", wk.url, err)
+		return 0, fmt.Errorf("count tokens on %s: the answer has no count (%v)", wk.URL(), err)
 	}
 	return *doc.Count, nil
 }

@@ -1,9 +1,6 @@
 package router
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestPromptBound: the byte bound of each prompt shape the router reads,
 // exact for token ids, and false for prompts it cannot read.
@@ -55,45 +52,6 @@ func TestTokenizeBody(t *testing.T) {
 		if err != nil || string(b) != tc.want {
 			t.Errorf("tokenizeBody(%s) = %s, %v; want %s", tc.body, b, err, tc.want)
 		}
-	}
-}
-
-// TestLeastQueued: the spill weighs the least-queued pickable worker of
-// each role: excluded, unhealthy and open-breaker workers do not count, a
-// pickable worker that reports no queue makes the comparison impossible,
-// and so does a role with no pickable worker.
-func TestLeastQueued(t *testing.T) {
-	p := prefillPool(t, "http://a", "http://b")
-	a, b := p.byRo[RolePrefill][0], p.byRo[RolePrefill][1]
-	d := p.byRo[RoleDecode][0]
-	d.healthy = true
-	a.haveStatus, a.status = true, WorkerStatus{PrefillQueueTokens: intp(3000)}
-	b.haveStatus, b.status = true, WorkerStatus{PrefillQueueTokens: intp(1000)}
-	d.haveStatus, d.status = true, WorkerStatus{PrefillQueueTokens: intp(40)}
-	d.sentTokens = 60 // a local leg sent since its report
-	if qp, qd, ok := p.leastQueued(nil); !ok || qp != 1000 || qd != 100 {
-		t.Errorf("leastQueued = %d, %d, %v; want 1000 (b), 100 (40 reported + 60 sent), true", qp, qd, ok)
-	}
-	if qp, _, ok := p.leastQueued([]*worker{b}); !ok || qp != 3000 {
-		t.Errorf("with b excluded: %d, %v; want 3000 (a)", qp, ok)
-	}
-	b.healthy = false
-	if qp, _, _ := p.leastQueued(nil); qp != 3000 {
-		t.Errorf("with b out: %d, want 3000 (a)", qp)
-	}
-	b.healthy = true
-	b.br.state, b.br.openedAt = breakerOpen, time.Now()
-	if qp, _, _ := p.leastQueued(nil); qp != 3000 {
-		t.Errorf("with b's breaker open: %d, want 3000 (a)", qp)
-	}
-	b.br.state = breakerClosed
-	b.status.PrefillQueueTokens = nil // an older worker
-	if _, _, ok := p.leastQueued(nil); ok {
-		t.Error("a prefill worker without a reported queue: want no comparison")
-	}
-	b.status.PrefillQueueTokens = intp(1000)
-	if _, _, ok := p.leastQueued([]*worker{d}); ok {
-		t.Error("no decode worker pickable: want no comparison")
 	}
 }
 

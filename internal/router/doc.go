@@ -1,9 +1,12 @@
 // Package router is Tandem's PD router: the OpenAI front door of a
 // disaggregated cluster. It takes POST /v1/completions and
-// /v1/chat/completions (streaming or not, the same endpoints and answers as
-// `tandem serve`), sends each sample to a prefill worker and a decode worker
-// at once under a fresh room id, and streams the decode worker's answer
-// back.
+// /v1/chat/completions, streaming or not, sends each sample to a prefill
+// worker and a decode worker at once under a fresh room id, and streams the
+// decode worker's answer back. Its endpoints and answers are `tandem
+// serve`'s but for one thing, a failure in the middle of a stream: serve
+// sends the error as a data event and then data: [DONE]; the router sends
+// one error event of its own, naming the failed leg, and no [DONE] (see
+// Invariants).
 //
 // # Place in the data flow
 //
@@ -17,6 +20,10 @@
 // it since that report, ties round-robin. Both legs carry X-Tandem-Room,
 // X-Tandem-Request-Id and X-Tandem-Leg; the decode leg also carries
 // X-Tandem-Prefill, the prefill worker's transfer address from GET /pd/info.
+// With Options.LegKeys (from the cluster token) every leg is signed:
+// X-Tandem-Expires and X-Tandem-Signature, an HMAC over the method, path,
+// those headers and the body (package leg), which workers check before
+// any work.
 // The prefill leg's body is the client's with stream false, max_tokens 1
 // (and max_completion_tokens 1 for chat, or when given) and no
 // stream_options; the decode leg's body is the client's, unchanged. With
@@ -56,13 +63,16 @@
 //
 // # Health, metrics, debugging
 //
-// Run polls GET /health (and /pd/status, and /pd/info until known) on every
-// worker each HealthInterval; two consecutive failures take a worker out,
-// one success puts it back, a worker that reports the other role stays out.
-// Between rounds each worker's circuit breaker (breaker.go) watches its
-// legs: BreakerFailures consecutive failed legs (or half of the last 20)
-// open it and the worker gets no legs; after BreakerCooldown one probe leg
-// goes through, and its success closes the breaker.
+// The workers, their health and their circuit breakers are package pool's
+// (internal/router/pool). Run has it poll GET /health (and /pd/status, and
+// /pd/info until known) on every worker each HealthInterval; two
+// consecutive failures take a worker out, one success puts it back, a
+// worker that reports the other role stays out. Between rounds each
+// worker's circuit breaker watches its legs, as the router reports how
+// each ended (legOutcome): BreakerFailures consecutive failed legs (or half
+// of the last 20) open it and the worker gets no legs; after
+// BreakerCooldown one probe leg goes through, and its success closes the
+// breaker.
 //
 // # Front door
 //
@@ -103,5 +113,6 @@
 // legs); least-loaded picks and burst spreading; n > 1 merging; retries;
 // the API key, CORS, request ids and slow bodies;
 // /debug/cluster fan-out; metrics.
-// The SSE reader and JSON member editor are fuzzed.
+// The SSE reader, the JSON member editor and the splices and merges of
+// answers are package answer's, with their own tests and fuzzers.
 package router

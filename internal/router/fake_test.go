@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tandem/internal/router"
+	"tandem/internal/router/pool"
 )
 
 // legReq is one leg a fake worker received.
@@ -38,7 +39,7 @@ type fake struct {
 	healthy   atomic.Bool
 	infoOK    atomic.Bool
 	mu        sync.Mutex
-	status    router.WorkerStatus
+	status    pool.Status
 	rooms     string // /debug/rooms body; "" answers 404
 	gen       func(w http.ResponseWriter, r *http.Request, body []byte)
 	got       chan legReq  // every generation leg, in arrival order
@@ -54,7 +55,7 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 	f := &fake{t: t, role: role, gen: gen, got: make(chan legReq, 64), cancelled: make(chan string, 64)}
 	f.healthy.Store(true)
 	f.infoOK.Store(true)
-	f.status = router.WorkerStatus{Role: role}
+	f.status = pool.Status{Role: role}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if !f.healthy.Load() {
@@ -73,7 +74,7 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 			http.Error(w, "no info", http.StatusInternalServerError)
 			return
 		}
-		json.NewEncoder(w).Encode(router.WorkerInfo{Role: role, TransferAddr: f.transferAddr(), Model: "m"})
+		json.NewEncoder(w).Encode(pool.Info{Role: role, TransferAddr: f.transferAddr(), Model: "m"})
 	})
 	mux.HandleFunc("GET /debug/rooms", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/answer"
 )
 
 // serveGeneration answers one /v1/completions or /v1/chat/completions
@@ -59,7 +59,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		wg.Go(func() { rt.runSample(ctx, s) })
 	}
 	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
-		docs: make([]object, req.samples), usages: make([]*openai.Usage, req.samples), usageChunks: make([]object, req.samples)}
+		docs: make([]answer.Object, req.samples), usages: make([]*openai.Usage, req.samples), usageChunks: make([]answer.Object, req.samples)}
 	firstOut := make([]bool, req.samples) // a sample's first token reached the client
 	for remaining := req.samples; remaining > 0; {
 		select {
@@ -114,9 +114,9 @@ type clientWriter struct {
 	timeout     time.Duration
 	started     bool // the status line went out: errors must be events now
 	ttftSeen    bool
-	docs        []object        // several samples, not streamed
+	docs        []answer.Object // several samples, not streamed
 	usages      []*openai.Usage // several samples, streamed
-	usageChunks []object        // several samples, streamed
+	usageChunks []answer.Object // several samples, streamed
 }
 
 // start sends the status and headers of a stream.
@@ -187,7 +187,7 @@ func (cw *clientWriter) finish() error {
 		return nil
 	}
 	if !cw.req.stream {
-		b, err := mergeDocs(cw.docs, cw.req.mergedID, cw.req.n)
+		b, err := answer.MergeDocs(cw.docs, cw.req.mergedID, cw.req.n)
 		if err != nil {
 			cw.fail(&openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: codeUpstreamError,
 				Message: fmt.Sprintf("The decode workers' answers could not be merged: %v.", err)})
@@ -196,23 +196,14 @@ func (cw *clientWriter) finish() error {
 		return cw.whole("application/json", b)
 	}
 	cw.startStream()
-	if u := mergeUsage(cw.usages, cw.req.n); u != nil && cw.req.includeUsage {
-		var tpl object
-		for _, c := range cw.usageChunks {
-			if c != nil {
-				tpl = c
-				break
-			}
-		}
-		ub, err := json.Marshal(u)
-		if err == nil && tpl != nil {
-			chunk := tpl.set("id", quote(cw.req.mergedID)).set("usage", ub)
-			if err := cw.send(sseFrame(chunk.marshal())); err != nil {
+	if cw.req.includeUsage {
+		if b := answer.UsageChunk(cw.usageChunks, cw.usages, cw.req.mergedID, cw.req.n); b != nil {
+			if err := cw.send(b); err != nil {
 				return err
 			}
 		}
 	}
-	return cw.send(sseFrame([]byte(openai.StreamDone)))
+	return cw.send(answer.Frame([]byte(openai.StreamDone)))
 }
 
 // fail writes the request's one error: a JSON answer with e's status when
@@ -223,75 +214,6 @@ func (cw *clientWriter) fail(e *openai.Error) {
 		return
 	}
 	if cw.req.stream {
-		cw.send(sseFrame(e.MarshalBody()))
+		cw.send(answer.Frame(e.MarshalBody()))
 	}
-}
-
-// mergeDocs merges the samples' non-streamed answers, one choice each
-// (already re-indexed), into one under id: the first answer's other
-// members, all choices in sample order, and the usage summed as mergeUsage
-// does (n samples to a prompt).
-func mergeDocs(docs []object, id string, n int) ([]byte, error) {
-	var choices []json.RawMessage
-	usages := make([]*openai.Usage, len(docs))
-	for i, d := range docs {
-		raw, ok := d.get("choices")
-		if !ok {
-			return nil, fmt.Errorf("merge answers: sample %d has no choices", i)
-		}
-		items, err := parseArray(raw)
-		if err != nil {
-			return nil, fmt.Errorf("merge answers: sample %d: %w", i, err)
-		}
-		choices = append(choices, items...)
-		if raw, ok := d.get("usage"); ok {
-			var u openai.Usage
-			if err := json.Unmarshal(raw, &u); err != nil {
-				return nil, fmt.Errorf("merge answers: sample %d usage: %w", i, err)
-			}
-			usages[i] = &u
-		}
-	}
-	out := docs[0].set("id", quote(id)).set("choices", marshalArray(choices))
-	if u := mergeUsage(usages, n); u != nil {
-		ub, err := json.Marshal(u)
-		if err != nil {
-			return nil, fmt.Errorf("merge answers: %w", err)
-		}
-		out = out.set("usage", ub)
-	}
-	return append(out.marshal(), '\n'), nil
-}
-
-// mergeUsage sums the samples' usage as `tandem serve` reports a request's:
-// each prompt's tokens once (samples i*n .. i*n+n-1 share prompt i; its
-// first sample with usage counts), every sample's completion tokens; the
-// cached prompt tokens are the most any sample had. Nil when no sample
-// reported usage.
-func mergeUsage(us []*openai.Usage, n int) *openai.Usage {
-	var m *openai.Usage
-	counted := -1 // the last prompt whose tokens were counted
-	for i, u := range us {
-		if u == nil {
-			continue
-		}
-		if m == nil {
-			m = &openai.Usage{}
-		}
-		if p := i / n; p != counted {
-			counted = p
-			m.PromptTokens += u.PromptTokens
-		}
-		m.CompletionTokens += u.CompletionTokens
-		if u.PromptTokensDetails != nil {
-			if m.PromptTokensDetails == nil {
-				m.PromptTokensDetails = &openai.PromptTokensDetails{}
-			}
-			m.PromptTokensDetails.CachedTokens = max(m.PromptTokensDetails.CachedTokens, u.PromptTokensDetails.CachedTokens)
-		}
-	}
-	if m != nil {
-		m.TotalTokens = m.PromptTokens + m.CompletionTokens
-	}
-	return m
 }

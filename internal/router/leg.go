@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/answer"
+	"tandem/internal/router/pool"
 )
 
 // Headers the router sends on both legs (declared in package leg).
@@ -46,8 +49,8 @@ const drainTimeout = time.Second
 // legError is a failed leg: which leg and worker, what kind of failure,
 // and the worker's own error when it sent one.
 type legError struct {
-	leg       Role   // the worker's role
-	name      string // the leg's kind (apileg.KindLocal for a local leg); "" means leg's
+	leg       pool.Role // the worker's role
+	name      string    // the leg's kind (apileg.KindLocal for a local leg); "" means leg's
 	worker    string
 	kind      string        // one of the kind* labels
 	status    int           // the worker's HTTP status for kindStatus, else 0
@@ -163,9 +166,9 @@ const (
 // runs the leg calls close exactly once.
 type leg struct {
 	rt       *Router
-	w        *worker
-	role     Role   // the worker's
-	kind     string // the leg's: apileg.KindPrefill, KindDecode or KindLocal
+	w        *pool.Worker
+	role     pool.Role // the worker's
+	kind     string    // the leg's: apileg.KindPrefill, KindDecode or KindLocal
 	rec      *record
 	parent   context.Context // the sample's: ends when the sample no longer listens
 	ctx      context.Context // the leg's: parent, its timeout, its end
@@ -189,13 +192,13 @@ func (l *leg) readTiming(h http.Header) {
 	}
 	t, err := apileg.ParseTiming(v)
 	if err != nil {
-		l.rt.log.Debug("ignoring a worker's leg timing", "worker", l.w.url, "err", err)
+		l.rt.log.Debug("ignoring a worker's leg timing", "worker", l.w.URL(), "err", err)
 		return
 	}
 	l.timing = t
 }
 
-func (rt *Router) newLeg(parent context.Context, w *worker, role Role, rec *record) *leg {
+func (rt *Router) newLeg(parent context.Context, w *pool.Worker, role pool.Role, rec *record) *leg {
 	ctx, cancel := context.WithCancelCause(parent)
 	l := &leg{rt: rt, w: w, role: role, kind: string(role), rec: rec, parent: parent, ctx: ctx, cancel: cancel, start: time.Now()}
 	l.timer = time.AfterFunc(rt.o.LegTimeout, func() { cancel(errLegSilent) })
@@ -221,8 +224,8 @@ func (l *leg) close(err *legError) {
 		if err != nil {
 			why = err.Error()
 		}
-		l.rt.pool.done(l.w, legOutcome(err), why)
-		l.rt.met.legSeconds.WithLabelValues(l.w.url, string(l.role)).Observe(time.Since(l.start).Seconds())
+		l.rt.workers.Done(l.w, legOutcome(err), why)
+		l.rt.met.legSeconds.WithLabelValues(l.w.URL(), string(l.role)).Observe(time.Since(l.start).Seconds())
 		switch {
 		case err == nil:
 			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_ok", "")
@@ -239,7 +242,7 @@ func (l *leg) close(err *legError) {
 // other cancellation is not the worker's failure. Worker failures are
 // counted.
 func (l *leg) fail(kind string, status int, api *openai.Error, cause error) *legError {
-	e := &legError{leg: l.role, name: l.kind, worker: l.w.url, kind: kind, status: status, api: api, cause: cause}
+	e := &legError{leg: l.role, name: l.kind, worker: l.w.URL(), kind: kind, status: status, api: api, cause: cause}
 	if l.ctx.Err() != nil {
 		switch c := context.Cause(l.ctx); {
 		case errors.Is(c, errLegSilent):
@@ -253,7 +256,7 @@ func (l *leg) fail(kind string, status int, api *openai.Error, cause error) *leg
 			return e
 		}
 	}
-	l.rt.met.workerErrors.WithLabelValues(l.w.url, string(l.role), e.kind).Inc()
+	l.rt.met.workerErrors.WithLabelValues(l.w.URL(), string(l.role), e.kind).Inc()
 	return e
 }
 
@@ -269,7 +272,7 @@ func (l *leg) do(path string, body []byte, stream bool, hdr map[string]string) (
 		GetConn:      func(string) { l.sent.Store(false) },
 		WroteHeaders: func() { l.sent.Store(true) },
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.w.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.w.URL()+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, l.fail(kindUnreachable, 0, nil, fmt.Errorf("build request: %w", err))
 	}
@@ -283,7 +286,7 @@ func (l *leg) do(path string, body []byte, stream bool, hdr map[string]string) (
 		req.Header.Set(k, v)
 	}
 	l.rt.o.LegKeys.Sign(req.Header, req.Method, req.URL.Path, body)
-	l.rt.met.workerRequests.WithLabelValues(l.w.url, string(l.role)).Inc()
+	l.rt.met.workerRequests.WithLabelValues(l.w.URL(), string(l.role)).Inc()
 	resp, err := l.rt.legClient.Do(req)
 	if err != nil {
 		return nil, l.fail(kindUnreachable, 0, nil, err)
@@ -362,7 +365,7 @@ func apiErrorFromEvent(raw json.RawMessage) *openai.Error {
 // jsonString returns a JSON string's value, or the raw text of another
 // value ("" for null or nothing).
 func jsonString(raw json.RawMessage) string {
-	if len(raw) == 0 || isNull(raw) {
+	if len(raw) == 0 || answer.IsNull(raw) {
 		return ""
 	}
 	var s string
@@ -370,4 +373,49 @@ func jsonString(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
+}
+
+// legOutcome classifies a leg's end (nil: it succeeded) for its worker's
+// circuit breaker.
+func legOutcome(e *legError) pool.Outcome {
+	switch {
+	case e == nil:
+		return pool.Success
+	case e.cancelled:
+		return pool.Neutral
+	}
+	switch e.kind {
+	case kindUnreachable, kindStream:
+		return pool.Failure
+	case kindTimeout:
+		if errors.Is(e.cause, errRequestTimeout) {
+			return pool.Neutral // the whole request ran out, not this leg
+		}
+		return pool.Failure
+	case kindStatus, kindErrorEvent:
+		if e.status >= 400 && e.status < 500 {
+			return pool.Success
+		}
+		if transferFailure(e) {
+			return pool.Neutral
+		}
+		return pool.Failure
+	}
+	return pool.Failure
+}
+
+// transferPrefix starts the message of a worker's disaggregated transfer
+// failure (internal/pd/worker's legError): "disaggregated transfer
+// failed: REASON[: detail]".
+const transferPrefix = "disaggregated transfer failed: "
+
+// transferFailure reports whether the worker's error is a transfer
+// failure that may be its peer's fault: every reason but its own
+// shutdown or engine failure.
+func transferFailure(e *legError) bool {
+	if e.api == nil || !strings.HasPrefix(e.api.Message, transferPrefix) {
+		return false
+	}
+	reason, _, _ := strings.Cut(strings.TrimPrefix(e.api.Message, transferPrefix), ":")
+	return reason != "shutdown" && reason != "engine" && e.status != http.StatusServiceUnavailable
 }

@@ -3,16 +3,15 @@ package router
 import "time"
 
 // Limits on what the router holds or reads. Each has a rejection path: a
-// client body over its limit is a 413, a worker body over its limit fails
-// that leg, more concurrent requests than requestsMax get a 429.
+// client body over its limit (Options.MaxBodyBytes) is a 413, a worker body
+// over its limit fails that leg, more concurrent requests than
+// Options.MaxRequests get a 429.
 const (
 	// legBodyBytesMax bounds a worker's whole non-streamed answer (prefill's
 	// answer carries the prompt logprobs, so this is generous).
 	legBodyBytesMax = 128 << 20
 	// errorBodyBytesMax bounds a worker's error answer.
 	errorBodyBytesMax = 64 << 10
-	// probeBodyBytesMax bounds /health, /pd/status and /pd/info answers.
-	probeBodyBytesMax = 64 << 10
 	// modelsBodyBytesMax bounds a proxied /v1/models answer.
 	modelsBodyBytesMax = 1 << 20
 	// debugBodyBytesMax bounds one worker's /debug/rooms document.
@@ -24,8 +23,6 @@ const (
 	// attemptsMax is how many pairs one sample may be sent to: a retry is
 	// allowed only when nothing of the failed attempt reached the client.
 	attemptsMax = 3
-	// healthFailuresMax consecutive failed probes take a worker out.
-	healthFailuresMax = 2
 	// prefillGraceMax is how long a sample whose decode leg finished waits
 	// for its prefill leg's answer before cancelling it.
 	prefillGraceMax = 5 * time.Second

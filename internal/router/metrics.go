@@ -20,17 +20,13 @@ type metrics struct {
 	workerRequests *prometheus.CounterVec   // worker, role: legs sent
 	workerErrors   *prometheus.CounterVec   // worker, role, kind
 	legSeconds     *prometheus.HistogramVec // worker, role: leg start to end
-	workerInflight *prometheus.GaugeVec     // worker, role: the router's open legs
-	workerHealthy  *prometheus.GaugeVec     // worker, role: 1 in, 0 out
 	requests       *prometheus.CounterVec   // endpoint, status
 	ttft           *prometheus.HistogramVec // endpoint
 	e2e            *prometheus.HistogramVec // endpoint
 	retries        prometheus.Counter
 	pdDecisions    *prometheus.CounterVec   // path, reason: one per attempt
 	ttftPhase      *prometheus.HistogramVec // phase: the workers' parts of a disaggregated request's TTFT
-
-	breakerState       *prometheus.GaugeVec   // worker, role: 0 closed, 1 half open, 2 open
-	breakerTransitions *prometheus.CounterVec // worker, role, to
+	// The workers' inflight, healthy and breaker metrics are package pool's.
 }
 
 var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640}
@@ -54,14 +50,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:    "tandem_router_worker_leg_seconds",
 			Help:    "Time from sending a leg to the end of its answer, per worker.",
 			Buckets: latencyBuckets,
-		}, wl),
-		workerInflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tandem_router_worker_inflight",
-			Help: "Legs the router has open on each worker.",
-		}, wl),
-		workerHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tandem_router_worker_healthy",
-			Help: "1 when the worker passes its health checks and may be picked, else 0.",
 		}, wl),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_router_requests_total",
@@ -93,16 +81,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"decode's acknowledgement of the KV; first_decode: decode resuming to its first token sent).",
 		Buckets: phaseBuckets,
 	}, []string{"phase"})
-	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "tandem_router_worker_breaker_state",
-		Help: "Each worker's circuit breaker: 0 closed (picked), 1 half open (one probe leg out), 2 open (out after failed legs).",
-	}, wl)
-	m.breakerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tandem_router_worker_breaker_transitions_total",
-		Help: "Circuit breaker state changes per worker, by the state entered (open, half_open, closed).",
-	}, []string{"worker", "role", "to"})
-	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.workerInflight,
-		m.workerHealthy, m.requests, m.ttft, m.e2e, m.retries, m.pdDecisions, m.ttftPhase, m.breakerState, m.breakerTransitions} {
+	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.requests, m.ttft, m.e2e,
+		m.retries, m.pdDecisions, m.ttftPhase} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register router metrics: %w", err)
 		}

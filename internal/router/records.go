@@ -8,6 +8,7 @@ import (
 
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/router/pool"
 )
 
 // The router's request states.
@@ -26,7 +27,7 @@ type record struct {
 	start                     time.Time
 	state, reason             string
 	requestDeadline           time.Time
-	legDeadline               map[Role]time.Time // open legs only
+	legDeadline               map[pool.Role]time.Time // open legs only
 	bytes                     int64
 	history                   []debugdoc.Transition
 	dropped                   int      // history entries over historyMax
@@ -57,9 +58,9 @@ func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTi
 	now := rs.now()
 	r := &record{room: room, requestID: requestID, endpoint: endpoint, prefill: prefill, decode: decode,
 		start: now, state: stateDispatched, requestDeadline: requestDeadline, dec: dec,
-		legDeadline: map[Role]time.Time{RoleDecode: now.Add(legTimeout)}}
+		legDeadline: map[pool.Role]time.Time{pool.Decode: now.Add(legTimeout)}}
 	if prefill != "" {
-		r.legDeadline[RolePrefill] = now.Add(legTimeout)
+		r.legDeadline[pool.Prefill] = now.Add(legTimeout)
 	}
 	r.history = append(r.history, debugdoc.Transition{From: "", To: stateDispatched, Event: "dispatched"})
 	rs.mu.Lock()
@@ -86,7 +87,7 @@ func (rs *records) note(r *record, event, reason string) {
 }
 
 // legActive moves a leg's deadline (it made progress).
-func (rs *records) legActive(r *record, leg Role, deadline time.Time) {
+func (rs *records) legActive(r *record, leg pool.Role, deadline time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if _, open := r.legDeadline[leg]; open {
@@ -95,7 +96,7 @@ func (rs *records) legActive(r *record, leg Role, deadline time.Time) {
 }
 
 // legClosed marks a leg ended, with the event that ended it.
-func (rs *records) legClosed(r *record, leg Role, event, reason string) {
+func (rs *records) legClosed(r *record, leg pool.Role, event, reason string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	delete(r.legDeadline, leg)
@@ -167,8 +168,8 @@ func (rs *records) finish(r *record, ok bool, reason string) {
 
 // phaseLocked names the legs still open. Callers hold mu.
 func phaseLocked(r *record) string {
-	_, p := r.legDeadline[RolePrefill]
-	_, d := r.legDeadline[RoleDecode]
+	_, p := r.legDeadline[pool.Prefill]
+	_, d := r.legDeadline[pool.Decode]
 	switch {
 	case p && d:
 		return "prefill+decode"

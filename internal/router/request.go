@@ -10,6 +10,7 @@ import (
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/answer"
 )
 
 // endpoint is one generation endpoint the router fronts.
@@ -32,7 +33,7 @@ var (
 type clientRequest struct {
 	ep                 endpoint
 	body               []byte // exactly as the client sent it
-	obj                object
+	obj                answer.Object
 	n                  int               // choices per prompt
 	prompts            []json.RawMessage // a completions list of several prompts, each as the client wrote it; nil otherwise
 	samples            int               // max(1, len(prompts)) * n: one room each
@@ -50,32 +51,32 @@ type clientRequest struct {
 // id wrap gave the request. Errors are 400s in
 // OpenAI's shape naming the member.
 func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *openai.Error) {
-	obj, err := parseObject(body)
+	obj, err := answer.ParseObject(body)
 	if err != nil {
 		return nil, openai.Invalid("", openai.CodeInvalidJSON, "The request body must be one JSON object: %v.", err)
 	}
 	r := &clientRequest{ep: ep, body: body, obj: obj, n: 1, requestID: requestID,
 		mergedID: ep.idPrefix + randomHex(12)}
-	if raw, ok := obj.get("n"); ok {
+	if raw, ok := obj.Get("n"); ok {
 		n, ok := jsonInt(raw)
 		if !ok || n < 1 || n > openai.MaxN {
 			return nil, openai.Invalid("n", openai.CodeInvalidValue, "n must be an integer from 1 to %d, got %s.", openai.MaxN, httpx.Clip(string(raw), 40))
 		}
 		r.n = int(n)
 	}
-	if raw, ok := obj.get("seed"); ok {
+	if raw, ok := obj.Get("seed"); ok {
 		s, ok := jsonInt(raw)
 		if !ok {
 			return nil, openai.Invalid("seed", openai.CodeInvalidType, "seed must be an integer, got %s.", httpx.Clip(string(raw), 40))
 		}
 		r.seed = &s
 	}
-	if raw, ok := obj.get("stream"); ok {
+	if raw, ok := obj.Get("stream"); ok {
 		if err := json.Unmarshal(raw, &r.stream); err != nil {
 			return nil, openai.Invalid("stream", openai.CodeInvalidType, "stream must be a boolean, got %s.", httpx.Clip(string(raw), 40))
 		}
 	}
-	if raw, ok := obj.get("stream_options"); ok {
+	if raw, ok := obj.Get("stream_options"); ok {
 		var so struct {
 			IncludeUsage bool `json:"include_usage"`
 		}
@@ -103,20 +104,20 @@ func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *
 // is checked as a worker checks it, with the same 400s (openai's limits: at
 // most MaxPrompts prompts, MaxCompletionChoices prompts times n, one kind
 // of element): once split, no worker sees the whole list.
-func promptList(obj object, n int) ([]json.RawMessage, *openai.Error) {
-	raw, ok := obj.get("prompt")
+func promptList(obj answer.Object, n int) ([]json.RawMessage, *openai.Error) {
+	raw, ok := obj.Get("prompt")
 	if !ok {
 		return nil, nil
 	}
-	items, err := parseArray(raw)
+	items, err := answer.ParseArray(raw)
 	if err != nil || len(items) < 2 {
 		return nil, nil // one prompt, or not a list: the worker's to read and check
 	}
 	if s := bytes.TrimSpace(items[0]); len(s) == 0 || (s[0] != '"' && s[0] != '[') {
 		return nil, nil // an array of token ids: one prompt
 	}
-	check := object{{key: "prompt", val: raw}, {key: "n", val: json.RawMessage(strconv.Itoa(n))}}
-	if _, e := openai.DecodeCompletionRequest(check.marshal()); e != nil {
+	check := answer.Object{{Key: "prompt", Val: raw}, {Key: "n", Val: json.RawMessage(strconv.Itoa(n))}}
+	if _, e := openai.DecodeCompletionRequest(check.Marshal()); e != nil {
 		return nil, e
 	}
 	return items, nil
@@ -142,8 +143,8 @@ func jsonInt(raw json.RawMessage) (int64, bool) {
 // logprobs: any prompt_logprobs but null or false (0 asks for the prompt
 // tokens' own logprobs, as in vLLM), or (completions) echo together with
 // logprobs.
-func wantsPromptLogprobs(ep endpoint, obj object) bool {
-	if raw, ok := obj.get("prompt_logprobs"); ok {
+func wantsPromptLogprobs(ep endpoint, obj answer.Object) bool {
+	if raw, ok := obj.Get("prompt_logprobs"); ok {
 		s := string(bytes.TrimSpace(raw))
 		if s != "null" && s != "false" {
 			return true
@@ -155,15 +156,15 @@ func wantsPromptLogprobs(ep endpoint, obj object) bool {
 // wantsEchoLogprobs reports whether a completions request asks for echo
 // together with logprobs, so that the legacy logprobs block of the answer
 // starts with the prompt's tokens.
-func wantsEchoLogprobs(ep endpoint, obj object) bool {
+func wantsEchoLogprobs(ep endpoint, obj answer.Object) bool {
 	if ep.chat {
 		return false
 	}
-	echo, ok := obj.get("echo")
+	echo, ok := obj.Get("echo")
 	if !ok || string(bytes.TrimSpace(echo)) != "true" {
 		return false
 	}
-	lp, ok := obj.get("logprobs")
+	lp, ok := obj.Get("logprobs")
 	return ok && string(bytes.TrimSpace(lp)) != "false"
 }
 
@@ -174,11 +175,11 @@ func (r *clientRequest) promptOf(i int) int { return i / r.n }
 // promptObj returns the request with prompt p of a list as its only
 // prompt (the element's bytes as the client sent them), or the request
 // itself when its prompt is not a list of several.
-func (r *clientRequest) promptObj(p int) object {
+func (r *clientRequest) promptObj(p int) answer.Object {
 	if r.prompts == nil {
 		return r.obj
 	}
-	return r.obj.set("prompt", r.prompts[p])
+	return r.obj.Set("prompt", r.prompts[p])
 }
 
 // bodies returns sample i's decode and prefill bodies. With one sample the
@@ -191,17 +192,17 @@ func (r *clientRequest) bodies(i int) (decode, prefill []byte) {
 	o := r.promptObj(r.promptOf(i))
 	decode = r.body
 	if r.samples > 1 {
-		o = o.set("n", json.RawMessage("1"))
+		o = o.Set("n", json.RawMessage("1"))
 		if r.seed != nil {
-			o = o.set("seed", json.RawMessage(strconv.FormatInt(*r.seed+int64(i), 10)))
+			o = o.Set("seed", json.RawMessage(strconv.FormatInt(*r.seed+int64(i), 10)))
 		}
-		decode = o.marshal()
+		decode = o.Marshal()
 	}
-	p := o.set("stream", json.RawMessage("false")).set("max_tokens", json.RawMessage("1")).del("stream_options")
-	if _, given := o.get("max_completion_tokens"); given || r.ep.chat {
-		p = p.set("max_completion_tokens", json.RawMessage("1"))
+	p := o.Set("stream", json.RawMessage("false")).Set("max_tokens", json.RawMessage("1")).Del("stream_options")
+	if _, given := o.Get("max_completion_tokens"); given || r.ep.chat {
+		p = p.Set("max_completion_tokens", json.RawMessage("1"))
 	}
-	return decode, p.marshal()
+	return decode, p.Marshal()
 }
 
 // newRoomID mints a room id: 128 bits from crypto/rand as 32 lower-case

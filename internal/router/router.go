@@ -22,6 +22,8 @@ import (
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/router/answer"
+	"tandem/internal/router/pool"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -88,8 +90,8 @@ type Options struct {
 	// worker can be picked, a request runs locally whatever its length.
 	// Unlike the other fields, 0 is not replaced by a default: it
 	// disaggregates every request (and a failed prefill pick fails the
-	// request), as the router did before; `tandem route` defaults to
-	// DefaultPDThreshold. See disagg.go for how prompts are counted.
+	// request); `tandem route` defaults to DefaultPDThreshold. See
+	// disagg.go for how prompts are counted.
 	PDThreshold int
 	// PDSpill, when > 0 (and PDThreshold > 0), sends a long prompt as a
 	// local leg to a decode worker when the least-queued prefill worker's
@@ -109,7 +111,7 @@ type Router struct {
 	log         *slog.Logger
 	reg         *prometheus.Registry
 	met         *metrics
-	pool        *pool
+	workers     *pool.Pool
 	recs        *records
 	transport   *http.Transport
 	legClient   *http.Client
@@ -166,7 +168,12 @@ func New(o Options) (*Router, error) {
 		recs:        newRecords(o.FinishedRecords, time.Now),
 		front:       fr,
 	}
-	rt.pool = newPool(o.Logger, met, breakerConfig{threshold: o.BreakerFailures, cooldown: o.BreakerCooldown, now: time.Now}, prefill, decode)
+	rt.workers, err = pool.New(pool.Config{Prefill: prefill, Decode: decode, Logger: o.Logger, Registry: o.Registry,
+		Client: rt.probeClient, HealthTimeout: o.HealthTimeout, InfoTimeout: infoTimeout,
+		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now})
+	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
 	rt.handler = rt.routes()
 	return rt, nil
 }
@@ -296,7 +303,7 @@ func (rt *Router) Run(ctx context.Context) {
 // worker whose transfer address is unknown), each within HealthTimeout.
 // Two consecutive failures take a worker out; one success puts it back.
 func (rt *Router) CheckNow(ctx context.Context) {
-	rt.pool.check(ctx, rt.probeClient, rt.o.HealthTimeout)
+	rt.workers.Check(ctx)
 }
 
 // Close closes idle connections to the workers. Call it after the server
@@ -380,9 +387,9 @@ type roleCount struct {
 // enough: the reason says that prefill workers are missing), else 503 with
 // the reason.
 func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
-	doc := healthDoc{Status: "ok",
-		Prefill: roleCount{rt.pool.healthyCount(RolePrefill), len(rt.pool.byRo[RolePrefill])},
-		Decode:  roleCount{rt.pool.healthyCount(RoleDecode), len(rt.pool.byRo[RoleDecode])}}
+	doc := healthDoc{Status: "ok"}
+	doc.Prefill.Healthy, doc.Prefill.Configured = rt.workers.Count(pool.Prefill)
+	doc.Decode.Healthy, doc.Decode.Configured = rt.workers.Count(pool.Decode)
 	var missing []string
 	if doc.Prefill.Healthy == 0 {
 		missing = append(missing, "prefill")
@@ -408,32 +415,32 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 // serveModels proxies /v1/models (and /v1/models/{id}) to a healthy
 // decode worker.
 func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
-	d, err := rt.pool.pick(RoleDecode, nil, nil)
+	d, err := rt.workers.Pick(pool.Decode, nil, nil, 0)
 	if err != nil {
 		rt.log.Warn("no decode worker for /v1/models", "request", requestIDOf(r.Context()), "err", err)
-		httpx.WriteError(w, openai.Unavailable(publicError(err)))
+		httpx.WriteError(w, openai.Unavailable(pool.PublicError(err)))
 		return
 	}
-	defer rt.pool.release(d)
+	defer rt.workers.Release(d)
 	ctx, cancel := context.WithTimeout(r.Context(), modelsTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, d.url+r.URL.EscapedPath(), nil)
+	req, err := http.NewRequestWithContext(ctx, r.Method, d.URL()+r.URL.EscapedPath(), nil)
 	if err != nil {
 		httpx.WriteError(w, openai.Internal(err.Error()))
 		return
 	}
 	resp, err := rt.probeClient.Do(req)
 	if err != nil {
-		le := &legError{leg: RoleDecode, worker: d.url, kind: kindUnreachable, cause: err}
-		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
+		le := &legError{leg: pool.Decode, worker: d.URL(), kind: kindUnreachable, cause: err}
+		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.URL(), "err", le)
 		httpx.WriteError(w, le.clientError())
 		return
 	}
 	defer resp.Body.Close()
 	body, err := httpx.ReadAllMax(resp.Body, modelsBodyBytesMax)
 	if err != nil {
-		le := &legError{leg: RoleDecode, worker: d.url, kind: kindStream, cause: err}
-		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.url, "err", le)
+		le := &legError{leg: pool.Decode, worker: d.URL(), kind: kindStream, cause: err}
+		rt.log.Warn("models request failed", "request", requestIDOf(r.Context()), "worker", d.URL(), "err", le)
 		httpx.WriteError(w, le.clientError())
 		return
 	}
@@ -450,7 +457,7 @@ func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {
-	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.pool.debugWorkers()}
+	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.workers.Debug()}
 	for _, r := range doc.Rooms {
 		if !r.Terminal() {
 			doc.Live++
@@ -463,7 +470,7 @@ func (rt *Router) roomsDoc() debugdoc.Rooms {
 // GET /debug/rooms (fetched concurrently, the query passed on) as one
 // document. A worker that does not answer gets an entry with its error.
 func (rt *Router) serveCluster(w http.ResponseWriter, r *http.Request) {
-	ws := rt.pool.all()
+	ws := rt.workers.Workers()
 	docs := make([]json.RawMessage, len(ws)+1)
 	own, err := json.Marshal(rt.roomsDoc())
 	if err != nil {
@@ -492,13 +499,13 @@ func (rt *Router) serveCluster(w http.ResponseWriter, r *http.Request) {
 // fetchRooms returns one worker's /debug/rooms document with its URL as
 // "worker" (and its configured role, if it gave none), or a document
 // holding the error.
-func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json.RawMessage {
-	u := wk.url + "/debug/rooms"
+func (rt *Router) fetchRooms(ctx context.Context, wk *pool.Worker, query string) json.RawMessage {
+	u := wk.URL() + "/debug/rooms"
 	if query != "" {
 		u += "?" + query
 	}
 	errDoc := func(err error) json.RawMessage {
-		b, _ := json.Marshal(debugdoc.Rooms{Worker: wk.url, Role: string(wk.role), Error: err.Error(), Rooms: []debugdoc.Room{}})
+		b, _ := json.Marshal(debugdoc.Rooms{Worker: wk.URL(), Role: string(wk.Role()), Error: err.Error(), Rooms: []debugdoc.Room{}})
 		return b
 	}
 	ctx, cancel := context.WithTimeout(ctx, debugFetchTimeout)
@@ -519,17 +526,17 @@ func (rt *Router) fetchRooms(ctx context.Context, wk *worker, query string) json
 	if resp.StatusCode != http.StatusOK {
 		return errDoc(fmt.Errorf("get %s: status %d: %s", u, resp.StatusCode, httpx.Clip(string(body), 200)))
 	}
-	obj, err := parseObject(body)
+	obj, err := answer.ParseObject(body)
 	if err != nil {
 		return errDoc(fmt.Errorf("get %s: %w", u, err))
 	}
-	if _, ok := obj.get("worker"); !ok { // workers do not name themselves: the router knows them by URL
-		obj = append(object{{key: "worker", val: quote(wk.url)}}, obj.del("worker")...)
+	if _, ok := obj.Get("worker"); !ok { // workers do not name themselves: the router knows them by URL
+		obj = append(answer.Object{{Key: "worker", Val: answer.Quote(wk.URL())}}, obj.Del("worker")...)
 	}
-	if _, ok := obj.get("role"); !ok {
-		obj = obj.set("role", quote(string(wk.role)))
+	if _, ok := obj.Get("role"); !ok {
+		obj = obj.Set("role", answer.Quote(string(wk.Role())))
 	}
-	return obj.marshal()
+	return obj.Marshal()
 }
 
 // readBody reads a request body within MaxBodyBytes and BodyTimeout.

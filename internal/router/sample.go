@@ -15,6 +15,8 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/answer"
+	"tandem/internal/router/pool"
 )
 
 // reply is what a sample hands the client writer.
@@ -22,9 +24,9 @@ type reply struct {
 	sample      int
 	data        []byte        // bytes for the client: SSE events, or a whole one-sample answer
 	contentType string        // of a whole one-sample answer
-	doc         object        // several samples, not streamed: the sample's answer, choices re-indexed
+	doc         answer.Object // several samples, not streamed: the sample's answer, choices re-indexed
 	usage       *openai.Usage // several samples, streamed: the sample's usage chunk, if it sent one
-	usageChunk  object        // several samples, streamed: that chunk, as a template for the merged one
+	usageChunk  answer.Object // several samples, streamed: that chunk, as a template for the merged one
 	token       bool          // data carries a token (for TTFT)
 	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
@@ -62,7 +64,7 @@ type prefillResult struct {
 // decodeEvent is one step of a decode leg's answer: a streamed event, the
 // whole non-streamed body, or the leg's failure.
 type decodeEvent struct {
-	ev          sseEvent
+	ev          answer.Event
 	body        []byte
 	contentType string
 	end         bool // the answer is complete ([DONE], or the whole body)
@@ -71,11 +73,11 @@ type decodeEvent struct {
 
 // attemptResult is how one attempt of a sample ended.
 type attemptResult struct {
-	err        *openai.Error // nil: the sample was answered, or the request context ended
-	retry      bool          // nothing reached the client: another pair may be tried
-	pickFailed bool          // no pair could be picked
-	failed     []*worker     // workers not to pick on a retry: their leg failed
-	partner    []*worker     // workers to pick on a retry only if there is no other: their leg was cut short
+	err        *openai.Error  // nil: the sample was answered, or the request context ended
+	retry      bool           // nothing reached the client: another pair may be tried
+	pickFailed bool           // no pair could be picked
+	failed     []*pool.Worker // workers not to pick on a retry: their leg failed
+	partner    []*pool.Worker // workers to pick on a retry only if there is no other: their leg was cut short
 }
 
 // runSample runs sample s to its end, trying another pair (up to
@@ -84,7 +86,7 @@ type attemptResult struct {
 // sends exactly one error, or the sample's answer, to the writer (nothing
 // once ctx is done).
 func (rt *Router) runSample(ctx context.Context, s *sample) {
-	var exclude, avoid []*worker
+	var exclude, avoid []*pool.Worker
 	var last *openai.Error
 	for try := 1; ; try++ {
 		res := rt.attempt(ctx, s, exclude, avoid)
@@ -111,7 +113,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 // is local, or no prefill worker can be picked and selective
 // disaggregation is on, as one local leg to a decode worker) and follows
 // it to its end.
-func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*worker) attemptResult {
+func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool.Worker) attemptResult {
 	dec := s.dec
 	if dec.path == pathLocal {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
@@ -120,38 +122,38 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 	if spilled {
 		return rt.attemptLocal(ctx, s, dec, exclude, avoid)
 	}
-	p, err := rt.pool.pickFor(RolePrefill, exclude, avoid, dec.work())
+	p, err := rt.workers.Pick(pool.Prefill, exclude, avoid, dec.work())
 	if err != nil {
-		if errors.Is(err, errNoWorker) && rt.o.PDThreshold > 0 {
+		if errors.Is(err, pool.ErrNoWorker) && rt.o.PDThreshold > 0 {
 			rt.log.Info("no prefill worker can be picked; the sample runs on a decode worker alone",
 				"request", s.req.requestID, "sample", s.i, "err", err)
 			return rt.attemptLocal(ctx, s, dec.withPath(pathLocal, reasonNoPrefill), exclude, avoid)
 		}
 		return rt.pickFailed(s, err)
 	}
-	d, err := rt.pool.pick(RoleDecode, exclude, avoid)
+	d, err := rt.workers.Pick(pool.Decode, exclude, avoid, 0)
 	if err != nil {
-		rt.pool.release(p)
+		rt.workers.Release(p)
 		return rt.pickFailed(s, err)
 	}
-	addr, err := rt.prefillAddr(ctx, p)
+	addr, err := rt.workers.TransferAddr(ctx, p)
 	if err != nil {
-		rt.pool.done(p, outcomeFailure, err.Error())
-		rt.pool.release(d)
-		le := &legError{leg: RolePrefill, worker: p.url, kind: kindUnreachable, cause: err,
+		rt.workers.Done(p, pool.Failure, err.Error())
+		rt.workers.Release(d)
+		le := &legError{leg: pool.Prefill, worker: p.URL(), kind: kindUnreachable, cause: err,
 			public: "the prefill worker's transfer address could not be learned"}
 		rt.log.Warn("cannot learn a prefill worker's transfer address; trying another pair",
-			"request", s.req.requestID, "sample", s.i, "worker", p.url, "err", err)
-		rt.met.workerErrors.WithLabelValues(p.url, string(RolePrefill), kindUnreachable).Inc()
-		return attemptResult{err: le.clientError(), retry: true, failed: []*worker{p}, partner: []*worker{d}}
+			"request", s.req.requestID, "sample", s.i, "worker", p.URL(), "err", err)
+		rt.met.workerErrors.WithLabelValues(p.URL(), string(pool.Prefill), kindUnreachable).Inc()
+		return attemptResult{err: le.clientError(), retry: true, failed: []*pool.Worker{p}, partner: []*pool.Worker{d}}
 	}
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.url, d.url, rt.o.LegTimeout, deadline, dec)
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.URL(), d.URL(), rt.o.LegTimeout, deadline, dec)
 	sctx, scancel := context.WithCancelCause(ctx)
-	pl := rt.newLeg(sctx, p, RolePrefill, rec)
-	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	pl := rt.newLeg(sctx, p, pool.Prefill, rec)
+	dl := rt.newLeg(sctx, d, pool.Decode, rec)
 	pch := make(chan prefillResult, 1) // the prefill goroutine never blocks on it
 	dch := make(chan decodeEvent)      // unbuffered: decode waits while the sample holds its answer
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
@@ -181,8 +183,8 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 		}
 		rt.phases(rec, pl.timing, dt)
 	}
-	res := attemptResult{failed: []*worker{p}, partner: []*worker{d}}
-	if le != nil && le.leg == RoleDecode {
+	res := attemptResult{failed: []*pool.Worker{p}, partner: []*pool.Worker{d}}
+	if le != nil && le.leg == pool.Decode {
 		res.failed, res.partner = res.partner, res.failed
 	}
 	return rt.ended(ctx, s, rec, f, le, res)
@@ -192,17 +194,17 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*work
 // runs the whole request (its prefill included), and follows it to its
 // end. It fails, is retried and is cancelled as a decode leg is; the
 // client's prompt logprobs come in the worker's own answer.
-func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*worker) attemptResult {
-	d, err := rt.pool.pickFor(RoleDecode, exclude, avoid, dec.work())
+func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exclude, avoid []*pool.Worker) attemptResult {
+	d, err := rt.workers.Pick(pool.Decode, exclude, avoid, dec.work())
 	if err != nil {
 		return rt.pickFailed(s, err)
 	}
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.url, rt.o.LegTimeout, deadline, dec)
+	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.URL(), rt.o.LegTimeout, deadline, dec)
 	sctx, scancel := context.WithCancelCause(ctx)
-	dl := rt.newLeg(sctx, d, RoleDecode, rec)
+	dl := rt.newLeg(sctx, d, pool.Decode, rec)
 	dl.kind = apileg.KindLocal
 	dch := make(chan decodeEvent)
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
@@ -217,7 +219,7 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
-	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*worker{d}})
+	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*pool.Worker{d}})
 }
 
 // ended closes an attempt's record and turns its failure le (nil: it was
@@ -257,7 +259,7 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 // role and counts, the log names every worker's problem.
 func (rt *Router) pickFailed(s *sample, err error) attemptResult {
 	rt.log.Warn("no pair for a sample", "request", s.req.requestID, "sample", s.i, "err", err)
-	return attemptResult{err: openai.Unavailable(publicError(err)), pickFailed: true}
+	return attemptResult{err: openai.Unavailable(pool.PublicError(err)), pickFailed: true}
 }
 
 // retryable reports whether a sample whose attempt failed with le may be
@@ -297,22 +299,6 @@ func withLeg(common map[string]string, kind string, prefillAddr string) map[stri
 	return h
 }
 
-// prefillAddr returns a prefill worker's transfer address, asking it
-// (GET /pd/info) if the health checks have not learned it yet.
-func (rt *Router) prefillAddr(ctx context.Context, p *worker) (string, error) {
-	if a := rt.pool.transferAddr(p); a != "" {
-		return a, nil
-	}
-	var info WorkerInfo
-	if err := getJSON(ctx, rt.probeClient, p.url+"/pd/info", infoTimeout, &info); err != nil {
-		return "", fmt.Errorf("learn the transfer address: %w", err)
-	}
-	if err := rt.pool.setInfo(p, &info); err != nil {
-		return "", fmt.Errorf("learn the transfer address: %w", err)
-	}
-	return info.TransferAddr, nil
-}
-
 // runPrefill runs the prefill leg: the worker answers once the room's KV
 // has reached decode. Its answer matters only for the prompt logprobs.
 func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr map[string]string) (res prefillResult) {
@@ -330,21 +316,7 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 	if !want {
 		return prefillResult{}
 	}
-	return prefillResult{promptLogprobs: promptLogprobs(b)}
-}
-
-// promptLogprobs returns choices[0].prompt_logprobs of a prefill answer,
-// or nil.
-func promptLogprobs(body []byte) json.RawMessage {
-	var doc struct {
-		Choices []struct {
-			PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(body, &doc) != nil || len(doc.Choices) == 0 || isNull(doc.Choices[0].PromptLogprobs) {
-		return nil
-	}
-	return doc.Choices[0].PromptLogprobs
+	return prefillResult{promptLogprobs: answer.PromptLogprobs(b)}
 }
 
 // runDecode runs the decode leg and hands each step of its answer to out.
@@ -386,9 +358,9 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 		fail(l.fail(kindStream, 0, nil, fmt.Errorf("the worker answered a streaming request with Content-Type %q", resp.Header.Get("Content-Type"))))
 		return
 	}
-	rd := newSSEReader(resp.Body, sseEventBytesMax)
+	rd := answer.NewReader(resp.Body, sseEventBytesMax)
 	for {
-		ev, err := rd.next()
+		ev, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("the stream ended before data: [DONE]")
@@ -396,7 +368,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			fail(l.fail(kindStream, 0, nil, err))
 			return
 		}
-		end := ev.hasData && string(ev.data) == openai.StreamDone
+		end := ev.HasData && string(ev.Data) == openai.StreamDone
 		if !send(decodeEvent{ev: ev, end: end}) {
 			return
 		}
@@ -413,14 +385,14 @@ type follower struct {
 	rt           *Router
 	s            *sample
 	rec          *record
-	decodeWorker *worker
+	decodeWorker *pool.Worker
 	plp          json.RawMessage // prefill's prompt logprobs, once it answered
 	seenData     bool            // a data event went out (the first gets the prompt logprobs)
 	delivered    bool            // part of decode's answer went to the writer
 	answered     bool            // the end of decode's answer went to the writer
 	timing       *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage        *openai.Usage
-	usageTpl     object
+	usageTpl     answer.Object
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -457,7 +429,7 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			if de.err != nil {
 				return de.err // when the request itself ended, the caller sees ctx first
 			}
-			f.rt.recs.received(f.rec, len(de.ev.raw)+len(de.body))
+			f.rt.recs.received(f.rec, len(de.ev.Raw)+len(de.body))
 			r, le := f.format(de)
 			if le != nil {
 				return le
@@ -499,13 +471,13 @@ func (f *follower) awaitPrefill(ctx context.Context, pch <-chan prefillResult) {
 
 // decodeFail is a decode leg failure found in its answer's content.
 func (f *follower) decodeFail(kind string, api *openai.Error, cause error) *legError {
-	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(RoleDecode), kind).Inc()
-	le := &legError{leg: RoleDecode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
+	f.rt.met.workerErrors.WithLabelValues(f.rec.decode, string(pool.Decode), kind).Inc()
+	le := &legError{leg: pool.Decode, worker: f.rec.decode, kind: kind, api: api, cause: cause}
 	if f.rec.dec.path == pathLocal {
 		le.name = apileg.KindLocal
 	}
-	if legOutcome(le) == outcomeFailure {
-		f.rt.pool.failed(f.decodeWorker, le.Error())
+	if legOutcome(le) == pool.Failure {
+		f.rt.workers.Failed(f.decodeWorker, le.Error())
 	}
 	return le
 }
@@ -521,27 +493,27 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	}
 	ev := de.ev
 	merged := req.samples > 1
-	if v, ok := apileg.TimingFromComment(ev.raw); ok && !ev.hasData {
+	if v, ok := apileg.TimingFromComment(ev.Raw); ok && !ev.HasData {
 		if t, err := apileg.ParseTiming(v); err == nil {
 			f.timing = &t
 		}
 		return nil, nil // the router's, not the client's
 	}
-	if !ev.hasData {
+	if !ev.HasData {
 		if merged {
 			return nil, nil // comments of n streams would only interleave
 		}
-		return &reply{data: ev.raw}, nil
+		return &reply{data: ev.Raw}, nil
 	}
 	if de.end {
 		if merged {
 			return &reply{done: true, usage: f.usage, usageChunk: f.usageTpl}, nil
 		}
-		return &reply{data: ev.raw, done: true}, nil
+		return &reply{data: ev.Raw, done: true}, nil
 	}
-	obj, err := parseObject(ev.data)
+	obj, err := answer.ParseObject(ev.Data)
 	if err == nil {
-		if raw, ok := obj.get("error"); ok {
+		if raw, ok := obj.Get("error"); ok {
 			return nil, f.decodeFail(kindErrorEvent, apiErrorFromEvent(raw), nil)
 		}
 	}
@@ -549,42 +521,35 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 		if merged {
 			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent an event that is not a JSON object: %w", err))
 		}
-		return &reply{data: ev.raw}, nil // one sample: pass through what we cannot read
+		return &reply{data: ev.Raw}, nil // one sample: pass through what we cannot read
 	}
 	first := !f.seenData
 	f.seenData = true
-	if merged && isUsageChunk(obj) {
+	if merged && answer.IsUsageChunk(obj) {
 		var u openai.Usage
-		raw, _ := obj.get("usage")
+		raw, _ := obj.Get("usage")
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker sent a usage chunk that does not decode: %w", err))
 		}
 		f.usage, f.usageTpl = &u, obj
 		return nil, nil
 	}
-	token := carriesToken(obj)
+	token := answer.CarriesToken(obj)
 	if !merged && !(first && f.plp != nil) {
-		return &reply{data: ev.raw, token: token}, nil
+		return &reply{data: ev.Raw, token: token}, nil
 	}
+	sp := answer.Splice{Reindex: merged, Index: f.s.i, Echo: req.echoLogprobs}
 	if merged {
-		obj = obj.set("id", quote(req.mergedID))
+		sp.ID = req.mergedID
 	}
-	obj, err = editChoices(obj, func(_ int, c object) object {
-		if merged {
-			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
-		}
-		if first && f.plp != nil {
-			c = c.set("prompt_logprobs", f.plp)
-			if req.echoLogprobs {
-				c = fillEchoLogprobs(c, f.plp)
-			}
-		}
-		return c
-	})
+	if first {
+		sp.PromptLogprobs = f.plp
+	}
+	obj, err = sp.Apply(obj)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)
 	}
-	return &reply{data: sseFrame(obj.marshal()), token: token}, nil
+	return &reply{data: answer.Frame(obj.Marshal()), token: token}, nil
 }
 
 // formatBody handles a whole non-streamed answer.
@@ -593,90 +558,20 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	if req.samples == 1 && f.plp == nil {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
-	obj, err := parseObject(de.body)
+	obj, err := answer.ParseObject(de.body)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}
-	obj, err = editChoices(obj, func(_ int, c object) object {
-		if req.samples > 1 {
-			c = c.set("index", json.RawMessage(fmt.Sprint(f.s.i)))
-		}
-		if f.plp != nil {
-			c = c.set("prompt_logprobs", f.plp)
-			if req.echoLogprobs {
-				c = fillEchoLogprobs(c, f.plp)
-			}
-		}
-		return c
-	})
+	obj, err = answer.Splice{Reindex: req.samples > 1, Index: f.s.i, PromptLogprobs: f.plp, Echo: req.echoLogprobs}.Apply(obj)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)
 	}
 	if req.samples > 1 {
 		return &reply{doc: obj, done: true}, nil
 	}
-	b := obj.marshal()
+	b := obj.Marshal()
 	if n := len(de.body); n > 0 && de.body[n-1] == '\n' {
 		b = append(b, '\n')
 	}
 	return &reply{data: b, contentType: de.contentType, done: true}, nil
 }
-
-// isUsageChunk reports whether a streamed chunk is the usage-only chunk
-// that ends a stream with include_usage: no choices, a usage member.
-func isUsageChunk(obj object) bool {
-	_, hasUsage := obj.get("usage")
-	raw, ok := obj.get("choices")
-	if !hasUsage || !ok {
-		return false
-	}
-	items, err := parseArray(raw)
-	return err == nil && len(items) == 0
-}
-
-// carriesToken reports whether a streamed chunk carries generated text
-// (content, reasoning_content from a worker's reasoning parser, or
-// tool_calls from its tool-call parser) or a finish reason (a chat stream's opening chunk, with the role only, does
-// not).
-func carriesToken(obj object) bool {
-	raw, ok := obj.get("choices")
-	if !ok {
-		return false
-	}
-	var choices []struct {
-		Text  *string `json:"text"`
-		Delta *struct {
-			Content          *string           `json:"content"`
-			ReasoningContent *string           `json:"reasoning_content"`
-			ToolCalls        []json.RawMessage `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	}
-	if json.Unmarshal(raw, &choices) != nil {
-		return false
-	}
-	for _, c := range choices {
-		if (c.Text != nil && *c.Text != "") || (c.Delta != nil && c.Delta.Content != nil && *c.Delta.Content != "") ||
-			(c.Delta != nil && c.Delta.ReasoningContent != nil && *c.Delta.ReasoningContent != "") ||
-			(c.Delta != nil && len(c.Delta.ToolCalls) > 0) || c.FinishReason != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// quote encodes s as a JSON string.
-func quote(s string) json.RawMessage {
-	b, _ := json.Marshal(s) // a string always encodes
-	return b
-}
-
-// sseFrame frames data as one server-sent event.
-func sseFrame(data []byte) []byte {
-	b := make([]byte, 0, len(data)+8)
-	b = append(b, "data: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
-}
-
-// writeErrorTo writes e as a whole JSON answer.

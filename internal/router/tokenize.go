@@ -9,6 +9,7 @@ import (
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
+	"tandem/internal/router/pool"
 )
 
 // vLLM's POST /tokenize and POST /detokenize: the router forwards the body
@@ -43,20 +44,20 @@ func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, e)
 		return
 	}
-	role := RoleDecode
-	wk, err := rt.pool.pick(role, nil, nil)
+	role := pool.Decode
+	wk, err := rt.workers.Pick(role, nil, nil, 0)
 	if err != nil {
-		role = RolePrefill
-		if wk, err = rt.pool.pick(role, nil, nil); err != nil {
+		role = pool.Prefill
+		if wk, err = rt.workers.Pick(role, nil, nil, 0); err != nil {
 			rt.log.Warn("no worker for "+r.URL.Path, "request", requestIDOf(r.Context()), "err", err)
-			httpx.WriteError(w, openai.Unavailable(publicError(err)))
+			httpx.WriteError(w, openai.Unavailable(pool.PublicError(err)))
 			return
 		}
 	}
-	defer rt.pool.release(wk)
+	defer rt.workers.Release(wk)
 	ctx, cancel := context.WithTimeout(r.Context(), tokenizeTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.url+r.URL.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wk.URL()+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		httpx.WriteError(w, openai.Internal(err.Error()))
 		return
@@ -64,16 +65,16 @@ func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := rt.tokenizerClient().Do(req)
 	if err != nil {
-		le := &legError{leg: role, worker: wk.url, kind: kindUnreachable, cause: err}
-		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.url, "err", le)
+		le := &legError{leg: role, worker: wk.URL(), kind: kindUnreachable, cause: err}
+		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.URL(), "err", le)
 		httpx.WriteError(w, le.clientError())
 		return
 	}
 	defer resp.Body.Close()
 	out, err := httpx.ReadAllMax(resp.Body, tokenizeBodyBytesMax)
 	if err != nil {
-		le := &legError{leg: role, worker: wk.url, kind: kindStream, cause: err}
-		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.url, "err", le)
+		le := &legError{leg: role, worker: wk.URL(), kind: kindStream, cause: err}
+		rt.log.Warn("tokenizer request failed", "request", requestIDOf(r.Context()), "path", r.URL.Path, "worker", wk.URL(), "err", le)
 		httpx.WriteError(w, le.clientError())
 		return
 	}

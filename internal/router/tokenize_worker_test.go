@@ -19,6 +19,7 @@ import (
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tokenizer"
 	"tandem/internal/router"
+	"tandem/internal/router/pool"
 	"tandem/internal/server"
 )
 
@@ -74,10 +75,10 @@ func TestTokenizeThroughRouterToWorker(t *testing.T) {
 	for _, role := range []string{"prefill", "decode"} {
 		pd := http.NewServeMux()
 		pd.HandleFunc("GET /pd/status", func(w http.ResponseWriter, r *http.Request) {
-			json.NewEncoder(w).Encode(router.WorkerStatus{Role: role})
+			json.NewEncoder(w).Encode(pool.Status{Role: role})
 		})
 		pd.HandleFunc("GET /pd/info", func(w http.ResponseWriter, r *http.Request) {
-			json.NewEncoder(w).Encode(router.WorkerInfo{Role: role, TransferAddr: "127.0.0.1:9", Model: "m"})
+			json.NewEncoder(w).Encode(pool.Info{Role: role, TransferAddr: "127.0.0.1:9", Model: "m"})
 		})
 		s := server.New(tokenOnlyBackend{tok}, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Registry: prometheus.NewRegistry(), LegKeys: keys, Mounts: map[string]http.Handler{"/pd/": keys.RequireCredential(pd)}})

@@ -19,6 +19,7 @@ import (
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tokenizer"
 	"tandem/internal/router"
+	"tandem/internal/router/pool"
 	"tandem/internal/server"
 )
 
@@ -99,7 +100,7 @@ func TestToolCallsThroughRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := os.ReadFile("../server/testdata/chat/templates/qwen3.jinja")
+	tmpl, err := os.ReadFile("../server/chat/testdata/templates/qwen3.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +111,10 @@ func TestToolCallsThroughRouter(t *testing.T) {
 	for _, role := range []string{"prefill", "decode"} {
 		pd := http.NewServeMux()
 		pd.HandleFunc("GET /pd/status", func(w http.ResponseWriter, r *http.Request) {
-			json.NewEncoder(w).Encode(router.WorkerStatus{Role: role})
+			json.NewEncoder(w).Encode(pool.Status{Role: role})
 		})
 		pd.HandleFunc("GET /pd/info", func(w http.ResponseWriter, r *http.Request) {
-			json.NewEncoder(w).Encode(router.WorkerInfo{Role: role, TransferAddr: "127.0.0.1:9", Model: "m"})
+			json.NewEncoder(w).Encode(pool.Info{Role: role, TransferAddr: "127.0.0.1:9", Model: "m"})
 		})
 		b := &scriptBackend{tok: tok, ids: spell(t, tok, out), got: make(chan engine.Request, 8)}
 		backends[role] = b

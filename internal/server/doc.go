@@ -1,15 +1,15 @@
 // Package server is the serving worker's HTTP API: OpenAI-compatible
-// completions and chat completions over a Backend (the local engine, later
-// the disaggregated router), plus /v1/models, vLLM's /tokenize and
-// /detokenize, /health and /metrics.
+// completions and chat completions over a Backend (the local engine,
+// EngineBackend, or a PD worker's, pd/worker's Worker.Backend), plus
+// /v1/models, vLLM's /tokenize and /detokenize, /health and /metrics.
 //
 // # Data flow
 //
 //	HTTP body ─► openai.Decode*Request ─► checks (model, context length)
 //	  ─► prompt tokens (completions: Encode(prompt, addSpecial, parseSpecial);
-//	     chat: ChatTemplate.Render then Encode, BOS added only when the
-//	     rendered text does not start with it, client text without special
-//	     tokens)
+//	     chat: the chat template (package chat) renders, then Encode, BOS
+//	     added only when the rendered text does not start with it, client
+//	     text without special tokens)
 //	  ─► n × Backend.Submit (seed, seed+1, ...) ─► one follow goroutine per
 //	     stream: Stream.Next → Decoder → choiceState (stop strings, hold-back)
 //	  ─► handler: SSE chunks as pieces arrive, or one JSON answer at the end.
@@ -59,14 +59,14 @@
 //     "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //     "<|im_start|>assistant\n"; generation ends at <|im_end|> (its token id
 //     when the vocabulary has it, else the stop string).
-//   - Templates are rendered with internal/jinja (Tandem's own renderer,
-//     as transformers renders them), with messages, tools (None without),
-//     documents (None), add_generation_prompt, bos_token, eos_token and
-//     chat_template_kwargs (which may not replace a template builtin such
-//     as namespace), within the renderer's budgets: a template that breaks
-//     one at request time fails that request with a 400. Client data is
-//     untrusted: special-token text in it is tokenized as text, so a
-//     message cannot forge a turn (chatFormat.encode).
+//   - Chat templates are package chat's (internal/server/chat, rendered by
+//     internal/jinja within its budgets): they render messages,
+//     add_generation_prompt, bos_token, eos_token, tools and
+//     chat_template_kwargs byte for byte as Hugging Face does; a template
+//     that breaks a budget at request time fails that request with a 400.
+//     The server tokenizes the text (chatformat.go) and adds the
+//     fallback's stop; special-token text in client data is tokenized as
+//     text, so a message cannot forge a turn (chatFormat.encode).
 //   - A reasoning parser (Options.ReasoningParser; auto for templates that
 //     write <think>) splits chat output into reasoning_content and content.
 //   - Tool calling (tools.go; Options.ToolCallParser, auto from the
@@ -119,9 +119,10 @@
 // prompt logprobs (shape and place, streamed first chunks, n=2, echo
 // offsets, decode and prefill legs, wrong counts), n=2, include_usage,
 // mid-stream engine failures, client disconnects cancelling the stream,
-// metrics names, /health. Chat templates are tested with llama-2, ChatML
-// and llama-3 template sources and the fallback, and with the phi-3
-// template from the shared vocabulary files when present. The real engine
+// metrics names, /health. The chat templates' own tests are package
+// chat's; here the tokenized chat prompt (one BOS, the fallback's stop,
+// and /tokenize of every reference conversation against Hugging Face's
+// tokenizers when Node and the packages are present). The real engine
 // on a synthesized tiny model serves greedy requests streamed and not, and
 // its prompt logprobs are checked against log-softmax of model.Runner's
 // logits over the whole prompt. The request decoders' fuzz tests live in

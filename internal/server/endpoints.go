@@ -9,8 +9,9 @@ import (
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/server/chat"
+	"tandem/internal/server/toolcall"
 )
 
 // start does what both generation endpoints do first, before any work on
@@ -161,7 +162,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.b.Tokenizer()
-	prompt, text, err := s.chat.promptInput(r.Context(), tok, ChatInput{Messages: messagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
+	prompt, text, err := s.chat.promptInput(r.Context(), tok, chat.Input{Messages: chat.MessagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 		return

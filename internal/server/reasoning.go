@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"strings"
+	"tandem/internal/server/chat"
 )
 
 // Reasoning output, as vLLM's and llama.cpp's servers return it: a model
@@ -23,7 +24,7 @@ const (
 
 // reasoningEnabled resolves a parser name against a chat template: whether
 // chat output is split, or an error for an unknown name.
-func reasoningEnabled(parser string, t *ChatTemplate) (bool, error) {
+func reasoningEnabled(parser string, t *chat.Template) (bool, error) {
 	switch parser {
 	case "", ReasoningAuto:
 		return templateThinks(t.Source()), nil

@@ -8,6 +8,7 @@ import (
 
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
+	"tandem/internal/server/chat"
 )
 
 // TestThinkParserSplits checks the split of whole outputs, and that feeding
@@ -57,15 +58,15 @@ func TestThinkParserSplits(t *testing.T) {
 }
 
 func TestReasoningSelection(t *testing.T) {
-	qwen3, err := os.ReadFile("testdata/chat/templates/qwen3.jinja")
+	qwen3, err := os.ReadFile("chat/testdata/templates/qwen3.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}
-	thinks, _ := NewChatTemplate(string(qwen3), "", "<|im_end|>")
-	plain, _ := NewChatTemplate(chatMLTemplate, "", "")
+	thinks, _ := chat.NewTemplate(string(qwen3), "", "<|im_end|>")
+	plain, _ := chat.NewTemplate(chatMLTemplate, "", "")
 	for _, tc := range []struct {
 		parser string
-		tmpl   *ChatTemplate
+		tmpl   *chat.Template
 		want   bool
 	}{{"", thinks, true}, {"auto", thinks, true}, {"auto", plain, false}, {"none", thinks, false}, {"think", plain, true}} {
 		got, err := reasoningEnabled(tc.parser, tc.tmpl)
@@ -92,7 +93,7 @@ var thinkTokens = []string{"<", "t", "h", "i", "n", "k", ">", "<0x0A>", "p", "l"
 // Qwen3-style thinking block token by token, streaming and not, with the
 // reasoning parser on (auto, for a template that thinks) and off.
 func TestChatReasoning(t *testing.T) {
-	qwen3, err := os.ReadFile("testdata/chat/templates/qwen3.jinja")
+	qwen3, err := os.ReadFile("chat/testdata/templates/qwen3.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestChatReasoning(t *testing.T) {
 // template: Qwen3 with enable_thinking false closes an empty thinking
 // block in the prompt.
 func TestChatTemplateKwargs(t *testing.T) {
-	qwen3, err := os.ReadFile("testdata/chat/templates/qwen3.jinja")
+	qwen3, err := os.ReadFile("chat/testdata/templates/qwen3.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}

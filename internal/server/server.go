@@ -100,7 +100,7 @@ type Server struct {
 
 // New builds a server over b. It starts not ready: /health answers 503 and
 // generation endpoints refuse requests until SetReady(true). A chat
-// template that does not compile is logged and replaced by the fallback
+// template that is refused (see chat.NewTemplate) is logged and replaced by the fallback
 // format.
 func New(b Backend, o Options) *Server {
 	if o.Logger == nil {

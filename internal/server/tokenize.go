@@ -10,6 +10,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/server/chat"
 )
 
 // vLLM's tokenizer endpoints:
@@ -143,7 +144,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			httpx.WriteError(w, e)
 			return
 		}
-		in := ChatInput{Messages: msgs, Tools: req.Tools, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
+		in := chat.Input{Messages: msgs, Tools: req.Tools, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
 			Kwargs: req.ChatTemplateKwargs}
 		out, err := s.chat.tmpl.RenderContext(r.Context(), in)
 		if err != nil {

@@ -67,7 +67,7 @@ func TestTokenizePrompt(t *testing.T) {
 // writes it, and that tools and chat_template_kwargs reach the template.
 func TestTokenizeChat(t *testing.T) {
 	for _, name := range []string{"llama3.jinja", "llama3.2.jinja"} {
-		src, err := os.ReadFile("testdata/chat/templates/" + name)
+		src, err := os.ReadFile("chat/testdata/templates/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestTokenizeChat(t *testing.T) {
 		}
 	}
 
-	qwen3, err := os.ReadFile("testdata/chat/templates/qwen3.jinja")
+	qwen3, err := os.ReadFile("chat/testdata/templates/qwen3.jinja")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,17 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"tandem/internal/api/openai"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/tokenizer"
+	"tandem/internal/server/chat"
+	"tandem/internal/server/toolcall"
 )
 
 // Tool calling, as vLLM's server does it with --enable-auto-tool-choice:
@@ -39,7 +38,7 @@ type toolConfig struct {
 // newToolConfig resolves the --tool-call-parser value parser against the
 // chat template (auto: toolcall.Detect) and finds the markers among tok's
 // control tokens.
-func newToolConfig(parser string, t *ChatTemplate, tok *tokenizer.Tokenizer) (*toolConfig, error) {
+func newToolConfig(parser string, t *chat.Template, tok *tokenizer.Tokenizer) (*toolConfig, error) {
 	f, err := toolcall.ParseFormat(parser)
 	if err != nil {
 		return nil, err
@@ -80,11 +79,11 @@ type toolPlan struct {
 // enable_thinking false).
 func (s *Server) planTools(ctx context.Context, req *openai.ChatRequest, prompt string) (*toolPlan, *openai.Error) {
 	tp := &toolPlan{}
-	if len(req.Tools) == 0 || req.ToolChoice.Mode == toolcall.ChoiceNone {
+	if len(req.Tools) == 0 || req.ToolChoice.Mode == openai.ChoiceNone {
 		return tp, nil
 	}
 	tp.parse = true
-	constrain := req.ToolChoice.Mode != toolcall.ChoiceAuto
+	constrain := req.ToolChoice.Mode != openai.ChoiceAuto
 	for _, t := range req.Tools {
 		constrain = constrain || t.Strict
 	}
@@ -155,43 +154,6 @@ func (s *Server) applyTools(tp *toolPlan, p *genPlan, enc *chatEncoder) *openai.
 	p.keep = s.tools.keep
 	enc.toolFormat = s.tools.format
 	return nil
-}
-
-// writeMessage writes one chat message as the template sees it: role and
-// content, an assistant's tool_calls with arguments as an object when they
-// are the JSON text of one (as transformers' templates expect and vLLM
-// passes them; other text stays a string), and a tool message's
-// tool_call_id (before its content, in OpenAI's order).
-func writeMessage(b *strings.Builder, m openai.Message) {
-	role, _ := json.Marshal(m.Role)
-	content, _ := json.Marshal(m.Content)
-	b.WriteString(`{"role":` + string(role))
-	if m.Role == "tool" {
-		id, _ := json.Marshal(m.ToolCallID)
-		b.WriteString(`,"tool_call_id":` + string(id))
-	}
-	b.WriteString(`,"content":` + string(content))
-	if len(m.ToolCalls) > 0 {
-		b.WriteString(`,"tool_calls":[`)
-		for i, c := range m.ToolCalls {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			id, _ := json.Marshal(c.ID)
-			name, _ := json.Marshal(c.Function.Name)
-			b.WriteString(`{"id":` + string(id) + `,"type":"function","function":{"name":` + string(name) + `,"arguments":`)
-			args := bytes.TrimSpace([]byte(c.Function.Arguments))
-			if len(args) > 0 && args[0] == '{' && json.Valid(args) {
-				b.Write(args)
-			} else {
-				a, _ := json.Marshal(c.Function.Arguments)
-				b.Write(a)
-			}
-			b.WriteString(`}}`)
-		}
-		b.WriteByte(']')
-	}
-	b.WriteByte('}')
 }
 
 // toolParser returns choice i's streaming tool-call parser.

@@ -7,22 +7,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"tandem/internal/api/openai"
-	"tandem/internal/api/toolcall"
 	"tandem/internal/engine"
 	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
+	"tandem/internal/server/chat"
+	"tandem/internal/server/toolcall"
 	"tandem/internal/synth"
 )
 
-// readTemplate reads a template of testdata/chat/templates.
+// readTemplate reads a template of the chat package's testdata/templates.
 func readTemplate(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata/chat/templates", name))
+	b, err := os.ReadFile(filepath.Join("chat/testdata/templates", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,113 +246,13 @@ func TestToolMarkerControlToken(t *testing.T) {
 	}
 }
 
-func mustTemplate(t *testing.T, src string) *ChatTemplate {
+func mustTemplate(t *testing.T, src string) *chat.Template {
 	t.Helper()
-	ct, err := NewChatTemplate(src, "", "")
+	ct, err := chat.NewTemplate(src, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ct
-}
-
-// toolConversation turns a reference conversation into a request body as
-// an OpenAI client sends it: tool call arguments as JSON strings (the
-// arguments' own key order kept).
-func toolConversation(t *testing.T, msgs json.RawMessage, tools json.RawMessage) []byte {
-	t.Helper()
-	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(msgs, &list); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range list {
-		var calls []map[string]json.RawMessage
-		if json.Unmarshal(m["tool_calls"], &calls) != nil {
-			continue
-		}
-		for _, c := range calls {
-			var fn map[string]json.RawMessage
-			if err := json.Unmarshal(c["function"], &fn); err != nil {
-				t.Fatal(err)
-			}
-			if args := fn["arguments"]; len(args) > 0 && args[0] == '{' {
-				fn["arguments"], _ = json.Marshal(string(args))
-			}
-			c["function"], _ = json.Marshal(fn)
-		}
-		m["tool_calls"], _ = json.Marshal(calls)
-	}
-	body := map[string]any{"messages": list}
-	if tools != nil {
-		body["tools"] = tools
-	}
-	b, _ := json.Marshal(body)
-	return b
-}
-
-// TestToolConversationsRender: the tool conversations of testdata/chat
-// (assistant tool calls, tool results, parallel calls), sent as an OpenAI
-// client sends them (arguments as JSON strings), decode and render exactly
-// as Hugging Face renders the conversation with arguments as objects (the
-// golden renderings of @huggingface/jinja and Jinja2), with every template
-// family: the arguments go back to the template as objects.
-func TestToolConversationsRender(t *testing.T) {
-	fams, convs, tools := refInputs(t)
-	checked := 0
-	for _, c := range convs {
-		switch c.Name {
-		case "tool-call-result", "parallel-tool-calls", "tool-call-no-tools":
-		default:
-			continue
-		}
-		var toolsRaw json.RawMessage
-		if c.Tools {
-			toolsRaw = tools
-		}
-		req, e := openai.DecodeChatRequest(toolConversation(t, c.Messages, toolsRaw))
-		if e != nil {
-			t.Fatalf("%s: %v", c.Name, e)
-		}
-		for _, fam := range fams {
-			src, err := os.ReadFile(filepath.Join("testdata/chat", fam.Template))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ct, err := NewChatTemplate(string(src), fam.BOS, fam.EOS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ct.now = func() time.Time { return refClock }
-			var golden refRendering
-			readJSON(t, filepath.Join("testdata/chat/golden-python", fam.Family+".json"), &golden)
-			var want *refCase
-			for i := range golden.Cases {
-				if golden.Cases[i].Name == c.Name {
-					want = &golden.Cases[i]
-				}
-			}
-			if want == nil {
-				t.Fatalf("%s/%s: no golden case", fam.Family, c.Name)
-			}
-			got, err := ct.RenderInput(ChatInput{Messages: messagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true})
-			switch {
-			case want.Error != nil:
-				if err == nil {
-					t.Errorf("%s/%s: rendered, want the reference's error %q", fam.Family, c.Name, *want.Error)
-				}
-			case err != nil:
-				t.Errorf("%s/%s: %v", fam.Family, c.Name, err)
-			case got != *want.Output:
-				i := firstDiff(got, *want.Output)
-				t.Errorf("%s/%s: differs at byte %d: got …%q…, want …%q…", fam.Family, c.Name, i, excerpt(got, i), excerpt(*want.Output, i))
-			default:
-				checked++
-			}
-		}
-	}
-	if checked < 10 {
-		t.Fatalf("only %d renderings compared", checked)
-	}
-	t.Logf("%d tool-conversation renderings identical to transformers'", checked)
 }
 
 // newToolEngineServer serves the synthesized tiny model through the real
@@ -468,7 +368,7 @@ func TestEngineToolChoice(t *testing.T) {
 }
 
 // TestToolFormatOfTemplates: the tool-call syntax chosen for each template
-// of testdata/chat.
+// of the chat package's testdata.
 func TestToolFormatOfTemplates(t *testing.T) {
 	tok := testVocab(t, "", true)
 	for tmpl, want := range map[string]toolcall.Format{

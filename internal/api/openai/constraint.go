@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"tandem/internal/api/toolcall"
 )
 
 // Limits on the structured-output and sampler-control members.
@@ -109,7 +107,7 @@ func (f fields) constraint(c *Common) *Error {
 func decodeResponseFormat(raw json.RawMessage) (*Constraint, *Error) {
 	const p = "response_format"
 	var m fields
-	if toolcall.JSONKind(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
+	if JSONKind(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
 		return nil, typeError(p, `an object {"type": "text" | "json_object" | "json_schema"}`, raw)
 	}
 	traw, ok := m.get("type")
@@ -134,7 +132,7 @@ func decodeResponseFormat(raw json.RawMessage) (*Constraint, *Error) {
 		return nil, Invalid(p+".json_schema", CodeInvalidValue, `response_format.json_schema is required with type json_schema: {"name": ..., "schema": {...}}.`)
 	}
 	var js fields
-	if toolcall.JSONKind(jraw) != "an object" || json.Unmarshal(jraw, &js) != nil {
+	if JSONKind(jraw) != "an object" || json.Unmarshal(jraw, &js) != nil {
 		return nil, typeError(p+".json_schema", `an object {"name": ..., "schema": {...}, "strict": ...}`, jraw)
 	}
 	if nraw, ok := js.get("name"); ok {
@@ -164,7 +162,7 @@ var structuredKeys = map[string]bool{"json": true, "regex": true, "choice": true
 func decodeStructuredOutputs(raw json.RawMessage) (*Constraint, *Error) {
 	const p = "structured_outputs"
 	var m fields
-	if toolcall.JSONKind(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
+	if JSONKind(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
 		return nil, typeError(p, `an object such as {"json": {...}}, {"regex": "..."}, {"choice": [...]} or {"grammar": "..."}`, raw)
 	}
 	keys := make([]string, 0, len(m))
@@ -248,7 +246,7 @@ func decodeStructuredOutputs(raw json.RawMessage) (*Constraint, *Error) {
 // schema), or as a string holding one, as vLLM accepts both.
 func jsonConstraint(param string, raw json.RawMessage) (*Constraint, *Error) {
 	raw = bytes.TrimSpace(raw)
-	if toolcall.JSONKind(raw) == "a string" {
+	if JSONKind(raw) == "a string" {
 		s, e := str(param, raw)
 		if e != nil {
 			return nil, e
@@ -258,7 +256,7 @@ func jsonConstraint(param string, raw json.RawMessage) (*Constraint, *Error) {
 			return nil, Invalid(param, CodeInvalidValue, "%s is a string that does not hold valid JSON; send the schema as an object.", param)
 		}
 	}
-	switch toolcall.JSONKind(raw) {
+	switch JSONKind(raw) {
 	case "an object", "a boolean":
 	default:
 		return nil, typeError(param, "a JSON schema (an object)", raw)
@@ -285,7 +283,7 @@ func regexConstraint(param string, raw json.RawMessage) (*Constraint, *Error) {
 
 func choiceConstraint(param string, raw json.RawMessage) (*Constraint, *Error) {
 	var items []json.RawMessage
-	if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+	if JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
 		return nil, typeError(param, "an array of strings", raw)
 	}
 	if len(items) == 0 {
@@ -331,7 +329,7 @@ func grammarConstraint(param string, raw json.RawMessage) (*Constraint, *Error) 
 // the ids against the vocabulary.
 func decodeLogitBias(raw json.RawMessage) (map[int32]float32, *Error) {
 	var m map[string]json.RawMessage
-	if toolcall.JSONKind(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
+	if JSONKind(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
 		return nil, typeError("logit_bias", `an object mapping token ids to biases, such as {"50256": -100}`, raw)
 	}
 	if len(m) > MaxLogitBiasLen {

@@ -8,8 +8,10 @@
 // [DecodeCompletionRequest] or [DecodeChatRequest], turns the decoded request
 // into engine requests, and writes the engine's tokens back as
 // [CompletionResponse] / [ChatResponse] documents or, when streaming, as
-// [CompletionResponse] / [ChatChunk] server-sent events. This package does no
-// I/O and knows nothing of tokenizers or the engine.
+// [CompletionResponse] / [ChatChunk] server-sent events. The router and the
+// shared HTTP plumbing (internal/api/httpx) use its documents and errors too.
+// This package does no I/O, knows nothing of tokenizers or the engine, and
+// imports no other Tandem package (cmd/tandem's TestImportRules checks it).
 //
 // # Decoding rules
 //
@@ -41,7 +43,9 @@
 //     {"type":"text"} parts, joined with "\n". Image parts and function
 //     messages are rejected. Tool calling (tools, tool_choice,
 //     parallel_tool_calls, assistant tool_calls, tool_call_id) is decoded
-//     in tools.go, with package toolcall.
+//     in tools.go; the tools definitions and tool_choice by [ParseTools]
+//     and [ParseChoice] (toolspec.go), which internal/server/toolcall
+//     builds its grammars from.
 //   - Chat requests may carry chat_template_kwargs (an object, or null):
 //     extra chat template variables, as vLLM takes them
 //     ({"enable_thinking": false} for Qwen3), in ChatRequest.ChatTemplateKwargs.

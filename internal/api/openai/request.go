@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"tandem/internal/api/toolcall"
 )
 
 // Limits on request fields.
@@ -193,7 +191,7 @@ func matchesAny(raw json.RawMessage, allowed []string) bool {
 }
 
 func typeError(param, want string, raw json.RawMessage) *Error {
-	return Invalid(param, CodeInvalidType, "%s must be %s, got %s.", param, want, toolcall.JSONKind(raw))
+	return Invalid(param, CodeInvalidType, "%s must be %s, got %s.", param, want, JSONKind(raw))
 }
 
 func (f fields) get(name string) (json.RawMessage, bool) {
@@ -206,7 +204,7 @@ func (f fields) get(name string) (json.RawMessage, bool) {
 
 func str(param string, raw json.RawMessage) (string, *Error) {
 	var s string
-	if toolcall.JSONKind(raw) != "a string" || json.Unmarshal(raw, &s) != nil {
+	if JSONKind(raw) != "a string" || json.Unmarshal(raw, &s) != nil {
 		return "", typeError(param, "a string", raw)
 	}
 	return s, nil
@@ -214,7 +212,7 @@ func str(param string, raw json.RawMessage) (string, *Error) {
 
 func boolean(param string, raw json.RawMessage) (bool, *Error) {
 	var b bool
-	if toolcall.JSONKind(raw) != "a boolean" || json.Unmarshal(raw, &b) != nil {
+	if JSONKind(raw) != "a boolean" || json.Unmarshal(raw, &b) != nil {
 		return false, typeError(param, "a boolean", raw)
 	}
 	return b, nil
@@ -222,7 +220,7 @@ func boolean(param string, raw json.RawMessage) (bool, *Error) {
 
 func number(param string, raw json.RawMessage) (float64, *Error) {
 	var x float64
-	if toolcall.JSONKind(raw) != "a number" {
+	if JSONKind(raw) != "a number" {
 		return 0, typeError(param, "a number", raw)
 	}
 	if err := json.Unmarshal(raw, &x); err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
@@ -232,7 +230,7 @@ func number(param string, raw json.RawMessage) (float64, *Error) {
 }
 
 func integer(param string, raw json.RawMessage) (int64, *Error) {
-	if toolcall.JSONKind(raw) != "a number" {
+	if JSONKind(raw) != "a number" {
 		return 0, typeError(param, "an integer", raw)
 	}
 	s := string(bytes.TrimSpace(raw))
@@ -380,7 +378,7 @@ func (f fields) common(c *Common) *Error {
 	}
 	if raw, ok := f.get("stop_token_ids"); ok {
 		var ids []json.RawMessage
-		if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &ids) != nil {
+		if JSONKind(raw) != "an array" || json.Unmarshal(raw, &ids) != nil {
 			return typeError("stop_token_ids", "an array of token ids", raw)
 		}
 		if len(ids) > MaxStopTokens {
@@ -408,7 +406,7 @@ func (f fields) common(c *Common) *Error {
 	}
 	if raw, ok := f.get("stream_options"); ok {
 		var so map[string]json.RawMessage
-		if toolcall.JSONKind(raw) != "an object" || json.Unmarshal(raw, &so) != nil {
+		if JSONKind(raw) != "an object" || json.Unmarshal(raw, &so) != nil {
 			return typeError("stream_options", "an object", raw)
 		}
 		if r, ok := so["include_usage"]; ok && !isNull(r) {
@@ -424,7 +422,7 @@ func (f fields) common(c *Common) *Error {
 
 func decodeStop(raw json.RawMessage) ([]string, *Error) {
 	var list []string
-	switch toolcall.JSONKind(raw) {
+	switch JSONKind(raw) {
 	case "a string":
 		s, e := str("stop", raw)
 		if e != nil {
@@ -505,7 +503,7 @@ func DecodeCompletionRequest(body []byte) (*CompletionRequest, *Error) {
 
 func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	const want = "a string, an array of token ids, or an array of those"
-	switch toolcall.JSONKind(raw) {
+	switch JSONKind(raw) {
 	case "a string":
 		s, e := str("prompt", raw)
 		if e != nil {
@@ -524,7 +522,7 @@ func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	if len(items) == 0 {
 		return Invalid("prompt", CodeInvalidValue, "prompt must not be an empty array.")
 	}
-	first := toolcall.JSONKind(items[0])
+	first := JSONKind(items[0])
 	switch first {
 	case "a number":
 		ids, e := decodeTokens("prompt", items)
@@ -542,8 +540,8 @@ func (r *CompletionRequest) decodePrompt(raw json.RawMessage) *Error {
 	}
 	for i, it := range items {
 		p := fmt.Sprintf("prompt[%d]", i)
-		if toolcall.JSONKind(it) != first {
-			return Invalid(p, CodeInvalidType, "%s is %s, but prompt[0] is %s: a list of prompts holds only strings or only arrays of token ids.", p, toolcall.JSONKind(it), first)
+		if JSONKind(it) != first {
+			return Invalid(p, CodeInvalidType, "%s is %s, but prompt[0] is %s: a list of prompts holds only strings or only arrays of token ids.", p, JSONKind(it), first)
 		}
 		if first == "a string" {
 			s, e := str(p, it)
@@ -634,7 +632,7 @@ func DecodeChatRequest(body []byte) (*ChatRequest, *Error) {
 
 func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 	var items []json.RawMessage
-	if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+	if JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
 		return nil, typeError("messages", "an array of message objects", raw)
 	}
 	if len(items) == 0 {
@@ -644,7 +642,7 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 	for i, it := range items {
 		p := fmt.Sprintf("messages[%d]", i)
 		var m fields
-		if toolcall.JSONKind(it) != "an object" || json.Unmarshal(it, &m) != nil {
+		if JSONKind(it) != "an object" || json.Unmarshal(it, &m) != nil {
 			return nil, typeError(p, "an object", it)
 		}
 		rraw, ok := m.get("role")
@@ -688,7 +686,7 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 
 func decodeContent(param string, raw json.RawMessage) (string, *Error) {
 	const want = "a string or an array of text parts"
-	switch toolcall.JSONKind(raw) {
+	switch JSONKind(raw) {
 	case "a string":
 		return str(param, raw)
 	case "an array":
@@ -703,7 +701,7 @@ func decodeContent(param string, raw json.RawMessage) (string, *Error) {
 	for j, pr := range parts {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		var part fields
-		if toolcall.JSONKind(pr) != "an object" || json.Unmarshal(pr, &part) != nil {
+		if JSONKind(pr) != "an object" || json.Unmarshal(pr, &part) != nil {
 			return "", typeError(pp, `an object {"type": "text", "text": ...}`, pr)
 		}
 		traw, ok := part.get("type")

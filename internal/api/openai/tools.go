@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"tandem/internal/api/toolcall"
 )
 
 // FinishReasonToolCalls is the finish reason of a choice that ended with
@@ -71,11 +69,11 @@ func (m ChatMessage) MarshalJSON() ([]byte, error) {
 type ToolFields struct {
 	// Tools are the functions offered (tools); ToolsJSON is the member as
 	// the client sent it, for the chat template (nil without tools).
-	Tools     []toolcall.Tool
+	Tools     []Tool
 	ToolsJSON json.RawMessage
 	// ToolChoice is tool_choice (auto with tools and none without, when
 	// not given).
-	ToolChoice toolcall.Choice
+	ToolChoice Choice
 	// ParallelToolCalls is parallel_tool_calls; nil when not given (true).
 	ParallelToolCalls *bool
 }
@@ -83,26 +81,21 @@ type ToolFields struct {
 // Parallel reports whether the model may make several tool calls.
 func (t *ToolFields) Parallel() bool { return t.ParallelToolCalls == nil || *t.ParallelToolCalls }
 
-func toolError(e *toolcall.Error) *Error {
-	code := CodeInvalidValue
-	return Invalid(e.Param, code, "%s", e.Message)
-}
-
 // decodeTools decodes tools, tool_choice and parallel_tool_calls.
 func (f fields) decodeTools(t *ToolFields) *Error {
 	if raw, ok := f.get("tools"); ok {
-		tools, e := toolcall.ParseTools(raw)
+		tools, e := ParseTools(raw)
 		if e != nil {
-			return toolError(e)
+			return e
 		}
 		if len(tools) > 0 {
 			t.Tools, t.ToolsJSON = tools, append(json.RawMessage(nil), bytes.TrimSpace(raw)...)
 		}
 	}
 	raw, _ := f.get("tool_choice")
-	c, e := toolcall.ParseChoice(raw, t.Tools)
+	c, e := ParseChoice(raw, t.Tools)
 	if e != nil {
-		return toolError(e)
+		return e
 	}
 	t.ToolChoice = c
 	if raw, ok := f.get("parallel_tool_calls"); ok {
@@ -167,14 +160,14 @@ func decodeToolMessage(p, role string, m fields, msg *Message) *Error {
 // taken too).
 func decodeToolCalls(p string, raw json.RawMessage) ([]ToolCall, *Error) {
 	var items []json.RawMessage
-	if toolcall.JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
+	if JSONKind(raw) != "an array" || json.Unmarshal(raw, &items) != nil {
 		return nil, typeError(p, "an array of tool calls", raw)
 	}
 	calls := make([]ToolCall, 0, len(items))
 	for i, it := range items {
 		ip := fmt.Sprintf("%s[%d]", p, i)
 		var c fields
-		if toolcall.JSONKind(it) != "an object" || json.Unmarshal(it, &c) != nil {
+		if JSONKind(it) != "an object" || json.Unmarshal(it, &c) != nil {
 			return nil, typeError(ip, "an object", it)
 		}
 		var tc ToolCall
@@ -201,7 +194,7 @@ func decodeToolCalls(p string, raw json.RawMessage) ([]ToolCall, *Error) {
 			return nil, Invalid(ip+".function", CodeInvalidValue, "Missing required parameter: '%s.function'.", ip)
 		}
 		var fn fields
-		if toolcall.JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
+		if JSONKind(fraw) != "an object" || json.Unmarshal(fraw, &fn) != nil {
 			return nil, typeError(ip+".function", "an object", fraw)
 		}
 		nraw, ok := fn.get("name")
@@ -215,7 +208,7 @@ func decodeToolCalls(p string, raw json.RawMessage) ([]ToolCall, *Error) {
 		if !ok {
 			return nil, Invalid(ip+".function.arguments", CodeInvalidValue, "Missing required parameter: '%s.function.arguments'.", ip)
 		}
-		switch toolcall.JSONKind(araw) {
+		switch JSONKind(araw) {
 		case "a string":
 			if tc.Function.Arguments, e = str(ip+".function.arguments", araw); e != nil {
 				return nil, e

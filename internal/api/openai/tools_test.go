@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"tandem/internal/api/toolcall"
 )
 
 const weatherTool = `{"type":"function","function":{"name":"get_weather","description":"Weather.","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},"strict":true}}`
@@ -29,7 +27,7 @@ func TestDecodeChatTools(t *testing.T) {
 	if !json.Valid(r.ToolsJSON) || !strings.HasPrefix(string(r.ToolsJSON), `[{"type":"function"`) {
 		t.Fatalf("ToolsJSON %s", r.ToolsJSON)
 	}
-	if r.ToolChoice != (toolcall.Choice{Mode: toolcall.ChoiceFunction, Name: "get_weather"}) || r.Parallel() {
+	if r.ToolChoice != (Choice{Mode: ChoiceFunction, Name: "get_weather"}) || r.Parallel() {
 		t.Fatalf("choice %+v parallel %v", r.ToolChoice, r.Parallel())
 	}
 	a := r.Messages[1]
@@ -43,11 +41,11 @@ func TestDecodeChatTools(t *testing.T) {
 	}
 
 	r, e = DecodeChatRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"tools":[` + weatherTool + `]}`))
-	if e != nil || r.ToolChoice.Mode != toolcall.ChoiceAuto || !r.Parallel() {
+	if e != nil || r.ToolChoice.Mode != ChoiceAuto || !r.Parallel() {
 		t.Fatalf("defaults: %+v %v", r, e)
 	}
 	r, e = DecodeChatRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":"auto"}`))
-	if e != nil || r.Tools != nil || r.ToolChoice.Mode != toolcall.ChoiceAuto {
+	if e != nil || r.Tools != nil || r.ToolChoice.Mode != ChoiceAuto {
 		t.Fatalf("empty tools: %+v %v", r, e)
 	}
 }

@@ -6,11 +6,12 @@ import (
 	"slices"
 	"testing"
 
-	"tandem/internal/api/toolcall"
+	"tandem/internal/api/openai"
 	"tandem/internal/engine"
 	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/sample"
 	"tandem/internal/server"
+	"tandem/internal/server/toolcall"
 )
 
 // TestToolCallGrammarMatchesColocated: a required tool call (the Hermes
@@ -20,7 +21,7 @@ import (
 // arguments follow the schema.
 func TestToolCallGrammarMatchesColocated(t *testing.T) {
 	pp := newPair(t, 32)
-	tools, terr := toolcall.ParseTools(json.RawMessage(`[{"type":"function","function":{"name":"get_weather","parameters":
+	tools, terr := openai.ParseTools(json.RawMessage(`[{"type":"function","function":{"name":"get_weather","parameters":
 		{"type":"object","properties":{"city":{"type":"string","maxLength":8},"unit":{"enum":["c","f"]}},"required":["city","unit"]}}},
 		{"type":"function","function":{"name":"ping"}}]`))
 	if terr != nil {
@@ -28,7 +29,7 @@ func TestToolCallGrammarMatchesColocated(t *testing.T) {
 	}
 	gram := func() *grammar.Grammar {
 		g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: toolcall.Hermes, Tools: tools,
-			Choice: toolcall.Choice{Mode: toolcall.ChoiceFunction, Name: "get_weather"}, Options: grammar.Options{DisableAnyWhitespace: true}})
+			Choice: openai.Choice{Mode: openai.ChoiceFunction, Name: "get_weather"}, Options: grammar.Options{DisableAnyWhitespace: true}})
 		if e != nil {
 			t.Fatal(e)
 		}

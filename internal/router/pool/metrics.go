@@ -1,0 +1,43 @@
+package pool
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the pool's Prometheus metrics, in the router's registry.
+type metrics struct {
+	workerInflight     *prometheus.GaugeVec   // worker, role: the router's open legs
+	workerHealthy      *prometheus.GaugeVec   // worker, role: 1 in, 0 out
+	breakerState       *prometheus.GaugeVec   // worker, role: 0 closed, 1 half open, 2 open
+	breakerTransitions *prometheus.CounterVec // worker, role, to
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	wl := []string{"worker", "role"}
+	m := &metrics{
+		workerInflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_router_worker_inflight",
+			Help: "Legs the router has open on each worker.",
+		}, wl),
+		workerHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_router_worker_healthy",
+			Help: "1 when the worker passes its health checks and may be picked, else 0.",
+		}, wl),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tandem_router_worker_breaker_state",
+			Help: "Each worker's circuit breaker: 0 closed (picked), 1 half open (one probe leg out), 2 open (out after failed legs).",
+		}, wl),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_router_worker_breaker_transitions_total",
+			Help: "Circuit breaker state changes per worker, by the state entered (open, half_open, closed).",
+		}, []string{"worker", "role", "to"}),
+	}
+	for _, c := range []prometheus.Collector{m.workerInflight, m.workerHealthy, m.breakerState, m.breakerTransitions} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register worker pool metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,637 @@
+package pool
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tandem/internal/api/httpx"
+	"tandem/internal/pd/debugdoc"
+)
+
+// Role is the part a worker plays in the handoff: "prefill" or "decode".
+type Role string
+
+// The worker roles.
+const (
+	Prefill Role = "prefill"
+	Decode  Role = "decode"
+)
+
+// Limits of the health checks.
+const (
+	// probeBodyBytesMax bounds /health, /pd/status and /pd/info answers.
+	probeBodyBytesMax = 64 << 10
+	// healthFailuresMax consecutive failed probes take a worker out.
+	healthFailuresMax = 2
+)
+
+// Status is a worker's answer to GET /pd/status: its queue depths and
+// page use, polled with each health check and used to pick the least
+// loaded worker.
+type Status struct {
+	Role       string `json:"role"`
+	Waiting    int    `json:"waiting"`
+	Running    int    `json:"running"`
+	PagesUsed  int    `json:"pages_used"`
+	PagesTotal int    `json:"pages_total"`
+	RoomsLive  int    `json:"rooms_live"`
+	// PrefillQueueTokens is the prompt tokens the worker's engine has
+	// still to compute (queued and partly computed prompts); nil when the
+	// worker does not report it. The router picks prefill workers by it.
+	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
+	// TransferAddr is the worker's transfer address now. A prefill worker
+	// that restarted listens on a new one; the router notices here.
+	TransferAddr string `json:"transfer_addr,omitempty"`
+}
+
+// Info is a worker's answer to GET /pd/info. A prefill worker's
+// TransferAddr (host:port) is what decode legs carry in X-Tandem-Prefill.
+type Info struct {
+	Role         string `json:"role"`
+	TransferAddr string `json:"transfer_addr"`
+	Model        string `json:"model"`
+}
+
+// Worker is one worker of the pool, known by its base URL, and what the
+// router knows of it. A *Worker is a handle: Pick returns it, the leg's
+// end gives it back (Release, Done), and exclude and avoid lists compare
+// handles. The fields below url and role are guarded by Pool.mu.
+type Worker struct {
+	url  string
+	role Role
+
+	healthy        bool
+	fails          int // consecutive failed probes
+	problem        string
+	status         Status
+	haveStatus     bool
+	inflight       int // the router's legs on this worker now
+	inflightAtPoll int // inflight when status was read
+	sentTokens     int // prompt tokens of the prefill and local legs the router sent, in all
+	tokensAtPoll   int // sentTokens when status was read
+	transferAddr   string
+	model          string
+	infoProblem    string  // the last /pd/info failure, logged once
+	br             breaker // passive health from the router's own legs
+}
+
+// URL returns the worker's base URL ("http://host:port"), which
+// identifies it.
+func (w *Worker) URL() string { return w.url }
+
+// Role returns the role the worker was given.
+func (w *Worker) Role() Role { return w.role }
+
+// load is the worker's reported queue plus the legs the router sent (or
+// finished) since that report; without a report, the router's legs alone.
+// Callers hold Pool.mu.
+func (w *Worker) load() int {
+	if !w.haveStatus {
+		return w.inflight
+	}
+	return max(0, w.status.Waiting+w.status.Running+w.inflight-w.inflightAtPoll)
+}
+
+// queuedTokens is the worker's reported prefill queue plus the prompt
+// tokens of the legs the router sent since that report (an over-estimate
+// until the next report: legs finished since are not taken off), and
+// whether the worker reports it at all. Callers hold pool.mu.
+func (w *Worker) queuedTokens() (int, bool) {
+	if !w.haveStatus || w.status.PrefillQueueTokens == nil {
+		return 0, false
+	}
+	return max(0, *w.status.PrefillQueueTokens+w.sentTokens-w.tokensAtPoll), true
+}
+
+// Config configures a Pool.
+type Config struct {
+	// Prefill and Decode are the workers' base URLs, already checked
+	// ("http://host:port", no trailing slash, none twice).
+	Prefill, Decode []string
+	// Logger receives health and breaker changes; default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the pool's metrics (tandem_router_worker_inflight,
+	// _healthy, _breaker_state, _breaker_transitions_total); default a new
+	// registry.
+	Registry prometheus.Registerer
+	// Client makes the probes (GET /health, /pd/status, /pd/info); it
+	// carries the cluster credential. Default http.DefaultClient.
+	Client *http.Client
+	// HealthTimeout bounds each probe of a health round; InfoTimeout a
+	// GET /pd/info made by TransferAddr while picking.
+	HealthTimeout, InfoTimeout time.Duration
+	// BreakerFailures consecutive failed legs (or a failure rate of half
+	// the last 20) open a worker's circuit breaker; BreakerCooldown is how
+	// long it keeps the worker out before one probe leg goes through.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// Now is the clock of the breakers' cool-down; default time.Now.
+	Now func() time.Time
+}
+
+// Pool holds the workers of both roles: their health (from Check's
+// probes), their load, and a circuit breaker each (from the legs the router
+// reports back). It is safe for concurrent use.
+type Pool struct {
+	log         *slog.Logger
+	met         *metrics
+	client      *http.Client
+	now         func() time.Time
+	threshold   int           // consecutive failed legs that open a breaker
+	cooldown    time.Duration // how long an open breaker keeps a worker out
+	probeTime   time.Duration // bounds each health probe
+	infoTimeout time.Duration // bounds TransferAddr's /pd/info
+	mu          sync.Mutex
+	byRo        map[Role][]*Worker // in configured order
+	rr          map[Role]int       // round-robin counter for ties
+}
+
+// New builds a pool of c's workers. Every worker starts out of service
+// until a health round (Check) finds it healthy.
+func New(c Config) (*Pool, error) {
+	if c.BreakerFailures < 1 || c.BreakerCooldown < 0 || c.HealthTimeout <= 0 || c.InfoTimeout <= 0 {
+		return nil, fmt.Errorf("new worker pool: breaker failures %d (want at least 1), cooldown %s (want it not negative), health timeout %s and info timeout %s (want them positive)",
+			c.BreakerFailures, c.BreakerCooldown, c.HealthTimeout, c.InfoTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Client == nil {
+		c.Client = http.DefaultClient
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	met, err := newMetrics(c.Registry)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{log: c.Logger, met: met, client: c.Client, now: c.Now, threshold: c.BreakerFailures, cooldown: c.BreakerCooldown,
+		probeTime: c.HealthTimeout, infoTimeout: c.InfoTimeout, byRo: map[Role][]*Worker{}, rr: map[Role]int{}}
+	for _, r := range []struct {
+		role Role
+		urls []string
+	}{{Prefill, c.Prefill}, {Decode, c.Decode}} {
+		for _, u := range r.urls {
+			w := &Worker{url: u, role: r.role, problem: "not checked yet"}
+			p.byRo[r.role] = append(p.byRo[r.role], w)
+			met.workerHealthy.WithLabelValues(u, string(r.role)).Set(0)
+			met.workerInflight.WithLabelValues(u, string(r.role)).Set(0)
+			met.breakerState.WithLabelValues(u, string(r.role)).Set(float64(breakerClosed))
+		}
+	}
+	return p, nil
+}
+
+// Workers returns every worker, prefill first, in configured order.
+func (p *Pool) Workers() []*Worker {
+	return append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...)
+}
+
+// ErrNoWorker is the cause of a pick that found no healthy worker.
+var ErrNoWorker = errors.New("no healthy worker")
+
+// PublicError is a failed pick's error for a client: the role and counts
+// of a pick that found no worker, else a phrase; never a worker's URL
+// (those are in err's own text, for the log).
+func PublicError(err error) string {
+	var nw *noWorkerError
+	if errors.As(err, &nw) {
+		return nw.Public()
+	}
+	return "no worker could be picked"
+}
+
+// Pick chooses the least loaded healthy worker of role whose circuit
+// breaker lets a leg through, never one in exclude and one in avoid only
+// when no other is left, breaking ties round-robin, and counts a leg on it:
+// the caller ends that leg with Release or Done, exactly once. A worker
+// picked while its breaker is open (past its cool-down) gets the one
+// half-open probe leg.
+//
+// tokens is the leg's prompt in tokens (0: unknown, or computed
+// elsewhere). Prefill workers are ranked by their queued prefill tokens,
+// then by load, when every candidate reports its queue; otherwise (and for
+// decode workers) by load alone. The picked worker's queue grows by tokens
+// until its next report. A pick that finds no worker is an error that
+// wraps ErrNoWorker and names each worker's problem.
+func (p *Pool) Pick(role Role, exclude, avoid []*Worker, tokens int) (*Worker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	var cands []*Worker
+	byTokens := role == Prefill
+	for _, w := range p.byRo[role] {
+		if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
+			continue
+		}
+		cands = append(cands, w)
+		if _, ok := w.queuedTokens(); !ok {
+			byTokens = false
+		}
+	}
+	// key orders candidates: avoided last, then fewer queued tokens (when
+	// ranked by them), then less load.
+	key := func(w *Worker) [3]int {
+		k := [3]int{0, 0, w.load()}
+		if containsWorker(avoid, w) {
+			k[0] = 1
+		}
+		if byTokens {
+			k[1], _ = w.queuedTokens()
+		}
+		return k
+	}
+	var best []*Worker
+	var bestKey [3]int
+	for _, w := range cands {
+		k := key(w)
+		switch c := cmpKey(k, bestKey); {
+		case len(best) == 0 || c < 0:
+			best, bestKey = append(best[:0], w), k
+		case c == 0:
+			best = append(best, w)
+		}
+	}
+	if len(best) == 0 {
+		return nil, p.noneReason(role, exclude)
+	}
+	w := best[p.rr[role]%len(best)]
+	p.rr[role]++
+	if w.br.state != breakerClosed {
+		p.moveLocked(w, breakerHalfOpen)
+		w.br.probing = true
+	}
+	w.inflight++
+	w.sentTokens += max(0, tokens) // a prefill leg's prompt, or a local leg's on a decode worker
+	p.met.workerInflight.WithLabelValues(w.url, string(role)).Set(float64(w.inflight))
+	return w, nil
+}
+
+// cmpKey compares two pick keys element by element.
+func cmpKey(a, b [3]int) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return cmp.Compare(a[i], b[i])
+		}
+	}
+	return 0
+}
+
+// noWorkerError is a pick that found no worker: Error names each worker
+// and its problem (for the log), Public only counts them (for clients).
+type noWorkerError struct {
+	role                 Role
+	configured, excluded int
+	detail               string
+}
+
+func (e *noWorkerError) Error() string {
+	return fmt.Sprintf("pick %s worker: %v of role %s (%d configured; %s)", e.role, ErrNoWorker, e.role, e.configured, e.detail)
+}
+
+func (e *noWorkerError) Unwrap() error { return ErrNoWorker }
+
+// Public says what a client is told: the role and the counts, no URLs.
+func (e *noWorkerError) Public() string {
+	s := fmt.Sprintf("%v of role %s (%d configured", ErrNoWorker, e.role, e.configured)
+	if e.excluded > 0 {
+		s += fmt.Sprintf(", %d already failed this request", e.excluded)
+	}
+	return s + ")"
+}
+
+// noneReason explains why no worker of role can be picked. Callers hold mu.
+func (p *Pool) noneReason(role Role, exclude []*Worker) *noWorkerError {
+	ws := p.byRo[role]
+	parts := make([]string, 0, len(ws))
+	e := &noWorkerError{role: role, configured: len(ws)}
+	now := p.now()
+	for _, w := range ws {
+		why := w.problem
+		if w.healthy && !w.br.pickable(now, p.cooldown) {
+			why = w.br.problem(now, p.cooldown)
+		}
+		if containsWorker(exclude, w) {
+			why = "already failed this request"
+			e.excluded++
+		}
+		parts = append(parts, w.url+": "+why)
+	}
+	e.detail = strings.Join(parts, "; ")
+	return e
+}
+
+func containsWorker(list []*Worker, w *Worker) bool {
+	for _, x := range list {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Release ends a leg counted by Pick that told nothing about the worker
+// (it was never sent, or was cancelled).
+func (p *Pool) Release(w *Worker) { p.Done(w, Neutral, "") }
+
+// Done ends a leg counted by Pick and feeds its outcome to w's circuit
+// breaker; why is the failure, for the log.
+func (p *Pool) Done(w *Worker, o Outcome, why string) {
+	p.mu.Lock()
+	w.inflight--
+	n := w.inflight
+	if to := w.br.record(o, p.threshold, why); to != w.br.state {
+		p.moveLocked(w, to)
+	}
+	p.mu.Unlock()
+	p.met.workerInflight.WithLabelValues(w.url, string(w.role)).Set(float64(n))
+}
+
+// Failed feeds a failure found in a leg's answer (after its request
+// succeeded: an error event, a malformed chunk) to w's circuit breaker.
+// It does not end the leg: Done still does.
+func (p *Pool) Failed(w *Worker, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to := w.br.record(Failure, p.threshold, why); to != w.br.state {
+		p.moveLocked(w, to)
+	}
+}
+
+// moveLocked moves w's breaker to state to, counting and logging the
+// transition. Callers hold mu.
+func (p *Pool) moveLocked(w *Worker, to breakerState) {
+	from := w.br.state
+	if from == to {
+		return
+	}
+	w.br.state, w.br.probing = to, false
+	switch to {
+	case breakerOpen:
+		w.br.openedAt = p.now()
+		p.log.Warn("circuit breaker open: worker out until a probe leg succeeds", "worker", w.url, "role", w.role,
+			"from", from, "consecutive_failures", w.br.consecutive, "cooldown", p.cooldown, "err", w.br.why)
+	case breakerClosed:
+		w.br.reset()
+		p.log.Info("circuit breaker closed: worker back", "worker", w.url, "role", w.role)
+	case breakerHalfOpen:
+		p.log.Info("circuit breaker half open: sending a probe leg", "worker", w.url, "role", w.role)
+	}
+	p.met.breakerState.WithLabelValues(w.url, string(w.role)).Set(float64(to))
+	p.met.breakerTransitions.WithLabelValues(w.url, string(w.role), to.String()).Inc()
+}
+
+// LeastQueued returns the fewest queued prefill tokens on a pickable
+// prefill worker and on a pickable decode worker (healthy, not in exclude,
+// breaker letting legs through), and false when a role has no such worker
+// or one of them does not report its queue. Selective disaggregation
+// weighs them to spill a long prompt to a decode worker.
+func (p *Pool) LeastQueued(exclude []*Worker) (prefill, decode int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	least := func(role Role) (int, bool) {
+		best, found := 0, false
+		for _, w := range p.byRo[role] {
+			if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
+				continue
+			}
+			n, ok := w.queuedTokens()
+			if !ok {
+				return 0, false
+			}
+			if !found || n < best {
+				best, found = n, true
+			}
+		}
+		return best, found
+	}
+	prefill, okp := least(Prefill)
+	decode, okd := least(Decode)
+	return prefill, decode, okp && okd
+}
+
+// Count returns how many workers of role are in (healthy) and how many
+// there are.
+func (p *Pool) Count(role Role) (healthy, all int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.byRo[role] {
+		if w.healthy {
+			healthy++
+		}
+	}
+	return healthy, len(p.byRo[role])
+}
+
+// Debug returns every worker's health for /debug/rooms.
+func (p *Pool) Debug() []debugdoc.Worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []debugdoc.Worker
+	for _, w := range append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...) {
+		dw := debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
+			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight}
+		if n, ok := w.queuedTokens(); ok {
+			dw.PrefillQueueTokens = &n
+		}
+		out = append(out, dw)
+	}
+	return out
+}
+
+// TransferAddr returns a prefill worker's transfer address, asking it
+// (GET /pd/info, within InfoTimeout) if the health checks have not learned
+// it yet.
+func (p *Pool) TransferAddr(ctx context.Context, w *Worker) (string, error) {
+	if a := p.transferAddr(w); a != "" {
+		return a, nil
+	}
+	var info Info
+	if err := getJSON(ctx, p.client, w.url+"/pd/info", p.infoTimeout, &info); err != nil {
+		return "", fmt.Errorf("learn the transfer address: %w", err)
+	}
+	if err := p.setInfo(w, &info); err != nil {
+		return "", fmt.Errorf("learn the transfer address: %w", err)
+	}
+	return info.TransferAddr, nil
+}
+
+// transferAddr returns a prefill worker's transfer address, if known.
+func (p *Pool) transferAddr(w *Worker) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return w.transferAddr
+}
+
+// setInfo records a worker's /pd/info answer. A role that differs from the
+// configured one takes the worker out: pairing it would fail every request.
+func (p *Pool) setInfo(w *Worker, info *Info) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if info.Role != "" && info.Role != string(w.role) {
+		return fmt.Errorf("worker %s says it is a %s worker in /pd/info, but it was given as --%s", w.url, info.Role, w.role)
+	}
+	if w.role == Prefill && info.TransferAddr == "" {
+		return fmt.Errorf("prefill worker %s gave no transfer_addr in /pd/info", w.url)
+	}
+	w.transferAddr, w.model = info.TransferAddr, info.Model
+	return nil
+}
+
+// probe is the outcome of one health round for one worker.
+type probe struct {
+	health    error
+	status    *Status
+	statusErr error
+	info      *Info
+	infoErr   error
+	inflight  int // the router's legs on the worker when status was read
+	sent      int // its sentTokens then
+}
+
+// Check runs one health round over every worker, concurrently, and waits
+// for it: GET /health and, when healthy, /pd/status (and /pd/info for a
+// prefill worker whose transfer address is unknown), each within
+// HealthTimeout. Two consecutive failures take a worker out; one success
+// puts it back; a worker that reports the other role stays out.
+func (p *Pool) Check(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range p.Workers() {
+		wg.Go(func() {
+			pr := p.probe(ctx, p.client, w, p.probeTime)
+			if ctx.Err() == nil {
+				p.apply(w, pr)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// probe asks one worker for /health, then /pd/status, then (a prefill
+// worker whose transfer address is unknown) /pd/info.
+func (p *Pool) probe(ctx context.Context, c *http.Client, w *Worker, timeout time.Duration) probe {
+	var pr probe
+	if pr.health = getJSON(ctx, c, w.url+"/health", timeout, nil); pr.health != nil {
+		return pr
+	}
+	p.mu.Lock()
+	pr.inflight, pr.sent = w.inflight, w.sentTokens
+	needInfo := w.role == Prefill && w.transferAddr == ""
+	p.mu.Unlock()
+	var st Status
+	if pr.statusErr = getJSON(ctx, c, w.url+"/pd/status", timeout, &st); pr.statusErr == nil {
+		pr.status = &st
+	}
+	if needInfo {
+		var info Info
+		if pr.infoErr = getJSON(ctx, c, w.url+"/pd/info", timeout, &info); pr.infoErr == nil {
+			pr.info = &info
+		}
+	}
+	return pr
+}
+
+// apply updates a worker from a probe: two consecutive failures take it
+// out, one success puts it back; a role that differs from the configured
+// one keeps it out.
+func (p *Pool) apply(w *Worker, pr probe) {
+	if pr.info != nil {
+		if err := p.setInfo(w, pr.info); err != nil {
+			pr.health = err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case pr.infoErr != nil && w.infoProblem != pr.infoErr.Error(): // log a problem once, not every round
+		w.infoProblem = pr.infoErr.Error()
+		p.log.Warn("cannot learn the prefill worker's transfer address; requests picking it ask again, and go elsewhere if it still fails",
+			"worker", w.url, "err", pr.infoErr)
+	case pr.info != nil:
+		w.infoProblem = ""
+	}
+	if pr.health == nil && pr.status != nil && pr.status.Role != "" && pr.status.Role != string(w.role) {
+		pr.health = fmt.Errorf("worker %s says it is a %s worker in /pd/status, but it was given as --%s", w.url, pr.status.Role, w.role)
+	}
+	was := w.healthy
+	if pr.health != nil {
+		w.fails++
+		w.problem = pr.health.Error()
+		if w.fails >= healthFailuresMax {
+			w.healthy = false
+		}
+	} else {
+		w.fails, w.healthy, w.problem = 0, true, ""
+		w.haveStatus = pr.status != nil
+		if pr.status != nil {
+			w.status, w.inflightAtPoll, w.tokensAtPoll = *pr.status, pr.inflight, pr.sent
+			if a := pr.status.TransferAddr; w.role == Prefill && a != "" && w.transferAddr != "" && a != w.transferAddr {
+				p.log.Warn("prefill worker's transfer address changed (it restarted); using the new one",
+					"worker", w.url, "old", w.transferAddr, "new", a)
+				w.transferAddr = a
+			}
+		}
+	}
+	switch {
+	case was && !w.healthy:
+		w.transferAddr = "" // learned again when it comes back: it may have restarted elsewhere
+		p.log.Warn("worker taken out", "worker", w.url, "role", w.role, "failures", w.fails, "err", pr.health)
+	case !was && w.healthy:
+		p.log.Info("worker in", "worker", w.url, "role", w.role)
+	case pr.health != nil && w.fails == 1:
+		p.log.Warn("worker health probe failed", "worker", w.url, "role", w.role, "in", w.healthy, "err", pr.health)
+	}
+	v := 0.0
+	if w.healthy {
+		v = 1
+	}
+	p.met.workerHealthy.WithLabelValues(w.url, string(w.role)).Set(v)
+}
+
+// getJSON GETs url within timeout, requires a 200, and decodes the body
+// (at most probeBodyBytesMax) into v when v is not nil.
+func getJSON(ctx context.Context, c *http.Client, url string, timeout time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, probeBodyBytesMax+1))
+	if err != nil {
+		return fmt.Errorf("get %s: read body: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, httpx.Clip(string(body), 200))
+	}
+	if len(body) > probeBodyBytesMax {
+		return fmt.Errorf("get %s: answer over %d bytes", url, probeBodyBytesMax)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			return fmt.Errorf("get %s: decode answer: %w", url, err)
+		}
+	}
+	return nil
+}
