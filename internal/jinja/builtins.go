@@ -4,28 +4,18 @@ package jinja
 // limit), dict, namespace, cycler and joiner, and transformers'
 // raise_exception and strftime_now.
 
-func builtin(name string) *callable {
-	var fn func(r *renderer, a *args) (Value, error)
-	switch name {
-	case "range":
-		fn = bRange
-	case "dict":
-		fn = bDict
-	case "namespace":
-		fn = bNamespace
-	case "cycler":
-		fn = bCycler
-	case "joiner":
-		fn = bJoiner
-	case "raise_exception":
-		fn = bRaise
-	case "strftime_now":
-		fn = bStrftimeNow
-	default:
-		return nil
-	}
-	return &callable{name: name, fn: fn}
+// builtins are the global functions; never modified.
+var builtins = map[string]*callable{
+	"range":           {name: "range", fn: bRange},
+	"dict":            {name: "dict", fn: bDict},
+	"namespace":       {name: "namespace", fn: bNamespace},
+	"cycler":          {name: "cycler", fn: bCycler},
+	"joiner":          {name: "joiner", fn: bJoiner},
+	"raise_exception": {name: "raise_exception", fn: bRaise},
+	"strftime_now":    {name: "strftime_now", fn: bStrftimeNow},
 }
+
+func builtin(name string) *callable { return builtins[name] }
 
 func bRange(r *renderer, a *args) (Value, error) {
 	if len(a.kw) > 0 {
@@ -176,7 +166,7 @@ func (c *cycler) attr(r *renderer, name string) (Value, error) {
 			return None(), nil
 		}}}, nil
 	}
-	return Value{kind: KindUndefined, flag: undefAttr, s: name, ref: "Cycler object"}, nil
+	return undefOn(undefAttr, Value{kind: KindObject, ref: c}, name, 0), nil
 }
 
 // joiner is Jinja2's joiner: "" the first time it is called, then sep.
@@ -197,7 +187,7 @@ func (j *joiner) typeName() string { return "Joiner" }
 func (j *joiner) repr() string     { return "<Joiner>" }
 
 func (j *joiner) attr(r *renderer, name string) (Value, error) {
-	return Value{kind: KindUndefined, flag: undefAttr, s: name, ref: "Joiner object"}, nil
+	return undefOn(undefAttr, Value{kind: KindObject, ref: j}, name, 0), nil
 }
 
 func (j *joiner) call(r *renderer, a *args) (Value, error) {

@@ -38,7 +38,7 @@ type corpusInputs struct {
 	Conversations []corpusConversation       `json:"conversations"`
 }
 
-func readCorpus(t *testing.T) ([]corpusTemplate, corpusInputs) {
+func readCorpus(t testing.TB) ([]corpusTemplate, corpusInputs) {
 	t.Helper()
 	var tmpls []corpusTemplate
 	readJSON(t, "testdata/corpus/templates.json", &tmpls)
@@ -83,6 +83,8 @@ func TestCorpus(t *testing.T) {
 	tmpls, in := readCorpus(t)
 	var differ []string
 	total, errs := 0, 0
+	var most usage
+	var mostOutput int
 	for _, tm := range tmpls {
 		name := strings.TrimSuffix(tm.File, ".jinja")
 		src, err := os.ReadFile(filepath.Join("testdata/corpus/templates", tm.File))
@@ -119,9 +121,16 @@ func TestCorpus(t *testing.T) {
 				i := firstDiff(out.Text, *want.Output)
 				t.Errorf("%s/%s: differs from Python at byte %d: got …%q…, want …%q…", name, c.Name, i, excerpt(out.Text, i), excerpt(*want.Output, i))
 			}
+			most.steps, most.alloc = max(most.steps, out.used.steps), max(most.alloc, out.used.alloc)
+			most.depth, mostOutput = max(most.depth, out.used.depth), max(mostOutput, len(out.Text))
 		}
 	}
 	t.Logf("%d renderings over %d templates (%d errors in Python too); @huggingface/jinja differs from Python in %d", total, len(tmpls), errs, len(differ))
+	t.Logf("most any rendering used: %d steps (budget %d), %d output bytes (%d), call depth %d (%d), %d bytes built (%d)",
+		most.steps, DefaultSteps, mostOutput, DefaultOutputBytes, most.depth, DefaultDepth, most.alloc, DefaultAllocBytes)
+	if most.steps*100 > DefaultSteps || int64(mostOutput)*100 > DefaultOutputBytes || most.depth*4 > DefaultDepth || most.alloc*100 > DefaultAllocBytes {
+		t.Errorf("a real template came within two orders of magnitude (depth: a factor 4) of a default budget")
+	}
 	var listed []string
 	data, err := os.ReadFile("testdata/corpus/differences.txt")
 	if err != nil {

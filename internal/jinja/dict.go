@@ -28,6 +28,11 @@ type hkey struct {
 // NewDict returns an empty dict.
 func NewDict() *Dict { return &Dict{} }
 
+// newDictCap returns an empty dict with room for n keys.
+func newDictCap(n int) *Dict {
+	return &Dict{keys: make([]Value, 0, n), vals: make([]Value, 0, n)}
+}
+
 // DictValue wraps d as a value.
 func DictValue(d *Dict) Value { return Value{kind: KindDict, ref: d} }
 

@@ -19,6 +19,7 @@ type renderer struct {
 	nextCheck int64
 	alloc     int64
 	depth     int
+	maxDepth  int
 	line      int
 	out       *textBuf
 	outMax    int64
@@ -112,7 +113,7 @@ func (r *renderer) errorf(kind ErrorKind, format string, args ...any) error {
 // undefError is the error of using an undefined value.
 func (r *renderer) undefError(v Value) error {
 	kind := ErrUndefined
-	if v.flag == undefUnsafe {
+	if v.undefHow() == undefUnsafe {
 		kind = ErrSecurity
 	}
 	return &Error{Kind: kind, Line: r.line, Msg: undefMessage(v)}
@@ -149,6 +150,7 @@ func (r *renderer) capture(body []stmt, sc *scope) (Value, error) {
 // call depth, counted.
 func (r *renderer) enterCall() error {
 	r.depth++
+	r.maxDepth = max(r.maxDepth, r.depth)
 	if r.depth > r.lim.Depth {
 		return r.budget(BudgetDepth, int64(r.lim.Depth))
 	}
@@ -164,9 +166,13 @@ func (r *renderer) leaveCall() { r.depth-- }
 
 type scope struct {
 	parent *scope
-	names  []string
-	vals   []Value
+	vars   []scopeVar
 	index  map[string]int // for scopes with many names (the render's variables)
+}
+
+type scopeVar struct {
+	name string
+	v    Value
 }
 
 const scopeIndexMin = 16
@@ -174,25 +180,24 @@ const scopeIndexMin = 16
 func (s *scope) set(name string, v Value) {
 	if s.index != nil {
 		if i, ok := s.index[name]; ok {
-			s.vals[i] = v
+			s.vars[i].v = v
 			return
 		}
 	} else {
-		for i, n := range s.names {
-			if n == name {
-				s.vals[i] = v
+		for i := range s.vars {
+			if s.vars[i].name == name {
+				s.vars[i].v = v
 				return
 			}
 		}
 	}
-	s.names = append(s.names, name)
-	s.vals = append(s.vals, v)
+	s.vars = append(s.vars, scopeVar{name: name, v: v})
 	if s.index != nil {
-		s.index[name] = len(s.names) - 1
-	} else if len(s.names) > scopeIndexMin {
-		s.index = make(map[string]int, len(s.names)*2)
-		for i, n := range s.names {
-			s.index[n] = i
+		s.index[name] = len(s.vars) - 1
+	} else if len(s.vars) > scopeIndexMin {
+		s.index = make(map[string]int, len(s.vars)*2)
+		for i, sv := range s.vars {
+			s.index[sv.name] = i
 		}
 	}
 }
@@ -201,13 +206,13 @@ func (s *scope) get(name string) (Value, bool) {
 	for ; s != nil; s = s.parent {
 		if s.index != nil {
 			if i, ok := s.index[name]; ok {
-				return s.vals[i], true
+				return s.vars[i].v, true
 			}
 			continue
 		}
-		for i := len(s.names) - 1; i >= 0; i-- {
-			if s.names[i] == name {
-				return s.vals[i], true
+		for i := len(s.vars) - 1; i >= 0; i-- {
+			if s.vars[i].name == name {
+				return s.vars[i].v, true
 			}
 		}
 	}
@@ -215,8 +220,8 @@ func (s *scope) get(name string) (Value, bool) {
 }
 
 func (s *scope) reset() {
-	clear(s.vals)
-	s.names, s.vals, s.index = s.names[:0], s.vals[:0], nil
+	clear(s.vars)
+	s.vars, s.index = s.vars[:0], nil
 }
 
 func (r *renderer) lookup(name string) Value {
@@ -646,7 +651,7 @@ func (l *loopState) attr(r *renderer, name string) (Value, error) {
 			return Bool(true), nil
 		}}}, nil
 	}
-	return Value{kind: KindUndefined, flag: undefAttr, s: name, ref: "LoopContext"}, nil
+	return undefOn(undefAttr, Value{kind: KindObject, ref: l}, name, 0), nil
 }
 
 // call renders the loop body over another iterable, one level deeper

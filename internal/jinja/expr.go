@@ -48,7 +48,13 @@ outer:
 	return nil
 }
 
+// noArgs is the arguments of a call without any; never modified.
+var noArgs = &args{}
+
 func (r *renderer) evalArgs(c *callArgs, extra *namedArg) (*args, error) {
+	if len(c.args) == 0 && len(c.kwargs) == 0 && c.dynArgs == nil && c.dynKwargs == nil && extra == nil {
+		return noArgs, nil
+	}
 	a := &args{}
 	if len(c.args) > 0 {
 		a.pos = make([]Value, 0, len(c.args))

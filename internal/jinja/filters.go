@@ -145,7 +145,7 @@ func fAttr(r *renderer, v Value, a *args) (Value, error) {
 	if err != nil || found {
 		return got, err
 	}
-	return Value{kind: KindUndefined, flag: undefAttr, s: name.s, ref: typeRepr(v)}, nil
+	return undefOn(undefAttr, v, name.s, 0), nil
 }
 
 func fCase(f func(string) string, keepSafe bool) filterFunc {

@@ -2,15 +2,14 @@ package jinja
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // JSON in (FromJSON) and out (the tojson filter).
@@ -19,89 +18,337 @@ import (
 const jsonDepthMax = 64
 
 // FromJSON decodes one JSON value into a template value: objects become
-// dicts that keep their key order, numbers without a fraction or exponent
-// become ints (floats when outside int64), strings are marked untrusted
-// when untrusted is set (keys included). It refuses nesting deeper than 64
-// levels and anything after the value.
+// dicts that keep their key order (a repeated key keeps its first place
+// and its last value, as Python's json does), numbers without a fraction
+// or exponent become ints (floats when outside int64), strings are marked
+// untrusted when untrusted is set (keys included). It refuses invalid
+// JSON, nesting deeper than 64 levels and anything after the value.
+//
+// The decoder is written here rather than built on encoding/json's token
+// API, which keeps key order only through json.Decoder.Token, several
+// times slower than the rest of a render; FuzzFromJSON checks it against
+// encoding/json.
 func FromJSON(raw []byte, untrusted bool) (Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	v, err := decodeJSON(dec, 0, untrusted)
+	// One copy of the input: strings without escapes and numbers are
+	// slices of it.
+	p := &jsonParser{data: raw, text: string(raw), untrusted: untrusted}
+	p.space()
+	v, err := p.value(0)
 	if err != nil {
 		return Value{}, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	p.space()
+	if p.pos < len(p.data) {
 		return Value{}, errors.New("invalid JSON: more than one value")
 	}
 	return v, nil
 }
 
-func decodeJSON(dec *json.Decoder, depth int, untrusted bool) (Value, error) {
+type jsonParser struct {
+	data      []byte
+	text      string // data as a string
+	pos       int
+	untrusted bool
+}
+
+func (p *jsonParser) fail(what string) error {
+	if p.pos >= len(p.data) {
+		return fmt.Errorf("invalid JSON: unexpected end of input, expected %s", what)
+	}
+	return fmt.Errorf("invalid JSON: unexpected %q at offset %d, expected %s", p.data[p.pos], p.pos, what)
+}
+
+func (p *jsonParser) space() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) literal(word string, v Value) (Value, error) {
+	if !bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
+		return Value{}, p.fail("a value")
+	}
+	p.pos += len(word)
+	return v, nil
+}
+
+func (p *jsonParser) str(s string) Value {
+	if p.untrusted {
+		return UntrustedStr(s)
+	}
+	return Str(s)
+}
+
+func (p *jsonParser) value(depth int) (Value, error) {
 	if depth > jsonDepthMax {
 		return Value{}, fmt.Errorf("JSON nested more than %d levels deep", jsonDepthMax)
 	}
-	t, err := dec.Token()
-	if err != nil {
-		return Value{}, fmt.Errorf("invalid JSON: %w", err)
+	if p.pos >= len(p.data) {
+		return Value{}, p.fail("a value")
 	}
-	str := Str
-	if untrusted {
-		str = UntrustedStr
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		s, err := p.stringLit()
+		if err != nil {
+			return Value{}, err
+		}
+		return p.str(s), nil
+	case c == 't':
+		return p.literal("true", Bool(true))
+	case c == 'f':
+		return p.literal("false", Bool(false))
+	case c == 'n':
+		return p.literal("null", None())
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
 	}
-	switch t := t.(type) {
-	case nil:
-		return None(), nil
-	case bool:
-		return Bool(t), nil
-	case string:
-		return str(t), nil
-	case json.Number:
-		if !strings.ContainsAny(string(t), ".eE") {
-			if n, err := t.Int64(); err == nil {
-				return Int(n), nil
-			}
+	return Value{}, p.fail("a value")
+}
+
+func (p *jsonParser) object(depth int) (Value, error) {
+	p.pos++ // {
+	d := newDictCap(4)
+	p.space()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		return DictValue(d), nil
+	}
+	for {
+		p.space()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return Value{}, p.fail("a string key")
 		}
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil && !isRangeErr(err) {
-			return Value{}, fmt.Errorf("invalid number %s: %w", t, err)
+		k, err := p.stringLit()
+		if err != nil {
+			return Value{}, err
 		}
-		return Float(f), nil
-	case json.Delim:
-		switch t {
-		case '[':
-			items := []Value{}
-			for dec.More() {
-				v, err := decodeJSON(dec, depth+1, untrusted)
-				if err != nil {
-					return Value{}, err
-				}
-				items = append(items, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return Value{}, fmt.Errorf("invalid JSON: %w", err)
-			}
-			return NewList(items), nil
-		case '{':
-			d := NewDict()
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return Value{}, fmt.Errorf("invalid JSON: %w", err)
-				}
-				k, _ := kt.(string)
-				v, err := decodeJSON(dec, depth+1, untrusted)
-				if err != nil {
-					return Value{}, err
-				}
-				d.Set(str(k), v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return Value{}, fmt.Errorf("invalid JSON: %w", err)
-			}
+		p.space()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return Value{}, p.fail("':'")
+		}
+		p.pos++
+		p.space()
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return Value{}, err
+		}
+		d.Set(p.str(k), v)
+		p.space()
+		if p.pos < len(p.data) && p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.pos < len(p.data) && p.data[p.pos] == '}' {
+			p.pos++
 			return DictValue(d), nil
 		}
+		return Value{}, p.fail("',' or '}'")
 	}
-	return Value{}, fmt.Errorf("invalid JSON token %v", t)
+}
+
+func (p *jsonParser) array(depth int) (Value, error) {
+	p.pos++ // [
+	items := []Value{}
+	p.space()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return NewList(items), nil
+	}
+	for {
+		p.space()
+		v, err := p.value(depth + 1)
+		if err != nil {
+			return Value{}, err
+		}
+		items = append(items, v)
+		p.space()
+		if p.pos < len(p.data) && p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.pos < len(p.data) && p.data[p.pos] == ']' {
+			p.pos++
+			return NewList(items), nil
+		}
+		return Value{}, p.fail("',' or ']'")
+	}
+}
+
+// stringLit reads a string literal; invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func (p *jsonParser) stringLit() (string, error) {
+	p.pos++ // "
+	start := p.pos
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			raw := p.text[start:p.pos]
+			p.pos++
+			return validUTF8(raw), nil
+		case c == '\\':
+			return p.escapedString(start)
+		case c < 0x20:
+			return "", p.fail("a character (control characters must be escaped)")
+		}
+		p.pos++
+	}
+	return "", p.fail("'\"'")
+}
+
+// escapedString reads the rest of a string literal that has escapes, from
+// start (just after its opening quote).
+func (p *jsonParser) escapedString(start int) (string, error) {
+	var b strings.Builder
+	b.Write(p.data[start:p.pos])
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			return validUTF8(b.String()), nil
+		case c < 0x20:
+			return "", p.fail("a character (control characters must be escaped)")
+		case c != '\\':
+			b.WriteByte(c)
+			p.pos++
+			continue
+		}
+		p.pos++
+		if p.pos >= len(p.data) {
+			return "", p.fail("an escape")
+		}
+		e := p.data[p.pos]
+		p.pos++
+		switch e {
+		case '"', '\\', '/':
+			b.WriteByte(e)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.fail("four hex digits")
+			}
+			if utf16.IsSurrogate(r) {
+				// A high surrogate pairs with a following \uDC00-\uDFFF;
+				// anything else is U+FFFD, as encoding/json decodes it.
+				save := p.pos
+				if p.pos+1 < len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
+					p.pos += 2
+					if r2, ok := p.hex4(); ok {
+						if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+							b.WriteRune(pair)
+							continue
+						}
+					}
+				}
+				p.pos = save
+				r = utf8.RuneError
+			}
+			b.WriteRune(r)
+		default:
+			p.pos--
+			return "", p.fail("an escape character")
+		}
+	}
+	return "", p.fail("'\"'")
+}
+
+// validUTF8 replaces each byte of s that is not UTF-8 with U+FFFD, as
+// encoding/json does.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, c := range s { // an invalid byte ranges as one utf8.RuneError
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if p.pos+4 > len(p.data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.data[p.pos : p.pos+4] {
+		d := digitValue(c)
+		if d > 15 {
+			return 0, false
+		}
+		r = r<<4 | rune(d)
+	}
+	p.pos += 4
+	return r, true
+}
+
+// number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?.
+func (p *jsonParser) number() (Value, error) {
+	start := p.pos
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '0' {
+		p.pos++
+	} else if digits() == 0 {
+		return Value{}, p.fail("a digit")
+	}
+	isInt := true
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return Value{}, p.fail("a digit")
+		}
+		isInt = false
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return Value{}, p.fail("a digit")
+		}
+		isInt = false
+	}
+	text := p.text[start:p.pos]
+	if isInt {
+		if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+			return Int(n), nil
+		}
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil && !isRangeErr(err) {
+		return Value{}, fmt.Errorf("invalid number %s: %w", text, err)
+	}
+	return Float(f), nil
 }
 
 // jsonOpts are tojson's options: transformers' tojson is

@@ -19,8 +19,12 @@ func typeRepr(v Value) string {
 }
 
 func undefMessage(v Value) string {
-	typ, _ := v.ref.(string)
-	switch v.flag {
+	how := v.undefHow()
+	var typ string
+	if how != undefName && how != undefMsg {
+		typ = typeRepr(Value{kind: Kind(v.flag >> 4), ref: v.ref})
+	}
+	switch how {
 	case undefName:
 		return "'" + v.s + "' is undefined"
 	case undefAttr, undefItemStr:
@@ -689,7 +693,7 @@ func (r *renderer) getattr(obj Value, name string) (Value, error) {
 	if v, ok := r.itemOf(obj, Str(name)); ok {
 		return v, nil
 	}
-	return Value{kind: KindUndefined, flag: undefAttr, s: name, ref: typeRepr(obj)}, nil
+	return undefOn(undefAttr, obj, name, 0), nil
 }
 
 // getitem is obj[key]: the item, else (for a string key) the attribute,
@@ -706,10 +710,10 @@ func (r *renderer) getitem(obj, key Value) (Value, error) {
 		if err != nil || ok {
 			return v, err
 		}
-		return Value{kind: KindUndefined, flag: undefItemStr, s: key.s, ref: typeRepr(obj)}, nil
+		return undefOn(undefItemStr, obj, key.s, 0), nil
 	}
 	if key.isInt() {
-		return Value{kind: KindUndefined, flag: undefItem, n: key.n, ref: typeRepr(obj)}, nil
+		return undefOn(undefItem, obj, "", key.n), nil
 	}
 	return undefMsgf(typeRepr(obj) + " has no such element"), nil
 }
@@ -722,14 +726,14 @@ func (r *renderer) attrOf(obj Value, name string) (Value, bool, error) {
 	}
 	if strings.HasPrefix(name, "_") {
 		if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
-			return Value{kind: KindUndefined, flag: undefUnsafe, s: name, ref: typeRepr(obj)}, true, nil
+			return undefOn(undefUnsafe, obj, name, 0), true, nil
 		}
 		return Value{}, false, nil
 	}
 	switch obj.kind {
 	case KindString, KindDict, KindList, KindTuple:
 		if unsafeMethod(obj.kind, name) {
-			return Value{kind: KindUndefined, flag: undefUnsafe, s: name, ref: typeRepr(obj)}, true, nil
+			return undefOn(undefUnsafe, obj, name, 0), true, nil
 		}
 		if m := methodFor(obj, name); m != nil {
 			recv := obj

@@ -22,6 +22,13 @@ type Options struct {
 type Output struct {
 	Text      string
 	Untrusted []Span
+	used      usage // what the render used of its budgets (for the tests)
+}
+
+// usage is what one render used of its budgets.
+type usage struct {
+	steps, alloc int64
+	depth        int
 }
 
 // Segment is a piece of an Output that is wholly template text or wholly
@@ -49,15 +56,11 @@ func (o Output) Segments() []Segment {
 	return out
 }
 
-// builtinNames are the globals every render has: Jinja2's (range, dict,
-// namespace, cycler, joiner) and transformers' (raise_exception,
-// strftime_now). lipsum is left out.
-var builtinNames = map[string]bool{"range": true, "dict": true, "namespace": true, "cycler": true, "joiner": true,
-	"raise_exception": true, "strftime_now": true}
-
 // IsBuiltin reports whether name is a global of the template environment,
-// which Render does not let a variable replace.
-func IsBuiltin(name string) bool { return builtinNames[name] }
+// which Render does not let a variable replace: Jinja2's range, dict,
+// namespace, cycler and joiner, and transformers' raise_exception and
+// strftime_now (lipsum is left out).
+func IsBuiltin(name string) bool { return builtins[name] != nil }
 
 // ErrShadowsBuiltin is returned by Render for a variable named like a
 // builtin (IsBuiltin): a caller's variables never replace the template's
@@ -90,7 +93,7 @@ func (t *Template) Render(ctx context.Context, vars map[string]Value, o Options)
 	if err := r.execBody(t.body); err != nil {
 		return Output{}, err
 	}
-	return Output{Text: buf.b.String(), Untrusted: buf.spans}, nil
+	return Output{Text: buf.b.String(), Untrusted: buf.spans, used: usage{steps: r.steps, alloc: r.alloc, depth: r.maxDepth}}, nil
 }
 
 func newRenderer(ctx context.Context, o Options) *renderer {

@@ -65,7 +65,7 @@ func readCasesFrom(t testing.TB, path string) []semCase {
 	return cases
 }
 
-func readJSON(t *testing.T, path string, v any) {
+func readJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

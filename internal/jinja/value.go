@@ -40,7 +40,8 @@ type Value struct {
 
 const flagSafe uint8 = 1 // a string marked safe (Markup)
 
-// How an undefined value came about (Value.flag), for its error message.
+// How an undefined value came about (the low bits of Value.flag), for its
+// error message.
 const (
 	undefName    uint8 = iota // a name: s
 	undefAttr                 // a missing attribute s of an object of type ref (string)
@@ -99,6 +100,17 @@ func NewList(items []Value) Value { return Value{kind: KindList, ref: &List{Item
 func newTuple(items []Value) Value { return Value{kind: KindTuple, ref: &List{Items: items}} }
 
 func undefMsgf(msg string) Value { return Value{kind: KindUndefined, flag: undefMsg, s: msg} }
+
+// undefOn is the undefined value of a failed lookup on obj: how (undef*),
+// the name or index that was missing. It keeps obj's kind (in flag's high
+// bits) and reference, which the error message needs, without
+// allocating.
+func undefOn(how uint8, obj Value, name string, index int64) Value {
+	return Value{kind: KindUndefined, flag: how | uint8(obj.kind)<<4, s: name, n: index, ref: obj.ref}
+}
+
+// undefHow is how an undefined value came about (undef*).
+func (v Value) undefHow() uint8 { return v.flag & 15 }
 
 // Accessors.
 
