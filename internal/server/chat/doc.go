@@ -36,6 +36,10 @@
 //     llama.cpp's default: "<|im_start|>{role}\n{content}<|im_end|>\n" per
 //     message, then "<|im_start|>assistant\n"; generation should end at
 //     [FallbackEnd].
+//   - A render's output, and any string the template builds, is at most
+//     1 MiB plus 8 times the request's messages, tools and kwargs (and at
+//     most jinja's string budget, 32 MiB); the other budgets are jinja's
+//     defaults.
 //   - NewTemplate refuses a source that does not compile, and one that
 //     breaks a budget on a representative conversation (a user message;
 //     system, user and assistant; a tool call and its result with tools)

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -25,5 +26,24 @@ func TestRefusedAtLoad(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestOutputBudgetFollowsInput checks that a render's output budget grows
+// with the request: a long message renders, a short request cannot make
+// the template write megabytes.
+func TestOutputBudgetFollowsInput(t *testing.T) {
+	ct, err := NewTemplate("{% for m in messages %}{{ m.content }}{% endfor %}{% if n is defined %}{{ 'x' * n }}{% endif %}", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("a", 3<<20)
+	out, err := ct.RenderInput(Input{Messages: []byte(`[{"role":"user","content":"` + long + `"}]`)})
+	if err != nil || len(out) != len(long) {
+		t.Errorf("a 3 MiB message: %d bytes, %v; want it rendered", len(out), err)
+	}
+	_, err = ct.RenderInput(Input{Messages: []byte(`[{"role":"user","content":"hi"}]`), Kwargs: map[string]json.RawMessage{"n": []byte("2000000")}})
+	if err == nil || !strings.Contains(err.Error(), "string bytes budget (1048") {
+		t.Errorf("2 MB from a short request: %v, want the string budget of about 1 MiB", err)
 	}
 }

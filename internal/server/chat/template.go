@@ -253,11 +253,35 @@ func (c *Template) RenderContext(ctx context.Context, in Input) (jinja.Output, e
 		}
 		data["tools"] = tools
 	}
-	out, err := c.tmpl.Render(ctx, data, jinja.Options{Limits: c.limits, Now: c.now})
+	out, err := c.tmpl.Render(ctx, data, jinja.Options{Limits: c.limitsFor(in), Now: c.now})
 	if err != nil {
 		return jinja.Output{}, fmt.Errorf("chat template: %w", err)
 	}
 	return out, nil
+}
+
+// A prompt is about as long as what the client sent plus the template's
+// own text: the output and string budgets of a render are
+// outputBytesBase + outputBytesPerInput times the request's messages,
+// tools and kwargs (within jinja's defaults), so that a small request
+// cannot make a template build a large prompt.
+const (
+	outputBytesBase     = 1 << 20
+	outputBytesPerInput = 8
+)
+
+// limitsFor returns the budgets of rendering in.
+func (c *Template) limitsFor(in Input) jinja.Limits {
+	lim := c.limits
+	if lim.OutputBytes == 0 && lim.StringBytes == 0 {
+		n := int64(len(in.Messages) + len(in.Tools))
+		for k, raw := range in.Kwargs {
+			n += int64(len(k) + len(raw))
+		}
+		size := min(outputBytesBase+outputBytesPerInput*n, jinja.DefaultStringBytes)
+		lim.OutputBytes, lim.StringBytes = size, size
+	}
+	return lim
 }
 
 // fallbackPrompt formats messages in the fallback format, each role and
