@@ -42,7 +42,6 @@ var budgetCases = []struct {
 func TestBudgets(t *testing.T) {
 	for _, c := range budgetCases {
 		t.Run(c.name, func(t *testing.T) {
-			start := time.Now()
 			out, err := render(c.src, nil, c.lim)
 			var be *BudgetError
 			if !errors.As(err, &be) || !errors.Is(err, ErrBudget) {
@@ -53,9 +52,6 @@ func TestBudgets(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), string(c.want)) {
 				t.Errorf("error %q does not name the %s budget", err, c.want)
-			}
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("took %v to break the budget", d)
 			}
 		})
 	}
@@ -93,7 +89,6 @@ func TestHostileTemplates(t *testing.T) {
 		default:
 			hostile, ordinary = []map[string]Value{ordinary}, nil
 		}
-		start := time.Now()
 		if ordinary != nil {
 			if _, err := render(string(src), ordinary, Limits{}); err != nil {
 				t.Errorf("%s: an ordinary request fails: %v", name, err)
@@ -106,40 +101,29 @@ func TestHostileTemplates(t *testing.T) {
 			}
 			t.Logf("%s: %v", name, err)
 		}
-		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("%s: took %v", name, d)
-		}
 	}
 }
 
-// TestCancel checks that a render stops when its context ends, within the
-// steps between two checks.
+// TestCancel checks that a render stops when its context ends: the
+// template's clock (strftime_now) cancels the context mid-render, and the
+// render, which would run for billions of steps, stops within the steps
+// between two checks.
 func TestCancel(t *testing.T) {
-	tmpl, err := Parse("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+	tmpl, err := Parse("{{ strftime_now('%Y') }}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := tmpl.Render(ctx, nil, Options{Limits: Limits{Steps: 1 << 62}})
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond) // let it start; the render runs until cancelled
-	start := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("render error %v, want context.Canceled", err)
-		}
-		t.Logf("stopped %v after cancel", time.Since(start))
-	case <-time.After(5 * time.Second):
-		t.Fatal("render did not stop within 5 s of its context's cancellation")
-	}
-	// A context already done stops the render before it starts.
-	_, err = tmpl.Render(ctx, nil, Options{})
+	defer cancel()
+	now := func() time.Time { cancel(); return refClock }
+	out, err := tmpl.Render(ctx, nil, Options{Limits: Limits{Steps: 1 << 62}, Now: now})
 	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("render error %v, want context.Canceled", err)
+	}
+	t.Logf("stopped: %v", err)
+	_ = out
+	// A context already done stops the render before it starts.
+	if _, err = tmpl.Render(ctx, nil, Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("render with a done context: %v, want context.Canceled", err)
 	}
 }

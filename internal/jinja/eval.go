@@ -288,11 +288,8 @@ func (s *setStmt) exec(r *renderer) error {
 
 func (s *setBlockStmt) exec(r *renderer) error {
 	r.line = s.line
-	v, err := r.capture(s.body, &scope{parent: r.sc})
+	v, err := r.filteredBlock(s.body, s.filters)
 	if err != nil {
-		return err
-	}
-	if v, err = r.applyFilters(s.filters, v); err != nil {
 		return err
 	}
 	return r.assign(s.target, v)
@@ -300,11 +297,8 @@ func (s *setBlockStmt) exec(r *renderer) error {
 
 func (s *filterBlockStmt) exec(r *renderer) error {
 	r.line = s.line
-	v, err := r.capture(s.body, &scope{parent: r.sc})
+	v, err := r.filteredBlock(s.body, s.filters)
 	if err != nil {
-		return err
-	}
-	if v, err = r.applyFilters(s.filters, v); err != nil {
 		return err
 	}
 	sv, err := r.str(v)
@@ -314,10 +308,14 @@ func (s *filterBlockStmt) exec(r *renderer) error {
 	return r.write(sv)
 }
 
-// applyFilters runs a chain parsed without an input on v.
-func (r *renderer) applyFilters(chain []*filterExpr, v Value) (Value, error) {
+// filteredBlock captures body, in a scope of its own, and runs the chain
+// of filters (parsed without an input) on what it wrote.
+func (r *renderer) filteredBlock(body []stmt, chain []*filterExpr) (Value, error) {
+	v, err := r.capture(body, &scope{parent: r.sc})
+	if err != nil {
+		return Value{}, err
+	}
 	for _, f := range chain {
-		var err error
 		if v, err = f.apply(r, v); err != nil {
 			return Value{}, err
 		}

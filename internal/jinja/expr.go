@@ -132,19 +132,25 @@ func (e *getattrExpr) eval(r *renderer) (Value, error) {
 }
 
 func (e *getitemExpr) eval(r *renderer) (Value, error) {
-	obj, err := e.obj.eval(r)
+	obj, key, err := r.evalPair(e.obj, e.key, e.line)
 	if err != nil {
 		return Value{}, err
 	}
-	key, err := e.key.eval(r)
-	if err != nil {
-		return Value{}, err
-	}
-	if err := r.tick(1); err != nil {
-		return Value{}, err
-	}
-	r.line = e.line
 	return r.getitem(obj, key)
+}
+
+// evalPair evaluates two operands, then charges the operation at line.
+func (r *renderer) evalPair(a, b expr, line int) (Value, Value, error) {
+	x, err := a.eval(r)
+	if err != nil {
+		return Value{}, Value{}, err
+	}
+	y, err := b.eval(r)
+	if err != nil {
+		return Value{}, Value{}, err
+	}
+	r.line = line
+	return x, y, r.tick(1)
 }
 
 func (e *sliceExpr) eval(r *renderer) (Value, error) {
@@ -402,18 +408,10 @@ func (e *unaryExpr) eval(r *renderer) (Value, error) {
 }
 
 func (e *binExpr) eval(r *renderer) (Value, error) {
-	l, err := e.l.eval(r)
+	l, rv, err := r.evalPair(e.l, e.r, e.line)
 	if err != nil {
 		return Value{}, err
 	}
-	rv, err := e.r.eval(r)
-	if err != nil {
-		return Value{}, err
-	}
-	if err := r.tick(1); err != nil {
-		return Value{}, err
-	}
-	r.line = e.line
 	return r.binop(e.op, l, rv)
 }
 
@@ -433,7 +431,6 @@ func (e *logicExpr) eval(r *renderer) (Value, error) {
 
 func (e *concatExpr) eval(r *renderer) (Value, error) {
 	parts := make([]Value, len(e.items))
-	size := 0
 	for i, it := range e.items {
 		v, err := it.eval(r)
 		if err != nil {
@@ -442,20 +439,8 @@ func (e *concatExpr) eval(r *renderer) (Value, error) {
 		if parts[i], err = r.str(v); err != nil {
 			return Value{}, err
 		}
-		size += len(parts[i].s)
-		if int64(size) > r.lim.StringBytes {
-			return Value{}, r.budget(BudgetString, r.lim.StringBytes)
-		}
 	}
-	if err := r.newString(size); err != nil {
-		return Value{}, err
-	}
-	var t textBuf
-	t.grow(size)
-	for _, p := range parts {
-		t.write(p)
-	}
-	return t.value(), nil
+	return r.joinStrings(sequence{items: parts}, Value{kind: KindString})
 }
 
 func (e *compareExpr) eval(r *renderer) (Value, error) {

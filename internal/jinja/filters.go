@@ -238,13 +238,7 @@ func fEscape(r *renderer, v Value, a *args) (Value, error) {
 	if v.kind == KindString && v.flag&flagSafe != 0 {
 		return v, nil
 	}
-	s, err := r.str(v)
-	if err != nil {
-		return Value{}, err
-	}
-	out := mapRuns(s, htmlEscape)
-	out.flag = flagSafe
-	return out, nil
+	return fForceEscape(r, v, a)
 }
 
 func fForceEscape(r *renderer, v Value, a *args) (Value, error) {
@@ -303,11 +297,7 @@ func fLast(r *renderer, v Value, a *args) (Value, error) {
 }
 
 func fList(r *renderer, v Value, a *args) (Value, error) {
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
@@ -342,22 +332,12 @@ func fJoin(r *renderer, v Value, a *args) (Value, error) {
 			return Value{}, err
 		}
 	}
-	seq, err := r.iterate(v)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
-	items, err := r.values(seq)
-	if err != nil {
+	if items, err = r.mapAttribute(items, a, 1); err != nil {
 		return Value{}, err
-	}
-	if attr, ok := a.get(1, "attribute"); ok && attr.kind != KindNone {
-		get, err := r.attrGetter(attr, Value{})
-		if err != nil {
-			return Value{}, err
-		}
-		if items, err = r.mapValues(items, get); err != nil {
-			return Value{}, err
-		}
 	}
 	strs := make([]Value, len(items))
 	for i, it := range items {
@@ -366,6 +346,29 @@ func fJoin(r *renderer, v Value, a *args) (Value, error) {
 		}
 	}
 	return r.joinStrings(sequence{items: strs}, sep)
+}
+
+// listOf is list(v): the items iterating over v gives.
+func (r *renderer) listOf(v Value) ([]Value, error) {
+	seq, err := r.iterate(v)
+	if err != nil {
+		return nil, err
+	}
+	return r.values(seq)
+}
+
+// mapAttribute maps items to their attribute given as argument i
+// ("attribute"), when there is one.
+func (r *renderer) mapAttribute(items []Value, a *args, i int) ([]Value, error) {
+	attr, ok := a.get(i, "attribute")
+	if !ok || attr.kind == KindNone {
+		return items, nil
+	}
+	get, err := r.attrGetter(attr, Value{})
+	if err != nil {
+		return nil, err
+	}
+	return r.mapValues(items, get)
 }
 
 func (r *renderer) mapValues(items []Value, f func(Value) (Value, error)) ([]Value, error) {
@@ -430,11 +433,7 @@ func ignoreCase(v Value) Value {
 }
 
 func fMap(r *renderer, v Value, a *args) (Value, error) {
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
@@ -483,11 +482,7 @@ func fSelect(keep, byAttr bool) filterFunc {
 		if !v.truth() {
 			return newIter("generator", nil), nil
 		}
-		seq, err := r.iterate(v)
-		if err != nil {
-			return Value{}, err
-		}
-		items, err := r.values(seq)
+		items, err := r.listOf(v)
 		if err != nil {
 			return Value{}, err
 		}
@@ -568,11 +563,7 @@ func fReverse(r *renderer, v Value, a *args) (Value, error) {
 	case KindString:
 		return r.slice(v, None(), None(), Int(-1))
 	case KindList, KindTuple, KindDict, KindRange:
-		seq, err := r.iterate(v)
-		if err != nil {
-			return Value{}, err
-		}
-		items, err := r.values(seq)
+		items, err := r.listOf(v)
 		if err != nil {
 			return Value{}, err
 		}
@@ -832,21 +823,11 @@ func fIndent(r *renderer, v Value, a *args) (Value, error) {
 }
 
 func fTrim(r *renderer, v Value, a *args) (Value, error) {
-	if err := a.check(r, "trim", "chars"); err != nil {
-		return Value{}, err
-	}
 	s, err := r.softStr(v)
 	if err != nil {
 		return Value{}, err
 	}
-	chars, ok, err := strArg(r, a, 0, "chars", "strip")
-	if err != nil {
-		return Value{}, err
-	}
-	if err := r.work(len(s.s), 0); err != nil {
-		return Value{}, err
-	}
-	return stripValue(s, chars, ok, true, true), nil
+	return mStrip(true, true)(r, s, a)
 }
 
 func fTruncate(r *renderer, v Value, a *args) (Value, error) {
@@ -945,22 +926,12 @@ func fSum(r *renderer, v Value, a *args) (Value, error) {
 	if err := a.check(r, "sum", "attribute", "start"); err != nil {
 		return Value{}, err
 	}
-	seq, err := r.iterate(v)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
-	items, err := r.values(seq)
-	if err != nil {
+	if items, err = r.mapAttribute(items, a, 0); err != nil {
 		return Value{}, err
-	}
-	if attr, ok := a.get(0, "attribute"); ok && attr.kind != KindNone {
-		get, err := r.attrGetter(attr, Value{})
-		if err != nil {
-			return Value{}, err
-		}
-		if items, err = r.mapValues(items, get); err != nil {
-			return Value{}, err
-		}
 	}
 	total, ok := a.get(1, "start")
 	if !ok {
@@ -982,11 +953,7 @@ func fMinMax(isMax bool) filterFunc {
 		if err := a.check(r, "min", "case_sensitive", "attribute"); err != nil {
 			return Value{}, err
 		}
-		seq, err := r.iterate(v)
-		if err != nil {
-			return Value{}, err
-		}
-		items, err := r.values(seq)
+		items, err := r.listOf(v)
 		if err != nil {
 			return Value{}, err
 		}
@@ -1112,11 +1079,7 @@ func fSort(r *renderer, v Value, a *args) (Value, error) {
 	if err := a.check(r, "sort", "reverse", "case_sensitive", "attribute"); err != nil {
 		return Value{}, err
 	}
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
@@ -1183,11 +1146,7 @@ func fUnique(r *renderer, v Value, a *args) (Value, error) {
 	if err := a.check(r, "unique", "case_sensitive", "attribute"); err != nil {
 		return Value{}, err
 	}
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
@@ -1228,11 +1187,7 @@ func fBatch(r *renderer, v Value, a *args) (Value, error) {
 	if n <= 0 {
 		return Value{}, r.errorf(ErrValue, "batch size must be positive")
 	}
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
@@ -1266,11 +1221,7 @@ func fSlice(r *renderer, v Value, a *args) (Value, error) {
 	if err := r.newItems(int(min(n, int64(r.lim.Items)+1))); err != nil {
 		return Value{}, err
 	}
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}
@@ -1318,11 +1269,7 @@ func fGroupby(r *renderer, v Value, a *args) (Value, error) {
 		}
 		return ignoreCase(k), nil
 	}
-	seq, err := r.iterate(v)
-	if err != nil {
-		return Value{}, err
-	}
-	items, err := r.values(seq)
+	items, err := r.listOf(v)
 	if err != nil {
 		return Value{}, err
 	}

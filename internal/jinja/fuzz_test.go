@@ -73,7 +73,7 @@ func FuzzRender(f *testing.F) {
 		}
 		start := time.Now()
 		out, err := tmpl.Render(context.Background(), values, Options{Limits: fuzzLimits})
-		if d := time.Since(start); d > 3*time.Second {
+		if d := time.Since(start); d > 30*time.Second { // a hang, not a measurement
 			t.Fatalf("render took %v within budgets of %d steps", d, fuzzLimits.Steps)
 		}
 		checkRenderResult(t, out, err)

@@ -406,13 +406,7 @@ func fToJSON(r *renderer, v Value, a *args) (Value, error) {
 }
 
 func (r *renderer) writeJSON(b *reprBuf, o *jsonOpts, v Value, depth int) error {
-	if depth > r.lim.Depth {
-		return r.budget(BudgetDepth, int64(r.lim.Depth))
-	}
-	if int64(b.Len()) > r.lim.StringBytes {
-		return r.budget(BudgetString, r.lim.StringBytes)
-	}
-	if err := r.tick(1); err != nil {
+	if err := r.walkValue(b, depth); err != nil {
 		return err
 	}
 	switch v.kind {

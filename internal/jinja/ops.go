@@ -70,15 +70,21 @@ type reprBuf struct {
 	untrusted bool
 }
 
-// repr writes Python's repr(v).
-func (r *renderer) repr(b *reprBuf, v Value, depth int) error {
+// walkValue charges one step of writing a value nested depth deep into b
+// (repr, tojson): the depth, string and step budgets.
+func (r *renderer) walkValue(b *reprBuf, depth int) error {
 	if depth > r.lim.Depth {
 		return r.budget(BudgetDepth, int64(r.lim.Depth))
 	}
 	if int64(b.Len()) > r.lim.StringBytes {
 		return r.budget(BudgetString, r.lim.StringBytes)
 	}
-	if err := r.tick(1); err != nil {
+	return r.tick(1)
+}
+
+// repr writes Python's repr(v).
+func (r *renderer) repr(b *reprBuf, v Value, depth int) error {
+	if err := r.walkValue(b, depth); err != nil {
 		return err
 	}
 	switch v.kind {

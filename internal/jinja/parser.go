@@ -1067,18 +1067,12 @@ func (p *parser) parseFilterChain(e expr, inline bool) ([]*filterExpr, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := t.val
-		for p.isOp(".") {
-			p.next()
-			n, err := p.expectKind(tokName)
-			if err != nil {
-				return nil, err
-			}
-			name += "." + n.val
+		name, err := p.dottedName(t.val)
+		if err != nil {
+			return nil, err
 		}
 		fn := lookupFilter(name)
-		ok := fn != nil
-		if !ok {
+		if fn == nil {
 			return nil, &Error{Kind: ErrSyntax, Line: t.line, Msg: fmt.Sprintf("no filter named '%s'", name)}
 		}
 		f := &filterExpr{pos: pos{t.line}, e: e, name: name, fn: fn}
@@ -1093,6 +1087,19 @@ func (p *parser) parseFilterChain(e expr, inline bool) ([]*filterExpr, error) {
 	return chain, nil
 }
 
+// dottedName reads the rest of a filter's or test's name (name.sub...).
+func (p *parser) dottedName(name string) (string, error) {
+	for p.isOp(".") {
+		p.next()
+		n, err := p.expectKind(tokName)
+		if err != nil {
+			return "", err
+		}
+		name += "." + n.val
+	}
+	return name, nil
+}
+
 func (p *parser) parseTest(e expr) (expr, error) {
 	is := p.next()
 	negate := p.skipName("not")
@@ -1100,18 +1107,12 @@ func (p *parser) parseTest(e expr) (expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := t.val
-	for p.isOp(".") {
-		p.next()
-		n, err := p.expectKind(tokName)
-		if err != nil {
-			return nil, err
-		}
-		name += "." + n.val
+	name, err := p.dottedName(t.val)
+	if err != nil {
+		return nil, err
 	}
 	fn := lookupTest(name)
-	ok := fn != nil
-	if !ok {
+	if fn == nil {
 		return nil, &Error{Kind: ErrSyntax, Line: t.line, Msg: fmt.Sprintf("no test named '%s'", name)}
 	}
 	te := &testExpr{pos: pos{is.line}, e: e, name: name, fn: fn}

@@ -40,21 +40,7 @@ type Segment struct {
 
 // Segments splits the output into its trusted and untrusted pieces, in
 // order; concatenated they give Text.
-func (o Output) Segments() []Segment {
-	var out []Segment
-	at := 0
-	for _, sp := range o.Untrusted {
-		if sp.Start > at {
-			out = append(out, Segment{Text: o.Text[at:sp.Start]})
-		}
-		out = append(out, Segment{Text: o.Text[sp.Start:sp.End], Untrusted: true})
-		at = sp.End
-	}
-	if at < len(o.Text) {
-		out = append(out, Segment{Text: o.Text[at:]})
-	}
-	return out
-}
+func (o Output) Segments() []Segment { return segments(o.Text, o.Untrusted) }
 
 // IsBuiltin reports whether name is a global of the template environment,
 // which Render does not let a variable replace: Jinja2's range, dict,

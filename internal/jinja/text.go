@@ -133,29 +133,20 @@ func substr(v Value, i, j int) Value {
 	return out
 }
 
-// run is a piece of a string that is wholly trusted or wholly untrusted.
-type run struct {
-	s         string
-	untrusted bool
-}
-
-// runs splits a string value into its trusted and untrusted pieces.
-func runs(v Value) []run {
-	spans := spansOf(v)
-	if len(spans) == 0 {
-		return []run{{s: v.s}}
-	}
-	var out []run
+// segments splits text into its trusted and untrusted pieces, given its
+// untrusted ranges.
+func segments(text string, spans []Span) []Segment {
+	var out []Segment
 	at := 0
 	for _, sp := range spans {
 		if sp.Start > at {
-			out = append(out, run{s: v.s[at:sp.Start]})
+			out = append(out, Segment{Text: text[at:sp.Start]})
 		}
-		out = append(out, run{s: v.s[sp.Start:sp.End], untrusted: true})
+		out = append(out, Segment{Text: text[sp.Start:sp.End], Untrusted: true})
 		at = sp.End
 	}
-	if at < len(v.s) {
-		out = append(out, run{s: v.s[at:]})
+	if at < len(text) {
+		out = append(out, Segment{Text: text[at:]})
 	}
 	return out
 }
@@ -168,8 +159,8 @@ func mapRuns(v Value, f func(string) string) Value {
 		return Value{kind: KindString, s: f(v.s), flag: v.flag}
 	}
 	var t textBuf
-	for _, rn := range runs(v) {
-		t.writeAs(f(rn.s), rn.untrusted)
+	for _, seg := range segments(v.s, spansOf(v)) {
+		t.writeAs(f(seg.Text), seg.Untrusted)
 	}
 	out := t.value()
 	out.flag = v.flag

@@ -68,7 +68,7 @@ func TestHostileChatTemplates(t *testing.T) {
 					start := time.Now()
 					rec := do(h, "POST", path, body)
 					d := time.Since(start)
-					if d > 30*time.Second {
+					if d > 60*time.Second { // a liveness bound, not a measurement
 						t.Errorf("%s: answered after %v", path, d)
 					}
 					switch {
