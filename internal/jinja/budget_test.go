@@ -21,6 +21,7 @@ var budgetCases = []struct {
 	{"output", "{% for i in range(100) %}{{ 'x' * 100 }}{% endfor %}", Limits{OutputBytes: 5000}, BudgetOutput},
 	{"depth (macro)", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", Limits{}, BudgetDepth},
 	{"depth (caller)", "{% macro f() %}{% call f() %}{{ caller() }}{% endcall %}{% endmacro %}{{ f() }}", Limits{}, BudgetDepth},
+	{"depth (call under a chain)", "{% macro f(n) %}{{ f(n)" + strings.Repeat(" | e", 100) + " }}{% endmacro %}{{ f(0) }}", Limits{}, BudgetDepth},
 	{"depth (recursive loop)", "{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", Limits{}, BudgetDepth},
 	{"depth (value printed)", "{% set ns = namespace(l=[]) %}{% for i in range(500) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}", Limits{}, BudgetDepth},
 	{"depth (value as json)", "{% set ns = namespace(l=[]) %}{% for i in range(500) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l | tojson }}", Limits{}, BudgetDepth},
@@ -166,11 +167,36 @@ func TestParseLimits(t *testing.T) {
 		"nested not":         "{{ " + strings.Repeat("not ", 300) + "1 }}",
 		"nested unary":       "{{ " + strings.Repeat("-", 300) + "1 }}",
 		"nested lists":       "{{ " + strings.Repeat("[", 300) + strings.Repeat("]", 300) + " }}",
+		// Chains nest the tree as deep as parentheses do, and the
+		// evaluator recurses on them: a call at the bottom of a long chain
+		// inside a recursive macro would otherwise take the Go stack
+		// depth times chain length deep.
+		"filter chain":    "{{ x" + strings.Repeat(" | e", 300) + " }}",
+		"plus chain":      "{{ 1" + strings.Repeat(" + 1", 300) + " }}",
+		"attribute chain": "{{ x" + strings.Repeat(".a", 300) + " }}",
+		"call chain":      "{{ x" + strings.Repeat("()", 300) + " }}",
+		"or chain":        "{{ x" + strings.Repeat(" or x", 300) + " }}",
+		"conditional":     "{{ x" + strings.Repeat(" if x", 300) + " }}",
 	} {
 		_, err := Parse(src)
 		var je *Error
 		if !errors.As(err, &je) || je.Kind != ErrSyntax {
 			t.Errorf("%s: Parse error %v, want a syntax error", name, err)
+		}
+	}
+}
+
+// TestChainsWithinLimits checks that chains as long as templates write
+// them still parse.
+func TestChainsWithinLimits(t *testing.T) {
+	for name, src := range map[string]string{
+		"filter chain":  "{{ x" + strings.Repeat(" | trim", 60) + " }}",
+		"plus chain":    "{{ 'a'" + strings.Repeat(" + 'a'", 100) + " }}",
+		"tilde chain":   "{{ 'a'" + strings.Repeat(" ~ 'a'", 500) + " }}",
+		"compare chain": "{{ 1" + strings.Repeat(" < 2", 200) + " }}",
+	} {
+		if _, err := Parse(src); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -118,6 +118,12 @@ func (p *parser) enter() error {
 
 func (p *parser) leave() { p.depth-- }
 
+// restore sets the nesting back to depth when a function that wraps
+// nodes in a loop (a + b + c, x.a.b, x | f | g) returns: each wrap
+// nests the tree one level deeper, and the evaluator recurses on it, so
+// wraps count against nestingMax as nesting does.
+func (p *parser) restore(depth int) { p.depth = depth }
+
 // subparse parses statements until a block tag whose name is one of ends
 // (or the end of the template when ends is empty). It returns the body and
 // the end tag found, with the parser just after that tag's name.
@@ -586,10 +592,10 @@ func (p *parser) parseTuple(withCond, explicit bool, extraEnd []string) (expr, e
 }
 
 func (p *parser) parseExpression(withCond bool) (expr, error) {
+	defer p.restore(p.depth)
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
-	defer p.leave()
 	if !withCond {
 		return p.parseOr()
 	}
@@ -599,6 +605,9 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 		return nil, err
 	}
 	for p.skipName("if") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
 		test, err := p.parseOr()
 		if err != nil {
 			return nil, err
@@ -615,8 +624,12 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 }
 
 func (p *parser) parseOr() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.parseAnd()
 	for err == nil && p.isName("or") {
+		if err = p.enter(); err != nil {
+			break
+		}
 		t := p.next()
 		var r expr
 		if r, err = p.parseAnd(); err == nil {
@@ -627,8 +640,12 @@ func (p *parser) parseOr() (expr, error) {
 }
 
 func (p *parser) parseAnd() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.parseNot()
 	for err == nil && p.isName("and") {
+		if err = p.enter(); err != nil {
+			break
+		}
 		t := p.next()
 		var r expr
 		if r, err = p.parseNot(); err == nil {
@@ -692,8 +709,12 @@ func (p *parser) parseCompare() (expr, error) {
 }
 
 func (p *parser) parseMath1() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.parseConcat()
 	for err == nil && (p.isOp("+") || p.isOp("-")) {
+		if err = p.enter(); err != nil {
+			break
+		}
 		t := p.next()
 		var r expr
 		if r, err = p.parseConcat(); err == nil {
@@ -721,8 +742,12 @@ func (p *parser) parseConcat() (expr, error) {
 }
 
 func (p *parser) parseMath2() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.parsePow()
 	for err == nil && (p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%")) {
+		if err = p.enter(); err != nil {
+			break
+		}
 		t := p.next()
 		var r expr
 		if r, err = p.parsePow(); err == nil {
@@ -733,8 +758,12 @@ func (p *parser) parseMath2() (expr, error) {
 }
 
 func (p *parser) parsePow() (expr, error) {
+	defer p.restore(p.depth)
 	l, err := p.parseUnary(true)
 	for err == nil && p.isOp("**") {
+		if err = p.enter(); err != nil {
+			break
+		}
 		t := p.next()
 		var r expr
 		if r, err = p.parseUnary(true); err == nil {
@@ -863,7 +892,11 @@ func (p *parser) parsePrimary() (expr, error) {
 }
 
 func (p *parser) parsePostfix(e expr) (expr, error) {
+	defer p.restore(p.depth)
 	for {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
 		var err error
 		switch {
 		case p.isOp(".") || p.isOp("["):
@@ -880,7 +913,11 @@ func (p *parser) parsePostfix(e expr) (expr, error) {
 }
 
 func (p *parser) parseFilterExpr(e expr) (expr, error) {
+	defer p.restore(p.depth)
 	for {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
 		var err error
 		switch {
 		case p.isOp("|"):
@@ -1057,8 +1094,12 @@ func (p *parser) parseCall(fn expr) (expr, error) {
 // parseFilterChain parses "| f(args) | g ..." applied to e (nil for a
 // filter block or set block); inline: the first filter has no '|'.
 func (p *parser) parseFilterChain(e expr, inline bool) ([]*filterExpr, error) {
+	defer p.restore(p.depth)
 	var chain []*filterExpr
 	for inline || p.isOp("|") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
 		if !inline {
 			p.next()
 		}
