@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,10 +56,14 @@ func TestHostileChatTemplates(t *testing.T) {
 				t.Fatal(err)
 			}
 			tok := testVocab(t, string(src), true)
-			_, loadErr := newChatFormat(tok, "")
 			b := newFake(t, tok, append(tokens(t, tok, 0, "H", "i"), done(engine.FinishStop)))
 			b.cfg.Context = 1 << 16
-			s, _ := newTestServer(t, b, Options{})
+			var log strings.Builder
+			s, _ := newTestServer(t, b, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			var loadErr error // the refusal the server logged at start
+			if s.chat.tmpl.Fallback() {
+				loadErr = errors.New(log.String())
+			}
 			h := s.Handler()
 			hostile := []string{
 				`{"messages":[{"role":"user","content":"boom"}],"chat_template_kwargs":{"n":2000000000}}`,

@@ -94,7 +94,7 @@ func (c *Template) checkTemplate() error {
 		if conv.tools != "" {
 			in.Tools = json.RawMessage(conv.tools)
 		}
-		_, err := c.RenderContext(context.Background(), in)
+		_, err := c.render(context.Background(), in, checkSteps)
 		var be *jinja.BudgetError
 		switch {
 		case errors.As(err, &be):
@@ -219,6 +219,18 @@ func (c *Template) RenderInput(in Input) (string, error) {
 // template builtin such as namespace or range (an error), and the
 // reserved names above keep the server's values.
 func (c *Template) RenderContext(ctx context.Context, in Input) (jinja.Output, error) {
+	return c.render(ctx, in, 0)
+}
+
+// checkSteps is the step budget of the load check: a tenth of a request's,
+// thousands of times what real templates take on the representative
+// conversations (at most some 3 000 steps), so that refusing a template
+// that loops without end costs a fraction of a second at load.
+const checkSteps = jinja.DefaultSteps / 10
+
+// render is RenderContext with steps as the step budget (0: the
+// template's limits).
+func (c *Template) render(ctx context.Context, in Input, steps int64) (jinja.Output, error) {
 	msgs, err := jinja.FromJSON(in.Messages, true)
 	if err != nil {
 		return jinja.Output{}, fmt.Errorf("messages: %w", err)
@@ -253,7 +265,11 @@ func (c *Template) RenderContext(ctx context.Context, in Input) (jinja.Output, e
 		}
 		data["tools"] = tools
 	}
-	out, err := c.tmpl.Render(ctx, data, jinja.Options{Limits: c.limitsFor(in), Now: c.now})
+	lim := c.limitsFor(in)
+	if steps > 0 && lim.Steps == 0 {
+		lim.Steps = steps
+	}
+	out, err := c.tmpl.Render(ctx, data, jinja.Options{Limits: lim, Now: c.now})
 	if err != nil {
 		return jinja.Output{}, fmt.Errorf("chat template: %w", err)
 	}
