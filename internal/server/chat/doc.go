@@ -42,8 +42,9 @@
 //     defaults.
 //   - NewTemplate refuses a source that does not compile, and one that
 //     breaks a budget on a representative conversation (a user message;
-//     system, user and assistant; a tool call and its result with tools)
-//     or cannot render a user message: the error names the budget. At
+//     system, user and assistant; a tool call and its result with tools;
+//     with a tenth of the step budget, 5M steps) or cannot render a user
+//     message: the error names the budget. At
 //     request time a template that breaks a budget, or fails
 //     (raise_exception), is an error from RenderContext, never a panic. A
 //     [Template] is safe for concurrent use.
