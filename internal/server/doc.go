@@ -9,7 +9,8 @@
 //	HTTP body ─► openai.Decode*Request ─► checks (model, context length)
 //	  ─► prompt tokens (completions: Encode(prompt, addSpecial, parseSpecial);
 //	     chat: the chat template (package chat) renders, then Encode, BOS
-//	     added only when the rendered text does not start with it)
+//	     added only when the rendered text does not start with it, client
+//	     text without special tokens)
 //	  ─► n × Backend.Submit (seed, seed+1, ...), or a verified router leg's
 //	     one sequence to Legs.SubmitLeg ─► one follow goroutine per
 //	     stream: Stream.Next → Decoder → choiceState (stop strings, hold-back)
@@ -55,15 +56,20 @@
 //     with the prompt is a 400 context_length_exceeded; the default is
 //     clamped instead. temperature defaults to 1, top_p to 1, as OpenAI.
 //   - An empty "model" is taken as the served model.
-//   - Chat without tokenizer.chat_template (or with one that does not
-//     compile, which is logged at start) uses ChatML, llama.cpp's default:
+//   - Chat without tokenizer.chat_template (or with one that is refused at
+//     start, which is logged: it does not compile, or breaks a budget on a
+//     representative conversation) uses ChatML, llama.cpp's default:
 //     "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //     "<|im_start|>assistant\n"; generation ends at <|im_end|> (its token id
 //     when the vocabulary has it, else the stop string).
-//   - Chat templates are package chat's (internal/server/chat): they render
-//     messages, add_generation_prompt, bos_token, eos_token, tools and
-//     chat_template_kwargs byte for byte as Hugging Face does. The server
-//     tokenizes the text (chatformat.go) and adds the fallback's stop.
+//   - Chat templates are package chat's (internal/server/chat, rendered by
+//     internal/jinja within its budgets): they render messages,
+//     add_generation_prompt, bos_token, eos_token, tools and
+//     chat_template_kwargs byte for byte as Hugging Face does; a template
+//     that breaks a budget at request time fails that request with a 400.
+//     The server tokenizes the text (chatformat.go) and adds the
+//     fallback's stop; special-token text in client data is tokenized as
+//     text, so a message cannot forge a turn (chatFormat.encode).
 //   - A reasoning parser (Options.ReasoningParser; auto for templates that
 //     write <think>) splits chat output into reasoning_content and content.
 //   - Tool calling (tools.go; Options.ToolCallParser, auto from the

@@ -163,7 +163,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.b.Tokenizer()
-	prompt, text, err := s.chat.promptInput(tok, chat.Input{Messages: chat.MessagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
+	prompt, text, err := s.chat.promptInput(r.Context(), tok, chat.Input{Messages: chat.MessagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 		return

@@ -118,10 +118,10 @@ type Server struct {
 
 // New builds a server over b. It starts not ready: /health answers 503 and
 // generation endpoints refuse requests until SetReady(true). A chat
-// template that does not compile is logged and replaced by the fallback
-// format. LegKeys without Legs is logged as an error: such a server
-// answers every verified leg 500 (it still serves /tokenize and the
-// mounts).
+// template that is refused (see chat.NewTemplate) is logged and replaced
+// by the fallback format. LegKeys without Legs is logged as an error: such
+// a server answers every verified leg 500 (it still serves /tokenize and
+// the mounts).
 func New(b Backend, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -155,7 +155,7 @@ func New(b Backend, o Options) *Server {
 	s.met = newMetrics(o.Registry, b, o.Logger, o.ModelName)
 	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
 	if err != nil {
-		s.log.Error("the model's chat template does not compile; chat uses the fallback ChatML format", "err", err)
+		s.log.Error("the model's chat template is refused (it does not compile, or breaks a budget on a representative conversation); chat uses the fallback ChatML format", "err", err)
 	}
 	s.chat = chat
 	think, err := reasoningEnabled(o.ReasoningParser, chat.tmpl)

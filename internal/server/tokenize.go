@@ -230,16 +230,16 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		}
 		in := chat.Input{Messages: msgs, Tools: req.Tools, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
 			Kwargs: req.ChatTemplateKwargs}
-		text, err := s.chat.tmpl.RenderInput(in)
+		out, err := s.chat.tmpl.RenderContext(r.Context(), in)
 		if err != nil {
 			httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 			return
 		}
-		ids, e = s.tokenizeText("messages", "rendered chat", text, limit, func(text string) []int32 {
+		ids, e = s.tokenizeText("messages", "rendered chat", out.Text, limit, func(string) []int32 {
 			if req.AddSpecialTokens != nil {
-				return tok.Encode(text, *req.AddSpecialTokens, true)
+				return s.chat.encodeSpecial(tok, out, *req.AddSpecialTokens)
 			}
-			return s.chat.encode(tok, text)
+			return s.chat.encode(tok, out)
 		})
 	default:
 		httpx.WriteError(w, openai.Invalid("prompt", openai.CodeInvalidValue, "prompt (a string) or messages (an array of messages) is required."))
