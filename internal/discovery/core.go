@@ -76,13 +76,13 @@ func (c *core) publish(ms []Member, ignored map[string]ignore, update func(Snaps
 	c.mu.Lock()
 	first := !c.synced
 	chs := Diff(c.members, ms)
+	var newly []string // newly ignored, or for another reason
 	for name, ig := range ignored {
-		if c.ignored[name] == ig {
-			continue
+		if c.ignored[name] != ig {
+			newly = append(newly, name)
 		}
-		c.met.ignored.WithLabelValues(c.kind, ig.code).Inc()
-		c.log.Warn("not a worker; ignored until it changes", "name", name, "reason", ig.why)
 	}
+	slices.Sort(newly)
 	c.ignored = maps.Clone(ignored)
 	if c.ignored == nil {
 		c.ignored = map[string]ignore{}
@@ -94,6 +94,11 @@ func (c *core) publish(ms []Member, ignored map[string]ignore, update func(Snaps
 	}
 	c.mu.Unlock()
 
+	for _, name := range newly {
+		ig := ignored[name]
+		c.met.ignored.WithLabelValues(c.kind, ig.code).Inc()
+		c.log.Warn("not a worker; ignored until it changes", "name", name, "reason", ig.why)
+	}
 	for _, ch := range chs {
 		c.met.changes.WithLabelValues(c.kind, string(ch.Member.Role), string(ch.Kind)).Inc()
 		m := ch.Member

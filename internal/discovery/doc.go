@@ -20,11 +20,13 @@
 //     the container port named by K8sOptions.PortName ("http"). A matching
 //     pod that is not a worker is listed in Status.Ignored, logged and
 //     counted once (again only if its reason changes). A worker pod with
-//     an IP is a member; it is Ready only while its PodReady condition is
-//     True and it has no deletionTimestamp, so a terminating pod stops
-//     being Ready on the first event of its deletion, at the start of its
-//     grace period, and leaves when it is deleted. Its Name is
-//     "namespace/pod", its Labels the pod's.
+//     an IP whose phase is not Succeeded or Failed is a member; it is
+//     Ready only while its PodReady condition is True and it has no
+//     deletionTimestamp, so a terminating pod stops being Ready on the
+//     first event of its deletion, at the start of its grace period, and
+//     leaves when it is deleted. Its Name is "namespace/pod", its Labels
+//     the pod's. Of two pods with one IP and port, the Ready one (else the
+//     first by name) is the member and the other is ignored.
 //   - dns:NAME[:PORT]: NAME (a headless Service) looked up every Interval
 //     (2 s), each lookup within Timeout (2 s): with PORT its A and AAAA
 //     records, without one its SRV records (each target's addresses with
@@ -91,7 +93,7 @@
 // tandem_discovery_changes_total{source,role,kind} (kind add, remove,
 // ready, unready, update), tandem_discovery_errors_total{source,kind}
 // (watch, sync, resolve, probe, read, too_large, parse),
-// tandem_discovery_ignored_total{source,reason} (role, port) and the gauge
+// tandem_discovery_ignored_total{source,reason} (role, port, address) and the gauge
 // tandem_discovery_members{source,role,ready}. Status gives the members,
 // the ignored, the counts and the standing error for /debug/cluster.
 // client-go logs through klog; the caller may route it to slog.

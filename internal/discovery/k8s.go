@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -233,7 +235,34 @@ func (k *k8sSource) refresh(store cache.Store, update func(Snapshot)) {
 			ms = append(ms, m)
 		}
 	}
-	k.publish(ms, ignored, update)
+	k.publish(dedupeURLs(ms, ignored), ignored, update)
+}
+
+// dedupeURLs keeps one member per URL (two pods can share one, as a
+// terminating host-network pod and its successor on the same node): the
+// Ready one, else the first by Name. The others go to ignored.
+func dedupeURLs(ms []Member, ignored map[string]ignore) []Member {
+	slices.SortFunc(ms, func(a, b Member) int {
+		if c := cmp.Compare(a.URL, b.URL); c != 0 {
+			return c
+		}
+		if a.Ready != b.Ready {
+			if a.Ready {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	out := ms[:0]
+	for _, m := range ms {
+		if n := len(out); n > 0 && out[n-1].URL == m.URL {
+			ignored[m.Name] = ignore{ignoredAddress, fmt.Sprintf("address %s is also pod %s's", m.URL, out[n-1].Name)}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // member turns a pod into a member. ok is false for a pod that is not one
@@ -254,8 +283,8 @@ func (k *k8sSource) member(p *corev1.Pod) (m Member, ig *ignore, ok bool) {
 		return m, &ignore{ignoredPort, why}, false
 	}
 	ip, err := netip.ParseAddr(p.Status.PodIP)
-	if err != nil {
-		return Member{}, nil, false // not scheduled or no sandbox yet: nothing to route to
+	if err != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return Member{}, nil, false // no sandbox yet, or its containers are gone for good: nothing to route to
 	}
 	m.URL = "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(port))
 	m.Role = role

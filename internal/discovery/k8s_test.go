@@ -321,6 +321,33 @@ func TestK8sPorts(t *testing.T) {
 	})
 }
 
+// TestK8sSharedAddressAndFinishedPods: of two pods on one IP and port the
+// Ready one is the member and the other is ignored, saying why; a pod
+// whose containers finished is not a member at all.
+func TestK8sSharedAddressAndFinishedPods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		terminating := func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+		finished := func(phase corev1.PodPhase) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Status.Phase = phase } }
+		e := newK8sEnv(t, K8sOptions{},
+			pod("a-old", withIP("10.0.0.1"), withReady(false), terminating),
+			pod("b-new", withIP("10.0.0.1"), withReady(true)),
+			pod("done", withIP("10.0.0.2"), withReady(false), finished(corev1.PodSucceeded)),
+			pod("failed", withIP("10.0.0.3"), withReady(false), finished(corev1.PodFailed)))
+		wantMembers(t, "members", e.members(), "tandem/b-new http://10.0.0.1:8200 decode ready")
+		st := e.src.Status()
+		if len(st.Ignored) != 1 || st.Ignored[0].Name != "tandem/a-old" || !strings.Contains(st.Ignored[0].Reason, "also pod tandem/b-new's") {
+			t.Errorf("Ignored %+v", st.Ignored)
+		}
+		if got := counter(t, e.src, "ignored", "address"); got != 1 {
+			t.Errorf("ignored{address} = %v", got)
+		}
+		e.delete("a-old")
+		if st := e.src.Status(); len(st.Ignored) != 0 || len(st.Members) != 1 {
+			t.Errorf("after the old pod went: %+v", st)
+		}
+	})
+}
+
 // TestK8sSelectorAndNamespace: only pods of the namespace that match the
 // whole selector are seen, whether they exist at the start (list) or
 // come later (watch); the selector is sent to the API server too.

@@ -21,8 +21,9 @@ const (
 // Reasons something seen is not a worker, the "reason" label of
 // tandem_discovery_ignored_total.
 const (
-	ignoredRole = "role" // no llm-d.ai/role label, or not prefill or decode
-	ignoredPort = "port" // no usable HTTP port
+	ignoredRole    = "role"    // no llm-d.ai/role label, or not prefill or decode
+	ignoredPort    = "port"    // no usable HTTP port
+	ignoredAddress = "address" // k8s: another pod has the same IP and port
 )
 
 // metrics are one source's Prometheus metrics. Every series carries the
@@ -46,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"source", "kind"}),
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_discovery_ignored_total",
-			Help: "Pods or file endpoints seen that are not workers (reason role: no llm-d.ai/role prefill or decode; port: no usable HTTP port), each counted once per reason.",
+			Help: "Pods or file endpoints seen that are not workers (reason role: no llm-d.ai/role prefill or decode; port: no usable HTTP port; address: another pod's IP and port), each counted once per reason.",
 		}, []string{"source", "reason"}),
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tandem_discovery_members",
