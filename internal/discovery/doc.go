@@ -104,7 +104,8 @@
 // given an IP, made Ready, unready, given a deletionTimestamp, deleted,
 // relabelled, ports by name and by annotation, selector and namespace
 // filtering, a relist after a watch error and resyncs that change
-// nothing), dns against a scripted resolver and probe, file with writes in
+// nothing; and NewK8sFromConfig's REST client against an HTTP fake of the
+// API server's pod list, watch and watch-list), dns against a scripted resolver and probe, file with writes in
 // place, saves by rename, bad, empty, over-size and deleted files; the
 // clock in testing/synctest bubbles, no sleeps on the wall clock; -race.
 // The endpoint-file and --discovery parsers are fuzzed.

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,9 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -58,20 +58,34 @@ type K8sOptions struct {
 	SyncTimeout time.Duration
 }
 
-// k8sSource watches pods through a client-go informer.
+// PodClient lists and watches the pods of one namespace. client-go's typed
+// pods client (clientset.CoreV1().Pods(namespace)) is one;
+// NewK8sFromConfig builds a lighter one. A client that says it does not
+// support watch-list semantics (IsWatchListSemanticsUnSupported, as
+// client-go's fake clientset) gets a plain list, then a watch.
+type PodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// k8sSource watches pods through a client-go shared informer, built on a
+// ListWatch as client-go's SharedInformerFactory builds its pod informer
+// (the namespace's pods, the label selector in the list and watch
+// options), without the factory, which links every API group (see
+// restPods).
 type k8sSource struct {
 	*core
-	client kubernetes.Interface
-	o      K8sOptions
-	sel    labels.Selector
+	pods PodClient
+	o    K8sOptions
+	sel  labels.Selector
 
 	refreshes atomic.Int64 // how many times the membership was recomputed (tests)
 }
 
-// NewK8s returns a source of the pods that client lists in o.Namespace.
-// It needs only list and watch on pods.
-func NewK8s(client kubernetes.Interface, o K8sOptions) (Source, error) {
-	if client == nil {
+// NewK8s returns a source of the pods that pods lists, which must be those
+// of o.Namespace. It needs only list and watch on pods.
+func NewK8s(pods PodClient, o K8sOptions) (Source, error) {
+	if pods == nil {
 		return nil, errors.New("discovery k8s: no Kubernetes client")
 	}
 	if o.Namespace == "" {
@@ -98,20 +112,7 @@ func NewK8s(client kubernetes.Interface, o K8sOptions) (Source, error) {
 		return nil, err
 	}
 	spec := fmt.Sprintf("k8s namespace=%s selector=%s port=%s", o.Namespace, sel.String(), o.PortName)
-	return &k8sSource{core: newCore("k8s", spec, o.Logger, met), client: client, o: o, sel: sel}, nil
-}
-
-// NewK8sFromConfig is NewK8s with a client built from cfg.
-func NewK8sFromConfig(cfg *rest.Config, o K8sOptions) (Source, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "tandem-discovery"
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("discovery k8s: client for %s: %w", cfg.Host, err)
-	}
-	return NewK8s(client, o)
+	return &k8sSource{core: newCore("k8s", spec, o.Logger, met), pods: pods, o: o, sel: sel}, nil
 }
 
 // NewK8sFromKubeconfig is NewK8sFromConfig with the configuration client-go
@@ -150,14 +151,23 @@ func (k *k8sSource) Run(ctx context.Context, update func(Snapshot)) error {
 	if err := k.start(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(k.client, k.o.Resync,
-		informers.WithNamespace(k.o.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = k.sel.String() }),
-		informers.WithTransform(stripManagedFields))
-	defer factory.Shutdown() // after cancel, below: waits for the informer's goroutines
-	defer cancel()
-	inf := factory.Core().V1().Pods().Informer()
+	sel := k.sel.String()
+	pods := k.pods
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.LabelSelector = sel
+			return pods.List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.LabelSelector = sel
+			return pods.Watch(ctx, lo)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, k.pods), &corev1.Pod{},
+		cache.SharedIndexInformerOptions{ResyncPeriod: k.o.Resync, ObjectDescription: "pods " + k.o.Namespace + " " + sel})
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		return fmt.Errorf("discovery k8s: %w", err)
+	}
 	if err := inf.SetWatchErrorHandlerWithContext(k.watchError); err != nil {
 		return fmt.Errorf("discovery k8s: %w", err)
 	}
@@ -178,7 +188,11 @@ func (k *k8sSource) Run(ctx context.Context, update func(Snapshot)) error {
 	}); err != nil {
 		return fmt.Errorf("discovery k8s: %w", err)
 	}
-	factory.StartWithContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel, below: the informer's goroutines end
+	defer cancel()
+	wg.Go(func() { inf.RunWithContext(ctx) })
 	sctx, scancel := context.WithTimeout(ctx, k.o.SyncTimeout)
 	synced := cache.WaitForCacheSync(sctx.Done(), inf.HasSynced)
 	scancel()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -72,6 +73,15 @@ func withAnnotation(k, v string) func(*corev1.Pod) {
 
 func inNamespace(ns string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Namespace = ns } }
 
+// fakePods is a fake clientset's pods client as a PodClient that, as the
+// fake Clientset itself does, says it does not support watch-list
+// semantics, so the informer lists and then watches.
+type fakePods struct{ typedcorev1.PodInterface }
+
+func (fakePods) IsWatchListSemanticsUnSupported() bool { return true }
+
+func podsOf(c *fake.Clientset, ns string) fakePods { return fakePods{c.CoreV1().Pods(ns)} }
+
 // k8sEnv is a fake API server and a k8s source on it, inside a synctest
 // bubble.
 type k8sEnv struct {
@@ -91,7 +101,7 @@ func newK8sEnv(t *testing.T, o K8sOptions, objs ...runtime.Object) *k8sEnv {
 	if o.Namespace == "" {
 		o.Namespace = testNS
 	}
-	src, err := NewK8s(client, o)
+	src, err := NewK8s(podsOf(client, o.Namespace), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +436,7 @@ func TestK8sRelistAndResyncDoNotFlap(t *testing.T) {
 			return true, w, err
 		})
 		c, _, lr := testCommon()
-		s, err := NewK8s(client, K8sOptions{Common: c, Namespace: testNS, Resync: 3 * time.Second})
+		s, err := NewK8s(podsOf(client, testNS), K8sOptions{Common: c, Namespace: testNS, Resync: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +512,7 @@ func TestK8sSyncTimeout(t *testing.T) {
 			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("RBAC says no"))
 		})
 		c, _, _ := testCommon()
-		src, err := NewK8s(client, K8sOptions{Common: c, Namespace: testNS, SyncTimeout: 10 * time.Second})
+		src, err := NewK8s(podsOf(client, testNS), K8sOptions{Common: c, Namespace: testNS, SyncTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -531,7 +541,7 @@ func TestK8sSyncTimeout(t *testing.T) {
 // TestK8sOptionsRefused: a missing namespace or client and a bad selector
 // are errors that say what to fix.
 func TestK8sOptionsRefused(t *testing.T) {
-	client := fake.NewClientset()
+	client := podsOf(fake.NewClientset(), "x")
 	for _, c := range []struct {
 		o    K8sOptions
 		want string
