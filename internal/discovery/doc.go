@@ -78,9 +78,10 @@
 //   - Member.URL is the base URL of the worker's HTTP API: http://ip:port
 //     (IPv6 in brackets) for k8s and dns, http://address:port for file, the
 //     given URL (normalized) for static.
-//   - After Run has started, no error empties the membership: the source
-//     keeps its last good one, counts the error, logs it once while it
-//     stands, and shows it in Status. Run returns an error only when the
+//   - After Run has started, no error empties the membership (a DNS name
+//     that does not exist is an answer, not an error): the source keeps
+//     its last good one, counts the error, logs it once while it stands,
+//     and shows it in Status. Run returns an error only when the
 //     source cannot start (a file that cannot be loaded; pods not listed
 //     within K8sOptions.SyncTimeout, 30 s). When ctx ends Run returns nil
 //     once every goroutine it started has ended.
@@ -93,10 +94,11 @@
 // tandem_discovery_changes_total{source,role,kind} (kind add, remove,
 // ready, unready, update), tandem_discovery_errors_total{source,kind}
 // (watch, sync, resolve, probe, read, too_large, parse),
-// tandem_discovery_ignored_total{source,reason} (role, port, address) and the gauge
-// tandem_discovery_members{source,role,ready}. Status gives the members,
-// the ignored, the counts and the standing error for /debug/cluster.
-// client-go logs through klog; the caller may route it to slog.
+// tandem_discovery_ignored_total{source,reason} (role, port, address) and
+// the gauge tandem_discovery_members{source,role,ready}. Status gives the
+// members, the ignored, the counts and the standing error for
+// /debug/cluster. client-go logs through klog; the caller may route it to
+// slog.
 //
 // # Tests
 //
@@ -104,9 +106,10 @@
 // given an IP, made Ready, unready, given a deletionTimestamp, deleted,
 // relabelled, ports by name and by annotation, selector and namespace
 // filtering, a relist after a watch error and resyncs that change
-// nothing; and NewK8sFromConfig's REST client against an HTTP fake of the
-// API server's pod list, watch and watch-list), dns against a scripted resolver and probe, file with writes in
-// place, saves by rename, bad, empty, over-size and deleted files; the
-// clock in testing/synctest bubbles, no sleeps on the wall clock; -race.
-// The endpoint-file and --discovery parsers are fuzzed.
+// nothing) and NewK8sFromConfig's REST client against an HTTP fake of the
+// API server's pod list, watch and watch-list; dns against a scripted
+// resolver and probe; file with writes in place, saves by rename, bad,
+// empty, over-size and deleted files; the clock in testing/synctest
+// bubbles, no sleeps on the wall clock; -race. The endpoint-file and
+// --discovery parsers are fuzzed.
 package discovery
