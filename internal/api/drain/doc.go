@@ -6,20 +6,20 @@
 //
 // # Phases
 //
-//	Starting ──SetReady──▶ Ready ──Drain──▶ Settling ──settle passed (or hurry)──▶ Draining ──idle or deadline──▶ (exit)
+//		Starting ──SetReady──▶ Ready ──Drain──▶ Settling ──settle passed (or hurry)──▶ Draining ──idle or deadline──▶ (exit)
 //
-//   - Starting: loading. /health 200 ("starting"), /ready 503, work refused
-//     with 503 service_unavailable.
-//   - Ready: /health 200 ("ok"), /ready 200, work admitted.
-//   - Settling: the drain began. /ready 503 ("draining") at once, so routers
-//     and load balancers stop sending work; work is still admitted as in
-//     Ready (who has not noticed yet is served), and every answer carries
-//     Connection: close so clients' kept-alive connections move on.
-//   - Draining: the settle window passed. New work is refused with the
-//     draining answer (Refusal: 503, code "draining", Retry-After), which
-//     Tandem's router retries on another worker before any token reaches
-//     its client; work already admitted runs on until it ends or the drain
-//     deadline passes.
+//	  - Starting: loading. /health 200 ("starting"), /ready 503, work refused
+//	    with 503 service_unavailable.
+//	  - Ready: /health 200 ("ok"), /ready 200, work admitted.
+//	  - Settling: the drain began. /ready 503 ("draining") at once, so routers
+//	    and load balancers stop sending work; work is still admitted as in
+//	    Ready (who has not noticed yet is served), and every answer carries
+//	    Connection: close so clients' kept-alive connections move on.
+//	  - Draining: the settle window passed. New work is refused with the
+//	    draining answer (Refusal: 503, code "draining", Retry-After), which
+//	    Tandem's router retries on another worker before any token reaches
+//	    its client; work already admitted runs on until it ends or the drain
+//	    deadline passes.
 //
 // /health answers 200 in every phase: the process is alive and able to
 // finish its work, so a liveness probe never restarts a draining process.
