@@ -6,20 +6,22 @@
 //
 // # Phases
 //
-//		Starting ──SetReady──▶ Ready ──Drain──▶ Settling ──settle passed (or hurry)──▶ Draining ──idle or deadline──▶ (exit)
+//	Starting ──SetReady──▶ Ready ──Drain──▶ Settling ──settle passed (or hurry)──▶ Draining ──idle or deadline──▶ (exit)
 //
-//	  - Starting: loading. /health 200 ("starting"), /ready 503, work refused
-//	    with 503 service_unavailable.
-//	  - Ready: /health 200 ("ok"), /ready 200, work admitted.
-//	  - Settling: the drain began. /ready 503 ("draining") at once, so routers
-//	    and load balancers stop sending work; work is still admitted as in
-//	    Ready (who has not noticed yet is served), and every answer carries
-//	    Connection: close so clients' kept-alive connections move on.
-//	  - Draining: the settle window passed. New work is refused with the
-//	    draining answer (Refusal: 503, code "draining", Retry-After), which
-//	    Tandem's router retries on another worker before any token reaches
-//	    its client; work already admitted runs on until it ends or the drain
-//	    deadline passes.
+// In each phase:
+//
+//   - Starting: loading. /health 200 ("starting"), /ready 503, work refused
+//     with 503 service_unavailable.
+//   - Ready: /health 200 ("ok"), /ready 200, work admitted.
+//   - Settling: the drain began. /ready 503 ("draining") at once, so routers
+//     and load balancers stop sending work; work is still admitted as in
+//     Ready (who has not noticed yet is served), and every answer carries
+//     Connection: close so clients' kept-alive connections move on.
+//   - Draining: the settle window passed. New work is refused with the
+//     draining answer (Refusal: 503, code "draining", Retry-After), which
+//     Tandem's router retries on another worker before any token reaches
+//     its client; work already admitted runs on until it ends or the drain
+//     deadline passes.
 //
 // /health answers 200 in every phase: the process is alive and able to
 // finish its work, so a liveness probe never restarts a draining process.
@@ -29,7 +31,7 @@
 //   - Admit (or Enter) counts one unit of work and the caller ends it with
 //     Leave exactly once; nothing is admitted once the phase is Draining,
 //     so from then on the count only falls. Phases only move forward
-//     (SetReady from Starting is the one step back, for tests).
+//     (SetReady(false) from Ready back to Starting is the one step back, for tests).
 //   - Drain returns by Settle + Timeout (plus one poll interval) whatever
 //     the work does: when everything held has ended (the gate's count and
 //     Config.Busy both zero), or at the deadline with what is left
