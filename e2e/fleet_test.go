@@ -46,29 +46,46 @@ const (
 // failed, to the log.
 func startFleet(t *testing.T, out *lockedBuffer) *cluster.Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), fleetStartTimeout)
-	defer cancel()
-	cl, err := cluster.Start(ctx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 2, Decode: 2, Routers: 2,
-		Token: e2eClusterToken, DrainSettle: fleetSettle, DrainTimeout: fleetDrainTimeout,
+	return startCluster(t, out, cluster.Options{Model: modelPath, Prefill: 2, Decode: 2, Routers: 2,
+		DrainSettle: fleetSettle, DrainTimeout: fleetDrainTimeout,
 		// No prefix cache: a cached page counts as used, and every page
 		// must be seen back once the fleet is idle (as in the chaos soak).
 		WorkerArgs: []string{"--threads", "1", "--prefix-cache=false"},
 		RouterArgs: []string{"--pd-threshold", "0"}, // every request through a prefill and a decode worker
-		Output:     out})
-	if err != nil {
-		t.Fatalf("start the fleet: %v\n%s", err, out.String())
-	}
-	t.Cleanup(func() {
-		cl.Stop()
-		if t.Failed() {
-			s := out.String()
-			if len(s) > chaosLogTailBytes {
-				s = "...\n" + s[len(s)-chaosLogTailBytes:]
-			}
-			t.Logf("fleet output:\n%s", s)
-		}
 	})
-	return cl
+}
+
+// loadedFleet is a started fleet under the open-loop load, observed.
+type loadedFleet struct {
+	cl            *cluster.Cluster
+	out           lockedBuffer
+	base          string
+	capacity      float64 // measured, requests per second
+	rate          float64 // the load's
+	ob            *observer
+	stopObserving func()
+	load          *openLoop
+	loadStart     time.Time
+}
+
+// startLoadedFleet starts the fleet, measures its capacity, and starts an
+// open-loop load at fleetLoadShare of it with the observer; it returns
+// after fleetWarmup of load.
+func startLoadedFleet(t *testing.T) *loadedFleet {
+	t.Helper()
+	f := &loadedFleet{}
+	f.cl = startFleet(t, &f.out)
+	f.base = f.cl.RouterURL()
+	f.capacity = measureCapacity(t, f.base)
+	f.rate = fleetLoadShare * f.capacity
+	f.ob, f.stopObserving = fleetObserver(t, f.cl)
+	load, err := startOpenLoop(f.base, f.rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.load, f.loadStart = load, time.Now()
+	time.Sleep(fleetWarmup)
+	return f
 }
 
 // fleetRequest is request i of the fleet's mix: the chaos soak's (chat or
@@ -373,18 +390,8 @@ func routerMetric(cl *cluster.Cluster, name string) float64 {
 // every worker's pages come back. It logs what each drain cost.
 func TestRollingRestart(t *testing.T) {
 	setup(t)
-	var out lockedBuffer
-	cl := startFleet(t, &out)
-	base := cl.RouterURL()
-	capacity := measureCapacity(t, base)
-	rate := fleetLoadShare * capacity
-	ob, stopObserving := fleetObserver(t, cl)
-	load, err := startOpenLoop(base, rate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loadStart := time.Now()
-	time.Sleep(fleetWarmup)
+	f := startLoadedFleet(t)
+	cl, out, load, loadStart := f.cl, &f.out, f.load, f.loadStart
 
 	var recs []drainRecord
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -413,7 +420,7 @@ func TestRollingRestart(t *testing.T) {
 	time.Sleep(fleetCooldown)
 	outcomes := load.finish()
 	loadDur := time.Since(loadStart)
-	stopObserving()
+	f.stopObserving()
 
 	completed := 0
 	var failures []outcome
@@ -432,12 +439,12 @@ func TestRollingRestart(t *testing.T) {
 		t.Errorf("request %s (load+%s..+%s, router %q) %s: %s %s", o.req, o.start.Sub(loadStart).Round(time.Millisecond),
 			o.end.Sub(loadStart).Round(time.Millisecond), o.router, o.kind, o.detail, o.message)
 	}
-	pages := fleetQuiet(t, cl, ob)
+	pages := fleetQuiet(t, cl, f.ob)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "=== ROLLING RESTART: %d requests at %.2f/s (%.0f%% of %.2f/s measured) over %s: %d completed, %d failed; %g pages in use after; "+
 		"draining refusals retried elsewhere %g, retries in all %g\n",
-		len(outcomes), rate, 100*fleetLoadShare, capacity, loadDur.Round(time.Millisecond), completed, len(failures), pages,
+		len(outcomes), f.rate, 100*fleetLoadShare, f.capacity, loadDur.Round(time.Millisecond), completed, len(failures), pages,
 		routerMetric(cl, "tandem_router_worker_draining_refusals_total"), routerMetric(cl, "tandem_router_retries_total"))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tSIGTERM->EXIT\tSETTLED\tDRAINED AFTER\tHELD AT SIGTERM\tHELD AT REFUSAL\tENDED AT DEADLINE\tCLIENTS IN FLIGHT\tRESTART->READY\t->IN ROUTERS")
@@ -524,17 +531,8 @@ func orphanedRooms(t *testing.T, cl *cluster.Cluster, cut []outcome, killed time
 // answers on the shared port beside the other.
 func TestRouterKill(t *testing.T) {
 	setup(t)
-	var out lockedBuffer
-	cl := startFleet(t, &out)
-	base := cl.RouterURL()
-	rate := fleetLoadShare * measureCapacity(t, base)
-	ob, stopObserving := fleetObserver(t, cl)
-	load, err := startOpenLoop(base, rate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loadStart := time.Now()
-	time.Sleep(fleetWarmup)
+	f := startLoadedFleet(t)
+	cl, base, load, loadStart := f.cl, f.base, f.load, f.loadStart
 	victim, survivor := cl.Routers()[1].Name, cl.Routers()[0].Name
 	// Kill it while it carries streams: at least two legs open on the
 	// workers (up to fleetKillWait), so that the kill has something to cut.
@@ -557,7 +555,7 @@ func TestRouterKill(t *testing.T) {
 	}
 	time.Sleep(fleetCooldown)
 	outcomes := load.finish()
-	stopObserving()
+	f.stopObserving()
 
 	byRouter := map[string]map[outcomeKind]int{}
 	var cut []outcome
@@ -587,13 +585,13 @@ func TestRouterKill(t *testing.T) {
 	if len(cut) == 0 {
 		t.Errorf("the kill of %s cut no request: nothing was judged (it carried none when killed)", victim)
 	}
-	pages := fleetQuiet(t, cl, ob)
+	pages := fleetQuiet(t, cl, f.ob)
 	orphans := orphanedRooms(t, cl, cut, killed)
 
 	var b strings.Builder
 	b.WriteString(orphans)
 	fmt.Fprintf(&b, "=== ROUTER KILL: %d requests at %.2f/s; %s SIGKILLed at load+%s with %d client requests in flight fleet-wide; "+
-		"%d requests cut (all carried by it), %g pages in use after\n", len(outcomes), rate, victim, killed.Sub(loadStart).Round(time.Millisecond),
+		"%d requests cut (all carried by it), %g pages in use after\n", len(outcomes), f.rate, victim, killed.Sub(loadStart).Round(time.Millisecond),
 		inflight, len(cut), pages)
 	for _, r := range []string{survivor, victim, ""} {
 		label := r

@@ -223,12 +223,21 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		drainArgs = append(drainArgs, "--drain-timeout", o.DrainTimeout.String())
 	}
 	var prefills, decodes []string
-	ports, err := FreePorts(o.Host, o.Prefill+o.Decode+o.Routers)
+	// The routers' own ports are held until the routers start: meanwhile
+	// the workers bind ephemeral ports (their transfer listeners), which
+	// could otherwise be given one of them.
+	routerPorts, releaseRouterPorts, err := reservePorts(o.Host, o.Routers)
+	defer releaseRouterPorts()
 	if err != nil {
 		c.Stop()
 		return nil, err
 	}
-	for i, port := range ports[:o.Prefill+o.Decode] {
+	ports, err := FreePorts(o.Host, o.Prefill+o.Decode)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	for i, port := range ports {
 		role, idx := "prefill", i
 		if i >= o.Prefill {
 			role, idx = "decode", i-o.Prefill
@@ -260,7 +269,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	// Each router accepts on the shared socket (fd 3) and on a port of its
 	// own, where it is probed and inspected alone.
 	var routers []*Proc
-	for i, port := range ports[o.Prefill+o.Decode:] {
+	releaseRouterPorts()
+	for i, port := range routerPorts {
 		name := "router"
 		if o.Routers > 1 {
 			name = fmt.Sprintf("router-%d", i)
@@ -304,16 +314,30 @@ func FreePort(host string) (int, error) {
 // out again by the next request (two workers of one cluster were once
 // given the same port).
 func FreePorts(host string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
+	ports, release, err := reservePorts(host, n)
+	release()
+	return ports, err
+}
+
+// reservePorts finds n distinct free ports on host and holds them until
+// release is called (release must be called, also after an error).
+func reservePorts(host string, n int) (ports []int, release func(), err error) {
+	var lns []net.Listener
+	release = func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		lns = nil
+	}
 	for range n {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("cluster: find a free port: %w", err)
+			return nil, release, fmt.Errorf("cluster: find a free port: %w", err)
 		}
-		defer ln.Close()
+		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
 
 // RouterURL returns the base URL of the routers' shared port: whichever
