@@ -25,8 +25,8 @@
 //     KV page or sequence leaked, the watchdog never fired, and every
 //     request got exactly one outcome. Its size is set by -chaos.* flags
 //     (300 requests by default; scripts/chaos.sh runs 3000).
-//   - TestRollingRestart drains and restarts every process of a 2 prefill
-//   - 2 decode fleet behind 2 routers, one at a time, under an open loop
+//   - TestRollingRestart drains and restarts every process of a fleet of
+//     2 prefill and 2 decode workers behind 2 routers, one at a time, under an open loop
 //     at 60% of its measured capacity: every request completes, nothing is
 //     pinned or leaked. TestRouterKill SIGKILLs one of the two routers under
 //     the same load: only requests it carried fail. TestDrainDeadlineServe
