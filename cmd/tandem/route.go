@@ -121,7 +121,7 @@ which it needs: the workers refuse unsigned requests.`,
 		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
 	fs.IntVar(&o.PDThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.Float64Var(&o.PDSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
-	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health and /metrics stay open")
+	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health, /ready and /metrics stay open")
 	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
 	fs.IntVar(&listenFD, "listen-fd", -1, "also serve the listening TCP socket this process inherited as file descriptor N (systemd socket activation's "+
 		"style; tandem up gives every router the same one): several routers accept from one queue, and one that drains stops accepting while the others go on; "+
