@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
@@ -43,6 +44,7 @@ func TestDrainingWorkerGetsNoLegs(t *testing.T) {
 	pb.Store(int32(drain.Ready))
 	a, b := readyServer(t, &pa), readyServer(t, &pb)
 	p := newTestPool(t, Config{Decode: []string{a.URL, b.URL}, Client: a.Client()})
+	p.probeTime = 10 * time.Second // a probe that times out on a loaded machine would read as a failure
 	ctx := context.Background()
 	picks := func() map[string]int {
 		got := map[string]int{}
