@@ -156,6 +156,8 @@ type outcome struct {
 	message    string // the error message, for clear errors
 	start, end time.Time
 	usage      chaosUsage
+	router     string // the answer's X-Tandem-Router: which router served it ("" when no answer came)
+	requestID  string // the answer's X-Request-Id: the id its rooms carry on the workers
 }
 
 // chaosUsage is the usage object of an answer.
@@ -229,6 +231,7 @@ func (r *chaosRequest) run(cs *chaosClients, base string, hardTimeout time.Durat
 		return ended("send the request", err)
 	}
 	defer resp.Body.Close()
+	o.router, o.requestID = resp.Header.Get("X-Tandem-Router"), resp.Header.Get("X-Request-Id")
 	if r.leave == leaveAtHeaders {
 		cancel(errLeave)
 		o.kind = outcomeDisconnected

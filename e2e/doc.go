@@ -25,6 +25,12 @@
 //     KV page or sequence leaked, the watchdog never fired, and every
 //     request got exactly one outcome. Its size is set by -chaos.* flags
 //     (300 requests by default; scripts/chaos.sh runs 3000).
+//   - TestRollingRestart drains and restarts every process of a fleet of
+//     2 prefill and 2 decode workers behind 2 routers, one at a time, under an open loop
+//     at 60% of its measured capacity: every request completes, nothing is
+//     pinned or leaked. TestRouterKill SIGKILLs one of the two routers under
+//     the same load: only requests it carried fail. TestDrainDeadlineServe
+//     and TestDrainDeadlineDecode end a stream at a drain's deadline.
 //   - TestStructuredOutputsNode (and its 128k Llama 3 vocabulary variant)
 //     runs the official client's zod helpers for structured outputs and tool
 //     calls against `tandem serve` and `tandem up`; TestListPromptMatchesServe,

@@ -20,9 +20,10 @@ import (
 
 // Limits of the harness.
 const (
-	buildTimeout  = 10 * time.Minute // go build of the whole binary on a slow machine
-	healthTimeout = 2 * time.Minute  // from process start to GET /health == 200
-	stopTimeout   = 15 * time.Second // from SIGINT to exit, before SIGKILL
+	buildTimeout  = 10 * time.Minute       // go build of the whole binary on a slow machine
+	healthTimeout = 2 * time.Minute        // from process start to GET /ready == 200
+	stopTimeout   = 15 * time.Second       // from SIGINT to exit, before SIGKILL
+	hurryInterval = 100 * time.Millisecond // SIGINT is repeated: a second one ends the drain's settle window
 )
 
 var (
@@ -129,7 +130,7 @@ func freePort(t *testing.T) int {
 }
 
 // startServer runs `tandem serve` on the tiny model and returns its base
-// URL (http://127.0.0.1:PORT) once GET /health answers 200. The process is
+// URL (http://127.0.0.1:PORT) once GET /ready answers 200. The process is
 // stopped when the test ends; its output is logged if the test failed.
 func startServer(t *testing.T) string {
 	t.Helper()
@@ -140,9 +141,10 @@ func startServer(t *testing.T) string {
 	return startProcess(t, port, "serve", "--model", modelPath, "--port", strconv.Itoa(port))
 }
 
-// startProcess runs tandem with args, waits until GET /health on port
+// startProcess runs tandem with args, waits until GET /ready on port
 // answers 200 and returns the base URL. It stops the process with SIGINT
-// when the test ends and logs its output if the test failed.
+// (repeated, so that it does not wait out its drain's settle window) when
+// the test ends and logs its output if the test failed.
 func startProcess(t *testing.T, port int, args ...string) string {
 	t.Helper()
 	var out lockedBuffer
@@ -176,12 +178,22 @@ func startProcessOut(t *testing.T, port int, stdout, stderr *lockedBuffer, args 
 			if err := cmd.Process.Signal(os.Interrupt); err != nil {
 				cmd.Process.Kill() // no SIGINT on this system
 			}
-			select {
-			case <-done:
-			case <-time.After(stopTimeout):
-				t.Errorf("tandem %s did not exit within %v of SIGINT; killing it", args[0], stopTimeout)
-				cmd.Process.Kill()
-				<-done
+			hurry := time.NewTicker(hurryInterval)
+			defer hurry.Stop()
+			deadline := time.After(stopTimeout)
+		wait:
+			for {
+				select {
+				case <-done:
+					break wait
+				case <-hurry.C:
+					cmd.Process.Signal(os.Interrupt) // nothing routes to it any more: no settle window
+				case <-deadline:
+					t.Errorf("tandem %s did not exit within %v of SIGINT; killing it", args[0], stopTimeout)
+					cmd.Process.Kill()
+					<-done
+					break wait
+				}
 			}
 		}
 		if t.Failed() {
@@ -191,7 +203,7 @@ func startProcessOut(t *testing.T, port int, stdout, stderr *lockedBuffer, args 
 
 	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
 	defer cancel()
-	if err := cluster.WaitHealthy(ctx, &http.Client{Timeout: 2 * time.Second}, base, done); errors.Is(err, cluster.ErrExited) {
+	if err := cluster.WaitReady(ctx, &http.Client{Timeout: 2 * time.Second}, base, done); errors.Is(err, cluster.ErrExited) {
 		t.Fatalf("tandem %s exited while starting: %v\n%s", args[0], waitErr, out.String())
 	} else if err != nil {
 		t.Fatalf("tandem %s: %v", args[0], err)

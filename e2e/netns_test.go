@@ -243,7 +243,7 @@ func waitHealthy(t *testing.T, c *http.Client, p *nsProc) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), nsStartTimeout)
 	defer cancel()
-	if err := cluster.WaitHealthy(ctx, c, p.url, p.done); errors.Is(err, cluster.ErrExited) {
+	if err := cluster.WaitReady(ctx, c, p.url, p.done); errors.Is(err, cluster.ErrExited) {
 		t.Fatalf("%s exited while starting: %v\n%s", p.name, p.err, p.out.String())
 	} else if err != nil {
 		t.Fatalf("%s: %v", p.name, err)

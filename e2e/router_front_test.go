@@ -19,17 +19,30 @@ import (
 func startRouterCluster(t *testing.T, routerArgs ...string) *cluster.Cluster {
 	t.Helper()
 	var out lockedBuffer
+	return startCluster(t, &out, cluster.Options{Model: modelPath, Prefill: 1, Decode: 2,
+		WorkerArgs: []string{"--threads", "1"}, RouterArgs: append([]string{"--pd-threshold", "0"}, routerArgs...)})
+}
+
+// startCluster starts a cluster of the test binary with the e2e cluster
+// token, its output in out; it stops when the test ends, and its output
+// (the last chaosLogTailBytes) is logged if the test failed.
+func startCluster(t *testing.T, out *lockedBuffer, o cluster.Options) *cluster.Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl, err := cluster.Start(ctx, cluster.Options{Binary: binPath, Model: modelPath, Prefill: 1, Decode: 2,
-		WorkerArgs: []string{"--threads", "1"}, RouterArgs: append([]string{"--pd-threshold", "0"}, routerArgs...), Output: &out, Token: e2eClusterToken})
+	o.Binary, o.Token, o.Output = binPath, e2eClusterToken, out
+	cl, err := cluster.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("start the cluster: %v\n%s", err, out.String())
 	}
 	t.Cleanup(func() {
 		cl.Stop()
 		if t.Failed() {
-			t.Logf("cluster output:\n%s", out.String())
+			s := out.String()
+			if len(s) > chaosLogTailBytes {
+				s = "...\n" + s[len(s)-chaosLogTailBytes:]
+			}
+			t.Logf("cluster output:\n%s", s)
 		}
 	})
 	return cl

@@ -31,7 +31,7 @@ for m in 110m 1b; do
 done
 fi
 
-wait_health() { for _ in $(seq 1 600); do curl -sf "$1/health" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no health at $1" >&2; return 1; }
+wait_health() { for _ in $(seq 1 600); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "not ready at $1" >&2; return 1; }
 
 if [ "${SKIP_SERVE:-}" = "" ]; then
 section "serving: tandem bench serve against tandem serve (110m q8_0, prompt ~256 words, 128 tokens)"

@@ -16,7 +16,7 @@ args=(up --port "$port")
 pid=$!
 trap 'kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 for _ in $(seq 1 600); do
-  curl -sf "localhost:$port/health" >/dev/null 2>&1 && break
+  curl -sf "localhost:$port/ready" >/dev/null 2>&1 && break
   sleep 0.2
 done
 curl -s "localhost:$port/v1/completions" -H 'content-type: application/json' \

@@ -73,7 +73,7 @@ short_slo=(--goodput "short.ttft:1000" --goodput "tpot:250 itl:250")
 # The short class's rate at each mixed rate: 75% of it.
 short_rates=$(echo "$rates" | tr ',' '\n' | awk '{printf "%s%g", (NR>1?",":""), $1*0.75}')
 
-wait_health() { for _ in $(seq 1 900); do curl -sf "$1/health" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "no health at $1" >&2; return 1; }
+wait_health() { for _ in $(seq 1 900); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "not ready at $1" >&2; return 1; }
 
 sweep() { # name url spec rates slo...
   local name=$1 url=$2 spec=$3 r=$4 n=$requests

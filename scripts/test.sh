@@ -45,7 +45,7 @@ fi
 echo "== go test -race (concurrent packages)"
 go test -race -count=1 ./internal/engine/kernels/ ./internal/engine/model/ ./internal/engine/kvcache/ ./internal/engine/ \
   ./internal/pd/worker/ ./internal/pd/transfer/ ./internal/router/... ./internal/server/ ./internal/engine/prefixcache/ ./internal/loadgen/ \
-  ./internal/engine/grammar/ ./internal/modelhub/ ./internal/cluster/ ./internal/engine/cores/ ./internal/pd/shm/
+  ./internal/engine/grammar/ ./internal/modelhub/ ./internal/cluster/ ./internal/engine/cores/ ./internal/pd/shm/ ./internal/api/drain/
 
 echo "== go test"
 go test -count=1 ./...

@@ -1,7 +1,7 @@
 // Command tandem serves large language models with prefill and decode split
 // across workers. One binary plays every role:
 //
-//	tandem up        a router and N prefill + M decode workers on this machine
+//	tandem up        routers and N prefill + M decode workers on this machine
 //	tandem route     the OpenAI-compatible router in front of workers
 //	tandem prefill   a prefill worker: runs prompts, pushes KV pages to decode
 //	tandem decode    a decode worker: receives KV pages, generates in its batch
@@ -12,5 +12,9 @@
 //	tandem bench     engine speed, or load on any OpenAI endpoint
 //
 // main.go only builds the command tree; each command's file parses its
-// flags and wires internal packages together.
+// flags and wires internal packages together. drain.go holds what every
+// serving command (serve, prefill, decode, route) shares about stopping:
+// the first SIGINT, SIGTERM or SIGHUP cancels the command's context and
+// the command drains (internal/api/drain, --drain-settle, --drain-timeout);
+// a second one ends the drain's settle window.
 package main

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	if err := newRoot().ExecuteContext(signalContext()); err != nil {
 		fmt.Fprintln(os.Stderr, "tandem:", err)
 		os.Exit(1)
 	}

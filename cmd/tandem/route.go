@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +21,8 @@ func routeCmd() *cobra.Command {
 		o         router.Options
 		host      string
 		port      int
-		grace     time.Duration
+		listenFD  int
+		df        drainFlags
 		logFormat string
 		tokenFile string
 	)
@@ -33,7 +33,7 @@ func routeCmd() *cobra.Command {
 streaming included) and sends each to a prefill and a decode worker at once,
 under a fresh room id, then streams the decode worker's answer back. With n > 1
 each choice is its own prefill/decode pair. Workers are picked among the healthy
-ones (GET /health every --health-interval) by the load they report
+ones (GET /ready every --health-interval) by the load they report
 (GET /pd/status) plus the legs the router has open on them.
 
 Selective disaggregation: a prompt under --pd-threshold tokens (counted by its
@@ -43,9 +43,21 @@ in its own batch; so does every request while no prefill worker is healthy.
 --pd-threshold 0 disaggregates every request.
 
 A failed leg cancels the other; the client gets one error naming the leg (the
-worker's address goes to the log, not to the client). Besides the API it serves GET /health, /metrics (Prometheus),
-/debug/rooms (its own request records) and /debug/cluster (its records and
-every worker's room table, for ` + "`tandem inspect`" + `).
+worker's address goes to the log, not to the client). Besides the API it serves
+GET /health (liveness), /ready (readiness: not draining, and workers to send
+to), /metrics (Prometheus), /debug/rooms (its own request records) and
+/debug/cluster (its records and every worker's room table, for ` + "`tandem inspect`" + `).
+Every answer names the router in X-Tandem-Router (--name).
+
+Workers are probed on GET /ready: one that answers 503 "draining", or
+answers a leg with the draining answer (503, code "draining"), gets no new
+legs while its legs finish, and a sample it refused goes to another worker
+before anything reaches the client. SIGINT or SIGTERM drains the router
+itself: /ready answers 503 at once, requests are served for --drain-settle
+(answers carry Connection: close), then it stops accepting on --listen-fd
+(other routers sharing that socket take its connections) and refuses new
+requests on its own port with the draining answer, while its streams have
+--drain-timeout to finish (see docs/operations.md).
 
 With --api-key (or $TANDEM_API_KEY) every /v1/ request needs
 "Authorization: Bearer KEY". --allowed-origins turns on CORS for those browser
@@ -73,11 +85,21 @@ which it needs: the workers refuse unsigned requests.`,
 			if o.LegKeys, err = leg.NewKeys(tok); err != nil {
 				return err
 			}
-			rt, err := router.New(o)
+			if err := df.check(cmd.Flags()); err != nil {
+				return err
+			}
+			lns, shared, err := routerListeners(host, port, listenFD, cmd.Flags().Changed("port"))
 			if err != nil {
 				return err
 			}
-			return serveRouter(cmd.Context(), rt, log, net.JoinHostPort(host, strconv.Itoa(port)), grace)
+			rt, err := router.New(o)
+			if err != nil {
+				for _, ln := range lns {
+					ln.Close()
+				}
+				return err
+			}
+			return serveRouter(cmd.Context(), rt, log, lns, shared, &df)
 		},
 	}
 	fs := cmd.Flags()
@@ -99,9 +121,13 @@ which it needs: the workers refuse unsigned requests.`,
 		"how long an open circuit breaker keeps a worker out before one probe leg is let through")
 	fs.IntVar(&o.PDThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.Float64Var(&o.PDSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
-	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health and /metrics stay open")
+	fs.StringVar(&o.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on /v1/* (401 otherwise); default $TANDEM_API_KEY; /health, /ready and /metrics stay open")
 	fs.StringSliceVar(&o.AllowedOrigins, "allowed-origins", nil, "browser origins (scheme://host[:port], or *) that get CORS headers and preflight answers; default none")
-	fs.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	fs.IntVar(&listenFD, "listen-fd", -1, "also serve the listening TCP socket this process inherited as file descriptor N (systemd socket activation's "+
+		"style; tandem up gives every router the same one): several routers accept from one queue, and one that drains stops accepting while the others go on; "+
+		"without an explicit --port, this socket is the only listener")
+	fs.StringVar(&o.Name, "name", "router", "this router's name: in its X-Tandem-Router answer header, its /debug/rooms and its log")
+	df.register(fs)
 	fs.StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&tokenFile, "cluster-token-file", "", "file holding the workers' cluster token, which signs legs (default: $TANDEM_CLUSTER_TOKEN)")
 	cmd.MarkFlagRequired("prefill")
@@ -127,14 +153,44 @@ func routeLogger(format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
 }
 
-// serveRouter runs the router's health checks and HTTP server until ctx
-// ends, then lets running requests finish for grace.
-func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, addr string, grace time.Duration) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+// routerListeners opens the router's listeners: its own on host:port
+// (unless listenFD is given and the port was not), and the inherited
+// socket at listenFD (shared, nil when there is none).
+func routerListeners(host string, port, listenFD int, portGiven bool) (lns []net.Listener, shared net.Listener, err error) {
+	if listenFD >= 0 {
+		f := os.NewFile(uintptr(listenFD), "listen-fd")
+		if f == nil {
+			return nil, nil, fmt.Errorf("--listen-fd %d is not an open file descriptor", listenFD)
+		}
+		shared, err = net.FileListener(f) // a duplicate: f is no longer needed
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("--listen-fd %d is not a listening socket: %w", listenFD, err)
+		}
+		lns = append(lns, shared)
 	}
-	srv := rt.HTTPServer(addr)
+	if listenFD < 0 || portGiven {
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		own, err := net.Listen("tcp", addr)
+		if err != nil {
+			if shared != nil {
+				shared.Close()
+			}
+			return nil, nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		lns = append(lns, own)
+	}
+	return lns, shared, nil
+}
+
+// serveRouter runs the router's health checks and HTTP server on lns until
+// ctx ends, then drains (package drain): /ready 503 and requests still
+// served for --drain-settle; then the shared listener (if any) closes, so
+// the other routers on that socket take its connections, and new requests
+// on its own listener get the draining answer, while the requests held
+// have --drain-timeout; what is left is ended with an error.
+func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, lns []net.Listener, shared net.Listener, df *drainFlags) error {
+	srv := rt.HTTPServer("")
 	rt.CheckNow(ctx) // a first round before serving, so that healthy workers take requests at once
 	hctx, stopHealth := context.WithCancel(context.Background())
 	healthDone := make(chan struct{})
@@ -147,23 +203,39 @@ func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, addr 
 		<-healthDone
 		rt.Close()
 	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }() // ends when srv shuts down, below
-	log.Info("router listening", "addr", ln.Addr().String())
+	serveErr := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { serveErr <- srv.Serve(ln) }() // ends when its listener closes, below
+		log.Info("router listening", "addr", ln.Addr().String(), "shared", ln == shared)
+	}
 	select {
 	case err := <-serveErr:
-		return fmt.Errorf("serve %s: %w", addr, err)
+		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down; running requests may finish", "grace", grace)
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	dc := df.config(ctx)
+	dc.Logger = log
+	dc.Refusing = func() {
+		if shared != nil {
+			shared.Close() // this process's share: the socket stays open in the others'
+		}
+		srv.SetKeepAlivesEnabled(false) // idle connections close now, busy ones after their answer
+	}
+	res := rt.Gate().Drain(dc)
+	if res.Left > 0 {
+		rt.EndRequests() // their clients get an error; their legs are cancelled, so the workers end the rooms
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), endGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("requests still running after the grace period were cut", "err", err)
+		log.Warn("connections still open after the drain; closing them", "err", err)
 		srv.Close()
 	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve %s: %w", addr, err)
+	for range lns {
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
+	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
 	return nil
 }

@@ -15,15 +15,21 @@ func serveCmd() *cobra.Command {
 		Short: "Serve a model over an OpenAI-compatible HTTP API (colocated prefill and decode)",
 		Long: `Serve loads a GGUF model, runs the continuous-batching engine and answers
 POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health
-and GET /metrics (Prometheus). With --api-key (or $TANDEM_API_KEY) every /v1/*
-request needs "Authorization: Bearer KEY"; /health and /metrics stay open. SIGINT or SIGTERM stops taking requests, lets
-running ones finish for --shutdown-grace, then ends the rest.`,
+(liveness), GET /ready (readiness) and GET /metrics (Prometheus). With
+--api-key (or $TANDEM_API_KEY) every /v1/* request needs
+"Authorization: Bearer KEY"; /health, /ready and /metrics stay open.
+
+SIGINT or SIGTERM drains: /ready answers 503 at once, requests are still
+served for --drain-settle (a second signal ends that window), then new ones
+get 503 (code "draining", Retry-After) while running ones have
+--drain-timeout to finish; what is left then ends with an error, and the
+process exits 0 (see docs/operations.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.apiKey == "" {
 				f.apiKey = os.Getenv("TANDEM_API_KEY")
 			}
-			return runWorker(cmd.Context(), &f, 0, nil)
+			return runWorker(cmd.Context(), cmd.Flags(), &f, 0, nil)
 		},
 	}
 	f.register(cmd.Flags(), 8000)
@@ -50,10 +56,13 @@ func pdWorkerCmd(role room.Role) *cobra.Command {
 		Long: "A " + name + " worker " + what + ".\n" +
 			"It serves the same HTTP API as `tandem serve`, but only to its router: a generation request without the\n" +
 			"router's leg signature gets 401, and /pd/* and /debug/* need the cluster credential (see docs/security.md).\n" +
-			"Peers and the router authenticate with the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file).",
+			"Peers and the router authenticate with the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file).\n" +
+			"SIGINT or SIGTERM drains it as `tandem serve` (see docs/operations.md): /ready answers 503 at once, legs are\n" +
+			"served for --drain-settle, then refused with 503 (code \"draining\"), which the router retries on another worker;\n" +
+			"the rooms held (a prefill worker's KV sends, a decode worker's streams) have --drain-timeout to end.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runWorker(cmd.Context(), &f, role, &pd)
+			return runWorker(cmd.Context(), cmd.Flags(), &f, role, &pd)
 		},
 	}
 	f.register(cmd.Flags(), 0)

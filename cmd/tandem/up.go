@@ -30,18 +30,26 @@ func upCmd() *cobra.Command {
 		modelName   string
 		chatTmpl    string
 		origins     []string
+		df          drainFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "up [--model M] [--prefill N] [--decode M] [--port 8000]",
-		Short: "Start a router and N prefill + M decode workers on this machine",
+		Use:   "up [--model M] [--prefill N] [--decode M] [--routers R] [--port 8000]",
+		Short: "Start routers and N prefill + M decode workers on this machine",
 		Long: `Up starts a whole disaggregated cluster as child processes: prefill workers,
 decode workers and a router in front of them, sharing one cluster token:
 $TANDEM_CLUSTER_TOKEN when set, else a fresh random one, kept in a file only
 the user can read (its path is printed) where ` + "`tandem inspect URL`" + ` finds it.
-It prints the router's URL once everything answers /health, restarts a process
+It prints the router's URL once everything answers /ready, restarts a process
 that dies (with a backoff from 0.5 s doubling to 30 s), and stops them all, the
-router first, on Ctrl-C, SIGTERM or SIGHUP; if up itself is killed, even with
-SIGKILL, the kernel stops its children (Linux). With no --model it
+routers first, on Ctrl-C, SIGTERM or SIGHUP: each drains (its requests
+finish within --drain-timeout) without waiting out its settle window, since
+nobody is left to notice; if up itself is killed, even with SIGKILL, the
+kernel stops its children (Linux). --routers N runs N routers that accept
+on the one --port: up opens that socket once and gives it to each
+(route --listen-fd), so a router that drains or dies leaves the
+connections it did not take to the others, and one restarted gets the same
+socket. --drain-settle and --drain-timeout are passed to every process
+(see docs/operations.md). With no --model it
 synthesizes a small random-weight Llama (cached under the user cache folder)
 so it runs on a fresh machine. --pd-threshold is the router's: prompts under that many
 tokens run as one local leg on a decode worker (0: every request is disaggregated);
@@ -56,6 +64,15 @@ an idle one's (see internal/engine/cores; off by default).`,
 			log, err := newLogger(logFormat)
 			if err != nil {
 				return err
+			}
+			if err := df.check(cmd.Flags()); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("drain-settle") {
+				o.DrainSettle = df.settle
+			}
+			if cmd.Flags().Changed("drain-timeout") || cmd.Flags().Changed("shutdown-grace") {
+				o.DrainTimeout = df.timeout
 			}
 			log = log.With("proc", "up") // children's lines carry their own name in "proc"
 			if o.Model == "" {
@@ -114,7 +131,11 @@ an idle one's (see internal/engine/cores; off by default).`,
 			} else {
 				defer os.Remove(tokPath)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tandem is up: %s (%d prefill, %d decode); Ctrl-C stops it\n", c.RouterURL(), o.Prefill, o.Decode)
+			routers := ""
+			if n := len(c.Routers()); n > 1 {
+				routers = fmt.Sprintf(", %d routers", n)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tandem is up: %s (%d prefill, %d decode%s); Ctrl-C stops it\n", c.RouterURL(), o.Prefill, o.Decode, routers)
 			if tokPath != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "cluster token: %s (tandem inspect %s reads it)\n", tokPath, c.RouterURL())
 			}
@@ -127,6 +148,7 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.StringVar(&o.Model, "model", "", "GGUF model every worker loads: a path or a hub reference (default: a synthesized tiny model)")
 	fs.IntVar(&o.Prefill, "prefill", 1, "prefill workers")
 	fs.IntVar(&o.Decode, "decode", 1, "decode workers")
+	fs.IntVar(&o.Routers, "routers", 1, "routers, all accepting on --port (one listening socket shared by every router)")
 	fs.StringVar(&o.Host, "host", "127.0.0.1", "address every process binds")
 	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
 	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: the host's cores split evenly between the workers, at least 1 each)")
@@ -140,6 +162,7 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.StringSliceVar(&origins, "allowed-origins", nil, "browser origins the router answers with CORS headers (scheme://host[:port], or *); default none")
 	fs.StringVar(&modelName, "model-name", "", "model id to serve under (default: the model's general.name)")
 	fs.StringVar(&chatTmpl, "chat-template", "", "Jinja chat template file the workers use instead of the model's tokenizer.chat_template")
+	df.register(fs)
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")
 	return cmd
 }

@@ -48,7 +48,7 @@ type workerFlags struct {
 	port      int
 	name      string
 	maxBody   int64
-	grace     time.Duration
+	drain     drainFlags
 	logFormat string
 	apiKey    string // tandem serve only: required bearer token on /v1/*
 	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
@@ -69,7 +69,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 		"from the measured step cost to stay within it (at least 16 tokens a step, so prefill progresses); 0: off. Applies to serve and to decode workers' local prefill")
 	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
-	fs.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	f.drain.register(fs)
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
 	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
@@ -193,9 +193,12 @@ const secretFileBytesMax = 64 << 10
 
 // runWorker serves the model over HTTP until ctx is done: colocated when
 // pd is nil, else as a prefill or decode worker.
-func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags) error {
+func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room.Role, pd *pdFlags) error {
 	if f.port < 0 || f.port > 65535 {
 		return fmt.Errorf("--port %d is out of range 0..65535", f.port)
+	}
+	if err := f.drain.check(fs); err != nil {
+		return err
 	}
 	log, err := newLogger(f.logFormat)
 	if err != nil {
@@ -351,24 +354,38 @@ func runWorker(ctx context.Context, f *workerFlags, role room.Role, pd *pdFlags)
 		return fmt.Errorf("serve http: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: no new requests; waiting for running ones", "grace", f.grace)
-	srv.SetReady(false)
-	sctx, cancel := context.WithTimeout(context.Background(), f.grace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("requests still running after the grace period; ending them", "err", err)
+	// The drain (package drain): /ready turns 503 at once, requests are
+	// served for --drain-settle while routers notice, then refused with
+	// the draining answer (which routers retry elsewhere); what is held —
+	// requests, and a PD worker's rooms until both sides end them — has
+	// --drain-timeout. The listener stays open throughout, so /debug/rooms
+	// and /pd/status show every room until the end.
+	dc := f.drain.config(ctx)
+	dc.Logger = log
+	dc.Refusing = func() { hs.SetKeepAlivesEnabled(false) } // idle connections close now, busy ones after their answer
+	if pw != nil {
+		dc.Busy = pw.LiveRooms
+	}
+	res := srv.Gate().Drain(dc)
+	if res.Left > 0 {
+		// The deadline passed: a PD worker fails its live rooms (reason
+		// shutdown; its peers fail theirs when the connection closes), the
+		// engine fails its sequences, and their handlers answer the error.
 		if pw != nil {
 			pw.Close()
 		}
-		e.Close() // fails the remaining sequences: their handlers send an error and return
-		ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
-		hs.Shutdown(ctx2) // let them write it
-		cancel2()
+		e.Close()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), endGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("connections still open after the drain; closing them", "err", err)
 		hs.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve http: %w", err)
 	}
+	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
 	return nil
 }
 

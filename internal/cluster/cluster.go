@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,18 +17,27 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"tandem/internal/api/drain"
 	"tandem/internal/engine/cores"
 )
 
 // Limits.
 const (
 	workersMax    = 64
+	routersMax    = 16
 	healthTimeout = 3 * time.Minute
+	// stopMargin is added to a child's settle window and drain timeout
+	// for StopTimeout's default.
+	stopMargin = 10 * time.Second
+	// hurryInterval is how often a stop of the whole cluster repeats
+	// SIGTERM: the second signal a child sees ends its settle window.
+	hurryInterval = 100 * time.Millisecond
 )
 
 // Options configures a cluster.
@@ -36,6 +46,7 @@ type Options struct {
 	Model      string   // GGUF path every worker loads
 	Prefill    int      // prefill workers (>= 1)
 	Decode     int      // decode workers (>= 1)
+	Routers    int      // routers, all accepting on the router port (default 1)
 	Host       string   // address everything binds (default 127.0.0.1)
 	Port       int      // router port (0: any free port)
 	WorkerArgs []string // extra flags for every worker (e.g. --threads 1)
@@ -47,9 +58,16 @@ type Options struct {
 	// "proc" member naming the child to each line that is a JSON object,
 	// and wraps any other line in one ({"time","level","msg","proc"}), so
 	// every line written is a JSON object.
-	LogFormat   string
-	Logger      *slog.Logger
-	StopTimeout time.Duration // how long children get after SIGTERM before SIGKILL (default 10s)
+	LogFormat string
+	Logger    *slog.Logger
+	// DrainSettle and DrainTimeout, when set, are every child's
+	// --drain-settle and --drain-timeout (0: the children's defaults, 5 s
+	// and 60 s; see internal/api/drain).
+	DrainSettle, DrainTimeout time.Duration
+	// StopTimeout is how long a child gets after SIGTERM before SIGKILL;
+	// default: its settle window and drain timeout plus 10 s, so that a
+	// drain is never cut.
+	StopTimeout time.Duration
 	// LendCores makes the workers share this host's cores by priority
 	// through a core lease (internal/engine/cores): Start creates the
 	// shared region for runtime.NumCPU() cores and passes it to every
@@ -73,7 +91,7 @@ type Options struct {
 	StableAfter       time.Duration
 	// OnRestart, when set, is called when supervision starts a child
 	// again (n: its restarts so far, this one included) and once the
-	// restarted child answers /health (healthy true); same rules as OnExit.
+	// restarted child answers /ready (healthy true); same rules as OnExit.
 	OnRestart func(name string, n int, healthy bool)
 }
 
@@ -111,20 +129,22 @@ func (p *Proc) Restarts() int {
 
 // Cluster is a running deployment.
 type Cluster struct {
-	o      Options
-	region *cores.Region // the core lease region (LendCores), else nil
-	procs  []*Proc
-	env    []string
-	wg     sync.WaitGroup
-	outMu  sync.Mutex // serializes writes to o.Output from the copiers
+	o         Options
+	region    *cores.Region // the core lease region (LendCores), else nil
+	shared    *os.File      // the routers' listening socket, passed to each as fd 3
+	routerURL string        // its address
+	procs     []*Proc
+	env       []string
+	wg        sync.WaitGroup
+	outMu     sync.Mutex // serializes writes to o.Output from the copiers
 
 	stopMu   sync.Mutex
 	stopping bool          // Stop has begun: nothing is launched any more
 	stopped  chan struct{} // closed when Stop begins; ends restart waits
 }
 
-// Start launches the workers, waits for them, then the router, and returns
-// once every process answers /health. On error, what was started is stopped.
+// Start launches the workers, waits for them, then the routers, and returns
+// once every process answers /ready. On error, what was started is stopped.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Prefill < 1 || o.Decode < 1 || o.Prefill+o.Decode > workersMax {
 		return nil, fmt.Errorf("cluster: want 1..%d workers with at least one prefill and one decode, got %d prefill and %d decode", workersMax, o.Prefill, o.Decode)
@@ -145,8 +165,17 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Routers == 0 {
+		o.Routers = 1
+	}
+	if o.Routers < 1 || o.Routers > routersMax {
+		return nil, fmt.Errorf("cluster: want 1..%d routers, got %d", routersMax, o.Routers)
+	}
+	if o.DrainSettle < 0 || o.DrainTimeout < 0 {
+		return nil, fmt.Errorf("cluster: drain settle %s and timeout %s must not be negative", o.DrainSettle, o.DrainTimeout)
+	}
 	if o.StopTimeout == 0 {
-		o.StopTimeout = 10 * time.Second
+		o.StopTimeout = cmp.Or(o.DrainSettle, drain.DefaultSettle) + cmp.Or(o.DrainTimeout, drain.DefaultTimeout) + stopMargin
 	}
 	if o.RestartBackoff <= 0 {
 		o.RestartBackoff = 500 * time.Millisecond
@@ -165,29 +194,44 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		o.Token = hex.EncodeToString(b[:])
 	}
 	c := &Cluster{o: o, env: append(os.Environ(), "TANDEM_CLUSTER_TOKEN="+o.Token), stopped: make(chan struct{})}
-	// Hold the router's port while the workers start: a worker's
-	// listener on an ephemeral port (its transfer port) could otherwise be
-	// given it, and the router would find it taken.
-	var reserved net.Listener
-	if o.Port != 0 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
-		if err != nil {
-			return nil, fmt.Errorf("cluster: the router's port %d: %w (choose another with --port)", o.Port, err)
-		}
-		reserved = ln
-		defer reserved.Close() // closed below before the router starts; this covers the early returns
+	// The routers' socket is opened first and held for the cluster's
+	// life: no worker's ephemeral port (its transfer listener) can take
+	// it, and connections wait in its queue while no router accepts (one
+	// restarting) instead of being refused.
+	shared, addr, err := listenShared(net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: the router's port %d: %w (choose another with --port)", o.Port, err)
 	}
+	c.shared, c.routerURL = shared, "http://"+addr.String()
 	if o.LendCores {
 		if o.Prefill+o.Decode > cores.MaxSlots {
+			c.Stop()
 			return nil, fmt.Errorf("cluster: core lending serves at most %d workers on one host, got %d: turn it off (--lend-cores=false)", cores.MaxSlots, o.Prefill+o.Decode)
 		}
 		r, err := cores.Create(min(runtime.NumCPU(), cores.MaxCores), o.Prefill+o.Decode)
 		if err != nil {
+			c.Stop()
 			return nil, fmt.Errorf("cluster: %w (turn lending off with --lend-cores=false)", err)
 		}
 		c.region = r
 	}
+	var drainArgs []string
+	if o.DrainSettle > 0 {
+		drainArgs = append(drainArgs, "--drain-settle", o.DrainSettle.String())
+	}
+	if o.DrainTimeout > 0 {
+		drainArgs = append(drainArgs, "--drain-timeout", o.DrainTimeout.String())
+	}
 	var prefills, decodes []string
+	// The routers' own ports are held until the routers start: meanwhile
+	// the workers bind ephemeral ports (their transfer listeners), which
+	// could otherwise be given one of them.
+	routerPorts, releaseRouterPorts, err := reservePorts(o.Host, o.Routers)
+	defer releaseRouterPorts()
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
 	ports, err := FreePorts(o.Host, o.Prefill+o.Decode)
 	if err != nil {
 		c.Stop()
@@ -199,7 +243,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			role, idx = "decode", i-o.Prefill
 		}
 		p := &Proc{Name: fmt.Sprintf("%s-%d", role, idx), Role: role, URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
-		p.args = append([]string{role, "--model", o.Model, "--host", o.Host, "--port", strconv.Itoa(port), "--transfer-host", o.Host}, o.WorkerArgs...)
+		p.args = append([]string{role, "--model", o.Model, "--host", o.Host, "--port", strconv.Itoa(port), "--transfer-host", o.Host}, drainArgs...)
+		p.args = append(p.args, o.WorkerArgs...)
 		if c.region != nil {
 			p.args = append(p.args, "--core-lease", "fd:3", "--core-lease-slot", strconv.Itoa(i))
 		}
@@ -210,42 +255,43 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			decodes = append(decodes, p.URL)
 		}
 	}
-	for _, p := range c.procs {
+	workers := slices.Clone(c.procs)
+	for _, p := range workers {
 		if err := c.launch(p); err != nil {
 			c.Stop()
 			return nil, err
 		}
 	}
-	if err := c.waitHealthy(ctx, c.procs); err != nil {
+	if err := c.waitReady(ctx, workers); err != nil {
 		c.Stop()
 		return nil, err
 	}
-	rport := o.Port
-	if rport == 0 {
-		var err error
-		if rport, err = FreePort(o.Host); err != nil {
+	// Each router accepts on the shared socket (fd 3) and on a port of its
+	// own, where it is probed and inspected alone.
+	var routers []*Proc
+	releaseRouterPorts()
+	for i, port := range routerPorts {
+		name := "router"
+		if o.Routers > 1 {
+			name = fmt.Sprintf("router-%d", i)
+		}
+		r := &Proc{Name: name, Role: "router", URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
+		r.args = append([]string{"route", "--host", o.Host, "--port", strconv.Itoa(port), "--listen-fd", "3", "--name", name}, drainArgs...)
+		for _, u := range prefills {
+			r.args = append(r.args, "--prefill", u)
+		}
+		for _, u := range decodes {
+			r.args = append(r.args, "--decode", u)
+		}
+		r.args = append(r.args, o.RouterArgs...)
+		c.procs = append(c.procs, r)
+		routers = append(routers, r)
+		if err := c.launch(r); err != nil {
 			c.Stop()
 			return nil, err
 		}
 	}
-	r := &Proc{Name: "router", Role: "router", URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(rport))}
-	r.args = []string{"route", "--host", o.Host, "--port", strconv.Itoa(rport)}
-	for _, u := range prefills {
-		r.args = append(r.args, "--prefill", u)
-	}
-	for _, u := range decodes {
-		r.args = append(r.args, "--decode", u)
-	}
-	r.args = append(r.args, o.RouterArgs...)
-	c.procs = append(c.procs, r)
-	if reserved != nil {
-		reserved.Close()
-	}
-	if err := c.launch(r); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if err := c.waitHealthy(ctx, []*Proc{r}); err != nil {
+	if err := c.waitReady(ctx, routers); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -268,22 +314,39 @@ func FreePort(host string) (int, error) {
 // out again by the next request (two workers of one cluster were once
 // given the same port).
 func FreePorts(host string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
+	ports, release, err := reservePorts(host, n)
+	release()
+	return ports, err
+}
+
+// reservePorts finds n distinct free ports on host and holds them until
+// release is called (release must be called, also after an error).
+func reservePorts(host string, n int) (ports []int, release func(), err error) {
+	var lns []net.Listener
+	release = func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		lns = nil
+	}
 	for range n {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("cluster: find a free port: %w", err)
+			return nil, release, fmt.Errorf("cluster: find a free port: %w", err)
 		}
-		defer ln.Close()
+		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
 
-// RouterURL returns the router's base URL.
-func (c *Cluster) RouterURL() string { return c.procs[len(c.procs)-1].URL }
+// RouterURL returns the base URL of the routers' shared port: whichever
+// router accepts a connection serves it.
+func (c *Cluster) RouterURL() string { return c.routerURL }
 
-// Procs returns every process, workers first, the router last.
+// Procs returns every process, workers first (prefill, then decode), the
+// routers last. A router's URL is its own port; RouterURL is the one they
+// share.
 func (c *Cluster) Procs() []*Proc { return c.procs }
 
 // errStopping is launch's answer once Stop has begun.
@@ -297,8 +360,11 @@ func (c *Cluster) launch(p *Proc) error {
 	// Linux they are sent SIGTERM (and drain) if the parent dies, even by
 	// SIGKILL (childAttr).
 	cmd.SysProcAttr = childAttr()
-	if c.region != nil && p.Role != "router" { // workers get the core lease region as fd 3
+	switch {
+	case c.region != nil && p.Role != "router": // workers get the core lease region as fd 3
 		cmd.ExtraFiles = []*os.File{c.region.File()}
+	case p.Role == "router": // routers the shared listening socket
+		cmd.ExtraFiles = []*os.File{c.shared}
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -399,15 +465,15 @@ func (c *Cluster) restartLater(p *Proc, exitErr error) {
 			if c.o.OnRestart != nil {
 				c.o.OnRestart(p.Name, n, false)
 			}
-			c.watchHealthy(p, n)
+			c.watchReady(p, n)
 			return
 		}
 	}()
 }
 
-// watchHealthy reports when a restarted p answers /health again. If p
-// exits first, its waiter has already scheduled the next restart.
-func (c *Cluster) watchHealthy(p *Proc, n int) {
+// watchReady reports when a restarted p answers /ready again. If p exits
+// first, its waiter has already scheduled the next restart.
+func (c *Cluster) watchReady(p *Proc, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
 	defer cancel()
 	go func() {
@@ -421,13 +487,13 @@ func (c *Cluster) watchHealthy(p *Proc, n int) {
 	exited := p.exited
 	p.mu.Unlock()
 	client := &http.Client{Timeout: healthRequestTimeout}
-	if err := WaitHealthy(ctx, client, p.URL, exited); err != nil {
+	if err := WaitReady(ctx, client, p.URL, exited); err != nil {
 		if !errors.Is(err, ErrExited) && ctx.Err() != nil && context.Cause(ctx) != context.Canceled {
-			c.o.Logger.Warn("a restarted cluster process is not healthy yet", "name", p.Name, "err", err)
+			c.o.Logger.Warn("a restarted cluster process is not ready yet", "name", p.Name, "err", err)
 		}
 		return
 	}
-	c.o.Logger.Info("a restarted cluster process is healthy", "name", p.Name, "restarts", n)
+	c.o.Logger.Info("a restarted cluster process is ready", "name", p.Name, "restarts", n)
 	if c.o.OnRestart != nil {
 		c.o.OnRestart(p.Name, n, true)
 	}
@@ -478,7 +544,7 @@ func jsonLine(name string, line []byte, now time.Time) []byte {
 	return b
 }
 
-func (c *Cluster) waitHealthy(ctx context.Context, ps []*Proc) error {
+func (c *Cluster) waitReady(ctx context.Context, ps []*Proc) error {
 	client := &http.Client{Timeout: healthRequestTimeout}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
@@ -486,12 +552,12 @@ func (c *Cluster) waitHealthy(ctx context.Context, ps []*Proc) error {
 		p.mu.Lock()
 		exited := p.exited
 		p.mu.Unlock()
-		if err := WaitHealthy(ctx, client, p.URL, exited); err != nil {
+		if err := WaitReady(ctx, client, p.URL, exited); err != nil {
 			p.mu.Lock()
 			exitErr := p.exitErr
 			p.mu.Unlock()
 			if errors.Is(err, ErrExited) {
-				return fmt.Errorf("cluster: %s exited before it was healthy: %v", p.Name, exitErr)
+				return fmt.Errorf("cluster: %s exited before it was ready: %v", p.Name, exitErr)
 			}
 			return fmt.Errorf("cluster: %s: %w", p.Name, err)
 		}
@@ -499,25 +565,25 @@ func (c *Cluster) waitHealthy(ctx context.Context, ps []*Proc) error {
 	return nil
 }
 
-// Health polling.
+// Readiness polling.
 const (
-	healthPoll           = 100 * time.Millisecond // between GET /health attempts
+	healthPoll           = 100 * time.Millisecond // between GET /ready attempts
 	healthRequestTimeout = 2 * time.Second        // the client timeout Start uses for each attempt
 )
 
-// ErrExited is what WaitHealthy returns when the process exited first.
+// ErrExited is what WaitReady returns when the process exited first.
 var ErrExited = errors.New("the process exited")
 
-// WaitHealthy polls GET base+"/health" with c every 100 ms until it answers
+// WaitReady polls GET base+"/ready" with c every 100 ms until it answers
 // 200. It returns ErrExited when exited is closed first (nil: never), and
 // an error naming the last failure when ctx ends first; give ctx a
 // deadline.
-func WaitHealthy(ctx context.Context, c *http.Client, base string, exited <-chan struct{}) error {
+func WaitReady(ctx context.Context, c *http.Client, base string, exited <-chan struct{}) error {
 	last := errors.New("no answer yet")
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ready", nil)
 		if err != nil {
-			return fmt.Errorf("health check of %s: %w", base, err)
+			return fmt.Errorf("readiness check of %s: %w", base, err)
 		}
 		resp, err := c.Do(req)
 		if err == nil {
@@ -534,7 +600,7 @@ func WaitHealthy(ctx context.Context, c *http.Client, base string, exited <-chan
 		case <-exited:
 			return ErrExited
 		case <-ctx.Done():
-			return fmt.Errorf("not healthy at %s/health (%w; last: %v)", base, context.Cause(ctx), last)
+			return fmt.Errorf("not ready at %s/ready (%w; last: %v)", base, context.Cause(ctx), last)
 		case <-time.After(healthPoll):
 		}
 	}
@@ -558,8 +624,9 @@ func (c *Cluster) Kill(name string) error {
 	return nil
 }
 
-// Restart starts a killed or exited process again with the same address
-// and flags, and waits until it is healthy.
+// Restart starts a killed, drained or exited process again with the same
+// address and flags (a router: the same shared socket too), and waits
+// until it is ready.
 func (c *Cluster) Restart(ctx context.Context, name string) error {
 	p := c.find(name)
 	if p == nil {
@@ -576,7 +643,7 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	if err := c.launch(p); err != nil {
 		return err
 	}
-	return c.waitHealthy(ctx, []*Proc{p})
+	return c.waitReady(ctx, []*Proc{p})
 }
 
 func (c *Cluster) find(name string) *Proc {
@@ -588,11 +655,64 @@ func (c *Cluster) find(name string) *Proc {
 	return nil
 }
 
-// Stop ends the cluster in two waves: SIGTERM to the routers, which stop
-// taking requests and finish the streams they carry, then to every
-// worker at once; each process gets up to StopTimeout after its SIGTERM,
-// then SIGKILL. Restarts by supervision end first. Stop waits for every
-// output copier; calling it again does nothing more.
+// Drain stops the named process as an orchestrator does one process of a
+// fleet: one SIGTERM, so that it drains in full (settle window, then its
+// held work within its drain timeout; see internal/api/drain), and waits
+// for it to exit, up to StopTimeout, then SIGKILL. It returns how long the
+// process took from the signal to its exit, and its exit error (nil for
+// exit 0). Supervision does not restart it; Restart does.
+func (c *Cluster) Drain(name string) (time.Duration, error) {
+	p := c.find(name)
+	if p == nil {
+		return 0, fmt.Errorf("cluster: no process %q", name)
+	}
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.requested = true
+	p.mu.Unlock()
+	select {
+	case <-exited:
+		return 0, fmt.Errorf("cluster: %s is not running", name)
+	default:
+	}
+	t0 := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, fmt.Errorf("cluster: signal %s: %w", name, err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(c.o.StopTimeout):
+		_ = cmd.Process.Kill()
+		<-exited
+		return time.Since(t0), fmt.Errorf("cluster: %s did not exit within %s of SIGTERM; killed it", name, c.o.StopTimeout)
+	}
+	d := time.Since(t0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return d, p.exitErr
+}
+
+// Routers returns the routers.
+func (c *Cluster) Routers() []*Proc {
+	var rs []*Proc
+	for _, p := range c.procs {
+		if p.Role == "router" {
+			rs = append(rs, p)
+		}
+	}
+	return rs
+}
+
+// Stop ends the cluster in two waves: the routers, which stop taking
+// requests and finish the streams they carry, then every worker at once.
+// Each process gets SIGTERM, and again every hurryInterval: its first
+// starts its drain, a later one ends its settle window, which has nobody
+// to wait for once the whole cluster stops (no router is left to notice a
+// worker's readiness, and the routers' shared socket closes with the
+// cluster), while the work it holds still has its drain timeout. What has
+// not exited StopTimeout after the first signal gets SIGKILL. Restarts by
+// supervision end first. Stop waits for every output copier and closes
+// the routers' socket; calling it again does nothing more.
 func (c *Cluster) Stop() {
 	c.stopMu.Lock()
 	if !c.stopping {
@@ -615,10 +735,15 @@ func (c *Cluster) Stop() {
 		_ = c.region.Close()
 		c.region = nil
 	}
+	if c.shared != nil {
+		_ = c.shared.Close()
+		c.shared = nil
+	}
 }
 
-// stopAll sends SIGTERM to every running process of ps, then waits for
-// each up to StopTimeout and SIGKILLs what is left.
+// stopAll sends SIGTERM to every running process of ps, repeating it every
+// hurryInterval, waits for each up to StopTimeout and SIGKILLs what is
+// left.
 func (c *Cluster) stopAll(ps []*Proc) {
 	var wg sync.WaitGroup
 	for _, p := range ps {
@@ -638,11 +763,21 @@ func (c *Cluster) stopAll(ps []*Proc) {
 		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		wg.Go(func() {
-			select {
-			case <-exited:
-			case <-time.After(c.o.StopTimeout):
-				_ = cmd.Process.Kill()
-				<-exited
+			deadline := time.NewTimer(c.o.StopTimeout)
+			defer deadline.Stop()
+			hurry := time.NewTicker(hurryInterval)
+			defer hurry.Stop()
+			for {
+				select {
+				case <-exited:
+					return
+				case <-hurry.C:
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+				case <-deadline.C:
+					_ = cmd.Process.Kill()
+					<-exited
+					return
+				}
 			}
 		})
 	}

@@ -30,6 +30,10 @@ const fakeEnv = "TANDEM_CLUSTER_TEST_FAKE_CHILD"
 // fakeFailEnv makes a fake child exit 4 at once.
 const fakeFailEnv = "TANDEM_CLUSTER_TEST_FAKE_FAIL"
 
+// fakeSettleEnv makes a fake child on SIGTERM wait for a second SIGTERM
+// (or 30 s) before it exits 0, as a real one waits out its settle window.
+const fakeSettleEnv = "TANDEM_CLUSTER_TEST_FAKE_SETTLE"
+
 // fakeParentEnv makes the test binary start a cluster of fake children,
 // print their PIDs on stdout, one per line, then "ready", and wait to be
 // killed (TestParentDeathStopsChildren).
@@ -68,17 +72,22 @@ func fakeParent() int {
 }
 
 // fakeChild stands in for `tandem prefill|decode|route`: it reads --host
-// and --port, logs a few lines (slog JSON on stderr, a plain line and an
-// empty JSON object on stdout), answers GET /health, exits 3 on GET /exit
-// and exits 0 on SIGTERM.
+// and --port (and a router's --listen-fd and --name), logs a few lines
+// (slog JSON on stderr, a plain line and an empty JSON object on stdout),
+// answers GET /health, /ready and /whoami (its --name) on its port and
+// the shared socket, exits 3 on GET /exit and exits 0 on SIGTERM.
 func fakeChild(args []string) int {
 	if os.Getenv(fakeFailEnv) != "" {
 		fmt.Fprintln(os.Stderr, "fake child: failing at start on purpose")
 		return 4
 	}
-	var host, port, lease, slot string
+	var host, port, lease, slot, listenFD, name string
 	for i := 0; i+1 < len(args); i++ {
 		switch args[i] {
+		case "--listen-fd":
+			listenFD = args[i+1]
+		case "--name":
+			name = args[i+1]
 		case "--host":
 			host = args[i+1]
 		case "--port":
@@ -116,6 +125,8 @@ func fakeChild(args []string) int {
 	fmt.Println("[1, 2]")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, name) })
 	exit := make(chan int, 1)
 	mux.HandleFunc("GET /exit", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -123,11 +134,26 @@ func fakeChild(args []string) int {
 		exit <- 3
 	})
 	go func() { _ = http.Serve(ln, mux) }()
-	sig := make(chan os.Signal, 1)
+	if listenFD != "" {
+		fd, _ := strconv.Atoi(listenFD)
+		shared, err := net.FileListener(os.NewFile(uintptr(fd), "shared"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fake child: --listen-fd:", err)
+			return 2
+		}
+		go func() { _ = http.Serve(shared, mux) }()
+	}
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM)
 	select {
 	case <-sig:
 		log.Info("stopping")
+		if os.Getenv(fakeSettleEnv) != "" {
+			select {
+			case <-sig:
+			case <-time.After(30 * time.Second):
+			}
+		}
 		return 0
 	case code := <-exit:
 		log.Error("exiting on request", "code", code)
@@ -162,7 +188,9 @@ func startFake(t *testing.T, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	o.Binary, o.Model, o.Prefill, o.Decode = bin, "unused.gguf", 1, 1
-	o.StopTimeout = 5 * time.Second
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 5 * time.Second
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := Start(ctx, o)
@@ -243,8 +271,8 @@ func TestStartReportsEarlyExit(t *testing.T) {
 	defer cancel()
 	_, err = Start(ctx, Options{Binary: bin, Model: "unused.gguf", Prefill: 1, Decode: 1,
 		OnExit: func(e Exit) { mu.Lock(); exits = append(exits, e); mu.Unlock() }})
-	if err == nil || !strings.Contains(err.Error(), "exited before it was healthy") || !strings.Contains(err.Error(), "exit status 4") {
-		t.Fatalf("Start = %v, want an error saying prefill-0 exited with status 4 before it was healthy", err)
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "exit status 4") {
+		t.Fatalf("Start = %v, want an error saying prefill-0 exited with status 4 before it was ready", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -253,18 +281,18 @@ func TestStartReportsEarlyExit(t *testing.T) {
 	}
 }
 
-// TestWaitHealthyTimesOut: with nothing listening, WaitHealthy returns
+// TestWaitReadyTimesOut: with nothing listening, WaitReady returns
 // when ctx ends, naming the last failure.
-func TestWaitHealthyTimesOut(t *testing.T) {
+func TestWaitReadyTimesOut(t *testing.T) {
 	port, err := FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err = WaitHealthy(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d", port), nil)
-	if err == nil || errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "not healthy") {
-		t.Fatalf("WaitHealthy on a cancelled context = %v, want a not-healthy error", err)
+	err = WaitReady(ctx, &http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d", port), nil)
+	if err == nil || errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("WaitReady on a cancelled context = %v, want a not-ready error", err)
 	}
 }
 

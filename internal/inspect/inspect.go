@@ -190,10 +190,10 @@ func WriteTables(w io.Writer, c *debugdoc.Cluster, all bool) error {
 }
 
 // writeWorkers lists the workers (of a router's entry) that are out of
-// service or whose circuit breaker is not closed, one line each.
+// service, draining or whose circuit breaker is not closed, one line each.
 func writeWorkers(b *bytes.Buffer, ws []debugdoc.Worker) {
 	for _, w := range ws {
-		if w.Healthy && w.Breaker == "closed" {
+		if w.Healthy && !w.Draining && w.Breaker == "closed" {
 			continue
 		}
 		fmt.Fprintf(b, "worker %s (%s):", w.URL, w.Role)
@@ -203,6 +203,9 @@ func writeWorkers(b *bytes.Buffer, ws []debugdoc.Worker) {
 				fmt.Fprintf(b, " (%s)", httpx.Clip(w.Problem, 80))
 			}
 			b.WriteByte(',')
+		}
+		if w.Draining {
+			b.WriteString(" draining (no new rooms; its rooms finish),")
 		}
 		fmt.Fprintf(b, " breaker %s\n", w.Breaker)
 	}

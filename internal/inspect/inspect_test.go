@@ -133,19 +133,22 @@ func TestInspectAllowsTheWatchdogGrace(t *testing.T) {
 }
 
 // TestInspectListsWorkersInTrouble: the router's entry lists workers that
-// are out or whose circuit breaker is not closed; healthy ones are not.
+// are out, draining or whose circuit breaker is not closed; healthy ones
+// are not.
 func TestInspectListsWorkersInTrouble(t *testing.T) {
 	doc := `{"processes":[{"worker":"router","role":"router","transfer_addr":"","live":0,"rooms":[],"workers":[` +
 		`{"url":"http://p:1","role":"prefill","healthy":true,"breaker":"closed","failures":0,"inflight":0},` +
 		`{"url":"http://d:2","role":"decode","healthy":true,"breaker":"open","failures":3,"inflight":0},` +
-		`{"url":"http://d:3","role":"decode","healthy":false,"problem":"get http://d:3/health: connection refused","breaker":"closed","failures":0,"inflight":0}]}]}`
+		`{"url":"http://d:3","role":"decode","healthy":false,"problem":"get http://d:3/ready: connection refused","breaker":"closed","failures":0,"inflight":0},` +
+		`{"url":"http://d:4","role":"decode","healthy":true,"draining":true,"breaker":"closed","failures":0,"inflight":2}]}]}`
 	var out bytes.Buffer
 	if err := inspect.Inspect(context.Background(), http.DefaultClient, serveDoc(t, doc), inspect.Options{Format: "text"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	want := "== router (router): 0 live, 0 finished\n" +
 		"worker http://d:2 (decode): breaker open\n" +
-		"worker http://d:3 (decode): out (get http://d:3/health: connection refused), breaker closed\n" +
+		"worker http://d:3 (decode): out (get http://d:3/ready: connection refused), breaker closed\n" +
+		"worker http://d:4 (decode): draining (no new rooms; its rooms finish), breaker closed\n" +
 		"(no live rooms)\n"
 	if out.String() != want {
 		t.Errorf("Inspect printed\n%s\nwant\n%s", out.String(), want)

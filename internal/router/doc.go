@@ -52,6 +52,13 @@
 //   - A failed leg cancels the other at once; a client that goes away
 //     cancels both. A prefill failure after decode began answering does not
 //     fail the sample: decode can only answer once the KV arrived.
+//   - A worker's draining answer (503, code "draining": it stops or
+//     restarts) is never relayed while another worker can take the sample:
+//     the sample goes to another worker under a new room id, the refusal
+//     does not count as an attempt (up to drainedRetriesMax more) nor
+//     against the worker's breaker, and the worker gets no new leg until
+//     its /ready answers 200. With every worker of a role draining the
+//     client gets 503 with code "draining".
 //   - A room id is used once. A sample whose attempt failed before
 //     anything of it reached the client, for a reason that is a worker's
 //     (not a 4xx, a cancellation or a timeout), is sent to another pair
@@ -64,10 +71,11 @@
 // # Health, metrics, debugging
 //
 // The workers, their health and their circuit breakers are package pool's
-// (internal/router/pool). Run has it poll GET /health (and /pd/status, and
+// (internal/router/pool). Run has it poll GET /ready (and /pd/status, and
 // /pd/info until known) on every worker each HealthInterval; two
 // consecutive failures take a worker out, one success puts it back, a
-// worker that reports the other role stays out. Between rounds each
+// worker that reports the other role stays out, and one whose /ready says
+// it drains gets no new legs at once. Between rounds each
 // worker's circuit breaker watches its legs, as the router reports how
 // each ended (legOutcome): BreakerFailures consecutive failed legs (or half
 // of the last 20) open it and the worker gets no legs; after
@@ -85,7 +93,9 @@
 // arrive within BodyTimeout (408, and the connection closes). The 401's log
 // line is bounded (refusallog.go): a prefix of the path, at most a few
 // lines per interval, the next one counting those held back.
-// The router serves GET /health (503 naming the missing role), /metrics
+// The router serves GET /ready (readiness: 503 while it drains, or naming
+// the missing role when no worker of it takes legs), GET /health
+// (liveness: 200 while it serves, with the same document), /metrics
 // (its own registry), /v1/models (from a healthy decode worker),
 // POST /tokenize and /detokenize (forwarded with the cluster credential to
 // a healthy decode worker, else a prefill worker; the API key covers them),
@@ -95,6 +105,21 @@
 // /debug/rooms as one document; the schema is package debugdoc), which
 // package inspect (`tandem inspect`) prints as tables, flagging rooms past their
 // deadline.
+//
+// # Drain and replicas
+//
+// The router's phase is a drain.Gate (Gate): the process drains through it
+// on SIGTERM (cmd/tandem: /ready 503, requests served for the settle
+// window with Connection: close, then refused with the draining answer
+// while its streams finish), and EndRequests ends what is left at the
+// drain's deadline (503 before anything was sent, else one error event;
+// both legs cancelled, so the workers end the rooms). Several routers may
+// front the same workers with nothing shared: room ids are 128 random
+// bits, each router reads the workers' own load from /pd/status and keeps
+// its own breakers; every answer names the router that gave it
+// (X-Tandem-Router, Options.Name). A router that dies costs only the
+// streams it carried: its connections to the workers close, and the
+// workers end its rooms.
 //
 // # Limits
 //
@@ -111,7 +136,10 @@
 // (streamed and not) and the splice; each failure path (prefill fails,
 // decode fails before and during the stream, client disconnect, silent
 // leg) with the other leg seen cancelled by its worker; health out and back
-// in; the circuit breaker (a killed worker gets at most its threshold of
+// in; draining workers (a refused leg goes elsewhere and is not a failure,
+// every worker draining is a 503, /ready 503 draining takes a worker out)
+// and the router's own drain (settle, refusal, EndRequests); the circuit
+// breaker (a killed worker gets at most its threshold of
 // legs); least-loaded picks and burst spreading; n > 1 merging; retries;
 // the API key, CORS, request ids and slow bodies;
 // /debug/cluster fan-out; metrics.

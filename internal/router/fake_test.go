@@ -37,6 +37,7 @@ type fake struct {
 	role      string
 	srv       *httptest.Server
 	healthy   atomic.Bool
+	draining  atomic.Bool // /ready answers 503 draining (legs are still the gen's to answer)
 	infoOK    atomic.Bool
 	mu        sync.Mutex
 	status    pool.Status
@@ -57,13 +58,18 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 	f.infoOK.Store(true)
 	f.status = pool.Status{Role: role}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		if !f.healthy.Load() {
+	ready := func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case !f.healthy.Load():
 			http.Error(w, `{"status":"unavailable"}`, http.StatusServiceUnavailable)
-			return
+		case f.draining.Load():
+			http.Error(w, `{"status":"draining"}`, http.StatusServiceUnavailable)
+		default:
+			io.WriteString(w, `{"status":"ok"}`)
 		}
-		io.WriteString(w, `{"status":"ok"}`)
-	})
+	}
+	mux.HandleFunc("GET /health", ready)
+	mux.HandleFunc("GET /ready", ready)
 	mux.HandleFunc("GET /pd/status", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -18,6 +18,9 @@ const (
 	// HeaderClientRequestID is the request id a client may send and gets
 	// back on every answer.
 	HeaderClientRequestID = "X-Request-Id"
+	// HeaderRouter names the router that answered (Options.Name), on every
+	// answer: several routers may share one address.
+	HeaderRouter = "X-Tandem-Router"
 	// requestIDMax bounds an adopted client request id.
 	requestIDMax = 128
 	// corsMaxAge is how long a browser may cache a preflight answer, in

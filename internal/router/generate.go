@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
@@ -23,6 +24,11 @@ import (
 func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	t0 := time.Now()
 	rid := requestIDOf(r.Context())
+	if !rt.gate.Admit(w) {
+		rt.log.Info("request refused: the router is draining", "request", rid)
+		return
+	}
+	defer rt.gate.Leave()
 	body, e := rt.readBody(w, r)
 	if e != nil {
 		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
@@ -45,6 +51,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	req.decisions = rt.decideAll(r.Context(), req)
 
 	ctx, cancel := context.WithCancelCause(r.Context())
+	defer context.AfterFunc(rt.stop, func() { cancel(errStopping) })()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)
 	out := make(chan reply, 4*req.samples) // samples block on it only when the client is slow
 	var wg sync.WaitGroup
@@ -89,9 +96,18 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 				remaining--
 			}
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errRequestTimeout) {
+			switch cause := context.Cause(ctx); {
+			case errors.Is(cause, errRequestTimeout):
 				cw.fail(&openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout,
 					Message: fmt.Sprintf("The request did not finish within the router's deadline of %s.", rt.o.RequestTimeout)})
+			case errors.Is(cause, errStopping):
+				rt.log.Warn("request ended: the router's drain timed out", "request", req.requestID)
+				e := drain.Refusal()
+				e.Message = "The router stopped before the request finished (its drain timeout passed); nothing more of it will come."
+				if !cw.started {
+					w.Header().Set("Retry-After", strconv.Itoa(drain.RetryAfter))
+				}
+				cw.fail(e)
 			}
 			return
 		}

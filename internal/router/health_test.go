@@ -17,7 +17,7 @@ func TestHealthTakesADeadWorkerOutAndPutsItBack(t *testing.T) {
 	ctx := context.Background()
 	steps := []struct {
 		healthy    bool
-		wantStatus int // router /health after the round
+		wantStatus int // router /ready after the round
 	}{
 		{false, 200}, // one failure: still in
 		{false, 503}, // two in a row: out
@@ -31,12 +31,15 @@ func TestHealthTakesADeadWorkerOutAndPutsItBack(t *testing.T) {
 	for i, s := range steps {
 		d.healthy.Store(s.healthy)
 		c.rt.CheckNow(ctx)
-		status, body := c.get(t, "/health")
+		status, body := c.get(t, "/ready")
 		if status != s.wantStatus {
-			t.Fatalf("step %d (decode healthy %v): GET /health = %d %s, want %d", i, s.healthy, status, body, s.wantStatus)
+			t.Fatalf("step %d (decode healthy %v): GET /ready = %d %s, want %d", i, s.healthy, status, body, s.wantStatus)
 		}
 		if status == 503 && !strings.Contains(body, "no healthy decode worker") {
-			t.Errorf("step %d: GET /health = %s, want the reason to name the decode role", i, body)
+			t.Errorf("step %d: GET /ready = %s, want the reason to name the decode role", i, body)
+		}
+		if hs, hb := c.get(t, "/health"); hs != 200 || (status == 503) != strings.Contains(hb, `"unavailable"`) {
+			t.Errorf("step %d: GET /health = %d %s, want 200 (the router is alive), saying unavailable when /ready is 503", i, hs, hb)
 		}
 	}
 	// Out: a request gets 503 naming the missing role; back in: it succeeds.
@@ -75,9 +78,9 @@ func TestNoHealthyWorkers(t *testing.T) {
 			if status != 503 || typ != "service_unavailable_error" || !strings.Contains(msg, "no healthy worker of role "+tc.wantRole) {
 				t.Errorf("POST = %d %q (%s), want 503 naming role %s", status, msg, typ, tc.wantRole)
 			}
-			status, body = c.get(t, "/health")
+			status, body = c.get(t, "/ready")
 			if status != 503 || !strings.Contains(body, tc.wantHealthText) {
-				t.Errorf("GET /health = %d %s, want 503 with %q", status, body, tc.wantHealthText)
+				t.Errorf("GET /ready = %d %s, want 503 with %q", status, body, tc.wantHealthText)
 			}
 		})
 	}

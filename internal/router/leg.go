@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
@@ -41,6 +42,7 @@ var (
 	errAnswered       = errors.New("request answered")
 	errClientGone     = errors.New("the client stopped reading")
 	errDrained        = errors.New("drain after the end of the stream timed out")
+	errStopping       = errors.New("the router stopped: its drain timed out")
 )
 
 // drainTimeout bounds reading what follows a stream's [DONE].
@@ -117,13 +119,24 @@ func namesAPeer(err error) bool {
 	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de) || errors.As(err, &ae)
 }
 
+// draining reports whether the worker answered the leg with the draining
+// answer (package drain): it takes no new work, nothing of the leg ran,
+// and the sample belongs on another worker. Not a failure of the worker.
+func (e *legError) draining() bool {
+	return e.kind == kindStatus && e.api != nil && drain.IsRefusal(e.status, e.api.Code)
+}
+
 // clientError is what the client gets for this failure: the worker's
 // status for its 4xx answers (with its type, param and code), 504 for a
-// timeout, else 502. The message names the leg and carries the worker's
+// timeout, 503 (code "draining") when the worker drains and no other could
+// take the sample, else 502. The message names the leg and carries the worker's
 // message, but not the worker's URL (that goes to the log).
 func (e *legError) clientError() *openai.Error {
 	msg := fmt.Sprintf("The %s leg failed: %s", e.legName(), e.publicDetail())
 	switch {
+	case e.draining():
+		return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeUnavailable, Code: drain.Code,
+			Message: fmt.Sprintf("The %s leg found no worker to take it: every one tried is draining (stopping or restarting); try again shortly.", e.legName())}
 	case e.kind == kindTimeout || e.status == http.StatusGatewayTimeout:
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout, Message: msg}
 	case e.clientFault():
@@ -256,7 +269,9 @@ func (l *leg) fail(kind string, status int, api *openai.Error, cause error) *leg
 			return e
 		}
 	}
-	l.rt.met.workerErrors.WithLabelValues(l.w.URL(), string(l.role), e.kind).Inc()
+	if !e.draining() { // counted as a refusal instead
+		l.rt.met.workerErrors.WithLabelValues(l.w.URL(), string(l.role), e.kind).Inc()
+	}
 	return e
 }
 
@@ -296,6 +311,10 @@ func (l *leg) do(path string, body []byte, stream bool, hdr map[string]string) (
 	if resp.StatusCode != http.StatusOK {
 		api := readWorkerError(resp)
 		resp.Body.Close()
+		if drain.IsRefusal(resp.StatusCode, api.Code) {
+			l.rt.workers.Draining(l.w) // no new legs for it until its /ready says otherwise
+			l.rt.met.drainRefusals.WithLabelValues(l.w.URL(), string(l.role)).Inc()
+		}
 		return nil, l.fail(kindStatus, resp.StatusCode, api, nil)
 	}
 	return resp, nil
@@ -381,7 +400,7 @@ func legOutcome(e *legError) pool.Outcome {
 	switch {
 	case e == nil:
 		return pool.Success
-	case e.cancelled:
+	case e.cancelled, e.draining():
 		return pool.Neutral
 	}
 	switch e.kind {

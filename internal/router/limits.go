@@ -23,6 +23,10 @@ const (
 	// attemptsMax is how many pairs one sample may be sent to: a retry is
 	// allowed only when nothing of the failed attempt reached the client.
 	attemptsMax = 3
+	// drainedRetriesMax bounds the attempts beyond attemptsMax that
+	// draining workers refused (each is excluded after its refusal, so a
+	// pool has at most as many as it has workers).
+	drainedRetriesMax = 16
 	// prefillGraceMax is how long a sample whose decode leg finished waits
 	// for its prefill leg's answer before cancelling it.
 	prefillGraceMax = 5 * time.Second

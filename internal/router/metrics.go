@@ -24,6 +24,7 @@ type metrics struct {
 	ttft           *prometheus.HistogramVec // endpoint
 	e2e            *prometheus.HistogramVec // endpoint
 	retries        prometheus.Counter
+	drainRefusals  *prometheus.CounterVec   // worker, role: legs a draining worker refused
 	pdDecisions    *prometheus.CounterVec   // path, reason: one per attempt
 	ttftPhase      *prometheus.HistogramVec // phase: the workers' parts of a disaggregated request's TTFT
 	// The workers' inflight, healthy and breaker metrics are package pool's.
@@ -69,6 +70,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tandem_router_retries_total",
 			Help: "Samples sent to another pair because an attempt failed before anything of it reached the client.",
 		}),
+		drainRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_router_worker_draining_refusals_total",
+			Help: "Legs a worker refused with the draining answer (503, code draining): the sample went to another worker; not counted as errors.",
+		}, wl),
 	}
 	m.pdDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tandem_router_pd_decisions_total",
@@ -82,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Buckets: phaseBuckets,
 	}, []string{"phase"})
 	for _, c := range []prometheus.Collector{m.workerRequests, m.workerErrors, m.legSeconds, m.requests, m.ttft, m.e2e,
-		m.retries, m.pdDecisions, m.ttftPhase} {
+		m.retries, m.drainRefusals, m.pdDecisions, m.ttftPhase} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register router metrics: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
@@ -34,7 +35,9 @@ type Options struct {
 	// each; no URL twice.
 	Prefill []string
 	Decode  []string
-	// Name is the router's "worker" name in /debug/rooms; default "router".
+	// Name is the router's name: its "worker" in /debug/rooms, and the
+	// X-Tandem-Router header of every answer (which of several routers
+	// behind one address answered); default "router".
 	Name string
 	// Logger receives health changes and failed requests; default
 	// slog.Default().
@@ -123,6 +126,10 @@ type Router struct {
 	front       front
 	handler     http.Handler
 	refusals    logLimit // of the 401 log lines (refusallog.go)
+	gate        *drain.Gate // ready from New; drains with the process
+	// stop, cancelled by EndRequests, ends every request in flight.
+	stop     context.Context
+	stopWith context.CancelCauseFunc
 }
 
 // New checks o and builds a router. Every worker starts out of service
@@ -172,7 +179,10 @@ func New(o Options) (*Router, error) {
 		recs:        newRecords(o.FinishedRecords, time.Now),
 		front:       fr,
 		refusals:    logLimit{burst: refusalLogBurst, every: refusalLogEvery},
+		gate:        drain.New(),
 	}
+	rt.gate.SetReady(true) // nothing to load: /ready then depends on the workers
+	rt.stop, rt.stopWith = context.WithCancelCause(context.Background())
 	rt.workers, err = pool.New(pool.Config{Prefill: prefill, Decode: decode, Logger: o.Logger, Registry: o.Registry,
 		Client: rt.probeClient, HealthTimeout: o.HealthTimeout, InfoTimeout: infoTimeout,
 		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now})
@@ -316,6 +326,18 @@ func (rt *Router) CheckNow(ctx context.Context) {
 // has shut down.
 func (rt *Router) Close() { rt.transport.CloseIdleConnections() }
 
+// Gate returns the router's phase and count of generation requests, for
+// the process's drain (package drain): from the drain's start /ready
+// answers 503 and answers carry Connection: close; once its settle window
+// passed, new generation requests get the draining answer.
+func (rt *Router) Gate() *drain.Gate { return rt.gate }
+
+// EndRequests ends every generation request in flight: the client gets a
+// 503 (code "draining") when nothing of the answer was sent yet, else one
+// error event; both legs of each are cancelled, so the workers end their
+// rooms. A drain calls it when its deadline passed.
+func (rt *Router) EndRequests() { rt.stopWith(errStopping) }
+
 // route is one endpoint: its metrics label, the methods it takes and its
 // handler.
 type route struct {
@@ -336,6 +358,7 @@ func (rt *Router) routes() http.Handler {
 		"/tokenize":            {"tokenize", post, rt.serveTokenizer},
 		"/detokenize":          {"detokenize", post, rt.serveTokenizer},
 		"/health":              {"health", get, rt.serveHealth},
+		"/ready":               {"ready", get, rt.serveReady},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
 		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
 		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
@@ -343,7 +366,7 @@ func (rt *Router) routes() http.Handler {
 	} {
 		mux.Handle(path, rt.wrap(r))
 	}
-	return mux
+	return rt.gate.CloseConnections(mux)
 }
 
 // wrap gives the request its id (echoed in X-Request-Id), answers CORS
@@ -354,6 +377,7 @@ func (rt *Router) wrap(r route) http.Handler {
 		rid := requestID(req)
 		req = req.WithContext(context.WithValue(req.Context(), requestIDKey{}, rid))
 		w.Header().Set(HeaderClientRequestID, rid)
+		w.Header().Set(HeaderRouter, rt.o.Name)
 		rec := &httpx.Recorder{ResponseWriter: w}
 		defer func() {
 			rt.met.requests.WithLabelValues(r.name, fmt.Sprint(rec.StatusOr200())).Inc()
@@ -378,27 +402,31 @@ func (rt *Router) wrap(r route) http.Handler {
 	})
 }
 
-// healthDoc is the body of the router's /health.
+// healthDoc is the body of the router's /health and /ready.
 type healthDoc struct {
-	Status  string    `json:"status"`
+	Status  string    `json:"status"` // ok, draining or unavailable
 	Reason  string    `json:"reason,omitempty"`
 	Prefill roleCount `json:"prefill"`
 	Decode  roleCount `json:"decode"`
 }
 
 type roleCount struct {
-	Healthy    int `json:"healthy"`
+	Healthy    int `json:"healthy"` // workers that take new legs: healthy and not draining
 	Configured int `json:"configured"`
 }
 
-// serveHealth answers 200 when at least one worker of each role is
-// healthy (with selective disaggregation on, a healthy decode worker is
-// enough: the reason says that prefill workers are missing), else 503 with
-// the reason.
-func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
-	doc := healthDoc{Status: "ok"}
+// readiness says whether the router takes requests: it is not draining
+// and at least one worker of each role takes legs (with selective
+// disaggregation on, a decode worker is enough: the reason says that
+// prefill workers are missing).
+func (rt *Router) readiness() (doc healthDoc, ready bool) {
+	doc = healthDoc{Status: "ok"}
 	doc.Prefill.Healthy, doc.Prefill.Configured = rt.workers.Count(pool.Prefill)
 	doc.Decode.Healthy, doc.Decode.Configured = rt.workers.Count(pool.Decode)
+	if p := rt.gate.Phase(); p != drain.Ready {
+		doc.Status, doc.Reason = p.String(), "the router is stopping"
+		return doc, false
+	}
 	var missing []string
 	if doc.Prefill.Healthy == 0 {
 		missing = append(missing, "prefill")
@@ -409,15 +437,32 @@ func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if len(missing) == 1 && missing[0] == "prefill" && rt.o.PDThreshold > 0 {
 		// Selective disaggregation runs every request on decode workers.
 		doc.Reason = "no healthy prefill worker: every request runs as a local leg on a decode worker"
-		httpx.WriteJSON(w, http.StatusOK, doc)
-		return
+		return doc, true
 	}
 	if len(missing) > 0 {
 		doc.Status = "unavailable"
 		doc.Reason = "no healthy " + strings.Join(missing, " or ") + " worker"
-		httpx.WriteJSON(w, http.StatusServiceUnavailable, doc)
-		return
+		return doc, false
 	}
+	return doc, true
+}
+
+// serveReady answers readiness: 200 when the router takes requests (see
+// readiness), else 503 with the reason.
+func (rt *Router) serveReady(w http.ResponseWriter, r *http.Request) {
+	doc, ready := rt.readiness()
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	httpx.WriteJSON(w, status, doc)
+}
+
+// serveHealth answers liveness: 200 while the process serves, draining
+// included, with the same document as /ready (status "unavailable" when no
+// worker of a role takes legs, "draining" while the router drains).
+func (rt *Router) serveHealth(w http.ResponseWriter, r *http.Request) {
+	doc, _ := rt.readiness()
 	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 

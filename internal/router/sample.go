@@ -78,6 +78,7 @@ type attemptResult struct {
 	pickFailed bool           // no pair could be picked
 	failed     []*pool.Worker // workers not to pick on a retry: their leg failed
 	partner    []*pool.Worker // workers to pick on a retry only if there is no other: their leg was cut short
+	drained    bool           // a worker answered the draining answer: the retry does not count as an attempt
 }
 
 // runSample runs sample s to its end, trying another pair (up to
@@ -88,6 +89,7 @@ type attemptResult struct {
 func (rt *Router) runSample(ctx context.Context, s *sample) {
 	var exclude, avoid []*pool.Worker
 	var last *openai.Error
+	drained := 0 // attempts a draining worker refused: they do not count against attemptsMax
 	for try := 1; ; try++ {
 		res := rt.attempt(ctx, s, exclude, avoid)
 		if res.err == nil || ctx.Err() != nil {
@@ -96,7 +98,10 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 		if res.pickFailed && last != nil {
 			res.err = last // the retry found no other pair: report the first failure
 		}
-		if !res.retry || try >= attemptsMax {
+		if res.drained {
+			drained++
+		}
+		if !res.retry || try-drained >= attemptsMax || try >= attemptsMax+drainedRetriesMax {
 			s.send(ctx, reply{err: res.err})
 			return
 		}
@@ -164,7 +169,7 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool
 	wg.Go(func() {
 		rt.runDecode(dl, s.req.ep.path, s.decode, s.req.stream, withLeg(common, apileg.KindDecode, addr), dch)
 	})
-	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d}
+	f := &follower{rt: rt, s: s, rec: rec, decodeWorker: d, prefillWorker: p}
 	le := f.follow(ctx, pch, dch)
 	switch {
 	case le != nil:
@@ -241,14 +246,22 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 	}
 	res.err = le.clientError()
 	res.retry = retryable(le, f.delivered)
+	if le.draining() {
+		// Only the draining worker is out: its partner did nothing wrong.
+		res.drained, res.partner = true, nil
+		res.failed = []*pool.Worker{f.decodeWorker}
+		if le.leg == pool.Prefill {
+			res.failed = []*pool.Worker{f.prefillWorker}
+		}
+	}
 	reason := le.Error()
 	if res.retry {
 		reason += "; nothing reached the client, so the sample may be retried on another pair"
 	}
 	rt.recs.finish(rec, false, reason)
 	level := slog.LevelWarn
-	if le.clientFault() {
-		level = slog.LevelInfo // the worker refused the request: the client's doing, not a failure
+	if le.clientFault() || le.draining() {
+		level = slog.LevelInfo // the worker refused the request (the client's doing, or it drains): not a failure
 	}
 	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", rec.room, "sample", s.i,
 		"leg", le.legName(), "worker", le.worker, "err", le)
@@ -382,17 +395,18 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 // follower follows one attempt's two legs and turns decode's answer into
 // replies for the writer.
 type follower struct {
-	rt           *Router
-	s            *sample
-	rec          *record
-	decodeWorker *pool.Worker
-	plp          json.RawMessage // prefill's prompt logprobs, once it answered
-	seenData     bool            // a data event went out (the first gets the prompt logprobs)
-	delivered    bool            // part of decode's answer went to the writer
-	answered     bool            // the end of decode's answer went to the writer
-	timing       *apileg.Timing  // the decode worker's, from its stream's timing comment
-	usage        *openai.Usage
-	usageTpl     answer.Object
+	rt            *Router
+	s             *sample
+	rec           *record
+	decodeWorker  *pool.Worker
+	prefillWorker *pool.Worker    // nil for a local leg
+	plp           json.RawMessage // prefill's prompt logprobs, once it answered
+	seenData      bool            // a data event went out (the first gets the prompt logprobs)
+	delivered     bool            // part of decode's answer went to the writer
+	answered      bool            // the end of decode's answer went to the writer
+	timing        *apileg.Timing  // the decode worker's, from its stream's timing comment
+	usage         *openai.Usage
+	usageTpl      answer.Object
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's

@@ -58,7 +58,7 @@ func newStrictWorker(t *testing.T, keys *leg.Keys, role, answer string) *strictW
 	mux := http.NewServeMux()
 	mux.Handle("/pd/", keys.RequireCredential(pd))
 	mux.Handle("/debug/", keys.RequireCredential(pd))
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"status":"ok"}`) })
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"status":"ok"}`) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		li, err := keys.Verify(r.Method, r.URL.Path, r.Header, body)
@@ -118,7 +118,9 @@ func TestRouterSignsLegsAndSendsCredential(t *testing.T) {
 			t.Errorf("GET %s with the credential = %d %s, want 200 with every worker's table", path, resp.StatusCode, b)
 		}
 	}
-	if status, _ := c.get(t, "/health"); status != 200 {
-		t.Errorf("GET /health = %d, want 200 without any credential", status)
+	for _, path := range []string{"/health", "/ready"} {
+		if status, _ := c.get(t, path); status != 200 {
+			t.Errorf("GET %s = %d, want 200 without any credential", path, status)
+		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package server is the serving worker's HTTP API: OpenAI-compatible
 // completions and chat completions over a Backend (the local engine), plus
-// /v1/models, vLLM's /tokenize and /detokenize, /health and /metrics. On a
-// prefill or decode worker the router's signed legs go to Options.Legs
-// (package worker) instead of the Backend.
+// /v1/models, vLLM's /tokenize and /detokenize, /health (liveness), /ready
+// (readiness) and /metrics. On a prefill or decode worker the router's
+// signed legs go to Options.Legs (package worker) instead of the Backend.
 //
 // # Data flow
 //
@@ -34,13 +34,21 @@
 //   - Errors have OpenAI's shape {"error":{message,type,param,code}} and
 //     status: 400 bad input (param names the field), 404 unknown model or
 //     path, 405 wrong method, 413 body over Options.MaxBodyBytes, 429 queue
-//     full, 503 not ready or shutting down, 500 otherwise. A handler panic
-//     is logged and answered with a 500; the process keeps running, unless
-//     the panic is a broken invariant (package invariant), which stops it.
+//     full, 503 not ready or shutting down (code "draining", with
+//     Retry-After, once a drain refuses new requests), 500 otherwise. A
+//     handler panic is logged and answered with a 500; the process keeps
+//     running, unless the panic is a broken invariant (package invariant),
+//     which stops it.
 //   - Writes to clients carry deadlines (Options.WriteTimeout per chunk or
 //     answer) and every request body a deadline (Options.BodyTimeout from
 //     the headers, also where the handler does not read it), so a slow
 //     client cannot pin a sequence or a connection forever.
+//   - The server's phase is a drain.Gate (Gate): /health answers 200 in
+//     every phase, /ready 200 only while ready; a generation request is
+//     admitted and counted until its handler returns, or refused while
+//     starting and once a drain's settle window passed (package drain);
+//     other endpoints are served in every phase, and from the start of a
+//     drain every answer carries Connection: close.
 //   - Authorization comes before any work: Options.APIKey is checked
 //     before the body is read, and with Options.LegKeys (a PD worker) the
 //     router's leg signature over the raw body before it is parsed (401
@@ -122,7 +130,8 @@
 // prompt logprobs (shape and place, streamed first chunks, n=2, echo
 // offsets, decode and prefill legs, wrong counts), n=2, include_usage,
 // mid-stream engine failures, client disconnects cancelling the stream,
-// metrics names, /health. The chat templates' own tests are package
+// metrics names, /health and /ready, a drain (in-flight stream finishes,
+// new requests refused). The chat templates' own tests are package
 // chat's; here the tokenized chat prompt (one BOS, the fallback's stop,
 // and /tokenize of every reference conversation against Hugging Face's
 // tokenizers when Node and the packages are present). The real engine

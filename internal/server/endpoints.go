@@ -16,14 +16,11 @@ import (
 )
 
 // start does what both generation endpoints do first, before any work on
-// the request (wrap has checked the API key): refuse when not ready, read
-// the body, check the leg signature over it (see authorize). It returns
-// the body and the verified router leg (nil when the request is none).
+// the request (wrap has checked the API key, admit the server's phase):
+// read the body, check the leg signature over it (see authorize). It
+// returns the body and the verified router leg (nil when the request is
+// none).
 func (s *Server) start(w http.ResponseWriter, r *http.Request) ([]byte, *leg.Info, bool) {
-	if !s.ready.Load() {
-		httpx.WriteError(w, openai.Unavailable("the model is not ready (loading or shutting down)"))
-		return nil, nil, false
-	}
 	body, e := s.readBody(w, r)
 	if e != nil {
 		httpx.WriteError(w, e)

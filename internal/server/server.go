@@ -10,12 +10,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
@@ -66,7 +66,7 @@ type Options struct {
 	Legs Legs
 	// APIKey, when set, is required on every /v1/* request as
 	// "Authorization: Bearer APIKey" (401 otherwise, before the body is
-	// read), as vLLM's --api-key. /health and /metrics stay open.
+	// read), as vLLM's --api-key. /health, /ready and /metrics stay open.
 	APIKey string
 	// Mounts are more handlers served beside the API, by ServeMux pattern
 	// (a PD worker's "/pd/" and "/debug/"); they get the body deadline but
@@ -107,7 +107,7 @@ type Server struct {
 	chat    *chatFormat
 	think   bool // chat output is split into reasoning_content and content
 	tools   *toolConfig
-	ready   atomic.Bool
+	gate    *drain.Gate // the phase: ready, draining; counts generation requests
 	created int64
 	handler http.Handler
 	// grammars caches compiled structured-output grammars (constraint.go).
@@ -116,12 +116,13 @@ type Server struct {
 	tokenizer *gate
 }
 
-// New builds a server over b. It starts not ready: /health answers 503 and
-// generation endpoints refuse requests until SetReady(true). A chat
-// template that is refused (see chat.NewTemplate) is logged and replaced
-// by the fallback format. LegKeys without Legs is logged as an error: such
-// a server answers every verified leg 500 (it still serves /tokenize and
-// the mounts).
+// New builds a server over b. It starts not ready (phase starting): /ready
+// answers 503 and generation endpoints refuse requests until
+// SetReady(true). /health answers 200 in every phase. A chat template that
+// is refused (see chat.NewTemplate) is logged and replaced by the fallback
+// format. LegKeys without Legs is logged as an error: such a server
+// answers every verified leg 500 (it still serves /tokenize and the
+// mounts).
 func New(b Backend, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -150,7 +151,7 @@ func New(b Backend, o Options) *Server {
 	if o.ModelName == "" {
 		o.ModelName = "tandem"
 	}
-	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix(),
+	s := &Server{b: b, o: o, log: o.Logger, reg: o.Registry, created: time.Now().Unix(), gate: drain.New(),
 		tokenizer: newGate(o.MaxTokenize, tokenizeQueueFactor*o.MaxTokenize, tokenizeWait)}
 	s.met = newMetrics(o.Registry, b, o.Logger, o.ModelName)
 	chat, err := newChatFormat(b.Tokenizer(), o.ChatTemplate)
@@ -176,9 +177,17 @@ func New(b Backend, o Options) *Server {
 	return s
 }
 
-// SetReady sets whether the server takes generation requests; /health
-// follows it.
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+// SetReady makes a starting server ready (it takes generation requests,
+// /ready answers 200), or, with false, a ready one starting again; it
+// never undoes a drain (see Gate).
+func (s *Server) SetReady(ready bool) { s.gate.SetReady(ready) }
+
+// Gate returns the server's phase and count of generation requests: the
+// process drains through it (package drain). A generation request is
+// admitted, counted until its handler returns, or refused: 503 while
+// starting, the draining answer (503, code "draining") once the drain's
+// settle window has passed.
+func (s *Server) Gate() *drain.Gate { return s.gate }
 
 // Handler returns the HTTP handler for every endpoint.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -204,13 +213,14 @@ func (s *Server) routes() http.Handler {
 	add := func(path string, rt route) {
 		mux.Handle(path, s.wrap(rt))
 	}
-	add("/v1/completions", route{"completions", []string{http.MethodPost}, s.handleCompletions})
-	add("/v1/chat/completions", route{"chat", []string{http.MethodPost}, s.handleChat})
+	add("/v1/completions", route{"completions", []string{http.MethodPost}, s.admit(s.handleCompletions)})
+	add("/v1/chat/completions", route{"chat", []string{http.MethodPost}, s.admit(s.handleChat)})
 	add("/v1/models", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModels})
 	add("/v1/models/{id}", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModel})
 	add("/tokenize", route{"tokenize", []string{http.MethodPost}, s.handleTokenize})
 	add("/detokenize", route{"detokenize", []string{http.MethodPost}, s.handleDetokenize})
 	add("/health", route{"health", []string{http.MethodGet, http.MethodHead}, s.handleHealth})
+	add("/ready", route{"ready", []string{http.MethodGet, http.MethodHead}, s.gate.ServeReady})
 	add("/metrics", route{"metrics", []string{http.MethodGet, http.MethodHead}, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP})
 	add("/", route{"other", nil, func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, openai.NotFound(r.URL.Path))
@@ -218,7 +228,19 @@ func (s *Server) routes() http.Handler {
 	for pattern, h := range s.o.Mounts {
 		mux.Handle(pattern, h)
 	}
-	return s.bodyDeadline(mux)
+	return s.gate.CloseConnections(s.bodyDeadline(mux))
+}
+
+// admit counts a generation request in the server's gate for as long as
+// h runs, or answers the gate's refusal (not ready, draining).
+func (s *Server) admit(h func(w http.ResponseWriter, r *http.Request)) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.gate.Admit(w) {
+			return
+		}
+		defer s.gate.Leave()
+		h(w, r)
+	}
 }
 
 // bodyDeadline gives every request that has a body BodyTimeout from its
@@ -260,18 +282,16 @@ func (s *Server) wrap(rt route) http.Handler {
 	})
 }
 
+// handleHealth answers liveness: 200 in every phase, with the phase's
+// name, or "degraded" and the reason while Options.Health says so.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if !s.ready.Load() {
-		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
-		return
-	}
 	if s.o.Health != nil {
 		if degraded, reason := s.o.Health(); degraded {
 			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": reason})
 			return
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	s.gate.ServeHealth(w, r)
 }
 
 func (s *Server) modelEntry() openai.Model {

@@ -517,12 +517,17 @@ func TestHealthAndModels(t *testing.T) {
 	tok := testVocab(t, "", true)
 	s, _ := newTestServer(t, newFake(t, tok), Options{})
 	s.SetReady(false)
-	if rec := do(s.Handler(), "GET", "/health", ""); rec.Code != 503 {
-		t.Errorf("GET /health before ready = %d, want 503", rec.Code)
+	if rec := do(s.Handler(), "GET", "/health", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"starting"}` {
+		t.Errorf("GET /health before ready = %d %s, want 200 {\"status\":\"starting\"} (alive)", rec.Code, rec.Body)
+	}
+	if rec := do(s.Handler(), "GET", "/ready", ""); rec.Code != 503 || strings.TrimSpace(rec.Body.String()) != `{"status":"starting"}` {
+		t.Errorf("GET /ready before ready = %d %s, want 503 {\"status\":\"starting\"}", rec.Code, rec.Body)
 	}
 	s.SetReady(true)
-	if rec := do(s.Handler(), "GET", "/health", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
-		t.Errorf("GET /health when ready = %d %s, want 200 {\"status\":\"ok\"}", rec.Code, rec.Body)
+	for _, path := range []string{"/health", "/ready"} {
+		if rec := do(s.Handler(), "GET", path, ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
+			t.Errorf("GET %s when ready = %d %s, want 200 {\"status\":\"ok\"}", path, rec.Code, rec.Body)
+		}
 	}
 	// A degraded part (a PD worker's core lease) shows, still with 200.
 	degraded := true

@@ -139,6 +139,9 @@ type Worker struct {
 	Role string `json:"role"`
 	// Healthy: the worker passes its health checks.
 	Healthy bool `json:"healthy"`
+	// Draining: the worker drains (its /ready, or its answer to a leg,
+	// said so): it gets no new legs while its legs in flight finish.
+	Draining bool `json:"draining,omitempty"`
 	// Problem is the last health probe's failure, if any.
 	Problem string `json:"problem,omitempty"`
 	// Breaker is the circuit breaker's state: "closed", "open" or

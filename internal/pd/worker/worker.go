@@ -284,3 +284,12 @@ func (w *Worker) load() kvwire.Heartbeat {
 	return kvwire.Heartbeat{Waiting: uint32(st.Waiting), Running: uint32(st.Running),
 		PagesFree: uint32(st.PagesTot - st.PagesUsed), PagesTotal: uint32(st.PagesTot), RoomsLive: uint32(live)}
 }
+
+// LiveRooms returns how many rooms have not reached a terminal state: a
+// drain waits for it to reach zero (a prefill room ends once decode
+// acknowledged its KV, a decode room once its stream ended).
+func (w *Worker) LiveRooms() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.d.Live()
+}

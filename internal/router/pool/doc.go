@@ -5,9 +5,10 @@
 //
 // # Place in the data flow
 //
-//	router.Run ──every HealthInterval──▶ Check ──GET /health, /pd/status, /pd/info──▶ workers
+//	router.Run ──every HealthInterval──▶ Check ──GET /ready, /pd/status, /pd/info──▶ workers
 //	router attempt ──Pick(role, exclude, avoid, tokens)──▶ *Worker ──the leg──▶ Done(w, outcome) / Release(w)
-//	                                                                  (a failure found in the answer: Failed(w))
+//	                                                                  (a failure found in the answer: Failed(w);
+//	                                                                   the draining answer: Draining(w))
 //	router /health, /debug/rooms ◀── Count, Debug;   router /debug/cluster ◀── Workers
 //
 // A worker is known by its base URL (Worker.URL) and has one role
@@ -21,8 +22,8 @@
 //     ends that leg exactly once, with Done (an Outcome for the breaker)
 //     or Release (it told nothing). Failed feeds a failure found after the
 //     leg's request succeeded to the breaker; it does not end the leg.
-//   - Pick returns only a worker that is healthy, whose breaker lets a leg
-//     through and that is not in exclude; one in avoid only when no other
+//   - Pick returns only a worker that is healthy, not draining, whose
+//     breaker lets a leg through and that is not in exclude; one in avoid only when no other
 //     is left. Among those: the fewest queued prefill tokens (prefill
 //     workers, when every candidate reports its queue in /pd/status), then
 //     the least load (reported waiting + running plus the legs picked
@@ -31,7 +32,16 @@
 //     client, without URLs.
 //   - Health: a worker starts out; two consecutive failed probes take it
 //     out, one success puts it back; a worker whose /pd/status or /pd/info
-//     reports the other role stays out. A prefill worker's transfer address
+//     reports the other role stays out. A probe reads GET /ready (package
+//     drain): 200 is a success; 503 {"status":"draining"} is a success too
+//     (the worker is alive) that makes it draining; anything else fails.
+//   - Draining: a worker whose /ready says it drains, or that answered a
+//     leg with the draining answer (the router calls Draining), gets no new
+//     leg at once, with no hysteresis; its legs in flight finish. The next
+//     probe that finds /ready at 200 (the process restarted on the same
+//     address) takes it back. Count counts only workers that take legs
+//     (healthy, not draining); Debug shows the state; a draining refusal is
+//     never a failure for the breaker. A prefill worker's transfer address
 //     comes from /pd/info (TransferAddr asks at pick time when the probes
 //     have not learned it) and is followed when /pd/status reports a new
 //     one.
@@ -46,6 +56,6 @@
 //     starts outlives a call.
 //
 // The pool is safe for concurrent use. Its metrics are
-// tandem_router_worker_inflight, _healthy, _breaker_state and
+// tandem_router_worker_inflight, _healthy, _draining, _breaker_state and
 // _breaker_transitions_total, labelled by worker URL and role.
 package pool

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	"tandem/internal/pd/debugdoc"
 )
@@ -72,7 +73,8 @@ type Worker struct {
 	role Role
 
 	healthy        bool
-	fails          int // consecutive failed probes
+	draining       bool // its /ready (or a leg's answer) says it drains: no new legs; its legs finish
+	fails          int  // consecutive failed probes
 	problem        string
 	status         Status
 	haveStatus     bool
@@ -92,6 +94,10 @@ func (w *Worker) URL() string { return w.url }
 
 // Role returns the role the worker was given.
 func (w *Worker) Role() Role { return w.role }
+
+// takes reports whether the worker may get a new leg as far as its health
+// goes: it passes its probes and does not drain. Callers hold Pool.mu.
+func (w *Worker) takes() bool { return w.healthy && !w.draining }
 
 // load is the worker's reported queue plus the legs the router sent (or
 // finished) since that report; without a report, the router's legs alone.
@@ -190,6 +196,7 @@ func New(c Config) (*Pool, error) {
 			w := &Worker{url: u, role: r.role, problem: "not checked yet"}
 			p.byRo[r.role] = append(p.byRo[r.role], w)
 			met.workerHealthy.WithLabelValues(u, string(r.role)).Set(0)
+			met.workerDraining.WithLabelValues(u, string(r.role)).Set(0)
 			met.workerInflight.WithLabelValues(u, string(r.role)).Set(0)
 			met.breakerState.WithLabelValues(u, string(r.role)).Set(float64(breakerClosed))
 		}
@@ -236,7 +243,7 @@ func (p *Pool) Pick(role Role, exclude, avoid []*Worker, tokens int) (*Worker, e
 	var cands []*Worker
 	byTokens := role == Prefill
 	for _, w := range p.byRo[role] {
-		if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
+		if !w.takes() || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
 			continue
 		}
 		cands = append(cands, w)
@@ -323,7 +330,10 @@ func (p *Pool) noneReason(role Role, exclude []*Worker) *noWorkerError {
 	now := p.now()
 	for _, w := range ws {
 		why := w.problem
-		if w.healthy && !w.br.pickable(now, p.cooldown) {
+		switch {
+		case w.healthy && w.draining:
+			why = "draining"
+		case w.healthy && !w.br.pickable(now, p.cooldown):
 			why = w.br.problem(now, p.cooldown)
 		}
 		if containsWorker(exclude, w) {
@@ -373,6 +383,33 @@ func (p *Pool) Failed(w *Worker, why string) {
 	}
 }
 
+// Draining records that w answered a leg with the draining answer
+// (drain.IsRefusal): it gets no new legs until a health probe finds its
+// /ready at 200 again (a restarted process on the same address). Its legs
+// in flight are not touched; the refusal is not a failure for its breaker.
+func (p *Pool) Draining(w *Worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setDrainingLocked(w, true)
+}
+
+// setDrainingLocked sets w's draining state, logging and exporting a
+// change. Callers hold mu.
+func (p *Pool) setDrainingLocked(w *Worker, draining bool) {
+	if w.draining == draining {
+		return
+	}
+	w.draining = draining
+	v := 0.0
+	if draining {
+		v = 1
+		p.log.Info("worker draining: no new legs; its legs in flight finish", "worker", w.url, "role", w.role)
+	} else {
+		p.log.Info("worker ready again after draining", "worker", w.url, "role", w.role)
+	}
+	p.met.workerDraining.WithLabelValues(w.url, string(w.role)).Set(v)
+}
+
 // moveLocked moves w's breaker to state to, counting and logging the
 // transition. Callers hold mu.
 func (p *Pool) moveLocked(w *Worker, to breakerState) {
@@ -408,7 +445,7 @@ func (p *Pool) LeastQueued(exclude []*Worker) (prefill, decode int, ok bool) {
 	least := func(role Role) (int, bool) {
 		best, found := 0, false
 		for _, w := range p.byRo[role] {
-			if !w.healthy || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
+			if !w.takes() || containsWorker(exclude, w) || !w.br.pickable(now, p.cooldown) {
 				continue
 			}
 			n, ok := w.queuedTokens()
@@ -426,13 +463,13 @@ func (p *Pool) LeastQueued(exclude []*Worker) (prefill, decode int, ok bool) {
 	return prefill, decode, okp && okd
 }
 
-// Count returns how many workers of role are in (healthy) and how many
-// there are.
+// Count returns how many workers of role take new legs (healthy and not
+// draining) and how many there are.
 func (p *Pool) Count(role Role) (healthy, all int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.byRo[role] {
-		if w.healthy {
+		if w.takes() {
 			healthy++
 		}
 	}
@@ -445,7 +482,7 @@ func (p *Pool) Debug() []debugdoc.Worker {
 	defer p.mu.Unlock()
 	var out []debugdoc.Worker
 	for _, w := range append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...) {
-		dw := debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Problem: w.problem,
+		dw := debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Draining: w.draining, Problem: w.problem,
 			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight}
 		if n, ok := w.queuedTokens(); ok {
 			dw.PrefillQueueTokens = &n
@@ -497,6 +534,7 @@ func (p *Pool) setInfo(w *Worker, info *Info) error {
 // probe is the outcome of one health round for one worker.
 type probe struct {
 	health    error
+	draining  bool // /ready answered the draining phase
 	status    *Status
 	statusErr error
 	info      *Info
@@ -506,10 +544,12 @@ type probe struct {
 }
 
 // Check runs one health round over every worker, concurrently, and waits
-// for it: GET /health and, when healthy, /pd/status (and /pd/info for a
-// prefill worker whose transfer address is unknown), each within
-// HealthTimeout. Two consecutive failures take a worker out; one success
-// puts it back; a worker that reports the other role stays out.
+// for it: GET /ready and, when it answers (200, or 503 draining),
+// /pd/status (and /pd/info for a prefill worker whose transfer address is
+// unknown), each within HealthTimeout. Two consecutive failures take a
+// worker out; one success puts it back; a worker that reports the other
+// role stays out; one whose /ready says it drains gets no new legs until
+// its /ready answers 200.
 func (p *Pool) Check(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, w := range p.Workers() {
@@ -523,11 +563,11 @@ func (p *Pool) Check(ctx context.Context) {
 	wg.Wait()
 }
 
-// probe asks one worker for /health, then /pd/status, then (a prefill
+// probe asks one worker for /ready, then /pd/status, then (a prefill
 // worker whose transfer address is unknown) /pd/info.
 func (p *Pool) probe(ctx context.Context, c *http.Client, w *Worker, timeout time.Duration) probe {
 	var pr probe
-	if pr.health = getJSON(ctx, c, w.url+"/health", timeout, nil); pr.health != nil {
+	if pr.draining, pr.health = getReady(ctx, c, w.url+"/ready", timeout); pr.health != nil {
 		return pr
 	}
 	p.mu.Lock()
@@ -578,6 +618,7 @@ func (p *Pool) apply(w *Worker, pr probe) {
 		}
 	} else {
 		w.fails, w.healthy, w.problem = 0, true, ""
+		p.setDrainingLocked(w, pr.draining)
 		w.haveStatus = pr.status != nil
 		if pr.status != nil {
 			w.status, w.inflightAtPoll, w.tokensAtPoll = *pr.status, pr.inflight, pr.sent
@@ -604,34 +645,64 @@ func (p *Pool) apply(w *Worker, pr probe) {
 	p.met.workerHealthy.WithLabelValues(w.url, string(w.role)).Set(v)
 }
 
+// getReady GETs a worker's /ready within timeout: nil for 200; draining
+// true (and nil) for a 503 whose body says {"status":"draining"}; any other
+// answer is an error.
+func getReady(ctx context.Context, c *http.Client, url string, timeout time.Duration) (draining bool, err error) {
+	var doc drain.Doc
+	status, err := get(ctx, c, url, timeout, &doc)
+	switch {
+	case err != nil:
+		return false, err
+	case status == http.StatusServiceUnavailable && doc.Status == drain.Draining.String():
+		return true, nil
+	case status != http.StatusOK:
+		return false, fmt.Errorf("get %s: status %d (%s)", url, status, doc.Status)
+	}
+	return false, nil
+}
+
 // getJSON GETs url within timeout, requires a 200, and decodes the body
 // (at most probeBodyBytesMax) into v when v is not nil.
 func getJSON(ctx context.Context, c *http.Client, url string, timeout time.Duration, v any) error {
+	status, err := get(ctx, c, url, timeout, v)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("get %s: status %d", url, status)
+	}
+	return err
+}
+
+// get GETs url within timeout and decodes the answer (at most
+// probeBodyBytesMax) into v when v is not nil. It returns the status; an
+// answer other than 200 is an error unless its body decodes into v.
+func get(ctx context.Context, c *http.Client, url string, timeout time.Duration, v any) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", url, err)
+		return 0, fmt.Errorf("get %s: %w", url, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", url, err)
+		return 0, fmt.Errorf("get %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, probeBodyBytesMax+1))
 	if err != nil {
-		return fmt.Errorf("get %s: read body: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, httpx.Clip(string(body), 200))
+		return 0, fmt.Errorf("get %s: read body: %w", url, err)
 	}
 	if len(body) > probeBodyBytesMax {
-		return fmt.Errorf("get %s: answer over %d bytes", url, probeBodyBytesMax)
+		return 0, fmt.Errorf("get %s: answer over %d bytes", url, probeBodyBytesMax)
 	}
 	if v != nil {
 		if err := json.Unmarshal(body, v); err != nil {
-			return fmt.Errorf("get %s: decode answer: %w", url, err)
+			if resp.StatusCode != http.StatusOK {
+				return 0, fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, httpx.Clip(string(body), 200))
+			}
+			return 0, fmt.Errorf("get %s: decode answer: %w", url, err)
 		}
+	} else if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("get %s: status %d: %s", url, resp.StatusCode, httpx.Clip(string(body), 200))
 	}
-	return nil
+	return resp.StatusCode, nil
 }
