@@ -1,0 +1,104 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"tandem/internal/engine/tensor"
+)
+
+// lowbitTypes are the weight types of the committed ggml vectors.
+var lowbitTypes = []tensor.Type{tensor.MXFP4, tensor.IQ4_NL, tensor.IQ4_XS, tensor.Q3_K, tensor.Q2_K}
+
+// ggmlDotLevels says which of ggml's CPU builds a level's kernels repeat
+// the float operations of (gen.c's variants: generic = libggml-cpu-x64,
+// avx2 = -haswell, avx512 = -zen4).
+var ggmlDotLevels = map[Level]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512"}
+
+// f32s decodes a vector tensor of float32s.
+func (v vecTensor) f32s() []float32 {
+	out := make([]float32, v.n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(v.data[4*i:]))
+	}
+	return out
+}
+
+// TestVecDotMatchesGGMLDots: VecDot of ggml-quantized (T.q) and random
+// (rnd.T.q) weight rows with ggml's quantized activation rows returns, bit
+// for bit, what ggml's vec_dot returned for the same rows in the CPU build
+// whose operations the level repeats, over whole rows (512 elements) and
+// over a prefix (256 for the super-block types, 480 = 15 blocks for the
+// others: an odd block count, ggml's scalar tail).
+func TestVecDotMatchesGGMLDots(t *testing.T) {
+	vecs := loadGGMLVectors(t)
+	forEachLevel(t, func(t *testing.T) {
+		variant := ggmlDotLevels[CurrentLevel()]
+		if CurrentLevel() != Generic {
+			t.Skip("no assembly for these types yet: the level runs the generic kernels")
+		}
+		for _, wt := range lowbitTypes {
+			vt := VecDotType(wt)
+			act := vecs["act."+vt.String()]
+			arb, _ := vt.RowBytes(512)
+			wrb, _ := wt.RowBytes(512)
+			part := 480
+			if wt.BlockSize() == qkk {
+				part = 256
+			}
+			for _, prefix := range []string{"", "rnd."} {
+				w := vecs[prefix+wt.String()+".q"]
+				for _, c := range []struct {
+					kind string
+					n    int
+				}{{"dot", 512}, {"dotp", part}} {
+					name := prefix + wt.String() + "." + c.kind + "." + variant
+					want, ok := vecs[name]
+					if !ok {
+						t.Fatalf("vector file has no %s", name)
+					}
+					wantF := want.f32s()
+					bad := 0
+					for i, ggml := range wantF {
+						r, tok := i/4, i%4
+						got := VecDot(wt, c.n, w.data[r*wrb:(r+1)*wrb], act.data[tok*arb:(tok+1)*arb])
+						same := math.Float32bits(got) == math.Float32bits(ggml) ||
+							math.IsNaN(float64(got)) && math.IsNaN(float64(ggml))
+						if !same {
+							if bad < 3 {
+								t.Errorf("VecDot(%s row %d, act %d, n %d) = %g (%#08x), ggml %g (%#08x)",
+									prefix+wt.String(), r, tok, c.n, got, math.Float32bits(got), ggml, math.Float32bits(ggml))
+							}
+							bad++
+						}
+					}
+					if bad > 0 {
+						t.Errorf("%s: %d of %d dot products differ from ggml's", name, bad, len(wantF))
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestQuantizeActivationMatchesGGMLVectors: the activation rows ggml's CPU
+// traits quantized (the same bytes in all three builds) come out of
+// QuantizeActivation byte for byte at every level.
+func TestQuantizeActivationMatchesGGMLVectors(t *testing.T) {
+	vecs := loadGGMLVectors(t)
+	x := vecs["act"].f32s()
+	forEachLevel(t, func(t *testing.T) {
+		for _, vt := range []tensor.Type{tensor.Q8_0, tensor.Q8_K} {
+			want := vecs["act."+vt.String()]
+			got := make([]byte, len(want.data))
+			QuantizeActivation(vt, x, got)
+			for i := range got {
+				if got[i] != want.data[i] {
+					t.Errorf("QuantizeActivation(%s) byte %d = %#02x, ggml %#02x", vt, i, got[i], want.data[i])
+					break
+				}
+			}
+		}
+	})
+}
