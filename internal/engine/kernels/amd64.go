@@ -49,6 +49,11 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1AVX2, qk)
 		k.vecDot[tensor.Q5_K] = blockDot(dotQ5KAVX2, qkk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX2, 8)
+		k.vecDot[tensor.IQ4_NL] = blockDot(dotIQ4NLAVX2, qk)
+		k.vecDot[tensor.MXFP4] = blockDot(dotMXFP4AVX2, qk)
+		k.vecDot[tensor.IQ4_XS] = blockDot(dotIQ4XSAVX2, qkk)
+		k.vecDot[tensor.Q2_K] = blockDot(dotQ2KAVX2, qkk)
+		k.vecDot[tensor.Q3_K] = blockDot(dotQ3KAVX2, qkk)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4AVX2, sizeQ8_0)
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4AVX2, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4AVX2, sizeQ5_0)
@@ -349,6 +354,24 @@ func dotQ5_1VNNI(w, a *byte, nb int) float32
 
 //go:noescape
 func dotQ5KAVX2(w, a *byte, nb int) float32
+
+// Row kernels of the table and low-bit K types (lowbit_amd64.s), bit for
+// bit ggml's AVX2 vec_dot.
+
+//go:noescape
+func dotIQ4NLAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4XSAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ2KAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3KAVX2(w, a *byte, nb int) float32
 
 //go:noescape
 func dotBF16AVX2(a, b *byte, n int) float32

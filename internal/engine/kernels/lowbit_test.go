@@ -35,9 +35,6 @@ func TestVecDotMatchesGGMLDots(t *testing.T) {
 	vecs := loadGGMLVectors(t)
 	forEachLevel(t, func(t *testing.T) {
 		variant := ggmlDotLevels[CurrentLevel()]
-		if CurrentLevel() != Generic {
-			t.Skip("no assembly for these types yet: the level runs the generic kernels")
-		}
 		for _, wt := range lowbitTypes {
 			vt := VecDotType(wt)
 			act := vecs["act."+vt.String()]

@@ -1,0 +1,497 @@
+// Dot products of MXFP4, IQ4_NL, IQ4_XS, Q2_K and Q3_K weight rows with
+// quantized activation rows at the AVX2 level (the AVX512 level runs them
+// too). Each performs the float operations of ggml's AVX2 kernel for the
+// type (ggml_vec_dot_*_q8_0 / _q8_K in ggml-cpu/arch/x86/quants.c) in the
+// same order on the same eight lanes, and the lanes' integer sums are
+// exact, so each returns ggml's result bit for bit: per block pair (Q8_0
+// types) or super-block (Q8_K types) one fused multiply-add of the block
+// scale and the converted int32 lanes into float32 lane accumulators, then
+// HSUM8. The Go wrappers in amd64.go pass nb >= 1.
+//
+// The 4-bit table types map nibbles through VPSHUFB and multiply signed
+// table values by signed activations with the sign trick (|w| times
+// a·sign(w), exact for activations in [-127, 127]); the K-quants multiply
+// their unsigned low bits with VPMADDUBSW and weight the int16 pair sums by
+// the sub-block scales with VPMADDWD, as ggml does.
+
+#include "textflag.h"
+
+// HSUM8 reduces the 8 floats of Y to its lowest lane (X is Y's low half,
+// T a scratch xmm register), as ggml's hsum_float_8.
+#define HSUM8(Y, X, T) \
+	VEXTRACTF128 $1, Y, T; \
+	VADDPS       T, X, X;  \
+	VMOVHLPS     X, X, T;  \
+	VADDPS       T, X, X;  \
+	VMOVSHDUP    X, T;     \
+	VADDSS       T, X, X
+
+// HSUMI8 adds the 8 int32 lanes of Y into the low lane of X (T scratch).
+#define HSUMI8(Y, X, T) \
+	VEXTRACTI128 $1, Y, T;   \
+	VPADDD       T, X, X;    \
+	VPSHUFD      $0x4e, X, T; \
+	VPADDD       T, X, X;    \
+	VPSHUFD      $0xb1, X, T; \
+	VPADDD       T, X, X
+
+#define ONES16(Y) \
+	VPCMPEQW Y, Y, Y; \
+	VPSRLW   $15, Y, Y
+
+// BYTES fills Y with the byte pattern of the 32-bit constant C.
+#define BYTES(C, Y, X) \
+	MOVL         C, AX; \
+	VMOVD        AX, X; \
+	VPBROADCASTD X, Y
+
+// TLOAD maps the 16 nibble bytes at OFF(SI) through the table in Y13:
+// QW's low lane gets the low nibbles' values (elements 0-15 of the block),
+// its high lane the high nibbles' (16-31). Y14 = 0x0F bytes.
+#define TLOAD(OFF, QW, QWX, TX) \
+	VMOVDQU     OFF(SI), QWX;   \
+	VPSRLW      $4, QWX, TX;    \
+	VINSERTI128 $1, TX, QW, QW; \
+	VPAND       Y14, QW, QW;    \
+	VPSHUFB     QW, Y13, QW
+
+// SIGNMUL leaves in QW the 16 int16 pair sums of the 32 signed byte
+// products QW·QA (QA is clobbered).
+#define SIGNMUL(QW, QA) \
+	VPSIGNB    QW, QA, QA; \
+	VPSIGNB    QW, QW, QW; \
+	VPMADDUBSW QA, QW, QW
+
+// E8M0HALF leaves in X the float32 2^(e−128) of the MXFP4 exponent byte at
+// OFF(SI), as ggml_e8m0_to_fp32_half: (e−1)<<23, or 0x00200000<<e for
+// e < 2 (clobbers AX, BX, CX, DX).
+#define E8M0HALF(OFF, X) \
+	MOVBLZX OFF(SI), AX;       \
+	LEAL    -1(AX), BX;        \
+	SHLL    $23, BX;           \
+	MOVL    $0x00200000, DX;   \
+	MOVL    AX, CX;            \
+	SHLL    CX, DX;            \
+	CMPL    AX, $2;            \
+	CMOVLCS DX, BX;            \
+	VMOVD   BX, X
+
+// The Q8_0-activation table types (IQ4_NL, MXFP4) share one loop, after
+// ggml's: block pairs into two accumulators (even and odd blocks), each
+// acc = fma(d_w·d_a, float(lanes), acc), then HSUM8 of their sum, then an
+// odd last block as sum = fma(d_w·d_a, float(Σ), sum) in scalar (GCC
+// contracts ggml's sumf += d·sumi). SCALE(OFF, Y, X) must leave d_w·d_a of
+// the block at SI/DI+OFF in every lane of Y (X its low half); QOFF is the
+// nibbles' offset in the weight block, BS its size.
+#define TABLEDOT(QOFF, BS, SCALE) \
+	ONES16(Y15);                   \
+	BYTES($0x0F0F0F0F, Y14, X14);  \
+	VXORPS Y0, Y0, Y0;             \
+	VXORPS Y1, Y1, Y1;             \
+	CMPQ   R8, $2;                 \
+	JB     tail;                   \
+pairs:                             \
+	TLOAD(QOFF, Y2, X2, X10);      \
+	TLOAD(QOFF+BS, Y6, X6, X11);   \
+	VMOVDQU     2(DI), Y3;         \
+	VMOVDQU     36(DI), Y7;        \
+	SIGNMUL(Y2, Y3);               \
+	SIGNMUL(Y6, Y7);               \
+	VPMADDWD    Y15, Y2, Y2;       \
+	VPMADDWD    Y15, Y6, Y6;       \
+	VCVTDQ2PS   Y2, Y2;            \
+	VCVTDQ2PS   Y6, Y6;            \
+	SCALE(0, 0, Y4, X4);           \
+	SCALE(BS, 34, Y8, X8);         \
+	VFMADD231PS Y4, Y2, Y0;        \
+	VFMADD231PS Y8, Y6, Y1;        \
+	ADDQ        $(2*BS), SI;       \
+	ADDQ        $68, DI;           \
+	SUBQ        $2, R8;            \
+	CMPQ        R8, $2;            \
+	JAE         pairs;             \
+tail:                              \
+	VADDPS Y1, Y0, Y0;             \
+	HSUM8(Y0, X0, X1);             \
+	TESTQ  R8, R8;                 \
+	JEQ    done;                   \
+	TLOAD(QOFF, Y2, X2, X10);      \
+	VMOVDQU      2(DI), Y3;        \
+	SIGNMUL(Y2, Y3);               \
+	VPMADDWD     Y15, Y2, Y2;      \
+	VEXTRACTI128 $1, Y2, X3;       \
+	VPADDD       X3, X2, X2;       \
+	VPSHUFD      $0x4e, X2, X3;    \
+	VPADDD       X3, X2, X2;       \
+	VPSHUFD      $0xb1, X2, X3;    \
+	VPADDD       X3, X2, X2;       \
+	VCVTDQ2PS    X2, X2;           \
+	SCALE(0, 0, Y4, X4);           \
+	VFMADD231SS  X4, X2, X0;       \
+done:                              \
+	VMOVSS X0, ret+24(FP);         \
+	VZEROUPPER;                    \
+	RET
+
+// SCALEF16 leaves f16(WOFF(SI))·f16(AOFF(DI)) in every lane of Y.
+#define SCALEF16(WOFF, AOFF, Y, X) \
+	VPBROADCASTW WOFF(SI), X;  \
+	VPBROADCASTW AOFF(DI), X9; \
+	VCVTPH2PS    X, Y;         \
+	VCVTPH2PS    X9, Y9;       \
+	VMULPS       Y9, Y, Y
+
+// SCALEE8M0 leaves E8M0HALF(WOFF(SI))·f16(AOFF(DI)) in every lane of Y.
+#define SCALEE8M0(WOFF, AOFF, Y, X) \
+	E8M0HALF(WOFF, X);         \
+	VPBROADCASTD X, Y;         \
+	VPBROADCASTW AOFF(DI), X9; \
+	VCVTPH2PS    X9, Y9;       \
+	VMULPS       Y9, Y, Y
+
+// func dotIQ4NLAVX2(w, a *byte, nb int) float32
+TEXT ·dotIQ4NLAVX2(SB), NOSPLIT, $0-28
+	MOVQ    w+0(FP), SI
+	MOVQ    a+8(FP), DI
+	MOVQ    nb+16(FP), R8
+	VMOVDQU kvIQ4<>(SB), Y13
+	TABLEDOT(2, 18, SCALEF16)
+
+// func dotMXFP4AVX2(w, a *byte, nb int) float32
+TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
+	MOVQ    w+0(FP), SI
+	MOVQ    a+8(FP), DI
+	MOVQ    nb+16(FP), R8
+	VMOVDQU kvFP4<>(SB), Y13
+	TABLEDOT(1, 17, SCALEE8M0)
+
+// XSPAIR adds to Y11/Y12 the int32 lanes of sub-blocks 2p and 2p+1 of an
+// IQ4_XS super-block: nibbles at 8+32p(SI) and 24+32p(SI), activations at
+// 4+64p(DI) and 36+64p(DI), each sub-block's int16 pair sums weighted by
+// its scale (word 2p, 2p+1 of Y6, both lanes) with VPMADDWD.
+#define XSPAIR(P) \
+	TLOAD(8+32*P, Y2, X2, X4);      \
+	TLOAD(24+32*P, Y3, X3, X5);     \
+	VMOVDQU    4+64*P(DI), Y4;      \
+	VMOVDQU    36+64*P(DI), Y5;     \
+	SIGNMUL(Y2, Y4);                \
+	SIGNMUL(Y3, Y5);                \
+	VPSHUFB    shufW<>+64*P(SB), Y6, Y7;    \
+	VPMADDWD   Y7, Y2, Y2;          \
+	VPSHUFB    shufW<>+64*P+32(SB), Y6, Y7; \
+	VPMADDWD   Y7, Y3, Y3;          \
+	VPADDD     Y2, Y11, Y11;        \
+	VPADDD     Y3, Y12, Y12
+
+// func dotIQ4XSAVX2(w, a *byte, nb int) float32
+//
+// Per super-block: acc = fma(d_w·d_a, float(Σ_ib (ls_ib−32)·lanes_ib),
+// acc), the eight 6-bit scales ls unpacked into int16 words with vector
+// operations: low nibbles from scales_l (4(SI)), high two bits from
+// scales_h (2(SI)) shifted per sub-block with VPSRLVD.
+TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-28
+	MOVQ    w+0(FP), SI
+	MOVQ    a+8(FP), DI
+	MOVQ    nb+16(FP), R8
+	VMOVDQU kvIQ4<>(SB), Y13
+	BYTES($0x0F0F0F0F, Y14, X14)
+	VXORPS  Y0, Y0, Y0
+
+loop:
+	VMOVD        4(SI), X6
+	VPSRLW       $4, X6, X7
+	VPUNPCKLBW   X7, X6, X6
+	VPAND        X14, X6, X6
+	VPMOVZXBW    X6, X6
+	VPBROADCASTW 2(SI), X7
+	VPMOVZXWD    X7, Y7
+	VPSRLVD      xsShift<>(SB), Y7, Y7
+	VPSLLD       $4, Y7, Y7
+	VPAND        xs30<>(SB), Y7, Y7
+	VEXTRACTI128 $1, Y7, X8
+	VPACKUSDW    X8, X7, X7
+	VPOR         X7, X6, X6
+	VPSUBW       xs32<>(SB), X6, X6
+	VINSERTI128  $1, X6, Y6, Y6
+	VPXOR        Y11, Y11, Y11
+	VPXOR        Y12, Y12, Y12
+	XSPAIR(0)
+	XSPAIR(1)
+	XSPAIR(2)
+	XSPAIR(3)
+	VPADDD       Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VPBROADCASTW (SI), X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS (DI), Y5
+	VMULPS       Y5, Y4, Y4
+	VFMADD231PS  Y4, Y11, Y0
+	ADDQ         $136, SI
+	ADDQ         $292, DI
+	DECQ         R8
+	JNE          loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// K2Q adds to Y10 the scaled int32 lanes of the 2-bit quants at bits 2I of
+// the 32 qs bytes in Y11 (one 128-element half H of the super-block)
+// against the 32 activations at 4+128H+32I(DI): VPMADDUBSW of the
+// unsigned quants, then VPMADDWD with the scales of 16-element sub-blocks
+// 8H+2I (low lane) and 8H+2I+1 (high lane) from SC (the half's eight
+// scales as int16 in both lanes). Y12 = 0x03 bytes.
+#define K2Q(H, I, SC) \
+	VPSRLW     $(2*I), Y11, Y2;          \
+	VPAND      Y12, Y2, Y2;              \
+	VPMADDUBSW 4+128*H+32*I(DI), Y2, Y2; \
+	VPSHUFB    shufQ3<>+32*I(SB), SC, Y3; \
+	VPMADDWD   Y3, Y2, Y2;               \
+	VPADDD     Y2, Y10, Y10
+
+// func dotQ2KAVX2(w, a *byte, nb int) float32
+//
+// Per super-block, as ggml: acc = fma(−d_a·dmin_w, float(Σ m·bsum lanes),
+// acc), then acc = fma(d_a·d_w, float(Σ sc·q·a lanes), acc).
+TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), R8
+	BYTES($0x0F0F0F0F, Y14, X14)
+	BYTES($0x03030303, Y12, X12)
+	BYTES($0x80000000, Y15, X15)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	VBROADCASTSS (DI), Y5
+	VPBROADCASTW 80(SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y4, Y5, Y4
+	VPBROADCASTW 82(SI), X3
+	VCVTPH2PS    X3, Y3
+	VXORPS       Y15, Y5, Y5
+	VMULPS       Y3, Y5, Y3
+	VMOVDQU      (SI), X6
+	VPSRLW       $4, X6, X7
+	VPAND        X14, X7, X7
+	VPMOVZXBW    X7, Y7
+	VPMADDWD     260(DI), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y3, Y7, Y0
+	VPAND        X14, X6, X6
+	VPMOVZXBW    X6, Y6
+	VPERMQ       $0x44, Y6, Y8
+	VPERMQ       $0xee, Y6, Y9
+	VPXOR        Y10, Y10, Y10
+	VMOVDQU      16(SI), Y11
+	K2Q(0, 0, Y8)
+	K2Q(0, 1, Y8)
+	K2Q(0, 2, Y8)
+	K2Q(0, 3, Y8)
+	VMOVDQU      48(SI), Y11
+	K2Q(1, 0, Y9)
+	K2Q(1, 1, Y9)
+	K2Q(1, 2, Y9)
+	K2Q(1, 3, Y9)
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y4, Y10, Y0
+	ADDQ         $84, SI
+	ADDQ         $292, DI
+	DECQ         R8
+	JNE          loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// K3Q is K2Q for Q3_K: the low two bits at bits 2I of Y11 and the high bit
+// B of the hmask bytes in Y9 (quant q − 4 where the bit is clear), taken
+// as ggml does: VPMADDUBSW of the low bits minus VPMADDUBSW of 4·(bit
+// clear), both against the activations. Y12 = 0x03 bytes, Y13 = 0x01
+// bytes, Y14 = 0x04 bytes.
+#define K3Q(H, I, B, SC) \
+	VPSRLW     $(2*I), Y11, Y2;          \
+	VPAND      Y12, Y2, Y2;              \
+	VPSLLW     $(B), Y13, Y3;            \
+	VPANDN     Y3, Y9, Y4;               \
+	VPCMPEQB   Y3, Y4, Y4;               \
+	VPAND      Y14, Y4, Y4;              \
+	VMOVDQU    4+128*H+32*I(DI), Y5;     \
+	VPMADDUBSW Y5, Y2, Y2;               \
+	VPMADDUBSW Y5, Y4, Y4;               \
+	VPSUBW     Y4, Y2, Y2;               \
+	VPSHUFB    shufQ3<>+32*I(SB), SC, Y3; \
+	VPMADDWD   Y3, Y2, Y2;               \
+	VPADDD     Y2, Y10, Y10
+
+// func dotQ3KAVX2(w, a *byte, nb int) float32
+//
+// Per super-block: acc = fma(d_a·d_w, float(Σ (sc−32)·q·a lanes), acc),
+// the sixteen 6-bit scales unpacked as ggml does (four dwords of bytes from
+// the 12 scale bytes at 96(SI), minus 32, widened to int16).
+TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   a+8(FP), DI
+	MOVQ   nb+16(FP), R8
+	BYTES($0x03030303, Y12, X12)
+	BYTES($0x01010101, Y13, X13)
+	BYTES($0x04040404, Y14, X14)
+	BYTES($0x20202020, Y15, X15)
+	VXORPS Y0, Y0, Y0
+
+loop:
+	MOVL         96(SI), AX
+	MOVL         100(SI), BX
+	MOVL         104(SI), DX
+	MOVL         AX, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DX, R10
+	ANDL         $0x03030303, R10
+	SHLL         $4, R10
+	ORL          R10, R9
+	VMOVD        R9, X6
+	MOVL         BX, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DX, R10
+	SHRL         $2, R10
+	ANDL         $0x03030303, R10
+	SHLL         $4, R10
+	ORL          R10, R9
+	VPINSRD      $1, R9, X6, X6
+	MOVL         AX, R9
+	SHRL         $4, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         DX, R10
+	SHRL         $4, R10
+	ANDL         $0x03030303, R10
+	SHLL         $4, R10
+	ORL          R10, R9
+	VPINSRD      $2, R9, X6, X6
+	MOVL         BX, R9
+	SHRL         $4, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $6, DX
+	ANDL         $0x03030303, DX
+	SHLL         $4, DX
+	ORL          DX, R9
+	VPINSRD      $3, R9, X6, X6
+	VPSUBB       X15, X6, X6
+	VPMOVSXBW    X6, Y6
+	VPERMQ       $0x44, Y6, Y7
+	VPERMQ       $0xee, Y6, Y8
+	VMOVDQU      (SI), Y9
+	VPXOR        Y10, Y10, Y10
+	VMOVDQU      32(SI), Y11
+	K3Q(0, 0, 0, Y7)
+	K3Q(0, 1, 1, Y7)
+	K3Q(0, 2, 2, Y7)
+	K3Q(0, 3, 3, Y7)
+	VMOVDQU      64(SI), Y11
+	K3Q(1, 0, 4, Y8)
+	K3Q(1, 1, 5, Y8)
+	K3Q(1, 2, 6, Y8)
+	K3Q(1, 3, 7, Y8)
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (DI), Y5
+	VPBROADCASTW 108(SI), X4
+	VCVTPH2PS    X4, Y4
+	VMULPS       Y4, Y5, Y4
+	VFMADD231PS  Y4, Y10, Y0
+	ADDQ         $110, SI
+	ADDQ         $292, DI
+	DECQ         R8
+	JNE          loop
+
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// kvIQ4: kvalues_iq4nl in both 128-bit lanes; kvFP4: kvalues_mxfp4.
+DATA kvIQ4<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA kvIQ4<>+8(SB)/8, $0x7159453526190d01
+DATA kvIQ4<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA kvIQ4<>+24(SB)/8, $0x7159453526190d01
+GLOBL kvIQ4<>(SB), RODATA|NOPTR, $32
+
+DATA kvFP4<>+0(SB)/8, $0x0c08060403020100
+DATA kvFP4<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA kvFP4<>+16(SB)/8, $0x0c08060403020100
+DATA kvFP4<>+24(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL kvFP4<>(SB), RODATA|NOPTR, $32
+
+// xsShift: dword i = 2i, the shift of IQ4_XS sub-block i's high scale bits;
+// xs30: 0x30 dwords; xs32: 32 words.
+DATA xsShift<>+0(SB)/8, $0x0000000200000000
+DATA xsShift<>+8(SB)/8, $0x0000000600000004
+DATA xsShift<>+16(SB)/8, $0x0000000a00000008
+DATA xsShift<>+24(SB)/8, $0x0000000e0000000c
+GLOBL xsShift<>(SB), RODATA|NOPTR, $32
+
+DATA xs30<>+0(SB)/8, $0x0000003000000030
+DATA xs30<>+8(SB)/8, $0x0000003000000030
+DATA xs30<>+16(SB)/8, $0x0000003000000030
+DATA xs30<>+24(SB)/8, $0x0000003000000030
+GLOBL xs30<>(SB), RODATA|NOPTR, $32
+
+DATA xs32<>+0(SB)/8, $0x0020002000200020
+DATA xs32<>+8(SB)/8, $0x0020002000200020
+GLOBL xs32<>(SB), RODATA|NOPTR, $16
+
+// shufW mask j (32 bytes) broadcasts int16 word j of each 128-bit lane to
+// the whole lane.
+DATA shufW<>+0(SB)/8, $0x0100010001000100
+DATA shufW<>+8(SB)/8, $0x0100010001000100
+DATA shufW<>+16(SB)/8, $0x0100010001000100
+DATA shufW<>+24(SB)/8, $0x0100010001000100
+DATA shufW<>+32(SB)/8, $0x0302030203020302
+DATA shufW<>+40(SB)/8, $0x0302030203020302
+DATA shufW<>+48(SB)/8, $0x0302030203020302
+DATA shufW<>+56(SB)/8, $0x0302030203020302
+DATA shufW<>+64(SB)/8, $0x0504050405040504
+DATA shufW<>+72(SB)/8, $0x0504050405040504
+DATA shufW<>+80(SB)/8, $0x0504050405040504
+DATA shufW<>+88(SB)/8, $0x0504050405040504
+DATA shufW<>+96(SB)/8, $0x0706070607060706
+DATA shufW<>+104(SB)/8, $0x0706070607060706
+DATA shufW<>+112(SB)/8, $0x0706070607060706
+DATA shufW<>+120(SB)/8, $0x0706070607060706
+DATA shufW<>+128(SB)/8, $0x0908090809080908
+DATA shufW<>+136(SB)/8, $0x0908090809080908
+DATA shufW<>+144(SB)/8, $0x0908090809080908
+DATA shufW<>+152(SB)/8, $0x0908090809080908
+DATA shufW<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufW<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufW<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufW<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufW<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufW<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufW<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufW<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufW<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufW<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufW<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufW<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL shufW<>(SB), RODATA|NOPTR, $256
+
+// shufQ3 mask i (ggml's get_scale_shuffle_q3k(i)) broadcasts word 2i over
+// the low lane and word 2i+1 over the high lane.
+DATA shufQ3<>+0(SB)/8, $0x0100010001000100
+DATA shufQ3<>+8(SB)/8, $0x0100010001000100
+DATA shufQ3<>+16(SB)/8, $0x0302030203020302
+DATA shufQ3<>+24(SB)/8, $0x0302030203020302
+DATA shufQ3<>+32(SB)/8, $0x0504050405040504
+DATA shufQ3<>+40(SB)/8, $0x0504050405040504
+DATA shufQ3<>+48(SB)/8, $0x0706070607060706
+DATA shufQ3<>+56(SB)/8, $0x0706070607060706
+DATA shufQ3<>+64(SB)/8, $0x0908090809080908
+DATA shufQ3<>+72(SB)/8, $0x0908090809080908
+DATA shufQ3<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufQ3<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufQ3<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufQ3<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufQ3<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufQ3<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL shufQ3<>(SB), RODATA|NOPTR, $128
