@@ -3,6 +3,7 @@ package kernels
 import (
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"tandem/internal/engine/tensor"
@@ -98,4 +99,60 @@ func TestQuantizeActivationMatchesGGMLVectors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTileLowbit8 checks the eight-token tiles of the types of the
+// committed ggml vectors, at every level that has them, as TestTileK8 does
+// for Q4_K-Q6_K: random blocks, blocks whose quant bytes are all 0xFF,
+// 0x80 or 0x00 (largest and smallest quants and scales) with unit scales
+// against ±127 activations, and ggml's T.q and rnd.T.q rows, for 1 to 22
+// super-blocks and several row counts, bit for bit the row kernel.
+func TestTileLowbit8(t *testing.T) {
+	vecs := loadGGMLVectors(t)
+	tested := 0
+	forEachLevel(t, func(t *testing.T) {
+		ks := active.Load()
+		rng := rand.New(rand.NewPCG(93, 94))
+		for _, wt := range lowbitTypes {
+			if ks.dot8[wt] == nil {
+				continue
+			}
+			tested++
+			bs, ts := wt.BlockSize(), wt.TypeSize()
+			for _, nb := range []int{1, 2, 3, 8, 22} {
+				n := nb * bs
+				for _, nrows := range []int{1, 2, 5} {
+					w := randWeights(rng, wt, nrows*n)
+					a := quantized(wt, randActivations(rng, 8*n))
+					checkTile8(t, "random", wt, w, nrows, nb, a)
+				}
+				w := randWeights(rng, wt, 3*n)
+				wrb, _ := wt.RowBytes(n)
+				for r := 0; r < 3; r++ {
+					fill := []byte{0xFF, 0x80, 0x00}[r]
+					for b := 0; b < nb; b++ {
+						blk := w[r*wrb+b*ts : r*wrb+(b+1)*ts]
+						for i := range blk {
+							blk[i] = fill
+						}
+					}
+					unitScales(wt, w[r*wrb:(r+1)*wrb])
+				}
+				q := make([]int8, 8*n)
+				for i := range q {
+					q[i] = []int8{127, -127}[i/bs%2]
+				}
+				checkTile8(t, "extreme", wt, w, 3, nb, intActivations(wt, q))
+			}
+			for _, name := range []string{wt.String() + ".q", "rnd." + wt.String() + ".q"} {
+				v := vecs[name]
+				const n = 512
+				a := quantized(wt, randActivations(rng, 8*n))
+				checkTile8(t, name, wt, v.data, v.n/n, n/bs, a)
+			}
+		}
+	})
+	if MaxLevel() >= AVX512 && tested < 3 {
+		t.Errorf("%d eight-token kernels of these types at AVX512, want at least 3", tested)
+	}
 }
