@@ -156,3 +156,62 @@ func TestTileLowbit8(t *testing.T) {
 		t.Errorf("%d eight-token kernels of these types at AVX512, want at least 3", tested)
 	}
 }
+
+// TestMatvecLowbitKernel checks the many-row kernels of the Q8_K types of
+// the committed ggml vectors, at every level that has them, as
+// TestMatvecKKernel does for Q4_K-Q6_K: random blocks, blocks whose quant
+// bytes are all 0xFF, 0x80 or 0x00 with unit scales against ±127
+// activations, and ggml's T.q and rnd.T.q rows, 1 to 22 super-blocks and 1
+// to 9 rows (odd counts run a row pair on one row).
+func TestMatvecLowbitKernel(t *testing.T) {
+	vecs := loadGGMLVectors(t)
+	tested := 0
+	forEachLevel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(95, 96))
+		for _, wt := range lowbitTypes {
+			f, ok := matvecFormFor(active.Load().level, wt)
+			if !ok {
+				continue
+			}
+			tested++
+			ts := wt.TypeSize()
+			for _, nb := range []int{1, 2, 3, 8, 22} {
+				n := nb * qkk
+				for nrows := 1; nrows <= 9; nrows++ {
+					w := randWeights(rng, wt, nrows*n)
+					a := quantized(wt, randActivations(rng, n))
+					checkMatvecK(t, "random", f, wt, w, nrows, nb, a)
+				}
+				w := randWeights(rng, wt, 4*n)
+				wrb, _ := wt.RowBytes(n)
+				for r := range 3 {
+					fill := []byte{0xFF, 0x80, 0x00}[r]
+					for b := range nb {
+						blk := w[r*wrb+b*ts : r*wrb+(b+1)*ts]
+						for i := range blk {
+							blk[i] = fill
+						}
+					}
+					unitScales(wt, w[r*wrb:(r+1)*wrb])
+				}
+				for _, sign := range []int8{1, -1} {
+					q := make([]int8, n)
+					for i := range q {
+						q[i] = sign * []int8{127, -127}[i/32%2]
+					}
+					checkMatvecK(t, "extreme", f, wt, w, 4, nb, intActivations(wt, q))
+				}
+			}
+			for _, name := range []string{wt.String() + ".q", "rnd." + wt.String() + ".q"} {
+				v := vecs[name]
+				const n = 512
+				a := quantized(wt, randActivations(rng, n))
+				checkMatvecK(t, name, f, wt, v.data, v.n/n, n/qkk, a)
+				checkMatvecK(t, name+" 3 rows", f, wt, v.data, 3, n/qkk, a)
+			}
+		}
+	})
+	if MaxLevel() >= AVX512 && tested < 3 {
+		t.Errorf("%d many-row kernels of these types at AVX512, want at least 3", tested)
+	}
+}
