@@ -86,6 +86,8 @@ func archSet(l Level, k *kernelSet) {
 		k.dot8[tensor.Q2_K] = kDot8Rows(dotQ2Kx8RowsVNNI, sizeQ2_K)
 		k.dot8[tensor.Q4_0] = q8PairDot8Rows(dotQ4_0x8RowsVNNI, sizeQ4_0)
 		k.dot8[tensor.Q5_0] = q8PairDot8Rows(dotQ5_0x8RowsVNNI, sizeQ5_0)
+		k.dot8[tensor.IQ4_NL] = q8PairDot8Rows(dotIQ4NLx8RowsVNNI, sizeIQ4_NL)
+		k.dot8[tensor.MXFP4] = q8PairDot8Rows(dotMXFP4x8RowsVNNI, sizeMXFP4)
 		k.dot8[tensor.Q4_1] = q81Dot8Rows(dotQ4_1x8RowsVNNI, sizeQ4_1)
 		k.dot8[tensor.Q5_1] = q81Dot8Rows(dotQ5_1x8RowsVNNI, sizeQ5_1)
 		k.dot8[tensor.F16] = floatDot8Rows(dotF16x8RowsAVX512, half)

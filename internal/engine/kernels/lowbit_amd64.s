@@ -63,15 +63,14 @@
 	VPMADDUBSW QA, QW, QW
 
 // E8M0HALF leaves in X the float32 2^(e−128) of the MXFP4 exponent byte at
-// OFF(SI), as ggml_e8m0_to_fp32_half: (e−1)<<23, or 0x00200000<<e for
-// e < 2 (clobbers AX, BX, CX, DX).
+// OFF(SI), as ggml_e8m0_to_fp32_half: (e−1)<<23, or 0x00200000<<e =
+// (e+1)<<21 for e < 2 (clobbers AX, BX, DX).
 #define E8M0HALF(OFF, X) \
 	MOVBLZX OFF(SI), AX;       \
 	LEAL    -1(AX), BX;        \
 	SHLL    $23, BX;           \
-	MOVL    $0x00200000, DX;   \
-	MOVL    AX, CX;            \
-	SHLL    CX, DX;            \
+	LEAL    1(AX), DX;         \
+	SHLL    $21, DX;           \
 	CMPL    AX, $2;            \
 	CMOVLCS DX, BX;            \
 	VMOVD   BX, X
