@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -94,6 +95,66 @@ func TestMXFP4TinyExponentWraps(t *testing.T) {
 	for i, q := range b[1:] {
 		if q&0x7 != 0 || q>>4&0x7 != 0 {
 			t.Errorf("qs[%d] = %#02x, want zeros (±0 nibbles)", i, q)
+		}
+	}
+}
+
+// bisectIQ4 is ggml's best_index_int8 as written there: bisection, then
+// the nearer of the two neighbours (the upper one on a tie).
+func bisectIQ4(x float32) uint8 {
+	v := &KValuesIQ4NL
+	if x <= float32(v[0]) {
+		return 0
+	}
+	if x >= float32(v[15]) {
+		return 15
+	}
+	lo, hi := 0, 15
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if x < float32(v[mid]) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	if x-float32(v[hi-1]) < float32(v[hi])-x {
+		return uint8(hi - 1)
+	}
+	return uint8(hi)
+}
+
+// TestBestIndexIQ4MatchesBisection: the midpoint count equals ggml's
+// bisection on every float within 2^16 ulps of each grid value and each
+// midpoint, at ±0, ±Inf, the extremes, and a million random floats of
+// every magnitude. (Run once over all 2^32 bit patterns but NaNs, too: no
+// difference.)
+func TestBestIndexIQ4MatchesBisection(t *testing.T) {
+	check := func(x float32) {
+		if got, want := bestIndexIQ4(x), bisectIQ4(x); got != want {
+			t.Fatalf("bestIndexIQ4(%g = %#08x) = %d, bisection %d", x, math.Float32bits(x), got, want)
+		}
+	}
+	var centres []float32
+	for k, v := range KValuesIQ4NL {
+		centres = append(centres, float32(v))
+		if k < 15 {
+			centres = append(centres, iq4Mids[k])
+		}
+	}
+	for _, c := range centres {
+		for d := -1 << 16; d <= 1<<16; d++ {
+			check(math.Float32frombits(uint32(int64(math.Float32bits(c)) + int64(d))))
+		}
+	}
+	for _, x := range []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)),
+		math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32} {
+		check(x)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 1 << 20 {
+		if x := math.Float32frombits(r.Uint32()); !math.IsNaN(float64(x)) {
+			check(x)
 		}
 	}
 }

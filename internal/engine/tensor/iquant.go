@@ -86,29 +86,32 @@ func dequantizeMXFP4(src []byte, dst []float32) {
 	}
 }
 
+// iq4Mids are the midpoints between neighbouring KValuesIQ4NL values (all
+// half-integers, exact in float32).
+var iq4Mids = func() (m [15]float32) {
+	for k := range m {
+		m[k] = (float32(KValuesIQ4NL[k]) + float32(KValuesIQ4NL[k+1])) / 2
+	}
+	return m
+}()
+
 // bestIndexIQ4 is ggml's best_index_int8 over KValuesIQ4NL: the index of
-// the grid value nearest x (the lower one on a tie), by bisection.
+// the grid value nearest x, the upper one on a tie. ggml bisects to the two
+// grid values around x and compares x − lo < hi − x; both differences are
+// exact in float32 wherever they could decide a tie, so that is x < their
+// midpoint, and the index is the number of midpoints at or below x (0 at or
+// below −127, 15 at or above 113). TestBestIndexIQ4MatchesBisection holds
+// this to a transcription of ggml's bisection.
 func bestIndexIQ4(x float32) uint8 {
-	v := &KValuesIQ4NL
-	if x <= float32(v[0]) {
-		return 0
-	}
-	if x >= float32(v[15]) {
-		return 15
-	}
-	lo, hi := 0, 15
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if x < float32(v[mid]) {
-			hi = mid
-		} else {
-			lo = mid
+	var n uint8
+	for _, m := range iq4Mids {
+		var b uint8
+		if x >= m {
+			b = 1
 		}
+		n += b
 	}
-	if x-float32(v[hi-1]) < float32(v[hi])-x {
-		return uint8(hi - 1)
-	}
-	return uint8(hi)
+	return n
 }
 
 // iq4Tries is the ntry of quantize_iq4_nl and quantize_iq4_xs (what
