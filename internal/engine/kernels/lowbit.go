@@ -46,32 +46,33 @@ func tableDot16(kv *[16]int32, q, a []byte) int32 {
 	return s1 + s2
 }
 
-// dotMXFP4Go is ggml_vec_dot_mxfp4_q8_0_generic: per block
-// sum += (d_a·2^(e−128))·Σ, with the doubled FP4 values.
-func dotMXFP4Go(n int, w, a []byte) float32 {
+// dotTable32Go is ggml's generic vec_dot of a 32-element table type with
+// Q8_0 activations (ggml_vec_dot_iq4_nl_q8_0_generic and _mxfp4_q8_0_):
+// per block sum += (d_a·d_w)·Σ kv[q]·a, d_w = wscale(block), the 16 nibble
+// bytes last in blocks of size bytes.
+func dotTable32Go(n int, w, a []byte, size int, kv *[16]int32, wscale func(x []byte) float32) float32 {
 	nb := n / qk
-	w, a = w[:nb*sizeMXFP4], a[:nb*sizeQ8_0]
+	w, a = w[:nb*size], a[:nb*sizeQ8_0]
 	var sum float32
 	for b := range nb {
-		x, y := w[b*sizeMXFP4:(b+1)*sizeMXFP4], a[b*sizeQ8_0:(b+1)*sizeQ8_0]
-		d := half(y) * tensor.E8M0Half(x[0])
-		sum += float32(d * float32(tableDot16(&kvMXFP4, x[1:], y[2:])))
+		x, y := w[b*size:(b+1)*size], a[b*sizeQ8_0:(b+1)*sizeQ8_0]
+		d := half(y) * wscale(x)
+		sum += float32(d * float32(tableDot16(kv, x[size-qk/2:], y[2:])))
 	}
 	return sum
 }
 
-// dotIQ4_NLGo is ggml_vec_dot_iq4_nl_q8_0_generic.
-func dotIQ4_NLGo(n int, w, a []byte) float32 {
-	nb := n / qk
-	w, a = w[:nb*sizeIQ4_NL], a[:nb*sizeQ8_0]
-	var sum float32
-	for b := range nb {
-		x, y := w[b*sizeIQ4_NL:(b+1)*sizeIQ4_NL], a[b*sizeQ8_0:(b+1)*sizeQ8_0]
-		d := half(y) * half(x)
-		sum += float32(d * float32(tableDot16(&kvIQ4, x[2:], y[2:])))
-	}
-	return sum
+// e8m0Scale is an MXFP4 block's scale: half its E8M0 exponent's value (the
+// table holds doubled FP4 values).
+func e8m0Scale(x []byte) float32 { return tensor.E8M0Half(x[0]) }
+
+// dotMXFP4Go is ggml_vec_dot_mxfp4_q8_0_generic.
+func dotMXFP4Go(n int, w, a []byte) float32 {
+	return dotTable32Go(n, w, a, sizeMXFP4, &kvMXFP4, e8m0Scale)
 }
+
+// dotIQ4_NLGo is ggml_vec_dot_iq4_nl_q8_0_generic.
+func dotIQ4_NLGo(n int, w, a []byte) float32 { return dotTable32Go(n, w, a, sizeIQ4_NL, &kvIQ4, half) }
 
 // dotIQ4_XSGo is ggml_vec_dot_iq4_xs_q8_K_generic: per 32-element
 // sub-block sum += (d_w·d_a·(ls−32))·Σ.

@@ -15,6 +15,7 @@
 // the sub-block scales with VPMADDWD, as ggml does.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // HSUM8 reduces the 8 floats of Y to its lowest lane (X is Y's low half,
 // T a scratch xmm register), as ggml's hsum_float_8.
@@ -61,19 +62,6 @@
 	VPSIGNB    QW, QA, QA; \
 	VPSIGNB    QW, QW, QW; \
 	VPMADDUBSW QA, QW, QW
-
-// E8M0HALF leaves in X the float32 2^(e−128) of the MXFP4 exponent byte at
-// OFF(SI), as ggml_e8m0_to_fp32_half: (e−1)<<23, or 0x00200000<<e =
-// (e+1)<<21 for e < 2 (clobbers AX, BX, DX).
-#define E8M0HALF(OFF, X) \
-	MOVBLZX OFF(SI), AX;       \
-	LEAL    -1(AX), BX;        \
-	SHLL    $23, BX;           \
-	LEAL    1(AX), DX;         \
-	SHLL    $21, DX;           \
-	CMPL    AX, $2;            \
-	CMOVLCS DX, BX;            \
-	VMOVD   BX, X
 
 // The Q8_0-activation table types (IQ4_NL, MXFP4) share one loop, after
 // ggml's: block pairs into two accumulators (even and odd blocks), each
@@ -140,9 +128,11 @@ done:                              \
 	VCVTPH2PS    X9, Y9;       \
 	VMULPS       Y9, Y, Y
 
-// SCALEE8M0 leaves E8M0HALF(WOFF(SI))·f16(AOFF(DI)) in every lane of Y.
+// SCALEE8M0 leaves 2^(e−128)·f16(AOFF(DI)) in every lane of Y, e the MXFP4
+// exponent byte at WOFF(SI) (LB_E8M0).
 #define SCALEE8M0(WOFF, AOFF, Y, X) \
-	E8M0HALF(WOFF, X);         \
+	LB_E8M0(WOFF(SI));         \
+	VMOVD        BX, X;        \
 	VPBROADCASTD X, Y;         \
 	VPBROADCASTW AOFF(DI), X9; \
 	VCVTPH2PS    X9, Y9;       \
@@ -153,7 +143,7 @@ TEXT ·dotIQ4NLAVX2(SB), NOSPLIT, $0-28
 	MOVQ    w+0(FP), SI
 	MOVQ    a+8(FP), DI
 	MOVQ    nb+16(FP), R8
-	VMOVDQU kvIQ4<>(SB), Y13
+	VMOVDQU ·lbKvIQ4(SB), Y13
 	TABLEDOT(2, 18, SCALEF16)
 
 // func dotMXFP4AVX2(w, a *byte, nb int) float32
@@ -161,7 +151,7 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
 	MOVQ    w+0(FP), SI
 	MOVQ    a+8(FP), DI
 	MOVQ    nb+16(FP), R8
-	VMOVDQU kvFP4<>(SB), Y13
+	VMOVDQU ·lbKvFP4(SB), Y13
 	TABLEDOT(1, 17, SCALEE8M0)
 
 // XSPAIR adds to Y11/Y12 the int32 lanes of sub-blocks 2p and 2p+1 of an
@@ -175,9 +165,9 @@ TEXT ·dotMXFP4AVX2(SB), NOSPLIT, $0-28
 	VMOVDQU    36+64*P(DI), Y5;     \
 	SIGNMUL(Y2, Y4);                \
 	SIGNMUL(Y3, Y5);                \
-	VPSHUFB    shufW<>+64*P(SB), Y6, Y7;    \
+	VPSHUFB    ·lbShufW+128*P(SB), Y6, Y7;    \
 	VPMADDWD   Y7, Y2, Y2;          \
-	VPSHUFB    shufW<>+64*P+32(SB), Y6, Y7; \
+	VPSHUFB    ·lbShufW+128*P+64(SB), Y6, Y7; \
 	VPMADDWD   Y7, Y3, Y3;          \
 	VPADDD     Y2, Y11, Y11;        \
 	VPADDD     Y3, Y12, Y12
@@ -192,25 +182,12 @@ TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-28
 	MOVQ    w+0(FP), SI
 	MOVQ    a+8(FP), DI
 	MOVQ    nb+16(FP), R8
-	VMOVDQU kvIQ4<>(SB), Y13
+	VMOVDQU ·lbKvIQ4(SB), Y13
 	BYTES($0x0F0F0F0F, Y14, X14)
 	VXORPS  Y0, Y0, Y0
 
 loop:
-	VMOVD        4(SI), X6
-	VPSRLW       $4, X6, X7
-	VPUNPCKLBW   X7, X6, X6
-	VPAND        X14, X6, X6
-	VPMOVZXBW    X6, X6
-	VPBROADCASTW 2(SI), X7
-	VPMOVZXWD    X7, Y7
-	VPSRLVD      xsShift<>(SB), Y7, Y7
-	VPSLLD       $4, Y7, Y7
-	VPAND        xs30<>(SB), Y7, Y7
-	VEXTRACTI128 $1, Y7, X8
-	VPACKUSDW    X8, X7, X7
-	VPOR         X7, X6, X6
-	VPSUBW       xs32<>(SB), X6, X6
+	LB_XS_SCALES8(4(SI), 2(SI), X6, X7, Y7, X8)
 	VINSERTI128  $1, X6, Y6, Y6
 	VPXOR        Y11, Y11, Y11
 	VPXOR        Y12, Y12, Y12
@@ -245,7 +222,7 @@ loop:
 	VPSRLW     $(2*I), Y11, Y2;          \
 	VPAND      Y12, Y2, Y2;              \
 	VPMADDUBSW 4+128*H+32*I(DI), Y2, Y2; \
-	VPSHUFB    shufQ3<>+32*I(SB), SC, Y3; \
+	VPSHUFB    ·lbShufQ3+64*I(SB), SC, Y3; \
 	VPMADDWD   Y3, Y2, Y2;               \
 	VPADDD     Y2, Y10, Y10
 
@@ -321,7 +298,7 @@ loop:
 	VPMADDUBSW Y5, Y2, Y2;               \
 	VPMADDUBSW Y5, Y4, Y4;               \
 	VPSUBW     Y4, Y2, Y2;               \
-	VPSHUFB    shufQ3<>+32*I(SB), SC, Y3; \
+	VPSHUFB    ·lbShufQ3+64*I(SB), SC, Y3; \
 	VPMADDWD   Y3, Y2, Y2;               \
 	VPADDD     Y2, Y10, Y10
 
@@ -337,47 +314,10 @@ TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
 	BYTES($0x03030303, Y12, X12)
 	BYTES($0x01010101, Y13, X13)
 	BYTES($0x04040404, Y14, X14)
-	BYTES($0x20202020, Y15, X15)
 	VXORPS Y0, Y0, Y0
 
 loop:
-	MOVL         96(SI), AX
-	MOVL         100(SI), BX
-	MOVL         104(SI), DX
-	MOVL         AX, R9
-	ANDL         $0x0f0f0f0f, R9
-	MOVL         DX, R10
-	ANDL         $0x03030303, R10
-	SHLL         $4, R10
-	ORL          R10, R9
-	VMOVD        R9, X6
-	MOVL         BX, R9
-	ANDL         $0x0f0f0f0f, R9
-	MOVL         DX, R10
-	SHRL         $2, R10
-	ANDL         $0x03030303, R10
-	SHLL         $4, R10
-	ORL          R10, R9
-	VPINSRD      $1, R9, X6, X6
-	MOVL         AX, R9
-	SHRL         $4, R9
-	ANDL         $0x0f0f0f0f, R9
-	MOVL         DX, R10
-	SHRL         $4, R10
-	ANDL         $0x03030303, R10
-	SHLL         $4, R10
-	ORL          R10, R9
-	VPINSRD      $2, R9, X6, X6
-	MOVL         BX, R9
-	SHRL         $4, R9
-	ANDL         $0x0f0f0f0f, R9
-	SHRL         $6, DX
-	ANDL         $0x03030303, DX
-	SHLL         $4, DX
-	ORL          DX, R9
-	VPINSRD      $3, R9, X6, X6
-	VPSUBB       X15, X6, X6
-	VPMOVSXBW    X6, Y6
+	LB_Q3_SCALES16(96(SI), 100(SI), 104(SI), X6, Y6, AX, BX, DX, R9, R10)
 	VPERMQ       $0x44, Y6, Y7
 	VPERMQ       $0xee, Y6, Y8
 	VMOVDQU      (SI), Y9
@@ -408,89 +348,188 @@ loop:
 	VZEROUPPER
 	RET
 
-// kvIQ4: kvalues_iq4nl in both 128-bit lanes; kvFP4: kvalues_mxfp4.
-DATA kvIQ4<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA kvIQ4<>+8(SB)/8, $0x7159453526190d01
-DATA kvIQ4<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA kvIQ4<>+24(SB)/8, $0x7159453526190d01
-GLOBL kvIQ4<>(SB), RODATA|NOPTR, $32
+// The constants of the low-bit kernels (lowbit_amd64.h), shared by their files.
 
-DATA kvFP4<>+0(SB)/8, $0x0c08060403020100
-DATA kvFP4<>+8(SB)/8, $0xf4f8fafcfdfeff00
-DATA kvFP4<>+16(SB)/8, $0x0c08060403020100
-DATA kvFP4<>+24(SB)/8, $0xf4f8fafcfdfeff00
-GLOBL kvFP4<>(SB), RODATA|NOPTR, $32
+// lbKvIQ4, lbKvFP4: kvalues_iq4nl and kvalues_mxfp4 in each 128-bit lane.
+DATA ·lbKvIQ4+0(SB)/8, $0xf6eaddcfbfad9881
+DATA ·lbKvIQ4+8(SB)/8, $0x7159453526190d01
+DATA ·lbKvIQ4+16(SB)/8, $0xf6eaddcfbfad9881
+DATA ·lbKvIQ4+24(SB)/8, $0x7159453526190d01
+DATA ·lbKvIQ4+32(SB)/8, $0xf6eaddcfbfad9881
+DATA ·lbKvIQ4+40(SB)/8, $0x7159453526190d01
+DATA ·lbKvIQ4+48(SB)/8, $0xf6eaddcfbfad9881
+DATA ·lbKvIQ4+56(SB)/8, $0x7159453526190d01
+GLOBL ·lbKvIQ4(SB), RODATA|NOPTR, $64
 
-// xsShift: dword i = 2i, the shift of IQ4_XS sub-block i's high scale bits;
-// xs30: 0x30 dwords; xs32: 32 words.
-DATA xsShift<>+0(SB)/8, $0x0000000200000000
-DATA xsShift<>+8(SB)/8, $0x0000000600000004
-DATA xsShift<>+16(SB)/8, $0x0000000a00000008
-DATA xsShift<>+24(SB)/8, $0x0000000e0000000c
-GLOBL xsShift<>(SB), RODATA|NOPTR, $32
+DATA ·lbKvFP4+0(SB)/8, $0x0c08060403020100
+DATA ·lbKvFP4+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA ·lbKvFP4+16(SB)/8, $0x0c08060403020100
+DATA ·lbKvFP4+24(SB)/8, $0xf4f8fafcfdfeff00
+DATA ·lbKvFP4+32(SB)/8, $0x0c08060403020100
+DATA ·lbKvFP4+40(SB)/8, $0xf4f8fafcfdfeff00
+DATA ·lbKvFP4+48(SB)/8, $0x0c08060403020100
+DATA ·lbKvFP4+56(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL ·lbKvFP4(SB), RODATA|NOPTR, $64
 
-DATA xs30<>+0(SB)/8, $0x0000003000000030
-DATA xs30<>+8(SB)/8, $0x0000003000000030
-DATA xs30<>+16(SB)/8, $0x0000003000000030
-DATA xs30<>+24(SB)/8, $0x0000003000000030
-GLOBL xs30<>(SB), RODATA|NOPTR, $32
+// lbShift4: word shift counts 0 in 128-bit lanes 0 and 2, 4 in lanes 1 and 3.
+DATA ·lbShift4+0(SB)/8, $0x0000000000000000
+DATA ·lbShift4+8(SB)/8, $0x0000000000000000
+DATA ·lbShift4+16(SB)/8, $0x0004000400040004
+DATA ·lbShift4+24(SB)/8, $0x0004000400040004
+DATA ·lbShift4+32(SB)/8, $0x0000000000000000
+DATA ·lbShift4+40(SB)/8, $0x0000000000000000
+DATA ·lbShift4+48(SB)/8, $0x0004000400040004
+DATA ·lbShift4+56(SB)/8, $0x0004000400040004
+GLOBL ·lbShift4(SB), RODATA|NOPTR, $64
 
-DATA xs32<>+0(SB)/8, $0x0020002000200020
-DATA xs32<>+8(SB)/8, $0x0020002000200020
-GLOBL xs32<>(SB), RODATA|NOPTR, $16
+// lbXsShift: dword i = 2i, the shift of IQ4_XS sub-block i's high scale
+// bits; lbXs30: 0x30 dwords; lbXs32: 32 words.
+DATA ·lbXsShift+0(SB)/8, $0x0000000200000000
+DATA ·lbXsShift+8(SB)/8, $0x0000000600000004
+DATA ·lbXsShift+16(SB)/8, $0x0000000a00000008
+DATA ·lbXsShift+24(SB)/8, $0x0000000e0000000c
+GLOBL ·lbXsShift(SB), RODATA|NOPTR, $32
 
-// shufW mask j (32 bytes) broadcasts int16 word j of each 128-bit lane to
-// the whole lane.
-DATA shufW<>+0(SB)/8, $0x0100010001000100
-DATA shufW<>+8(SB)/8, $0x0100010001000100
-DATA shufW<>+16(SB)/8, $0x0100010001000100
-DATA shufW<>+24(SB)/8, $0x0100010001000100
-DATA shufW<>+32(SB)/8, $0x0302030203020302
-DATA shufW<>+40(SB)/8, $0x0302030203020302
-DATA shufW<>+48(SB)/8, $0x0302030203020302
-DATA shufW<>+56(SB)/8, $0x0302030203020302
-DATA shufW<>+64(SB)/8, $0x0504050405040504
-DATA shufW<>+72(SB)/8, $0x0504050405040504
-DATA shufW<>+80(SB)/8, $0x0504050405040504
-DATA shufW<>+88(SB)/8, $0x0504050405040504
-DATA shufW<>+96(SB)/8, $0x0706070607060706
-DATA shufW<>+104(SB)/8, $0x0706070607060706
-DATA shufW<>+112(SB)/8, $0x0706070607060706
-DATA shufW<>+120(SB)/8, $0x0706070607060706
-DATA shufW<>+128(SB)/8, $0x0908090809080908
-DATA shufW<>+136(SB)/8, $0x0908090809080908
-DATA shufW<>+144(SB)/8, $0x0908090809080908
-DATA shufW<>+152(SB)/8, $0x0908090809080908
-DATA shufW<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA shufW<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA shufW<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA shufW<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA shufW<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA shufW<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA shufW<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA shufW<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA shufW<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA shufW<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA shufW<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA shufW<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL shufW<>(SB), RODATA|NOPTR, $256
+DATA ·lbXs30+0(SB)/8, $0x0000003000000030
+DATA ·lbXs30+8(SB)/8, $0x0000003000000030
+DATA ·lbXs30+16(SB)/8, $0x0000003000000030
+DATA ·lbXs30+24(SB)/8, $0x0000003000000030
+GLOBL ·lbXs30(SB), RODATA|NOPTR, $32
 
-// shufQ3 mask i (ggml's get_scale_shuffle_q3k(i)) broadcasts word 2i over
-// the low lane and word 2i+1 over the high lane.
-DATA shufQ3<>+0(SB)/8, $0x0100010001000100
-DATA shufQ3<>+8(SB)/8, $0x0100010001000100
-DATA shufQ3<>+16(SB)/8, $0x0302030203020302
-DATA shufQ3<>+24(SB)/8, $0x0302030203020302
-DATA shufQ3<>+32(SB)/8, $0x0504050405040504
-DATA shufQ3<>+40(SB)/8, $0x0504050405040504
-DATA shufQ3<>+48(SB)/8, $0x0706070607060706
-DATA shufQ3<>+56(SB)/8, $0x0706070607060706
-DATA shufQ3<>+64(SB)/8, $0x0908090809080908
-DATA shufQ3<>+72(SB)/8, $0x0908090809080908
-DATA shufQ3<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA shufQ3<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA shufQ3<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA shufQ3<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA shufQ3<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA shufQ3<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL shufQ3<>(SB), RODATA|NOPTR, $128
+DATA ·lbXs32+0(SB)/8, $0x0020002000200020
+DATA ·lbXs32+8(SB)/8, $0x0020002000200020
+GLOBL ·lbXs32(SB), RODATA|NOPTR, $16
+
+// Byte constants, and lbSign: float32 sign bits.
+DATA ·lbC0F+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·lbC0F+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·lbC0F+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA ·lbC0F+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL ·lbC0F(SB), RODATA|NOPTR, $32
+
+DATA ·lbC01+0(SB)/8, $0x0101010101010101
+DATA ·lbC01+8(SB)/8, $0x0101010101010101
+DATA ·lbC01+16(SB)/8, $0x0101010101010101
+DATA ·lbC01+24(SB)/8, $0x0101010101010101
+GLOBL ·lbC01(SB), RODATA|NOPTR, $32
+
+DATA ·lbC04+0(SB)/8, $0x0404040404040404
+DATA ·lbC04+8(SB)/8, $0x0404040404040404
+DATA ·lbC04+16(SB)/8, $0x0404040404040404
+DATA ·lbC04+24(SB)/8, $0x0404040404040404
+GLOBL ·lbC04(SB), RODATA|NOPTR, $32
+
+DATA ·lbC20+0(SB)/8, $0x2020202020202020
+DATA ·lbC20+8(SB)/8, $0x2020202020202020
+GLOBL ·lbC20(SB), RODATA|NOPTR, $16
+
+DATA ·lbSign+0(SB)/8, $0x8000000080000000
+DATA ·lbSign+8(SB)/8, $0x8000000080000000
+DATA ·lbSign+16(SB)/8, $0x8000000080000000
+DATA ·lbSign+24(SB)/8, $0x8000000080000000
+GLOBL ·lbSign(SB), RODATA|NOPTR, $32
+
+// lbShufW mask j (64 bytes at 64·j) broadcasts int16 word j of each 128-bit
+// lane to the lane; its first 32 bytes are the 256-bit mask.
+DATA ·lbShufW+0(SB)/8, $0x0100010001000100
+DATA ·lbShufW+8(SB)/8, $0x0100010001000100
+DATA ·lbShufW+16(SB)/8, $0x0100010001000100
+DATA ·lbShufW+24(SB)/8, $0x0100010001000100
+DATA ·lbShufW+32(SB)/8, $0x0100010001000100
+DATA ·lbShufW+40(SB)/8, $0x0100010001000100
+DATA ·lbShufW+48(SB)/8, $0x0100010001000100
+DATA ·lbShufW+56(SB)/8, $0x0100010001000100
+DATA ·lbShufW+64(SB)/8, $0x0302030203020302
+DATA ·lbShufW+72(SB)/8, $0x0302030203020302
+DATA ·lbShufW+80(SB)/8, $0x0302030203020302
+DATA ·lbShufW+88(SB)/8, $0x0302030203020302
+DATA ·lbShufW+96(SB)/8, $0x0302030203020302
+DATA ·lbShufW+104(SB)/8, $0x0302030203020302
+DATA ·lbShufW+112(SB)/8, $0x0302030203020302
+DATA ·lbShufW+120(SB)/8, $0x0302030203020302
+DATA ·lbShufW+128(SB)/8, $0x0504050405040504
+DATA ·lbShufW+136(SB)/8, $0x0504050405040504
+DATA ·lbShufW+144(SB)/8, $0x0504050405040504
+DATA ·lbShufW+152(SB)/8, $0x0504050405040504
+DATA ·lbShufW+160(SB)/8, $0x0504050405040504
+DATA ·lbShufW+168(SB)/8, $0x0504050405040504
+DATA ·lbShufW+176(SB)/8, $0x0504050405040504
+DATA ·lbShufW+184(SB)/8, $0x0504050405040504
+DATA ·lbShufW+192(SB)/8, $0x0706070607060706
+DATA ·lbShufW+200(SB)/8, $0x0706070607060706
+DATA ·lbShufW+208(SB)/8, $0x0706070607060706
+DATA ·lbShufW+216(SB)/8, $0x0706070607060706
+DATA ·lbShufW+224(SB)/8, $0x0706070607060706
+DATA ·lbShufW+232(SB)/8, $0x0706070607060706
+DATA ·lbShufW+240(SB)/8, $0x0706070607060706
+DATA ·lbShufW+248(SB)/8, $0x0706070607060706
+DATA ·lbShufW+256(SB)/8, $0x0908090809080908
+DATA ·lbShufW+264(SB)/8, $0x0908090809080908
+DATA ·lbShufW+272(SB)/8, $0x0908090809080908
+DATA ·lbShufW+280(SB)/8, $0x0908090809080908
+DATA ·lbShufW+288(SB)/8, $0x0908090809080908
+DATA ·lbShufW+296(SB)/8, $0x0908090809080908
+DATA ·lbShufW+304(SB)/8, $0x0908090809080908
+DATA ·lbShufW+312(SB)/8, $0x0908090809080908
+DATA ·lbShufW+320(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+328(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+336(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+344(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+352(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+360(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+368(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+376(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufW+384(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+392(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+400(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+408(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+416(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+424(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+432(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+440(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufW+448(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+456(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+464(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+472(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+480(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+488(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+496(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufW+504(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL ·lbShufW(SB), RODATA|NOPTR, $512
+
+// lbShufQ3 mask i (ggml's get_scale_shuffle_q3k(i), 64 bytes at 64·i)
+// broadcasts word 2i over 128-bit lanes 0 and 2 and word 2i+1 over lanes 1
+// and 3; its first 32 bytes are the 256-bit mask.
+DATA ·lbShufQ3+0(SB)/8, $0x0100010001000100
+DATA ·lbShufQ3+8(SB)/8, $0x0100010001000100
+DATA ·lbShufQ3+16(SB)/8, $0x0302030203020302
+DATA ·lbShufQ3+24(SB)/8, $0x0302030203020302
+DATA ·lbShufQ3+32(SB)/8, $0x0100010001000100
+DATA ·lbShufQ3+40(SB)/8, $0x0100010001000100
+DATA ·lbShufQ3+48(SB)/8, $0x0302030203020302
+DATA ·lbShufQ3+56(SB)/8, $0x0302030203020302
+DATA ·lbShufQ3+64(SB)/8, $0x0504050405040504
+DATA ·lbShufQ3+72(SB)/8, $0x0504050405040504
+DATA ·lbShufQ3+80(SB)/8, $0x0706070607060706
+DATA ·lbShufQ3+88(SB)/8, $0x0706070607060706
+DATA ·lbShufQ3+96(SB)/8, $0x0504050405040504
+DATA ·lbShufQ3+104(SB)/8, $0x0504050405040504
+DATA ·lbShufQ3+112(SB)/8, $0x0706070607060706
+DATA ·lbShufQ3+120(SB)/8, $0x0706070607060706
+DATA ·lbShufQ3+128(SB)/8, $0x0908090809080908
+DATA ·lbShufQ3+136(SB)/8, $0x0908090809080908
+DATA ·lbShufQ3+144(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufQ3+152(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufQ3+160(SB)/8, $0x0908090809080908
+DATA ·lbShufQ3+168(SB)/8, $0x0908090809080908
+DATA ·lbShufQ3+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufQ3+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA ·lbShufQ3+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufQ3+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufQ3+208(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufQ3+216(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufQ3+224(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufQ3+232(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA ·lbShufQ3+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA ·lbShufQ3+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL ·lbShufQ3(SB), RODATA|NOPTR, $256

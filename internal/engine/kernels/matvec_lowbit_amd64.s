@@ -11,6 +11,7 @@
 // place of two tokens.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // The Q8_K activation block: d_a at 0, the quants at 4, the bsums at 260.
 #define MVL_Q 4
@@ -87,25 +88,6 @@
 	VPMADDUBSW      Z6, Z5, Z6;              \
 	VPDPWSSD        Z4, Z6, Z20
 
-// XSSCALES8 leaves an IQ4_XS block's eight scales ls−32, as dotIQ4XSAVX2
-// unpacks them, in the words of XD (SL addresses the block's scales_l, SH
-// its scales_h); X7, X8 scratch.
-#define XSSCALES8(SL, SH, XD) \
-	VMOVD        SL, XD;                 \
-	VPSRLW       $4, XD, X7;             \
-	VPUNPCKLBW   X7, XD, XD;             \
-	VPAND        mc0F<>(SB), XD, XD;     \
-	VPMOVZXBW    XD, XD;                 \
-	VPBROADCASTW SH, X7;                 \
-	VPMOVZXWD    X7, Y7;                 \
-	VPSRLVD      mxsShift<>(SB), Y7, Y7; \
-	VPSLLD       $4, Y7, Y7;             \
-	VPAND        mxs30<>(SB), Y7, Y7;    \
-	VEXTRACTI128 $1, Y7, X8;             \
-	VPACKUSDW    X8, X7, X7;             \
-	VPOR         X7, XD, XD;             \
-	VPSUBW       mxs32<>(SB), XD, XD
-
 // MVXSSUB does sub-block IB of both rows: each row's 16 nibble bytes in
 // two 128-bit lanes (row r's in lanes 0-1), the second of each shifted by
 // 4 (Z28), masked (Z30 = 0x0F) and mapped through the table (Z29); the
@@ -118,7 +100,7 @@
 	VPSRLVW         Z28, Z5, Z5;                 \
 	VPANDD          Z30, Z5, Z5;                 \
 	VPSHUFB         Z5, Z29, Z5;                 \
-	VPSHUFB         mshufW<>+64*(IB)(SB), Z24, Z4; \
+	VPSHUFB         ·lbShufW+64*(IB)(SB), Z24, Z4; \
 	MVLSIGNED(IB)
 
 // func matvecIQ4XSVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
@@ -129,8 +111,8 @@
 TEXT ·matvecIQ4XSVNNI(SB), NOSPLIT, $0-64
 	MVLARGS
 	VPXORD       Z31, Z31, Z31
-	VMOVDQU64    mkv64<>(SB), Z29
-	VMOVDQU64    mshift4<>(SB), Z28
+	VMOVDQU64    ·lbKvIQ4(SB), Z29
+	VMOVDQU64    ·lbShift4(SB), Z28
 	MOVL         $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z30
 
@@ -138,8 +120,8 @@ mvxspair:
 	MVLSTART
 
 mvxssb:
-	XSSCALES8(4(SI), 2(SI), X6)
-	XSSCALES8(4(SI)(R12*1), 2(SI)(R12*1), X9)
+	LB_XS_SCALES8(4(SI), 2(SI), X6, X7, Y7, X8)
+	LB_XS_SCALES8(4(SI)(R12*1), 2(SI)(R12*1), X9, X7, Y7, X8)
 	VINSERTI128  $1, X6, Y6, Y6
 	VINSERTI128  $1, X9, Y9, Y9
 	VINSERTI64X4 $1, Y9, Z6, Z24
@@ -163,48 +145,6 @@ mvxssb:
 	VZEROUPPER
 	RET
 
-// Q3SCALES16 leaves a Q3_K block's sixteen scales sc−32, as dotQ3KAVX2
-// unpacks them, in the sixteen words of YD (A0, A1, A2 address its three
-// scale dwords; clobbers AX, BX, DX, R8, R9; XD is YD's low half).
-#define Q3SCALES16(A0, A1, A2, YD, XD) \
-	MOVL      A0, AX;          \
-	MOVL      A1, BX;          \
-	MOVL      A2, DX;          \
-	MOVL      AX, R8;          \
-	ANDL      $0x0f0f0f0f, R8; \
-	MOVL      DX, R9;          \
-	ANDL      $0x03030303, R9; \
-	SHLL      $4, R9;          \
-	ORL       R9, R8;          \
-	VMOVD     R8, XD;          \
-	MOVL      BX, R8;          \
-	ANDL      $0x0f0f0f0f, R8; \
-	MOVL      DX, R9;          \
-	SHRL      $2, R9;          \
-	ANDL      $0x03030303, R9; \
-	SHLL      $4, R9;          \
-	ORL       R9, R8;          \
-	VPINSRD   $1, R8, XD, XD;  \
-	MOVL      AX, R8;          \
-	SHRL      $4, R8;          \
-	ANDL      $0x0f0f0f0f, R8; \
-	MOVL      DX, R9;          \
-	SHRL      $4, R9;          \
-	ANDL      $0x03030303, R9; \
-	SHLL      $4, R9;          \
-	ORL       R9, R8;          \
-	VPINSRD   $2, R8, XD, XD;  \
-	MOVL      BX, R8;          \
-	SHRL      $4, R8;          \
-	ANDL      $0x0f0f0f0f, R8; \
-	SHRL      $6, DX;          \
-	ANDL      $0x03030303, DX; \
-	SHLL      $4, DX;          \
-	ORL       DX, R8;          \
-	VPINSRD   $3, R8, XD, XD;  \
-	VPSUBB    mc20<>(SB), XD, XD; \
-	VPMOVSXBW XD, YD
-
 // MVLSC2 lays out the sixteen scale words of both rows (Y6: row r, Y9: row
 // r+1) for the chunks: Z24 = subs 0-7 of row r in lanes 0-1 and of row r+1
 // in lanes 2-3, Z25 = subs 8-15 likewise.
@@ -224,7 +164,7 @@ mvxssb:
 	VPSLLW     $(4*(H)+(I)), Z15, Z7;         \
 	VPTESTNMB  Z7, Z26, K2;                   \
 	VPSUBB     Z29, Z5, K2, Z5;               \
-	VPSHUFB    mshufQ3<>+64*(I)(SB), SC, Z4;  \
+	VPSHUFB    ·lbShufQ3+64*(I)(SB), SC, Z4;  \
 	MVLSIGNED(4*(H)+(I))
 
 // func matvecQ3KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
@@ -243,8 +183,8 @@ mvq3pair:
 	MVLSTART
 
 mvq3sb:
-	Q3SCALES16(96(SI), 100(SI), 104(SI), Y6, X6)
-	Q3SCALES16(96(SI)(R12*1), 100(SI)(R12*1), 104(SI)(R12*1), Y9, X9)
+	LB_Q3_SCALES16(96(SI), 100(SI), 104(SI), X6, Y6, AX, BX, DX, R8, R9)
+	LB_Q3_SCALES16(96(SI)(R12*1), 100(SI)(R12*1), 104(SI)(R12*1), X9, Y9, AX, BX, DX, R8, R9)
 	MVLSC2
 	MVL2(0, Z26, Y26)
 	VPXORD       Z20, Z20, Z20
@@ -274,7 +214,7 @@ mvq3sb:
 #define MVQ2SUB(H, I, SC) \
 	VPSRLW          $(2*(I)), Z27, Z5;                \
 	VPANDD          Z30, Z5, Z5;                      \
-	VPSHUFB         mshufQ3<>+64*(I)(SB), SC, Z4;     \
+	VPSHUFB         ·lbShufQ3+64*(I)(SB), SC, Z4;     \
 	VBROADCASTI64X4 (MVL_Q+32*(4*(H)+(I)))(R10), Z6;  \
 	VPMADDUBSW      Z6, Z5, Z6;                       \
 	VPDPWSSD        Z4, Z6, Z20
@@ -299,10 +239,10 @@ mvq2sb:
 	VMOVDQU         (SI), X6
 	VMOVDQU         (SI)(R12*1), X9
 	VPSRLW          $4, X6, X10
-	VPAND           mc0F<>(SB), X10, X10
+	VPAND           ·lbC0F(SB), X10, X10
 	VPMOVZXBW       X10, Y10
 	VPSRLW          $4, X9, X11
-	VPAND           mc0F<>(SB), X11, X11
+	VPAND           ·lbC0F(SB), X11, X11
 	VPMOVZXBW       X11, Y11
 	VINSERTI64X4    $1, Y11, Z10, Z7
 	VBROADCASTI64X4 MVL_BS(R10), Z8
@@ -310,9 +250,9 @@ mvq2sb:
 	VCVTDQ2PS       Z8, Z8
 	VMULPS          Z21, Z3, Z12
 	VFMADD231PS     Z12, Z8, Z16
-	VPAND           mc0F<>(SB), X6, X6
+	VPAND           ·lbC0F(SB), X6, X6
 	VPMOVZXBW       X6, Y6
-	VPAND           mc0F<>(SB), X9, X9
+	VPAND           ·lbC0F(SB), X9, X9
 	VPMOVZXBW       X9, Y9
 	MVLSC2
 	VPXORD          Z20, Z20, Z20
@@ -336,152 +276,3 @@ mvq2sb:
 	MVLSTORE(mvq2pair)
 	VZEROUPPER
 	RET
-
-// mkv64: kvalues_iq4nl in each 128-bit lane.
-DATA mkv64<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA mkv64<>+8(SB)/8, $0x7159453526190d01
-DATA mkv64<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA mkv64<>+24(SB)/8, $0x7159453526190d01
-DATA mkv64<>+32(SB)/8, $0xf6eaddcfbfad9881
-DATA mkv64<>+40(SB)/8, $0x7159453526190d01
-DATA mkv64<>+48(SB)/8, $0xf6eaddcfbfad9881
-DATA mkv64<>+56(SB)/8, $0x7159453526190d01
-GLOBL mkv64<>(SB), RODATA|NOPTR, $64
-
-// mshift4: word shift counts 0 in 128-bit lanes 0 and 2, 4 in 1 and 3.
-DATA mshift4<>+0(SB)/8, $0
-DATA mshift4<>+8(SB)/8, $0
-DATA mshift4<>+16(SB)/8, $0x0004000400040004
-DATA mshift4<>+24(SB)/8, $0x0004000400040004
-DATA mshift4<>+32(SB)/8, $0
-DATA mshift4<>+40(SB)/8, $0
-DATA mshift4<>+48(SB)/8, $0x0004000400040004
-DATA mshift4<>+56(SB)/8, $0x0004000400040004
-GLOBL mshift4<>(SB), RODATA|NOPTR, $64
-
-DATA mc0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA mc0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL mc0F<>(SB), RODATA|NOPTR, $16
-
-DATA mc20<>+0(SB)/8, $0x2020202020202020
-DATA mc20<>+8(SB)/8, $0x2020202020202020
-GLOBL mc20<>(SB), RODATA|NOPTR, $16
-
-DATA mxsShift<>+0(SB)/8, $0x0000000200000000
-DATA mxsShift<>+8(SB)/8, $0x0000000600000004
-DATA mxsShift<>+16(SB)/8, $0x0000000a00000008
-DATA mxsShift<>+24(SB)/8, $0x0000000e0000000c
-GLOBL mxsShift<>(SB), RODATA|NOPTR, $32
-
-DATA mxs30<>+0(SB)/8, $0x0000003000000030
-DATA mxs30<>+8(SB)/8, $0x0000003000000030
-DATA mxs30<>+16(SB)/8, $0x0000003000000030
-DATA mxs30<>+24(SB)/8, $0x0000003000000030
-GLOBL mxs30<>(SB), RODATA|NOPTR, $32
-
-DATA mxs32<>+0(SB)/8, $0x0020002000200020
-DATA mxs32<>+8(SB)/8, $0x0020002000200020
-GLOBL mxs32<>(SB), RODATA|NOPTR, $16
-
-// mshufW mask j (64 bytes) broadcasts word j of each 128-bit lane to the
-// lane.
-DATA mshufW<>+0(SB)/8, $0x0100010001000100
-DATA mshufW<>+8(SB)/8, $0x0100010001000100
-DATA mshufW<>+16(SB)/8, $0x0100010001000100
-DATA mshufW<>+24(SB)/8, $0x0100010001000100
-DATA mshufW<>+32(SB)/8, $0x0100010001000100
-DATA mshufW<>+40(SB)/8, $0x0100010001000100
-DATA mshufW<>+48(SB)/8, $0x0100010001000100
-DATA mshufW<>+56(SB)/8, $0x0100010001000100
-DATA mshufW<>+64(SB)/8, $0x0302030203020302
-DATA mshufW<>+72(SB)/8, $0x0302030203020302
-DATA mshufW<>+80(SB)/8, $0x0302030203020302
-DATA mshufW<>+88(SB)/8, $0x0302030203020302
-DATA mshufW<>+96(SB)/8, $0x0302030203020302
-DATA mshufW<>+104(SB)/8, $0x0302030203020302
-DATA mshufW<>+112(SB)/8, $0x0302030203020302
-DATA mshufW<>+120(SB)/8, $0x0302030203020302
-DATA mshufW<>+128(SB)/8, $0x0504050405040504
-DATA mshufW<>+136(SB)/8, $0x0504050405040504
-DATA mshufW<>+144(SB)/8, $0x0504050405040504
-DATA mshufW<>+152(SB)/8, $0x0504050405040504
-DATA mshufW<>+160(SB)/8, $0x0504050405040504
-DATA mshufW<>+168(SB)/8, $0x0504050405040504
-DATA mshufW<>+176(SB)/8, $0x0504050405040504
-DATA mshufW<>+184(SB)/8, $0x0504050405040504
-DATA mshufW<>+192(SB)/8, $0x0706070607060706
-DATA mshufW<>+200(SB)/8, $0x0706070607060706
-DATA mshufW<>+208(SB)/8, $0x0706070607060706
-DATA mshufW<>+216(SB)/8, $0x0706070607060706
-DATA mshufW<>+224(SB)/8, $0x0706070607060706
-DATA mshufW<>+232(SB)/8, $0x0706070607060706
-DATA mshufW<>+240(SB)/8, $0x0706070607060706
-DATA mshufW<>+248(SB)/8, $0x0706070607060706
-DATA mshufW<>+256(SB)/8, $0x0908090809080908
-DATA mshufW<>+264(SB)/8, $0x0908090809080908
-DATA mshufW<>+272(SB)/8, $0x0908090809080908
-DATA mshufW<>+280(SB)/8, $0x0908090809080908
-DATA mshufW<>+288(SB)/8, $0x0908090809080908
-DATA mshufW<>+296(SB)/8, $0x0908090809080908
-DATA mshufW<>+304(SB)/8, $0x0908090809080908
-DATA mshufW<>+312(SB)/8, $0x0908090809080908
-DATA mshufW<>+320(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+328(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+336(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+344(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+352(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+360(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+368(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+376(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufW<>+384(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+392(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+400(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+408(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+416(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+424(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+432(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+440(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufW<>+448(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+456(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+464(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+472(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+480(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+488(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+496(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufW<>+504(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL mshufW<>(SB), RODATA|NOPTR, $512
-
-// mshufQ3 is tshufQ3 of tile_lowbit_amd64.s.
-DATA mshufQ3<>+0(SB)/8, $0x0100010001000100
-DATA mshufQ3<>+8(SB)/8, $0x0100010001000100
-DATA mshufQ3<>+16(SB)/8, $0x0302030203020302
-DATA mshufQ3<>+24(SB)/8, $0x0302030203020302
-DATA mshufQ3<>+32(SB)/8, $0x0100010001000100
-DATA mshufQ3<>+40(SB)/8, $0x0100010001000100
-DATA mshufQ3<>+48(SB)/8, $0x0302030203020302
-DATA mshufQ3<>+56(SB)/8, $0x0302030203020302
-DATA mshufQ3<>+64(SB)/8, $0x0504050405040504
-DATA mshufQ3<>+72(SB)/8, $0x0504050405040504
-DATA mshufQ3<>+80(SB)/8, $0x0706070607060706
-DATA mshufQ3<>+88(SB)/8, $0x0706070607060706
-DATA mshufQ3<>+96(SB)/8, $0x0504050405040504
-DATA mshufQ3<>+104(SB)/8, $0x0504050405040504
-DATA mshufQ3<>+112(SB)/8, $0x0706070607060706
-DATA mshufQ3<>+120(SB)/8, $0x0706070607060706
-DATA mshufQ3<>+128(SB)/8, $0x0908090809080908
-DATA mshufQ3<>+136(SB)/8, $0x0908090809080908
-DATA mshufQ3<>+144(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufQ3<>+152(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufQ3<>+160(SB)/8, $0x0908090809080908
-DATA mshufQ3<>+168(SB)/8, $0x0908090809080908
-DATA mshufQ3<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufQ3<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA mshufQ3<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufQ3<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufQ3<>+208(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufQ3<>+216(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufQ3<>+224(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufQ3<>+232(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA mshufQ3<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA mshufQ3<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL mshufQ3<>(SB), RODATA|NOPTR, $256

@@ -13,6 +13,7 @@
 // once per super-block and token.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // Prepared super-block record (see prepareTileK8): token t's sub-block s
 // at 512·(t/2) + 32·(t%2) + 64·s, its 8 × d_a at T2_DA + 32·t, its bsums
@@ -651,7 +652,7 @@ q8row:
 // super-blocks; prep is the tile's data (see prepareTileK8).
 TEXT ·dotIQ4XSx8RowsAVX2(SB), NOSPLIT, $256-56
 	T2ROWSETUP
-	VMOVDQU t2kvIQ4<>(SB), Y13
+	VMOVDQU ·lbKvIQ4(SB), Y13
 
 xsrow:
 	MOVQ R8, SI
@@ -662,20 +663,7 @@ xsrow:
 xssb:
 	// The eight scales ls−32 as dotIQ4XSAVX2 unpacks them, in both lanes of
 	// Y15.
-	VMOVD        4(SI), X0
-	VPSRLW       $4, X0, X1
-	VPUNPCKLBW   X1, X0, X0
-	VPAND        t2c0F<>(SB), X0, X0
-	VPMOVZXBW    X0, X0
-	VPBROADCASTW 2(SI), X1
-	VPMOVZXWD    X1, Y1
-	VPSRLVD      t2xsShift<>(SB), Y1, Y1
-	VPSLLD       $4, Y1, Y1
-	VPAND        t2xs30<>(SB), Y1, Y1
-	VEXTRACTI128 $1, Y1, X2
-	VPACKUSDW    X2, X1, X1
-	VPOR         X1, X0, X0
-	VPSUBW       t2xs32<>(SB), X0, X0
+	LB_XS_SCALES8(4(SI), 2(SI), X0, X1, Y1, X2)
 	VINSERTI128  $1, X0, Y0, Y15
 	T2ZERO8
 	T2XSSUB(0)
@@ -710,11 +698,11 @@ xssb:
 	VMOVDQU  (32+32*(H))(SI), Y8;            \
 	VPSRLW   $(2*(I)), Y8, Y8;               \
 	VPAND    t2c03<>(SB), Y8, Y8;            \
-	VMOVDQU  t2c01<>(SB), Y13;               \
+	VMOVDQU  ·lbC01(SB), Y13;               \
 	VPSLLW   $(4*(H)+(I)), Y13, Y13;         \
 	VPAND    (SI), Y13, Y14;                 \
 	VPCMPEQB Y13, Y14, Y14;                  \
-	VPANDN   t2c04<>(SB), Y14, Y14;          \
+	VPANDN   ·lbC04(SB), Y14, Y14;          \
 	VPSUBB   Y14, Y8, Y8;                    \
 	VPABSB   Y8, Y9;                         \
 	VPSHUFB  t2ShufK6<>+32*(I)(SB), Y15, Y10; \
@@ -733,43 +721,7 @@ q3row:
 
 q3sb:
 	// The sixteen scales sc−32 as dotQ3KAVX2 unpacks them.
-	MOVL      96(SI), AX
-	MOVL      100(SI), R10
-	MOVL      104(SI), R11
-	MOVL      AX, R12
-	ANDL      $0x0f0f0f0f, R12
-	MOVL      R11, R13
-	ANDL      $0x03030303, R13
-	SHLL      $4, R13
-	ORL       R13, R12
-	VMOVD     R12, X0
-	MOVL      R10, R12
-	ANDL      $0x0f0f0f0f, R12
-	MOVL      R11, R13
-	SHRL      $2, R13
-	ANDL      $0x03030303, R13
-	SHLL      $4, R13
-	ORL       R13, R12
-	VPINSRD   $1, R12, X0, X0
-	MOVL      AX, R12
-	SHRL      $4, R12
-	ANDL      $0x0f0f0f0f, R12
-	MOVL      R11, R13
-	SHRL      $4, R13
-	ANDL      $0x03030303, R13
-	SHLL      $4, R13
-	ORL       R13, R12
-	VPINSRD   $2, R12, X0, X0
-	MOVL      R10, R12
-	SHRL      $4, R12
-	ANDL      $0x0f0f0f0f, R12
-	SHRL      $6, R11
-	ANDL      $0x03030303, R11
-	SHLL      $4, R11
-	ORL       R11, R12
-	VPINSRD   $3, R12, X0, X0
-	VPSUBB    t2c20<>(SB), X0, X0
-	VPMOVSXBW X0, Y0
+	LB_Q3_SCALES16(96(SI), 100(SI), 104(SI), X0, Y0, AX, R10, R11, R12, R13)
 	T2LKSCALES
 	T2ZERO8
 	VMOVDQU 256(SP), Y15
@@ -856,7 +808,7 @@ q2sb:
 	VMOVDQU      320(SP), Y9
 	VPBROADCASTW 82(SI), X13
 	VCVTPH2PS    X13, Y13
-	VXORPS       t2sign<>(SB), Y13, Y13
+	VXORPS       ·lbSign(SB), Y13, Y13
 	VPBROADCASTW 80(SI), X14
 	VCVTPH2PS    X14, Y14
 	T2Q2FIN(0, Y0)
@@ -879,49 +831,3 @@ q2sb:
 	JNE  q2row
 	VZEROUPPER
 	RET
-
-// t2kvIQ4: kvalues_iq4nl in both 128-bit lanes.
-DATA t2kvIQ4<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA t2kvIQ4<>+8(SB)/8, $0x7159453526190d01
-DATA t2kvIQ4<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA t2kvIQ4<>+24(SB)/8, $0x7159453526190d01
-GLOBL t2kvIQ4<>(SB), RODATA|NOPTR, $32
-
-DATA t2c01<>+0(SB)/8, $0x0101010101010101
-DATA t2c01<>+8(SB)/8, $0x0101010101010101
-DATA t2c01<>+16(SB)/8, $0x0101010101010101
-DATA t2c01<>+24(SB)/8, $0x0101010101010101
-GLOBL t2c01<>(SB), RODATA|NOPTR, $32
-
-DATA t2c04<>+0(SB)/8, $0x0404040404040404
-DATA t2c04<>+8(SB)/8, $0x0404040404040404
-DATA t2c04<>+16(SB)/8, $0x0404040404040404
-DATA t2c04<>+24(SB)/8, $0x0404040404040404
-GLOBL t2c04<>(SB), RODATA|NOPTR, $32
-
-DATA t2c20<>+0(SB)/8, $0x2020202020202020
-DATA t2c20<>+8(SB)/8, $0x2020202020202020
-GLOBL t2c20<>(SB), RODATA|NOPTR, $16
-
-DATA t2sign<>+0(SB)/8, $0x8000000080000000
-DATA t2sign<>+8(SB)/8, $0x8000000080000000
-DATA t2sign<>+16(SB)/8, $0x8000000080000000
-DATA t2sign<>+24(SB)/8, $0x8000000080000000
-GLOBL t2sign<>(SB), RODATA|NOPTR, $32
-
-// t2xsShift, t2xs30, t2xs32 as xsShift, xs30, xs32 in lowbit_amd64.s.
-DATA t2xsShift<>+0(SB)/8, $0x0000000200000000
-DATA t2xsShift<>+8(SB)/8, $0x0000000600000004
-DATA t2xsShift<>+16(SB)/8, $0x0000000a00000008
-DATA t2xsShift<>+24(SB)/8, $0x0000000e0000000c
-GLOBL t2xsShift<>(SB), RODATA|NOPTR, $32
-
-DATA t2xs30<>+0(SB)/8, $0x0000003000000030
-DATA t2xs30<>+8(SB)/8, $0x0000003000000030
-DATA t2xs30<>+16(SB)/8, $0x0000003000000030
-DATA t2xs30<>+24(SB)/8, $0x0000003000000030
-GLOBL t2xs30<>(SB), RODATA|NOPTR, $32
-
-DATA t2xs32<>+0(SB)/8, $0x0020002000200020
-DATA t2xs32<>+8(SB)/8, $0x0020002000200020
-GLOBL t2xs32<>(SB), RODATA|NOPTR, $16

@@ -17,6 +17,7 @@
 // VPDPWSSD. Q2_K's unsigned quants go straight into VPMADDUBSW.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // Prepared super-block record (see prepareTileK8): pair P's sub-block S at
 // 512·P + 64·S, its 16 float32 d_a at KT_DA + 64·P, its 32 int16 bsums at
@@ -144,8 +145,8 @@
 TEXT ·dotIQ4XSx8RowsVNNI(SB), NOSPLIT, $16-56
 	LARGS
 	VPXORD    Z31, Z31, Z31
-	VMOVDQU64 tkv64<>(SB), Z29
-	VMOVDQU64 tshift4<>(SB), Z28
+	VMOVDQU64 ·lbKvIQ4(SB), Z29
+	VMOVDQU64 ·lbShift4(SB), Z28
 	MOVL      $0x0F0F0F0F, AX
 	VPBROADCASTD AX, Z30
 
@@ -154,20 +155,7 @@ xsrow:
 
 xssb:
 	// The eight scales ls−32 as dotIQ4XSAVX2 unpacks them, to 0(SP).
-	VMOVD        4(SI), X6
-	VPSRLW       $4, X6, X7
-	VPUNPCKLBW   X7, X6, X6
-	VPAND        tc0F<>(SB), X6, X6
-	VPMOVZXBW    X6, X6
-	VPBROADCASTW 2(SI), X7
-	VPMOVZXWD    X7, Y7
-	VPSRLVD      txsShift<>(SB), Y7, Y7
-	VPSLLD       $4, Y7, Y7
-	VPAND        txs30<>(SB), Y7, Y7
-	VEXTRACTI128 $1, Y7, X8
-	VPACKUSDW    X8, X7, X7
-	VPOR         X7, X6, X6
-	VPSUBW       txs32<>(SB), X6, X6
+	LB_XS_SCALES8(4(SI), 2(SI), X6, X7, Y7, X8)
 	VMOVDQU      X6, 0(SP)
 	LZEROI
 	XSSUB(0)
@@ -211,7 +199,7 @@ xssb:
 	VPSUBB     Z29, Z5, K2, Z5;           \
 	VPMOVB2M   Z5, K1;                    \
 	VPABSB     Z5, Z5;                    \
-	VPSHUFB    tshufQ3<>+64*(I)(SB), SC, Z4; \
+	VPSHUFB    ·lbShufQ3+64*(I)(SB), SC, Z4; \
 	SPAIRS(4*(H)+(I))
 
 // func dotQ3Kx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
@@ -231,43 +219,7 @@ q3row:
 
 q3sb:
 	// The sixteen scales sc−32 as dotQ3KAVX2 unpacks them, to 0(SP).
-	MOVL         96(SI), AX
-	MOVL         100(SI), BX
-	MOVL         104(SI), DX
-	MOVL         AX, R8
-	ANDL         $0x0f0f0f0f, R8
-	MOVL         DX, R9
-	ANDL         $0x03030303, R9
-	SHLL         $4, R9
-	ORL          R9, R8
-	VMOVD        R8, X6
-	MOVL         BX, R8
-	ANDL         $0x0f0f0f0f, R8
-	MOVL         DX, R9
-	SHRL         $2, R9
-	ANDL         $0x03030303, R9
-	SHLL         $4, R9
-	ORL          R9, R8
-	VPINSRD      $1, R8, X6, X6
-	MOVL         AX, R8
-	SHRL         $4, R8
-	ANDL         $0x0f0f0f0f, R8
-	MOVL         DX, R9
-	SHRL         $4, R9
-	ANDL         $0x03030303, R9
-	SHLL         $4, R9
-	ORL          R9, R8
-	VPINSRD      $2, R8, X6, X6
-	MOVL         BX, R8
-	SHRL         $4, R8
-	ANDL         $0x0f0f0f0f, R8
-	SHRL         $6, DX
-	ANDL         $0x03030303, DX
-	SHLL         $4, DX
-	ORL          DX, R8
-	VPINSRD      $3, R8, X6, X6
-	VPSUBB       tc20<>(SB), X6, X6
-	VPMOVSXBW    X6, Y6
+	LB_Q3_SCALES16(96(SI), 100(SI), 104(SI), X6, Y6, AX, BX, DX, R8, R9)
 	VMOVDQU      Y6, 0(SP)
 	LKSCALES16
 	VBROADCASTI64X4 (SI), Z26
@@ -298,7 +250,7 @@ q3sb:
 #define Q2SUB(H, I, SC) \
 	VPSRLW     $(2*(I)), Z27, Z5;         \
 	VPANDD     Z30, Z5, Z5;               \
-	VPSHUFB    tshufQ3<>+64*(I)(SB), SC, Z4; \
+	VPSHUFB    ·lbShufQ3+64*(I)(SB), SC, Z4; \
 	UPAIRS(4*(H)+(I))
 
 // Q2MINS folds pair P's min terms into its float accumulator first, as
@@ -328,14 +280,14 @@ q2sb:
 	VPXORD       Z28, Z3, Z3
 	VMOVDQU      (SI), X6
 	VPSRLW       $4, X6, X7
-	VPAND        tc0F<>(SB), X7, X7
+	VPAND        ·lbC0F(SB), X7, X7
 	VPMOVZXBW    X7, Y7
 	VINSERTI64X4 $1, Y7, Z7, Z7
 	Q2MINS(0, Z16)
 	Q2MINS(1, Z17)
 	Q2MINS(2, Z18)
 	Q2MINS(3, Z19)
-	VPAND        tc0F<>(SB), X6, X6
+	VPAND        ·lbC0F(SB), X6, X6
 	VPMOVZXBW    X6, Y6
 	VMOVDQU      Y6, 0(SP)
 	LKSCALES16
@@ -361,87 +313,3 @@ q2sb:
 	LROWEND(q2row)
 	VZEROUPPER
 	RET
-
-// tkv64: kvalues_iq4nl in each 128-bit lane.
-DATA tkv64<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA tkv64<>+8(SB)/8, $0x7159453526190d01
-DATA tkv64<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA tkv64<>+24(SB)/8, $0x7159453526190d01
-DATA tkv64<>+32(SB)/8, $0xf6eaddcfbfad9881
-DATA tkv64<>+40(SB)/8, $0x7159453526190d01
-DATA tkv64<>+48(SB)/8, $0xf6eaddcfbfad9881
-DATA tkv64<>+56(SB)/8, $0x7159453526190d01
-GLOBL tkv64<>(SB), RODATA|NOPTR, $64
-
-// tshift4: word shift counts 0 in the first and third 128-bit lanes, 4 in
-// the second and fourth (low nibbles there, high nibbles here).
-DATA tshift4<>+0(SB)/8, $0
-DATA tshift4<>+8(SB)/8, $0
-DATA tshift4<>+16(SB)/8, $0x0004000400040004
-DATA tshift4<>+24(SB)/8, $0x0004000400040004
-DATA tshift4<>+32(SB)/8, $0
-DATA tshift4<>+40(SB)/8, $0
-DATA tshift4<>+48(SB)/8, $0x0004000400040004
-DATA tshift4<>+56(SB)/8, $0x0004000400040004
-GLOBL tshift4<>(SB), RODATA|NOPTR, $64
-
-DATA tc0F<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA tc0F<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-GLOBL tc0F<>(SB), RODATA|NOPTR, $16
-
-DATA tc20<>+0(SB)/8, $0x2020202020202020
-DATA tc20<>+8(SB)/8, $0x2020202020202020
-GLOBL tc20<>(SB), RODATA|NOPTR, $16
-
-// txsShift, txs30, txs32 as xsShift, xs30, xs32 in lowbit_amd64.s.
-DATA txsShift<>+0(SB)/8, $0x0000000200000000
-DATA txsShift<>+8(SB)/8, $0x0000000600000004
-DATA txsShift<>+16(SB)/8, $0x0000000a00000008
-DATA txsShift<>+24(SB)/8, $0x0000000e0000000c
-GLOBL txsShift<>(SB), RODATA|NOPTR, $32
-
-DATA txs30<>+0(SB)/8, $0x0000003000000030
-DATA txs30<>+8(SB)/8, $0x0000003000000030
-DATA txs30<>+16(SB)/8, $0x0000003000000030
-DATA txs30<>+24(SB)/8, $0x0000003000000030
-GLOBL txs30<>(SB), RODATA|NOPTR, $32
-
-DATA txs32<>+0(SB)/8, $0x0020002000200020
-DATA txs32<>+8(SB)/8, $0x0020002000200020
-GLOBL txs32<>(SB), RODATA|NOPTR, $16
-
-// tshufQ3 mask I: shufQ3 mask I (word 2I over the first 128-bit lane, word
-// 2I+1 over the second) repeated for the register's upper half.
-DATA tshufQ3<>+0(SB)/8, $0x0100010001000100
-DATA tshufQ3<>+8(SB)/8, $0x0100010001000100
-DATA tshufQ3<>+16(SB)/8, $0x0302030203020302
-DATA tshufQ3<>+24(SB)/8, $0x0302030203020302
-DATA tshufQ3<>+32(SB)/8, $0x0100010001000100
-DATA tshufQ3<>+40(SB)/8, $0x0100010001000100
-DATA tshufQ3<>+48(SB)/8, $0x0302030203020302
-DATA tshufQ3<>+56(SB)/8, $0x0302030203020302
-DATA tshufQ3<>+64(SB)/8, $0x0504050405040504
-DATA tshufQ3<>+72(SB)/8, $0x0504050405040504
-DATA tshufQ3<>+80(SB)/8, $0x0706070607060706
-DATA tshufQ3<>+88(SB)/8, $0x0706070607060706
-DATA tshufQ3<>+96(SB)/8, $0x0504050405040504
-DATA tshufQ3<>+104(SB)/8, $0x0504050405040504
-DATA tshufQ3<>+112(SB)/8, $0x0706070607060706
-DATA tshufQ3<>+120(SB)/8, $0x0706070607060706
-DATA tshufQ3<>+128(SB)/8, $0x0908090809080908
-DATA tshufQ3<>+136(SB)/8, $0x0908090809080908
-DATA tshufQ3<>+144(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA tshufQ3<>+152(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA tshufQ3<>+160(SB)/8, $0x0908090809080908
-DATA tshufQ3<>+168(SB)/8, $0x0908090809080908
-DATA tshufQ3<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA tshufQ3<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
-DATA tshufQ3<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA tshufQ3<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA tshufQ3<>+208(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA tshufQ3<>+216(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA tshufQ3<>+224(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA tshufQ3<>+232(SB)/8, $0x0d0c0d0c0d0c0d0c
-DATA tshufQ3<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
-DATA tshufQ3<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
-GLOBL tshufQ3<>(SB), RODATA|NOPTR, $256

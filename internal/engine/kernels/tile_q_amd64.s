@@ -24,6 +24,7 @@
 // separate float32 sum that is one lane per token here.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // HSUM8 as in quant_amd64.s.
 #define HSUM8(Y, X, T) \
@@ -394,21 +395,10 @@ TEXT ·dotQ5_1x8RowsVNNI(SB), NOSPLIT, $0-56
 // dotIQ4NLAVX2's (the level's row kernel, ggml's AVX2 float operations:
 // even and odd blocks in two accumulators) bit for bit.
 TEXT ·dotIQ4NLx8RowsVNNI(SB), NOSPLIT, $0-56
-	VMOVDQU64 tqkvIQ4<>(SB), Z31
+	VMOVDQU64 ·lbKvIQ4(SB), Z31
 	Q8HEAD
 	UNPACKIQ4NL
 	Q8TAIL(36)
-
-// E8M0BITS leaves in BX the float32 bits of ggml_e8m0_to_fp32_half of the
-// byte at OFF(SI) (clobbers AX, DX), as lowbit_amd64.s's E8M0HALF.
-#define E8M0BITS(OFF) \
-	MOVBLZX OFF(SI), AX;     \
-	LEAL    -1(AX), BX;      \
-	SHLL    $23, BX;         \
-	LEAL    1(AX), DX;       \
-	SHLL    $21, DX;         \
-	CMPL    AX, $2;          \
-	CMOVLCS DX, BX
 
 // MXFP4 pair (blocks at 0 and 17): the nibbles mapped through
 // kvalues_mxfp4 (Z31); the lane weight scales are the blocks' E8M0 halves.
@@ -418,37 +408,16 @@ TEXT ·dotIQ4NLx8RowsVNNI(SB), NOSPLIT, $0-56
 	VPXORD       Z9, Z9, Z9;        \
 	VPDPBUSD     Z8, Z14, Z9;       \
 	VPSUBD       Z9, Z13, Z9;       \
-	E8M0BITS(0);                    \
+	LB_E8M0(0(SI));                 \
 	VPBROADCASTD BX, Y10;           \
-	E8M0BITS(17);                   \
+	LB_E8M0(17(SI));                \
 	VPBROADCASTD BX, Y11;           \
 	VINSERTI64X4 $1, Y11, Z10, Z10
 
 // func dotMXFP4x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
 // is dotIQ4NLx8RowsVNNI for MXFP4 weights (bit for bit dotMXFP4AVX2).
 TEXT ·dotMXFP4x8RowsVNNI(SB), NOSPLIT, $0-56
-	VMOVDQU64 tqkvFP4<>(SB), Z31
+	VMOVDQU64 ·lbKvFP4(SB), Z31
 	Q8HEAD
 	UNPACKMXFP4
 	Q8TAIL(34)
-
-// tqkvIQ4, tqkvFP4: kvalues_iq4nl, kvalues_mxfp4 in each 128-bit lane.
-DATA tqkvIQ4<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA tqkvIQ4<>+8(SB)/8, $0x7159453526190d01
-DATA tqkvIQ4<>+16(SB)/8, $0xf6eaddcfbfad9881
-DATA tqkvIQ4<>+24(SB)/8, $0x7159453526190d01
-DATA tqkvIQ4<>+32(SB)/8, $0xf6eaddcfbfad9881
-DATA tqkvIQ4<>+40(SB)/8, $0x7159453526190d01
-DATA tqkvIQ4<>+48(SB)/8, $0xf6eaddcfbfad9881
-DATA tqkvIQ4<>+56(SB)/8, $0x7159453526190d01
-GLOBL tqkvIQ4<>(SB), RODATA|NOPTR, $64
-
-DATA tqkvFP4<>+0(SB)/8, $0x0c08060403020100
-DATA tqkvFP4<>+8(SB)/8, $0xf4f8fafcfdfeff00
-DATA tqkvFP4<>+16(SB)/8, $0x0c08060403020100
-DATA tqkvFP4<>+24(SB)/8, $0xf4f8fafcfdfeff00
-DATA tqkvFP4<>+32(SB)/8, $0x0c08060403020100
-DATA tqkvFP4<>+40(SB)/8, $0xf4f8fafcfdfeff00
-DATA tqkvFP4<>+48(SB)/8, $0x0c08060403020100
-DATA tqkvFP4<>+56(SB)/8, $0xf4f8fafcfdfeff00
-GLOBL tqkvFP4<>(SB), RODATA|NOPTR, $64
