@@ -48,7 +48,8 @@
 // bit. At AVX512 they have eight-token tiles (IQ4_XS, Q3_K, Q2_K on the
 // K-quant tile data; IQ4_NL and MXFP4 on the Q8_0 block-pair data, even
 // block counts) and IQ4_XS, Q3_K and Q2_K many-row matrix-vector kernels
-// for decode, bit for bit the row kernels.
+// for decode; at AVX2 eight-token tiles for IQ4_XS, Q3_K and Q2_K; all bit
+// for bit the row kernels.
 //
 // # Invariants and limits
 //
