@@ -166,12 +166,18 @@ func deq(typ tensor.Type, b []byte, n int) []float64 {
 // the low nibble in byte e/16 % 8 (high nibble for e/16 >= 8) and the top
 // two bits in byte 8 + (e/16)%4 at bit 2·(e/64).
 func deqLowK(typ tensor.Type, x []byte, y []float64) {
+	var d, dmin float64
+	if typ == tensor.Q2_K {
+		d, dmin = f16At(x[80:]), f16At(x[82:])
+	} else {
+		d = f16At(x[108:])
+	}
 	for e := range 256 {
 		h, j, l, s := e/128, e%128/32, e%32, e/16
 		if typ == tensor.Q2_K {
 			q := float64(x[16+32*h+l] >> (2 * j) & 3)
 			sc := x[s]
-			y[e] = f16At(x[80:])*float64(sc&0xF)*q - f16At(x[82:])*float64(sc>>4)
+			y[e] = d*float64(sc&0xF)*q - dmin*float64(sc>>4)
 			continue
 		}
 		q := int(x[32+32*h+l] >> (2 * j) & 3)
@@ -183,19 +189,24 @@ func deqLowK(typ tensor.Type, x []byte, y []float64) {
 			lo = x[96+s%8] >> 4
 		}
 		sc := int(lo|(x[104+s%4]>>(2*(s/4))&3)<<4) - 32
-		y[e] = f16At(x[108:]) * float64(sc) * float64(q)
+		y[e] = d * float64(sc) * float64(q)
 	}
 }
 
-// minTerm returns the min part dmin·m of element j's value in the K-quant
-// super-block x of type wt (Q2_K, Q4_K or Q5_K), the term the kernels sum
-// apart from the scaled quants.
-func minTerm(wt tensor.Type, x []byte, j int) float64 {
+// kMins returns dmin and the per-element mins m of the K-quant super-block
+// x of type wt (Q2_K, Q4_K or Q5_K): the min part of element j's value is
+// dmin·m[j], the term the kernels sum apart from the scaled quants.
+func kMins(wt tensor.Type, x []byte) (dmin float64, m [qkk]float64) {
 	if wt == tensor.Q2_K {
-		return f16At(x[82:]) * float64(x[j/16]>>4)
+		for j := range m {
+			m[j] = float64(x[j/16] >> 4)
+		}
+		return f16At(x[82:]), m
 	}
-	_, m := scaleMin(j/32, x[4:16])
-	return f16At(x[2:]) * m
+	for j := range m {
+		_, m[j] = scaleMin(j/32, x[4:16])
+	}
+	return f16At(x[2:]), m
 }
 
 // refDot is the reference VecDot in float64: the exact dot of the decoded
@@ -227,8 +238,9 @@ func refDot(wt tensor.Type, n int, w, a []byte) (dot, abs float64) {
 		for b := 0; b < n/qkk; b++ {
 			x := w[b*wt.TypeSize():]
 			full := deq(wt, x, qkk)
+			dmin, m := kMins(wt, x)
 			for j := range qkk {
-				mt := minTerm(wt, x, j) * as[b*qkk+j]
+				mt := dmin * m[j] * as[b*qkk+j]
 				p := full[j] * as[b*qkk+j]
 				dot += p
 				abs += math.Abs(p+mt) + math.Abs(mt)

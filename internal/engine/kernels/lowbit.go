@@ -133,32 +133,40 @@ func dotQ2_KGo(n int, w, a []byte) float32 {
 	return sum
 }
 
-// q3Value returns the signed 3-bit quant (−4..3) of element 32j+l (j the
-// 32-element group, 0..7) of the Q3_K block x.
-func q3Value(x []byte, j, l int) int32 {
-	v := int32(x[32+32*(j/4)+l] >> (2 * (j % 4)) & 3)
-	if x[l]&(1<<j) == 0 {
-		v -= 4
-	}
-	return v
-}
-
-// dotQ3_KGo is ggml_vec_dot_q3_K_q8_K_generic: eight int32 lanes (element
-// index mod 8) of Σ (sc−32)·q·a per super-block, each lane's float sum
-// kept apart (sums[l] += d_w·d_a·lane) and the eight added at the end.
+// dotQ3_KGo is ggml_vec_dot_q3_K_q8_K_generic: the signed 3-bit quants
+// (q − 4 where the hmask bit is clear) of a super-block unpacked first, then
+// eight int32 lanes (element index mod 8) of Σ (sc−32)·(a·q), each lane's
+// float sum kept apart (sums[l] += d_w·d_a·lane) and the eight added at the
+// end.
 func dotQ3_KGo(n int, w, a []byte) float32 {
 	nb := n / qkk
 	w, a = w[:nb*sizeQ3_K], a[:nb*sizeQ8_K]
 	var sums [8]float32
+	var q [qkk]int32
 	for b := range nb {
 		x, y := w[b*sizeQ3_K:(b+1)*sizeQ3_K], a[b*sizeQ8_K:(b+1)*sizeQ8_K]
+		hm := x[:32]
+		for h := range 2 {
+			qs := x[32+32*h : 64+32*h]
+			for j := range 4 {
+				bit := byte(1) << (4*h + j)
+				out := q[128*h+32*j : 128*h+32*j+32]
+				for l, v := range qs {
+					v := int32(v >> (2 * j) & 3)
+					if hm[l]&bit == 0 {
+						v -= 4
+					}
+					out[l] = v
+				}
+			}
+		}
 		sc := tensor.ScalesQ3_K(x[96:108])
 		q8 := y[4 : 4+qkk]
 		var lanes [8]int32
 		for e := 0; e < qkk; e += 8 {
 			s := int32(sc[e/16])
 			for l := range 8 {
-				lanes[l] += s * (int32(int8(q8[e+l])) * q3Value(x, (e+l)/32, (e+l)%32))
+				lanes[l] += s * (int32(int8(q8[e+l])) * q[e+l])
 			}
 		}
 		d := half(x[108:]) * f32At(y)
