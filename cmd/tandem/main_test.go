@@ -72,7 +72,7 @@ func TestGenerateMatchesLlamaCpp(t *testing.T) {
 // synthesized model (no shared data needed).
 func TestSynthInfoGenerateBench(t *testing.T) {
 	dir := t.TempDir()
-	for _, typ := range []string{"f16", "q8_0", "q4_k"} {
+	for _, typ := range []string{"f16", "q8_0", "q4_k", "q3_k_m", "q2_k", "iq4_xs", "iq4_nl", "mxfp4"} {
 		p := filepath.Join(dir, typ+".gguf")
 		run(t, "model", "synth", "--preset", "tiny", "--type", typ, "-o", p)
 		info := run(t, "model", "info", p)

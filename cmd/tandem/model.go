@@ -102,12 +102,12 @@ func modelSynthCmd() *cobra.Command {
 		layers, window, pattern     int
 		keyLength                   int
 		origContext                 int
-		llama3Rope, tied            bool
+		llama3Rope, tied, pure      bool
 		attnCap, finalCap, gain     float32
 		ropeBase                    float32
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
+		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -131,20 +131,26 @@ func modelSynthCmd() *cobra.Command {
 			if ropeBase > 0 {
 				cfg.RopeBase = ropeBase
 			}
-			t, err := tensor.ParseType(typ)
+			t, err := synth.ParseFileType(typ)
 			if err != nil {
 				return err
 			}
-			if err := synth.Write(out, synth.Options{Config: cfg, Type: t, VocabFrom: vocabFrom, Seed: seed}); err != nil {
+			if err := synth.Write(out, synth.Options{Config: cfg, Type: t, Pure: pure, VocabFrom: vocabFrom, Seed: seed}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, arch, preset, t)
+			mix := typ
+			if pure {
+				mix += ", pure"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, arch, preset, mix)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m or 1b")
-	fs.StringVar(&typ, "type", "q8_0", "weight type: f16, q8_0, q4_0, q4_1, q5_0, q5_1 or q4_k")
+	fs.StringVar(&typ, "type", "q8_0", "file type: "+strings.Join(synth.FileTypeNames, ", ")+
+		" (q4_k/q4_k_m, q3_k/q3_k_m, q2_k, iq4_xs and iq4_nl are llama.cpp's mixes of those names; mxfp4 puts MXFP4 on the feed-forward matrices and Q8_0 elsewhere)")
+	fs.BoolVar(&pure, "pure", false, "every matrix gets the --type itself, no mix (llama-quantize --pure)")
 	fs.StringVar(&vocabFrom, "vocab-from", "", "copy the tokenizer of this GGUF file, or convert this Hugging Face tokenizer.json (default: a synthesized SentencePiece vocabulary)")
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")

@@ -150,8 +150,8 @@ func (c Config) HeadDim() int {
 }
 
 // check reports the first problem of a Config (after withDefaults) for
-// weights of type typ; vocab is the vocabulary size actually used.
-func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
+// matrices of the types types; vocab is the vocabulary size actually used.
+func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	for _, f := range []struct {
 		name    string
 		v, high int
@@ -210,10 +210,10 @@ func (c Config) check(typ tensor.Type, vocab int, synthVocab bool) error {
 		return fmt.Errorf("name %q contains a NUL byte", c.Name)
 	}
 	// Every matrix row (ne0) is Dim or FF elements long.
-	for _, t := range weightTypes(typ) {
+	for _, t := range types {
 		for _, n := range []int{c.Dim, c.FF, c.Heads * c.HeadDim()} {
 			if _, err := t.RowBytes(n); err != nil {
-				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", typ, t.BlockSize(), err)
+				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", t, t.BlockSize(), err)
 			}
 		}
 	}

@@ -14,7 +14,8 @@
 //     llama.cpp reads (context, embedding, blocks, feed-forward, heads, KV
 //     heads, RMS epsilon, rope dimension count and base), general.name,
 //     general.file_type (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0,
-//     9 Q5_1, 15 Q4_K_M) and
+//     9 Q5_1, 10 Q2_K, 12 Q3_K_M, 15 Q4_K_M, 25 IQ4_NL, 30 IQ4_XS,
+//     38 MXFP4_MOE) and
 //     general.quantization_version 2.
 //   - A tokenizer: either every tokenizer.* key copied from another GGUF
 //     (Options.VocabFrom; its token count is the vocabulary size), or a
@@ -29,18 +30,21 @@
 //     [dim, dim], ffn_norm, ffn_gate and ffn_up [dim, ff], ffn_down [ff, dim],
 //     then output_norm and output [dim, vocab]. Norms are F32 ones.
 //
-// Weight types: with F32, F16, Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 every
-// matrix has that type. Q4_K
-// mimics llama.cpp's Q4_K_M mix: output is Q6_K, attn_v and ffn_down are Q6_K
-// on the "use_more_bits" layers (first eighth, last eighth, every third
-// layer in between) and Q4_K elsewhere, like every other matrix, token_embd
-// included.
+// Weight types (Options.Type, named as ParseFileType says): with F32, F16,
+// Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 every matrix has that type. Q4_K, Q3_K,
+// Q2_K, IQ4_XS and IQ4_NL are llama.cpp's Q4_K_M, Q3_K_M, Q2_K, IQ4_XS and
+// IQ4_NL mixes, each matrix typed as llama_model_quantize types it (see
+// matrixType; e.g. Q4_K_M: output Q6_K, attn_v and ffn_down Q6_K on the
+// "use_more_bits" layers, Q4_K elsewhere, token_embd included). MXFP4 puts
+// MXFP4 on the feed-forward matrices and Q8_0 elsewhere (llama.cpp's
+// MXFP4_MOE would leave a dense model without MXFP4). Options.Pure gives
+// every matrix the file's type.
 //
 // Invariants: the bytes depend only on Options. Weights have mean about 0
 // and standard deviation 0.02 and come from math/rand/v2 PCG streams keyed
 // by (Seed, tensor index, chunk index), so the output does not depend on the
-// number of worker goroutines. F32, F16 and Q8_0 weights are uniform floats
-// passed through tensor.Quantize (ggml's reference quantizers). Q4_K and
+// number of worker goroutines. Weights of every type but Q4_K and Q6_K are
+// uniform floats passed through tensor.Quantize (ggml's quantizers). Q4_K and
 // Q6_K weights are drawn directly as blocks (random quants, varied
 // sub-block scales; see kblocks.go), because ggml's K-quant scale search
 // costs 40-75 ns per weight and would make the 1b preset take minutes; on
@@ -48,8 +52,8 @@
 // Tensors are streamed through gguf.Writer.AddTensorFunc in chunks of about
 // 64K weights, so memory stays at a few chunks per worker whatever the model.
 //
-// Limits: Dim and FF must be multiples of the weight type's block size (32
-// for Q8_0, 256 for Q4_K); Dim a multiple of Heads with an even head
+// Limits: Dim and FF must be multiples of the block size of every type the
+// file mixes (32 for Q8_0, 256 for the K-quant mixes); Dim a multiple of Heads with an even head
 // dimension; Heads a multiple of KVHeads; the synthesized vocabulary has
 // VocabMin..VocabMax tokens. See the *Max constants for the other bounds.
 //
@@ -58,7 +62,10 @@
 // dequantization), the K-quant block draw (scales, statistics), byte-identical
 // output for the same seed and for 1 or 4 workers, a different file for
 // another seed, tokenizer keys copied from stories260K.gguf, vocabulary
-// structure, and Config validation errors.
+// structure, Config validation errors, and the mixes against llama.cpp's
+// choices written out by hand for the 1b and tiny shapes. The new file
+// types are held to llama.cpp's greedy output in internal/engine/model
+// (TestLowbitMatchesLlamaCpp).
 //
 // Checked by hand, not in tests (llama.cpp through node-llama-cpp 3.21.1,
 // shared/tools/llamacpp-greedy.mjs): llama.cpp loads and runs tiny and 110m

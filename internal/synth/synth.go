@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 
 	"tandem/internal/engine/gguf"
@@ -17,10 +18,14 @@ import (
 type Options struct {
 	// Config is the model shape (see Preset).
 	Config Config
-	// Type is the weight type: F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K
-	// (Q4_K means llama.cpp's Q4_K_M mix, see doc.go); F32 is accepted too.
-	// Norms are always F32.
+	// Type is the file type (see ParseFileType and matrixType): F32, F16,
+	// Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 give every matrix that type; Q4_K,
+	// Q3_K, Q2_K, IQ4_XS and IQ4_NL are llama.cpp's Q4_K_M, Q3_K_M, Q2_K,
+	// IQ4_XS and IQ4_NL mixes, and MXFP4 MXFP4 feed-forward matrices with
+	// Q8_0 elsewhere (see doc.go). Norms are always F32.
 	Type tensor.Type
+	// Pure gives every matrix the type Type, as llama-quantize --pure.
+	Pure bool
 	// VocabFrom, when set, is a GGUF file whose tokenizer.* keys are copied;
 	// its token count replaces Config.Vocab.
 	VocabFrom string
@@ -31,34 +36,6 @@ type Options struct {
 // weightStd is the standard deviation of the synthesized weights, the usual
 // initializer scale of Llama-style models.
 const weightStd = 0.02
-
-// fileTypes maps the accepted weight types to general.file_type
-// (llama.cpp's llama_ftype).
-var fileTypes = map[tensor.Type]uint32{
-	tensor.F32:  0,
-	tensor.F16:  1,
-	tensor.Q4_0: 2,
-	tensor.Q4_1: 3,
-	tensor.Q8_0: 7,
-	tensor.Q5_0: 8,
-	tensor.Q5_1: 9,
-	tensor.Q4_K: 15, // LLAMA_FTYPE_MOSTLY_Q4_K_M
-}
-
-// weightTypes returns every type a matrix may get in a file of type typ.
-func weightTypes(typ tensor.Type) []tensor.Type {
-	if typ == tensor.Q4_K {
-		return []tensor.Type{tensor.Q4_K, tensor.Q6_K}
-	}
-	return []tensor.Type{typ}
-}
-
-// useMoreBits is llama.cpp's rule for the layers whose attn_v and ffn_down
-// get Q6_K in a Q4_K_M file: the first and last eighth, and every third
-// layer in between.
-func useMoreBits(layer, layers int) bool {
-	return layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2
-}
 
 // tensorSpec is one tensor of the model: its name, shape (ne0 first), type,
 // and whether it is a norm rather than random weights. A norm is all ones,
@@ -80,23 +57,20 @@ const normJitter = 0.25
 
 // layout returns the model's tensors in file order, named and shaped as
 // llama.cpp's loader for c.Arch expects.
-func layout(c Config, typ tensor.Type, vocab int) []tensorSpec {
+func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 	hd := uint64(c.HeadDim())
 	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
 	jitter := c.Arch != "llama" || c.AttnGain > 0
-	mat := func(name string, t tensor.Type, ne0, ne1 uint64) tensorSpec {
+	layer := -1 // the block being laid out
+	mat := func(name string, cat category, ne0, ne1 uint64) tensorSpec {
+		t := matrixType(typ, pure, cat, layer, c)
 		return tensorSpec{name: name, dims: []uint64{ne0, ne1}, typ: t}
 	}
 	normN := func(name string, n uint64) tensorSpec {
 		return tensorSpec{name: name, dims: []uint64{n}, typ: tensor.F32, norm: true, jitter: jitter}
 	}
 	norm := func(name string) tensorSpec { return normN(name, dim) }
-	// Q4_K_M: Q6_K for output and for attn_v/ffn_down of the use-more-bits layers.
-	more, output := typ, typ
-	if typ == tensor.Q4_K {
-		more, output = tensor.Q6_K, tensor.Q6_K
-	}
-	specs := []tensorSpec{mat("token_embd.weight", typ, dim, uint64(vocab))}
+	specs := []tensorSpec{mat("token_embd.weight", catTokenEmbd, dim, uint64(vocab))}
 	if c.Llama3Rope {
 		specs = append(specs, tensorSpec{name: "rope_freqs.weight", dims: []uint64{hd / 2}, typ: tensor.F32,
 			data: llama3Factors(float64(c.RopeBase), int(hd))})
@@ -108,46 +82,44 @@ func layout(c Config, typ tensor.Type, vocab int) []tensorSpec {
 			tensorSpec{name: "rope_factors_short.weight", dims: []uint64{hd / 2}, typ: tensor.F32, data: short})
 	}
 	for l := range c.Layers {
-		vd := typ
-		if useMoreBits(l, c.Layers) {
-			vd = more
-		}
+		layer = l
 		p := fmt.Sprintf("blk.%d.", l)
 		an := norm(p + "attn_norm.weight")
 		an.gain = c.AttnGain
 		specs = append(specs, an)
 		if c.Arch == "phi3" {
-			specs = append(specs, mat(p+"attn_qkv.weight", vd, dim, qd+2*kv))
+			specs = append(specs, mat(p+"attn_qkv.weight", catAttnV, dim, qd+2*kv))
 		} else {
 			specs = append(specs,
-				mat(p+"attn_q.weight", typ, dim, qd),
-				mat(p+"attn_k.weight", typ, dim, kv),
-				mat(p+"attn_v.weight", vd, dim, kv))
+				mat(p+"attn_q.weight", catAttnQ, dim, qd),
+				mat(p+"attn_k.weight", catAttnK, dim, kv),
+				mat(p+"attn_v.weight", catAttnV, dim, kv))
 		}
 		if c.Arch == "qwen3" || c.Arch == "gemma3" {
 			specs = append(specs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
 		}
-		specs = append(specs, mat(p+"attn_output.weight", typ, qd, dim))
+		specs = append(specs, mat(p+"attn_output.weight", catAttnOut, qd, dim))
 		gemma := c.Arch == "gemma2" || c.Arch == "gemma3"
 		if gemma {
 			specs = append(specs, norm(p+"post_attention_norm.weight"))
 		}
 		specs = append(specs, norm(p+"ffn_norm.weight"))
 		if c.Arch == "phi3" {
-			specs = append(specs, mat(p+"ffn_up.weight", typ, dim, 2*ff))
+			specs = append(specs, mat(p+"ffn_up.weight", catFFNUp, dim, 2*ff))
 		} else {
 			specs = append(specs,
-				mat(p+"ffn_gate.weight", typ, dim, ff),
-				mat(p+"ffn_up.weight", typ, dim, ff))
+				mat(p+"ffn_gate.weight", catFFNGate, dim, ff),
+				mat(p+"ffn_up.weight", catFFNUp, dim, ff))
 		}
-		specs = append(specs, mat(p+"ffn_down.weight", vd, ff, dim))
+		specs = append(specs, mat(p+"ffn_down.weight", catFFNDown, ff, dim))
 		if gemma {
 			specs = append(specs, norm(p+"post_ffw_norm.weight"))
 		}
 	}
 	specs = append(specs, norm("output_norm.weight"))
+	layer = -1
 	if !c.Tied {
-		specs = append(specs, mat("output.weight", output, dim, uint64(vocab)))
+		specs = append(specs, mat("output.weight", catOutput, dim, uint64(vocab)))
 	}
 	return specs
 }
@@ -209,9 +181,9 @@ func Write(path string, o Options) error {
 // Writer writes.
 func build(o Options, workers int) (*gguf.Writer, error) {
 	c := o.Config.withDefaults()
-	ftype, ok := fileTypes[o.Type]
+	ft, ok := fileTypes[o.Type]
 	if !ok {
-		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k or f32)", o.Type)
+		return nil, fmt.Errorf("synthesize model: weight type %s not supported (want one of %s)", o.Type, strings.Join(FileTypeNames, ", "))
 	}
 	var tokKeys []gguf.KV
 	vocabSize := c.Vocab
@@ -221,7 +193,7 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 			return nil, fmt.Errorf("synthesize model: %w", err)
 		}
 	}
-	if err := c.check(o.Type, vocabSize, o.VocabFrom == ""); err != nil {
+	if err := c.check(weightTypes(o.Type, o.Pure), vocabSize, o.VocabFrom == ""); err != nil {
 		return nil, fmt.Errorf("synthesize model: %w", err)
 	}
 	if o.VocabFrom == "" {
@@ -232,7 +204,7 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	a := c.Arch + "."
 	w.SetString("general.architecture", c.Arch)
 	w.SetString("general.name", c.Name)
-	w.SetUint32("general.file_type", ftype)
+	w.SetUint32("general.file_type", ft.ftype)
 	w.SetUint32("general.quantization_version", 2)
 	w.SetUint32(a+"vocab_size", uint32(vocabSize))
 	w.SetUint32(a+"context_length", uint32(c.Context))
@@ -273,7 +245,7 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		w.Set(kv.Key, kv.Value)
 	}
 
-	for i, s := range layout(c, o.Type, vocabSize) {
+	for i, s := range layout(c, o.Type, o.Pure, vocabSize) {
 		var err error
 		switch {
 		case s.data != nil:

@@ -59,7 +59,7 @@ func TestPresets(t *testing.T) {
 			t.Errorf("Preset(%q) = %+v, want dims %v, rope base 10000, eps 1e-5", c.name, p, want)
 		}
 		for _, typ := range []tensor.Type{tensor.F16, tensor.Q8_0, tensor.Q4_K} {
-			if err := p.check(typ, p.Vocab, true); err != nil {
+			if err := p.check(weightTypes(typ, false), p.Vocab, true); err != nil {
 				t.Errorf("Preset(%q) is not valid for %s: %v", c.name, typ, err)
 			}
 		}

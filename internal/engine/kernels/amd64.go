@@ -49,6 +49,11 @@ func archSet(l Level, k *kernelSet) {
 		k.vecDot[tensor.Q5_1] = blockDot(dotQ5_1AVX2, qk)
 		k.vecDot[tensor.Q5_K] = blockDot(dotQ5KAVX2, qkk)
 		k.vecDot[tensor.BF16] = bf16Dot(dotBF16AVX2, 8)
+		k.vecDot[tensor.IQ4_NL] = blockDot(dotIQ4NLAVX2, qk)
+		k.vecDot[tensor.MXFP4] = blockDot(dotMXFP4AVX2, qk)
+		k.vecDot[tensor.IQ4_XS] = blockDot(dotIQ4XSAVX2, qkk)
+		k.vecDot[tensor.Q2_K] = blockDot(dotQ2KAVX2, qkk)
+		k.vecDot[tensor.Q3_K] = blockDot(dotQ3KAVX2, qkk)
 		k.dot4[tensor.Q8_0] = q8Dot4(dotQ8_0x4AVX2, sizeQ8_0)
 		k.dot4[tensor.Q4_0] = q8Dot4(dotQ4_0x4AVX2, sizeQ4_0)
 		k.dot4[tensor.Q5_0] = q8Dot4(dotQ5_0x4AVX2, sizeQ5_0)
@@ -76,8 +81,13 @@ func archSet(l Level, k *kernelSet) {
 		k.dot8[tensor.Q4_K] = kDot8Rows(dotQ4Kx8RowsVNNI, sizeQ4_K)
 		k.dot8[tensor.Q6_K] = kDot8Rows(dotQ6Kx8RowsVNNI, sizeQ6_K)
 		k.dot8[tensor.Q5_K] = kDot8Rows(dotQ5Kx8RowsVNNI, sizeQ5_K)
+		k.dot8[tensor.IQ4_XS] = kDot8Rows(dotIQ4XSx8RowsVNNI, sizeIQ4_XS)
+		k.dot8[tensor.Q3_K] = kDot8Rows(dotQ3Kx8RowsVNNI, sizeQ3_K)
+		k.dot8[tensor.Q2_K] = kDot8Rows(dotQ2Kx8RowsVNNI, sizeQ2_K)
 		k.dot8[tensor.Q4_0] = q8PairDot8Rows(dotQ4_0x8RowsVNNI, sizeQ4_0)
 		k.dot8[tensor.Q5_0] = q8PairDot8Rows(dotQ5_0x8RowsVNNI, sizeQ5_0)
+		k.dot8[tensor.IQ4_NL] = q8PairDot8Rows(dotIQ4NLx8RowsVNNI, sizeIQ4_NL)
+		k.dot8[tensor.MXFP4] = q8PairDot8Rows(dotMXFP4x8RowsVNNI, sizeMXFP4)
 		k.dot8[tensor.Q4_1] = q81Dot8Rows(dotQ4_1x8RowsVNNI, sizeQ4_1)
 		k.dot8[tensor.Q5_1] = q81Dot8Rows(dotQ5_1x8RowsVNNI, sizeQ5_1)
 		k.dot8[tensor.F16] = floatDot8Rows(dotF16x8RowsAVX512, half)
@@ -349,6 +359,24 @@ func dotQ5_1VNNI(w, a *byte, nb int) float32
 
 //go:noescape
 func dotQ5KAVX2(w, a *byte, nb int) float32
+
+// Row kernels of the table and low-bit K types (lowbit_amd64.s), bit for
+// bit ggml's AVX2 vec_dot.
+
+//go:noescape
+func dotIQ4NLAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotMXFP4AVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotIQ4XSAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ2KAVX2(w, a *byte, nb int) float32
+
+//go:noescape
+func dotQ3KAVX2(w, a *byte, nb int) float32
 
 //go:noescape
 func dotBF16AVX2(a, b *byte, n int) float32

@@ -9,7 +9,8 @@
 // Pool.MatVecs for the one-token products that share an input). As
 // llama.cpp does on CPU, the activation rows x (f32) are first converted to
 // the weight type's "vec dot type" (VecDotType: F32→F32, F16→F16,
-// BF16→BF16, Q8_0/Q4_0/Q5_0→Q8_0, Q4_1/Q5_1→Q8_1, Q4_K/Q5_K/Q6_K→Q8_K)
+// BF16→BF16, Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4→Q8_0, Q4_1/Q5_1→Q8_1,
+// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_XS→Q8_K)
 // with QuantizeActivation, then each output is VecDot of a weight row (read
 // in place from the model file's bytes) with a quantized activation row: an
 // integer dot per block, scaled by the two block scales, summed in float32.
@@ -40,6 +41,16 @@
 // time. The activation quantizers
 // are Go at every level (a few percent of a matrix-vector product).
 //
+// MXFP4, IQ4_NL, IQ4_XS, Q2_K and Q3_K (lowbit.go, lowbit_amd64.s) repeat
+// ggml's own float operations: the Go kernels those of ggml's generic C
+// vec_dot, the AVX2 ones (run at AVX512 too) those of its AVX2 vec_dot,
+// lane for lane, so each level returns what a ggml build returns, bit for
+// bit. At AVX512 they have eight-token tiles (IQ4_XS, Q3_K, Q2_K on the
+// K-quant tile data; IQ4_NL and MXFP4 on the Q8_0 block-pair data, even
+// block counts) and IQ4_XS, Q3_K and Q2_K many-row matrix-vector kernels
+// for decode; at AVX2 eight-token tiles for IQ4_XS, Q3_K and Q2_K; all bit
+// for bit the row kernels.
+//
 // # Invariants and limits
 //
 //   - Row lengths are multiples of the weight type's block size (32 or 256);
@@ -69,5 +80,9 @@
 // weights, every row length class, the Q8_0 quantizer against ggml's bytes,
 // and MatMul against a naive dequantize-then-multiply with bounds derived
 // from the activation quantization error, bit-identical across thread
-// counts and between batched and solo tokens.
+// counts and between batched and solo tokens. MXFP4, IQ4_NL, IQ4_XS, Q2_K
+// and Q3_K are checked the same way against package tensor's committed
+// ggml-quant-vectors.gguf, and their dot products against the ones ggml's
+// generic, AVX2 and AVX-512 builds returned for the same rows, bit for bit
+// at the matching level (no shared data needed).
 package kernels

@@ -63,6 +63,11 @@ func genericSet() *kernelSet {
 	k.vecDot[tensor.Q4_K] = dotQ4_KGo
 	k.vecDot[tensor.Q5_K] = dotQ5_KGo
 	k.vecDot[tensor.Q6_K] = dotQ6_KGo
+	k.vecDot[tensor.Q2_K] = dotQ2_KGo
+	k.vecDot[tensor.Q3_K] = dotQ3_KGo
+	k.vecDot[tensor.IQ4_NL] = dotIQ4_NLGo
+	k.vecDot[tensor.IQ4_XS] = dotIQ4_XSGo
+	k.vecDot[tensor.MXFP4] = dotMXFP4Go
 
 	k.quantize[tensor.F32] = quantizeF32
 	k.quantize[tensor.BF16] = quantizeBF16

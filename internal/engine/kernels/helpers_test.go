@@ -17,6 +17,7 @@ import (
 var weightTypes = []tensor.Type{
 	tensor.F32, tensor.F16, tensor.BF16, tensor.Q8_0, tensor.Q4_0, tensor.Q4_1,
 	tensor.Q5_0, tensor.Q5_1, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K,
+	tensor.Q2_K, tensor.Q3_K, tensor.IQ4_NL, tensor.IQ4_XS, tensor.MXFP4,
 }
 
 // levels are all levels; forEachLevel skips the ones this CPU lacks.
@@ -129,11 +130,83 @@ func deq(typ tensor.Type, b []byte, n int) []float64 {
 			for j := range 256 {
 				y[j] = d * float64(int8(x[4+j]))
 			}
+		case tensor.Q2_K, tensor.Q3_K:
+			deqLowK(typ, x, y)
+		case tensor.IQ4_NL, tensor.MXFP4:
+			d := f16At(x)
+			kv, qs := tensor.KValuesIQ4NL, x[2:]
+			if typ == tensor.MXFP4 {
+				d, kv, qs = math.Ldexp(1, int(x[0])-128), tensor.KValuesMXFP4, x[1:]
+			}
+			for j := range 16 {
+				y[j] = d * float64(kv[qs[j]&0xF])
+				y[j+16] = d * float64(kv[qs[j]>>4])
+			}
+		case tensor.IQ4_XS:
+			d, sh := f16At(x), binary.LittleEndian.Uint16(x[2:])
+			for ib := range 8 {
+				ls := int(x[4+ib/2]>>(4*(ib%2))&0xF) | int(sh>>(2*ib)&3)<<4
+				for j := range 16 {
+					q := x[8+16*ib+j]
+					y[32*ib+j] = d * float64(ls-32) * float64(tensor.KValuesIQ4NL[q&0xF])
+					y[32*ib+16+j] = d * float64(ls-32) * float64(tensor.KValuesIQ4NL[q>>4])
+				}
+			}
 		default:
 			panic(fmt.Sprintf("deq: type %s", typ))
 		}
 	}
 	return out
+}
+
+// deqLowK decodes one Q2_K or Q3_K block x into y (256 values), written
+// from the layouts: element e = 128h + 32j + l has its two low bits at bits
+// 2j of qs byte 32h + l and its 16-element scale e/16; Q3_K's third bit is
+// bit e/32 of hmask byte e%32 (clear: subtract 4), its 6-bit scales have
+// the low nibble in byte e/16 % 8 (high nibble for e/16 >= 8) and the top
+// two bits in byte 8 + (e/16)%4 at bit 2·(e/64).
+func deqLowK(typ tensor.Type, x []byte, y []float64) {
+	var d, dmin float64
+	if typ == tensor.Q2_K {
+		d, dmin = f16At(x[80:]), f16At(x[82:])
+	} else {
+		d = f16At(x[108:])
+	}
+	for e := range 256 {
+		h, j, l, s := e/128, e%128/32, e%32, e/16
+		if typ == tensor.Q2_K {
+			q := float64(x[16+32*h+l] >> (2 * j) & 3)
+			sc := x[s]
+			y[e] = d*float64(sc&0xF)*q - dmin*float64(sc>>4)
+			continue
+		}
+		q := int(x[32+32*h+l] >> (2 * j) & 3)
+		if x[e%32]>>(e/32)&1 == 0 {
+			q -= 4
+		}
+		lo := x[96+s%8] & 0xF
+		if s >= 8 {
+			lo = x[96+s%8] >> 4
+		}
+		sc := int(lo|(x[104+s%4]>>(2*(s/4))&3)<<4) - 32
+		y[e] = d * float64(sc) * float64(q)
+	}
+}
+
+// kMins returns dmin and the per-element mins m of the K-quant super-block
+// x of type wt (Q2_K, Q4_K or Q5_K): the min part of element j's value is
+// dmin·m[j], the term the kernels sum apart from the scaled quants.
+func kMins(wt tensor.Type, x []byte) (dmin float64, m [qkk]float64) {
+	if wt == tensor.Q2_K {
+		for j := range m {
+			m[j] = float64(x[j/16] >> 4)
+		}
+		return f16At(x[82:]), m
+	}
+	for j := range m {
+		_, m[j] = scaleMin(j/32, x[4:16])
+	}
+	return f16At(x[2:]), m
 }
 
 // refDot is the reference VecDot in float64: the exact dot of the decoded
@@ -159,16 +232,15 @@ func refDot(wt tensor.Type, n int, w, a []byte) (dot, abs float64) {
 			abs += math.Abs(m * s)
 		}
 		return dot, abs
-	case tensor.Q4_K, tensor.Q5_K:
+	case tensor.Q2_K, tensor.Q4_K, tensor.Q5_K:
 		// terms: d·sc·q·a and dmin·m·a separately
 		as := deq(vt, a, n)
 		for b := 0; b < n/qkk; b++ {
 			x := w[b*wt.TypeSize():]
-			dmin := f16At(x[2:])
 			full := deq(wt, x, qkk)
+			dmin, m := kMins(wt, x)
 			for j := range qkk {
-				_, m := scaleMin(j/32, x[4:16])
-				mt := dmin * m * as[b*qkk+j]
+				mt := dmin * m[j] * as[b*qkk+j]
 				p := full[j] * as[b*qkk+j]
 				dot += p
 				abs += math.Abs(p+mt) + math.Abs(mt)
@@ -231,6 +303,17 @@ func randWeights(rng *rand.Rand, wt tensor.Type, n int) []byte {
 			copy(x[2:], randHalf(rng, 1e-3, 0.1))
 		case tensor.Q6_K:
 			copy(x[208:], randHalf(rng, 1e-4, 0.01))
+		case tensor.Q2_K:
+			copy(x[80:], randHalf(rng, 1e-3, 0.1))
+			copy(x[82:], randHalf(rng, 1e-3, 0.1))
+		case tensor.Q3_K:
+			copy(x[108:], randHalf(rng, 1e-4, 0.01))
+		case tensor.IQ4_NL:
+			copy(x, randHalf(rng, 1e-4, 1e-3))
+		case tensor.IQ4_XS:
+			copy(x, randHalf(rng, 1e-5, 1e-4))
+		case tensor.MXFP4:
+			x[0] = byte(118 + rng.IntN(9))
 		}
 	}
 	return b
@@ -273,7 +356,23 @@ type vecTensor struct {
 // minimal reader: the gguf package is not a dependency of kernels).
 func loadVectors(t *testing.T) map[string]vecTensor {
 	t.Helper()
-	path := testenv.Shared(t, "testdata/quant/quant-testvectors.gguf")
+	return readVectors(t, testenv.Shared(t, "testdata/quant/quant-testvectors.gguf"))
+}
+
+// loadGGMLVectors reads the committed vectors of MXFP4, IQ4_NL, IQ4_XS,
+// Q3_K and Q2_K (package tensor's testdata, made with ggml's libraries by
+// scripts/quantvectors): for each type T, T.q/T.deq and rnd.T.q/rnd.T.deq
+// as in the shared file ([512, 8] and [512, 16]), the activations act
+// (F32 [512, 4]), act.q8_0 and act.q8_k, and ggml's dot products
+// W.dot.LEVEL and W.dotp.LEVEL (see gen.c).
+func loadGGMLVectors(t *testing.T) map[string]vecTensor {
+	t.Helper()
+	return readVectors(t, "../tensor/testdata/ggml-quant-vectors.gguf")
+}
+
+// readVectors reads a GGUF of test vectors at path.
+func readVectors(t *testing.T, path string) map[string]vecTensor {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read test vectors: %v", err)

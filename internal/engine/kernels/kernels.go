@@ -7,23 +7,24 @@ import (
 
 // VecDotType returns the type an activation row is converted to before it
 // is dotted with weight rows of type wt (ggml's vec_dot_type): F32, F16 and
-// BF16 keep their own type, Q8_0/Q4_0/Q5_0 use Q8_0, Q4_1/Q5_1 use Q8_1 and
-// the K-quants use Q8_K. It returns wt itself for a type the kernels do not
-// support (see Supported).
+// BF16 keep their own type, Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4 use Q8_0, Q4_1/Q5_1
+// use Q8_1 and the K-quants and IQ4_XS use Q8_K. It returns wt itself for a
+// type the kernels do not support (see Supported).
 func VecDotType(wt tensor.Type) tensor.Type {
 	switch wt {
-	case tensor.Q8_0, tensor.Q4_0, tensor.Q5_0:
+	case tensor.Q8_0, tensor.Q4_0, tensor.Q5_0, tensor.IQ4_NL, tensor.MXFP4:
 		return tensor.Q8_0
 	case tensor.Q4_1, tensor.Q5_1:
 		return tensor.Q8_1
-	case tensor.Q4_K, tensor.Q5_K, tensor.Q6_K:
+	case tensor.Q2_K, tensor.Q3_K, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K, tensor.IQ4_XS:
 		return tensor.Q8_K
 	}
 	return wt
 }
 
 // Supported reports whether the kernels can multiply weights of type wt:
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K.
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_NL, IQ4_XS and MXFP4.
 func Supported(wt tensor.Type) bool {
 	return int(wt) < numTypes && active.Load().vecDot[wt] != nil
 }

@@ -18,7 +18,8 @@ func TestBlockSizesMatchTensor(t *testing.T) {
 		{tensor.Q4_0, sizeQ4_0}, {tensor.Q4_1, sizeQ4_1}, {tensor.Q5_0, sizeQ5_0},
 		{tensor.Q5_1, sizeQ5_1}, {tensor.Q8_0, sizeQ8_0}, {tensor.Q8_1, sizeQ8_1},
 		{tensor.Q4_K, sizeQ4_K}, {tensor.Q5_K, sizeQ5_K}, {tensor.Q6_K, sizeQ6_K},
-		{tensor.Q8_K, sizeQ8_K},
+		{tensor.Q8_K, sizeQ8_K}, {tensor.Q2_K, sizeQ2_K}, {tensor.Q3_K, sizeQ3_K},
+		{tensor.IQ4_NL, sizeIQ4_NL}, {tensor.IQ4_XS, sizeIQ4_XS}, {tensor.MXFP4, sizeMXFP4},
 	} {
 		if got := c.typ.TypeSize(); got != c.size {
 			t.Errorf("%s.TypeSize() = %d, want the kernels' %d", c.typ, got, c.size)
@@ -43,9 +44,14 @@ func TestVecDotTypeAndRowBytes(t *testing.T) {
 		{tensor.Q4_K, tensor.Q8_K, 512, 584},
 		{tensor.Q5_K, tensor.Q8_K, 512, 584},
 		{tensor.Q6_K, tensor.Q8_K, 512, 584},
+		{tensor.Q2_K, tensor.Q8_K, 512, 584},
+		{tensor.Q3_K, tensor.Q8_K, 512, 584},
+		{tensor.IQ4_XS, tensor.Q8_K, 512, 584},
+		{tensor.IQ4_NL, tensor.Q8_0, 64, 68},
+		{tensor.MXFP4, tensor.Q8_0, 64, 68},
 		{tensor.Q4_K, tensor.Q8_K, 64, 0},         // not a whole super-block
 		{tensor.Q8_0, tensor.Q8_0, 33, 0},         // not a whole block
-		{tensor.Q2_K, tensor.Q2_K, 256, 0},        // unsupported
+		{tensor.I32, tensor.I32, 256, 0},          // unsupported
 		{tensor.Type(99), tensor.Type(99), 32, 0}, // unknown
 	} {
 		if got := VecDotType(c.wt); got != c.vt {
@@ -60,7 +66,7 @@ func TestVecDotTypeAndRowBytes(t *testing.T) {
 			t.Errorf("Supported(%s) = false, want true", wt)
 		}
 	}
-	for _, wt := range []tensor.Type{tensor.Q8_1, tensor.Q8_K, tensor.Q2_K, tensor.Q3_K, tensor.I8, tensor.Type(1000)} {
+	for _, wt := range []tensor.Type{tensor.Q8_1, tensor.Q8_K, tensor.IQ2_XXS, tensor.I32, tensor.I8, tensor.Type(1000)} {
 		if Supported(wt) {
 			t.Errorf("Supported(%s) = true, want false", wt)
 		}
@@ -152,7 +158,16 @@ func TestVecDotRandom(t *testing.T) {
 // TestVecDotGGMLWeights dots ggml-quantized weights (T.q of the shared
 // vectors) and the random-byte blocks (rnd.T.q) with random activations.
 func TestVecDotGGMLWeights(t *testing.T) {
-	vecs := loadVectors(t)
+	vecDotGGMLWeights(t, loadVectors(t))
+}
+
+// TestVecDotGGMLWeightsNewTypes is TestVecDotGGMLWeights on the committed
+// vectors of MXFP4, IQ4_NL, IQ4_XS, Q3_K and Q2_K.
+func TestVecDotGGMLWeightsNewTypes(t *testing.T) {
+	vecDotGGMLWeights(t, loadGGMLVectors(t))
+}
+
+func vecDotGGMLWeights(t *testing.T, vecs map[string]vecTensor) {
 	forEachLevel(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		for _, wt := range weightTypes {
@@ -161,12 +176,15 @@ func TestVecDotGGMLWeights(t *testing.T) {
 				if !ok {
 					continue
 				}
-				const n = 512 // the vectors are [512, 4]
+				const n = 512 // the vectors are [512, rows]
 				rb, _ := wt.RowBytes(n)
 				for r := 0; r < v.n/n; r++ {
 					w := v.data[r*rb : (r+1)*rb]
 					a := quantized(wt, randActivations(rng, n))
 					want, abs := refDot(wt, n, w, a)
+					if abs > math.MaxFloat32 {
+						continue // MXFP4's extreme exponents: terms beyond float32
+					}
 					if got := VecDot(wt, n, w, a); !closeTo(got, want, abs) {
 						t.Errorf("VecDot(%s row %d) = %g, want %g (abs sum %g)", name, r, got, want, abs)
 					}
@@ -196,6 +214,15 @@ func unitScales(wt tensor.Type, w []byte) {
 			setHalf(x[2:], 1)
 		case tensor.Q6_K:
 			setHalf(x[208:], 1)
+		case tensor.Q2_K:
+			setHalf(x[80:], 1)
+			setHalf(x[82:], 1)
+		case tensor.Q3_K:
+			setHalf(x[108:], 1)
+		case tensor.IQ4_NL, tensor.IQ4_XS:
+			setHalf(x, 1)
+		case tensor.MXFP4:
+			x[0] = 128 // 2^(128-128) = 1 times the doubled FP4 values
 		}
 	}
 }
@@ -334,7 +361,7 @@ func TestVecDotPanicsOnBadShape(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"unsupported type", func() { VecDot(tensor.Q2_K, 256, make([]byte, 84), make([]byte, 292)) }},
+		{"unsupported type", func() { VecDot(tensor.I32, 256, make([]byte, 1024), make([]byte, 1024)) }},
 		{"partial block", func() { VecDot(tensor.Q8_0, 40, make([]byte, 68), make([]byte, 68)) }},
 		{"short weight row", func() { VecDot(tensor.Q8_0, 64, make([]byte, 34), make([]byte, 68)) }},
 		{"short activation row", func() { VecDot(tensor.Q4_K, 256, make([]byte, 144), make([]byte, 100)) }},
@@ -373,7 +400,23 @@ func TestVecDotUnalignedFloatRows(t *testing.T) {
 // TestDequantizerMatchesGGML checks the test's own dequantizer (the basis of
 // every reference here) against ggml's dequantized vectors, exactly.
 func TestDequantizerMatchesGGML(t *testing.T) {
-	vecs := loadVectors(t)
+	if n := dequantizerMatches(t, loadVectors(t)); n < 9 {
+		t.Errorf("only %d type vectors found in the test file, want at least 9", n)
+	}
+}
+
+// TestDequantizerMatchesGGMLNewTypes is TestDequantizerMatchesGGML on the
+// committed vectors of MXFP4, IQ4_NL, IQ4_XS, Q3_K and Q2_K.
+func TestDequantizerMatchesGGMLNewTypes(t *testing.T) {
+	if n := dequantizerMatches(t, loadGGMLVectors(t)); n != 10 {
+		t.Errorf("%d type vectors found in the test file, want 10", n)
+	}
+}
+
+// dequantizerMatches compares deq of every T.q and rnd.T.q in vecs with
+// ggml's T.deq and returns how many it checked.
+func dequantizerMatches(t *testing.T, vecs map[string]vecTensor) int {
+	t.Helper()
 	checked := 0
 	for _, wt := range weightTypes {
 		for _, prefix := range []string{"", "rnd."} {
@@ -399,9 +442,7 @@ func TestDequantizerMatchesGGML(t *testing.T) {
 			}
 		}
 	}
-	if checked < 9 {
-		t.Errorf("only %d type vectors found in the test file, want at least 9", checked)
-	}
+	return checked
 }
 
 func TestFloatKernels(t *testing.T) {

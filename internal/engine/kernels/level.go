@@ -93,9 +93,9 @@ type dot4Func func(w, a []byte, arb int, prep []byte, nb int, y []float32, ystri
 // y[r + t·ystride]. It needs the tile's prepared data, not the rows.
 type dot4RowsFunc func(w []byte, wrb, nrows int, prep []byte, nb int, y []float32, ystride int)
 
-// numTypes bounds the ggml type ids used as table indices (BF16 = 30 is the
-// largest one the kernels know).
-const numTypes = int(tensor.BF16) + 1
+// numTypes bounds the ggml type ids used as table indices (MXFP4 = 39 is
+// the largest one the kernels know).
+const numTypes = int(tensor.MXFP4) + 1
 
 var (
 	// detected is what the CPU supports, filled once by detectCPU.

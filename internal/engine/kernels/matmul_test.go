@@ -192,7 +192,7 @@ func TestMatMulPanics(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"unsupported type", func() { p.MatMul(tensor.Q2_K, make([]byte, 84), 1, 256, make([]float32, 256), 1, make([]float32, 1)) }},
+		{"unsupported type", func() { p.MatMul(tensor.I32, make([]byte, 1024), 1, 256, make([]float32, 256), 1, make([]float32, 1)) }},
 		{"partial block", func() { p.MatMul(tensor.Q8_0, make([]byte, 68), 1, 48, make([]float32, 48), 1, make([]float32, 1)) }},
 		{"short w", func() { p.MatMul(tensor.Q8_0, make([]byte, 67), 2, 32, make([]float32, 32), 1, make([]float32, 2)) }},
 		{"short x", func() { p.MatMul(tensor.Q8_0, make([]byte, 68), 2, 32, make([]float32, 63), 2, make([]float32, 4)) }},

@@ -21,8 +21,8 @@ func matvecQ5KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32
 func matvecQ6KVNNI(w *byte, wrb, off, npairs int, prep *byte, nb int, y *float32, yoff int)
 
 // matvecFormFor returns the many-row matrix-vector kernel for weights of
-// type wt at level l, if the level has one: Q8_0, Q4_K, Q5_K and Q6_K at
-// AVX512. The forms of weight types with one vec dot type share one
+// type wt at level l, if the level has one: Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K and IQ4_XS at AVX512. The forms of weight types with one vec dot type share one
 // prepared layout, since matVecs prepares an activation once per vec dot
 // type (the K-quant kernels read the Q8_K row as it is: no prepare).
 func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
@@ -38,6 +38,12 @@ func matvecFormFor(l Level, wt tensor.Type) (matvecForm, bool) {
 		return matvecForm{rows: matvecQ5KRows}, true
 	case tensor.Q6_K:
 		return matvecForm{rows: matvecQ6KRows}, true
+	case tensor.IQ4_XS:
+		return matvecForm{rows: matvecIQ4XSRows}, true
+	case tensor.Q3_K:
+		return matvecForm{rows: matvecQ3KRows}, true
+	case tensor.Q2_K:
+		return matvecForm{rows: matvecQ2KRows}, true
 	}
 	return matvecForm{}, false
 }

@@ -8,11 +8,25 @@ import (
 	"tandem/internal/engine/tensor"
 )
 
-// matvecKRefs are the Go references of the many-row K-quant kernels.
+// matvecKRefs are the Go references of the many-row K-quant kernels: for
+// the types whose row kernels repeat ggml's (IQ4_XS, Q3_K, Q2_K), the
+// generic Go row kernel row by row.
 var matvecKRefs = map[tensor.Type]matvecRowsFunc{
-	tensor.Q4_K: matvecQ4KRef,
-	tensor.Q5_K: matvecQ5KRef,
-	tensor.Q6_K: matvecQ6KRef,
+	tensor.Q4_K:   matvecQ4KRef,
+	tensor.Q5_K:   matvecQ5KRef,
+	tensor.Q6_K:   matvecQ6KRef,
+	tensor.IQ4_XS: rowByRow(dotIQ4_XSGo),
+	tensor.Q3_K:   rowByRow(dotQ3_KGo),
+	tensor.Q2_K:   rowByRow(dotQ2_KGo),
+}
+
+// rowByRow makes a many-row reference of a Q8_K row kernel.
+func rowByRow(dot func(n int, w, a []byte) float32) matvecRowsFunc {
+	return func(w []byte, wrb, nrows int, a []byte, nb int, y []float32) {
+		for r := range nrows {
+			y[r] = dot(nb*qkk, w[r*wrb:(r+1)*wrb], a)
+		}
+	}
 }
 
 // checkMatvecK runs the level's many-row kernel for wt over the nrows rows

@@ -170,6 +170,13 @@ func BenchmarkMatVec(b *testing.B) {
 		{"1b-v-q6k", tensor.Q6_K, 2048, []int{256}, false},
 		{"1b-down-q6k", tensor.Q6_K, 5632, []int{2048}, false},
 		{"1b-output-q6k", tensor.Q6_K, 2048, []int{32000}, false},
+		{"1b-q-iq4xs-L2", tensor.IQ4_XS, 2048, []int{256}, true},
+		{"1b-gateup-iq4xs", tensor.IQ4_XS, 2048, []int{5632, 5632}, false},
+		{"1b-down-iq4xs", tensor.IQ4_XS, 5632, []int{2048}, false},
+		{"1b-q-q3k-L2", tensor.Q3_K, 2048, []int{256}, true},
+		{"1b-gateup-q3k", tensor.Q3_K, 2048, []int{5632, 5632}, false},
+		{"1b-q-q2k-L2", tensor.Q2_K, 2048, []int{256}, true},
+		{"1b-gateup-q2k", tensor.Q2_K, 2048, []int{5632, 5632}, false},
 	} {
 		rng := rand.New(rand.NewPCG(15, 15))
 		x := randActivations(rng, c.nIn)

@@ -13,6 +13,7 @@
 // once per super-block and token.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // Prepared super-block record (see prepareTileK8): token t's sub-block s
 // at 512·(t/2) + 32·(t%2) + 64·s, its 8 × d_a at T2_DA + 32·t, its bsums
@@ -184,6 +185,14 @@
 	VPBROADCASTD X13, Y13;        \
 	VPCMPEQW     Y15, Y15, Y15;   \
 	VPSRLW       $15, Y15, Y15
+
+// T2LKSCALES (the Q3_K and Q2_K tiles, below) stores the sixteen scale words in Y0 (sub-blocks 0-15) for
+// the halves: sub-blocks 0-7 in both lanes at 256(SP), 8-15 at 288(SP).
+#define T2LKSCALES \
+	VPERMQ  $0x44, Y0, Y1;  \
+	VMOVDQU Y1, 256(SP);    \
+	VPERMQ  $0xee, Y0, Y1;  \
+	VMOVDQU Y1, 288(SP)
 
 // func dotQ4Kx8RowsAVX2(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
 // computes, for nrows >= 1 Q4_K weight rows wrb bytes apart and eight
@@ -558,5 +567,267 @@ q8row:
 	ADDQ R9, R8
 	DECQ R14
 	JNE  q8row
+	VZEROUPPER
+	RET
+
+// The eight-token tiles of IQ4_XS, Q3_K and Q2_K at AVX2, on the same
+// prepared data: each output equals the row kernel's (dotIQ4XSAVX2,
+// dotQ3KAVX2, dotQ2KAVX2: ggml's AVX2 vec_dot) bit for bit, the same exact
+// int32 lanes and the same float operations per lane. The weights of a
+// sub-block are unpacked once (signed values for IQ4_XS and Q3_K, whose
+// activations go through the sign trick per token; Q2_K's unsigned
+// quants meet the activations straight from memory). Y0-Y7 hold the
+// tokens' int sums, Y15 the scale words the sub-blocks pick from; the
+// float accumulators and the K types' scale words live in the frame.
+
+// T2SMAC adds token T's sub-block S times the signed weights Y8 (|w| in
+// Y9), weighted by the scale words Y10, to ACC (Y11, Y12 scratch).
+#define T2SMAC(T, S, ACC) \
+	VMOVDQU    T2Q(T, S)(DI), Y11; \
+	VPSIGNB    Y8, Y11, Y11;       \
+	VPMADDUBSW Y11, Y9, Y12;       \
+	VPMADDWD   Y10, Y12, Y12;      \
+	VPADDD     Y12, ACC, ACC
+
+#define T2SMAC8(S) \
+	T2SMAC(0, S, Y0); \
+	T2SMAC(1, S, Y1); \
+	T2SMAC(2, S, Y2); \
+	T2SMAC(3, S, Y3); \
+	T2SMAC(4, S, Y4); \
+	T2SMAC(5, S, Y5); \
+	T2SMAC(6, S, Y6); \
+	T2SMAC(7, S, Y7)
+
+// T2UMAC is T2SMAC for the unsigned weights in Y8 (Q2_K).
+#define T2UMAC(T, S, ACC) \
+	VPMADDUBSW T2Q(T, S)(DI), Y8, Y12; \
+	VPMADDWD   Y10, Y12, Y12;          \
+	VPADDD     Y12, ACC, ACC
+
+#define T2UMAC8(S) \
+	T2UMAC(0, S, Y0); \
+	T2UMAC(1, S, Y1); \
+	T2UMAC(2, S, Y2); \
+	T2UMAC(3, S, Y3); \
+	T2UMAC(4, S, Y4); \
+	T2UMAC(5, S, Y5); \
+	T2UMAC(6, S, Y6); \
+	T2UMAC(7, S, Y7)
+
+// T2DFIN folds token T's int sums ACC into its float accumulator:
+// fma(d_w·d_a, float(ACC), acc), Y14 = 8 × d_w (Y11, Y12 scratch).
+#define T2DFIN(T, ACC) \
+	VCVTDQ2PS   ACC, ACC;                    \
+	VMULPS      (T2_DA+32*(T))(DI), Y14, Y12; \
+	VMOVUPS     (32*(T))(SP), Y11;           \
+	VFMADD231PS Y12, ACC, Y11;               \
+	VMOVUPS     Y11, (32*(T))(SP)
+
+#define T2DFIN8 \
+	T2DFIN(0, Y0); \
+	T2DFIN(1, Y1); \
+	T2DFIN(2, Y2); \
+	T2DFIN(3, Y3); \
+	T2DFIN(4, Y4); \
+	T2DFIN(5, Y5); \
+	T2DFIN(6, Y6); \
+	T2DFIN(7, Y7)
+
+// T2XSSUB does IQ4_XS sub-block IB: its nibbles at 8+16·IB(SI) mapped
+// through the table in Y13, the scale word IB of Y15.
+#define T2XSSUB(IB) \
+	VMOVDQU     (8+16*(IB))(SI), X8;            \
+	VPSRLW      $4, X8, X9;                     \
+	VINSERTI128 $1, X9, Y8, Y8;                 \
+	VPAND       t2c0F<>(SB), Y8, Y8;            \
+	VPSHUFB     Y8, Y13, Y8;                    \
+	VPABSB      Y8, Y9;                         \
+	VPSHUFB     t2ShufK4<>+32*(IB)(SB), Y15, Y10; \
+	T2SMAC8(IB)
+
+// func dotIQ4XSx8RowsAVX2(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// computes, for nrows >= 1 IQ4_XS weight rows wrb bytes apart and eight
+// tokens, row r's output for token t into y[r + t·ystride], over nb >= 1
+// super-blocks; prep is the tile's data (see prepareTileK8).
+TEXT ·dotIQ4XSx8RowsAVX2(SB), NOSPLIT, $256-56
+	T2ROWSETUP
+	VMOVDQU ·lbKvIQ4(SB), Y13
+
+xsrow:
+	MOVQ R8, SI
+	MOVQ prep+24(FP), DI
+	MOVQ nb+32(FP), CX
+	T2ACCZERO
+
+xssb:
+	// The eight scales ls−32 as dotIQ4XSAVX2 unpacks them, in both lanes of
+	// Y15.
+	LB_XS_SCALES8(4(SI), 2(SI), X0, X1, Y1, X2)
+	VINSERTI128  $1, X0, Y0, Y15
+	T2ZERO8
+	T2XSSUB(0)
+	T2XSSUB(1)
+	T2XSSUB(2)
+	T2XSSUB(3)
+	T2XSSUB(4)
+	T2XSSUB(5)
+	T2XSSUB(6)
+	T2XSSUB(7)
+	VPBROADCASTW (SI), X14
+	VCVTPH2PS    X14, Y14
+	T2DFIN8
+	ADDQ $136, SI
+	ADDQ $T2_SB, DI
+	DECQ CX
+	JNE  xssb
+
+	T2STORE8
+	ADDQ $4, BX
+	ADDQ R9, R8
+	DECQ R14
+	JNE  xsrow
+	VZEROUPPER
+	RET
+
+// T2Q3SUB does chunk I of half H of a Q3_K super-block: the low bits at
+// bits 2I of the qs bytes at 32+32H(SI), minus 4 where bit 4H+I of the
+// hmask bytes at (SI) is clear, as signed weights; the scales of
+// sub-blocks 8H+2I and 8H+2I+1 from Y15 (the half's eight, both lanes).
+#define T2Q3SUB(H, I) \
+	VMOVDQU  (32+32*(H))(SI), Y8;            \
+	VPSRLW   $(2*(I)), Y8, Y8;               \
+	VPAND    t2c03<>(SB), Y8, Y8;            \
+	VMOVDQU  ·lbC01(SB), Y13;               \
+	VPSLLW   $(4*(H)+(I)), Y13, Y13;         \
+	VPAND    (SI), Y13, Y14;                 \
+	VPCMPEQB Y13, Y14, Y14;                  \
+	VPANDN   ·lbC04(SB), Y14, Y14;          \
+	VPSUBB   Y14, Y8, Y8;                    \
+	VPABSB   Y8, Y9;                         \
+	VPSHUFB  t2ShufK6<>+32*(I)(SB), Y15, Y10; \
+	T2SMAC8(4*(H)+(I))
+
+// func dotQ3Kx8RowsAVX2(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// is dotIQ4XSx8RowsAVX2 for Q3_K rows.
+TEXT ·dotQ3Kx8RowsAVX2(SB), NOSPLIT, $320-56
+	T2ROWSETUP
+
+q3row:
+	MOVQ R8, SI
+	MOVQ prep+24(FP), DI
+	MOVQ nb+32(FP), CX
+	T2ACCZERO
+
+q3sb:
+	// The sixteen scales sc−32 as dotQ3KAVX2 unpacks them.
+	LB_Q3_SCALES16(96(SI), 100(SI), 104(SI), X0, Y0, AX, R10, R11, R12, R13)
+	T2LKSCALES
+	T2ZERO8
+	VMOVDQU 256(SP), Y15
+	T2Q3SUB(0, 0)
+	T2Q3SUB(0, 1)
+	T2Q3SUB(0, 2)
+	T2Q3SUB(0, 3)
+	VMOVDQU 288(SP), Y15
+	T2Q3SUB(1, 0)
+	T2Q3SUB(1, 1)
+	T2Q3SUB(1, 2)
+	T2Q3SUB(1, 3)
+	VPBROADCASTW 108(SI), X14
+	VCVTPH2PS    X14, Y14
+	T2DFIN8
+	ADDQ $110, SI
+	ADDQ $T2_SB, DI
+	DECQ CX
+	JNE  q3sb
+
+	T2STORE8
+	ADDQ $4, BX
+	ADDQ R9, R8
+	DECQ R14
+	JNE  q3row
+	VZEROUPPER
+	RET
+
+// T2Q2SUB does chunk I of half H of a Q2_K super-block: the unsigned
+// quants at bits 2I of the qs bytes in Y13, the scales from Y15.
+#define T2Q2SUB(H, I) \
+	VPSRLW  $(2*(I)), Y13, Y8;               \
+	VPAND   t2c03<>(SB), Y8, Y8;             \
+	VPSHUFB t2ShufK6<>+32*(I)(SB), Y15, Y10; \
+	T2UMAC8(4*(H)+(I))
+
+// T2Q2FIN folds token T's min terms, then its scaled sums ACC, into its
+// float accumulator as dotQ2KAVX2 does: Y9 = the sixteen mins as words,
+// Y13 = 8 × −dmin_w, Y14 = 8 × d_w (Y10-Y12 scratch).
+#define T2Q2FIN(T, ACC) \
+	VPMADDWD    (T2_BS+32*(T))(DI), Y9, Y11;  \
+	VCVTDQ2PS   Y11, Y11;                     \
+	VMULPS      (T2_DA+32*(T))(DI), Y13, Y12; \
+	VMOVUPS     (32*(T))(SP), Y10;            \
+	VFMADD231PS Y12, Y11, Y10;                \
+	VCVTDQ2PS   ACC, ACC;                     \
+	VMULPS      (T2_DA+32*(T))(DI), Y14, Y12; \
+	VFMADD231PS Y12, ACC, Y10;                \
+	VMOVUPS     Y10, (32*(T))(SP)
+
+// func dotQ2Kx8RowsAVX2(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)
+// is dotIQ4XSx8RowsAVX2 for Q2_K rows.
+TEXT ·dotQ2Kx8RowsAVX2(SB), NOSPLIT, $352-56
+	T2ROWSETUP
+
+q2row:
+	MOVQ R8, SI
+	MOVQ prep+24(FP), DI
+	MOVQ nb+32(FP), CX
+	T2ACCZERO
+
+q2sb:
+	VMOVDQU   (SI), X0
+	VPSRLW    $4, X0, X1
+	VPAND     t2c0F<>(SB), X1, X1
+	VPMOVZXBW X1, Y1
+	VMOVDQU   Y1, 320(SP)
+	VPAND     t2c0F<>(SB), X0, X0
+	VPMOVZXBW X0, Y0
+	T2LKSCALES
+	T2ZERO8
+	VMOVDQU 256(SP), Y15
+	VMOVDQU 16(SI), Y13
+	T2Q2SUB(0, 0)
+	T2Q2SUB(0, 1)
+	T2Q2SUB(0, 2)
+	T2Q2SUB(0, 3)
+	VMOVDQU 288(SP), Y15
+	VMOVDQU 48(SI), Y13
+	T2Q2SUB(1, 0)
+	T2Q2SUB(1, 1)
+	T2Q2SUB(1, 2)
+	T2Q2SUB(1, 3)
+	VMOVDQU      320(SP), Y9
+	VPBROADCASTW 82(SI), X13
+	VCVTPH2PS    X13, Y13
+	VXORPS       ·lbSign(SB), Y13, Y13
+	VPBROADCASTW 80(SI), X14
+	VCVTPH2PS    X14, Y14
+	T2Q2FIN(0, Y0)
+	T2Q2FIN(1, Y1)
+	T2Q2FIN(2, Y2)
+	T2Q2FIN(3, Y3)
+	T2Q2FIN(4, Y4)
+	T2Q2FIN(5, Y5)
+	T2Q2FIN(6, Y6)
+	T2Q2FIN(7, Y7)
+	ADDQ $84, SI
+	ADDQ $T2_SB, DI
+	DECQ CX
+	JNE  q2sb
+
+	T2STORE8
+	ADDQ $4, BX
+	ADDQ R9, R8
+	DECQ R14
+	JNE  q2row
 	VZEROUPPER
 	RET

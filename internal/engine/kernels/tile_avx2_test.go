@@ -11,7 +11,7 @@ import (
 )
 
 // avx2TileTypes are the weight types with eight-token tiles at AVX2.
-var avx2TileTypes = []tensor.Type{tensor.Q8_0, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K}
+var avx2TileTypes = []tensor.Type{tensor.Q8_0, tensor.Q4_K, tensor.Q5_K, tensor.Q6_K, tensor.IQ4_XS, tensor.Q3_K, tensor.Q2_K}
 
 // withoutTiles8 makes the kernels run at level l without its eight-token
 // tiles (the path MatMul took before they existed: four tokens at a time,

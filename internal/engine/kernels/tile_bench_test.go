@@ -101,10 +101,11 @@ func BenchmarkKTiles(b *testing.B) {
 }
 
 // BenchmarkQTiles compares MatMul of 512 tokens on one thread, for Q4_0,
-// Q5_0, Q4_1, Q5_1, F16 and BF16, without the eight-token AVX-512 tile
-// (the old path: four-token kernels for Q4_0, Q5_0 and F16, one token at a
-// time for Q4_1, Q5_1 and BF16) and with it, at the model shapes 768x768,
-// 2048x2048 and 5632x2048 (rows x inputs).
+// Q5_0, Q4_1, Q5_1, F16, BF16 and the low-bit types that have tiles
+// (IQ4_XS, Q3_K, Q2_K), without the eight-token AVX-512 tile (the old
+// path: four-token kernels for Q4_0, Q5_0 and F16, one token at a time for
+// the others) and with it, at the model shapes 768x768, 2048x2048 and
+// 5632x2048 (rows x inputs).
 func BenchmarkQTiles(b *testing.B) {
 	if MaxLevel() < AVX512 {
 		b.Skip("needs AVX-512")
@@ -113,7 +114,8 @@ func BenchmarkQTiles(b *testing.B) {
 	const nTok = 512
 	p := NewPool(1)
 	defer p.Close()
-	for _, wt := range append(qTileTypes[:len(qTileTypes):len(qTileTypes)], tensor.F16, tensor.BF16) {
+	types := append(qTileTypes[:len(qTileTypes):len(qTileTypes)], tensor.F16, tensor.BF16)
+	for _, wt := range append(types, lowbitTypes...) {
 		if sets[AVX512].dot8[wt] == nil {
 			continue
 		}

@@ -4,13 +4,20 @@ package kernels
 
 import "tandem/internal/invariant"
 
-// Eight-token tiles for Q4_0, Q5_0, Q4_1 and Q5_1 (tile_q_amd64.s).
+// Eight-token tiles for Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_1 and Q5_1
+// (tile_q_amd64.s).
 
 //go:noescape
 func dotQ4_0x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
 
 //go:noescape
 func dotQ5_0x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+
+//go:noescape
+func dotIQ4NLx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+
+//go:noescape
+func dotMXFP4x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
 
 //go:noescape
 func dotQ4_1x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, nb int, y *float32, ystride int)

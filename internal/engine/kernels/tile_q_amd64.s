@@ -24,6 +24,7 @@
 // separate float32 sum that is one lane per token here.
 
 #include "textflag.h"
+#include "lowbit_amd64.h"
 
 // HSUM8 as in quant_amd64.s.
 #define HSUM8(Y, X, T) \
@@ -381,3 +382,42 @@ TEXT ·dotQ5_1x8RowsVNNI(SB), NOSPLIT, $0-56
 	Q1HEAD
 	UNPACKQ5_1
 	Q1TAIL(24)
+
+// IQ4_NL pair (blocks at 0 and 18): the nibbles mapped through
+// kvalues_iq4nl (Z31).
+#define UNPACKIQ4NL \
+	NIBPAIR(2, 20);                \
+	VPSHUFB      Z8, Z31, Z8;      \
+	PAIRBIAS(18)
+
+// func dotIQ4NLx8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+// is dotQ4_0x8RowsVNNI for IQ4_NL weights; each output equals
+// dotIQ4NLAVX2's (the level's row kernel, ggml's AVX2 float operations:
+// even and odd blocks in two accumulators) bit for bit.
+TEXT ·dotIQ4NLx8RowsVNNI(SB), NOSPLIT, $0-56
+	VMOVDQU64 ·lbKvIQ4(SB), Z31
+	Q8HEAD
+	UNPACKIQ4NL
+	Q8TAIL(36)
+
+// MXFP4 pair (blocks at 0 and 17): the nibbles mapped through
+// kvalues_mxfp4 (Z31); the lane weight scales are the blocks' E8M0 halves.
+#define UNPACKMXFP4 \
+	NIBPAIR(1, 18);                 \
+	VPSHUFB      Z8, Z31, Z8;       \
+	VPXORD       Z9, Z9, Z9;        \
+	VPDPBUSD     Z8, Z14, Z9;       \
+	VPSUBD       Z9, Z13, Z9;       \
+	LB_E8M0(0(SI));                 \
+	VPBROADCASTD BX, Y10;           \
+	LB_E8M0(17(SI));                \
+	VPBROADCASTD BX, Y11;           \
+	VINSERTI64X4 $1, Y11, Z10, Z10
+
+// func dotMXFP4x8RowsVNNI(w *byte, wrb, nrows int, prep *byte, npairs int, y *float32, ystride int)
+// is dotIQ4NLx8RowsVNNI for MXFP4 weights (bit for bit dotMXFP4AVX2).
+TEXT ·dotMXFP4x8RowsVNNI(SB), NOSPLIT, $0-56
+	VMOVDQU64 ·lbKvFP4(SB), Z31
+	Q8HEAD
+	UNPACKMXFP4
+	Q8TAIL(34)

@@ -18,7 +18,8 @@
 // 5:1 local/global layers with their own RoPE bases). Each is read as
 // llama.cpp's loader for it reads it; see README.md for the details.
 // Weights stay in their file types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K) and are read in place from the mapped file.
+// Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and are read in
+// place from the mapped file.
 //
 // The arithmetic follows llama.cpp's CPU backend where it changes results:
 // activations are quantized to each weight's dot type before a matmul, and

@@ -38,19 +38,24 @@ func halfAt(b []byte) float32 { return fp16Table[binary.LittleEndian.Uint16(b)] 
 // dequantizers holds the row decoder of every type Dequantize accepts. Each
 // decoder may assume len(src) == RowBytes(len(dst)).
 var dequantizers = map[Type]func(src []byte, dst []float32){
-	F32:  dequantizeF32,
-	F16:  dequantizeF16,
-	BF16: dequantizeBF16,
-	Q4_0: dequantizeQ4_0,
-	Q4_1: dequantizeQ4_1,
-	Q5_0: dequantizeQ5_0,
-	Q5_1: dequantizeQ5_1,
-	Q8_0: dequantizeQ8_0,
-	Q8_1: dequantizeQ8_1,
-	Q4_K: dequantizeQ4_K,
-	Q5_K: dequantizeQ5_K,
-	Q6_K: dequantizeQ6_K,
-	Q8_K: dequantizeQ8_K,
+	F32:    dequantizeF32,
+	F16:    dequantizeF16,
+	BF16:   dequantizeBF16,
+	Q4_0:   dequantizeQ4_0,
+	Q4_1:   dequantizeQ4_1,
+	Q5_0:   dequantizeQ5_0,
+	Q5_1:   dequantizeQ5_1,
+	Q8_0:   dequantizeQ8_0,
+	Q8_1:   dequantizeQ8_1,
+	Q4_K:   dequantizeQ4_K,
+	Q5_K:   dequantizeQ5_K,
+	Q6_K:   dequantizeQ6_K,
+	Q8_K:   dequantizeQ8_K,
+	Q2_K:   dequantizeQ2_K,
+	Q3_K:   dequantizeQ3_K,
+	IQ4_NL: dequantizeIQ4_NL,
+	IQ4_XS: dequantizeIQ4_XS,
+	MXFP4:  dequantizeMXFP4,
 }
 
 // CanDequantize reports whether Dequantize can decode type t.
@@ -64,7 +69,7 @@ func CanDequantize(t Type) bool { return dequantizers[t] != nil }
 func Dequantize(t Type, src []byte, dst []float32) error {
 	dec := dequantizers[t]
 	if dec == nil {
-		return fmt.Errorf("dequantize %s: type not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q4_k, q5_k, q6_k or q8_k)", t)
+		return fmt.Errorf("dequantize %s: type not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_k, q3_k, q4_k, q5_k, q6_k, q8_k, iq4_nl, iq4_xs or mxfp4)", t)
 	}
 	want, err := t.RowBytes(len(dst))
 	if err != nil {

@@ -313,7 +313,7 @@ func TestDequantizeErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"unknown type", Type(99), 4, 1, "type(99): type not supported"},
-		{"known but not decodable", Q2_K, 84, 256, "q2_k: type not supported"},
+		{"known but not decodable", I32, 16, 4, "i32: type not supported"},
 		{"integer type", I32, 4, 1, "i32: type not supported"},
 		{"partial block", Q8_0, 34, 31, "not a multiple of the q8_0 block size 32"},
 		{"k-quant partial block", Q4_K, 144, 255, "not a multiple of the q4_k block size 256"},

@@ -13,11 +13,14 @@
 //
 // # Types
 //
-// Dequantize: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
-// Q6_K, and the activation types Q8_1 and Q8_K. Quantize: the same set.
-// Q2_K, Q3_K, the IQ types and the integer types are not supported; both
-// functions say so with an error (CanDequantize, CanQuantize tell in
-// advance).
+// Dequantize: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (gpt-oss's experts: an E8M0
+// shared exponent per 32 FP4 values), and the activation types Q8_1 and
+// Q8_K. Quantize: the same set. The other IQ types and the integer types
+// are not supported; both functions say so with an error (CanDequantize,
+// CanQuantize tell in advance). KValuesIQ4NL, KValuesMXFP4, E8M0Half,
+// ScaleIQ4_XS and ScalesQ3_K expose the tables and scale layouts the
+// kernels read.
 //
 // # Invariants
 //
@@ -26,12 +29,14 @@
 //     forms d·sc and dmin·m first, then d1·q − m1). Every product that feeds
 //     an addition is written float32(a*b), which the Go spec guarantees is
 //     rounded on its own, so no compiler may fuse it into an FMA.
-//   - Quantize follows ggml's reference quantizers (quantize_row_*_ref, used
-//     by ggml_quantize_chunk without an importance matrix) in the same
-//     operation order, including the K-quant scale searches
-//     (make_qkx2_quants for Q4_K/Q5_K, make_qx_quants for Q6_K) and
-//     nearest_int's round-half-to-even. On ggml's test vectors every type
-//     comes out byte-identical.
+//   - Quantize follows what ggml_quantize_chunk runs without an importance
+//     matrix (quantize_row_*_ref, and quantize_iq4_nl/quantize_iq4_xs with
+//     their 15-candidate scale search) in the same operation order,
+//     including the K-quant scale searches (make_qkx2_quants for
+//     Q2_K/Q4_K/Q5_K, make_q3_quants for Q3_K, make_qx_quants for Q6_K),
+//     nearest_int's round-half-to-even, and for MXFP4 glibc's rounding of
+//     log2f near powers of two. On ggml's test vectors every type comes out
+//     byte-identical.
 //   - Both take whole rows: the element count must be a multiple of the
 //     block size and the byte slice exactly RowBytes long; otherwise they
 //     return an error and Dequantize writes nothing. Neither allocates.
@@ -57,6 +62,11 @@
 // made with ggml itself), Dequantize must reproduce ggml's decoded floats bit
 // for bit for ggml-quantized and for random blocks of every type in the file,
 // and Quantize must reproduce ggml's bytes (and its RMS error within 5%).
+// The same holds, with no shared data, for MXFP4, IQ4_NL, IQ4_XS, Q3_K and
+// Q2_K against testdata/ggml-quant-vectors.gguf, which scripts/quantvectors
+// makes with the ggml libraries node-llama-cpp 3.21.1 ships (sparse, tied,
+// tiny, subnormal and near-power-of-two inputs included), and for
+// MXFP4's exponent against every float where glibc's log2f rounds up.
 // Without it: a slow per-element decoder written from the layouts must agree
 // bit for bit on random blocks; hand-made blocks pin the layouts and ggml's
 // three rounding rules; round trips meet analytic error bounds; the half and

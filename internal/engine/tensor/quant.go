@@ -9,19 +9,24 @@ import (
 // quantizers holds the row encoder of every type Quantize accepts. Each
 // encoder may assume len(dst) == RowBytes(len(src)).
 var quantizers = map[Type]func(src []float32, dst []byte) error{
-	F32:  quantizeF32,
-	F16:  quantizeF16,
-	BF16: quantizeBF16,
-	Q4_0: quantizeQ4_0,
-	Q4_1: quantizeQ4_1,
-	Q5_0: quantizeQ5_0,
-	Q5_1: quantizeQ5_1,
-	Q8_0: quantizeQ8_0,
-	Q8_1: quantizeQ8_1,
-	Q4_K: quantizeQ4_K,
-	Q5_K: quantizeQ5_K,
-	Q6_K: quantizeQ6_K,
-	Q8_K: quantizeQ8_K,
+	F32:    quantizeF32,
+	F16:    quantizeF16,
+	BF16:   quantizeBF16,
+	Q4_0:   quantizeQ4_0,
+	Q4_1:   quantizeQ4_1,
+	Q5_0:   quantizeQ5_0,
+	Q5_1:   quantizeQ5_1,
+	Q8_0:   quantizeQ8_0,
+	Q8_1:   quantizeQ8_1,
+	Q4_K:   quantizeQ4_K,
+	Q5_K:   quantizeQ5_K,
+	Q6_K:   quantizeQ6_K,
+	Q8_K:   quantizeQ8_K,
+	Q2_K:   quantizeQ2_K,
+	Q3_K:   quantizeQ3_K,
+	IQ4_NL: quantizeIQ4_NL,
+	IQ4_XS: quantizeIQ4_XS,
+	MXFP4:  quantizeMXFP4,
 }
 
 // CanQuantize reports whether Quantize can encode type t.
@@ -45,7 +50,7 @@ func CanQuantize(t Type) bool { return quantizers[t] != nil }
 func Quantize(t Type, src []float32, dst []byte) error {
 	enc := quantizers[t]
 	if enc == nil {
-		return fmt.Errorf("quantize %s: type not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q4_k, q5_k, q6_k or q8_k)", t)
+		return fmt.Errorf("quantize %s: type not supported (want f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_k, q3_k, q4_k, q5_k, q6_k, q8_k, iq4_nl, iq4_xs or mxfp4)", t)
 	}
 	want, err := t.RowBytes(len(src))
 	if err != nil {

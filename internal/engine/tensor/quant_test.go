@@ -13,7 +13,7 @@ import (
 // error cases. The byte-for-byte comparison with ggml is in vectors_test.go.
 
 // allQuantTypes are the types Quantize accepts.
-var allQuantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K}
+var allQuantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4}
 
 // roundTrip quantizes x to typ and decodes it again.
 func roundTrip(t *testing.T, typ Type, x []float32) []float32 {
@@ -53,6 +53,7 @@ func TestQuantizeRoundTripRMS(t *testing.T) {
 		Q8_0: 0.00552, Q8_1: 0.00552, Q8_K: 0.00716,
 		Q4_0: 0.0885, Q4_1: 0.0807, Q5_0: 0.0438, Q5_1: 0.0391,
 		Q4_K: 0.0733, Q5_K: 0.0374, Q6_K: 0.0180,
+		Q2_K: 0.305, Q3_K: 0.156, IQ4_NL: 0.0785, IQ4_XS: 0.0791, MXFP4: 0.119,
 	}
 	x := gaussian(5, 1<<14)
 	for _, typ := range allQuantTypes {
@@ -289,7 +290,7 @@ func TestQuantizeErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"unknown type", Type(99), make([]float32, 32), 4, "type(99): type not supported"},
-		{"no quantizer", Q3_K, make([]float32, 256), 110, "q3_k: type not supported"},
+		{"no quantizer", I16, make([]float32, 4), 8, "i16: type not supported"},
 		{"partial block", Q8_0, make([]float32, 48), -1, "not a multiple of the q8_0 block size 32"},
 		{"partial superblock", Q6_K, make([]float32, 300), -1, "not a multiple of the q6_k block size 256"},
 		{"short destination", Q4_0, make([]float32, 64), 35, "got a 35-byte destination for 64 elements, want 36 bytes"},
@@ -336,7 +337,7 @@ func TestQuantizeErrors(t *testing.T) {
 			t.Errorf("CanQuantize(%s) = false, want true", typ)
 		}
 	}
-	if CanQuantize(Q2_K) || CanDequantize(Q3_K) || CanQuantize(Type(1000)) {
+	if CanQuantize(I8) || CanDequantize(I64) || CanQuantize(Type(1000)) {
 		t.Errorf("CanQuantize/CanDequantize accept a type without a codec")
 	}
 }

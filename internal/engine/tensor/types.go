@@ -27,12 +27,15 @@ const (
 	Q6_K    Type = 14
 	Q8_K    Type = 15
 	IQ2_XXS Type = 16
+	IQ4_NL  Type = 20
+	IQ4_XS  Type = 23
 	I8      Type = 24
 	I16     Type = 25
 	I32     Type = 26
 	I64     Type = 27
 	F64     Type = 28
 	BF16    Type = 30
+	MXFP4   Type = 39
 )
 
 // QK is the number of elements in one block of the legacy quant types
@@ -58,7 +61,16 @@ var typeTable = [...]typeInfo{
 	Q5_1: {"q5_1", QK, 4 + 4 + QK/2},
 	Q8_0: {"q8_0", QK, 2 + QK},
 	Q8_1: {"q8_1", QK, 4 + QK},
+	// MXFP4 (gpt-oss's experts): u8 e (E8M0 shared exponent); u8 qs[16]
+	// (E2M1 nibbles).
+	MXFP4: {"mxfp4", QK, 1 + QK/2},
+	// IQ4_NL: f16 d; u8 qs[16] (indices into the non-linear 4-bit grid).
+	IQ4_NL: {"iq4_nl", QK, 2 + QK/2},
+	// IQ4_XS: f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128].
+	IQ4_XS: {"iq4_xs", QKK, 2 + 2 + QKK/64 + QKK/2},
+	// Q2_K: u8 scales[16] (4-bit scale | 4-bit min); u8 qs[64]; f16 d, dmin.
 	Q2_K: {"q2_k", QKK, QKK/16 + QKK/4 + 4},
+	// Q3_K: u8 hmask[32]; u8 qs[64]; u8 scales[12] (16 6-bit); f16 d.
 	Q3_K: {"q3_k", QKK, QKK/8 + QKK/4 + 12 + 2},
 	Q4_K: {"q4_k", QKK, 4 + 12 + QKK/2},
 	Q5_K: {"q5_k", QKK, 4 + 12 + QKK/8 + QKK/2},
@@ -117,7 +129,7 @@ func ParseType(s string) (Type, error) {
 			return Type(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown tensor type %q (want one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_k, q5_k, q6_k)", s)
+	return 0, fmt.Errorf("unknown tensor type %q (want one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4)", s)
 }
 
 // FP16ToFP32 converts an IEEE 754 half-precision value to float32 exactly.

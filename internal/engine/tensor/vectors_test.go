@@ -64,8 +64,20 @@ func dequantizeTensor(t *testing.T, tt testTensor) []float32 {
 
 func TestDequantizeMatchesGGML(t *testing.T) {
 	g := loadVectors(t)
+	checked := dequantizeMatches(t, g, vectorTypes)
+	// The file has T.q and rnd.T.q for every quantized type (not for f16/bf16).
+	if checked < 2*len(vectorTypes)-2 {
+		t.Errorf("checked %d tensors, want at least %d", checked, 2*len(vectorTypes)-2)
+	}
+}
+
+// dequantizeMatches decodes T.q and rnd.T.q of every type in types from
+// the vector file g and compares with ggml's T.deq bit for bit. It returns
+// the number of tensors checked.
+func dequantizeMatches(t *testing.T, g *testGGUF, types []Type) int {
+	t.Helper()
 	checked := 0
-	for _, typ := range vectorTypes {
+	for _, typ := range types {
 		for _, prefix := range []string{"", "rnd."} {
 			qname := prefix + typ.String() + ".q"
 			q, ok := g.tensors[qname]
@@ -104,10 +116,7 @@ func TestDequantizeMatchesGGML(t *testing.T) {
 			checked++
 		}
 	}
-	// The file has T.q and rnd.T.q for every quantized type (not for f16/bf16).
-	if checked < 2*len(vectorTypes)-2 {
-		t.Errorf("checked %d tensors, want at least %d", checked, 2*len(vectorTypes)-2)
-	}
+	return checked
 }
 
 // rms returns the root mean square of a − b.
@@ -137,14 +146,20 @@ func quantizeRows(t *testing.T, typ Type, src []float32, ne0 int) []byte {
 }
 
 func TestQuantizeMatchesGGML(t *testing.T) {
-	g := loadVectors(t)
+	quantizeMatches(t, loadVectors(t), vectorTypes)
+}
+
+// quantizeMatches quantizes the src tensor of the vector file g to every
+// type in types and compares with ggml's T.q byte for byte.
+func quantizeMatches(t *testing.T, g *testGGUF, types []Type) {
+	t.Helper()
 	srcT := vectorTensor(t, g, "src")
 	src, err := srcT.f32s()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ne0 := int(srcT.ne[0])
-	for _, typ := range vectorTypes {
+	for _, typ := range types {
 		t.Run(typ.String(), func(t *testing.T) {
 			want := vectorTensor(t, g, typ.String()+".q")
 			got := quantizeRows(t, typ, src, ne0)
