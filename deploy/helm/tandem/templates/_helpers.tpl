@@ -18,8 +18,12 @@
 
 {{/* The labels every object carries. */}}
 {{- define "tandem.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "tandem.selectorLabels" . }}
+{{ include "tandem.releaseLabels" . }}
+{{- end }}
+
+{{- define "tandem.releaseLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
@@ -39,6 +43,15 @@ app.kubernetes.io/component: {{ .role }}
 {{- if ne .role "router" }}
 llm-d.ai/role: {{ .role }}
 llm-d.ai/inferenceServing: "true"
+{{- end }}
+{{- end }}
+
+{{/* The labels of a role's pods: (dict "ctx" $ "role" ROLE). */}}
+{{- define "tandem.podLabels" -}}
+{{ include "tandem.roleSelectorLabels" . }}
+{{ include "tandem.releaseLabels" .ctx }}
+{{- with .ctx.Values.podLabels }}
+{{ toYaml . }}
 {{- end }}
 {{- end }}
 
@@ -116,10 +129,10 @@ the kubelet's SIGKILL never cuts a drain short.
 
 {{/* The pod template's annotations: the given ones and a checksum of the given secrets, so changing them rolls pods. */}}
 {{- define "tandem.podAnnotations" -}}
+checksum/secrets: {{ printf "%s/%s/%s" .Values.clusterToken.value .Values.clusterToken.existingSecret .Values.router.apiKey.value | sha256sum | trunc 16 }}
 {{- with .Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
-checksum/secrets: {{ printf "%s/%s/%s" .Values.clusterToken.value .Values.clusterToken.existingSecret .Values.router.apiKey.value | sha256sum | trunc 16 }}
 {{- end }}
 
 {{/* The cluster token as a mounted file (the volume; the mount is tandem.tokenMount). */}}

@@ -1,6 +1,6 @@
 {{/* Pieces of the NetworkPolicies (networkpolicy.yaml). */}}
 {{- define "tandem.dnsEgress" -}}
-{{- if .Values.networkPolicy.dns.enabled }}
+{{- if .Values.networkPolicy.dns.enabled -}}
 - to:
     {{- toYaml .Values.networkPolicy.dns.to | nindent 4 }}
   ports:
@@ -13,7 +13,7 @@
 
 {{/* (dict "ctx" $ "port" PORT) */}}
 {{- define "tandem.metricsIngress" -}}
-{{- with .ctx.Values.networkPolicy.metricsFrom }}
+{{- with .ctx.Values.networkPolicy.metricsFrom -}}
 - from:
     {{- toYaml . | nindent 4 }}
   ports:
@@ -21,7 +21,7 @@
 {{- end }}
 {{- end }}
 {{- define "tandem.hubEgress" -}}
-{{- if eq .Values.model.source "hub" }}
+{{- if eq .Values.model.source "hub" -}}
 - to:
     {{- range .Values.networkPolicy.hubCIDRs }}
     - ipBlock: {cidr: {{ . }}}
