@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
+# Go modules of their own beside the product's: the image builder and the
+# Kubernetes test tier (tools/k8s-testbin is built by scripts/k8s-testbin.sh).
+aux_modules="tools/image test/k8s"
 
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -15,6 +18,9 @@ if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 echo "== go vet"
 go vet ./...
 go vet -tags tandemfaults ./cmd/tandem ./internal/pd/faults
+# The modules beside the product's (tools/k8s-testbin is two mains that its
+# build script type-checks; vetting it would compile kube-apiserver twice).
+for m in $aux_modules; do go -C "$m" vet ./...; done
 
 # staticcheck is required (CI's .ci/run installs it). TANDEM_SKIP_STATICCHECK=1
 # skips it on purpose, with a loud notice; nothing skips it silently.
@@ -26,6 +32,7 @@ if [ "${TANDEM_SKIP_STATICCHECK:-}" = "1" ]; then
 elif command -v staticcheck >/dev/null 2>&1; then
   echo "== staticcheck"
   staticcheck ./...
+  for m in $aux_modules; do (cd "$m" && staticcheck ./...); done
 else
   echo "staticcheck not found in PATH ($PATH)." >&2
   echo "Install it: go install honnef.co/go/tools/cmd/staticcheck@latest" >&2
@@ -59,3 +66,16 @@ for L in generic avx2; do
   TANDEM_KERNEL_LEVEL=$L go test -count=1 ./internal/engine/model/
   TANDEM_KERNEL_LEVEL=$L go test -count=1 -run 'SlidingWindow|AllWindowed' ./internal/engine/
 done
+
+# The container image check, and the Kubernetes tier: it runs on the
+# binaries in $KUBEBUILDER_ASSETS (KUBEBUILDER_ASSETS=$(scripts/k8s-testbin.sh));
+# without them its tests skip saying so, unless TANDEM_K8S_TESTS=1 (as .ci/run
+# sets it), which makes that a failure.
+echo "== go test tools/image (the OCI image layout)"
+go -C tools/image test -count=1 ./...
+echo "== go test test/k8s (chart and harness on kube-apiserver ${KUBEBUILDER_ASSETS:+from $KUBEBUILDER_ASSETS})"
+[ -n "${KUBEBUILDER_ASSETS:-}" ] || echo "-- KUBEBUILDER_ASSETS is not set: the tier's tests skip (build the binaries: KUBEBUILDER_ASSETS=\$(scripts/k8s-testbin.sh))"
+log=$(mktemp)
+if ! go -C test/k8s test -count=1 -v ./... >"$log" 2>&1; then cat "$log"; rm -f "$log"; exit 1; fi
+grep -E '^\s*(--- |ok |FAIL)|^\s+\S+_test\.go:[0-9]+: .*(skip|objects accepted)' "$log" || true  # each test's outcome, skips and what was applied
+rm -f "$log"
