@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Required is the environment variable that makes a missing binary a
@@ -155,6 +157,9 @@ func Main(m *testing.M) int {
 // Start starts etcd and kube-apiserver from bin and waits until the API
 // serves. Stop ends both. Most tests want Shared.
 func Start(bin Binaries, opts Options) (*Env, error) {
+	// envtest logs through controller-runtime's logger; without one set it
+	// prints a warning with a stack trace. Its errors come back as errors.
+	ctrllog.SetLogger(logr.Discard())
 	dir, err := os.MkdirTemp("", "tandem-kubetest-")
 	if err != nil {
 		return nil, err
