@@ -14,8 +14,8 @@
 #
 #   KUBEBUILDER_ASSETS=$(scripts/k8s-testbin.sh) TANDEM_K8S_TESTS=1 go -C test/k8s test ./...
 #
-# A cold build takes most of 20 minutes and about 3 GiB of memory on 2 cores
-# (kube-apiserver is most of it); see test/k8s/README.md for the figures.
+# A cold build costs about 32 CPU-minutes (kube-apiserver 22 with etcd, helm
+# 10): 15-20 minutes on an idle 2-core machine; see test/k8s/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
