@@ -35,13 +35,20 @@ type call struct {
 // immutable after Compile and safe for concurrent use; per-vocabulary mask
 // tables are built on first use by NewMatcher and shared by its matchers.
 type Grammar struct {
-	nclass    int
-	class     [256]uint8
-	trans     []int32 // state*nclass + class: next state or -1
-	final     []bool
-	calls     [][]call
-	hasBytes  []bool
-	simple    []bool // only byte edges: no calls, not final
+	nclass   int
+	class    [256]uint8
+	trans    []int32 // state*nclass + class: next state or -1
+	final    []bool
+	calls    [][]call
+	hasBytes []bool
+	simple   []bool // only byte edges: no calls, not final
+	tail     []bool // final with nothing else: a call returning here is a tail call
+	// canon maps a state whose only move is a tail call to the called
+	// rule's start (through chains of such states), every other state to
+	// itself: a frame in such a state behaves as one in the start state,
+	// so stacks are stored with the start (after "!" in `r ::= x "!" r`,
+	// the stack is the one of the start of r again).
+	canon     []int32
 	ruleStart []int32
 	ruleNames []string
 	root      int32
@@ -218,8 +225,24 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 		return nil, err
 	}
 	g.simple = make([]bool, len(g.final))
+	g.tail = make([]bool, len(g.final))
 	for s := range g.simple {
 		g.simple[s] = g.hasBytes[s] && len(g.calls[s]) == 0 && !g.final[s]
+		g.tail[s] = g.final[s] && !g.hasBytes[s] && len(g.calls[s]) == 0
+	}
+	g.canon = make([]int32, len(g.final))
+	for s := range g.canon {
+		t := int32(s)
+		// A chain of such states cannot loop (that would be left
+		// recursion, refused above); the bound is belt and braces.
+		for range len(g.final) {
+			cs := g.calls[t]
+			if g.hasBytes[t] || g.final[t] || len(cs) != 1 || !g.tail[cs[0].ret] {
+				break
+			}
+			t = g.ruleStart[cs[0].rule]
+		}
+		g.canon[s] = t
 	}
 	return g, nil
 }
