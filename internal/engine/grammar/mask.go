@@ -41,10 +41,14 @@ type tables struct {
 	stateBytes int
 	masks      map[string]*maskEntry
 	maskBytes  int
-	// depths are the key depths (keyDepth) of the cached masks, at most
+	// depths are the key depths of the cached masks, at most
 	// maxKeyDepths of them: a lookup tries each.
 	depths []int32
 	stats  CacheStats
+
+	// CheckCost's results, one probe at a time.
+	costMu sync.Mutex
+	costs  map[CostLimit]error
 }
 
 // CacheStats counts mask cache use for one grammar and vocabulary.

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -177,5 +178,36 @@ func TestMaskCacheAgreesWithUncached(t *testing.T) {
 				t.Errorf("no mask cache hit in 12 walks")
 			}
 		})
+	}
+}
+
+// TestCheckCost: on the 32k Llama 2 vocabulary the benchmark grammars
+// (a schema, the GBNF JSON grammar, a tool grammar) and the nested
+// ambiguous one pass the default probe; the doubling grammar and the
+// recursive one of finding 1 (first masks of seconds on a 151k vocabulary)
+// are refused, naming the work; the answer is cached.
+func TestCheckCost(t *testing.T) {
+	v := vocab32k(t)
+	for _, mg := range maskGrammars {
+		g, err := mg.compile(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.CheckCost(v, CostLimit{}); err != nil {
+			t.Errorf("%s: %v", mg.name, err)
+		}
+	}
+	if err := mustGBNF(t, gbnfNested).CheckCost(v, CostLimit{}); err != nil {
+		t.Errorf("nested: %v", err)
+	}
+	for _, src := range []string{gbnfDoubling, gbnfRecursive} {
+		g := mustGBNF(t, src)
+		err := g.CheckCost(v, CostLimit{})
+		if !errors.Is(err, ErrTooCostly) || !strings.Contains(err.Error(), "units of work") {
+			t.Errorf("%.30q: %v, want ErrTooCostly naming the work", src, err)
+		}
+		if again := g.CheckCost(v, CostLimit{}); again != err {
+			t.Errorf("%.30q: the second answer %v is not the cached one", src, again)
+		}
 	}
 }
