@@ -13,9 +13,9 @@ var ErrTooCostly = errors.New("grammar: the token masks of this grammar are too 
 
 // CostLimit bounds the masks CheckCost computes. Work is counted in the
 // units of MaskWithin, in multiples of the vocabulary's trie nodes
-// (Vocab.Nodes): one such multiple is about one walk of the whole trie
-// with one reading, the most an ordinary mask needs (a mask inside a
-// JSON string, where almost every token is allowed).
+// (Vocab.Nodes, at least minCostNodes): one such multiple is about one
+// walk of the whole trie with one reading, the most an ordinary mask needs
+// (a mask inside a JSON string, where almost every token is allowed).
 type CostLimit struct {
 	Masks      int // masks computed along one generation
 	MaskNodes  int // work of each, in trie-node multiples
@@ -60,8 +60,14 @@ func (g *Grammar) CheckCost(v *Vocab, lim CostLimit) error {
 	return err
 }
 
+// minCostNodes is the least trie size CostLimit counts in: on a small
+// vocabulary the fixed part of a mask (rule calls, closures) outweighs the
+// trie walk, and an ordinary mask can take several walks of a 500-node
+// trie.
+const minCostNodes = 1 << 16
+
 func probeCost(g *Grammar, v *Vocab, lim CostLimit) error {
-	nodes := int64(v.Nodes())
+	nodes := int64(max(v.Nodes(), minCostNodes))
 	perMask, total := int64(lim.MaskNodes)*nodes, int64(lim.TotalNodes)*nodes
 	m := NewMatcher(g, v)
 	dst := NewBitset(v.Size())
@@ -72,10 +78,10 @@ func probeCost(g *Grammar, v *Vocab, lim CostLimit) error {
 		units, err := m.MaskWithin(dst, Limit{Work: min(perMask, total-spent)})
 		spent += units
 		if err != nil {
-			what := fmt.Sprintf("mask %d of a sample generation needs more than %d units of work (%d walks of the vocabulary's %d-node trie)",
+			what := fmt.Sprintf("mask %d of a sample generation needs more than %d units of work (%d walks of the vocabulary's trie, counted as %d nodes)",
 				i+1, perMask, lim.MaskNodes, nodes)
 			if spent >= total {
-				what = fmt.Sprintf("the first %d masks of a sample generation need more than %d units of work (%d walks of the vocabulary's %d-node trie)",
+				what = fmt.Sprintf("the first %d masks of a sample generation need more than %d units of work (%d walks of the vocabulary's trie, counted as %d nodes)",
 					i+1, total, lim.TotalNodes, nodes)
 			}
 			return fmt.Errorf("%w: %s; an ambiguous grammar (alternatives that read the same text, such as a rule that may or may not end) multiplies its readings: make its alternatives differ earlier", ErrTooCostly, what)
