@@ -40,11 +40,15 @@ func collectWithin(t *testing.T, h *engine.Handle, d time.Duration, what string)
 
 // gate blocks the mask jobs of one request until it is opened.
 type gate struct {
-	id      string
-	open    chan struct{}
-	once    sync.Once
-	started chan struct{} // closed when the first blocked job starts
+	id       string
+	open     chan struct{}
+	once     sync.Once
+	openOnce sync.Once
+	started  chan struct{} // closed when the first blocked job starts
 }
+
+// release opens the gate (again: a no-op).
+func (g *gate) release() { g.openOnce.Do(func() { close(g.open) }) }
 
 func newGate(id string) *gate {
 	return &gate{id: id, open: make(chan struct{}), started: make(chan struct{})}
@@ -84,6 +88,7 @@ func TestLateMaskDoesNotBlockOthers(t *testing.T) {
 
 	gt := newGate("c")
 	e := newEngine(t, m, engine.WithMaskHook(engine.Config{Pages: 256, MaskBudget: time.Minute}, gt.hook))
+	t.Cleanup(gt.release) // before the engine's Close, should the test fail
 	hc, err := e.Submit(context.Background(), creq)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +105,7 @@ func TestLateMaskDoesNotBlockOthers(t *testing.T) {
 	if w := e.Stats().MaskWaits; w == 0 {
 		t.Errorf("MaskWaits %d: the constrained sequence never waited for its mask", w)
 	}
-	close(gt.open)
+	gt.release()
 	got, gotLast := collectWithin(t, hc, time.Minute, "the constrained sequence")
 	if gotLast.Finish != engine.FinishStop || !slices.Equal(got, want) {
 		t.Errorf("constrained sequence with a late mask: %q finish %q (%v), want %q as with masks on time",
@@ -120,7 +125,7 @@ func TestMaskBudgetEndsSequence(t *testing.T) {
 	t.Run("one mask", func(t *testing.T) {
 		gt := newGate("c")
 		e := newEngine(t, m, engine.WithMaskHook(engine.Config{Pages: 256, MaskBudget: 20 * time.Millisecond}, gt.hook))
-		defer close(gt.open)
+		t.Cleanup(gt.release)
 		hc, err := e.Submit(context.Background(), engine.Request{ID: "c", Prompt: randomPrompt(rng, m, 9), MaxTokens: 400, Grammar: g})
 		if err != nil {
 			t.Fatal(err)
