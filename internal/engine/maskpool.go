@@ -53,7 +53,7 @@ type maskPool struct {
 	started bool
 	workers int
 	wg      sync.WaitGroup
-	done    func()              // called after each job (the loop's wake-up)
+	done    func()              // called as each job starts and ends (the loop's wake-up)
 	hook    func(id, at string) // tests: called with the request ID before ("start") and after ("end") each job
 }
 
@@ -106,17 +106,19 @@ func (p *maskPool) work() {
 		p.queue[p.head] = nil
 		p.head++
 		p.mu.Unlock()
-		c.compute(p.hook)
+		c.compute(p.hook, p.done)
 		p.done()
 	}
 }
 
 // compute is a worker's side of c's job: the mask within the budget the
-// loop gave it.
-func (c *constraint) compute(hook func(id, at string)) {
+// loop gave it. started is called once the job counts as running, so that
+// a loop waiting for the mask learns its deadline.
+func (c *constraint) compute(hook func(id, at string), started func()) {
 	start := time.Now()
 	c.started.Store(start.UnixNano())
 	c.job.Store(maskRunning)
+	started()
 	if hook != nil {
 		hook(c.id, "start")
 	}
