@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha256"
@@ -195,7 +196,8 @@ func (s *Server) compileRefusal(ctx context.Context, err error) *openai.Error {
 	return nil
 }
 
-// constraintKey hashes what determines a compiled grammar.
+// constraintKey hashes what determines a compiled grammar: its kind, the
+// options and its content.
 func constraintKey(con *openai.Constraint, opts grammar.Options) [32]byte {
 	h := sha256.New()
 	field := func(b []byte) {
@@ -209,7 +211,14 @@ func constraintKey(con *openai.Constraint, opts grammar.Options) [32]byte {
 	field(o)
 	switch con.Kind {
 	case openai.ConstraintJSONSchema:
-		field(con.Schema)
+		// By content: whitespace between JSON tokens changes nothing the
+		// compiler sees (key order and string bytes stay as sent).
+		var c bytes.Buffer
+		if json.Compact(&c, con.Schema) == nil {
+			field(c.Bytes())
+		} else {
+			field(con.Schema)
+		}
 	case openai.ConstraintRegex:
 		field([]byte(con.Regex))
 	case openai.ConstraintChoice:

@@ -206,8 +206,9 @@ func TestGrammarCache(t *testing.T) {
 	post(`"guided_json":{"type":"integer"}`)
 	post(`"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer"}}}`)
 	post(`"structured_outputs":{"json":"{\"type\":\"integer\"}"}`)
+	post(`"guided_json":{ "type" :  "integer" }`)
 	if s.grammars.compiles != 1 {
-		t.Errorf("the same schema three ways: %d compilations, want 1", s.grammars.compiles)
+		t.Errorf("the same schema four ways (one with other whitespace): %d compilations, want 1", s.grammars.compiles)
 	}
 	post(`"structured_outputs":{"json":{"type":"integer"},"disable_any_whitespace":true}`)
 	post(`"guided_regex":"{\"type\":\"integer\"}"`)
@@ -215,7 +216,7 @@ func TestGrammarCache(t *testing.T) {
 		t.Errorf("after another option and another kind with the same bytes: %d compilations, want 3", s.grammars.compiles)
 	}
 	st := b.submitted()
-	if st[0].req.Grammar == nil || st[0].req.Grammar != st[1].req.Grammar || st[3].req.Grammar == st[0].req.Grammar {
+	if st[0].req.Grammar == nil || st[0].req.Grammar != st[1].req.Grammar || st[3].req.Grammar != st[0].req.Grammar || st[4].req.Grammar == st[0].req.Grammar {
 		t.Errorf("engine requests do not share the cached grammar as expected")
 	}
 	for i := range GrammarCacheEntries + 5 {
