@@ -22,6 +22,11 @@ import (
 // A mask that runs past its budget (MaskBudget each, RequestMaskBudget for
 // all of a sequence's masks) ends the sequence with FinishGrammarBudget.
 //
+// Accepting the sampled token stays on the loop (the finish reason depends
+// on whether the document is complete): it steps the same readings along
+// one token's bytes that the mask, which finished within its budget, walked
+// along every token's, so it costs a small part of that mask.
+//
 // Each sequence has at most one mask job. The job's fields are handed
 // between the loop and a worker through job (an atomic): the loop writes
 // left and dispatches (queue mutex); the worker owns the matcher, mask,
