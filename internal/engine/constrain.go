@@ -241,7 +241,9 @@ func (e *Engine) checkGrammarCost(ctx context.Context, g *grammar.Grammar, v *gr
 }
 
 // dispatchMask starts the mask of s's next token on the mask workers,
-// unless one is already there or ready. Loop only.
+// unless one is already there or ready; a mask the grammar's cache holds
+// (grammar.Matcher.MaskCached, a bounded lookup and a copy) is taken at
+// once, as the loop took every mask before. Loop only.
 func (e *Engine) dispatchMask(s *seq) {
 	c := s.con
 	if c == nil || c.m == nil || c.job.Load() != maskIdle {
@@ -252,6 +254,11 @@ func (e *Engine) dispatchMask(s *seq) {
 	if c.left <= 0 {
 		c.err = fmt.Errorf("%w: its masks took %v in all (the budget per request is %v)", ErrGrammarTooCostly, c.spent.Round(time.Millisecond), e.cfg.RequestMaskBudget)
 		c.job.Store(maskFailed)
+		return
+	}
+	if c.m.MaskCached(c.mask) { // a cached mask costs a copy: no worker
+		c.took, c.err = 0, nil
+		c.job.Store(maskReady)
 		return
 	}
 	c.started.Store(0)

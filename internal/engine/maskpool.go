@@ -12,7 +12,9 @@ import (
 // A constrained sequence's mask for its next token depends only on the
 // tokens it has, so it is computed as soon as the previous token is
 // accepted (or, for the first token, when the sequence is admitted or its
-// import resumed), by a pool of mask workers, while the step loop goes on:
+// import resumed): taken from the grammar's cache on the spot when it is
+// there (a bounded lookup and a copy), else by a pool of mask workers,
+// while the step loop goes on:
 // the mask runs beside the forward pass that computes the logits it will
 // be applied to. When the step's logits come and the mask is ready, the
 // sequence samples as before. When it is not, the loop does not wait: it

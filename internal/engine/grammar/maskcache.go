@@ -153,8 +153,9 @@ func (kb *keyBuilder) key(stacks [][]int32, k int32, w *walker) []byte {
 	return b
 }
 
-// lookup returns the cached mask of stacks, or nil.
-func (t *tables) lookup(stacks [][]int32, w *walker) Bitset {
+// lookup returns the cached mask of stacks, or nil (counted as a miss
+// when countMiss).
+func (t *tables) lookup(stacks [][]int32, w *walker, countMiss bool) Bitset {
 	kb := &w.kb
 	t.mu.Lock()
 	kb.depths = append(kb.depths[:0], t.depths...)
@@ -177,9 +178,11 @@ func (t *tables) lookup(stacks [][]int32, w *walker) Bitset {
 			t.mu.Unlock()
 		}
 	}
-	t.mu.Lock()
-	t.stats.MaskMisses++
-	t.mu.Unlock()
+	if countMiss {
+		t.mu.Lock()
+		t.stats.MaskMisses++
+		t.mu.Unlock()
+	}
 	return nil
 }
 

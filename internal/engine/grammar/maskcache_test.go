@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -209,5 +210,24 @@ func TestCheckCost(t *testing.T) {
 		if again := g.CheckCost(v, CostLimit{}); again != err {
 			t.Errorf("%.30q: the second answer %v is not the cached one", src, again)
 		}
+	}
+}
+
+// TestMaskCached: MaskCached serves a state's mask only once it is cached
+// (the same as Mask), and says no, computing nothing, before.
+func TestMaskCached(t *testing.T) {
+	v, _ := synthVocab(t)
+	g := mustCompile(t, maskSchemas[0], Options{})
+	m := NewMatcher(g, v)
+	got, want := NewBitset(v.Size()), NewBitset(v.Size())
+	if m.MaskCached(got) {
+		t.Fatalf("a mask served before any was computed")
+	}
+	if st := g.Stats(v); st.MaskHits+st.MaskMisses+st.StateMisses != 0 {
+		t.Errorf("MaskCached computed or counted something: %+v", st)
+	}
+	m.Mask(want)
+	if !m.MaskCached(got) || !slices.Equal(got, want) {
+		t.Fatalf("the cached mask is not served as Mask computed it")
 	}
 }

@@ -198,6 +198,43 @@ func (m *Matcher) MaskWithin(dst Bitset, lim Limit) (work int64, err error) {
 	return m.w.units, nil
 }
 
+// Limits of MaskCached: the states whose lookup is cheap enough to try
+// anywhere (a key of at most cachedMaxFrames frames per key depth).
+const (
+	cachedMaxStacks = 4
+	cachedMaxFrames = 256
+)
+
+// MaskCached writes the mask into dst and reports true when the whole-mask
+// cache holds it for the matcher's state (or the document has ended); it
+// never computes a mask, and it does not look when the state has more than
+// 4 stacks or 256 frames, so its cost is a few key lookups and one copy. A
+// caller that computes masks on other goroutines (the engine's mask
+// workers) uses it to take the cached ones at once.
+func (m *Matcher) MaskCached(dst Bitset) bool {
+	dst = dst[:(m.t.v.Size()+63)/64]
+	if m.ended {
+		dst.clear()
+		return true
+	}
+	if len(m.stacks) > cachedMaxStacks {
+		return false
+	}
+	n := 0
+	for _, st := range m.stacks {
+		n += len(st)
+	}
+	if n > cachedMaxFrames {
+		return false
+	}
+	c := m.t.lookup(m.stacks, m.w, false)
+	if c == nil {
+		return false
+	}
+	copy(dst, c)
+	return true
+}
+
 // Interrupt makes a MaskWithin running on another goroutine stop within a
 // few hundred units of work, and every later MaskWithin of this matcher
 // fail at once, both with ErrMaskBudget. It is the one Matcher method that
@@ -216,7 +253,7 @@ func (m *Matcher) mask(dst Bitset, unitMax int64, deadline time.Time, intr *atom
 		dst.clear()
 		return nil
 	}
-	if c := m.t.lookup(m.stacks, w); c != nil {
+	if c := m.t.lookup(m.stacks, w, true); c != nil {
 		copy(dst, c)
 		return nil
 	}
