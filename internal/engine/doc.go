@@ -45,6 +45,14 @@
 // nothing. A resumed import replays its first token into the matcher and
 // skips one sampler draw, so disaggregated output equals colocated.
 //
+// Token masks are computed off the step's critical path, by mask workers,
+// beside the forward pass (maskpool.go): a sequence whose mask is late
+// keeps its step's logits and sits out steps until the mask is ready; none
+// other waits. A mask past Config.MaskBudget, or a sequence's masks past
+// Config.RequestMaskBudget, end it with FinishGrammarBudget; a grammar
+// whose first masks cost more work than Config.GrammarCost is refused at
+// Submit (ErrGrammarTooCostly).
+//
 // # Concurrency
 //
 // Submit, Handle methods, Stats and Close are safe for concurrent use. The

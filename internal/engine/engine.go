@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -24,6 +25,9 @@ const (
 	topLogprobsMax    = 20
 	itlTargetMax      = time.Minute
 	agingRatioMax     = 1 << 20
+	maskBudgetMax     = time.Minute
+	requestMaskMax    = time.Hour
+	maskWorkersMax    = 256
 )
 
 // Engine schedules sequences onto one model runner. See the package doc.
@@ -41,6 +45,10 @@ type Engine struct {
 	ctxTokens int
 	// gv is the vocabulary index for constrained decoding (constrain.go).
 	gv grammarVocab
+	// masks computes token masks off the loop (maskpool.go); probes
+	// bounds concurrent grammar cost probes (checkGrammarCost).
+	masks  *maskPool
+	probes chan struct{}
 
 	mu      sync.Mutex
 	waiting []*seq // FIFO; preempted sequences go to the front
@@ -60,6 +68,7 @@ type Engine struct {
 	cost       costModel
 	lastDecode time.Time   // when the last step that fed every decoding sequence started (DecodePace)
 	paceTimer  *time.Timer // DecodePace's wait, reused
+	maskTimer  *time.Timer // the wait for a late mask's budget, reused
 }
 
 // seq is one request inside the engine.
@@ -121,6 +130,15 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.MinPrefillTokens == 0 {
 		cfg.MinPrefillTokens = min(16, cfg.MaxBatchTokens)
 	}
+	if cfg.MaskBudget == 0 {
+		cfg.MaskBudget = 250 * time.Millisecond
+	}
+	if cfg.RequestMaskBudget == 0 {
+		cfg.RequestMaskBudget = max(10*time.Second, cfg.MaskBudget)
+	}
+	if cfg.MaskWorkers == 0 {
+		cfg.MaskWorkers = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	switch {
 	case cfg.MaxBatchTokens < 1 || cfg.MaxBatchTokens > maxBatchTokensMax:
 		return nil, fmt.Errorf("engine: max batch tokens %d is out of range 1..%d", cfg.MaxBatchTokens, maxBatchTokensMax)
@@ -134,6 +152,12 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("engine: min prefill tokens %d is out of range 1..%d (max batch tokens)", cfg.MinPrefillTokens, cfg.MaxBatchTokens)
 	case cfg.AgingRatio < 1 || cfg.AgingRatio > agingRatioMax:
 		return nil, fmt.Errorf("engine: aging ratio %d is out of range 1..%d", cfg.AgingRatio, agingRatioMax)
+	case cfg.MaskBudget < 0 || cfg.MaskBudget > maskBudgetMax:
+		return nil, fmt.Errorf("engine: mask budget %v is out of range 0..%v (0: the default)", cfg.MaskBudget, maskBudgetMax)
+	case cfg.RequestMaskBudget < cfg.MaskBudget || cfg.RequestMaskBudget > requestMaskMax:
+		return nil, fmt.Errorf("engine: request mask budget %v is out of range %v (the mask budget)..%v", cfg.RequestMaskBudget, cfg.MaskBudget, requestMaskMax)
+	case cfg.MaskWorkers < 1 || cfg.MaskWorkers > maskWorkersMax:
+		return nil, fmt.Errorf("engine: mask workers %d is out of range 1..%d", cfg.MaskWorkers, maskWorkersMax)
 	case cfg.Pages < 2:
 		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
 	}
@@ -167,7 +191,11 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		ctx = m.Config.Context // no pool grows with the context
 	}
 	e := &Engine{r: r, kv: kv, cfg: cfg, log: log, ctxTokens: ctx, active: activeGroups(kc),
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), done: make(chan struct{}), probes: make(chan struct{}, cfg.MaskWorkers)}
+	e.masks = newMaskPool(cfg.MaskWorkers, e.wakeup)
+	if cfg.hooks != nil {
+		e.masks.hook = cfg.hooks.mask
+	}
 	if cfg.PrefixCache {
 		for _, g := range e.active {
 			e.pc[g] = prefixcache.New(kv.Pool(g), cfg.PageTokens, 0)
@@ -214,7 +242,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	if err := e.check(&req); err != nil {
 		return nil, err
 	}
-	con, err := e.newConstraint(&req)
+	con, err := e.newConstraint(ctx, &req)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -52,23 +51,7 @@ func newEngine(t *testing.T, m *model.Model, cfg engine.Config) *engine.Engine {
 // collect drains a handle and returns its tokens and final update.
 func collect(t *testing.T, h *engine.Handle) ([]int32, engine.Update) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var ids []int32
-	var last engine.Update
-	for {
-		u, err := h.Next(ctx)
-		if err == io.EOF {
-			return ids, last
-		}
-		if err != nil {
-			t.Fatalf("Next: %v", err)
-		}
-		for _, tk := range u.Tokens {
-			ids = append(ids, tk.ID)
-		}
-		last = u
-	}
+	return collectWithin(t, h, 2*time.Minute, "the sequence")
 }
 
 // alone generates greedily with the single-sequence path.

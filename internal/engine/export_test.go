@@ -78,3 +78,14 @@ func (g *Stepper) Free() {
 		close(g.freed)
 	}
 }
+
+// WithMaskHook returns cfg with a hook that a mask worker calls with the
+// request ID before ("start") and after ("end") computing each mask; it
+// may block (a slow mask), and the worker waits for it.
+func WithMaskHook(cfg Config, hook func(id, at string)) Config {
+	if cfg.hooks == nil {
+		cfg.hooks = &testHooks{}
+	}
+	cfg.hooks.mask = hook
+	return cfg
+}

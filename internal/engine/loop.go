@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,11 +24,13 @@ func (e *Engine) loop() {
 	for {
 		if e.isClosed() {
 			e.shutdown()
+			e.masks.stop()
 			return
 		}
 		e.reapCancelled()
 		e.applyResumes()
 		e.applyUnheld()
+		e.applyMasks()
 		wait := e.decodeWait()
 		steps, fedAll := e.schedule(wait <= 0)
 		if len(steps) == 0 {
@@ -36,7 +39,7 @@ func (e *Engine) loop() {
 				continue
 			}
 			e.publish()
-			<-e.wake
+			e.idle()
 			continue
 		}
 		e.observeStep(steps, fedAll)
@@ -76,6 +79,65 @@ func (e *Engine) pace(d time.Duration) {
 	e.mu.Lock()
 	e.stats.PacedWait += waited
 	e.mu.Unlock()
+}
+
+// idle waits for a wake-up (a submission, a resume, a cancellation, a
+// finished mask, Close), and no longer than until the earliest time a
+// running late mask is past its budget, so that its sequence ends then.
+func (e *Engine) idle() {
+	var due time.Time
+	for _, s := range e.running {
+		if c := s.con; c != nil && c.holding && c.job.Load() == maskRunning {
+			if at := c.started.Load(); at != 0 {
+				if t := time.Unix(0, at).Add(c.left + maskGrace); due.IsZero() || t.Before(due) {
+					due = t
+				}
+			}
+		}
+	}
+	if due.IsZero() {
+		<-e.wake
+		return
+	}
+	d := max(time.Until(due), time.Millisecond)
+	if e.maskTimer == nil {
+		e.maskTimer = time.NewTimer(d)
+	} else {
+		e.maskTimer.Reset(d)
+	}
+	select {
+	case <-e.wake:
+	case <-e.maskTimer.C:
+	}
+	e.maskTimer.Stop()
+}
+
+// applyMasks samples the sequences that were waiting for a late mask and
+// now have it (from the logits they kept), and ends those whose mask ran
+// past its budget.
+func (e *Engine) applyMasks() {
+	var ended []*seq
+	now := time.Now()
+	for _, s := range e.running {
+		c := s.con
+		if c == nil || !c.holding {
+			continue
+		}
+		switch st, err := e.maskState(s, now); st {
+		case maskReady:
+			c.holding = false
+			if e.sampleNext(s, c.held) {
+				ended = append(ended, s)
+			}
+		case maskFailed:
+			c.holding = false
+			e.endForMask(s, err)
+			ended = append(ended, s)
+		}
+	}
+	if len(ended) > 0 {
+		e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return slices.Contains(ended, s) })
+	}
 }
 
 func (e *Engine) isClosed() bool {
@@ -165,6 +227,9 @@ func (e *Engine) ensurePages(s *seq, n int, inStep map[*seq]bool) bool {
 // preempt releases s's pages and queues it at the front to be recomputed.
 func (e *Engine) preempt(s *seq) {
 	e.release(s)
+	if s.con != nil {
+		s.con.holding = false // recompute brings the logits again
+	}
 	s.computed = 0
 	s.preempt++
 	s.queued = true
@@ -242,6 +307,11 @@ func (e *Engine) admit(s *seq) bool {
 			t[g] = slices.Clone(tab)
 		}
 		s.req.Import.Allocated(e.kv, t)
+	}
+	if !s.importing {
+		// The first token's mask, beside the prompt's forward passes (an
+		// import's comes after its first token, in applyResumes).
+		e.dispatchMask(s)
 	}
 	return true
 }
@@ -332,14 +402,30 @@ func (e *Engine) gatherPromptLogprobs(s *seq, logits []float32, take, vocab int)
 }
 
 // sampleNext picks the next token from logits, delivers it and reports
-// whether the sequence ended (in which case it has been finished).
+// whether the sequence ended (in which case it has been finished). A
+// constrained sequence whose mask is not ready keeps the logits and waits
+// (see maskpool.go): it is not ended, and applyMasks samples it later.
 func (e *Engine) sampleNext(s *seq, logits []float32) bool {
 	var id int32
 	var lp float32
 	if s.con == nil {
 		id, lp = s.smp.Sample(logits, s.tokens)
 	} else {
+		if s.con.m != nil {
+			switch st, err := e.maskState(s, time.Now()); st {
+			case maskReady:
+			case maskFailed:
+				e.endForMask(s, err)
+				return true
+			default:
+				e.holdLogits(s, logits)
+				return false
+			}
+		}
 		id, lp = s.con.sample(s.smp, logits, s)
+		if s.con.m != nil {
+			s.con.maskDone()
+		}
 		if id < 0 {
 			e.finish(s, FinishError, fmt.Errorf("%w: no token is allowed next (the vocabulary cannot spell what the grammar needs)", ErrConstraint))
 			return true
@@ -352,8 +438,36 @@ func (e *Engine) sampleNext(s *seq, logits []float32) bool {
 	return e.accept(s, tok)
 }
 
+// holdLogits keeps the step's logits of s, whose mask is late.
+func (e *Engine) holdLogits(s *seq, logits []float32) {
+	c := s.con
+	if len(c.held) != len(logits) {
+		c.held = make([]float32, len(logits)) // once per sequence that ever waits
+	}
+	copy(c.held, logits)
+	c.holding = true
+	e.mu.Lock()
+	e.stats.MaskWaits++
+	e.mu.Unlock()
+}
+
+// endForMask ends s, whose mask failed: for its budget
+// (FinishGrammarBudget) or another error.
+func (e *Engine) endForMask(s *seq, err error) {
+	if errors.Is(err, ErrGrammarTooCostly) {
+		e.log.Warn("constrained sequence ended: its grammar's masks are over budget", "request", s.req.ID, "err", err)
+		e.mu.Lock()
+		e.stats.GrammarBudgetEnds++
+		e.mu.Unlock()
+		e.finish(s, FinishGrammarBudget, err)
+		return
+	}
+	e.finish(s, FinishError, fmt.Errorf("%w: %w", ErrConstraint, err))
+}
+
 // accept appends a generated token, delivers it and reports whether the
-// sequence ended (in which case it has been finished).
+// sequence ended (in which case it has been finished). A constrained
+// sequence that goes on gets its next mask started.
 func (e *Engine) accept(s *seq, tok Token) bool {
 	id := tok.ID
 	complete, err := s.con.advance(id)
@@ -387,6 +501,7 @@ func (e *Engine) accept(s *seq, tok Token) bool {
 		e.finish(s, reason, nil)
 		return true
 	}
+	e.dispatchMask(s)
 	return false
 }
 
@@ -487,6 +602,9 @@ func (e *Engine) release(s *seq) {
 func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 	if reason == FinishStop || reason == FinishLength {
 		e.cachePrefix(s)
+	}
+	if s.con != nil && s.con.m != nil {
+		s.con.m.Interrupt() // a mask worker on it stops at once
 	}
 	e.release(s)
 	if s.stopWake != nil {

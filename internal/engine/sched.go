@@ -190,6 +190,7 @@ type stepInfo struct {
 type testHooks struct {
 	step func(stepInfo)                   // called before each step runs; may block
 	cost func(stepFeatures) time.Duration // replaces the measured step time
+	mask func(id, at string)              // called by a mask worker before ("start") and after ("end") a job; may block
 }
 
 // observeStep runs steps, timing them for the cost model (and calling the

@@ -78,6 +78,25 @@ type Config struct {
 	// nil memory and no error mean the heap after all.
 	KVMemory func(bytes int) ([]byte, error)
 
+	// Constrained decoding (see maskpool.go). MaskBudget bounds the time
+	// of one token mask (default 250ms: an ordinary mask takes at most
+	// about one walk of the vocabulary's trie, 10 to 40 ms for a 151k
+	// vocabulary on a loaded core, and a mask slower than 250ms makes
+	// the sequence's own inter-token latency that long);
+	// RequestMaskBudget bounds all of one sequence's masks together
+	// (default 10s: thousands of ordinary masks, most of which come from
+	// the cache in microseconds, or 40 at the per-mask budget). A sequence
+	// past either ends with FinishGrammarBudget; no other sequence waits
+	// for its masks.
+	MaskBudget, RequestMaskBudget time.Duration
+	// MaskWorkers is the number of goroutines computing masks (default
+	// half of GOMAXPROCS, at least 1: the forward pass keeps the rest).
+	// Grammar cost probes at Submit run at most this many at once too.
+	MaskWorkers int
+	// GrammarCost is the probe a grammar's first masks must pass at
+	// Submit (grammar.CheckCost; zero: grammar.DefaultCostLimit).
+	GrammarCost grammar.CostLimit
+
 	hooks *testHooks // the package's tests only
 }
 
@@ -164,6 +183,10 @@ const (
 	FinishLength    FinishReason = "length"    // MaxTokens or the context
 	FinishCancelled FinishReason = "cancelled" // the caller's context ended
 	FinishError     FinishReason = "error"     // the engine failed the sequence (Err says why)
+	// FinishGrammarBudget: the grammar's token masks ran past
+	// Config.MaskBudget or Config.RequestMaskBudget (Err wraps
+	// ErrGrammarTooCostly).
+	FinishGrammarBudget FinishReason = "grammar_budget"
 )
 
 // Update is what a Handle yields: new tokens and, at the end, why it ended.
@@ -215,6 +238,11 @@ type Stats struct {
 	// PacedWait is the time the loop waited between decode steps under
 	// Config.DecodePace, cumulative.
 	PacedWait time.Duration
+	// Constrained decoding, cumulative: requests refused at Submit for
+	// the cost of their grammar's masks, sequences ended for their mask
+	// budget (FinishGrammarBudget), and samples that waited for a late
+	// mask (the sequence sat out steps; no other sequence waited).
+	GrammarRefused, GrammarBudgetEnds, MaskWaits uint64
 }
 
 // KVUsage is the fraction of the KV cache in use, by bytes (pages of the

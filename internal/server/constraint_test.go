@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"tandem/internal/api/leg"
 	"tandem/internal/api/openai"
@@ -203,8 +206,9 @@ func TestGrammarCache(t *testing.T) {
 	post(`"guided_json":{"type":"integer"}`)
 	post(`"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer"}}}`)
 	post(`"structured_outputs":{"json":"{\"type\":\"integer\"}"}`)
+	post(`"guided_json":{ "type" :  "integer" }`)
 	if s.grammars.compiles != 1 {
-		t.Errorf("the same schema three ways: %d compilations, want 1", s.grammars.compiles)
+		t.Errorf("the same schema four ways (one with other whitespace): %d compilations, want 1", s.grammars.compiles)
 	}
 	post(`"structured_outputs":{"json":{"type":"integer"},"disable_any_whitespace":true}`)
 	post(`"guided_regex":"{\"type\":\"integer\"}"`)
@@ -212,7 +216,7 @@ func TestGrammarCache(t *testing.T) {
 		t.Errorf("after another option and another kind with the same bytes: %d compilations, want 3", s.grammars.compiles)
 	}
 	st := b.submitted()
-	if st[0].req.Grammar == nil || st[0].req.Grammar != st[1].req.Grammar || st[3].req.Grammar == st[0].req.Grammar {
+	if st[0].req.Grammar == nil || st[0].req.Grammar != st[1].req.Grammar || st[3].req.Grammar != st[0].req.Grammar || st[4].req.Grammar == st[0].req.Grammar {
 		t.Errorf("engine requests do not share the cached grammar as expected")
 	}
 	for i := range GrammarCacheEntries + 5 {
@@ -243,13 +247,13 @@ func TestGrammarCacheConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		g, _ := c.get(context.Background(), key, func() (*grammar.Grammar, error) { close(started); <-release; return g0, nil })
+		g, _ := c.get(context.Background(), key, func(context.Context) (*grammar.Grammar, error) { close(started); <-release; return g0, nil })
 		done <- g
 	}()
 	<-started
 	for range 3 {
 		go func() {
-			g, _ := c.get(context.Background(), key, func() (*grammar.Grammar, error) { t.Error("compiled twice"); return nil, nil })
+			g, _ := c.get(context.Background(), key, func(context.Context) (*grammar.Grammar, error) { t.Error("compiled twice"); return nil, nil })
 			done <- g
 		}()
 	}
@@ -396,5 +400,152 @@ func TestPrefillLegClampsMinTokens(t *testing.T) {
 	s.Handler().ServeHTTP(rec, signedLeg(t, keys, "/v1/completions", `{"prompt":"a","max_tokens":1,"min_tokens":5}`, testDecodeLeg))
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "min_tokens") {
 		t.Errorf("decode leg with min_tokens over max_tokens: %d %s, want 400", rec.Code, rec.Body)
+	}
+}
+
+// TestGrammarCompileSlots: with every compile slot busy, a request whose
+// grammar is not cached is refused at once with 429 and a Retry-After
+// (counted), one whose grammar is cached is served, and a compile that
+// ends frees its slot.
+func TestGrammarCompileSlots(t *testing.T) {
+	tok := testVocab(t, llama2Template, true)
+	b := newFake(t, tok, script{done(engine.FinishStop)})
+	b.cfg.Context = 512
+	s, _ := newTestServer(t, b, Options{})
+	s.grammars.slots = 1
+	if rec := do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","guided_json":{"type":"integer"}}`); rec.Code != 200 {
+		t.Fatalf("first request: %d %s", rec.Code, rec.Body)
+	}
+	// A compile holds the one slot.
+	release, started := make(chan struct{}), make(chan struct{})
+	go s.grammars.get(context.Background(), [32]byte{9}, func(context.Context) (*grammar.Grammar, error) {
+		close(started)
+		<-release
+		return nil, errors.New("held")
+	})
+	<-started
+	rec := do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","guided_json":{"type":"string"}}`)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "compile slot") {
+		t.Errorf("new grammar with no free slot: %d, Retry-After %q, %s; want 429 with Retry-After 1", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if m := do(s.Handler(), "GET", "/metrics", "").Body.String(); !strings.Contains(m, "tandem_grammar_compile_busy_total 1\n") {
+		t.Errorf("/metrics does not count the busy refusal:\n%s", m)
+	}
+	if rec := do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","guided_json":{"type":"integer"}}`); rec.Code != 200 {
+		t.Errorf("cached grammar while the slots are busy: %d %s", rec.Code, rec.Body)
+	}
+	close(release)
+	for range 100 { // the held compile returns its slot as it ends
+		if rec = do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","guided_json":{"type":"string"}}`); rec.Code != http.StatusTooManyRequests {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec.Code != 200 {
+		t.Errorf("after the slot is free: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestGrammarCompileStopsWhenClientsLeave: a compile runs under a context
+// that ends when the last request waiting for it leaves, and is then not
+// cached; while another request still waits, it goes on and serves that
+// one. A real compile through the server stops when its client leaves.
+func TestGrammarCompileStopsWhenClientsLeave(t *testing.T) {
+	var c grammarCache
+	g0, err := grammar.CompileChoice([]string{"a"}, grammar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := func(started chan<- struct{}, finish <-chan struct{}) func(context.Context) (*grammar.Grammar, error) {
+		return func(ctx context.Context) (*grammar.Grammar, error) {
+			close(started)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-finish:
+				return g0, nil
+			}
+		}
+	}
+	// Alone: leaving cancels the compile, and nothing is cached.
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() { <-started; cancel() }()
+	if _, err := c.get(ctx, [32]byte{1}, long(started, nil)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("compile whose client left: %v", err)
+	}
+	if c.len() != 0 || c.busy != 0 {
+		t.Errorf("after an abandoned compile: %d cached, %d slots busy; want none", c.len(), c.busy)
+	}
+	// With a second waiter: the first leaves, the compile goes on.
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	started, finish := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() { _, err := c.get(ctx1, [32]byte{2}, long(started, finish)); first <- err }()
+	<-started
+	second := make(chan *grammar.Grammar, 1)
+	go func() {
+		g, _ := c.get(context.Background(), [32]byte{2}, func(context.Context) (*grammar.Grammar, error) { t.Error("compiled twice"); return nil, nil })
+		second <- g
+	}()
+	for { // the second request is waiting
+		c.mu.Lock()
+		w := c.m[[32]byte{2}].Value.(*grammarEntry).waiters
+		c.mu.Unlock()
+		if w == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel1()
+	time.Sleep(20 * time.Millisecond) // the compile must not see a cancellation meanwhile
+	close(finish)
+	if g := <-second; g != g0 {
+		t.Errorf("the request that stayed got %v", g)
+	}
+	<-first
+
+	// Through the server: a regex whose automaton takes about a second.
+	tok := testVocab(t, llama2Template, true)
+	b := newFake(t, tok, script{done(engine.FinishStop)})
+	b.cfg.Context = 512
+	s, _ := newTestServer(t, b, Options{})
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer rcancel()
+	req := httptest.NewRequestWithContext(rctx, "POST", "/v1/completions", strings.NewReader(`{"prompt":"x","guided_regex":"(a|b)*a(a|b){16}"}`))
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	took := time.Since(start)
+	if s.grammars.len() != 0 || s.grammars.busy != 0 {
+		t.Errorf("after the client left (%v): %d cached, %d slots busy; want none", took, s.grammars.len(), s.grammars.busy)
+	}
+}
+
+// TestGrammarBudgetFinishThroughServer: a sequence the engine ends for its
+// grammar's mask budget is answered 400 naming the constraint as too
+// costly, streamed as an error event, and counted under finish reason
+// grammar_budget; a Submit refused for the grammar's cost is a 400 too.
+func TestGrammarBudgetFinishThroughServer(t *testing.T) {
+	tok := testVocab(t, llama2Template, true)
+	budgetErr := fmt.Errorf("%w: one token mask took longer than 250ms", engine.ErrGrammarTooCostly)
+	b := newFake(t, tok, append(tokens(t, tok, 0, "a"), engine.Update{Done: true, Finish: engine.FinishGrammarBudget, Err: budgetErr}))
+	b.cfg.Context = 512
+	s, _ := newTestServer(t, b, Options{})
+	rec := do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","guided_grammar":"root ::= \"a\"+"}`)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "too costly to enforce") {
+		t.Errorf("non-streamed: %d %s", rec.Code, rec.Body)
+	}
+	rec = do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","stream":true,"guided_grammar":"root ::= \"a\"+"}`)
+	if !strings.Contains(rec.Body.String(), "too costly to enforce") {
+		t.Errorf("streamed: %d %s", rec.Code, rec.Body)
+	}
+	if m := do(s.Handler(), "GET", "/metrics", "").Body.String(); !strings.Contains(m, `tandem_request_finished_total{finish_reason="grammar_budget"} 2`+"\n") {
+		t.Errorf("/metrics does not count the two grammar_budget ends:\n%s", m)
+	}
+	b.submitErr = fmt.Errorf("%w: %w: grammar: the token masks of this grammar are too costly: ...", engine.ErrBadRequest, engine.ErrGrammarTooCostly)
+	rec = do(s.Handler(), "POST", "/v1/completions", `{"prompt":"x","guided_grammar":"root ::= \"a\"+"}`)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "too costly to enforce") {
+		t.Errorf("refused at Submit: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -347,6 +347,9 @@ func streamError(err error) *openai.Error {
 	if errors.Is(err, engine.ErrClosed) {
 		return openai.Unavailable("the engine is shutting down")
 	}
+	if e := grammarCostError(err); e != nil {
+		return e
+	}
 	return openai.Internal(err.Error())
 }
 
@@ -370,7 +373,11 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 		}
 	}
 	fail := func(err error) {
-		s.met.finished.WithLabelValues(string(engine.FinishError)).Inc()
+		reason := engine.FinishError
+		if errors.Is(err, engine.ErrGrammarTooCostly) {
+			reason = engine.FinishGrammarBudget
+		}
+		s.met.finished.WithLabelValues(string(reason)).Inc()
 		send(piece{final: true, err: err})
 	}
 	var first, last time.Time

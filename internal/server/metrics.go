@@ -20,6 +20,9 @@ type metrics struct {
 	itl      prometheus.Histogram     // gap between tokens, per token
 	e2e      *prometheus.HistogramVec // endpoint; request start → last byte
 	vllm     vllmMetrics
+	// compileBusy counts requests refused because every grammar compile
+	// slot was busy (429).
+	compileBusy prometheus.Counter
 }
 
 // vllmMetrics are the same figures under vLLM's names (vllm:..., with a
@@ -57,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger, model st
 		}, []string{"endpoint", "status"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_request_finished_total",
-			Help: "Generated choices that ended, by finish reason (stop, length, cancelled, error).",
+			Help: "Generated choices that ended, by finish reason (stop, length, cancelled, error, grammar_budget).",
 		}, []string{"finish_reason"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tandem_time_to_first_token_seconds",
@@ -75,7 +78,11 @@ func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger, model st
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640},
 		}, []string{"endpoint"}),
 	}
-	cs := []prometheus.Collector{m.requests, m.finished, m.ttft, m.itl, m.e2e, newStatsCollector(b, model)}
+	m.compileBusy = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tandem_grammar_compile_busy_total",
+		Help: "Requests refused (429) because every grammar compile slot was busy.",
+	})
+	cs := []prometheus.Collector{m.requests, m.finished, m.ttft, m.itl, m.e2e, m.compileBusy, newStatsCollector(b, model)}
 	for _, h := range []struct {
 		name, help string
 		buckets    []float64
@@ -143,6 +150,7 @@ type statsCollector struct {
 	prompt, generated, prefixHit, preempt *prometheus.Desc
 	paced                                 *prometheus.Desc
 	steps                                 *prometheus.Desc
+	grammarRefused, grammarBudget, masks  *prometheus.Desc
 	// vLLM's names for the same gauges, labelled model_name.
 	vWaiting, vRunning, vKVUsage *prometheus.Desc
 }
@@ -168,13 +176,19 @@ func newStatsCollector(b Backend, model string) *statsCollector {
 		preempt:   d("tandem_preemptions_total", "Sequences preempted (pages released, recomputed later)."),
 		steps:     d("tandem_engine_steps_total", "Engine steps run."),
 		paced:     d("tandem_engine_paced_seconds_total", "Time the step loop waited between decode steps to lend its cores (--core-lease-pace)."),
+		grammarRefused: d("tandem_grammar_refused_total",
+			"Requests refused at admission because their grammar's first token masks cost more work than the engine allows."),
+		grammarBudget: d("tandem_grammar_budget_ends_total",
+			"Sequences ended (finish reason grammar_budget) because their grammar's token masks ran past the per-mask or per-request budget."),
+		masks: d("tandem_mask_waits_total", "Samples that waited for a late token mask (the sequence sat out steps; no other sequence waited)."),
 	}
 }
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.pagesUsed, c.pagesTot, c.oldest,
-		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.paced, c.vWaiting, c.vRunning, c.vKVUsage} {
+		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.paced, c.grammarRefused, c.grammarBudget, c.masks,
+		c.vWaiting, c.vRunning, c.vKVUsage} {
 		ch <- d
 	}
 }
@@ -197,6 +211,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	n(c.preempt, s.Preemptions)
 	n(c.steps, s.Steps)
 	ch <- prometheus.MustNewConstMetric(c.paced, prometheus.CounterValue, s.PacedWait.Seconds())
+	n(c.grammarRefused, s.GrammarRefused)
+	n(c.grammarBudget, s.GrammarBudgetEnds)
+	n(c.masks, s.MaskWaits)
 	g(c.vWaiting, float64(s.Waiting))
 	g(c.vRunning, float64(s.Running))
 	g(c.vKVUsage, s.KVUsage())

@@ -324,6 +324,8 @@ func submitError(err error, param string) *openai.Error {
 		return statusErrorBody(se)
 	case errors.Is(err, engine.ErrQueueFull):
 		return openai.RateLimited(err.Error())
+	case errors.Is(err, engine.ErrGrammarTooCostly):
+		return grammarCostError(err)
 	case errors.Is(err, engine.ErrTooLong):
 		e := openai.Invalid(param, openai.CodeContextLength, "%v", err)
 		return e
@@ -333,6 +335,19 @@ func submitError(err error, param string) *openai.Error {
 		return openai.Unavailable("the engine is shutting down")
 	}
 	return openai.Internal(err.Error())
+}
+
+// grammarCostError is the 400 of a request whose output constraint costs
+// too much to enforce (engine.ErrGrammarTooCostly: refused at admission,
+// or ended mid-generation with finish reason grammar_budget), nil for
+// other errors.
+func grammarCostError(err error) *openai.Error {
+	if !errors.Is(err, engine.ErrGrammarTooCostly) {
+		return nil
+	}
+	return openai.Invalid("", openai.CodeInvalidValue,
+		"The request's output constraint (its response_format, structured_outputs, guided_*, grammar or tool schemas) is too costly to enforce: %v. "+
+			"Simplify it: an ambiguous grammar, whose alternatives read the same text, makes every token mask expensive.", err)
 }
 
 // newID returns prefix followed by 24 random hex digits.

@@ -113,21 +113,21 @@ func (s *Server) grammarFor(ctx context.Context, req *openai.ChatRequest, think 
 	c := s.tools
 	key := sha256.Sum256(fmt.Appendf(nil, "tools\x00%s\x00%d\x00%q\x00%v\x00%d\x00%v\x00%s", c.format, req.ToolChoice.Mode,
 		req.ToolChoice.Name, req.Parallel(), think, c.mistralNames, req.ToolsJSON))
-	g, err := s.grammars.get(ctx, key, func() (*grammar.Grammar, error) {
+	g, err := s.grammars.get(ctx, key, func(cctx context.Context) (*grammar.Grammar, error) {
 		g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: c.format, Tools: req.Tools, Choice: req.ToolChoice,
-			Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames})
+			Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames, Options: grammar.Options{}.WithContext(cctx)})
 		if e != nil {
 			return nil, e
 		}
 		return g, nil
 	})
 	if err != nil {
+		if e := s.compileRefusal(ctx, err); e != nil {
+			return nil, e
+		}
 		var te *toolcall.Error
 		if errors.As(err, &te) {
 			return nil, openai.Invalid(te.Param, openai.CodeInvalidValue, "%s", te.Message)
-		}
-		if ctx.Err() != nil {
-			return nil, openai.Invalid("", openai.CodeInvalidValue, "The request ended while its tool grammar was compiled.")
 		}
 		return nil, openai.Internal(err.Error())
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,9 +149,13 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// WriteError answers e in OpenAI's error shape with e's status.
+// WriteError answers e in OpenAI's error shape with e's status (and its
+// Retry-After when it has one).
 func WriteError(w http.ResponseWriter, e *openai.Error) {
 	w.Header().Set("Content-Type", "application/json")
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
 	w.WriteHeader(e.Status)
 	w.Write(append(e.MarshalBody(), '\n'))
 }

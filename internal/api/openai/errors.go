@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Error types, as OpenAI names them in error.type.
@@ -39,6 +40,9 @@ type Error struct {
 	Type    string
 	Param   string
 	Code    string
+	// RetryAfter, when positive, is sent as the Retry-After header (in
+	// whole seconds, rounded up) with a 429 or 503.
+	RetryAfter time.Duration
 }
 
 // Error returns the message, with the parameter it concerns.

@@ -152,7 +152,8 @@ func loadHFByteLevel(path string) (*Vocab, error) {
 	var ends []int32
 	for _, a := range tj.Added {
 		toks[a.ID] = nil
-		if a.Content == "<|eot_id|>" || a.Content == "<|end_of_text|>" {
+		switch a.Content {
+		case "<|eot_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>":
 			ends = append(ends, a.ID)
 		}
 	}

@@ -35,13 +35,20 @@ type call struct {
 // immutable after Compile and safe for concurrent use; per-vocabulary mask
 // tables are built on first use by NewMatcher and shared by its matchers.
 type Grammar struct {
-	nclass    int
-	class     [256]uint8
-	trans     []int32 // state*nclass + class: next state or -1
-	final     []bool
-	calls     [][]call
-	hasBytes  []bool
-	simple    []bool // only byte edges: no calls, not final
+	nclass   int
+	class    [256]uint8
+	trans    []int32 // state*nclass + class: next state or -1
+	final    []bool
+	calls    [][]call
+	hasBytes []bool
+	simple   []bool // only byte edges: no calls, not final
+	tail     []bool // final with nothing else: a call returning here is a tail call
+	// canon maps a state whose only move is a tail call to the called
+	// rule's start (through chains of such states), every other state to
+	// itself: a frame in such a state behaves as one in the start state,
+	// so stacks are stored with the start (after "!" in `r ::= x "!" r`,
+	// the stack is the one of the start of r again).
+	canon     []int32
 	ruleStart []int32
 	ruleNames []string
 	root      int32
@@ -62,10 +69,13 @@ func (g *Grammar) next(s int32, b byte) int32 {
 	return g.trans[int(s)*g.nclass+int(g.class[b])]
 }
 
-// ruleSet collects named rules while a schema or regex is compiled.
+// ruleSet collects named rules while a schema or regex is compiled,
+// within the compilation's memory budget (nil: none).
 type ruleSet struct {
-	exprs []*expr
-	names []string
+	exprs  []*expr
+	names  []string
+	b      *budget
+	owners *ruleOwners // CompileParts: the part that made each rule
 }
 
 // add reserves a rule and returns its number; define sets its expression.
@@ -75,7 +85,12 @@ func (r *ruleSet) add(name string) int {
 	return len(r.exprs) - 1
 }
 
-func (r *ruleSet) define(id int, e *expr) { r.exprs[id] = e }
+// define sets rule id's expression and charges its nodes to the budget
+// (a budget error shows at the next check: compileRules checks first).
+func (r *ruleSet) define(id int, e *expr) {
+	r.exprs[id] = e
+	r.b.exprs(e)
+}
 
 // nfa is a Thompson automaton for one rule.
 type nfa struct {
@@ -173,16 +188,27 @@ func (a *nfa) closure(set []int32, seen []bool) []int32 {
 
 // compileRules turns rules into a Grammar with root as its start rule.
 func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
+	b := rs.b
+	if err := b.charge(0); err != nil {
+		return nil, err
+	}
 	total := 0
+	sizes := make([]int, len(rs.exprs)) // NFA states per rule, then DFA states
 	for i, e := range rs.exprs {
 		if e == nil {
 			return nil, fmt.Errorf("grammar: rule %s has no definition", rs.names[i])
 		}
-		total += e.size(MaxNFAStates)
+		n := e.size(MaxNFAStates)
+		sizes[i] = n
+		total += n
 		if total > MaxNFAStates {
-			return nil, fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxNFAStates)
+			return nil, rs.owners.blame(fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxNFAStates), sizes[:i+1])
+		}
+		if err := b.charge(nfaStateByte * int64(n)); err != nil {
+			return nil, rs.owners.blame(err, sizes[:i+1])
 		}
 	}
+	opts.ctx = nil // a Grammar does not keep its compilation's context
 	g := &Grammar{root: int32(root), opts: opts, ruleNames: rs.names}
 	work := 0
 	// Byte classes: bytes that no set in the grammar tells apart share one.
@@ -205,11 +231,17 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 	}
 	g.ruleStart = make([]int32, len(rs.exprs))
 	for i, a := range nfas {
-		start, err := g.determinize(a, starts[i], ends[i], reps, &work)
+		before := len(g.final)
+		start, err := g.determinize(a, starts[i], ends[i], reps, &work, b)
+		sizes[i] = len(g.final) - before
 		if err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				err = rs.owners.blame(err, sizes[:i+1])
+			}
 			return nil, err
 		}
 		g.ruleStart[i] = start
+		nfas[i] = nil // garbage from here on
 	}
 	if err := g.prune(); err != nil {
 		return nil, err
@@ -218,8 +250,24 @@ func compileRules(rs *ruleSet, root int, opts Options) (*Grammar, error) {
 		return nil, err
 	}
 	g.simple = make([]bool, len(g.final))
+	g.tail = make([]bool, len(g.final))
 	for s := range g.simple {
 		g.simple[s] = g.hasBytes[s] && len(g.calls[s]) == 0 && !g.final[s]
+		g.tail[s] = g.final[s] && !g.hasBytes[s] && len(g.calls[s]) == 0
+	}
+	g.canon = make([]int32, len(g.final))
+	for s := range g.canon {
+		t := int32(s)
+		// A chain of such states cannot loop (that would be left
+		// recursion, refused above); the bound is belt and braces.
+		for range len(g.final) {
+			cs := g.calls[t]
+			if g.hasBytes[t] || g.final[t] || len(cs) != 1 || !g.tail[cs[0].ret] {
+				break
+			}
+			t = g.ruleStart[cs[0].rule]
+		}
+		g.canon[s] = t
 	}
 	return g, nil
 }
@@ -324,7 +372,7 @@ func (g *Grammar) computeClasses(sets []byteSet) {
 
 // determinize runs the subset construction for one rule's NFA, treating
 // each called rule as a letter, and appends the DFA states to g.
-func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte, work *int) (int32, error) {
+func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte, work *int, b *budget) (int32, error) {
 	seen := make([]bool, a.n)
 	// Per NFA state, its byte edges as (class, target) pairs.
 	type edge struct{ class, to int32 }
@@ -358,6 +406,10 @@ func (g *Grammar) determinize(a *nfa, start, end int32, reps []byte, work *int) 
 		*work += len(set)
 		if len(g.final) >= MaxDFAStates || *work > MaxDeterminizeWork {
 			return 0, fmt.Errorf("%w: more than %d automaton states (reduce maxLength, maxItems or the number of properties)", ErrTooLarge, MaxDFAStates)
+		}
+		// Its transition row, its key and queued set, and the rest.
+		if err := b.charge(int64(4*g.nclass+8*len(set)) + dfaStateByte); err != nil {
+			return 0, err
 		}
 		id := int32(len(g.final))
 		ids[string(kb)] = id

@@ -3,6 +3,7 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -83,17 +84,83 @@ func Optional(p Part) Part { return Repeat(p, 0, 1, Part{}) }
 // CompileParts compiles the grammar of text that p matches exactly (no
 // whitespace is added around parts). Errors from a Schema or Regex part
 // wrap the part's own error (ErrUnsupported naming a keyword, ErrTooLarge)
-// and say which part, numbered in depth-first order from 1.
+// and say which part, numbered in depth-first order from 1. An error one
+// part caused is a *PartError naming it: a Schema or Regex part that does
+// not compile, or, when the whole grammar is too large (ErrTooLarge), the
+// Schema or Regex part whose automaton takes the most of it.
 func CompileParts(p Part, opts Options) (*Grammar, error) {
 	pc := &partCompiler{opts: opts, done: map[*partNode]*expr{}}
-	pc.sc = newSchemaCompiler(nil, opts)
-	top := pc.sc.rs.add("root")
+	pc.sc = newSchemaCompiler(nil, opts, newBudget(opts))
+	rs := pc.sc.rs
+	rs.owners = &ruleOwners{}
+	top := rs.add("root")
 	e, err := pc.part(p, 0)
 	if err != nil {
 		return nil, err
 	}
-	pc.sc.rs.define(top, e)
-	return compileRules(pc.sc.rs, top, opts)
+	rs.define(top, e)
+	return compileRules(rs, top, opts)
+}
+
+// PartError is an error of CompileParts that one part caused (see there).
+// Part is the part as it was given (compare it with ==), Index its number.
+type PartError struct {
+	Part  Part
+	Index int
+	Err   error
+}
+
+func (e *PartError) Error() string { return e.Err.Error() }
+func (e *PartError) Unwrap() error { return e.Err }
+
+// ruleOwners records which Schema or Regex part made each rule, to name
+// the part a too-large grammar comes from.
+type ruleOwners struct {
+	parts []Part
+	nums  []int
+	kinds []string
+	owner []int // per rule: index in parts, -1 for none
+}
+
+// own marks rules [first, end) as made by part p (number num).
+func (o *ruleOwners) own(first, end int, p Part, num int, kind string, skip ...int) {
+	o.parts, o.nums, o.kinds = append(o.parts, p), append(o.nums, num), append(o.kinds, kind)
+	for len(o.owner) < end {
+		o.owner = append(o.owner, -1)
+	}
+	for r := first; r < end; r++ {
+		if !slices.Contains(skip, r) {
+			o.owner[r] = len(o.parts) - 1
+		}
+	}
+}
+
+// blame wraps err (a grammar too large) as a *PartError of the part whose
+// rules have the largest share of size (per rule), or returns err as is
+// when no part made any.
+func (o *ruleOwners) blame(err error, size []int) error {
+	if o == nil || len(o.parts) == 0 {
+		return err
+	}
+	share := make([]int, len(o.parts))
+	total := 0
+	for r, n := range size {
+		total += n
+		if r < len(o.owner) && o.owner[r] >= 0 {
+			share[o.owner[r]] += n
+		}
+	}
+	best := 0
+	for i := range share {
+		if share[i] > share[best] {
+			best = i
+		}
+	}
+	if share[best] == 0 {
+		return err
+	}
+	return &PartError{Part: o.parts[best], Index: o.nums[best],
+		Err: fmt.Errorf("%w; %s part %d takes the most of it (%d of %d automaton states)", err, o.kinds[best], o.nums[best], share[best], total)}
 }
 
 // maxPartDepth bounds the nesting of parts.
@@ -119,24 +186,30 @@ func (pc *partCompiler) part(p Part, depth int) (*expr, error) {
 	pc.n++
 	num := pc.n
 	n := p.n
+	rs := pc.sc.rs
 	var e *expr
 	switch n.kind {
 	case partLit:
 		e = lit(n.text)
 	case partRegex:
 		if !utf8.ValidString(n.text) {
-			return nil, fmt.Errorf("grammar: parts: regex part %d: pattern is not valid UTF-8", num)
+			return nil, &PartError{p, num, fmt.Errorf("grammar: parts: regex part %d: pattern is not valid UTF-8", num)}
 		}
 		rp := &regexParser{src: []rune(n.text), chars: utf8Expr}
 		re, err := rp.parseTop(true, nil)
 		if err != nil {
-			return nil, fmt.Errorf("grammar: parts: regex part %d: %w", num, err)
+			return nil, &PartError{p, num, fmt.Errorf("grammar: parts: regex part %d: %w", num, err)}
 		}
+		first := len(rs.names)
 		e = pc.sc.share(re, fmt.Sprintf("regex part %d", num))
+		rs.owners.own(first, len(rs.names), p, num, "regex")
 	case partSchema:
+		if err := rs.b.charge(16 * int64(len(n.schema))); err != nil {
+			return nil, &PartError{p, num, fmt.Errorf("grammar: parts: schema part %d: %w", num, err)}
+		}
 		root, err := decodeOrdered(n.schema)
 		if err != nil {
-			return nil, fmt.Errorf("grammar: parts: schema part %d is not valid JSON: %w", num, err)
+			return nil, &PartError{p, num, fmt.Errorf("grammar: parts: schema part %d is not valid JSON: %w", num, err)}
 		}
 		// Each schema resolves its own $ref pointers; the rule set, the
 		// whitespace rule and the any-value rule are shared.
@@ -146,7 +219,7 @@ func (pc *partCompiler) part(p Part, depth int) (*expr, error) {
 		id := pc.sc.rs.add("#")
 		v, err := pc.sc.node(root, "#")
 		if err != nil {
-			return nil, fmt.Errorf("grammar: parts: schema part %d: %w", num, err)
+			return nil, &PartError{p, num, fmt.Errorf("grammar: parts: schema part %d: %w", num, err)}
 		}
 		pc.sc.rs.define(id, v)
 		// Name the schema's rules after the part, for error messages.
@@ -156,6 +229,7 @@ func (pc *partCompiler) part(p Part, depth int) (*expr, error) {
 			}
 			pc.sc.rs.names[i] = fmt.Sprintf("schema part %d %s", num, pc.sc.rs.names[i])
 		}
+		rs.owners.own(first, len(rs.names), p, num, "schema", pc.sc.anyRule, pc.sc.charID)
 		e = ref(id)
 	case partSeq:
 		subs := make([]*expr, 0, len(n.subs))

@@ -16,8 +16,13 @@
 // entirely, whatever lies below on the stack, are computed once by walking
 // the vocabulary's byte trie and pruning every subtree the automaton
 // rejects; only the tokens that run past the end of the rule are walked
-// against the real stack. Whole masks are cached per matcher state (the
-// canonical encoding of its stacks). Both caches are bounded.
+// against the real stack. Whole masks are cached under the top frames of
+// the stacks that their computation read. Both caches are bounded.
+//
+// Cost: Matcher.MaskWithin bounds one mask's work and time (and stops on
+// Interrupt), Grammar.CheckCost measures the first masks of a grammar
+// before it is used, and Options.MaxCompileBytes and Options.WithContext
+// bound a compilation's memory and let it be cancelled.
 //
 // Invariants:
 //   - Every live matcher state can still complete a document: compilation

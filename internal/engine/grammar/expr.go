@@ -79,6 +79,13 @@ func lit(s string) *expr {
 	return &expr{kind: exSeq, subs: subs}
 }
 
+// seqFlatten is the longest sequence seq copies into a sequence that
+// contains it; a longer one stays a child. Copying every nested sequence
+// made chains such as an object's property list (each step a sequence of
+// one property and the rest) quadratic in memory: 830 MB for 10,000
+// properties. A nested sequence compiles to the same automaton.
+const seqFlatten = 16
+
 // seq matches its parts in order; empty parts are dropped and a none part
 // makes the whole sequence none.
 func seq(parts ...*expr) *expr {
@@ -90,6 +97,10 @@ func seq(parts ...*expr) *expr {
 		case exNone:
 			return noneExpr
 		case exSeq:
+			if len(p.subs) > seqFlatten {
+				subs = append(subs, p)
+				continue
+			}
 			subs = append(subs, p.subs...)
 		default:
 			subs = append(subs, p)

@@ -556,7 +556,11 @@ func (p *gbnfParser) compile(root int, opts Options) (*Grammar, error) {
 		return nil, p.errAt(p.rules[root].defPos, "rule root matches no text: rules %s never finish (each of their alternatives needs a rule that never finishes, or an empty class)", strings.Join(stuck, ", "))
 	}
 
-	rs := &ruleSet{}
+	rs := &ruleSet{b: newBudget(opts)}
+	// The parsed rules: a few expression nodes per source byte.
+	if err := rs.b.charge(4 * exprBytes * int64(len(p.src))); err != nil {
+		return nil, fmt.Errorf("grammar: gbnf: %w", err)
+	}
 	ids := map[int]int{root: rs.add(p.rules[root].name)}
 	lowered := make([]*expr, n)
 	memo := map[*expr]*expr{}

@@ -532,12 +532,13 @@ func TestExactMaskAgreesWithFast(t *testing.T) {
 				exact.clear()
 				m.w.work, m.w.workMax = 0, 1<<62
 				fan := 0
-				var done map[string]bool
+				var done map[string]int32
 				if len(m.stacks) > 1 {
-					done = map[string]bool{}
+					done = map[string]int32{}
 				}
-				for _, st := range m.stacks {
-					fan += m.t.maskStack(st, fast, m.w, done)
+				m.w.startTrace(m.stacks)
+				for i, st := range m.stacks {
+					fan += m.t.maskStack(st, fast, m.w, done, i)
 				}
 				if fan > MaxStacks {
 					t.Fatalf("prefix %d: fast path bound %d past MaxStacks", i, fan)

@@ -39,9 +39,16 @@ type tables struct {
 	mu         sync.Mutex
 	states     map[int32]*stateTable
 	stateBytes int
-	masks      map[string]Bitset
+	masks      map[string]*maskEntry
 	maskBytes  int
-	stats      CacheStats
+	// depths are the key depths of the cached masks, at most
+	// maxKeyDepths of them: a lookup tries each.
+	depths []int32
+	stats  CacheStats
+
+	// CheckCost's results, one probe at a time.
+	costMu sync.Mutex
+	costs  map[CostLimit]error
 }
 
 // CacheStats counts mask cache use for one grammar and vocabulary.
@@ -58,7 +65,7 @@ func (g *Grammar) tablesFor(v *Vocab) *tables {
 	}
 	t := g.tables[v]
 	if t == nil {
-		t = &tables{g: g, v: v, states: map[int32]*stateTable{}, masks: map[string]Bitset{}}
+		t = &tables{g: g, v: v, states: map[int32]*stateTable{}, masks: map[string]*maskEntry{}}
 		g.tables[v] = t
 	}
 	return t
@@ -83,41 +90,6 @@ func (t *tables) limits() (maskMax, stateMax int) {
 	return maskMax, stateMax
 }
 
-// cachedMask returns the cached mask for key, or nil.
-func (t *tables) cachedMask(key string) Bitset {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	m := t.masks[key]
-	if m != nil {
-		t.stats.MaskHits++
-	} else {
-		t.stats.MaskMisses++
-	}
-	return m
-}
-
-func (t *tables) storeMask(key string, m Bitset) {
-	maskMax, _ := t.limits()
-	size := 8*len(m) + len(key)
-	if maskMax < 0 || size > maskMax {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.masks[key]; ok {
-		return
-	}
-	for t.maskBytes+size > maskMax && len(t.masks) > 0 {
-		for k, old := range t.masks { // evict an arbitrary entry
-			t.maskBytes -= 8*len(old) + len(k)
-			delete(t.masks, k)
-			break
-		}
-	}
-	t.masks[key] = m
-	t.maskBytes += size
-}
-
 // state returns the table of DFA state s, computing it on first use.
 func (t *tables) state(s int32, w *walker) *stateTable {
 	t.mu.Lock()
@@ -140,7 +112,7 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 	st.maxRel = w.maxRel
 	st.maxFan = w.fan
 	_, stateMax := t.limits()
-	if stateMax < 0 {
+	if stateMax < 0 || w.stopped { // a stopped walk is incomplete: never cached
 		return st
 	}
 	t.mu.Lock()
@@ -175,14 +147,17 @@ func (t *tables) state(s int32, w *walker) *stateTable {
 // nested grammar of TestGBNFStackLimitMask at 111 stacks takes 0.12 s per
 // mask by the fast path and 3 ms by exactMask).
 func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
-	var done map[string]bool
+	var done map[string]int32
 	if len(stacks) > 1 {
-		done = map[string]bool{}
+		done = map[string]int32{}
 	}
 	fan := 0
 	w.work, w.workMax = 0, len(t.v.nodes)
-	for _, st := range stacks {
-		fan += t.maskStack(st, dst, w, done)
+	for i, st := range stacks {
+		fan += t.maskStack(st, dst, w, done, i)
+		if w.stopped {
+			return
+		}
 		if fan > MaxStacks || w.work > w.workMax {
 			dst.clear()
 			t.exactMask(stacks, dst, w)
@@ -200,14 +175,29 @@ func (t *tables) computeMask(stacks [][]int32, dst Bitset, w *walker) {
 func (t *tables) exactMask(stacks [][]int32, dst Bitset, w *walker) {
 	w.reset()
 	w.hc = map[config]int32{}
-	defer func() { w.hc = nil }()
 	w.fl = w.fl[:0]
+	w.tops = w.tops[:0]
 	for _, st := range stacks {
 		top := w.load(st)
+		w.tops = append(w.tops, top)
 		w.fl = append(w.fl, config{w.st[top], w.par[top]})
 	}
+	// Mark the loaded frames the walk pops into: what the mask depends on.
+	w.marks = append(w.marks[:0], make([]bool, len(w.st))...)
+	w.maxRel = 0
 	w.fl = sortConfigs(w.fl)
 	w.exactVisit(t.v, 0, 0, len(w.fl), dst)
+	w.hc = nil
+	tr := &w.tr
+	tr.reach = max(tr.reach, w.maxRel)
+	for i, f := range w.tops {
+		for ; f >= 0; f = w.par[f] {
+			if w.marks[f] {
+				tr.low[i] = min(tr.low[i], w.dep[f])
+			}
+		}
+	}
+	w.marks = w.marks[:0]
 }
 
 // sortConfigs sorts cs and removes duplicates.
@@ -239,6 +229,9 @@ func (w *walker) exactVisit(v *Vocab, node int32, fs, fe int, dst Bitset) {
 	nc := g.nclass
 	nodes := v.nodes
 	for c := nodes[node].first; c >= 0; c = nodes[c].sib {
+		if w.spend(cfgEnd - cfgStart) {
+			return
+		}
 		n := &nodes[c]
 		cls := int(g.class[n.b])
 		flStart := len(w.fl)
@@ -249,6 +242,9 @@ func (w *walker) exactVisit(v *Vocab, node int32, fs, fe int, dst Bitset) {
 			}
 		}
 		if len(w.fl) > flStart+1 {
+			if w.spend(len(w.fl) - flStart) { // the sort
+				return
+			}
 			w.fl = append(w.fl[:flStart], sortConfigs(w.fl[flStart:])...)
 		}
 		if k := len(w.fl) - flStart; k > 0 && k <= MaxStacks {
@@ -257,6 +253,9 @@ func (w *walker) exactVisit(v *Vocab, node int32, fs, fe int, dst Bitset) {
 			}
 			if n.first >= 0 {
 				w.exactVisit(v, c, flStart, len(w.fl), dst)
+				if w.stopped {
+					return
+				}
 			}
 			w.truncate(mark)
 		}
@@ -265,36 +264,58 @@ func (w *walker) exactVisit(v *Vocab, node int32, fs, fe int, dst Bitset) {
 	w.cfg = w.cfg[:cfgStart]
 }
 
-// maskStack ORs into dst the tokens stack st accepts: the top state's
-// precomputed set, plus, where the top rule can end inside a token, the rest
-// of that token walked against the stack below; when the top rule can end
-// before the token starts, the same again one frame down.
+// maskStack ORs into dst the tokens stack st (stack i of the mask)
+// accepts: the top state's precomputed set, plus, where the top rule can
+// end inside a token, the rest of that token walked against the stack
+// below; when the top rule can end before the token starts, the same again
+// one frame down.
 //
 // With several stacks, done holds the stacks already masked: a stack
 // contributes the same tokens whichever stack it is the lower part of, so
-// a shared lower part is walked once.
+// a shared lower part is walked once. done maps each to the lowest frame
+// depth its walks read, which the stacks that skip it inherit (w.tr).
 //
 // It returns an upper bound on the readings of st after any byte of any
 // token: the most each walk had, summed (a lower part skipped here adds
 // nothing, as its readings are those counted where it was walked). Past
 // MaxStacks it stops early, and dst is incomplete.
-func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bool) (fan int) {
+func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]int32, i int) (fan int) {
+	tr := &w.tr
+	low := int32(len(st)) // the lowest frame depth read: the top's, so far
+	keys := w.doneKeys[:0]
+	defer func() {
+		tr.low[i] = min(tr.low[i], low)
+		for _, k := range keys {
+			done[k] = low
+		}
+		w.doneKeys = keys[:0]
+	}()
 	for len(st) > 0 {
 		if done != nil {
 			k := stackKey(st)
-			if done[k] {
+			if l, ok := done[k]; ok {
+				low = min(low, l)
 				return fan
 			}
-			done[k] = true
+			done[k] = int32(len(st))
+			keys = append(keys, k)
 		}
+		low = min(low, int32(len(st)))
 		top := st[len(st)-1]
 		below := st[:len(st)-1]
 		tab := t.state(top, w)
+		if w.stopped {
+			return fan
+		}
 		if int32(len(st))+tab.maxRel+1 >= w.maxDepth {
 			// Near the depth limit the context-free table may accept what
 			// the real stack cannot: walk the whole trie exactly.
-			return fan + t.fullWalk(st, 0, dst, w)
+			w.refused = true
+			f, l := t.fullWalk(st, 0, dst, w)
+			low = min(low, l)
+			return fan + f
 		}
+		tr.reach = max(tr.reach, int32(len(st))-1+tab.maxRel)
 		fan += tab.maxFan
 		if fan > MaxStacks {
 			return fan
@@ -304,8 +325,10 @@ func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bo
 			return fan
 		}
 		for _, node := range tab.conts {
-			fan += t.fullWalk(below, node, dst, w)
-			if fan > MaxStacks || w.work > w.workMax {
+			f, l := t.fullWalk(below, node, dst, w)
+			fan += f
+			low = min(low, l)
+			if fan > MaxStacks || w.work > w.workMax || w.stopped {
 				return fan
 			}
 		}
@@ -320,14 +343,17 @@ func (t *tables) maskStack(st []int32, dst Bitset, w *walker, done map[string]bo
 // fullWalk walks the trie below node against the real stack st, marking
 // every token of the subtree (not node's own) the stack accepts. It
 // returns the most readings the walk had after any byte (MaxStacks+1 when
-// it stopped at a node with more) and adds the nodes it walked to w.work.
-func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) int {
+// it stopped at a node with more) and the lowest frame depth of st it read
+// (len(st): only the top), and adds the nodes it walked to w.work.
+func (t *tables) fullWalk(st []int32, node int32, dst Bitset, w *walker) (fan int, low int32) {
 	w.reset()
+	w.maxRel, w.minPop = 0, int32(len(st))
 	top := w.load(st)
 	w.fl = append(w.fl[:0], config{w.st[top], w.par[top]})
 	w.fan = 0
 	w.visit(t.v, node, 0, 1, dst, nil)
-	return w.fan
+	w.tr.reach = max(w.tr.reach, w.maxRel)
+	return w.fan, w.minPop
 }
 
 // visit walks the trie below node with the unexpanded stacks w.fl[fs:fe]
@@ -361,10 +387,13 @@ func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateT
 	trans := g.trans
 	nodes := v.nodes
 	for c := nodes[node].first; c >= 0; c = nodes[c].sib {
+		if w.spend(cfgEnd - cfgStart) {
+			return
+		}
 		n := &nodes[c]
 		cls := int(g.class[n.b])
 		flStart := len(w.fl)
-		for i := cfgStart; i < cfgEnd; i++ {
+		for i := cfgStart; i < cfgEnd && len(w.fl)-flStart <= MaxStacks; i++ {
 			cf := w.cfg[i]
 			nt := trans[int(cf.state)*nc+cls]
 			if nt < 0 {
@@ -399,6 +428,9 @@ func (w *walker) visit(v *Vocab, node int32, fs, fe int, dst Bitset, tab *stateT
 			}
 			if n.first >= 0 {
 				w.visit(v, c, flStart, len(w.fl), dst, tab)
+				if w.stopped {
+					return
+				}
 			}
 			w.truncate(mark)
 		}
@@ -414,22 +446,4 @@ func (w *walker) truncate(n int) {
 		}
 	}
 	w.st, w.par, w.dep = w.st[:n], w.par[:n], w.dep[:n]
-}
-
-// stacksKey is the canonical encoding of a set of stacks.
-func stacksKey(stacks [][]int32) string {
-	keys := make([]string, len(stacks))
-	n := 0
-	for i, st := range stacks {
-		keys[i] = stackKey(st)
-		n += len(keys[i]) + 4
-	}
-	slices.Sort(keys)
-	b := make([]byte, 0, n)
-	for _, k := range keys {
-		l := len(k)
-		b = append(b, byte(l), byte(l>>8), byte(l>>16), byte(l>>24))
-		b = append(b, k...)
-	}
-	return string(b)
 }

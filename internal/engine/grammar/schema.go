@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,13 @@ type Options struct {
 	// MaskCacheBytes and StateCacheBytes bound the mask caches (0: the
 	// defaults, negative: no caching).
 	MaskCacheBytes, StateCacheBytes int
+	// MaxCompileBytes bounds the memory one compilation may allocate
+	// (approximately, counting what the compiler builds); past it the
+	// compilation fails with ErrTooLarge. 0: DefaultMaxCompileBytes;
+	// negative: no bound.
+	MaxCompileBytes int64
+
+	ctx context.Context // see WithContext; never kept in a Grammar
 }
 
 // ErrUnsupported is returned (wrapped, with the keyword named) for a schema
@@ -69,11 +77,16 @@ var unsupported = []string{
 // that are valid against it (see the package README for coverage and
 // deliberate narrowings, such as properties in schema order).
 func Compile(schema []byte, opts Options) (*Grammar, error) {
+	b := newBudget(opts)
+	// The decoded document: a few words per byte at most.
+	if err := b.charge(16 * int64(len(schema))); err != nil {
+		return nil, err
+	}
 	root, err := decodeOrdered(schema)
 	if err != nil {
 		return nil, fmt.Errorf("grammar: schema is not valid JSON: %w", err)
 	}
-	c := newSchemaCompiler(root, opts)
+	c := newSchemaCompiler(root, opts, b)
 	top := c.rs.add("root")
 	e, err := c.node(root, "#")
 	if err != nil {
@@ -89,7 +102,7 @@ func Compile(schema []byte, opts Options) (*Grammar, error) {
 // CompileAnyObject compiles the grammar of OpenAI's
 // response_format {"type":"json_object"}: any JSON object.
 func CompileAnyObject(opts Options) (*Grammar, error) {
-	c := newSchemaCompiler(nil, opts)
+	c := newSchemaCompiler(nil, opts, newBudget(opts))
 	top := c.rs.add("root")
 	c.rs.define(top, c.anyObject())
 	return compileRules(c.rs, top, opts)
@@ -99,7 +112,7 @@ func CompileAnyObject(opts Options) (*Grammar, error) {
 // regexParser) that the whole output must match, as vLLM's
 // structured_outputs regex.
 func CompileRegex(pattern string, opts Options) (*Grammar, error) {
-	rs := &ruleSet{}
+	rs := &ruleSet{b: newBudget(opts)}
 	top := rs.add("root")
 	p := &regexParser{src: []rune(pattern), chars: utf8Expr}
 	e, err := p.parseTop(true, nil)
@@ -116,7 +129,7 @@ func CompileChoice(choices []string, opts Options) (*Grammar, error) {
 	if len(choices) == 0 {
 		return nil, errors.New("grammar: choice needs at least one option")
 	}
-	rs := &ruleSet{}
+	rs := &ruleSet{b: newBudget(opts)}
 	top := rs.add("root")
 	var alts []*expr
 	for _, s := range choices {
@@ -137,8 +150,8 @@ type schemaCompiler struct {
 	char     *expr
 }
 
-func newSchemaCompiler(root any, opts Options) *schemaCompiler {
-	c := &schemaCompiler{root: root, rs: &ruleSet{}, opts: opts, refRules: map[string]int{}, anyRule: -1, charID: -1}
+func newSchemaCompiler(root any, opts Options, b *budget) *schemaCompiler {
+	c := &schemaCompiler{root: root, rs: &ruleSet{b: b}, opts: opts, refRules: map[string]int{}, anyRule: -1, charID: -1}
 	c.ws = emptyExpr
 	if !opts.DisableAnyWhitespace {
 		n := opts.MaxWhitespace
@@ -174,8 +187,13 @@ func unsupportedf(path, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrUnsupported, path, fmt.Sprintf(format, args...))
 }
 
-// node compiles the schema s found at path.
+// node compiles the schema s found at path, within the compile budget.
 func (c *schemaCompiler) node(s any, path string) (*expr, error) {
+	if err := c.rs.b.charge(0); err != nil {
+		return nil, err
+	}
+	var e *expr
+	var err error
 	switch x := s.(type) {
 	case bool:
 		if x {
@@ -183,9 +201,17 @@ func (c *schemaCompiler) node(s any, path string) (*expr, error) {
 		}
 		return noneExpr, nil
 	case *object:
-		return c.objectSchema(x, path)
+		e, err = c.objectSchema(x, path)
+	default:
+		return nil, fmt.Errorf("grammar: %s: a schema must be an object or a boolean", path)
 	}
-	return nil, fmt.Errorf("grammar: %s: a schema must be an object or a boolean", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.rs.b.exprs(e); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func checkSupported(s *object, path string) error {
@@ -1127,6 +1153,9 @@ func (c *schemaCompiler) objectType(s *object, path string) (*expr, error) {
 		} else {
 			afterTrue[i] = seq(opt(el), afterTrue[i+1])
 		}
+		if err := c.rs.b.exprs(afterTrue[i]); err != nil {
+			return nil, err
+		}
 	}
 	afterFalse := end(false)
 	for i := n - 1; i >= 0; i-- {
@@ -1135,6 +1164,9 @@ func (c *schemaCompiler) objectType(s *object, path string) (*expr, error) {
 			afterFalse = first
 		} else {
 			afterFalse = alt(first, afterFalse)
+		}
+		if err := c.rs.b.exprs(afterFalse); err != nil {
+			return nil, err
 		}
 		if (n-i)%8 == 0 {
 			afterFalse = c.share(afterFalse, fmt.Sprintf("%s/properties#%d", path, i))

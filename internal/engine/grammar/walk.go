@@ -1,5 +1,10 @@
 package grammar
 
+import (
+	"sync/atomic"
+	"time"
+)
+
 // This file runs the pushdown automaton. A stack is a chain of frames in an
 // arena: each frame holds a DFA state and the index of the frame below it
 // (-1 at the bottom). The top frame's state is where the automaton is; the
@@ -19,6 +24,12 @@ type config struct {
 
 // walker holds the arena and scratch space for running the automaton. It is
 // owned by one goroutine at a time.
+//
+// A budgeted mask (Matcher.MaskWithin) counts its work in units, one per
+// trie node walked below and per rule call expanded (tick), and every
+// tickEvery units looks at its limits: the work bound, the deadline and
+// the matcher's interrupt flag. Past one, stopped is set and every walk
+// unwinds at once; the caller then discards what it computed.
 type walker struct {
 	g        *Grammar
 	st       []int32 // frame state
@@ -34,6 +45,84 @@ type walker struct {
 	hc       map[config]int32 // when set, frame returns the existing frame of a (state, parent)
 	budget   int
 	cfgBase  int // first config of the current closure
+
+	// Budget of the current mask (see tick).
+	units    int64        // work units so far
+	check    int64        // look at the limits when units reach this
+	unitMax  int64        // stop past this many units (0: no bound)
+	deadline time.Time    // stop past this instant (zero: none)
+	intr     *atomic.Bool // stop once set (nil: not interruptible)
+	stopped  bool         // a limit was hit: unwind and discard
+
+	// What the current mask depended on (see tables.lookup): minPop is
+	// the lowest frame depth the automaton popped into since it was reset
+	// (math.MaxInt32: none), refused records that the depth limit refused
+	// a call, and marks (when not nil) flags the loaded frames whose state
+	// was read by a pop.
+	minPop   int32
+	refused  bool
+	marks    []bool
+	tr       trace
+	tops     []int32  // scratch: the top frame of each loaded stack
+	doneKeys []string // scratch of maskStack
+	kb       keyBuilder
+}
+
+// trace is what one mask computation read of its stacks (see
+// tables.store): for each stack the lowest frame depth (bottom 1) whose
+// state it read, and the deepest frame depth any walk reached.
+type trace struct {
+	low   []int32
+	reach int32
+}
+
+// startTrace resets the trace and the depth-limit flag for a mask of
+// stacks: so far each stack's top is read.
+func (w *walker) startTrace(stacks [][]int32) *trace {
+	w.tr.low = w.tr.low[:0]
+	w.tr.reach = 0
+	for _, st := range stacks {
+		w.tr.low = append(w.tr.low, int32(len(st)))
+		w.tr.reach = max(w.tr.reach, int32(len(st)))
+	}
+	w.refused = false
+	return &w.tr
+}
+
+// tickEvery is how many work units pass between two looks at the limits
+// (the clock and an atomic load): the overshoot past a deadline is at most
+// that much work, well under a millisecond.
+const tickEvery = 256
+
+// spend counts n units of work about to be done and reports whether the
+// walk must stop instead: past the work bound (exact), the deadline or an
+// interrupt (looked at every tickEvery units).
+// A unit is a step of the automaton: one expansion of a frame (a call or
+// a return) or one configuration tried against one trie node.
+func (w *walker) spend(n int) bool {
+	if w.stopped {
+		return true
+	}
+	if w.unitMax > 0 && w.units+int64(n) > w.unitMax {
+		w.stopped = true // the work bound is exact: this work is not done
+		return true
+	}
+	w.units += int64(n)
+	if w.units < w.check {
+		return false
+	}
+	w.check = w.units + tickEvery
+	switch {
+	case !w.deadline.IsZero() && time.Now().After(w.deadline),
+		w.intr != nil && w.intr.Load():
+		w.stopped = true
+	}
+	return w.stopped
+}
+
+// limit sets the budget of the next mask and clears the work count.
+func (w *walker) limit(unitMax int64, deadline time.Time, intr *atomic.Bool) {
+	w.units, w.check, w.unitMax, w.deadline, w.intr, w.stopped = 0, tickEvery, unitMax, deadline, intr, false
 }
 
 func newWalker(g *Grammar) *walker {
@@ -103,6 +192,9 @@ func (w *walker) closure(s, p int32) (popBelow bool) {
 }
 
 func (w *walker) expand(s, p int32) bool {
+	if w.spend(1) {
+		return false
+	}
 	g := w.g
 	pop := false
 	if g.hasBytes[s] {
@@ -113,27 +205,49 @@ func (w *walker) expand(s, p int32) bool {
 		if p >= 0 {
 			depth = w.dep[p] + 1
 		}
-		if depth < w.maxDepth {
-			for _, c := range cs {
-				w.budget--
-				if w.budget <= 0 {
-					break
+		for _, c := range cs {
+			w.budget--
+			if w.budget <= 0 || w.stopped {
+				break
+			}
+			// A tail call (the caller has nothing left to do after it) pushes
+			// no frame: the callee returns straight to p, so right recursion
+			// does not grow the stack (llama.cpp's grammar does the same).
+			ret := p
+			if !g.tail[c.ret] {
+				if depth >= w.maxDepth {
+					w.refused = true
+					continue
 				}
-				ret := w.frame(c.ret, p)
-				if w.expand(g.ruleStart[c.rule], ret) {
-					pop = true
-				}
+				ret = w.frame(c.ret, p)
+			}
+			if w.expand(g.ruleStart[c.rule], ret) {
+				pop = true
 			}
 		}
 	}
 	if g.final[s] {
 		if p < 0 {
 			pop = true
-		} else if w.expand(w.st[p], w.par[p]) {
-			pop = true
+		} else {
+			w.popInto(p)
+			if w.expand(w.st[p], w.par[p]) {
+				pop = true
+			}
 		}
 	}
 	return pop
+}
+
+// popInto records that the automaton returned into frame p (its state is
+// read): the mask cache key must hold that frame.
+func (w *walker) popInto(p int32) {
+	if d := w.dep[p]; d < w.minPop {
+		w.minPop = d
+	}
+	if int(p) < len(w.marks) {
+		w.marks[p] = true
+	}
 }
 
 // addConfig appends c unless the same config is already among the last
@@ -165,7 +279,7 @@ func (w *walker) stepStacks(stacks [][]int32, b byte) [][]int32 {
 		if t < 0 {
 			continue
 		}
-		f := w.frame(t, c.parent)
+		f := w.frame(w.g.canon[t], c.parent)
 		st := w.unload(f)
 		k := stackKey(st)
 		if seen[k] {
@@ -177,12 +291,19 @@ func (w *walker) stepStacks(stacks [][]int32, b byte) [][]int32 {
 	return out
 }
 
-// canEnd reports whether some stack can finish the document now.
-func (w *walker) canEnd(stacks [][]int32) bool {
-	for _, st := range stacks {
+// canEnd reports whether some stack can finish the document now. With a
+// trace it records what it read of each stack.
+func (w *walker) canEnd(stacks [][]int32, tr *trace) bool {
+	for i, st := range stacks {
 		w.reset()
+		w.maxRel, w.minPop = 0, int32(len(st))
 		top := w.load(st)
-		if w.closure(w.st[top], w.par[top]) {
+		end := w.closure(w.st[top], w.par[top])
+		if tr != nil {
+			tr.low[i] = min(tr.low[i], w.minPop)
+			tr.reach = max(tr.reach, w.maxRel)
+		}
+		if end {
 			return true
 		}
 	}

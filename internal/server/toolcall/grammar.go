@@ -90,7 +90,8 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 	}
 	var (
 		alts    []grammar.Part
-		indexes []int // tools index of each alternative
+		indexes []int          // tools index of each alternative
+		schemas []grammar.Part // its arguments' schema part
 	)
 	for i, t := range spec.Tools {
 		if spec.Choice.Mode == openai.ChoiceFunction && t.Name != spec.Choice.Name {
@@ -100,8 +101,10 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 		if t.Parameters != nil && (spec.Choice.Mode != openai.ChoiceAuto || t.Strict) {
 			schema = t.Parameters
 		}
-		alts = append(alts, callPart(spec.Format, t.Name, schema))
+		sp := grammar.Schema(schema)
+		alts = append(alts, callPart(spec.Format, t.Name, sp))
 		indexes = append(indexes, i)
+		schemas = append(schemas, sp)
 	}
 	if len(alts) == 0 {
 		return nil, errorf("tool_choice.function.name", "Invalid value for 'tool_choice': no function named %q was specified in the 'tools' parameter.", clip(spec.Choice.Name))
@@ -110,7 +113,7 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 	many := spec.Parallel && spec.Choice.Mode != openai.ChoiceFunction
 	calls := callsPart(spec.Format, call, many)
 	if spec.Format == Mistral && spec.MistralNames {
-		calls = mistralNamesPart(spec.Tools, indexes, spec.Choice, many)
+		calls = mistralNamesPart(spec.Tools, indexes, schemas, many)
 	}
 	top := calls
 	if spec.Choice.Mode == openai.ChoiceAuto {
@@ -122,15 +125,17 @@ func Grammar(spec GrammarSpec) (*grammar.Grammar, *Error) {
 	if err == nil {
 		return g, nil
 	}
-	// Find the tool whose schema fails, to name it.
-	for _, i := range indexes {
-		t := spec.Tools[i]
-		if t.Parameters == nil {
-			continue
-		}
-		if _, e := grammar.Compile(t.Parameters, spec.Options); e != nil {
-			return nil, errorf(fmt.Sprintf("tools[%d].function.parameters", i),
-				"The parameters schema of function %q cannot be used to constrain tool calls: %v.", t.Name, trimGrammarPrefix(e))
+	// The tool whose schema part failed (or, for a grammar too large as a
+	// whole, whose part is the largest), from the part the error names:
+	// compiled once, never schema by schema.
+	var pe *grammar.PartError
+	if errors.As(err, &pe) {
+		for k, sp := range schemas {
+			if pe.Part == sp {
+				t := spec.Tools[indexes[k]]
+				return nil, errorf(fmt.Sprintf("tools[%d].function.parameters", indexes[k]),
+					"The parameters schema of function %q cannot be used to constrain tool calls: %v.", t.Name, trimGrammarPrefix(err))
+			}
 		}
 	}
 	return nil, errorf("tools", "The tools cannot be used to constrain tool calls: %v.", trimGrammarPrefix(err))
@@ -146,13 +151,13 @@ func trimGrammarPrefix(err error) string {
 
 // callPart is one call of the named function with arguments following
 // schema, in the format's call-object syntax.
-func callPart(f Format, name string, schema []byte) grammar.Part {
+func callPart(f Format, name string, schema grammar.Part) grammar.Part {
 	key := "arguments"
 	if f == Llama3JSON {
 		key = "parameters"
 	}
 	q, _ := json.Marshal(name) // names are [A-Za-z0-9_-]: no escapes
-	return grammar.Seq(grammar.Lit(`{"name": `+string(q)+`, "`+key+`": `), grammar.Schema(schema), grammar.Lit("}"))
+	return grammar.Seq(grammar.Lit(`{"name": `+string(q)+`, "`+key+`": `), schema, grammar.Lit("}"))
 }
 
 // callsPart is the calls of a whole answer: one, or with many one or more.
@@ -178,15 +183,10 @@ func callsPart(f Format, call grammar.Part, many bool) grammar.Part {
 
 // mistralNamesPart is the v11 name form of the calls:
 // [TOOL_CALLS]name[ARGS]{...}, one block per call, no separator.
-func mistralNamesPart(tools []openai.Tool, indexes []int, c openai.Choice, many bool) grammar.Part {
+func mistralNamesPart(tools []openai.Tool, indexes []int, schemas []grammar.Part, many bool) grammar.Part {
 	var alts []grammar.Part
-	for _, i := range indexes {
-		t := tools[i]
-		schema := []byte(anyObject)
-		if t.Parameters != nil && (c.Mode != openai.ChoiceAuto || t.Strict) {
-			schema = t.Parameters
-		}
-		alts = append(alts, grammar.Seq(grammar.Lit(mistralCall+t.Name+mistralArgs), grammar.Schema(schema)))
+	for k, i := range indexes {
+		alts = append(alts, grammar.Seq(grammar.Lit(mistralCall+tools[i].Name+mistralArgs), schemas[k]))
 	}
 	max := 1
 	if many {

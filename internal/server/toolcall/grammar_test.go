@@ -1,7 +1,9 @@
 package toolcall
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -315,5 +317,31 @@ func TestGrammarThinkAndMistralNames(t *testing.T) {
 				t.Errorf("%q parsed as %+v", tc.text, r)
 			}
 		}
+	}
+}
+
+// TestGrammarTooLargeToolListNamesTool: 128 tools whose schemas each
+// compile alone but not together (the red-team finding 4 of 2026-12-03,
+// smaller) are refused with an error naming one tool's parameters, from
+// the one compile of the whole list; before, every schema was compiled
+// again one by one and none was named. A tool list compiled under a done
+// context stops at once.
+func TestGrammarTooLargeToolListNamesTool(t *testing.T) {
+	var tools []openai.Tool
+	for i := range 128 {
+		tools = append(tools, openai.Tool{Name: fmt.Sprintf("f%d", i), Parameters: json.RawMessage(
+			`{"type":"object","properties":{"a":{"type":"string","pattern":"^(a|b)*a(a|b){12}$"},"b":{"type":"string","pattern":"^(a|b)*a(a|b){11}$"}},"required":["a","b"]}`)})
+	}
+	spec := GrammarSpec{Format: Hermes, Tools: tools, Choice: openai.Choice{Mode: openai.ChoiceRequired}}
+	_, e := Grammar(spec)
+	if e == nil || !strings.HasPrefix(e.Param, "tools[") || !strings.HasSuffix(e.Param, "].function.parameters") ||
+		!strings.Contains(e.Message, "takes the most") {
+		t.Fatalf("128 large tools: %+v, want an error naming one tool's parameters", e)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	spec.Options = spec.Options.WithContext(ctx)
+	if _, e := Grammar(spec); e == nil || !strings.Contains(e.Message, "context canceled") {
+		t.Errorf("under a cancelled context: %+v", e)
 	}
 }
