@@ -198,6 +198,15 @@ func (l *Lease) check() {
 	}
 }
 
+// noteRewrite counts a repair of the slot's count, found by a take or a
+// release (old: what the region said, mine: what the lease holds), and
+// notes it for Health as check does: whichever of them meets a written-
+// over count first reports it. The caller holds mu.
+func (l *Lease) noteRewrite(old, mine int) {
+	l.stats.Repairs++
+	l.anomalyAt, l.anomaly = time.Now(), fmt.Sprintf("slot %d (this worker's) was rewritten: its count was %d, it holds %d", l.slot, old, mine)
+}
+
 // impossible describes the first value of another slot that no lease
 // writes, or returns "".
 func (l *Lease) impossible(now int64) string {
@@ -384,8 +393,8 @@ func (l *Lease) take() bool {
 			continue
 		}
 		if a.CompareAndSwap(v, withHeld(v, l.slot, mine+1)) {
-			if held(v, l.slot) != mine {
-				l.stats.Repairs++
+			if old := held(v, l.slot); old != mine {
+				l.noteRewrite(old, mine)
 			}
 			l.mine.Store(int32(mine + 1))
 			l.account(+1)
@@ -524,8 +533,8 @@ func (l *Lease) Release() {
 	if mine == 0 {
 		return // a Release without a core: nothing to give
 	}
-	if _, ok := l.writeMine(int(mine-1), int(mine)); !ok {
-		l.stats.Repairs++
+	if old, ok := l.writeMine(int(mine-1), int(mine)); !ok {
+		l.noteRewrite(old, int(mine))
 	}
 	l.mine.Store(mine - 1)
 }
