@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"tandem/internal/testenv"
 	"testing"
-	"time"
 
 	"tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
@@ -57,11 +57,5 @@ func roomTable(ctx context.Context, c *http.Client, base string) (debugdoc.Rooms
 // test after healthTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(healthTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not seen within %v", what, healthTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, healthTimeout, what, cond)
 }

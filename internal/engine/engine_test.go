@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"tandem/internal/testenv"
 	"testing"
 	"time"
 
@@ -81,17 +82,10 @@ func randomPrompt(rng *rand.Rand, m *model.Model, n int) []int32 {
 
 func waitIdle(t *testing.T, e *engine.Engine, free int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("the engine idle with %d free pages", free), func() bool {
 		st := e.Stats()
-		if st.Running == 0 && st.Waiting == 0 && st.PagesTot-st.PagesUsed == free {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("engine not idle: %+v, want %d free pages", st, free)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return st.Running == 0 && st.Waiting == 0 && st.PagesTot-st.PagesUsed == free
+	})
 }
 
 // TestBatchingInvariance: 16 concurrent greedy requests of different

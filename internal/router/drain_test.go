@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"tandem/internal/testenv"
 	"testing"
 	"time"
 
@@ -196,12 +197,7 @@ func TestRouterDrain(t *testing.T) {
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, "the condition", cond)
 }
 
 // metricsText returns the router's /metrics.
