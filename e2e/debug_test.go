@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"tandem/internal/testenv"
 	"testing"
 
 	"tandem/internal/api/leg"
 	"tandem/internal/pd/debugdoc"
+	"tandem/internal/testenv"
 )
 
 // debugGet fetches a /debug/* document with the cluster credential of

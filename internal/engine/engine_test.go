@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"tandem/internal/testenv"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"tandem/internal/engine/tensor"
 	"tandem/internal/fixture"
 	"tandem/internal/generate"
+	"tandem/internal/testenv"
 )
 
 // tinyModel loads the synthesized tiny Q8_0 model.

@@ -6,12 +6,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"tandem/internal/testenv"
 	"testing"
 	"time"
 
 	"tandem/internal/api/drain"
 	"tandem/internal/router"
+	"tandem/internal/testenv"
 )
 
 // refuse is a gen that answers every leg with the draining answer.

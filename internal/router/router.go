@@ -125,7 +125,7 @@ type Router struct {
 	active      atomic.Int64
 	front       front
 	handler     http.Handler
-	refusals    logLimit // of the 401 log lines (refusallog.go)
+	refusals    logLimit    // of the 401 log lines (refusallog.go)
 	gate        *drain.Gate // ready from New; drains with the process
 	// stop, cancelled by EndRequests, ends every request in flight.
 	stop     context.Context

@@ -58,6 +58,7 @@ func (b *scriptBackend) Submit(_ context.Context, req engine.Request) (server.St
 	}
 	return &scriptStream{ids: ids}, nil
 }
+
 // SubmitLeg serves a verified leg as Submit serves a request: the test's
 // workers script their answer whatever the leg.
 func (b *scriptBackend) SubmitLeg(ctx context.Context, _ leg.Info, req engine.Request) (server.Stream, error) {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"tandem/internal/testenv"
 	"testing"
 	"time"
 
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
+	"tandem/internal/testenv"
 )
 
 // TestPeerQueuesShrink: every distinct X-Tandem-Prefill value a decode leg
