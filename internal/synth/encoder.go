@@ -19,7 +19,7 @@ var EncoderArchs = []string{"nomic-bert", "bert"}
 // random Q and K give attention scores far from zero: attention then
 // depends on which tokens are where, and a test notices a wrong mask or
 // RoPE.
-const encoderNormGain = 3
+const encoderNormGain = 8
 
 // WriteEncoder synthesizes a random-weight BERT-family embedding model
 // (o.Config.Arch "nomic-bert" or "bert") with a synthesized WordPiece
