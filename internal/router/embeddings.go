@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"tandem/internal/api/httpx"
@@ -21,7 +22,9 @@ import (
 // it), and answers what the worker answered. A worker that cannot be
 // reached, or answers 5xx or 429 (busy, draining), is excluded and the
 // request sent to another, attemptsMax attempts in all; its 4xx answers
-// (a bad input, an unknown model) are the client's.
+// (a bad input, an unknown model) are the client's. When every attempt
+// fails, the client gets the last worker's own answer if it was busy (429)
+// or unavailable (503), else a 502 naming the failure.
 
 // embeddingsBodyBytesMax bounds a proxied embeddings answer, read whole
 // before it is passed on: 2048 inputs of 4096 dimensions as JSON floats
@@ -43,6 +46,7 @@ func (rt *Router) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	var exclude []*pool.Worker
 	var last *openai.Error
+	var keep *kept
 	for try := 0; try < attemptsMax; try++ {
 		var wk *pool.Worker
 		var err error
@@ -72,12 +76,32 @@ func (rt *Router) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		}
 		rt.log.Warn("embeddings attempt failed", "request", requestIDOf(r.Context()), "worker", wk.URL(), "try", try+1, "err", le)
 		last = le.clientError()
+		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+			keep = &kept{status, out, ct}
+		} else {
+			keep = nil
+		}
 		if r.Context().Err() != nil {
 			break
 		}
 		exclude = append(exclude, wk)
 	}
+	if keep != nil { // the last worker was busy or unavailable: its answer says so
+		if keep.ct != "" {
+			w.Header().Set("Content-Type", keep.ct)
+		}
+		w.WriteHeader(keep.status)
+		w.Write(keep.body)
+		return
+	}
 	httpx.WriteError(w, last)
+}
+
+// kept is a worker's answer held while other workers are tried.
+type kept struct {
+	status int
+	body   []byte
+	ct     string
 }
 
 // embedOn sends the request to wk. done reports an answer to pass on
@@ -109,7 +133,16 @@ func (rt *Router) embedOn(r *http.Request, wk *pool.Worker, body []byte) (done b
 		return fail(kindStream, err)
 	}
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-		return fail(kindStream, fmt.Errorf("worker answered %d: %s", resp.StatusCode, httpx.Clip(string(out), 300)))
+		// Busy (429) and unavailable or draining (503) workers are not
+		// broken: their answer is kept to pass on should every attempt
+		// fail, and their breaker is left alone.
+		o := pool.Failure
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			o = pool.Neutral
+		}
+		rt.workers.Done(wk, o, "embeddings answered "+strconv.Itoa(resp.StatusCode))
+		return false, resp.StatusCode, out, resp.Header.Get("Content-Type"),
+			&legError{leg: wk.Role(), worker: wk.URL(), kind: kindStream, cause: fmt.Errorf("worker answered %d", resp.StatusCode)}
 	}
 	rt.workers.Done(wk, pool.Success, "")
 	return true, resp.StatusCode, out, resp.Header.Get("Content-Type"), nil

@@ -83,8 +83,14 @@ func TestEmbeddingsAnyWorker(t *testing.T) {
 	if status, _ := c.post(t, "/v1/embeddings", body); status != 400 {
 		t.Errorf("a worker's 400: router answered %d", status)
 	}
+	p.status.Store(429)
+	d.status.Store(429)
+	if status, got := c.post(t, "/v1/embeddings", body); status != 429 {
+		t.Errorf("every worker busy: %d %s, want the workers' 429", status, got)
+	}
 	p.status.Store(500)
-	if status, got := c.post(t, "/v1/embeddings", body); status < 500 {
+	d.status.Store(500)
+	if status, got := c.post(t, "/v1/embeddings", body); status < 500 || status == 503 {
 		t.Errorf("every worker failing: %d %s, want a 5xx", status, got)
 	}
 }
