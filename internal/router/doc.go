@@ -99,6 +99,9 @@
 // (its own registry), /v1/models (from a healthy decode worker),
 // POST /tokenize and /detokenize (forwarded with the cluster credential to
 // a healthy decode worker, else a prefill worker; the API key covers them),
+// POST /v1/embeddings (no disaggregation: forwarded whole with the cluster
+// credential to the least-loaded worker of either role, retried elsewhere
+// when a worker fails; embeddings.go),
 // /debug/rooms (its live and recently finished request records with
 // state, open legs, deadline, bytes and history, and its workers' health
 // and breaker states) and /debug/cluster (its records and every worker's
