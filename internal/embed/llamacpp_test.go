@@ -135,3 +135,41 @@ func TestMatchesLlamaCpp(t *testing.T) {
 		})
 	}
 }
+
+// TestWordPieceMatchesLlamaCpp: the synthesized nomic-bert file's WordPiece
+// vocabulary (lower-casing, so accents are stripped too) tokenizes like
+// llama.cpp (node-llama-cpp 3.21.1's model.tokenize(text) and
+// tokenize(text, true)): punctuation and CJK split off, white space of any
+// kind, unknown pieces as [UNK], special-token text parsed only when asked.
+func TestWordPieceMatchesLlamaCpp(t *testing.T) {
+	m, err := Open(writeFixture(t, 0), 1, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, tc := range []struct {
+		text           string
+		plain, special []int32
+	}{
+		{"Hello, World!", []int32{200, 445, 154, 141, 118, 359, 444, 142}, nil},
+		{"naïve café", []int32{109, 343, 171, 151, 115, 153, 166, 151}, nil},
+		{"THE Little   girl\tsaw\na dog", []int32{187, 195, 196, 224, 106, 259}, nil},
+		{"xyzzy plugh the", []int32{127, 168, 176, 176, 168, 122, 161, 163, 167, 158, 187}, nil},
+		{"Once upon a time...", []int32{191, 192, 106, 193, 140, 140, 140}, nil},
+		{"ümlaut ÀB 12345", []int32{116, 164, 437, 163, 152, 106, 170, 131, 179, 180, 181, 182}, nil},
+		{"你好 world", []int32{100, 100, 118, 359, 444}, nil},
+		{"[CLS] the [SEP]", []int32{100, 115, 441, 100, 187, 100, 110, 151, 169, 100}, []int32{101, 187, 102}},
+		{"a-b_c=d", []int32{106, 146, 123, 100, 115, 100, 113}, nil},
+	} {
+		if got := m.Tokenizer.Encode(tc.text, false, false); !slices.Equal(got, tc.plain) {
+			t.Errorf("%q: %v, llama.cpp %v", tc.text, got, tc.plain)
+		}
+		want := tc.special
+		if want == nil {
+			want = tc.plain
+		}
+		if got := m.Tokenizer.Encode(tc.text, false, true); !slices.Equal(got, want) {
+			t.Errorf("%q with special tokens: %v, llama.cpp %v", tc.text, got, want)
+		}
+	}
+}
