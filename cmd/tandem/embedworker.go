@@ -99,7 +99,11 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 			return err
 		}
 	}
-	srv := server.New(server.EmbeddingBackend(svc.Info(), m.Tokenizer), so)
+	b := server.EmbeddingBackend(svc.Info(), m.Tokenizer)
+	if so.LegKeys != nil {
+		so.Legs = b.(server.Legs) // generation legs get the backend's 400
+	}
+	srv := server.New(b, so)
 	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	ln, err := net.Listen("tcp", hs.Addr)
 	if err != nil {
