@@ -40,7 +40,9 @@ func modelInfoCmd() *cobra.Command {
 
 func printInfo(w io.Writer, path string, f *gguf.File) error {
 	fmt.Fprintf(w, "file          %s (GGUF v%d, %d tensors, %d metadata keys)\n", path, f.Version, len(f.Tensors), len(f.KV))
-	if cfg, err := model.ConfigFromMetadata(f); err != nil {
+	if model.IsEncoder(f.Architecture()) {
+		printEncoderInfo(w, f)
+	} else if cfg, err := model.ConfigFromMetadata(f); err != nil {
 		// Still describe the file: vocabulary-only and foreign files are
 		// worth inspecting too.
 		fmt.Fprintf(w, "architecture  %s (tandem cannot run it: %v)\n", f.Architecture(), err)
@@ -56,6 +58,9 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		fmt.Fprintf(w, "norm eps      %g\n", cfg.NormEps)
 		if f := archFeatures(cfg); f != "" {
 			fmt.Fprintf(w, "features      %s\n", f)
+		}
+		if p, err := model.PoolingFromMetadata(f, cfg.Arch); err != nil || p != model.PoolNone {
+			fmt.Fprintf(w, "pooling       %s (an embedding model: tandem serve answers /v1/embeddings)%s\n", p, errSuffix(err))
 		}
 	}
 	var params, bytes uint64
