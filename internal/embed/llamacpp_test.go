@@ -31,8 +31,9 @@ type reference map[string]struct {
 
 // fixtures are the synthesized models of the reference, as
 // `tandem model synth --preset tiny` writes them: nomic-bert F32 with RoPE
-// base 1000, bert F16 with a 512-token context, and a Q8_0 qwen3 with
-// last-token pooling (Qwen3-Embedding's kind).
+// base 1000, bert F16 with a 512-token context (mean pooling, and cls),
+// and a Q8_0 qwen3 with last-token pooling (Qwen3-Embedding's kind) and
+// with mean pooling.
 var fixtures = []struct {
 	name string
 	cfg  func(c *synth.Config)
@@ -43,6 +44,8 @@ var fixtures = []struct {
 	{"bert", func(c *synth.Config) { c.Arch, c.Context = "bert", 512 }, tensor.F16, 0.999999},
 	// an F16 KV cache and Q8_0 weights on both sides; seen: >= 0.99994
 	{"qwen3-last", func(c *synth.Config) { c.Arch, c.Pooling = "qwen3", 3 }, tensor.Q8_0, 0.9999},
+	{"bert-cls", func(c *synth.Config) { c.Arch, c.Context, c.Pooling = "bert", 512, 2 }, tensor.F16, 0.999999},
+	{"qwen3-mean", func(c *synth.Config) { c.Arch, c.Pooling = "qwen3", 1 }, tensor.Q8_0, 0.9999},
 }
 
 func writeFixture(t *testing.T, i int) string {
