@@ -325,7 +325,9 @@ func (r *Runner) grow(n, nOut int) {
 		r.up = grow(r.up, n*2*c.FF) // gate|up rows
 	}
 	r.out = grow(r.out, n*c.Dim)
-	r.logits = grow(r.logits, nOut*c.Vocab)
+	if !r.hidden { // ForwardHidden needs no logits (a mean-pooled batch would need nOut of every token)
+		r.logits = grow(r.logits, nOut*c.Vocab)
+	}
 	r.rope = grow(r.rope, n*c.RopeDim)
 	if c.swaRopeDiffers() {
 		r.ropeSWA = grow(r.ropeSWA, n*c.RopeDim)
