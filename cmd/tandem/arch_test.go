@@ -26,7 +26,7 @@ func runErr(args ...string) (string, error) {
 // architecture that `model info` describes and `generate` runs.
 func TestSynthArchs(t *testing.T) {
 	dir := t.TempDir()
-	for _, arch := range []string{"llama", "qwen3", "phi3", "gemma2", "gemma3"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"} {
 		p := filepath.Join(dir, arch+".gguf")
 		run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", arch, "--sliding-window", "8", "-o", p)
 		info := run(t, "model", "info", p)

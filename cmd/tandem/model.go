@@ -101,13 +101,14 @@ func modelSynthCmd() *cobra.Command {
 		arch                        string
 		layers, window, pattern     int
 		keyLength                   int
+		experts, used, expFF, shFF  int
 		origContext                 int
 		llama3Rope, tied, pure      bool
 		attnCap, finalCap, gain     float32
 		ropeBase                    float32
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
+		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe] [--experts N --experts-used K] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -125,6 +126,7 @@ func modelSynthCmd() *cobra.Command {
 				cfg.Layers = layers
 			}
 			cfg.KeyLength = keyLength
+			cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFF, cfg.SharedFF = experts, used, expFF, shFF
 			cfg.Arch, cfg.Llama3Rope, cfg.Tied = arch, llama3Rope, tied
 			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
 			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
@@ -167,6 +169,10 @@ func modelSynthCmd() *cobra.Command {
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe: number of experts (0: 8)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe: experts used per token (0: 2)")
+	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe: expert feed-forward width (0: half the preset's)")
+	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
 }
 

@@ -14,7 +14,8 @@ type Config struct {
 	// Name goes into general.name; empty means "tandem-synth".
 	Name string
 	// Arch is general.architecture: "llama" (the default when empty),
-	// "qwen3", "phi3", "gemma2" or "gemma3" (see Archs). Hyperparameter keys
+	// "qwen2", "qwen3", "phi3", "gemma2", "gemma3", or the mixtures of
+	// experts "qwen3moe" and "qwen2moe" (see Archs and moe.go). Hyperparameter keys
 	// are written under this prefix and tensors laid out as llama.cpp's
 	// loader for that architecture expects.
 	Arch string
@@ -73,10 +74,17 @@ type Config struct {
 	// {arch}.attention.key_length and value_length, instead of Dim/Heads
 	// (Qwen3 and Gemma have heads·head_dim != Dim).
 	KeyLength int
+
+	// Experts, ExpertsUsed and ExpertFF are a mixture-of-experts file's
+	// expert count, experts used per token and expert feed-forward width
+	// ({arch}.expert_count, expert_used_count, expert_feed_forward_length);
+	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
+	// and FF for the MoE architectures; they must be zero for the others.
+	Experts, ExpertsUsed, ExpertFF, SharedFF int
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen3", "phi3", "gemma2", "gemma3"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -134,7 +142,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c
+	return c.moeDefaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -206,12 +214,16 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
 	}
+	if err := c.checkMoE(); err != nil {
+		return err
+	}
 	if strings.ContainsRune(c.Name, 0) {
 		return fmt.Errorf("name %q contains a NUL byte", c.Name)
 	}
-	// Every matrix row (ne0) is Dim or FF elements long.
+	// Every matrix row (ne0) is Dim, FF, the attention width or an expert
+	// width long.
 	for _, t := range types {
-		for _, n := range []int{c.Dim, c.FF, c.Heads * c.HeadDim()} {
+		for _, n := range append([]int{c.Dim, c.FF, c.Heads * c.HeadDim()}, c.moeRowWidths()...) {
 			if _, err := t.RowBytes(n); err != nil {
 				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", t, t.BlockSize(), err)
 			}
