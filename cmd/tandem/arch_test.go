@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tandem/internal/engine/model"
 )
 
 // runErr executes the tandem command line args in-process and returns its
@@ -26,7 +28,7 @@ func runErr(args ...string) (string, error) {
 // architecture that `model info` describes and `generate` runs.
 func TestSynthArchs(t *testing.T) {
 	dir := t.TempDir()
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"} {
 		p := filepath.Join(dir, arch+".gguf")
 		run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", arch, "--sliding-window", "8", "-o", p)
 		info := run(t, "model", "info", p)
@@ -63,7 +65,7 @@ func TestUnsupportedArchEveryCommand(t *testing.T) {
 	if err := os.WriteFile(bad, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const want = `model architecture "mamba9" is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)`
+	want := `model architecture "mamba9" is not supported (supported: ` + strings.Join(model.Architectures, ", ") + `)`
 	for _, args := range [][]string{
 		{"generate", "--model", bad, "--prompt", "hi"},
 		{"serve", "--model", bad, "--port", "0"},
