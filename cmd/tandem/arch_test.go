@@ -80,3 +80,21 @@ func TestUnsupportedArchEveryCommand(t *testing.T) {
 		t.Errorf("model info:\n%s", info)
 	}
 }
+
+// TestModelInfoExperts: `model info` of a mixture-of-experts file shows
+// its experts and what one token reads: here 2 layers of 201,344 dense
+// parameters (attention, norms, a 16-expert router) and 4 of 16 experts of
+// 3·256·256, one token_embd row of 256, output_norm and output: 2,107,136.
+func TestModelInfoExperts(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "moe.gguf")
+	run(t, "model", "synth", "--arch", "qwen3moe", "--experts", "16", "--experts-used", "4", "--type", "q4_k", "-o", p)
+	info := run(t, "model", "info", p)
+	for _, want := range []string{
+		"experts       16, 4 used per token, width 256, softmax gating, weights renormalized over the chosen\n",
+		"per token     2107136 active parameters",
+	} {
+		if !strings.Contains(info, want) {
+			t.Errorf("model info lacks %q:\n%s", want, info)
+		}
+	}
+}

@@ -56,6 +56,19 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		if f := archFeatures(cfg); f != "" {
 			fmt.Fprintf(w, "features      %s\n", f)
 		}
+		if mc := cfg.MoE; mc.Experts > 0 {
+			norm := ""
+			if mc.NormWeights {
+				norm = ", weights renormalized over the chosen"
+			}
+			shared := ""
+			if mc.SharedFF > 0 {
+				shared = fmt.Sprintf(", shared expert width %d", mc.SharedFF)
+			}
+			fmt.Fprintf(w, "experts       %d, %d used per token, width %d, %s gating%s%s\n", mc.Experts, mc.Used, mc.FF, mc.Gating, norm, shared)
+		}
+		ap, ab := model.ActiveWeights(f, cfg)
+		fmt.Fprintf(w, "per token     %d active parameters, %.1f MiB of weights read (one token's forward pass, KV cache aside)\n", ap, float64(ab)/(1<<20))
 	}
 	var params, bytes uint64
 	counts := map[tensor.Type]int{}
