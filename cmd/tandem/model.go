@@ -138,9 +138,19 @@ func modelSynthCmd() *cobra.Command {
 			if layers > 0 {
 				cfg.Layers = layers
 			}
-			cfg.KeyLength = keyLength
-			cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFF, cfg.SharedFF = experts, used, expFF, shFF
-			cfg.Arch, cfg.Llama3Rope, cfg.Tied = arch, llama3Rope, tied
+			// flags left at zero keep the preset's values
+			for _, f := range []struct {
+				dst *int
+				v   int
+			}{{&cfg.KeyLength, keyLength}, {&cfg.Experts, experts}, {&cfg.ExpertsUsed, used}, {&cfg.ExpertFF, expFF}, {&cfg.SharedFF, shFF}} {
+				if f.v != 0 {
+					*f.dst = f.v
+				}
+			}
+			if cfg.Arch == "" || cmd.Flags().Changed("arch") {
+				cfg.Arch = arch
+			}
+			cfg.Llama3Rope, cfg.Tied = llama3Rope, tied
 			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
 			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
 			if ropeBase > 0 {
@@ -157,12 +167,12 @@ func modelSynthCmd() *cobra.Command {
 			if pure {
 				mix += ", pure"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, arch, preset, mix)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, cfg.Arch, preset, mix)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m or 1b")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b or a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe)")
 	fs.StringVar(&typ, "type", "q8_0", "file type: "+strings.Join(synth.FileTypeNames, ", ")+
 		" (q4_k/q4_k_m, q3_k/q3_k_m, q2_k, iq4_xs and iq4_nl are llama.cpp's mixes of those names; mxfp4 puts MXFP4 on the feed-forward matrices and Q8_0 elsewhere)")
 	fs.BoolVar(&pure, "pure", false, "every matrix gets the --type itself, no mix (llama-quantize --pure)")

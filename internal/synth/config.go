@@ -110,15 +110,22 @@ var presets = map[string]Config{
 	"110m": {Name: "tandem-synth-110m", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FF: 2048, Vocab: 32000, Context: 2048},
 	// 1b: TinyLlama 1.1B's shape.
 	"1b": {Name: "tandem-synth-1b", Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FF: 5632, Vocab: 32000, Context: 2048},
+	// a3b: Qwen3-30B-A3B's block (2048 wide, 32 query heads and 4 KV heads
+	// of 128, 8 of the experts 768 wide used per token) with 64 experts and
+	// 12 layers instead of 128 and 48: about 0.75B active parameters of
+	// 3.9B, 2.2 GB as q4_k_m.
+	"a3b": {Name: "tandem-synth-a3b", Arch: "qwen3moe", Dim: 2048, Layers: 12, Heads: 32, KVHeads: 4, KeyLength: 128, FF: 6144,
+		Vocab: 32000, Context: 4096, Experts: 64, ExpertsUsed: 8, ExpertFF: 768},
 }
 
 // Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
-// 512-token vocabulary), "110m" (stories110M's shape) or "1b" (TinyLlama
-// 1.1B's shape). RopeBase and NormEps are set to llama.cpp's defaults.
+// 512-token vocabulary), "110m" (stories110M's shape), "1b" (TinyLlama
+// 1.1B's shape) or "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down;
+// the only preset with an Arch). RopeBase and NormEps are set to llama.cpp's defaults.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m or 1b)", name)
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b or a3b)", name)
 	}
 	c.RopeBase = 10000
 	c.NormEps = 1e-5
