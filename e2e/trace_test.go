@@ -298,7 +298,7 @@ func TestTraceAcrossCluster(t *testing.T) {
 	}
 	var root otlpSpan
 	for _, s := range spans {
-		if strings.HasPrefix(s.span.GetName(), "text_completion ") {
+		if n := s.span.GetName(); n == "text_completion" || strings.HasPrefix(n, "text_completion ") { // the request names no model
 			root = s
 		}
 	}
@@ -371,13 +371,19 @@ func TestTraceAcrossCluster(t *testing.T) {
 		sp := rcv.trace(trace2)
 		p, ok1 := byName(sp, "tandem.prefill")
 		a, ok2 := byName(sp, "tandem.attempt")
-		if !ok1 || !ok2 {
+		l, ok3 := byName(sp, "tandem.leg.decode")
+		if !ok1 || !ok2 || !ok3 {
 			return false
 		}
-		if p.attr("tandem.outcome") != "failed" || p.attr("tandem.reason") == "" || a.attr("tandem.outcome") != "failed" || a.attr("tandem.reason") == "" {
+		// The router's attempt and decode leg failed, naming the decode
+		// leg; the prefill room ended unsuccessfully (the router cancels
+		// it at once, or its peer is found lost) with its reason.
+		if p.attr("tandem.outcome") == "ok" || p.attr("tandem.reason") == "" || a.attr("tandem.outcome") != "failed" ||
+			!strings.Contains(a.attr("tandem.reason"), "decode leg") || l.attr("tandem.outcome") != "failed" || l.attr("tandem.reason") == "" {
 			return false
 		}
-		t.Logf("failed transfer: prefill span reason %q; router attempt reason %q", p.attr("tandem.reason"), a.attr("tandem.reason"))
+		t.Logf("failed transfer: prefill span %s (%q); router attempt %q; decode leg %q", p.attr("tandem.outcome"), p.attr("tandem.reason"),
+			a.attr("tandem.reason"), l.attr("tandem.reason"))
 		return true
 	})
 	rcv.mu.Lock()
