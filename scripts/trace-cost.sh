@@ -37,16 +37,18 @@ trap 'kill $sink 2>/dev/null || true' EXIT
 
 wait_ready() { for _ in $(seq 1 600); do curl -sf "$1/ready" >/dev/null 2>&1 && return 0; sleep 0.2; done; echo "not ready at $1" >&2; return 1; }
 
-run() { # mode: off | on
-  local extra=()
+n=0
+run() { # mode: off | on; each run on its own port (the previous cluster may still be letting go of its own)
+  local port=$((port + 2 + 3 * n)) extra=()
   [ "$1" = on ] && extra=(--otlp-endpoint "http://127.0.0.1:$sinkport" --trace-sample 1)
   "$t" up --model "$model" --port "$port" --prefill 1 --decode 1 --pd-threshold 0 --log-level warn "${extra[@]}" \
-    --worker-arg=--stats-interval=0 --worker-arg=--prefix-cache=false 2>"$dir/up-$1.log" &
+    --worker-arg=--stats-interval=0 --worker-arg=--prefix-cache=false >"$dir/up-$1.log" 2>&1 &
   local up=$!
   wait_ready "http://127.0.0.1:$port"
   "$t" bench serve --url "http://127.0.0.1:$port" --requests "$requests" --concurrency "$conc" \
     --prompt-tokens "$prompt" --gen-tokens "$gen" --format json 2>/dev/null >"$dir/bench-$1.json"
-  kill -INT $up; wait $up 2>/dev/null || true
+  kill -INT $up 2>/dev/null || true
+  wait $up 2>/dev/null || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % d["output_throughput"], d["completed"], d.get("failed", 0))' "$dir/bench-$1.json"
 }
 
@@ -54,7 +56,8 @@ off=() on=()
 for r in $(seq 1 "$rounds"); do
   order=(off on); [ $((r % 2)) = 0 ] && order=(on off)
   for m in "${order[@]}"; do
-    read -r tput done failed < <(run "$m")
+    n=$((n + 1))
+    read -r tput done failed < <(run "$m") || true
     printf 'round %d %-3s output tokens/s %8s (completed %s, failed %s)\n' "$r" "$m" "$tput" "$done" "$failed"
     if [ "$m" = on ]; then on+=("$tput"); else off+=("$tput"); fi
   done
