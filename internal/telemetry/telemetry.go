@@ -66,9 +66,10 @@ type Config struct {
 
 // Tracing is a process's tracer. A nil *Tracing traces nothing.
 type Tracing struct {
-	tracer trace.Tracer
-	sdk    *sdktrace.TracerProvider // nil when off
-	desc   string                   // where spans go, for the start-up log line
+	tracer   trace.Tracer
+	sdk      *sdktrace.TracerProvider // nil when off
+	external bool                     // FromProvider: on, its provider is not ours
+	desc     string                   // where spans go, for the start-up log line
 }
 
 // Off is a Tracing with the no-op tracer.
@@ -172,7 +173,7 @@ func (t *Tracing) Tracer() trace.Tracer {
 }
 
 // Enabled reports whether spans are exported.
-func (t *Tracing) Enabled() bool { return t != nil && t.sdk != nil }
+func (t *Tracing) Enabled() bool { return t != nil && (t.sdk != nil || t.external) }
 
 // String says where spans go ("off" when nowhere).
 func (t *Tracing) String() string {
@@ -184,7 +185,7 @@ func (t *Tracing) String() string {
 
 // Shutdown exports what is buffered and stops the exporter, within ctx.
 func (t *Tracing) Shutdown(ctx context.Context) error {
-	if !t.Enabled() {
+	if !t.Enabled() || t.sdk == nil {
 		return nil
 	}
 	return t.sdk.Shutdown(ctx)
@@ -192,7 +193,7 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 
 // ForceFlush exports what is buffered now.
 func (t *Tracing) ForceFlush(ctx context.Context) error {
-	if !t.Enabled() {
+	if !t.Enabled() || t.sdk == nil {
 		return nil
 	}
 	return t.sdk.ForceFlush(ctx)
@@ -231,4 +232,10 @@ func TraceID(ctx context.Context) string {
 		return ""
 	}
 	return sc.TraceID().String()
+}
+
+// FromProvider is a Tracing over tp (an SDK provider a program or test
+// built itself); Enabled reports true, Shutdown and ForceFlush do nothing.
+func FromProvider(tp trace.TracerProvider, role string) *Tracing {
+	return &Tracing{tracer: tp.Tracer("tandem/" + role), external: true, desc: "provider"}
 }
