@@ -345,9 +345,12 @@ func grammarCostError(err error) *openai.Error {
 	if !errors.Is(err, engine.ErrGrammarTooCostly) {
 		return nil
 	}
+	// The engine's error repeats the sentinels this message already says.
+	why := strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": ")
+	why = strings.TrimPrefix(why, engine.ErrGrammarTooCostly.Error()+": ")
 	return openai.Invalid("", openai.CodeInvalidValue,
-		"The request's output constraint (its response_format, structured_outputs, guided_*, grammar or tool schemas) is too costly to enforce: %v. "+
-			"Simplify it: an ambiguous grammar, whose alternatives read the same text, makes every token mask expensive.", err)
+		"The request's output constraint (its response_format, structured_outputs, guided_*, grammar or tool schemas) is too costly to enforce: %s. "+
+			"Simplify it: an ambiguous grammar, whose alternatives read the same text, makes every token mask expensive.", why)
 }
 
 // newID returns prefix followed by 24 random hex digits.
