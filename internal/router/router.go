@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
@@ -25,6 +26,7 @@ import (
 	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
+	"tandem/internal/telemetry"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -106,6 +108,10 @@ type Options struct {
 	// never; otherwise at least 1. `tandem route` defaults to
 	// DefaultPDSpill. See disagg.go.
 	PDSpill float64
+	// Tracing exports the router's spans (package telemetry); nil: the
+	// no-op tracer (a client's trace context is still carried to the
+	// workers).
+	Tracing *telemetry.Tracing
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -115,6 +121,7 @@ type Options struct {
 type Router struct {
 	o           Options
 	log         *slog.Logger
+	tracer      trace.Tracer
 	reg         *prometheus.Registry
 	met         *metrics
 	workers     *pool.Pool
@@ -173,7 +180,7 @@ func New(o Options) (*Router, error) {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	rt := &Router{o: o, log: o.Logger, reg: o.Registry, met: met, transport: tr,
+	rt := &Router{o: o, log: o.Logger, tracer: o.Tracing.Tracer(), reg: o.Registry, met: met, transport: tr,
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		probeClient: &http.Client{Transport: o.LegKeys.Transport(tr), CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),

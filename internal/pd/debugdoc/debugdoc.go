@@ -61,12 +61,16 @@ type Rooms struct {
 type Room struct {
 	ID        string `json:"id"`
 	RequestID string `json:"request_id"`
-	State     string `json:"state"`
-	Phase     string `json:"phase"`
-	Reason    string `json:"reason,omitempty"`
-	Peer      string `json:"peer"`
-	Prefill   string `json:"prefill,omitempty"`
-	Decode    string `json:"decode,omitempty"`
+	// TraceID is the W3C trace id of the request the room serves (32 hex
+	// digits), when it has one: the client's traceparent, or the router's
+	// own trace when tracing is on.
+	TraceID string `json:"trace_id,omitempty"`
+	State   string `json:"state"`
+	Phase   string `json:"phase"`
+	Reason  string `json:"reason,omitempty"`
+	Peer    string `json:"peer"`
+	Prefill string `json:"prefill,omitempty"`
+	Decode  string `json:"decode,omitempty"`
 	// AgeMS is milliseconds since the room was created.
 	AgeMS float64 `json:"age_ms"`
 	// DeadlineInMS is milliseconds until the room's current deadline
