@@ -189,6 +189,9 @@ func New(o Options) (*Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
 	}
+	if err := o.Registry.Register(workerCollector{rt.workers}); err != nil {
+		return nil, fmt.Errorf("new router: register the worker gauges: %w", err)
+	}
 	rt.handler = rt.routes()
 	return rt, nil
 }
