@@ -43,7 +43,7 @@ func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	w.mu.Unlock()
 	writeJSON(rw, map[string]any{"role": w.role.String(), "waiting": hb.Waiting, "running": hb.Running,
 		"prefill_queue_tokens": queued, "kv_usage": est.KVUsage(),
-		"pages_used":           hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
+		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
 		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
 		"peer_loads": w.peerLoads()})
 }
