@@ -363,8 +363,11 @@ func (rt *Router) routes() http.Handler {
 		"/health":              {"health", get, rt.serveHealth},
 		"/ready":               {"ready", get, rt.serveReady},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
-		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
+		"/debug/rooms":         {"debug", get, rt.guardDebug(rt.serveRooms)},
+		"/debug/cluster":       {"debug", get, rt.guardDebug(rt.serveCluster)},
+		"/dashboard":           {"dashboard", get, rt.serveDashboard},
+		"/dashboard/login":     {"dashboard", post, rt.serveDashboardLogin},
+		"/dashboard/data":      {"dashboard", get, rt.guardDebug(rt.serveDashboardData)},
 		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { httpx.WriteError(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))
@@ -508,9 +511,20 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// serveRooms answers the router's own room table.
+// serveRooms answers the router's own room table; ?room=ID keeps only
+// the rooms with that room or request id (the dashboard links to it).
 func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, rt.roomsDoc())
+	doc := rt.roomsDoc()
+	if id := r.URL.Query().Get("room"); id != "" {
+		var keep []debugdoc.Room
+		for _, rm := range doc.Rooms {
+			if rm.ID == id || rm.RequestID == id {
+				keep = append(keep, rm)
+			}
+		}
+		doc.Rooms = keep
+	}
+	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {
