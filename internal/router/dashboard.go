@@ -14,9 +14,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
-	"tandem/internal/api/httpx"
 	"tandem/internal/pd/debugdoc"
 )
 
