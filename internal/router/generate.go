@@ -70,7 +70,8 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	}
 	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
 		docs: make([]answer.Object, req.samples), usages: make([]*openai.Usage, req.samples), usageChunks: make([]answer.Object, req.samples)}
-	firstOut := make([]bool, req.samples) // a sample's first token reached the client
+	firstOut := make([]bool, req.samples)     // a sample's first token reached the client
+	lastTok := make([]time.Time, req.samples) // when a streamed sample's last token event went out
 	for remaining := req.samples; remaining > 0; {
 		select {
 		case rp := <-out:
@@ -93,10 +94,18 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 				d := time.Since(t0)
 				rt.recs.firstToken(rp.rec, d)
 				obs.firstToken(d)
+				rt.met.cluster.ttft.WithLabelValues(rt.workers.Model()).Observe(d.Seconds())
 				if req.stream && !cw.ttftSeen {
 					cw.ttftSeen = true
 					rt.met.ttft.WithLabelValues(ep.name).Observe(d.Seconds())
 				}
+			}
+			if rp.token && req.stream {
+				now := time.Now()
+				if !lastTok[rp.sample].IsZero() {
+					rt.met.cluster.itl.WithLabelValues(rt.workers.Model()).Observe(now.Sub(lastTok[rp.sample]).Seconds())
+				}
+				lastTok[rp.sample] = now
 			}
 			if rp.done {
 				remaining--
@@ -129,6 +138,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	rt.met.e2e.WithLabelValues(ep.name).Observe(time.Since(t0).Seconds())
+	rt.met.cluster.e2e.WithLabelValues(rt.workers.Model()).Observe(time.Since(t0).Seconds())
 	wg.Wait() // let each sample's prefill leg answer (briefly) before cancelling what is left
 }
 

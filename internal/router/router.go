@@ -196,6 +196,9 @@ func New(o Options) (*Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
 	}
+	if err := o.Registry.Register(workerCollector{rt.workers}); err != nil {
+		return nil, fmt.Errorf("new router: register the worker gauges: %w", err)
+	}
 	rt.handler = rt.routes()
 	return rt, nil
 }
@@ -368,8 +371,11 @@ func (rt *Router) routes() http.Handler {
 		"/health":              {"health", get, rt.serveHealth},
 		"/ready":               {"ready", get, rt.serveReady},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
-		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
+		"/debug/rooms":         {"debug", get, rt.guardDebug(rt.serveRooms)},
+		"/debug/cluster":       {"debug", get, rt.guardDebug(rt.serveCluster)},
+		"/dashboard":           {"dashboard", get, rt.serveDashboard},
+		"/dashboard/login":     {"dashboard", post, rt.serveDashboardLogin},
+		"/dashboard/data":      {"dashboard", get, rt.guardDebug(rt.serveDashboardData)},
 		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { httpx.WriteError(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))
@@ -513,9 +519,20 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// serveRooms answers the router's own room table.
+// serveRooms answers the router's own room table; ?room=ID keeps only
+// the rooms with that room or request id (the dashboard links to it).
 func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, rt.roomsDoc())
+	doc := rt.roomsDoc()
+	if id := r.URL.Query().Get("room"); id != "" {
+		var keep []debugdoc.Room
+		for _, rm := range doc.Rooms {
+			if rm.ID == id || rm.RequestID == id {
+				keep = append(keep, rm)
+			}
+		}
+		doc.Rooms = keep
+	}
+	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {

@@ -108,6 +108,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 			drained++
 		}
 		if !res.retry || try-drained >= attemptsMax || try >= attemptsMax+drainedRetriesMax {
+			rt.met.cluster.success.WithLabelValues(rt.workers.Model(), "error").Inc()
 			s.send(ctx, reply{err: res.err})
 			return
 		}
@@ -255,17 +256,28 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 		// (the client closing once it read [DONE]) does not undo that.
 		rt.recs.finish(rec, true, "")
 		endSpan(span, telemetry.OutcomeOK, "")
+		rt.roomClosed(rec, "succeeded", "")
+		rt.met.cluster.sampleAnswered(rt.workers.Model(), f.finish, f.seenUsage)
 		return attemptResult{}
 	case ctx.Err() != nil:
-		reason := reasonFor(context.Cause(ctx))
+		cause := context.Cause(ctx)
+		reason := reasonFor(cause)
 		rt.recs.finish(rec, false, reason)
 		endSpan(span, telemetry.OutcomeCancelled, reason)
+		why := ctxReason(cause)
+		rt.roomClosed(rec, "failed", why)
+		if why == "client_abort" || why == "client_gone" {
+			rt.met.cluster.success.WithLabelValues(rt.workers.Model(), "abort").Inc()
+		}
 		return attemptResult{}
 	case le == nil:
 		rt.recs.finish(rec, true, "")
 		endSpan(span, telemetry.OutcomeOK, "")
+		rt.roomClosed(rec, "succeeded", "")
+		rt.met.cluster.sampleAnswered(rt.workers.Model(), f.finish, f.seenUsage)
 		return attemptResult{}
 	}
+	rt.roomClosed(rec, "failed", legReason(le))
 	res.err = le.clientError()
 	res.retry = retryable(le, f.delivered)
 	if le.draining() {
@@ -434,6 +446,8 @@ type follower struct {
 	timing        *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage         *openai.Usage
 	usageTpl      answer.Object
+	seenUsage     *openai.Usage // the usage decode's answer carried, for the metrics (noteAnswer)
+	finish        string        // the finish_reason decode's answer carried
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -564,6 +578,7 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 		}
 		return &reply{data: ev.Raw}, nil // one sample: pass through what we cannot read
 	}
+	f.noteAnswer(obj)
 	first := !f.seenData
 	f.seenData = true
 	if merged && answer.IsUsageChunk(obj) {
@@ -596,10 +611,13 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 // formatBody handles a whole non-streamed answer.
 func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	req := f.s.req
+	obj, err := answer.ParseObject(de.body)
+	if err == nil {
+		f.noteAnswer(obj)
+	}
 	if req.samples == 1 && f.plp == nil {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
-	obj, err := answer.ParseObject(de.body)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}

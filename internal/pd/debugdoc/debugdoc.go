@@ -159,6 +159,12 @@ type Worker struct {
 	// tokens to compute) plus what the router sent it since; absent when
 	// the worker does not report it.
 	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
+	// Waiting, Running and KVUsage are the worker's last /pd/status:
+	// sequences queued and running in its engine, and its KV cache use
+	// (0..1, vLLM's kv_cache_usage_perc); absent before it answered one.
+	Waiting *int     `json:"waiting,omitempty"`
+	Running *int     `json:"running,omitempty"`
+	KVUsage *float64 `json:"kv_usage,omitempty"`
 }
 
 // Cluster is the document GET /debug/cluster answers on the router: its

@@ -36,13 +36,14 @@ func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	hb := w.load()
-	queued := w.eng.Stats().PrefillQueueTokens
+	est := w.eng.Stats()
+	queued := est.PrefillQueueTokens
 	w.mu.Lock()
 	st, peers := w.d.Stats(), w.d.Peers()
 	w.mu.Unlock()
 	writeJSON(rw, map[string]any{"role": w.role.String(), "waiting": hb.Waiting, "running": hb.Running,
-		"prefill_queue_tokens": queued,
-		"pages_used":           hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
+		"prefill_queue_tokens": queued, "kv_usage": est.KVUsage(),
+		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
 		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
 		"peer_loads": w.peerLoads()})
 }
