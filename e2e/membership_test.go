@@ -24,6 +24,7 @@ const (
 	scalePoll    = 20 * time.Millisecond  // how often the test looks
 	scaleSeenMax = 5 * time.Second        // a removed worker seen left by the router
 	scaleFileMax = 500 * time.Millisecond // the file source's default poll, for the report
+	scaleLegsWait = 10 * time.Second      // the longest the scale-in waits for decode-1 to carry streams
 )
 
 // writeEndpoints writes the llm-d endpoint list of ps to path (by rename,
@@ -127,7 +128,19 @@ func TestScaleByFileDiscovery(t *testing.T) {
 	time.Sleep(scaleHold)
 
 	// Scale in: the new workers leave; they must get no new room, finish
-	// theirs and be dropped.
+	// theirs and be dropped. The file is rewritten while decode-1 carries
+	// streams (up to scaleLegsWait), so that its drain has work to finish.
+	legsAtWrite := 0
+	for deadline := time.Now().Add(scaleLegsWait); time.Now().Before(deadline); time.Sleep(scalePoll) {
+		doc, err := roomTable(ctx, c, router)
+		if err != nil {
+			continue
+		}
+		if i := slices.IndexFunc(doc.Workers, func(w debugdoc.Worker) bool { return w.URL == decode1.URL }); i >= 0 && doc.Workers[i].Inflight >= 2 {
+			legsAtWrite = doc.Workers[i].Inflight
+			break
+		}
+	}
 	if err := writeEndpoints(path, prefill0, decode0); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +239,7 @@ func TestScaleByFileDiscovery(t *testing.T) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.name, r.change, r.took.Round(time.Millisecond), seen, legs, rooms)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "(the file source checks the file every %s; a joining worker is probed at once)\n", scaleFileMax)
+	fmt.Fprintf(&b, "(the file source checks the file every %s; a joining worker is probed at once; decode-1 carried %d streams when the file dropped it)\n",
+		scaleFileMax, legsAtWrite)
 	t.Log("\n" + b.String())
 }
