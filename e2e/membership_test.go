@@ -18,13 +18,13 @@ import (
 
 // The scaling test's bounds.
 const (
-	scaleJoinMax = time.Second            // listed (and Ready) to its first room
-	scaleHold    = 4 * time.Second        // load on the scaled-out fleet
-	scaleLeftMax = 10 * time.Second       // removed from the file to gone from the router
-	scalePoll    = 20 * time.Millisecond  // how often the test looks
-	scaleSeenMax = 5 * time.Second        // a removed worker seen left by the router
-	scaleFileMax = 500 * time.Millisecond // the file source's default poll, for the report
-	scaleLegsWait = 10 * time.Second      // the longest the scale-in waits for decode-1 to carry streams
+	scaleJoinMax  = time.Second            // listed (and Ready) to its first room
+	scaleHold     = 4 * time.Second        // load on the scaled-out fleet
+	scaleLeftMax  = 10 * time.Second       // removed from the file to gone from the router
+	scalePoll     = 20 * time.Millisecond  // how often the test looks
+	scaleSeenMax  = 5 * time.Second        // a removed worker seen left by the router
+	scaleFileMax  = 500 * time.Millisecond // the file source's default poll, for the report
+	scaleLegsWait = 10 * time.Second       // the longest the scale-in waits for decode-1 to carry streams
 )
 
 // writeEndpoints writes the llm-d endpoint list of ps to path (by rename,
