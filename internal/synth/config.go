@@ -73,6 +73,10 @@ type Config struct {
 	// {arch}.attention.key_length and value_length, instead of Dim/Heads
 	// (Qwen3 and Gemma have heads·head_dim != Dim).
 	KeyLength int
+	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
+	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
+	// Qwen3-Embedding is; WriteEncoder's files default to 1.
+	Pooling int
 }
 
 // Archs lists the architectures Write synthesizes.
