@@ -274,10 +274,19 @@ func (h *Hub) Pull(ctx context.Context, ref string) (Entry, error) {
 
 // retryable marks a download failure the network caused, which a new
 // attempt may get past by resuming from the partial file.
-type retryable struct{ err error }
+// note, when set, says what happened without the advice to pull again,
+// for the log line of a retry.
+type retryable struct{ err, note error }
 
 func (e *retryable) Error() string { return e.err.Error() }
 func (e *retryable) Unwrap() error { return e.err }
+
+func (e *retryable) logText() string {
+	if e.note != nil {
+		return e.note.Error()
+	}
+	return e.err.Error()
+}
 
 func (h *Hub) retries() (int, time.Duration) {
 	n, wait := h.Retries, h.RetryWait
@@ -313,7 +322,7 @@ func (h *Hub) fetchRetrying(ctx context.Context, ref, repo, rev, file string, li
 			}
 			return "", 0, fmt.Errorf("%w (gave up after %d retries)", err, retries)
 		}
-		h.log().Warn("download interrupted; resuming it", "file", file, "retry", attempt+1, "of", retries, "after", wait, "error", err)
+		h.log().Warn("download interrupted; resuming it", "file", file, "retry", attempt+1, "of", retries, "after", wait, "error", re.logText())
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -560,7 +569,7 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string, listed int
 		err := statusError(resp, "download "+Printable(file)+" of "+repo, cur.String())
 		switch resp.StatusCode {
 		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return "", 0, &retryable{err}
+			return "", 0, &retryable{err: err}
 		}
 		return "", 0, err
 	}
@@ -628,7 +637,7 @@ func fetchErr(ctx context.Context, u string, lim limits, err error) error {
 // download, the deadline and a cancelled pull are final.
 func mayRetry(ctx context.Context, err error) error {
 	if errors.Is(context.Cause(ctx), errStalled) || ctx.Err() == nil {
-		return &retryable{err}
+		return &retryable{err: err}
 	}
 	return err
 }
@@ -703,7 +712,11 @@ func (h *Hub) store(ctx context.Context, stop context.CancelCauseFunc, ref, file
 	got := offset + n
 	if copyErr != nil {
 		err := fetchErr(ctx, src, lim, copyErr)
-		return "", 0, mayRetry(ctx, fmt.Errorf("%w; the download stopped after %d of %s bytes and the partial file is kept (%s): run the same pull again to resume", err, got, sizeText(total), partial))
+		full := mayRetry(ctx, fmt.Errorf("%w; the download stopped after %d of %s bytes and the partial file is kept (%s): run the same pull again to resume", err, got, sizeText(total), partial))
+		if re, ok := full.(*retryable); ok {
+			re.note = fmt.Errorf("%w; stopped after %d of %s bytes", err, got, sizeText(total))
+		}
+		return "", 0, full
 	}
 	if total < 0 && got > h.maxBytes() {
 		f.Close()
@@ -716,7 +729,8 @@ func (h *Hub) store(ctx context.Context, stop context.CancelCauseFunc, ref, file
 			os.Remove(partial)
 			return "", 0, fmt.Errorf("download %s: more than the announced %d bytes arrived; the partial file was deleted: run the pull again", src, total)
 		}
-		return "", 0, &retryable{fmt.Errorf("download %s: the body ended after %d of %d bytes; the partial file is kept (%s): run the same pull again to resume", src, got, total, partial)}
+		return "", 0, &retryable{err: fmt.Errorf("download %s: the body ended after %d of %d bytes; the partial file is kept (%s): run the same pull again to resume", src, got, total, partial),
+			note: fmt.Errorf("download %s: the body ended after %d of %d bytes", src, got, total)}
 	}
 	sha := hex.EncodeToString(sum256.Sum(nil))
 	gotWant := sha
