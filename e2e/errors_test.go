@@ -45,6 +45,9 @@ func postRaw(t *testing.T, base string, r badRequest) (errorAnswer, string) {
 		Error json.RawMessage `json:"error"`
 	}
 	var c bytes.Buffer
+	if resp.StatusCode < 400 {
+		return errorAnswer{Status: resp.StatusCode}, string(b)
+	}
 	if err := json.Unmarshal(b, &doc); err != nil || json.Compact(&c, doc.Error) != nil {
 		t.Errorf("%s: %s answered %d with a body that is not an error document: %q", r.name, base, resp.StatusCode, b)
 	}

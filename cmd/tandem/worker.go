@@ -61,7 +61,10 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
 	fs.IntVar(&f.port, "port", defaultPort, "TCP port to listen on (0: any free port)")
 	fs.StringVar(&f.name, "model-name", "", "model id to serve under (default: the model's general.name)")
-	fs.IntVar(&f.cfg.Pages, "kv-pages", 0, "pages in the KV cache (0: enough for 4 full contexts)")
+	fs.IntVar(&f.cfg.Pages, "kv-pages", 0, "pages in the KV cache (0: 4 sequences of --max-model-len tokens, within --kv-cache-memory-bytes)")
+	fs.IntVar(&f.cfg.MaxModelLen, "max-model-len", 0, "context length (prompt plus output tokens), at most the model's; the KV cache is sized from it and longer requests get 400 (0: the model's context)")
+	fs.Var((*byteSize)(&f.cfg.KVMemoryBytes), "kv-cache-memory-bytes", "memory of the default KV cache, e.g. 2GiB or 512MiB; startup fails when one --max-model-len sequence does not fit "+
+		"(0: at most 4GiB, but never less than one full sequence)")
 	fs.IntVar(&f.cfg.MaxBatchTokens, "max-batch-tokens", 512, "tokens per engine step (decode and prefill chunks together)")
 	fs.IntVar(&f.cfg.MaxRunning, "max-running", 64, "sequences in the running batch")
 	fs.IntVar(&f.cfg.MaxWaiting, "max-waiting", 256, "queued sequences before requests get 429")
@@ -340,7 +343,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	srv.SetReady(true)
 	m := e.Model().Config
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "model", f.ef.model, "arch", m.Arch,
-		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages}
+		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages, "kv_bytes", e.Stats().KVBytesTot}
 	if pw != nil {
 		attrs = append(attrs, "role", role.String(), "transfer", pw.TransferAddr())
 	}
