@@ -19,6 +19,7 @@ import (
 
 	"tandem/internal/api/leg"
 	"tandem/internal/engine"
+	"tandem/internal/engine/grammar"
 	"tandem/internal/engine/cores"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/shm"
@@ -54,6 +55,7 @@ type workerFlags struct {
 	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
 	reasoning string // --reasoning-parser
 	toolCalls string // --tool-call-parser
+	jsonWS    int    // --json-max-whitespace
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
@@ -76,6 +78,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
 	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+	fs.IntVar(&f.jsonWS, "json-max-whitespace", 0, "whitespace structured JSON output (schemas, json_object, tool arguments) may put between tokens: "+
+		"0: compact (nothing, one space, or a newline and up to 20 spaces or tabs of indentation); N > 0: any run of space, tab, newline and CR up to N bytes")
 	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
 }
 
@@ -85,6 +89,9 @@ func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	case "none", "auto", "think":
 	default:
 		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto or think", f.reasoning)
+	}
+	if f.jsonWS < 0 || f.jsonWS > grammar.MaxLengthBound {
+		return "", "", fmt.Errorf("--json-max-whitespace %d is out of range 0..%d (0: compact)", f.jsonWS, grammar.MaxLengthBound)
 	}
 	if f.chatTmpl == "" {
 		return "", f.reasoning, nil
@@ -316,7 +323,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 		}
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
-		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
+		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls, JSONMaxWhitespace: f.jsonWS}
 	if lease != nil {
 		so.Health = lease.Health // a stuck or written-over core lease shows on /health
 	}
