@@ -15,7 +15,11 @@
 // half-split RoPE), "qwen3" (per-head Q/K norms), "phi3" (fused QKV and
 // gate/up, LongRoPE factors), "gemma2" (GELU, embedding scale, post norms,
 // soft-capping, alternating sliding-window layers) and "gemma3" (Q/K norms,
-// 5:1 local/global layers with their own RoPE bases). Each is read as
+// 5:1 local/global layers with their own RoPE bases), and the mixtures of
+// experts "qwen3moe" (qwen3 attention; every feed-forward block a router
+// over ExpertsUsed of Experts SwiGLU experts, softmax gating renormalized
+// over the chosen) and "qwen2moe" (qwen2 attention; softmax gating without
+// renormalization, plus a sigmoid-gated shared expert); see moe.go. Each is read as
 // llama.cpp's loader for it reads it; see README.md for the details.
 // Embedding models: the BERT-family encoders (EncoderArchitectures:
 // "nomic-bert", fused QKV with NEOX RoPE and SwiGLU; "bert", absolute
