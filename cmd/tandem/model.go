@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -119,9 +120,10 @@ func modelSynthCmd() *cobra.Command {
 		llama3Rope, tied, pure      bool
 		attnCap, finalCap, gain     float32
 		ropeBase                    float32
+		pooling                     string
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe] [--experts N --experts-used K] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -160,7 +162,14 @@ func modelSynthCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := synth.Write(out, synth.Options{Config: cfg, Type: t, Pure: pure, VocabFrom: vocabFrom, Seed: seed}); err != nil {
+			if cfg.Pooling, err = parsePooling(pooling); err != nil {
+				return err
+			}
+			write := synth.Write
+			if slices.Contains(synth.EncoderArchs, arch) {
+				write = synth.WriteEncoder
+			}
+			if err := write(out, synth.Options{Config: cfg, Type: t, Pure: pure, VocabFrom: vocabFrom, Seed: seed}); err != nil {
 				return err
 			}
 			mix := typ
@@ -180,7 +189,8 @@ func modelSynthCmd() *cobra.Command {
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")
 	fs.IntVar(&context, "context", 0, "context length written into the model (0: the preset's, 2048)")
-	fs.StringVar(&arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
+	fs.StringVar(&arch, "arch", "llama", "architecture: "+strings.Join(append(slices.Clone(synth.Archs), synth.EncoderArchs...), ", ")+" (nomic-bert and bert are embedding encoders with a WordPiece vocabulary)")
+	fs.StringVar(&pooling, "pooling", "", "write {arch}.pooling_type: mean, cls or last (an embedding model; qwen3 with last is Qwen3-Embedding's kind; encoders default to mean)")
 	fs.IntVar(&layers, "layers", 0, "number of blocks (0: the preset's)")
 	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
 	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
@@ -233,4 +243,19 @@ func archFeatures(c model.Config) string {
 		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
 	}
 	return strings.Join(f, ", ")
+}
+
+// parsePooling maps --pooling to {arch}.pooling_type (0: leave it out).
+func parsePooling(s string) (int, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "mean":
+		return 1, nil
+	case "cls":
+		return 2, nil
+	case "last":
+		return 3, nil
+	}
+	return 0, fmt.Errorf("--pooling %q: want mean, cls or last", s)
 }

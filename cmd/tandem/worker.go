@@ -54,10 +54,12 @@ type workerFlags struct {
 	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
 	reasoning string // --reasoning-parser
 	toolCalls string // --tool-call-parser
+	emb       embedFlags
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	f.ef.register(fs)
+	f.emb.register(fs)
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
 	fs.IntVar(&f.port, "port", defaultPort, "TCP port to listen on (0: any free port)")
 	fs.StringVar(&f.name, "model-name", "", "model id to serve under (default: the model's general.name)")
@@ -203,6 +205,11 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	log, err := newLogger(f.logFormat)
 	if err != nil {
 		return err
+	}
+	if emb, path, err := isEmbeddingModel(ctx, &f.ef); err != nil {
+		return err
+	} else if emb {
+		return runEmbeddingWorker(ctx, f, &f.emb, path, pd, log)
 	}
 	chatTmpl, parser, err := f.chatOptions()
 	if err != nil {

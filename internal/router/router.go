@@ -353,6 +353,7 @@ func (rt *Router) routes() http.Handler {
 	for path, r := range map[string]route{
 		"/v1/completions":      {"completions", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointCompletions) }},
 		"/v1/chat/completions": {"chat", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointChat) }},
+		"/v1/embeddings":       {"embeddings", post, rt.serveEmbeddings},
 		"/v1/models":           {"models", get, rt.serveModels},
 		"/v1/models/{id}":      {"models", get, rt.serveModels},
 		"/tokenize":            {"tokenize", post, rt.serveTokenizer},

@@ -73,6 +73,9 @@ type Runner struct {
 	tiles []attnTile
 	// moe is the mixture-of-experts scratch (moe.go).
 	moe moeScratch
+	// hidden makes output return the final-norm hidden states instead of
+	// logits (ForwardHidden).
+	hidden bool
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
@@ -731,6 +734,9 @@ func (r *Runner) output(seqs []Seq, n, nOut int) [][]float32 {
 		}
 	}
 	r.resid = false
+	if r.hidden {
+		return r.hiddenRows(seqs, rows)
+	}
 	r.matmul(&r.m.Output, rows, nOut, r.logits)
 	if capv := c.FinalSoftcap; capv != 0 {
 		inv := 1 / capv
