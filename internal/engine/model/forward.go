@@ -71,11 +71,11 @@ type Runner struct {
 	attnPool sync.Pool
 	// tiles is attentionTiled's list of query tiles, reused between layers.
 	tiles []attnTile
+	// moe is the mixture-of-experts scratch (moe.go).
+	moe moeScratch
 	// hidden makes output return the final-norm hidden states instead of
 	// logits (ForwardHidden).
 	hidden bool
-	// moe is the mixture-of-experts scratch (moe.go).
-	moe moeScratch
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
