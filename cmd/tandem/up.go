@@ -17,20 +17,25 @@ import (
 	"tandem/internal/engine/tensor"
 	"tandem/internal/router"
 	"tandem/internal/synth"
+	"tandem/internal/telemetry"
 )
 
 func upCmd() *cobra.Command {
 	var (
-		o           cluster.Options
-		threads     int
-		logFormat   string
-		pdThreshold int
-		pdSpill     float64
-		apiKey      string
-		modelName   string
-		chatTmpl    string
-		origins     []string
-		df          drainFlags
+		o            cluster.Options
+		threads      int
+		logFormat    string
+		logLevel     string
+		otlpEndpoint string
+		traceSample  float64
+		pdThreshold  int
+		pdSpill      float64
+		apiKey       string
+		modelName    string
+		chatTmpl     string
+		maxModelLen  int
+		origins      []string
+		df           drainFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--model M] [--prefill N] [--decode M] [--routers R] [--port 8000]",
@@ -61,7 +66,7 @@ worker's steps with prompt tokens borrow the prefill worker's core, a worker bor
 an idle one's (see internal/engine/cores; off by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logFormat)
+			log, err := telemetry.NewLogger(os.Stderr, logFormat, logLevel)
 			if err != nil {
 				return err
 			}
@@ -95,15 +100,26 @@ an idle one's (see internal/engine/cores; off by default).`,
 			if threads > 0 {
 				wargs = append(wargs, "--threads", strconv.Itoa(threads))
 			}
-			wargs = append(wargs, "--log-format", logFormat)
+			obsArgs := []string{"--log-format", logFormat, "--log-level", logLevel}
+			if otlpEndpoint != "" {
+				obsArgs = append(obsArgs, "--otlp-endpoint", otlpEndpoint)
+			}
+			if cmd.Flags().Changed("trace-sample") {
+				obsArgs = append(obsArgs, "--trace-sample", strconv.FormatFloat(traceSample, 'g', -1, 64))
+			}
+			wargs = append(wargs, obsArgs...)
 			if modelName != "" {
 				wargs = append(wargs, "--model-name", modelName)
 			}
 			if chatTmpl != "" {
 				wargs = append(wargs, "--chat-template", chatTmpl)
 			}
+			if maxModelLen > 0 {
+				wargs = append(wargs, "--max-model-len", strconv.Itoa(maxModelLen))
+			}
 			o.WorkerArgs = append(wargs, o.WorkerArgs...)
-			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold),
+			o.RouterArgs = append(o.RouterArgs, obsArgs...)
+			o.RouterArgs = append(o.RouterArgs, "--pd-threshold", strconv.Itoa(pdThreshold),
 				"--pd-spill", strconv.FormatFloat(pdSpill, 'g', -1, 64))
 			if apiKey != "" {
 				o.RouterArgs = append(o.RouterArgs, "--api-key", apiKey)
@@ -153,6 +169,9 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
 	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: the host's cores split evenly between the workers, at least 1 each)")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "least severe log lines written, by up and every process: debug, info, warn or error")
+	fs.StringVar(&otlpEndpoint, "otlp-endpoint", "", "every process exports traces over OTLP to this collector (default $"+telemetry.EnvEndpoint+", which they inherit; none: off)")
+	fs.Float64Var(&traceSample, "trace-sample", 1, "fraction of new traces the router records (0..1)")
 	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.Float64Var(&pdSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
 	fs.BoolVar(&o.LendCores, "lend-cores", false, "let the workers share this host's cores by priority (a decode worker's steps with prompt tokens borrow the prefill worker's cores, "+
@@ -161,6 +180,7 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.StringVar(&apiKey, "api-key", "", "the router requires \"Authorization: Bearer KEY\" on /v1/* (default: $TANDEM_API_KEY; none: open)")
 	fs.StringSliceVar(&origins, "allowed-origins", nil, "browser origins the router answers with CORS headers (scheme://host[:port], or *); default none")
 	fs.StringVar(&modelName, "model-name", "", "model id to serve under (default: the model's general.name)")
+	fs.IntVar(&maxModelLen, "max-model-len", 0, "context length every worker serves, at most the model's: the KV caches are sized from it and longer requests get 400 (0: the model's)")
 	fs.StringVar(&chatTmpl, "chat-template", "", "Jinja chat template file the workers use instead of the model's tokenizer.chat_template")
 	df.register(fs)
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")

@@ -13,6 +13,7 @@ import (
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
+	"tandem/internal/telemetry"
 )
 
 // serveGeneration answers one /v1/completions or /v1/chat/completions
@@ -35,7 +36,11 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		httpx.WriteError(w, e)
 		return
 	}
-	req, e := parseRequest(ep, body, rid)
+	e = decodeAsWorkers(ep, body)
+	var req *clientRequest
+	if e == nil {
+		req, e = parseRequest(ep, body, rid)
+	}
 	if e != nil {
 		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
 		httpx.WriteError(w, e)
@@ -48,9 +53,11 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.active.Add(-1)
-	req.decisions = rt.decideAll(r.Context(), req)
+	tctx, obs := rt.startRequest(r, t0, req)
+	defer obs.end()
+	req.decisions = rt.decideAll(tctx, req)
 
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := context.WithCancelCause(tctx)
 	defer context.AfterFunc(rt.stop, func() { cancel(errStopping) })()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)
 	out := make(chan reply, 4*req.samples) // samples block on it only when the client is slow
@@ -62,7 +69,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	}()
 	for i := range req.samples {
 		dec, pre := req.bodies(i)
-		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre, dec: req.decisions[req.promptOf(i)]}
+		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre, dec: req.decisions[req.promptOf(i)], obs: obs}
 		wg.Go(func() { rt.runSample(ctx, s) })
 	}
 	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
@@ -74,11 +81,13 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		case rp := <-out:
 			if rp.err != nil {
 				cancel(errOtherFailed)
+				obs.fail(telemetry.OutcomeFailed, rp.err.Message, rp.err.Status)
 				cw.fail(rp.err)
 				return
 			}
 			if err := cw.write(rp); err != nil {
 				cancel(errClientGone)
+				obs.fail(telemetry.OutcomeCancelled, "client_gone: "+err.Error(), 499)
 				rt.log.Info("client stopped reading; request cancelled", "request", req.requestID, "err", err)
 				return
 			}
@@ -88,6 +97,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 				firstOut[rp.sample] = true
 				d := time.Since(t0)
 				rt.recs.firstToken(rp.rec, d)
+				obs.firstToken(d)
 				rt.met.cluster.ttft.WithLabelValues(rt.workers.Model()).Observe(d.Seconds())
 				if req.stream && !cw.ttftSeen {
 					cw.ttftSeen = true
@@ -107,22 +117,27 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		case <-ctx.Done():
 			switch cause := context.Cause(ctx); {
 			case errors.Is(cause, errRequestTimeout):
+				obs.fail(telemetry.OutcomeFailed, "timeout: "+errRequestTimeout.Error(), http.StatusGatewayTimeout)
 				cw.fail(&openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout,
 					Message: fmt.Sprintf("The request did not finish within the router's deadline of %s.", rt.o.RequestTimeout)})
 			case errors.Is(cause, errStopping):
 				rt.log.Warn("request ended: the router's drain timed out", "request", req.requestID)
+				obs.fail(telemetry.OutcomeFailed, "shutdown: "+errStopping.Error(), http.StatusServiceUnavailable)
 				e := drain.Refusal()
 				e.Message = "The router stopped before the request finished (its drain timeout passed); nothing more of it will come."
 				if !cw.started {
 					w.Header().Set("Retry-After", strconv.Itoa(drain.RetryAfter))
 				}
 				cw.fail(e)
+			default:
+				obs.fail(telemetry.OutcomeCancelled, reasonFor(cause), 499)
 			}
 			return
 		}
 	}
 	if err := cw.finish(); err != nil {
 		cancel(errClientGone)
+		obs.fail(telemetry.OutcomeFailed, err.Error(), http.StatusBadGateway)
 		rt.log.Info("request not finished", "request", req.requestID, "err", err)
 		return
 	}

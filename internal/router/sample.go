@@ -12,11 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
+	"tandem/internal/telemetry"
 )
 
 // reply is what a sample hands the client writer.
@@ -42,6 +45,8 @@ type sample struct {
 	decode  []byte   // body of the decode leg
 	prefill []byte   // body of the prefill leg
 	dec     decision // where its prompt's samples go
+	obs     *reqObs  // the request's span and log line
+	try     int      // the attempt under way, from 1
 }
 
 // send hands r to the writer unless ctx ends first.
@@ -58,6 +63,7 @@ func (s *sample) send(ctx context.Context, r reply) bool {
 // prefillResult is how a prefill leg ended.
 type prefillResult struct {
 	promptLogprobs json.RawMessage // choices[0].prompt_logprobs, when asked for and present
+	cached         int             // the prompt tokens the prefill worker found in its prefix cache
 	err            *legError
 }
 
@@ -91,6 +97,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 	var last *openai.Error
 	drained := 0 // attempts a draining worker refused: they do not count against attemptsMax
 	for try := 1; ; try++ {
+		s.try = try
 		res := rt.attempt(ctx, s, exclude, avoid)
 		if res.err == nil || ctx.Err() != nil {
 			return
@@ -108,6 +115,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 		}
 		last = res.err
 		rt.met.retries.Inc()
+		s.obs.retry(s, res.err.Message)
 		rt.log.Warn("retrying a sample on another pair; nothing of it reached the client",
 			"request", s.req.requestID, "sample", s.i, "attempt", try+1, "err", res.err.Message)
 		exclude = append(exclude, res.failed...)
@@ -156,8 +164,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.URL(), d.URL(), rt.o.LegTimeout, deadline, dec)
-	sctx, scancel := context.WithCancelCause(ctx)
+	rec := rt.recs.open(room, s.req.requestID, s.obs.traceID, s.req.ep.name, p.URL(), d.URL(), rt.o.LegTimeout, deadline, dec)
+	actx, aspan := s.obs.startAttempt(ctx, s, dec, room)
+	sctx, scancel := context.WithCancelCause(actx)
+	s.obs.sentFirstLeg(ctx, s)
 	pl := rt.newLeg(sctx, p, pool.Prefill, rec)
 	dl := rt.newLeg(sctx, d, pool.Decode, rec)
 	pch := make(chan prefillResult, 1) // the prefill goroutine never blocks on it
@@ -188,12 +198,13 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool
 			dt = *f.timing // a stream's comment
 		}
 		rt.phases(rec, pl.timing, dt)
+		s.obs.answered(s, mergeTiming(pl.timing, dt))
 	}
 	res := attemptResult{failed: []*pool.Worker{p}, partner: []*pool.Worker{d}}
 	if le != nil && le.leg == pool.Decode {
 		res.failed, res.partner = res.partner, res.failed
 	}
-	return rt.ended(ctx, s, rec, f, le, res)
+	return rt.ended(ctx, s, rec, f, le, res, aspan)
 }
 
 // attemptLocal sends sample s as one local leg to a decode worker, which
@@ -208,10 +219,11 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.URL(), rt.o.LegTimeout, deadline, dec)
-	sctx, scancel := context.WithCancelCause(ctx)
-	dl := rt.newLeg(sctx, d, pool.Decode, rec)
-	dl.kind = apileg.KindLocal
+	rec := rt.recs.open(room, s.req.requestID, s.obs.traceID, s.req.ep.name, "", d.URL(), rt.o.LegTimeout, deadline, dec)
+	actx, aspan := s.obs.startAttempt(ctx, s, dec, room)
+	sctx, scancel := context.WithCancelCause(actx)
+	s.obs.sentFirstLeg(ctx, s)
+	dl := rt.newLocalLeg(sctx, d, rec)
 	dch := make(chan decodeEvent)
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
 	var wg sync.WaitGroup
@@ -225,24 +237,34 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
-	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*pool.Worker{d}})
+	if le == nil && f.answered {
+		dt := dl.timing
+		if f.timing != nil {
+			dt = *f.timing
+		}
+		s.obs.answered(s, dt)
+	}
+	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*pool.Worker{d}}, aspan)
 }
 
 // ended closes an attempt's record and turns its failure le (nil: it was
 // answered, or the request ended) into its result; res names the workers
 // not to pick again (failed) and to avoid (partner) on a retry.
-func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult) attemptResult {
+func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult, span trace.Span) attemptResult {
 	switch {
 	case le == nil && f.answered:
 		// The whole answer went to the writer; the request ending since
 		// (the client closing once it read [DONE]) does not undo that.
 		rt.recs.finish(rec, true, "")
+		endSpan(span, telemetry.OutcomeOK, "")
 		rt.roomClosed(rec, "succeeded", "")
 		rt.met.cluster.sampleAnswered(rt.workers.Model(), f.finish, f.seenUsage)
 		return attemptResult{}
 	case ctx.Err() != nil:
 		cause := context.Cause(ctx)
-		rt.recs.finish(rec, false, reasonFor(cause))
+		reason := reasonFor(cause)
+		rt.recs.finish(rec, false, reason)
+		endSpan(span, telemetry.OutcomeCancelled, reason)
 		why := ctxReason(cause)
 		rt.roomClosed(rec, "failed", why)
 		if why == "client_abort" || why == "client_gone" {
@@ -251,6 +273,7 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 		return attemptResult{}
 	case le == nil:
 		rt.recs.finish(rec, true, "")
+		endSpan(span, telemetry.OutcomeOK, "")
 		rt.roomClosed(rec, "succeeded", "")
 		rt.met.cluster.sampleAnswered(rt.workers.Model(), f.finish, f.seenUsage)
 		return attemptResult{}
@@ -271,11 +294,16 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 		reason += "; nothing reached the client, so the sample may be retried on another pair"
 	}
 	rt.recs.finish(rec, false, reason)
+	outcome := telemetry.OutcomeFailed
+	if le.cancelled {
+		outcome = telemetry.OutcomeCancelled
+	}
+	endSpan(span, outcome, reason)
 	level := slog.LevelWarn
 	if le.clientFault() || le.draining() {
 		level = slog.LevelInfo // the worker refused the request (the client's doing, or it drains): not a failure
 	}
-	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", rec.room, "sample", s.i,
+	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "trace_id", rec.traceID, "room", rec.room, "sample", s.i,
 		"leg", le.legName(), "worker", le.worker, "err", le)
 	return res
 }
@@ -338,10 +366,11 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 	if err != nil {
 		return prefillResult{err: l.fail(kindStream, 0, nil, err)}
 	}
-	if !want {
-		return prefillResult{}
+	res = prefillResult{cached: answer.CachedTokens(b)}
+	if want {
+		res.promptLogprobs = answer.PromptLogprobs(b)
 	}
-	return prefillResult{promptLogprobs: answer.PromptLogprobs(b)}
+	return res
 }
 
 // runDecode runs the decode leg and hands each step of its answer to out.
@@ -413,6 +442,7 @@ type follower struct {
 	decodeWorker  *pool.Worker
 	prefillWorker *pool.Worker    // nil for a local leg
 	plp           json.RawMessage // prefill's prompt logprobs, once it answered
+	pcached       int             // prefill's cached prompt tokens, once it answered
 	seenData      bool            // a data event went out (the first gets the prompt logprobs)
 	delivered     bool            // part of decode's answer went to the writer
 	answered      bool            // the end of decode's answer went to the writer
@@ -442,20 +472,22 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			return nil
 		case pr := <-pch:
 			pch, prefillDone = nil, true
-			if pr.err != nil {
-				if !f.delivered {
-					return pr.err // when the request itself ended, the caller sees ctx first
-				}
-				f.rt.log.Warn("prefill leg failed after decode began answering; the answer stands",
-					"request", f.s.req.requestID, "err", pr.err)
-			}
-			f.plp = pr.promptLogprobs
-			if f.s.req.wantPromptLogprobs && f.plp == nil && pr.err == nil {
-				f.rt.log.Warn("prompt logprobs were asked for but the prefill worker sent none", "request", f.s.req.requestID)
+			if le := f.prefillAnswered(pr); le != nil {
+				return le
 			}
 		case de := <-din:
 			if de.err != nil {
 				return de.err // when the request itself ended, the caller sees ctx first
+			}
+			if !prefillDone && de.mayCarryUsage() {
+				// The usage takes prefill's cached tokens: wait a little for
+				// its answer (which comes once decode acknowledged the KV).
+				if pr, ok := f.waitPrefill(ctx, pch); ok {
+					pch, prefillDone = nil, true
+					if le := f.prefillAnswered(pr); le != nil {
+						return le
+					}
+				}
 			}
 			f.rt.recs.received(f.rec, len(de.ev.Raw)+len(de.body))
 			r, le := f.format(de)
@@ -479,6 +511,48 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			}
 		}
 	}
+}
+
+// prefillAnswered takes prefill's answer: its prompt logprobs and cached
+// tokens, or its failure, which fails the sample (returned) unless decode
+// already began answering.
+func (f *follower) prefillAnswered(pr prefillResult) *legError {
+	if pr.err != nil {
+		if !f.delivered {
+			return pr.err // when the request itself ended, the caller sees ctx first
+		}
+		f.rt.log.Warn("prefill leg failed after decode began answering; the answer stands",
+			"request", f.s.req.requestID, "err", pr.err)
+	}
+	f.plp, f.pcached = pr.promptLogprobs, pr.cached
+	if f.s.req.wantPromptLogprobs && f.plp == nil && pr.err == nil {
+		f.rt.log.Warn("prompt logprobs were asked for but the prefill worker sent none", "request", f.s.req.requestID)
+	}
+	return nil
+}
+
+// waitPrefill waits at most prefillGraceMax for prefill's answer; false
+// when it did not come (the usage then counts decode's cached tokens
+// alone).
+func (f *follower) waitPrefill(ctx context.Context, pch <-chan prefillResult) (prefillResult, bool) {
+	t := time.NewTimer(prefillGraceMax)
+	defer t.Stop()
+	select {
+	case pr := <-pch:
+		return pr, true
+	case <-t.C:
+		f.rt.recs.note(f.rec, "prefill_grace_expired", fmt.Sprintf("decode sent its usage and prefill did not answer within %s", prefillGraceMax))
+	case <-ctx.Done():
+	}
+	return prefillResult{}, false
+}
+
+// mayCarryUsage reports whether the event or body may hold a usage member.
+func (de decodeEvent) mayCarryUsage() bool {
+	if de.body != nil {
+		return answer.MayCarryUsage(de.body)
+	}
+	return de.ev.HasData && answer.MayCarryUsage(de.ev.Data)
 }
 
 // awaitPrefill gives a prefill leg whose decode already finished a little
@@ -554,6 +628,7 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	f.noteAnswer(obj)
 	first := !f.seenData
 	f.seenData = true
+	obj, raised := answer.RaiseCachedTokens(obj, f.pcached) // prefill's cache hit is the request's
 	if merged && answer.IsUsageChunk(obj) {
 		var u openai.Usage
 		raw, _ := obj.Get("usage")
@@ -565,6 +640,9 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	}
 	token := answer.CarriesToken(obj)
 	if !merged && !(first && f.plp != nil) {
+		if raised {
+			return &reply{data: answer.Frame(obj.Marshal()), token: token}, nil
+		}
 		return &reply{data: ev.Raw, token: token}, nil
 	}
 	sp := answer.Splice{Reindex: merged, Index: f.s.i, Echo: req.echoLogprobs}
@@ -588,12 +666,13 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	if err == nil {
 		f.noteAnswer(obj)
 	}
-	if req.samples == 1 && f.plp == nil {
+	if req.samples == 1 && f.plp == nil && (f.pcached == 0 || !answer.MayCarryUsage(de.body)) {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}
+	obj, _ = answer.RaiseCachedTokens(obj, f.pcached) // prefill's cache hit is the request's
 	obj, err = answer.Splice{Reindex: req.samples > 1, Index: f.s.i, PromptLogprobs: f.plp, Echo: req.echoLogprobs}.Apply(obj)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)
