@@ -28,6 +28,7 @@ type reply struct {
 	usage       *openai.Usage // several samples, streamed: the sample's usage chunk, if it sent one
 	usageChunk  answer.Object // several samples, streamed: that chunk, as a template for the merged one
 	token       bool          // data carries a token (for TTFT)
+	warning     string        // the decode worker's Warning header, passed on to the client
 	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
 	err         *openai.Error // the sample failed; nothing else is set
@@ -68,7 +69,8 @@ type decodeEvent struct {
 	ev          answer.Event
 	body        []byte
 	contentType string
-	end         bool // the answer is complete ([DONE], or the whole body)
+	warning     string // the worker's Warning header, on its answer's first event (a template that drops tools)
+	end         bool   // the answer is complete ([DONE], or the whole body)
 	err         *legError
 }
 
@@ -366,7 +368,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			return
 		}
 		l.readTiming(resp.Header)
-		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), end: true})
+		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), warning: resp.Header.Get("Warning"), end: true})
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
@@ -374,6 +376,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 		return
 	}
 	rd := answer.NewReader(resp.Body, sseEventBytesMax)
+	warning := resp.Header.Get("Warning")
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -384,9 +387,10 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			return
 		}
 		end := ev.HasData && string(ev.Data) == openai.StreamDone
-		if !send(decodeEvent{ev: ev, end: end}) {
+		if !send(decodeEvent{ev: ev, end: end, warning: warning}) {
 			return
 		}
+		warning = ""
 		if end {
 			l.drain(resp.Body)
 			return
@@ -410,6 +414,7 @@ type follower struct {
 	timing        *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage         *openai.Usage
 	usageTpl      answer.Object
+	warning       string // decode's Warning header, once its answer began
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -453,8 +458,12 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			if le != nil {
 				return le
 			}
+			if de.warning != "" {
+				f.warning = de.warning
+			}
 			if r != nil {
 				r.rec = f.rec
+				r.warning = f.warning
 				if !f.s.send(ctx, *r) {
 					return nil
 				}
