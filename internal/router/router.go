@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,14 +18,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/discovery"
 	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
+	"tandem/internal/telemetry"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -32,9 +36,18 @@ import (
 type Options struct {
 	// Prefill and Decode are the workers' HTTP base URLs
 	// ("http://host:port"; a bare "host:port" means http). At least one of
-	// each; no URL twice.
+	// each; no URL twice. Empty when Source or Discovery gives the workers.
 	Prefill []string
 	Decode  []string
+	// Source, when set, gives the workers instead of Prefill and Decode,
+	// live: RunDiscovery runs it and reconciles the pool with each of its
+	// snapshots (membership.go).
+	Source discovery.Source
+	// Discovery, when set and not static, is the configuration New builds
+	// Source from (`tandem route --discovery`); its Logger, Registerer and
+	// Probe are filled in from the router's (the probe carries the cluster
+	// credential). A static one (or nil) means Prefill and Decode.
+	Discovery *discovery.Config
 	// Name is the router's name: its "worker" in /debug/rooms, and the
 	// X-Tandem-Router header of every answer (which of several routers
 	// behind one address answered); default "router".
@@ -106,6 +119,10 @@ type Options struct {
 	// never; otherwise at least 1. `tandem route` defaults to
 	// DefaultPDSpill. See disagg.go.
 	PDSpill float64
+	// Tracing exports the router's spans (package telemetry); nil: the
+	// no-op tracer (a client's trace context is still carried to the
+	// workers).
+	Tracing *telemetry.Tracing
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -115,6 +132,7 @@ type Options struct {
 type Router struct {
 	o           Options
 	log         *slog.Logger
+	tracer      trace.Tracer
 	reg         *prometheus.Registry
 	met         *metrics
 	workers     *pool.Pool
@@ -130,6 +148,15 @@ type Router struct {
 	// stop, cancelled by EndRequests, ends every request in flight.
 	stop     context.Context
 	stopWith context.CancelCauseFunc
+	// src is the membership source (nil: the static Prefill and Decode
+	// lists); synced is closed once the pool holds its first snapshot
+	// (at once without a source); joinKick wakes RunDiscovery's probe of
+	// workers that joined.
+	src      discovery.Source
+	srcKind  string
+	synced   chan struct{}
+	syncOnce sync.Once
+	joinKick chan struct{}
 }
 
 // New checks o and builds a router. Every worker starts out of service
@@ -138,13 +165,27 @@ func New(o Options) (*Router, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	prefill, err := normalizeURLs("--prefill", o.Prefill)
-	if err != nil {
-		return nil, err
+	live := o.Source != nil
+	if o.Discovery != nil {
+		kind, _, err := discovery.ParseSpec(o.Discovery.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("new router: %w", err)
+		}
+		live = live || kind != discovery.KindStatic
 	}
-	decode, err := normalizeURLs("--decode", o.Decode)
-	if err != nil {
-		return nil, err
+	var prefill, decode []string
+	var err error
+	if live {
+		if len(o.Prefill)+len(o.Decode) > 0 {
+			return nil, errors.New("new router: --prefill and --decode are for a static fleet; with --discovery the workers come from the source alone")
+		}
+	} else {
+		if prefill, err = normalizeURLs("--prefill", o.Prefill); err != nil {
+			return nil, err
+		}
+		if decode, err = normalizeURLs("--decode", o.Decode); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range prefill {
 		for _, d := range decode {
@@ -173,7 +214,7 @@ func New(o Options) (*Router, error) {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	rt := &Router{o: o, log: o.Logger, reg: o.Registry, met: met, transport: tr,
+	rt := &Router{o: o, log: o.Logger, tracer: o.Tracing.Tracer(), reg: o.Registry, met: met, transport: tr,
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		probeClient: &http.Client{Transport: o.LegKeys.Transport(tr), CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
@@ -185,8 +226,14 @@ func New(o Options) (*Router, error) {
 	rt.stop, rt.stopWith = context.WithCancelCause(context.Background())
 	rt.workers, err = pool.New(pool.Config{Prefill: prefill, Decode: decode, Logger: o.Logger, Registry: o.Registry,
 		Client: rt.probeClient, HealthTimeout: o.HealthTimeout, InfoTimeout: infoTimeout,
-		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now})
+		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now, OnDrop: rt.forgetWorker})
 	if err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
+	}
+	if err := o.Registry.Register(workerCollector{rt.workers}); err != nil {
+		return nil, fmt.Errorf("new router: register the worker gauges: %w", err)
+	}
+	if err := rt.initMembership(); err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
 	}
 	rt.handler = rt.routes()
@@ -353,6 +400,7 @@ func (rt *Router) routes() http.Handler {
 	for path, r := range map[string]route{
 		"/v1/completions":      {"completions", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointCompletions) }},
 		"/v1/chat/completions": {"chat", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointChat) }},
+		"/v1/embeddings":       {"embeddings", post, rt.serveEmbeddings},
 		"/v1/models":           {"models", get, rt.serveModels},
 		"/v1/models/{id}":      {"models", get, rt.serveModels},
 		"/tokenize":            {"tokenize", post, rt.serveTokenizer},
@@ -360,8 +408,11 @@ func (rt *Router) routes() http.Handler {
 		"/health":              {"health", get, rt.serveHealth},
 		"/ready":               {"ready", get, rt.serveReady},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
-		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
+		"/debug/rooms":         {"debug", get, rt.guardDebug(rt.serveRooms)},
+		"/debug/cluster":       {"debug", get, rt.guardDebug(rt.serveCluster)},
+		"/dashboard":           {"dashboard", get, rt.serveDashboard},
+		"/dashboard/login":     {"dashboard", post, rt.serveDashboardLogin},
+		"/dashboard/data":      {"dashboard", get, rt.guardDebug(rt.serveDashboardData)},
 		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { httpx.WriteError(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))
@@ -505,13 +556,24 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// serveRooms answers the router's own room table.
+// serveRooms answers the router's own room table; ?room=ID keeps only
+// the rooms with that room or request id (the dashboard links to it).
 func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, rt.roomsDoc())
+	doc := rt.roomsDoc()
+	if id := r.URL.Query().Get("room"); id != "" {
+		var keep []debugdoc.Room
+		for _, rm := range doc.Rooms {
+			if rm.ID == id || rm.RequestID == id {
+				keep = append(keep, rm)
+			}
+		}
+		doc.Rooms = keep
+	}
+	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {
-	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.workers.Debug()}
+	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.workers.Debug(), Membership: rt.membershipDoc()}
 	for _, r := range doc.Rooms {
 		if !r.Terminal() {
 			doc.Live++

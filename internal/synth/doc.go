@@ -1,6 +1,12 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
-// and qwen3, phi3, gemma2 and gemma3 (Config.Arch) with the tensors and keys
-// llama.cpp's loader for each expects (see README.md).
+// and qwen2, qwen3, phi3, gemma2, gemma3 and the mixtures of experts
+// qwen3moe and qwen2moe (Config.Arch) with the tensors and keys llama.cpp's
+// loader for each expects (see README.md and moe.go). A MoE file's router
+// (ffn_gate_inp) is F32 whatever the file type, as llama-quantize leaves
+// it; its expert tensors are typed as the dense feed-forward matrices of
+// the same layer would be (so mxfp4 gives MXFP4 experts, llama.cpp's
+// MXFP4_MOE); llama-quantize's extra bumps for 8-expert models are not
+// applied.
 //
 // Place in the data flow: `tandem model synth` calls Write to make fixtures
 // of real model shapes (tiny, stories110M, TinyLlama 1.1B) without

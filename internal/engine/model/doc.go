@@ -15,8 +15,20 @@
 // half-split RoPE), "qwen3" (per-head Q/K norms), "phi3" (fused QKV and
 // gate/up, LongRoPE factors), "gemma2" (GELU, embedding scale, post norms,
 // soft-capping, alternating sliding-window layers) and "gemma3" (Q/K norms,
-// 5:1 local/global layers with their own RoPE bases). Each is read as
+// 5:1 local/global layers with their own RoPE bases), and the mixtures of
+// experts "qwen3moe" (qwen3 attention; every feed-forward block a router
+// over ExpertsUsed of Experts SwiGLU experts, softmax gating renormalized
+// over the chosen) and "qwen2moe" (qwen2 attention; softmax gating without
+// renormalization, plus a sigmoid-gated shared expert); see moe.go. Each is read as
 // llama.cpp's loader for it reads it; see README.md for the details.
+// Embedding models: the BERT-family encoders (EncoderArchitectures:
+// "nomic-bert", fused QKV with NEOX RoPE and SwiGLU; "bert", absolute
+// position and token-type embeddings, Q/K/V biases and GELU) load with
+// LoadEncoder and run bidirectional attention over each input with no KV
+// cache (EncoderRunner.Embed), pooled as {arch}.pooling_type says
+// (PoolRows: mean, cls, last). A decoder file with a pooling type (a qwen3
+// as Qwen3-Embedding) runs its usual causal pass; ForwardHidden returns
+// the hidden states after the output norm instead of logits.
 // Weights stay in their file types (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4) and are read in
 // place from the mapped file.
