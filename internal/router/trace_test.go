@@ -80,7 +80,7 @@ func TestTraceContextOnLegs(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range root.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["gen_ai.operation.name"] != "text_completion" || attrs["gen_ai.request.model"] != "m" || attrs["tandem.pd.path"] != "disaggregated" ||
 		attrs["tandem.outcome"] != "ok" || attrs["gen_ai.request.id"] == "" {
