@@ -87,6 +87,13 @@ func TestTraceContextOnLegs(t *testing.T) {
 		t.Errorf("request span attributes %v", attrs)
 	}
 	att := spans["tandem.attempt"]
+	aattrs := map[string]string{}
+	for _, kv := range att.Attributes() {
+		aattrs[string(kv.Key)] = kv.Value.String()
+	}
+	if aattrs["tandem.prefill_worker"] != p.url() || aattrs["tandem.decode_worker"] != d.url() || aattrs["tandem.attempt"] != "1" || aattrs["tandem.outcome"] != "ok" {
+		t.Errorf("attempt span attributes %v; want the pair picked, attempt 1, ok", aattrs)
+	}
 	for kind, name := range map[string]string{"prefill": "tandem.leg.prefill", "decode": "tandem.leg.decode"} {
 		s, ok := spans[name]
 		if !ok || s.SpanKind() != trace.SpanKindClient || s.Parent().SpanID() != att.SpanContext().SpanID() || s.SpanContext().SpanID().String() != legs[kind] {
