@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -18,6 +19,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/router"
 	"tandem/internal/telemetry"
+	"tandem/internal/testenv"
 )
 
 // TestTraceContextOnLegs: a client's traceparent is honoured: the
@@ -70,10 +72,14 @@ func TestTraceContextOnLegs(t *testing.T) {
 			t.Errorf("%s leg with a forged traceparent: %v, want ErrBadMAC", f.role, err)
 		}
 	}
+	// The handler ends its spans after the answer went out.
 	spans := map[string]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		spans[s.Name()] = s
-	}
+	testenv.WaitFor(t, 10*time.Second, "the request's spans to end", func() bool {
+		for _, s := range rec.Ended() {
+			spans[s.Name()] = s
+		}
+		return len(spans) == 5
+	})
 	root, ok := spans["text_completion m"]
 	if !ok || root.SpanKind() != trace.SpanKindServer || root.Parent().SpanID().String() != clientSpan || root.SpanContext().TraceID().String() != clientTrace {
 		t.Fatalf("request span %+v (spans %v)", root, keysOf(spans))
