@@ -98,8 +98,9 @@ func (o *reqObs) sentFirstLeg(ctx context.Context, s *sample) {
 	}
 }
 
-// startAttempt opens the span of one attempt of sample s.
-func (o *reqObs) startAttempt(ctx context.Context, s *sample, dec decision, room string) (context.Context, trace.Span) {
+// startAttempt opens the span of one attempt of sample s, naming the
+// workers picked for it (prefill "" for a local attempt).
+func (o *reqObs) startAttempt(ctx context.Context, s *sample, dec decision, room, prefill, decode string) (context.Context, trace.Span) {
 	o.mu.Lock()
 	o.attempts++
 	if s.i == 0 {
@@ -109,7 +110,8 @@ func (o *reqObs) startAttempt(ctx context.Context, s *sample, dec decision, room
 	return o.rt.tracer.Start(ctx, telemetry.SpanAttempt, trace.WithAttributes(
 		attribute.String(telemetry.AttrRequestID, o.req.requestID), attribute.String(telemetry.AttrRoom, room),
 		attribute.String(telemetry.AttrPath, dec.path), attribute.String(telemetry.AttrPathReason, dec.reason),
-		attribute.Int(telemetry.AttrAttempt, s.try), attribute.Int(telemetry.AttrSample, s.i)))
+		attribute.Int(telemetry.AttrAttempt, s.try), attribute.Int(telemetry.AttrSample, s.i),
+		attribute.String(telemetry.AttrPrefillWorker, prefill), attribute.String(telemetry.AttrDecodeWorker, decode)))
 }
 
 // retry notes that sample s goes to another pair.

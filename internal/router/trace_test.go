@@ -1,11 +1,16 @@
 package router_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -14,6 +19,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/router"
 	"tandem/internal/telemetry"
+	"tandem/internal/testenv"
 )
 
 // TestTraceContextOnLegs: a client's traceparent is honoured: the
@@ -66,23 +72,34 @@ func TestTraceContextOnLegs(t *testing.T) {
 			t.Errorf("%s leg with a forged traceparent: %v, want ErrBadMAC", f.role, err)
 		}
 	}
+	// The handler ends its spans after the answer went out.
 	spans := map[string]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		spans[s.Name()] = s
-	}
+	testenv.WaitFor(t, 10*time.Second, "the request's spans to end", func() bool {
+		for _, s := range rec.Ended() {
+			spans[s.Name()] = s
+		}
+		return len(spans) == 5
+	})
 	root, ok := spans["text_completion m"]
 	if !ok || root.SpanKind() != trace.SpanKindServer || root.Parent().SpanID().String() != clientSpan || root.SpanContext().TraceID().String() != clientTrace {
 		t.Fatalf("request span %+v (spans %v)", root, keysOf(spans))
 	}
 	attrs := map[string]string{}
 	for _, kv := range root.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["gen_ai.operation.name"] != "text_completion" || attrs["gen_ai.request.model"] != "m" || attrs["tandem.pd.path"] != "disaggregated" ||
 		attrs["tandem.outcome"] != "ok" || attrs["gen_ai.request.id"] == "" {
 		t.Errorf("request span attributes %v", attrs)
 	}
 	att := spans["tandem.attempt"]
+	aattrs := map[string]string{}
+	for _, kv := range att.Attributes() {
+		aattrs[string(kv.Key)] = kv.Value.String()
+	}
+	if aattrs["tandem.prefill_worker"] != p.url() || aattrs["tandem.decode_worker"] != d.url() || aattrs["tandem.attempt"] != "1" || aattrs["tandem.outcome"] != "ok" {
+		t.Errorf("attempt span attributes %v; want the pair picked, attempt 1, ok", aattrs)
+	}
 	for kind, name := range map[string]string{"prefill": "tandem.leg.prefill", "decode": "tandem.leg.decode"} {
 		s, ok := spans[name]
 		if !ok || s.SpanKind() != trace.SpanKindClient || s.Parent().SpanID() != att.SpanContext().SpanID() || s.SpanContext().SpanID().String() != legs[kind] {
@@ -100,4 +117,72 @@ func keysOf[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestRouterTracingCost measures the router's own cost of its spans: one
+// non-streamed disaggregated request over fake workers, tracing off and on
+// (sampling 1.0, exported over OTLP/HTTP to an in-process sink), in
+// interleaved rounds of testing.Benchmark; it logs each round's ns per
+// request and the medians. It asserts nothing (a shared machine's noise
+// is larger than the effect) and runs only with TANDEM_TRACE_COST=1.
+func TestRouterTracingCost(t *testing.T) {
+	if os.Getenv("TANDEM_TRACE_COST") != "1" {
+		t.Skip("a measurement: set TANDEM_TRACE_COST=1")
+	}
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer sink.Close()
+	tr, err := telemetry.Setup(context.Background(), telemetry.Config{Endpoint: sink.URL, SampleRatio: 1, Role: "router"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	go func() { // the fakes' record of legs is not read here
+		for {
+			select {
+			case <-p.got:
+			case <-d.got:
+			}
+		}
+	}()
+	clusters := map[bool]*cluster{
+		false: newCluster(t, []*fake{p}, []*fake{d}, nil),
+		true:  newCluster(t, []*fake{p}, []*fake{d}, func(o *router.Options) { o.Tracing = tr }),
+	}
+	client := &http.Client{}
+	body := `{"model":"m","prompt":"hi","max_tokens":3}`
+	run := func(c *cluster) float64 {
+		r := testing.Benchmark(func(b *testing.B) {
+			for range b.N {
+				resp, err := client.Post(c.srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+		return float64(r.NsPerOp())
+	}
+	var off, on []float64
+	for round := range 7 {
+		first := round%2 == 0
+		for _, mode := range []bool{first, !first} {
+			ns := run(clusters[mode])
+			if mode {
+				on = append(on, ns)
+			} else {
+				off = append(off, ns)
+			}
+			t.Logf("round %d tracing %v: %.0f ns/request", round+1, mode, ns)
+		}
+	}
+	slices.Sort(off)
+	slices.Sort(on)
+	mo, mn := off[len(off)/2], on[len(on)/2]
+	t.Logf("median off %.0f ns/request, on %.0f: tracing adds %+.1f%% (%+.0f ns)", mo, mn, 100*(mn/mo-1), mn-mo)
 }

@@ -19,6 +19,8 @@ const (
 	AttrReason         = "tandem.reason"                  // why it failed or was cancelled
 	AttrLeg            = "tandem.leg"                     // prefill, decode or local
 	AttrWorker         = "tandem.worker"                  // a worker's URL (router spans)
+	AttrPrefillWorker  = "tandem.prefill_worker"          // the prefill worker an attempt picked
+	AttrDecodeWorker   = "tandem.decode_worker"           // the decode worker an attempt picked
 	AttrAttempt        = "tandem.attempt"                 // 1 for the first pair, 2.. for retries
 	AttrSample         = "tandem.sample"                  // the sample's index (n > 1, lists of prompts)
 	AttrPeer           = "tandem.peer"                    // the transfer peer of a room

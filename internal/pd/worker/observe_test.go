@@ -37,7 +37,11 @@ func TestDecodeRoomLiveWhileGenerating(t *testing.T) {
 		id := newRoomID()
 		pleg, dleg := pp.legs(id)
 		pleg.TraceParent, dleg.TraceParent = tp, tp
-		req := engine.Request{Prompt: prompt(20), MaxTokens: 40, IgnoreEOS: true}
+		maxTok := 40
+		if abort { // long enough that the sequence is still generating when the stream is cancelled
+			maxTok = pp.de.MaxContext() - 21
+		}
+		req := engine.Request{Prompt: prompt(20), MaxTokens: maxTok, IgnoreEOS: true}
 		hctx, hcancel := context.WithCancel(context.Background()) // the decode leg's HTTP request
 		defer hcancel()
 		ds, err := pp.d.SubmitLeg(hctx, dleg, req)
@@ -51,7 +55,7 @@ func TestDecodeRoomLiveWhileGenerating(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		u, err := ds.Next(ctx) // the first token: the KV arrived, the room core succeeded
 		cancel()
-		if err != nil || len(u.Tokens) == 0 {
+		if err != nil || len(u.Tokens) == 0 || (abort && u.Done) {
 			t.Fatalf("first update %+v, %v", u, err)
 		}
 		if st, _, _ := pp.d.roomState(id); st != room.StateSucceeded {
