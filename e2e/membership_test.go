@@ -151,7 +151,13 @@ func TestScaleByFileDiscovery(t *testing.T) {
 	}
 	for gone := 0; gone < len(leaving); {
 		if time.Since(removed) > scaleLeftMax {
-			t.Fatalf("the removed workers were not dropped within %s: %v", scaleLeftMax, leaving)
+			var still []string
+			for _, r := range leaving {
+				if r.took == 0 {
+					still = append(still, fmt.Sprintf("%s (legs when seen left: %d)", r.name, r.legsAtLeave))
+				}
+			}
+			t.Fatalf("the router did not drop the removed workers within %s: %s", scaleLeftMax, strings.Join(still, ", "))
 		}
 		doc, err := roomTable(ctx, c, router)
 		if err != nil {
