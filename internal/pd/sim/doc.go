@@ -76,6 +76,10 @@
 // between nodes, the send budget's limits (the default budget is never
 // reached), and node memory or CPU limits other than the page pool.
 //
+// The swarm is small on purpose: 20-60 requests per seed, 1-3 nodes per
+// role, prompts up to 2,048 tokens (16 pages of 2 layers: up to 64 KV
+// frames of 16 bytes), 64 generated tokens.
+//
 // # Determinism
 //
 // One goroutine, no wall clock, no sockets, no map iteration where order
