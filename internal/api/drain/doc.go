@@ -49,5 +49,4 @@
 // before the refusals (as SGLang's gateway and Dynamo do it) because a
 // router or a Kubernetes Service notices a readiness change only at its
 // next probe or watch event.
-
 package drain
