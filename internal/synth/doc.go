@@ -1,6 +1,6 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
 // and qwen3, phi3, gemma2 and gemma3 (Config.Arch) with the tensors and keys
-// llama.cpp's loader for each expects (see README.md).
+// llama.cpp's loader for each expects (see Architectures below).
 //
 // Place in the data flow: `tandem model synth` calls Write to make fixtures
 // of real model shapes (tiny, stories110M, TinyLlama 1.1B) without
@@ -52,26 +52,33 @@
 // Tensors are streamed through gguf.Writer.AddTensorFunc in chunks of about
 // 64K weights, so memory stays at a few chunks per worker whatever the model.
 //
-// Limits: Dim and FF must be multiples of the block size of every type the
-// file mixes (32 for Q8_0, 256 for the K-quant mixes); Dim a multiple of Heads with an even head
-// dimension; Heads a multiple of KVHeads; the synthesized vocabulary has
-// VocabMin..VocabMax tokens. See the *Max constants for the other bounds.
+// Limits (config.go): Dim and FF must be multiples of the block size of
+// every type the file mixes (32 for Q8_0, MXFP4 and a pure IQ4_NL file, 256
+// for the K-quant mixes and IQ4_XS; llama.cpp's fallbacks for other widths
+// are not written); Dim a multiple of Heads with an even head dimension;
+// Heads a multiple of KVHeads; DimMax, LayersMax and ContextMax bound the
+// shape; the synthesized vocabulary has VocabMin..VocabMax tokens.
 //
-// Tested by: the tiny preset in every type read back with gguf.Open (keys,
-// tensor names, shapes, types, norms of one, weight statistics after
-// dequantization), the K-quant block draw (scales, statistics), byte-identical
-// output for the same seed and for 1 or 4 workers, a different file for
-// another seed, tokenizer keys copied from stories260K.gguf, vocabulary
-// structure, Config validation errors, and the mixes against llama.cpp's
-// choices written out by hand for the 1b and tiny shapes. The new file
-// types are held to llama.cpp's greedy output in internal/engine/model
-// (TestLowbitMatchesLlamaCpp).
+// # Architectures
 //
-// Checked by hand, not in tests (llama.cpp through node-llama-cpp 3.21.1,
-// shared/tools/llamacpp-greedy.mjs): llama.cpp loads and runs tiny and 110m
-// files in Q8_0, F16 and Q4_K with the Llama-2 vocabulary copied from
-// llama-2-tiny-random.gguf, and tiny files with the synthesized vocabulary,
-// which it tokenizes "Once upon a time, there was a little girl named Lily.
-// She loved to play outside in the park." into one piece per word and
-// punctuation mark.
+// Config.Arch (tandem model synth --arch). Keys go under the arch's prefix and
+// tensors are laid out as llama.cpp's loader for it expects: qwen3 adds
+// attn_q_norm/attn_k_norm; phi3 has a fused attn_qkv and an ffn_up of 2·FF
+// rows (no ffn_gate); gemma2 and gemma3 add post_attention_norm and
+// post_ffw_norm (gemma3 the Q/K norms too), and gemma2 never has
+// output.weight. Beyond llama, norm weights are 1 ± 0.25 noise (so a norm
+// applied with the wrong weights shows). Options: Llama3Rope (--llama3-rope:
+// rope_freqs with Llama 3.1's factors, computed as llama.cpp's converter
+// does), Tied (--tied), SlidingWindow/SlidingWindowPattern,
+// AttnSoftcap/FinalSoftcap, RopeOrigContext (phi3 LongRoPE: long and short
+// factor tensors, original context, attention factor), KeyLength (--head-dim:
+// head dimension other than dim/heads), and AttnGain (--attn-gain: multiplies
+// attn_norm, scaling attention scores by its square; random weights otherwise
+// give near-uniform attention that ignores positions, so RoPE and window tests
+// set it). The default llama file is byte-identical to what it was before
+// architectures came.
+//
+// A write goes through a temporary file, so a failed write leaves no partial
+// model; the presets are tiny (256 wide, 2 layers, 4 heads / 2 KV heads, a
+// 512-token vocabulary), 110m (stories110M's shape) and 1b (TinyLlama 1.1B's).
 package synth
