@@ -17,6 +17,54 @@ import (
 	"tandem/internal/pd/debugdoc"
 )
 
+// vllmDashboardNames are the metric names vLLM's Grafana dashboard
+// (examples/observability/prometheus_grafana/grafana.json) queries; each
+// must be on a server's and a worker's /metrics with a model_name label so
+// the dashboard works unchanged.
+var vllmDashboardNames = []string{
+	"vllm:e2e_request_latency_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
+	"vllm:time_to_first_token_seconds_bucket", "vllm:num_requests_running", "vllm:num_requests_waiting",
+	"vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+	"vllm:request_prompt_tokens_bucket", "vllm:request_generation_tokens_bucket", "vllm:request_success_total",
+	"vllm:request_queue_time_seconds_bucket", "vllm:request_prefill_time_seconds_bucket",
+	"vllm:request_decode_time_seconds_bucket", "vllm:request_max_num_generation_tokens_bucket",
+}
+
+// routerVLLMNames are the cluster-level series the router exports under
+// vLLM's names (its requests, and sums over its workers' status).
+var routerVLLMNames = []string{
+	"vllm:e2e_request_latency_seconds_bucket", "vllm:time_to_first_token_seconds_bucket",
+	"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+	"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:request_prompt_tokens_bucket",
+	"vllm:request_generation_tokens_bucket", "vllm:request_success_total",
+	"tandem_router_rooms_total", "tandem_router_workers", "tandem_router_worker_kv_usage",
+}
+
+// requireSeries fails the test unless base's /metrics has a sample of each
+// name, with a model_name label for the vllm: ones.
+func requireSeries(t *testing.T, c *http.Client, name, base string, names []string) {
+	t.Helper()
+	resp, err := c.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("%s: get /metrics: %v", name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, n := range names {
+		vllm := strings.HasPrefix(n, "vllm:")
+		found := false
+		for l := range strings.Lines(string(b)) {
+			if strings.HasPrefix(l, n+"{") && (!vllm || strings.Contains(l, `model_name="`)) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s: /metrics has no %s series (vllm: ones with a model_name label)", name, n)
+		}
+	}
+}
+
 // lintMetrics runs promlint (the linter behind `promtool check metrics`)
 // over base's /metrics and reports every problem as a test error.
 func lintMetrics(t *testing.T, c *http.Client, name, base string) {
@@ -66,7 +114,9 @@ func postCompletion(t *testing.T, c *http.Client, base string) {
 
 // TestMetricsLint: the /metrics of `tandem serve`, and of the router, the
 // prefill and the decode worker of `tandem up`, pass promlint, after a
-// completion has given every labelled metric a series.
+// completion has given every labelled metric a series; serve and each
+// worker have every name vLLM's Grafana dashboard queries, and the router
+// the cluster-level series.
 func TestMetricsLint(t *testing.T) {
 	setup(t)
 	c := &http.Client{Timeout: time.Minute}
@@ -74,6 +124,7 @@ func TestMetricsLint(t *testing.T) {
 		base := startServe(t, modelPath)
 		postCompletion(t, c, base)
 		lintMetrics(t, c, "tandem serve", base)
+		requireSeries(t, c, "tandem serve", base, vllmDashboardNames)
 	})
 	t.Run("up", func(t *testing.T) {
 		base := startUp(t, modelPath)
@@ -81,7 +132,19 @@ func TestMetricsLint(t *testing.T) {
 		lintMetrics(t, c, "router", base)
 		for _, w := range clusterWorkers(t, c, base) {
 			lintMetrics(t, c, w.Role+" "+w.Worker, w.Worker)
+			requireSeries(t, c, w.Role+" "+w.Worker, w.Worker, vllmDashboardNames)
 		}
+		// The router learns each worker's status by polling it.
+		waitFor(t, "the router's worker gauges", func() bool {
+			resp, err := c.Get(base + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return bytes.Contains(b, []byte("tandem_router_worker_kv_usage{"))
+		})
+		requireSeries(t, c, "router", base, routerVLLMNames)
 	})
 }
 

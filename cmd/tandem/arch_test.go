@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tandem/internal/engine/model"
 )
 
 // runErr executes the tandem command line args in-process and returns its
@@ -26,7 +28,7 @@ func runErr(args ...string) (string, error) {
 // architecture that `model info` describes and `generate` runs.
 func TestSynthArchs(t *testing.T) {
 	dir := t.TempDir()
-	for _, arch := range []string{"llama", "qwen3", "phi3", "gemma2", "gemma3"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"} {
 		p := filepath.Join(dir, arch+".gguf")
 		run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", arch, "--sliding-window", "8", "-o", p)
 		info := run(t, "model", "info", p)
@@ -63,7 +65,7 @@ func TestUnsupportedArchEveryCommand(t *testing.T) {
 	if err := os.WriteFile(bad, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const want = `model architecture "mamba9" is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3)`
+	want := `model architecture "mamba9" is not supported (supported: ` + strings.Join(model.Architectures, ", ") + `)`
 	for _, args := range [][]string{
 		{"generate", "--model", bad, "--prompt", "hi"},
 		{"serve", "--model", bad, "--port", "0"},
@@ -76,5 +78,23 @@ func TestUnsupportedArchEveryCommand(t *testing.T) {
 	}
 	if info := run(t, "model", "info", bad); !strings.Contains(info, "tandem cannot run it: "+want) {
 		t.Errorf("model info:\n%s", info)
+	}
+}
+
+// TestModelInfoExperts: `model info` of a mixture-of-experts file shows
+// its experts and what one token reads: here 2 layers of 201,344 dense
+// parameters (attention, norms, a 16-expert router) and 4 of 16 experts of
+// 3·256·256, one token_embd row of 256, output_norm and output: 2,107,136.
+func TestModelInfoExperts(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "moe.gguf")
+	run(t, "model", "synth", "--arch", "qwen3moe", "--experts", "16", "--experts-used", "4", "--type", "q4_k", "-o", p)
+	info := run(t, "model", "info", p)
+	for _, want := range []string{
+		"experts       16, 4 used per token, width 256, softmax gating, weights renormalized over the chosen\n",
+		"per token     2107136 active parameters",
+	} {
+		if !strings.Contains(info, want) {
+			t.Errorf("model info lacks %q:\n%s", want, info)
+		}
 	}
 }

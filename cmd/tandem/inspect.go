@@ -19,7 +19,7 @@ func inspectCmd() *cobra.Command {
 		tokenFile string
 	)
 	cmd := &cobra.Command{
-		Use:   "inspect URL [--format text|json] [--all]",
+		Use:   "inspect URL [REQUEST_ID] [--format text|json] [--all]",
 		Short: "Show the rooms of a router and its workers; exit 1 if any is past its deadline",
 		Long: `Inspect reads GET URL/debug/cluster from a router (its own request records and
 every worker's room table) and prints a table per process: room, request,
@@ -28,8 +28,14 @@ ended and are past their deadline ("OVERDUE 3.2s"). Only live rooms are listed
 unless --all. The exit status is 1 when any room is overdue, so scripts can
 assert that none is stuck. /debug/cluster needs the cluster credential, derived
 from the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file; with
-neither, the token file that ` + "`tandem up`" + ` on this host keeps for the router at URL).`,
-		Args: cobra.ExactArgs(1),
+neither, the token file that ` + "`tandem up`" + ` on this host keeps for the router at URL).
+
+With a REQUEST_ID (the X-Request-Id the router answered with; a room id or a
+trace id works too) it follows that one request across the cluster: its trace
+id, the router's records of it and the prefill and decode rooms on the workers,
+each with its state (a decode room reads "decoding" while its request still
+generates), phases and history. It exits 1 when no process has the request.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var keys *leg.Keys
 			if tokenFile == "" && os.Getenv("TANDEM_CLUSTER_TOKEN") == "" {
@@ -45,6 +51,9 @@ neither, the token file that ` + "`tandem up`" + ` on this host keeps for the ro
 				}
 			}
 			c := &http.Client{Timeout: timeout, Transport: inspectTransport{keys.Transport(nil), keys != nil}}
+			if len(args) == 2 {
+				return inspect.InspectRequest(cmd.Context(), c, args[0], args[1], o, cmd.OutOrStdout())
+			}
 			return inspect.Inspect(cmd.Context(), c, args[0], o, cmd.OutOrStdout())
 		},
 	}

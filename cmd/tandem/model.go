@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,6 +57,19 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		if f := archFeatures(cfg); f != "" {
 			fmt.Fprintf(w, "features      %s\n", f)
 		}
+		if mc := cfg.MoE; mc.Experts > 0 {
+			norm := ""
+			if mc.NormWeights {
+				norm = ", weights renormalized over the chosen"
+			}
+			shared := ""
+			if mc.SharedFF > 0 {
+				shared = fmt.Sprintf(", shared expert width %d", mc.SharedFF)
+			}
+			fmt.Fprintf(w, "experts       %d, %d used per token, width %d, %s gating%s%s\n", mc.Experts, mc.Used, mc.FF, mc.Gating, norm, shared)
+		}
+		ap, ab := model.ActiveWeights(f, cfg)
+		fmt.Fprintf(w, "per token     %d active parameters, %.1f MiB of weights read (one token's forward pass, KV cache aside)\n", ap, float64(ab)/(1<<20))
 	}
 	var params, bytes uint64
 	counts := map[tensor.Type]int{}
@@ -101,13 +115,15 @@ func modelSynthCmd() *cobra.Command {
 		arch                        string
 		layers, window, pattern     int
 		keyLength                   int
+		experts, used, expFF, shFF  int
 		origContext                 int
 		llama3Rope, tied, pure      bool
 		attnCap, finalCap, gain     float32
 		ropeBase                    float32
+		pooling                     string
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen3|phi3|gemma2|gemma3] -o OUT",
+		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -124,8 +140,19 @@ func modelSynthCmd() *cobra.Command {
 			if layers > 0 {
 				cfg.Layers = layers
 			}
-			cfg.KeyLength = keyLength
-			cfg.Arch, cfg.Llama3Rope, cfg.Tied = arch, llama3Rope, tied
+			// flags left at zero keep the preset's values
+			for _, f := range []struct {
+				dst *int
+				v   int
+			}{{&cfg.KeyLength, keyLength}, {&cfg.Experts, experts}, {&cfg.ExpertsUsed, used}, {&cfg.ExpertFF, expFF}, {&cfg.SharedFF, shFF}} {
+				if f.v != 0 {
+					*f.dst = f.v
+				}
+			}
+			if cfg.Arch == "" || cmd.Flags().Changed("arch") {
+				cfg.Arch = arch
+			}
+			cfg.Llama3Rope, cfg.Tied = llama3Rope, tied
 			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
 			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
 			if ropeBase > 0 {
@@ -135,19 +162,26 @@ func modelSynthCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := synth.Write(out, synth.Options{Config: cfg, Type: t, Pure: pure, VocabFrom: vocabFrom, Seed: seed}); err != nil {
+			if cfg.Pooling, err = parsePooling(pooling); err != nil {
+				return err
+			}
+			write := synth.Write
+			if slices.Contains(synth.EncoderArchs, arch) {
+				write = synth.WriteEncoder
+			}
+			if err := write(out, synth.Options{Config: cfg, Type: t, Pure: pure, VocabFrom: vocabFrom, Seed: seed}); err != nil {
 				return err
 			}
 			mix := typ
 			if pure {
 				mix += ", pure"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, arch, preset, mix)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s %s, %s)\n", out, cfg.Arch, preset, mix)
 			return nil
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m or 1b")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b or a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe)")
 	fs.StringVar(&typ, "type", "q8_0", "file type: "+strings.Join(synth.FileTypeNames, ", ")+
 		" (q4_k/q4_k_m, q3_k/q3_k_m, q2_k, iq4_xs and iq4_nl are llama.cpp's mixes of those names; mxfp4 puts MXFP4 on the feed-forward matrices and Q8_0 elsewhere)")
 	fs.BoolVar(&pure, "pure", false, "every matrix gets the --type itself, no mix (llama-quantize --pure)")
@@ -155,7 +189,8 @@ func modelSynthCmd() *cobra.Command {
 	fs.StringVarP(&out, "output", "o", "", "file to write")
 	fs.Uint64Var(&seed, "seed", 1, "weight seed")
 	fs.IntVar(&context, "context", 0, "context length written into the model (0: the preset's, 2048)")
-	fs.StringVar(&arch, "arch", "llama", "architecture: "+strings.Join(synth.Archs, ", "))
+	fs.StringVar(&arch, "arch", "llama", "architecture: "+strings.Join(append(slices.Clone(synth.Archs), synth.EncoderArchs...), ", ")+" (nomic-bert and bert are embedding encoders with a WordPiece vocabulary)")
+	fs.StringVar(&pooling, "pooling", "", "write {arch}.pooling_type: mean, cls or last (an embedding model; qwen3 with last is Qwen3-Embedding's kind; encoders default to mean)")
 	fs.IntVar(&layers, "layers", 0, "number of blocks (0: the preset's)")
 	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
 	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
@@ -167,6 +202,10 @@ func modelSynthCmd() *cobra.Command {
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe: number of experts (0: 8)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe: experts used per token (0: 2)")
+	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe: expert feed-forward width (0: half the preset's)")
+	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
 }
 
@@ -204,4 +243,19 @@ func archFeatures(c model.Config) string {
 		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
 	}
 	return strings.Join(f, ", ")
+}
+
+// parsePooling maps --pooling to {arch}.pooling_type (0: leave it out).
+func parsePooling(s string) (int, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "mean":
+		return 1, nil
+	case "cls":
+		return 2, nil
+	case "last":
+		return 3, nil
+	}
+	return 0, fmt.Errorf("--pooling %q: want mean, cls or last", s)
 }

@@ -23,7 +23,7 @@ func routeCmd() *cobra.Command {
 		port      int
 		listenFD  int
 		df        drainFlags
-		logFormat string
+		obs       obsFlags
 		tokenFile string
 	)
 	cmd := &cobra.Command{
@@ -70,11 +70,17 @@ derived from the cluster token ($TANDEM_CLUSTER_TOKEN or --cluster-token-file),
 which it needs: the workers refuse unsigned requests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := routeLogger(logFormat)
+			log, err := obs.logger()
 			if err != nil {
 				return err
 			}
 			o.Logger = log
+			tracing, stopTracing, err := obs.tracing(cmd.Context(), log, "router", o.Name)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			o.Tracing = tracing
 			if o.APIKey == "" {
 				o.APIKey = os.Getenv("TANDEM_API_KEY")
 			}
@@ -128,7 +134,7 @@ which it needs: the workers refuse unsigned requests.`,
 		"without an explicit --port, this socket is the only listener")
 	fs.StringVar(&o.Name, "name", "router", "this router's name: in its X-Tandem-Router answer header, its /debug/rooms and its log")
 	df.register(fs)
-	fs.StringVar(&logFormat, "log-format", "text", "log format on stderr: text or json")
+	obs.register(fs, false)
 	fs.StringVar(&tokenFile, "cluster-token-file", "", "file holding the workers' cluster token, which signs legs (default: $TANDEM_CLUSTER_TOKEN)")
 	cmd.MarkFlagRequired("prefill")
 	cmd.MarkFlagRequired("decode")
@@ -142,16 +148,6 @@ const pdThresholdUsage = "selective disaggregation: prompts under this many toke
 // pdSpillUsage is the help of --pd-spill (route and up).
 const pdSpillUsage = "a long prompt prefills on a decode worker (within its --itl-target) instead of a prefill worker when the prefill " +
 	"worker's queued prefill tokens, the prompt included, are at least this many times the decode worker's; 0: never"
-
-func routeLogger(format string) (*slog.Logger, error) {
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
-}
 
 // routerListeners opens the router's listeners: its own on host:port
 // (unless listenFD is given and the port was not), and the inherited

@@ -17,20 +17,24 @@ import (
 	"tandem/internal/engine/tensor"
 	"tandem/internal/router"
 	"tandem/internal/synth"
+	"tandem/internal/telemetry"
 )
 
 func upCmd() *cobra.Command {
 	var (
-		o           cluster.Options
-		threads     int
-		logFormat   string
-		pdThreshold int
-		pdSpill     float64
-		apiKey      string
-		modelName   string
-		chatTmpl    string
-		origins     []string
-		df          drainFlags
+		o            cluster.Options
+		threads      int
+		logFormat    string
+		logLevel     string
+		otlpEndpoint string
+		traceSample  float64
+		pdThreshold  int
+		pdSpill      float64
+		apiKey       string
+		modelName    string
+		chatTmpl     string
+		origins      []string
+		df           drainFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--model M] [--prefill N] [--decode M] [--routers R] [--port 8000]",
@@ -61,7 +65,7 @@ worker's steps with prompt tokens borrow the prefill worker's core, a worker bor
 an idle one's (see internal/engine/cores; off by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logFormat)
+			log, err := telemetry.NewLogger(os.Stderr, logFormat, logLevel)
 			if err != nil {
 				return err
 			}
@@ -95,7 +99,14 @@ an idle one's (see internal/engine/cores; off by default).`,
 			if threads > 0 {
 				wargs = append(wargs, "--threads", strconv.Itoa(threads))
 			}
-			wargs = append(wargs, "--log-format", logFormat)
+			obsArgs := []string{"--log-format", logFormat, "--log-level", logLevel}
+			if otlpEndpoint != "" {
+				obsArgs = append(obsArgs, "--otlp-endpoint", otlpEndpoint)
+			}
+			if cmd.Flags().Changed("trace-sample") {
+				obsArgs = append(obsArgs, "--trace-sample", strconv.FormatFloat(traceSample, 'g', -1, 64))
+			}
+			wargs = append(wargs, obsArgs...)
 			if modelName != "" {
 				wargs = append(wargs, "--model-name", modelName)
 			}
@@ -103,7 +114,8 @@ an idle one's (see internal/engine/cores; off by default).`,
 				wargs = append(wargs, "--chat-template", chatTmpl)
 			}
 			o.WorkerArgs = append(wargs, o.WorkerArgs...)
-			o.RouterArgs = append(o.RouterArgs, "--log-format", logFormat, "--pd-threshold", strconv.Itoa(pdThreshold),
+			o.RouterArgs = append(o.RouterArgs, obsArgs...)
+			o.RouterArgs = append(o.RouterArgs, "--pd-threshold", strconv.Itoa(pdThreshold),
 				"--pd-spill", strconv.FormatFloat(pdSpill, 'g', -1, 64))
 			if apiKey != "" {
 				o.RouterArgs = append(o.RouterArgs, "--api-key", apiKey)
@@ -153,6 +165,9 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.IntVar(&o.Port, "port", 8000, "router port (0: any free port)")
 	fs.IntVar(&threads, "threads", 0, "compute threads per worker (0: the host's cores split evenly between the workers, at least 1 each)")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "least severe log lines written, by up and every process: debug, info, warn or error")
+	fs.StringVar(&otlpEndpoint, "otlp-endpoint", "", "every process exports traces over OTLP to this collector (default $"+telemetry.EnvEndpoint+", which they inherit; none: off)")
+	fs.Float64Var(&traceSample, "trace-sample", 1, "fraction of new traces the router records (0..1)")
 	fs.IntVar(&pdThreshold, "pd-threshold", router.DefaultPDThreshold, pdThresholdUsage)
 	fs.Float64Var(&pdSpill, "pd-spill", router.DefaultPDSpill, pdSpillUsage)
 	fs.BoolVar(&o.LendCores, "lend-cores", false, "let the workers share this host's cores by priority (a decode worker's steps with prompt tokens borrow the prefill worker's cores, "+

@@ -27,6 +27,7 @@ import (
 	"tandem/internal/server"
 	"tandem/internal/server/chat"
 	"tandem/internal/server/toolcall"
+	"tandem/internal/telemetry"
 )
 
 // defaultITLTarget is --itl-target's default. Measured with tandem bench
@@ -49,15 +50,17 @@ type workerFlags struct {
 	name      string
 	maxBody   int64
 	drain     drainFlags
-	logFormat string
+	obs       obsFlags
 	apiKey    string // tandem serve only: required bearer token on /v1/*
 	chatTmpl  string // --chat-template: a Jinja file replacing the model's template
 	reasoning string // --reasoning-parser
 	toolCalls string // --tool-call-parser
+	emb       embedFlags
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	f.ef.register(fs)
+	f.emb.register(fs)
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
 	fs.IntVar(&f.port, "port", defaultPort, "TCP port to listen on (0: any free port)")
 	fs.StringVar(&f.name, "model-name", "", "model id to serve under (default: the model's general.name)")
@@ -70,7 +73,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	f.drain.register(fs)
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	f.obs.register(fs, true)
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
 	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
 	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
@@ -96,14 +99,10 @@ func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	return string(b), f.reasoning, nil
 }
 
+// newLogger is a logger of format at level info (commands without
+// --log-level).
 func newLogger(format string) (*slog.Logger, error) {
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
+	return telemetry.NewLogger(os.Stderr, format, "info")
 }
 
 // pdFlags are the flags of the disaggregated worker roles.
@@ -200,10 +199,24 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	if err := f.drain.check(fs); err != nil {
 		return err
 	}
-	log, err := newLogger(f.logFormat)
+	log, err := f.obs.logger()
 	if err != nil {
 		return err
 	}
+	if emb, path, err := isEmbeddingModel(ctx, &f.ef); err != nil {
+		return err
+	} else if emb {
+		return runEmbeddingWorker(ctx, f, &f.emb, path, pd, log)
+	}
+	roleName := "serve"
+	if pd != nil {
+		roleName = role.String()
+	}
+	tracing, stopTracing, err := f.obs.tracing(ctx, log, roleName, "")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	chatTmpl, parser, err := f.chatOptions()
 	if err != nil {
 		return err
@@ -296,7 +309,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 			return fmt.Errorf("--kv-shm-mib %d is out of range 1..1024", pd.shmMiB)
 		}
 		rc := worker.DefaultRoomConfig()
-		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Transfer: transfer.Config{
+		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Tracing: tracing, Transfer: transfer.Config{
 			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
 			HeartbeatInterval: pd.heartbeat, Faults: inj, KVTransport: kvt, ShmRegionBytes: pd.shmMiB << 20, ShmSource: src}})
 		if err != nil {
@@ -348,6 +361,9 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 		attrs = append(attrs, "core_lease_slot", lease.Slot())
 	}
 	log.Info("serving", attrs...)
+	sctx, stopStats := context.WithCancel(ctx)
+	defer stopStats()
+	f.obs.engineStats(sctx, log, e)
 
 	select {
 	case err := <-errc:

@@ -66,6 +66,7 @@ type Engine struct {
 	// owned by the loop goroutine
 	running    []*seq
 	cost       costModel
+	evictAt    time.Time   // when publish last walked the prefix caches (evictable)
 	lastDecode time.Time   // when the last step that fed every decoding sequence started (DecodePace)
 	paceTimer  *time.Timer // DecodePace's wait, reused
 	maskTimer  *time.Timer // the wait for a late mask's budget, reused

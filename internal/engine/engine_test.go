@@ -374,3 +374,29 @@ func TestCloseFailsEverything(t *testing.T) {
 		t.Errorf("Submit after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestKVUsageCountsCachedPagesFree: once a request finished and its
+// prompt's pages sit in the prefix cache alone, the engine still holds
+// them (PagesUsed) but reports them evictable, and KVUsage (vLLM's
+// kv_cache_usage_perc) reads 0 on the idle engine, not the cached share.
+func TestKVUsageCountsCachedPagesFree(t *testing.T) {
+	m := tinyModel(t)
+	e := newEngine(t, m, engine.Config{PrefixCache: true, Pages: 64})
+	p := randomPrompt(rand.New(rand.NewPCG(3, 4)), m, 70)
+	h, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: 4, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, h)
+	testenv.WaitFor(t, 10*time.Second, "the engine idle", func() bool {
+		st := e.Stats()
+		return st.Running == 0 && st.Waiting == 0 && st.PagesEvictable > 0
+	})
+	st := e.Stats()
+	if st.PagesUsed == 0 || st.PagesEvictable != st.PagesUsed {
+		t.Errorf("idle engine: %d pages used, %d evictable; want the cached pages used and all of them evictable", st.PagesUsed, st.PagesEvictable)
+	}
+	if u := st.KVUsage(); u != 0 {
+		t.Errorf("idle engine with a warm prefix cache: KVUsage %v, want 0 (cached pages are free to take)", u)
+	}
+}

@@ -614,12 +614,35 @@ func (e *Engine) finish(s *seq, reason FinishReason, err error) {
 	s.h.push(Update{Done: true, Finish: reason, Err: err, PromptTokens: s.nPrompt, CachedTokens: s.cached, Preempted: s.preempt})
 }
 
+// evictableEvery bounds how often a stepping engine walks its prefix
+// caches for Stats.PagesEvictable (Evictable is O(cached pages)).
+const evictableEvery = 100 * time.Millisecond
+
+// evictable returns the pages of each group only its prefix cache holds,
+// and false when it is not time to walk the caches again: an engine with
+// running sequences walks them at most every evictableEvery; an idle one
+// (nothing running) always, so the figure is exact once it settles.
+func (e *Engine) evictable() (ev [kvcache.Groups]int, ok bool) {
+	now := time.Now()
+	if len(e.running) > 0 && now.Sub(e.evictAt) < evictableEvery {
+		return ev, false
+	}
+	e.evictAt = now
+	for _, g := range e.groups() {
+		if e.pc[g] != nil {
+			ev[g] = e.pc[g].Evictable()
+		}
+	}
+	return ev, true
+}
+
 // publish refreshes the gauges in Stats.
 func (e *Engine) publish() {
 	running := 0
 	for _, s := range e.running {
 		running += prefillLeft(s)
 	}
+	ev, evOK := e.evictable() // walks the caches outside mu
 	e.mu.Lock()
 	e.stats.Waiting = len(e.waiting)
 	e.stats.Running = len(e.running)
@@ -627,6 +650,10 @@ func (e *Engine) publish() {
 	e.stats.PagesUsed = global + window
 	e.stats.WindowPagesUsed = window
 	e.stats.KVBytesUsed = e.kvBytes(global, window)
+	if evOK {
+		e.stats.PagesEvictable = ev[kvcache.GroupGlobal] + ev[kvcache.GroupWindow]
+		e.stats.KVBytesEvictable = e.kvBytes(ev[kvcache.GroupGlobal], ev[kvcache.GroupWindow])
+	}
 	e.stats.PrefillQueueTokens = running
 	e.mu.Unlock()
 }

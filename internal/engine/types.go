@@ -221,12 +221,19 @@ type Stats struct {
 	// page of a group holds PageBytes × 2 for each of the group's layers,
 	// so pages of the two groups weigh differently (KVUsage).
 	KVBytesUsed, KVBytesTot int64
-	PrefixHitTokens         uint64 // cumulative prompt tokens served from the prefix cache
-	PromptTokens            uint64 // cumulative prompt tokens computed or reused
-	GeneratedTokens         uint64
-	Preemptions             uint64
-	Steps                   uint64
-	OldestWaiting           time.Duration
+	// PagesEvictable and KVBytesEvictable are the pages among PagesUsed
+	// (and their bytes) that only the prefix cache holds: an admission may
+	// evict them at once, so KVUsage counts them as free, as vLLM counts
+	// its evictable cached blocks. They are refreshed when the engine goes
+	// idle and at most every evictableEvery while it steps (a cache walk).
+	PagesEvictable   int
+	KVBytesEvictable int64
+	PrefixHitTokens  uint64 // cumulative prompt tokens served from the prefix cache
+	PromptTokens     uint64 // cumulative prompt tokens computed or reused
+	GeneratedTokens  uint64
+	Preemptions      uint64
+	Steps            uint64
+	OldestWaiting    time.Duration
 	// PrefillQueueTokens is the prefill work this engine still holds: the
 	// uncomputed prompt tokens of every admitted and waiting sequence
 	// (recompute after preemption included; prefix-cache hits of waiting
@@ -247,13 +254,15 @@ type Stats struct {
 
 // KVUsage is the fraction of the KV cache in use, by bytes (pages of the
 // global and the window group hold different numbers of layers); with no
-// byte counts (a hand-made Stats), by pages.
+// byte counts (a hand-made Stats), by pages. Pages only the prefix cache
+// holds (evictable) count as free, so an idle engine with a warm prefix
+// cache reads 0, as vLLM's kv_cache_usage_perc does.
 func (s Stats) KVUsage() float64 {
 	switch {
 	case s.KVBytesTot > 0:
-		return float64(s.KVBytesUsed) / float64(s.KVBytesTot)
+		return float64(max(0, s.KVBytesUsed-s.KVBytesEvictable)) / float64(s.KVBytesTot)
 	case s.PagesTot > 0:
-		return float64(s.PagesUsed) / float64(s.PagesTot)
+		return float64(max(0, s.PagesUsed-s.PagesEvictable)) / float64(s.PagesTot)
 	}
 	return 0
 }

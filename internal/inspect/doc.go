@@ -9,4 +9,11 @@
 // Inspect returns an error wrapping ErrOverdue when a room that has not ended is
 // past its deadline by more than the worker watchdog's grace (1 s), so tandem
 // inspect exits 1. A document with one odd process still prints the others.
+//
+// With a request id (tandem inspect URL REQUEST_ID; a room id or trace id
+// works too) InspectRequest follows that one request: its trace id, the
+// router's records of it (one per attempt) and its rooms on the workers,
+// each with state, phases and history; a decode room still generating reads
+// decoding/generating. No room of it anywhere is an error wrapping
+// ErrNotFound.
 package inspect

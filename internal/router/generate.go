@@ -13,6 +13,7 @@ import (
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
+	"tandem/internal/telemetry"
 )
 
 // serveGeneration answers one /v1/completions or /v1/chat/completions
@@ -48,9 +49,11 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.active.Add(-1)
-	req.decisions = rt.decideAll(r.Context(), req)
+	tctx, obs := rt.startRequest(r, t0, req)
+	defer obs.end()
+	req.decisions = rt.decideAll(tctx, req)
 
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := context.WithCancelCause(tctx)
 	defer context.AfterFunc(rt.stop, func() { cancel(errStopping) })()
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, rt.o.RequestTimeout, errRequestTimeout)
 	out := make(chan reply, 4*req.samples) // samples block on it only when the client is slow
@@ -62,22 +65,25 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 	}()
 	for i := range req.samples {
 		dec, pre := req.bodies(i)
-		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre, dec: req.decisions[req.promptOf(i)]}
+		s := &sample{i: i, req: req, out: out, decode: dec, prefill: pre, dec: req.decisions[req.promptOf(i)], obs: obs}
 		wg.Go(func() { rt.runSample(ctx, s) })
 	}
 	cw := &clientWriter{w: w, rc: http.NewResponseController(w), req: req, timeout: rt.o.WriteTimeout,
 		docs: make([]answer.Object, req.samples), usages: make([]*openai.Usage, req.samples), usageChunks: make([]answer.Object, req.samples)}
-	firstOut := make([]bool, req.samples) // a sample's first token reached the client
+	firstOut := make([]bool, req.samples)     // a sample's first token reached the client
+	lastTok := make([]time.Time, req.samples) // when a streamed sample's last token event went out
 	for remaining := req.samples; remaining > 0; {
 		select {
 		case rp := <-out:
 			if rp.err != nil {
 				cancel(errOtherFailed)
+				obs.fail(telemetry.OutcomeFailed, rp.err.Message, rp.err.Status)
 				cw.fail(rp.err)
 				return
 			}
 			if err := cw.write(rp); err != nil {
 				cancel(errClientGone)
+				obs.fail(telemetry.OutcomeCancelled, "client_gone: "+err.Error(), 499)
 				rt.log.Info("client stopped reading; request cancelled", "request", req.requestID, "err", err)
 				return
 			}
@@ -87,10 +93,19 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 				firstOut[rp.sample] = true
 				d := time.Since(t0)
 				rt.recs.firstToken(rp.rec, d)
+				obs.firstToken(d)
+				rt.met.cluster.ttft.WithLabelValues(rt.workers.Model()).Observe(d.Seconds())
 				if req.stream && !cw.ttftSeen {
 					cw.ttftSeen = true
 					rt.met.ttft.WithLabelValues(ep.name).Observe(d.Seconds())
 				}
+			}
+			if rp.token && req.stream {
+				now := time.Now()
+				if !lastTok[rp.sample].IsZero() {
+					rt.met.cluster.itl.WithLabelValues(rt.workers.Model()).Observe(now.Sub(lastTok[rp.sample]).Seconds())
+				}
+				lastTok[rp.sample] = now
 			}
 			if rp.done {
 				remaining--
@@ -98,26 +113,32 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		case <-ctx.Done():
 			switch cause := context.Cause(ctx); {
 			case errors.Is(cause, errRequestTimeout):
+				obs.fail(telemetry.OutcomeFailed, "timeout: "+errRequestTimeout.Error(), http.StatusGatewayTimeout)
 				cw.fail(&openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout,
 					Message: fmt.Sprintf("The request did not finish within the router's deadline of %s.", rt.o.RequestTimeout)})
 			case errors.Is(cause, errStopping):
 				rt.log.Warn("request ended: the router's drain timed out", "request", req.requestID)
+				obs.fail(telemetry.OutcomeFailed, "shutdown: "+errStopping.Error(), http.StatusServiceUnavailable)
 				e := drain.Refusal()
 				e.Message = "The router stopped before the request finished (its drain timeout passed); nothing more of it will come."
 				if !cw.started {
 					w.Header().Set("Retry-After", strconv.Itoa(drain.RetryAfter))
 				}
 				cw.fail(e)
+			default:
+				obs.fail(telemetry.OutcomeCancelled, reasonFor(cause), 499)
 			}
 			return
 		}
 	}
 	if err := cw.finish(); err != nil {
 		cancel(errClientGone)
+		obs.fail(telemetry.OutcomeFailed, err.Error(), http.StatusBadGateway)
 		rt.log.Info("request not finished", "request", req.requestID, "err", err)
 		return
 	}
 	rt.met.e2e.WithLabelValues(ep.name).Observe(time.Since(t0).Seconds())
+	rt.met.cluster.e2e.WithLabelValues(rt.workers.Model()).Observe(time.Since(t0).Seconds())
 	wg.Wait() // let each sample's prefill leg answer (briefly) before cancelling what is left
 }
 

@@ -16,12 +16,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
+	"tandem/internal/telemetry"
 )
 
 // Headers the router sends on both legs (declared in package leg).
@@ -194,6 +197,7 @@ type leg struct {
 	// timing is the worker's apileg.HeaderTiming, read from its answer's
 	// header by the goroutine running the leg before it ends.
 	timing apileg.Timing
+	span   trace.Span // the leg's CLIENT span; its context goes to the worker
 }
 
 // readTiming records the worker's timing from h (its answer's headers);
@@ -212,8 +216,18 @@ func (l *leg) readTiming(h http.Header) {
 }
 
 func (rt *Router) newLeg(parent context.Context, w *pool.Worker, role pool.Role, rec *record) *leg {
-	ctx, cancel := context.WithCancelCause(parent)
-	l := &leg{rt: rt, w: w, role: role, kind: string(role), rec: rec, parent: parent, ctx: ctx, cancel: cancel, start: time.Now()}
+	return rt.newLegKind(parent, w, role, string(role), rec)
+}
+
+// newLocalLeg is a local leg to decode worker w.
+func (rt *Router) newLocalLeg(parent context.Context, w *pool.Worker, rec *record) *leg {
+	return rt.newLegKind(parent, w, pool.Decode, apileg.KindLocal, rec)
+}
+
+func (rt *Router) newLegKind(parent context.Context, w *pool.Worker, role pool.Role, kind string, rec *record) *leg {
+	sctx, span := rt.startLeg(parent, kind, w.URL(), rec)
+	ctx, cancel := context.WithCancelCause(sctx)
+	l := &leg{rt: rt, w: w, role: role, kind: kind, rec: rec, parent: parent, ctx: ctx, cancel: cancel, start: time.Now(), span: span}
 	l.timer = time.AfterFunc(rt.o.LegTimeout, func() { cancel(errLegSilent) })
 	return l
 }
@@ -242,10 +256,13 @@ func (l *leg) close(err *legError) {
 		switch {
 		case err == nil:
 			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_ok", "")
+			endSpan(l.span, telemetry.OutcomeOK, "")
 		case err.cancelled:
 			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_cancelled", err.detail())
+			endSpan(l.span, telemetry.OutcomeCancelled, err.detail())
 		default:
 			l.rt.recs.legClosed(l.rec, l.role, l.kind+"_failed", err.detail())
+			endSpan(l.span, telemetry.OutcomeFailed, err.kind+": "+err.detail())
 		}
 	})
 }
@@ -300,6 +317,7 @@ func (l *leg) do(path string, body []byte, stream bool, hdr map[string]string) (
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	telemetry.Inject(l.ctx, req.Header) // the leg span's traceparent, signed with the rest
 	l.rt.o.LegKeys.Sign(req.Header, req.Method, req.URL.Path, body)
 	l.rt.met.workerRequests.WithLabelValues(l.w.URL(), string(l.role)).Inc()
 	resp, err := l.rt.legClient.Do(req)

@@ -27,6 +27,7 @@ type metrics struct {
 	drainRefusals  *prometheus.CounterVec   // worker, role: legs a draining worker refused
 	pdDecisions    *prometheus.CounterVec   // path, reason: one per attempt
 	ttftPhase      *prometheus.HistogramVec // phase: the workers' parts of a disaggregated request's TTFT
+	cluster        *clusterMetrics          // vLLM's names over the router's requests; rooms by outcome
 	// The workers' inflight, healthy and breaker metrics are package pool's.
 }
 
@@ -92,5 +93,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, fmt.Errorf("register router metrics: %w", err)
 		}
 	}
+	cm, err := newClusterMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.cluster = cm
 	return m, nil
 }

@@ -23,6 +23,7 @@ const (
 // records.mu.
 type record struct {
 	room, requestID, endpoint string
+	traceID                   string // the request's trace id ("" without one); set before the record is shared
 	prefill, decode           string
 	start                     time.Time
 	state, reason             string
@@ -54,9 +55,9 @@ func newRecords(finishedMax int, now func() time.Time) *records {
 
 // open starts a record in state dispatched with its legs open: both, or
 // for a local attempt (prefill "") the decode worker's alone.
-func (rs *records) open(room, requestID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time, dec decision) *record {
+func (rs *records) open(room, requestID, traceID, endpoint, prefill, decode string, legTimeout time.Duration, requestDeadline time.Time, dec decision) *record {
 	now := rs.now()
-	r := &record{room: room, requestID: requestID, endpoint: endpoint, prefill: prefill, decode: decode,
+	r := &record{room: room, requestID: requestID, traceID: traceID, endpoint: endpoint, prefill: prefill, decode: decode,
 		start: now, state: stateDispatched, requestDeadline: requestDeadline, dec: dec,
 		legDeadline: map[pool.Role]time.Time{pool.Decode: now.Add(legTimeout)}}
 	if prefill != "" {
@@ -212,7 +213,7 @@ func (rs *records) snapshot() []debugdoc.Room {
 
 // roomLocked renders a record. Callers hold mu.
 func roomLocked(r *record, now time.Time) debugdoc.Room {
-	room := debugdoc.Room{ID: r.room, RequestID: r.requestID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
+	room := debugdoc.Room{ID: r.room, RequestID: r.requestID, TraceID: r.traceID, State: r.state, Phase: phaseLocked(r), Reason: r.reason,
 		Prefill: r.prefill, Decode: r.decode, AgeMS: millis(now.Sub(r.start)), Bytes: r.bytes,
 		History: slices.Clone(r.history), Decision: r.dec.doc(), Phases: phasesLocked(r)}
 	if r.state != stateDone && r.state != stateFailed {

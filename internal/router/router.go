@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"tandem/internal/api/drain"
 	"tandem/internal/api/httpx"
@@ -25,6 +26,7 @@ import (
 	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
+	"tandem/internal/telemetry"
 )
 
 // Options configures a Router. Zero durations and sizes take the Default*
@@ -106,6 +108,10 @@ type Options struct {
 	// never; otherwise at least 1. `tandem route` defaults to
 	// DefaultPDSpill. See disagg.go.
 	PDSpill float64
+	// Tracing exports the router's spans (package telemetry); nil: the
+	// no-op tracer (a client's trace context is still carried to the
+	// workers).
+	Tracing *telemetry.Tracing
 }
 
 // Router is the PD router: it takes OpenAI requests, sends each sample to
@@ -115,6 +121,7 @@ type Options struct {
 type Router struct {
 	o           Options
 	log         *slog.Logger
+	tracer      trace.Tracer
 	reg         *prometheus.Registry
 	met         *metrics
 	workers     *pool.Pool
@@ -173,7 +180,7 @@ func New(o Options) (*Router, error) {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	rt := &Router{o: o, log: o.Logger, reg: o.Registry, met: met, transport: tr,
+	rt := &Router{o: o, log: o.Logger, tracer: o.Tracing.Tracer(), reg: o.Registry, met: met, transport: tr,
 		legClient:   &http.Client{Transport: tr, CheckRedirect: noRedirect},
 		probeClient: &http.Client{Transport: o.LegKeys.Transport(tr), CheckRedirect: noRedirect, Timeout: max(o.HealthTimeout, infoTimeout, debugFetchTimeout, modelsTimeout)},
 		recs:        newRecords(o.FinishedRecords, time.Now),
@@ -188,6 +195,9 @@ func New(o Options) (*Router, error) {
 		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now})
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
+	}
+	if err := o.Registry.Register(workerCollector{rt.workers}); err != nil {
+		return nil, fmt.Errorf("new router: register the worker gauges: %w", err)
 	}
 	rt.handler = rt.routes()
 	return rt, nil
@@ -353,6 +363,7 @@ func (rt *Router) routes() http.Handler {
 	for path, r := range map[string]route{
 		"/v1/completions":      {"completions", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointCompletions) }},
 		"/v1/chat/completions": {"chat", post, func(w http.ResponseWriter, r *http.Request) { rt.serveGeneration(w, r, endpointChat) }},
+		"/v1/embeddings":       {"embeddings", post, rt.serveEmbeddings},
 		"/v1/models":           {"models", get, rt.serveModels},
 		"/v1/models/{id}":      {"models", get, rt.serveModels},
 		"/tokenize":            {"tokenize", post, rt.serveTokenizer},
@@ -360,8 +371,11 @@ func (rt *Router) routes() http.Handler {
 		"/health":              {"health", get, rt.serveHealth},
 		"/ready":               {"ready", get, rt.serveReady},
 		"/metrics":             {"metrics", get, promhttp.HandlerFor(rt.reg, promhttp.HandlerOpts{}).ServeHTTP},
-		"/debug/rooms":         {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveRooms)},
-		"/debug/cluster":       {"debug", get, apileg.Guard(rt.o.LegKeys, rt.serveCluster)},
+		"/debug/rooms":         {"debug", get, rt.guardDebug(rt.serveRooms)},
+		"/debug/cluster":       {"debug", get, rt.guardDebug(rt.serveCluster)},
+		"/dashboard":           {"dashboard", get, rt.serveDashboard},
+		"/dashboard/login":     {"dashboard", post, rt.serveDashboardLogin},
+		"/dashboard/data":      {"dashboard", get, rt.guardDebug(rt.serveDashboardData)},
 		"/":                    {"other", nil, func(w http.ResponseWriter, r *http.Request) { httpx.WriteError(w, openai.NotFound(r.URL.Path)) }},
 	} {
 		mux.Handle(path, rt.wrap(r))
@@ -505,9 +519,20 @@ func (rt *Router) serveModels(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// serveRooms answers the router's own room table.
+// serveRooms answers the router's own room table; ?room=ID keeps only
+// the rooms with that room or request id (the dashboard links to it).
 func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, rt.roomsDoc())
+	doc := rt.roomsDoc()
+	if id := r.URL.Query().Get("room"); id != "" {
+		var keep []debugdoc.Room
+		for _, rm := range doc.Rooms {
+			if rm.ID == id || rm.RequestID == id {
+				keep = append(keep, rm)
+			}
+		}
+		doc.Rooms = keep
+	}
+	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {

@@ -12,11 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
+	"tandem/internal/telemetry"
 )
 
 // reply is what a sample hands the client writer.
@@ -42,6 +45,8 @@ type sample struct {
 	decode  []byte   // body of the decode leg
 	prefill []byte   // body of the prefill leg
 	dec     decision // where its prompt's samples go
+	obs     *reqObs  // the request's span and log line
+	try     int      // the attempt under way, from 1
 }
 
 // send hands r to the writer unless ctx ends first.
@@ -91,6 +96,7 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 	var last *openai.Error
 	drained := 0 // attempts a draining worker refused: they do not count against attemptsMax
 	for try := 1; ; try++ {
+		s.try = try
 		res := rt.attempt(ctx, s, exclude, avoid)
 		if res.err == nil || ctx.Err() != nil {
 			return
@@ -102,11 +108,13 @@ func (rt *Router) runSample(ctx context.Context, s *sample) {
 			drained++
 		}
 		if !res.retry || try-drained >= attemptsMax || try >= attemptsMax+drainedRetriesMax {
+			rt.met.cluster.success.WithLabelValues(rt.workers.Model(), "error").Inc()
 			s.send(ctx, reply{err: res.err})
 			return
 		}
 		last = res.err
 		rt.met.retries.Inc()
+		s.obs.retry(s, res.err.Message)
 		rt.log.Warn("retrying a sample on another pair; nothing of it reached the client",
 			"request", s.req.requestID, "sample", s.i, "attempt", try+1, "err", res.err.Message)
 		exclude = append(exclude, res.failed...)
@@ -155,8 +163,10 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, p.URL(), d.URL(), rt.o.LegTimeout, deadline, dec)
-	sctx, scancel := context.WithCancelCause(ctx)
+	rec := rt.recs.open(room, s.req.requestID, s.obs.traceID, s.req.ep.name, p.URL(), d.URL(), rt.o.LegTimeout, deadline, dec)
+	actx, aspan := s.obs.startAttempt(ctx, s, dec, room)
+	sctx, scancel := context.WithCancelCause(actx)
+	s.obs.sentFirstLeg(ctx, s)
 	pl := rt.newLeg(sctx, p, pool.Prefill, rec)
 	dl := rt.newLeg(sctx, d, pool.Decode, rec)
 	pch := make(chan prefillResult, 1) // the prefill goroutine never blocks on it
@@ -187,12 +197,13 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool
 			dt = *f.timing // a stream's comment
 		}
 		rt.phases(rec, pl.timing, dt)
+		s.obs.answered(s, mergeTiming(pl.timing, dt))
 	}
 	res := attemptResult{failed: []*pool.Worker{p}, partner: []*pool.Worker{d}}
 	if le != nil && le.leg == pool.Decode {
 		res.failed, res.partner = res.partner, res.failed
 	}
-	return rt.ended(ctx, s, rec, f, le, res)
+	return rt.ended(ctx, s, rec, f, le, res, aspan)
 }
 
 // attemptLocal sends sample s as one local leg to a decode worker, which
@@ -207,10 +218,11 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 	rt.met.pdDecisions.WithLabelValues(dec.path, dec.reason).Inc()
 	room := newRoomID()
 	deadline, _ := ctx.Deadline()
-	rec := rt.recs.open(room, s.req.requestID, s.req.ep.name, "", d.URL(), rt.o.LegTimeout, deadline, dec)
-	sctx, scancel := context.WithCancelCause(ctx)
-	dl := rt.newLeg(sctx, d, pool.Decode, rec)
-	dl.kind = apileg.KindLocal
+	rec := rt.recs.open(room, s.req.requestID, s.obs.traceID, s.req.ep.name, "", d.URL(), rt.o.LegTimeout, deadline, dec)
+	actx, aspan := s.obs.startAttempt(ctx, s, dec, room)
+	sctx, scancel := context.WithCancelCause(actx)
+	s.obs.sentFirstLeg(ctx, s)
+	dl := rt.newLocalLeg(sctx, d, rec)
 	dch := make(chan decodeEvent)
 	common := map[string]string{HeaderRoom: room, HeaderRequestID: s.req.requestID}
 	var wg sync.WaitGroup
@@ -224,26 +236,48 @@ func (rt *Router) attemptLocal(ctx context.Context, s *sample, dec decision, exc
 	}
 	wg.Wait()
 	scancel(errSampleEnded)
-	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*pool.Worker{d}})
+	if le == nil && f.answered {
+		dt := dl.timing
+		if f.timing != nil {
+			dt = *f.timing
+		}
+		s.obs.answered(s, dt)
+	}
+	return rt.ended(ctx, s, rec, f, le, attemptResult{failed: []*pool.Worker{d}}, aspan)
 }
 
 // ended closes an attempt's record and turns its failure le (nil: it was
 // answered, or the request ended) into its result; res names the workers
 // not to pick again (failed) and to avoid (partner) on a retry.
-func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult) attemptResult {
+func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower, le *legError, res attemptResult, span trace.Span) attemptResult {
 	switch {
 	case le == nil && f.answered:
 		// The whole answer went to the writer; the request ending since
 		// (the client closing once it read [DONE]) does not undo that.
 		rt.recs.finish(rec, true, "")
+		endSpan(span, telemetry.OutcomeOK, "")
+		rt.roomClosed(rec, "succeeded", "")
+		rt.met.cluster.sampleAnswered(rt.workers.Model(), f.finish, f.seenUsage)
 		return attemptResult{}
 	case ctx.Err() != nil:
-		rt.recs.finish(rec, false, reasonFor(context.Cause(ctx)))
+		cause := context.Cause(ctx)
+		reason := reasonFor(cause)
+		rt.recs.finish(rec, false, reason)
+		endSpan(span, telemetry.OutcomeCancelled, reason)
+		why := ctxReason(cause)
+		rt.roomClosed(rec, "failed", why)
+		if why == "client_abort" || why == "client_gone" {
+			rt.met.cluster.success.WithLabelValues(rt.workers.Model(), "abort").Inc()
+		}
 		return attemptResult{}
 	case le == nil:
 		rt.recs.finish(rec, true, "")
+		endSpan(span, telemetry.OutcomeOK, "")
+		rt.roomClosed(rec, "succeeded", "")
+		rt.met.cluster.sampleAnswered(rt.workers.Model(), f.finish, f.seenUsage)
 		return attemptResult{}
 	}
+	rt.roomClosed(rec, "failed", legReason(le))
 	res.err = le.clientError()
 	res.retry = retryable(le, f.delivered)
 	if le.draining() {
@@ -259,11 +293,16 @@ func (rt *Router) ended(ctx context.Context, s *sample, rec *record, f *follower
 		reason += "; nothing reached the client, so the sample may be retried on another pair"
 	}
 	rt.recs.finish(rec, false, reason)
+	outcome := telemetry.OutcomeFailed
+	if le.cancelled {
+		outcome = telemetry.OutcomeCancelled
+	}
+	endSpan(span, outcome, reason)
 	level := slog.LevelWarn
 	if le.clientFault() || le.draining() {
 		level = slog.LevelInfo // the worker refused the request (the client's doing, or it drains): not a failure
 	}
-	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "room", rec.room, "sample", s.i,
+	rt.log.Log(ctx, level, "sample failed", "request", s.req.requestID, "trace_id", rec.traceID, "room", rec.room, "sample", s.i,
 		"leg", le.legName(), "worker", le.worker, "err", le)
 	return res
 }
@@ -407,6 +446,8 @@ type follower struct {
 	timing        *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage         *openai.Usage
 	usageTpl      answer.Object
+	seenUsage     *openai.Usage // the usage decode's answer carried, for the metrics (noteAnswer)
+	finish        string        // the finish_reason decode's answer carried
 }
 
 // follow runs until the sample is answered (nil), a leg fails (that leg's
@@ -537,6 +578,7 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 		}
 		return &reply{data: ev.Raw}, nil // one sample: pass through what we cannot read
 	}
+	f.noteAnswer(obj)
 	first := !f.seenData
 	f.seenData = true
 	if merged && answer.IsUsageChunk(obj) {
@@ -569,10 +611,13 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 // formatBody handles a whole non-streamed answer.
 func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	req := f.s.req
+	obj, err := answer.ParseObject(de.body)
+	if err == nil {
+		f.noteAnswer(obj)
+	}
 	if req.samples == 1 && f.plp == nil {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
-	obj, err := answer.ParseObject(de.body)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}

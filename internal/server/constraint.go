@@ -270,7 +270,7 @@ func (s *Server) compileConstraint(ctx context.Context, con *openai.Constraint) 
 		return nil, openai.Invalid(con.Param, openai.CodeUnsupported,
 			"%s uses a feature this server cannot enforce while generating: %v. Remove or rewrite it.", con.Param, err)
 	case errors.Is(err, grammar.ErrTooLarge):
-		return nil, openai.Invalid(con.Param, openai.CodeInvalidValue, "%s is too large to compile: %v. Simplify it or bound its sizes.", con.Param, err)
+		return nil, openai.Invalid(con.Param, openai.CodeInvalidValue, "%s is too large to compile: %v.", con.Param, err)
 	}
 	return nil, openai.Invalid(con.Param, openai.CodeInvalidValue, "%s cannot be compiled: %v.", con.Param, err)
 }

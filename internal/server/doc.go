@@ -1,7 +1,11 @@
 // Package server is the serving worker's HTTP API: OpenAI-compatible
 // completions and chat completions over a Backend (the local engine), plus
 // /v1/models, vLLM's /tokenize and /detokenize, /health (liveness), /ready
-// (readiness) and /metrics. On a prefill or decode worker the router's
+// (readiness) and /metrics; with Options.Embeddings (an embedding model,
+// package embed) POST /v1/embeddings in OpenAI's shape (embeddings.go:
+// strings or token arrays, float or base64, dimensions where the model
+// allows truncation, usage), where generation requests get a 400
+// (EmbeddingBackend). On a prefill or decode worker the router's
 // signed legs go to Options.Legs (package worker) instead of the Backend.
 //
 // # Data flow

@@ -335,6 +335,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genPlan, en
 		rc.SetWriteDeadline(time.Now().Add(s.o.WriteTimeout))
 		httpx.WriteJSON(w, http.StatusOK, enc.answer(p, res, u))
 	}
+	for i, cr := range res {
+		s.met.choiceDone(len(p.prompts[p.choicePrompt[i]]), cr.tokens, p.reqs[i].MaxTokens)
+	}
 	s.met.requestDone(p.endpoint, time.Since(t0))
 }
 
@@ -377,14 +380,14 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 		if errors.Is(err, engine.ErrGrammarTooCostly) {
 			reason = engine.FinishGrammarBudget
 		}
-		s.met.finished.WithLabelValues(string(reason)).Inc()
+		s.met.finish(reason)
 		send(piece{final: true, err: err})
 	}
 	var first, last time.Time
 	for {
 		u, err := st.Next(ctx)
 		if ctx.Err() != nil {
-			s.met.finished.WithLabelValues(string(engine.FinishCancelled)).Inc()
+			s.met.finish(engine.FinishCancelled)
 			return
 		}
 		if err != nil {
@@ -427,14 +430,14 @@ func (s *Server) follow(ctx context.Context, index int, st Stream, c *choiceStat
 		case stopped:
 			st.Cancel()
 			text, toks := c.take()
-			s.met.finished.WithLabelValues(string(engine.FinishStop)).Inc()
+			s.met.finish(engine.FinishStop)
 			s.met.decoded(first, last)
 			send(piece{text: text, toks: toks, final: true, finish: openai.FinishReasonStop, tokens: c.tokens, cached: u.CachedTokens})
 			return
 		case u.Done && (u.Finish == engine.FinishStop || u.Finish == engine.FinishLength):
 			c.end()
 			text, toks := c.take()
-			s.met.finished.WithLabelValues(string(u.Finish)).Inc()
+			s.met.finish(u.Finish)
 			s.met.decoded(first, last)
 			send(piece{text: text, toks: toks, final: true, finish: string(u.Finish), tokens: c.tokens, cached: u.CachedTokens})
 			return

@@ -37,6 +37,38 @@ type vllmMetrics struct {
 	queue   prometheus.Observer // vllm:request_queue_time_seconds: Submit to first admission (engine.Update.QueueTime)
 	prefill prometheus.Observer // vllm:request_prefill_time_seconds: first admission to first token
 	decode  prometheus.Observer // vllm:request_decode_time_seconds: first token to last
+	// Per choice answered in full: its prompt's tokens, its generated
+	// tokens and the max_tokens it was given (vLLM's
+	// request_max_num_generation_tokens).
+	promptLen, genLen, maxGen prometheus.Observer
+	// success counts choices that ended, by vLLM's finished_reason
+	// (vllm:request_success_total).
+	success *prometheus.CounterVec
+}
+
+// vllmFinishedReason maps a Tandem finish reason to vLLM's
+// finished_reason label: cancelled is vLLM's abort; stop, length and
+// error are the same word; grammar_budget stays Tandem's own.
+func vllmFinishedReason(reason string) string {
+	if reason == string(engine.FinishCancelled) {
+		return "abort"
+	}
+	return reason
+}
+
+// buckets125 returns vLLM's 1-2-5 buckets (build_1_2_5_buckets) up to max:
+// 1, 2, 5, 10, 20, 50, ... (at least 1, 2, 5 when max is unknown).
+func buckets125(max int) []float64 {
+	var b []float64
+	for m := 1; ; m *= 10 {
+		for _, k := range []int{1, 2, 5} {
+			v := k * m
+			if v > max && len(b) >= 3 {
+				return b
+			}
+			b = append(b, float64(v))
+		}
+	}
 }
 
 // vLLM's buckets (vllm/v1/metrics/loggers.py).
@@ -99,6 +131,25 @@ func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger, model st
 		c, *h.obs = newVLLMHistogram(h.name, h.help, model, h.buckets)
 		cs = append(cs, c)
 	}
+	lenBuckets := buckets125(b.ModelConfig().Context)
+	for _, h := range []struct {
+		name, help string
+		obs        *prometheus.Observer
+	}{
+		{"vllm:request_prompt_tokens", "Number of prefill tokens processed.", &m.vllm.promptLen},
+		{"vllm:request_generation_tokens", "Number of generation tokens processed.", &m.vllm.genLen},
+		{"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", &m.vllm.maxGen},
+	} {
+		var c prometheus.Collector
+		c, *h.obs = newVLLMHistogram(h.name, h.help, model, lenBuckets)
+		cs = append(cs, c)
+	}
+	m.vllm.success = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "vllm:request_success_total",
+		Help:        "Count of finished requests (Tandem: generated choices), by finished_reason (stop, length, abort, error, grammar_budget).",
+		ConstLabels: prometheus.Labels{"model_name": model},
+	}, []string{"finished_reason"})
+	cs = append(cs, m.vllm.success)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -110,6 +161,21 @@ func newMetrics(reg prometheus.Registerer, b Backend, log *slog.Logger, model st
 		}
 	}
 	return m
+}
+
+// finish counts a choice that ended with reason, under Tandem's and
+// vLLM's names.
+func (m *metrics) finish(reason engine.FinishReason) {
+	m.finished.WithLabelValues(string(reason)).Inc()
+	m.vllm.success.WithLabelValues(vllmFinishedReason(string(reason))).Inc()
+}
+
+// choiceDone observes the lengths of a choice answered in full: its
+// prompt's tokens, its generated tokens and its max_tokens.
+func (m *metrics) choiceDone(prompt, generated, maxTokens int) {
+	m.vllm.promptLen.Observe(float64(prompt))
+	m.vllm.genLen.Observe(float64(generated))
+	m.vllm.maxGen.Observe(float64(maxTokens))
 }
 
 // firstToken observes a choice's time to first token (from the request's
@@ -153,6 +219,8 @@ type statsCollector struct {
 	grammarRefused, grammarBudget, masks  *prometheus.Desc
 	// vLLM's names for the same gauges, labelled model_name.
 	vWaiting, vRunning, vKVUsage *prometheus.Desc
+	vPrompt, vGenerated          *prometheus.Desc
+	evictable                    *prometheus.Desc
 }
 
 func newStatsCollector(b Backend, model string) *statsCollector {
@@ -161,21 +229,24 @@ func newStatsCollector(b Backend, model string) *statsCollector {
 		return prometheus.NewDesc(name, help, nil, prometheus.Labels{"model_name": model})
 	}
 	return &statsCollector{
-		vWaiting:  v("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
-		vRunning:  v("vllm:num_requests_running", "Number of requests in model execution batches."),
-		vKVUsage:  v("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
-		b:         b,
-		waiting:   d("tandem_num_requests_waiting", "Sequences queued for admission."),
-		running:   d("tandem_num_requests_running", "Sequences in the running batch."),
-		pagesUsed: d("tandem_kv_pages_used", "KV cache pages in use (sequences and prefix cache)."),
-		pagesTot:  d("tandem_kv_pages", "KV cache pages in the arena (in use or free)."),
-		oldest:    d("tandem_oldest_waiting_seconds", "Age of the oldest queued sequence."),
-		prompt:    d("tandem_prompt_tokens_total", "Prompt tokens computed or reused."),
-		generated: d("tandem_generation_tokens_total", "Tokens generated."),
-		prefixHit: d("tandem_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache."),
-		preempt:   d("tandem_preemptions_total", "Sequences preempted (pages released, recomputed later)."),
-		steps:     d("tandem_engine_steps_total", "Engine steps run."),
-		paced:     d("tandem_engine_paced_seconds_total", "Time the step loop waited between decode steps to lend its cores (--core-lease-pace)."),
+		vWaiting:   v("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		vRunning:   v("vllm:num_requests_running", "Number of requests in model execution batches."),
+		vKVUsage:   v("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage (pages only the prefix cache holds count as free)."),
+		vPrompt:    v("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
+		vGenerated: v("vllm:generation_tokens_total", "Number of generation tokens processed."),
+		evictable:  d("tandem_kv_pages_evictable", "KV cache pages among tandem_kv_pages_used that only the prefix cache holds (free to take; refreshed at most every 100 ms while the engine steps)."),
+		b:          b,
+		waiting:    d("tandem_num_requests_waiting", "Sequences queued for admission."),
+		running:    d("tandem_num_requests_running", "Sequences in the running batch."),
+		pagesUsed:  d("tandem_kv_pages_used", "KV cache pages in use (sequences and prefix cache)."),
+		pagesTot:   d("tandem_kv_pages", "KV cache pages in the arena (in use or free)."),
+		oldest:     d("tandem_oldest_waiting_seconds", "Age of the oldest queued sequence."),
+		prompt:     d("tandem_prompt_tokens_total", "Prompt tokens computed or reused."),
+		generated:  d("tandem_generation_tokens_total", "Tokens generated."),
+		prefixHit:  d("tandem_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache."),
+		preempt:    d("tandem_preemptions_total", "Sequences preempted (pages released, recomputed later)."),
+		steps:      d("tandem_engine_steps_total", "Engine steps run."),
+		paced:      d("tandem_engine_paced_seconds_total", "Time the step loop waited between decode steps to lend its cores (--core-lease-pace)."),
 		grammarRefused: d("tandem_grammar_refused_total",
 			"Requests refused at admission because their grammar's first token masks cost more work than the engine allows."),
 		grammarBudget: d("tandem_grammar_budget_ends_total",
@@ -188,7 +259,7 @@ func newStatsCollector(b Backend, model string) *statsCollector {
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.pagesUsed, c.pagesTot, c.oldest,
 		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.paced, c.grammarRefused, c.grammarBudget, c.masks,
-		c.vWaiting, c.vRunning, c.vKVUsage} {
+		c.vWaiting, c.vRunning, c.vKVUsage, c.vPrompt, c.vGenerated, c.evictable} {
 		ch <- d
 	}
 }
@@ -217,4 +288,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.vWaiting, float64(s.Waiting))
 	g(c.vRunning, float64(s.Running))
 	g(c.vKVUsage, s.KVUsage())
+	n(c.vPrompt, s.PromptTokens)
+	n(c.vGenerated, s.GeneratedTokens)
+	g(c.evictable, float64(s.PagesEvictable))
 }

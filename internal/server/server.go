@@ -94,6 +94,10 @@ type Options struct {
 	// answers 200 with status "degraded" and the reason instead of "ok".
 	// The worker still serves, so it stays 200 (the router keeps it).
 	Health func() (degraded bool, reason string)
+	// Embeddings, when set, serves POST /v1/embeddings (package embed's
+	// Service); without it the endpoint answers 400 (not an embedding
+	// model).
+	Embeddings Embedder
 }
 
 // Server serves the OpenAI-compatible API over a Backend. Create it with
@@ -215,6 +219,7 @@ func (s *Server) routes() http.Handler {
 	}
 	add("/v1/completions", route{"completions", []string{http.MethodPost}, s.admit(s.handleCompletions)})
 	add("/v1/chat/completions", route{"chat", []string{http.MethodPost}, s.admit(s.handleChat)})
+	add("/v1/embeddings", route{"embeddings", []string{http.MethodPost}, s.admit(s.handleEmbeddings)})
 	add("/v1/models", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModels})
 	add("/v1/models/{id}", route{"models", []string{http.MethodGet, http.MethodHead}, s.handleModel})
 	add("/tokenize", route{"tokenize", []string{http.MethodPost}, s.handleTokenize})
@@ -345,9 +350,12 @@ func grammarCostError(err error) *openai.Error {
 	if !errors.Is(err, engine.ErrGrammarTooCostly) {
 		return nil
 	}
+	// The engine's error repeats the sentinels this message already says.
+	why := strings.TrimPrefix(err.Error(), engine.ErrBadRequest.Error()+": ")
+	why = strings.TrimPrefix(why, engine.ErrGrammarTooCostly.Error()+": ")
 	return openai.Invalid("", openai.CodeInvalidValue,
-		"The request's output constraint (its response_format, structured_outputs, guided_*, grammar or tool schemas) is too costly to enforce: %v. "+
-			"Simplify it: an ambiguous grammar, whose alternatives read the same text, makes every token mask expensive.", err)
+		"The request's output constraint (its response_format, structured_outputs, guided_*, grammar or tool schemas) is too costly to enforce: %s. "+
+			"Simplify it: an ambiguous grammar, whose alternatives read the same text, makes every token mask expensive.", why)
 }
 
 // newID returns prefix followed by 24 random hex digits.

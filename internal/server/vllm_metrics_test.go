@@ -11,7 +11,9 @@ import (
 )
 
 // TestVLLMMetrics: beside Tandem's, /metrics exports vLLM's names with a
-// model_name label: the engine gauges (KV usage as a fraction), and the
+// model_name label: the engine gauges (KV usage as a fraction, pages only
+// the prefix cache holds counted free) and token counters, the lengths
+// and finish reason of each choice, and the
 // latency histograms with one observation per choice or request; the
 // queue time is the engine's (engine.Update.QueueTime). The vllm: names
 // are the only ones promlint objects to, and only to their colons.
@@ -26,7 +28,15 @@ func TestVLLMMetrics(t *testing.T) {
 	for _, want := range []string{
 		`vllm:num_requests_waiting{model_name="test-model"} 1`,
 		`vllm:num_requests_running{model_name="test-model"} 2`,
-		`vllm:kv_cache_usage_perc{model_name="test-model"} 0.075`,
+		`vllm:kv_cache_usage_perc{model_name="test-model"} 0.05`,
+		`tandem_kv_pages_evictable 1`,
+		`vllm:prompt_tokens_total{model_name="test-model"} 6`,
+		`vllm:generation_tokens_total{model_name="test-model"} 7`,
+		`vllm:request_success_total{finished_reason="stop",model_name="test-model"} 1`,
+		`vllm:request_prompt_tokens_count{model_name="test-model"} 1`,
+		`vllm:request_generation_tokens_sum{model_name="test-model"} 2`,
+		`vllm:request_max_num_generation_tokens_count{model_name="test-model"} 1`,
+		`vllm:request_prompt_tokens_bucket{model_name="test-model",le="50"} 1`,
 		`vllm:time_to_first_token_seconds_count{model_name="test-model"} 1`,
 		`vllm:inter_token_latency_seconds_count{model_name="test-model"} 1`,
 		`vllm:e2e_request_latency_seconds_count{model_name="test-model"} 1`,

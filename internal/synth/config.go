@@ -14,7 +14,8 @@ type Config struct {
 	// Name goes into general.name; empty means "tandem-synth".
 	Name string
 	// Arch is general.architecture: "llama" (the default when empty),
-	// "qwen3", "phi3", "gemma2" or "gemma3" (see Archs). Hyperparameter keys
+	// "qwen2", "qwen3", "phi3", "gemma2", "gemma3", or the mixtures of
+	// experts "qwen3moe" and "qwen2moe" (see Archs and moe.go). Hyperparameter keys
 	// are written under this prefix and tensors laid out as llama.cpp's
 	// loader for that architecture expects.
 	Arch string
@@ -73,10 +74,21 @@ type Config struct {
 	// {arch}.attention.key_length and value_length, instead of Dim/Heads
 	// (Qwen3 and Gemma have heads·head_dim != Dim).
 	KeyLength int
+	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
+	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
+	// Qwen3-Embedding is; WriteEncoder's files default to 1.
+	Pooling int
+
+	// Experts, ExpertsUsed and ExpertFF are a mixture-of-experts file's
+	// expert count, experts used per token and expert feed-forward width
+	// ({arch}.expert_count, expert_used_count, expert_feed_forward_length);
+	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
+	// and FF for the MoE architectures; they must be zero for the others.
+	Experts, ExpertsUsed, ExpertFF, SharedFF int
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen3", "phi3", "gemma2", "gemma3"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -102,15 +114,22 @@ var presets = map[string]Config{
 	"110m": {Name: "tandem-synth-110m", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FF: 2048, Vocab: 32000, Context: 2048},
 	// 1b: TinyLlama 1.1B's shape.
 	"1b": {Name: "tandem-synth-1b", Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FF: 5632, Vocab: 32000, Context: 2048},
+	// a3b: Qwen3-30B-A3B's block (2048 wide, 32 query heads and 4 KV heads
+	// of 128, 8 of the experts 768 wide used per token) with 64 experts and
+	// 12 layers instead of 128 and 48: about 0.75B active parameters of
+	// 3.9B, 2.2 GB as q4_k_m.
+	"a3b": {Name: "tandem-synth-a3b", Arch: "qwen3moe", Dim: 2048, Layers: 12, Heads: 32, KVHeads: 4, KeyLength: 128, FF: 6144,
+		Vocab: 32000, Context: 4096, Experts: 64, ExpertsUsed: 8, ExpertFF: 768},
 }
 
 // Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
-// 512-token vocabulary), "110m" (stories110M's shape) or "1b" (TinyLlama
-// 1.1B's shape). RopeBase and NormEps are set to llama.cpp's defaults.
+// 512-token vocabulary), "110m" (stories110M's shape), "1b" (TinyLlama
+// 1.1B's shape) or "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down;
+// the only preset with an Arch). RopeBase and NormEps are set to llama.cpp's defaults.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m or 1b)", name)
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b or a3b)", name)
 	}
 	c.RopeBase = 10000
 	c.NormEps = 1e-5
@@ -134,7 +153,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c
+	return c.moeDefaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -206,12 +225,16 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
 	}
+	if err := c.checkMoE(); err != nil {
+		return err
+	}
 	if strings.ContainsRune(c.Name, 0) {
 		return fmt.Errorf("name %q contains a NUL byte", c.Name)
 	}
-	// Every matrix row (ne0) is Dim or FF elements long.
+	// Every matrix row (ne0) is Dim, FF, the attention width or an expert
+	// width long.
 	for _, t := range types {
-		for _, n := range []int{c.Dim, c.FF, c.Heads * c.HeadDim()} {
+		for _, n := range append([]int{c.Dim, c.FF, c.Heads * c.HeadDim()}, c.moeRowWidths()...) {
 			if _, err := t.RowBytes(n); err != nil {
 				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", t, t.BlockSize(), err)
 			}

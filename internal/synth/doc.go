@@ -1,6 +1,14 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
-// and qwen3, phi3, gemma2 and gemma3 (Config.Arch) with the tensors and keys
-// llama.cpp's loader for each expects (see Architectures below).
+// and qwen2, qwen3, phi3, gemma2, gemma3 and the mixtures of experts
+// qwen3moe and qwen2moe (Config.Arch) with the tensors and keys llama.cpp's
+// loader for each expects (see Architectures below and moe.go), and the
+// embedding encoders nomic-bert and bert (EncoderArchs, WriteEncoder, with a
+// synthesized WordPiece vocabulary; Config.Pooling makes any of them an
+// embedding model). A MoE file's router (ffn_gate_inp) is F32 whatever the
+// file type, as llama-quantize leaves it; its expert tensors are typed as
+// the dense feed-forward matrices of the same layer would be (so mxfp4 gives
+// MXFP4 experts, llama.cpp's MXFP4_MOE); llama-quantize's extra bumps for
+// 8-expert models are not applied.
 //
 // Place in the data flow: `tandem model synth` calls Write to make fixtures
 // of real model shapes (tiny, stories110M, TinyLlama 1.1B) without
@@ -66,7 +74,12 @@
 // attn_q_norm/attn_k_norm; phi3 has a fused attn_qkv and an ffn_up of 2·FF
 // rows (no ffn_gate); gemma2 and gemma3 add post_attention_norm and
 // post_ffw_norm (gemma3 the Q/K norms too), and gemma2 never has
-// output.weight. Beyond llama, norm weights are 1 ± 0.25 noise (so a norm
+// output.weight. qwen2 adds Q/K/V biases (uniform ±0.5). qwen3moe is qwen3
+// with every feed-forward block a mixture of experts (Experts, ExpertsUsed,
+// ExpertFF; --experts, --experts-used, --expert-ff; defaults 8, 2, FF/2): an
+// F32 router ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; qwen2moe is qwen2
+// with the same experts plus a shared expert (SharedFF, --shared-ff) gated by
+// ffn_gate_inp_shexp. Beyond llama, norm weights are 1 ± 0.25 noise (so a norm
 // applied with the wrong weights shows). Options: Llama3Rope (--llama3-rope:
 // rope_freqs with Llama 3.1's factors, computed as llama.cpp's converter
 // does), Tied (--tied), SlidingWindow/SlidingWindowPattern,
@@ -80,5 +93,8 @@
 //
 // A write goes through a temporary file, so a failed write leaves no partial
 // model; the presets are tiny (256 wide, 2 layers, 4 heads / 2 KV heads, a
-// 512-token vocabulary), 110m (stories110M's shape) and 1b (TinyLlama 1.1B's).
+// 512-token vocabulary), 110m (stories110M's shape), 1b (TinyLlama 1.1B's) and
+// a3b (a qwen3moe with Qwen3-30B-A3B's block, 64 experts of which 8 used and
+// 12 layers: 0.75B active parameters of 3.9B, 2.2 GB as q4_k_m; the speed
+// fixture for MoE).
 package synth

@@ -29,6 +29,7 @@ const (
 	catFFNGate
 	catFFNUp
 	catFFNDown
+	catRouter // a MoE router, ffn_gate_inp: always F32, as llama-quantize leaves it
 )
 
 // fileTypes maps the accepted file types to general.file_type
@@ -126,6 +127,9 @@ func useMoreBits(layer, layers int) bool {
 // Every other matrix has the file's type. A tied token_embd (no
 // output.weight) is typed as the output, as llama.cpp does.
 func matrixType(typ tensor.Type, pure bool, cat category, layer int, c Config) tensor.Type {
+	if cat == catRouter {
+		return tensor.F32
+	}
 	if pure || !isMix(typ) {
 		return typ
 	}

@@ -50,7 +50,13 @@ type tensorSpec struct {
 	jitter bool
 	gain   float32 // norm weights are multiplied by it when nonzero
 	data   []float32
+	// bias: uniform random F32 values of ±biasScale (attention biases),
+	// or of ±weightStd·√3 with small (a random weight vector).
+	bias, small bool
 }
+
+// biasScale is the half-width of the synthesized attention biases.
+const biasScale = 0.5
 
 // normJitter is the half-width of the noise on jittered norm weights.
 const normJitter = 0.25
@@ -62,9 +68,15 @@ func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
 	jitter := c.Arch != "llama" || c.AttnGain > 0
 	layer := -1 // the block being laid out
-	mat := func(name string, cat category, ne0, ne1 uint64) tensorSpec {
+	mat := func(name string, cat category, dims ...uint64) tensorSpec {
 		t := matrixType(typ, pure, cat, layer, c)
-		return tensorSpec{name: name, dims: []uint64{ne0, ne1}, typ: t}
+		return tensorSpec{name: name, dims: dims, typ: t}
+	}
+	bias := func(name string, n uint64) tensorSpec {
+		return tensorSpec{name: name, dims: []uint64{n}, typ: tensor.F32, bias: true}
+	}
+	vec := func(name string, n uint64) tensorSpec {
+		return tensorSpec{name: name, dims: []uint64{n}, typ: tensor.F32, bias: true, small: true}
 	}
 	normN := func(name string, n uint64) tensorSpec {
 		return tensorSpec{name: name, dims: []uint64{n}, typ: tensor.F32, norm: true, jitter: jitter}
@@ -95,7 +107,10 @@ func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 				mat(p+"attn_k.weight", catAttnK, dim, kv),
 				mat(p+"attn_v.weight", catAttnV, dim, kv))
 		}
-		if c.Arch == "qwen3" || c.Arch == "gemma3" {
+		if biasArch(c.Arch) {
+			specs = append(specs, bias(p+"attn_q.bias", qd), bias(p+"attn_k.bias", kv), bias(p+"attn_v.bias", kv))
+		}
+		if qkNormArch(c.Arch) {
 			specs = append(specs, normN(p+"attn_q_norm.weight", hd), normN(p+"attn_k_norm.weight", hd))
 		}
 		specs = append(specs, mat(p+"attn_output.weight", catAttnOut, qd, dim))
@@ -104,14 +119,19 @@ func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 			specs = append(specs, norm(p+"post_attention_norm.weight"))
 		}
 		specs = append(specs, norm(p+"ffn_norm.weight"))
-		if c.Arch == "phi3" {
+		switch {
+		case moeArch(c.Arch):
+			specs = append(specs, moeFFN(c, p, mat, vec)...)
+		case c.Arch == "phi3":
 			specs = append(specs, mat(p+"ffn_up.weight", catFFNUp, dim, 2*ff))
-		} else {
+		default:
 			specs = append(specs,
 				mat(p+"ffn_gate.weight", catFFNGate, dim, ff),
 				mat(p+"ffn_up.weight", catFFNUp, dim, ff))
 		}
-		specs = append(specs, mat(p+"ffn_down.weight", catFFNDown, ff, dim))
+		if !moeArch(c.Arch) {
+			specs = append(specs, mat(p+"ffn_down.weight", catFFNDown, ff, dim))
+		}
 		if gemma {
 			specs = append(specs, norm(p+"post_ffw_norm.weight"))
 		}
@@ -241,6 +261,10 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		}
 		w.SetFloat32(a+"rope.scaling.attn_factor", float32(attn))
 	}
+	if c.Pooling > 0 {
+		w.SetUint32(a+"pooling_type", uint32(c.Pooling))
+	}
+	setMoEKeys(w, c)
 	for _, kv := range tokKeys {
 		w.Set(kv.Key, kv.Value)
 	}
@@ -250,6 +274,12 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		switch {
 		case s.data != nil:
 			err = w.AddTensor(s.name, s.typ, s.dims, f32Bytes(s.data))
+		case s.bias:
+			scale := float32(biasScale)
+			if s.small {
+				scale = weightStd * 1.7320508075688772
+			}
+			err = w.AddTensor(s.name, s.typ, s.dims, biasValues(int(s.dims[0]), scale, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xfffffffe))))
 		case s.norm && s.jitter:
 			err = w.AddTensor(s.name, s.typ, s.dims, jittered(int(s.dims[0]), s.gain, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xffffffff))))
 		case s.norm:
@@ -313,7 +343,10 @@ type generator struct {
 // write streams the tensor: waves of chunks are generated and quantized in
 // parallel, then written in order.
 func (g generator) write(out io.Writer) error {
-	ne0, rows := int(g.spec.dims[0]), int(g.spec.dims[1])
+	ne0, rows := int(g.spec.dims[0]), 1
+	for _, d := range g.spec.dims[1:] { // a 3-D tensor (experts) is rows of rows
+		rows *= int(d)
+	}
 	rowBytes, err := g.spec.typ.RowBytes(ne0)
 	if err != nil {
 		return fmt.Errorf("generate %s: %w", g.spec.name, err)

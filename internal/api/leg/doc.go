@@ -9,7 +9,10 @@
 // A signed leg carries X-Tandem-Expires (unix milliseconds, the signer's
 // clock plus Lifetime) and X-Tandem-Signature (hex HMAC-SHA256 over
 // Canonical's string: method, path, room, leg kind, prefill address,
-// request id, expiry and the SHA-256 of the body). A verifier accepts it
+// request id, expiry and the SHA-256 of the body; and, when the leg
+// carries a W3C trace context, its traceparent and tracestate, so a trace
+// context cannot be added to, changed on or taken off a signed leg). A
+// verifier accepts it
 // while its clock is before the expiry and the expiry is at most
 // Lifetime+MaxSkew ahead of it: the router's and the worker's clocks must
 // agree within MaxSkew.
@@ -41,7 +44,10 @@
 //
 // The canonical string is "tandem-leg-v1\n" then "len:field\n" for method,
 // path, room, leg kind, prefill address, request id, expiry and the hex
-// SHA-256 of the body: injective, so no two legs share a signature. Verify
+// SHA-256 of the body: injective, so no two legs share a signature. A leg
+// carrying a W3C trace context (traceparent, tracestate, which the router
+// sets from its leg span) signs "tandem-leg-v2\n" and the same fields plus
+// those two. Verify
 // checks the MAC (constant time) before the clock and returns the leg's Info
 // or an error wrapping ErrMissing, ErrMalformed, ErrExpired, ErrSkew or
 // ErrBadMAC. Lifetime and MaxSkew are 60 s each; an expiry has at most 16

@@ -237,3 +237,42 @@ func TestTransportAddsCredential(t *testing.T) {
 		t.Error("the transport changed the caller's request")
 	}
 }
+
+// TestTraceContextSigned: a leg's W3C trace context is covered by its
+// signature: a signed leg with one verifies and returns it; one added to,
+// changed on or stripped from a signed leg is refused; and a leg without
+// one signs the v1 string routers before traces signed.
+func TestTraceContextSigned(t *testing.T) {
+	k := testKeys(t, testToken, t0)
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	traced := decode
+	traced.TraceParent, traced.TraceState = tp, "vendor=x"
+	h := signed(k, traced, "POST", "/v1/completions", body)
+	li, err := k.Verify("POST", "/v1/completions", h, body)
+	if err != nil || li != traced {
+		t.Fatalf("Verify = %+v, %v; want %+v, nil", li, err, traced)
+	}
+	edits := map[string]func(http.Header){
+		"traceparent changed": func(h http.Header) {
+			h.Set(HeaderTraceParent, "00-0af7651916cd43dd8448eb211c80319d-b7ad6b7169203331-01")
+		},
+		"traceparent stripped": func(h http.Header) { h.Del(HeaderTraceParent) },
+		"tracestate changed":   func(h http.Header) { h.Set(HeaderTraceState, "vendor=y") },
+		"both stripped":        func(h http.Header) { h.Del(HeaderTraceParent); h.Del(HeaderTraceState) },
+	}
+	for name, edit := range edits {
+		h := signed(k, traced, "POST", "/v1/completions", body)
+		edit(h)
+		if _, err := k.Verify("POST", "/v1/completions", h, body); !errors.Is(err, ErrBadMAC) {
+			t.Errorf("%s: %v, want ErrBadMAC", name, err)
+		}
+	}
+	plain := signed(k, decode, "POST", "/v1/completions", body)
+	plain.Set(HeaderTraceParent, tp) // forged onto a leg signed without one
+	if _, err := k.Verify("POST", "/v1/completions", plain, body); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("traceparent added to a leg signed without one: %v, want ErrBadMAC", err)
+	}
+	if got := string(Canonical("POST", "/p", decode, 1, nil)); got[:14] != "tandem-leg-v1\n" {
+		t.Errorf("a leg without trace context signs %q, want the v1 string", got)
+	}
+}

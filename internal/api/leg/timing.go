@@ -50,7 +50,16 @@ type Timing struct {
 	// Decode worker: first_decode is resuming from the imported KV to the
 	// first token leaving the worker.
 	FirstDecode *time.Duration
+	// Decode worker (and a local leg's): the prompt's tokens, the tokens
+	// generated and the finish reason, for the router's per-request log
+	// line and span (prompt_tokens, output_tokens: integers; finish: a
+	// word of at most finishMax letters, digits or underscores).
+	PromptTokens, OutputTokens *int
+	Finish                     string
 }
+
+// finishMax bounds a Timing's finish reason.
+const finishMax = 32
 
 // timingFields are the names of HeaderTiming's pairs, in order.
 var timingFields = [...]string{"queue_ms", "prefill_ms", "transfer_ms", "first_decode_ms"}
@@ -67,7 +76,31 @@ func (t Timing) String() string {
 			parts = append(parts, timingFields[i]+"="+strconv.FormatFloat(float64(**f)/float64(time.Millisecond), 'f', 3, 64))
 		}
 	}
+	for _, c := range [...]struct {
+		name string
+		n    *int
+	}{{"prompt_tokens", t.PromptTokens}, {"output_tokens", t.OutputTokens}} {
+		if c.n != nil {
+			parts = append(parts, c.name+"="+strconv.Itoa(*c.n))
+		}
+	}
+	if t.Finish != "" && validFinish(t.Finish) {
+		parts = append(parts, "finish="+t.Finish)
+	}
 	return strings.Join(parts, ", ")
+}
+
+// validFinish reports whether s is a finish reason a Timing carries.
+func validFinish(s string) bool {
+	if len(s) == 0 || len(s) > finishMax {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // timingValueMax bounds a HeaderTiming value ParseTiming reads.
@@ -89,6 +122,25 @@ func ParseTiming(v string) (Timing, error) {
 		name, val, ok := strings.Cut(strings.TrimSpace(p), "=")
 		if !ok {
 			return Timing{}, fmt.Errorf("leg: %s pair %q is not name=milliseconds", HeaderTiming, p)
+		}
+		switch name {
+		case "prompt_tokens", "output_tokens":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return Timing{}, fmt.Errorf("leg: %s: %s=%q is not a count", HeaderTiming, name, val)
+			}
+			if name == "prompt_tokens" {
+				t.PromptTokens = &n
+			} else {
+				t.OutputTokens = &n
+			}
+			continue
+		case "finish":
+			if !validFinish(val) {
+				return Timing{}, fmt.Errorf("leg: %s: finish=%q is not a finish reason", HeaderTiming, val)
+			}
+			t.Finish = val
+			continue
 		}
 		ms, err := strconv.ParseFloat(val, 64)
 		if err != nil || !(ms >= 0 && ms <= 1e12) { // NaN fails both

@@ -56,3 +56,24 @@ func TestParseTimingRefuses(t *testing.T) {
 		t.Errorf("ParseTiming with an unknown name = %+v, %v", tm, err)
 	}
 }
+
+// TestTimingTokens: a decode worker's token counts and finish reason
+// round-trip; a negative count or a finish reason that is not a word is
+// refused.
+func TestTimingTokens(t *testing.T) {
+	p, o := 12, 34
+	in := Timing{FirstDecode: dur(time.Millisecond), PromptTokens: &p, OutputTokens: &o, Finish: "length"}
+	s := in.String()
+	if s != "first_decode_ms=1.000, prompt_tokens=12, output_tokens=34, finish=length" {
+		t.Errorf("String = %q", s)
+	}
+	out, err := ParseTiming(s)
+	if err != nil || out.PromptTokens == nil || *out.PromptTokens != 12 || out.OutputTokens == nil || *out.OutputTokens != 34 || out.Finish != "length" {
+		t.Errorf("ParseTiming(%q) = %+v, %v", s, out, err)
+	}
+	for _, bad := range []string{"prompt_tokens=-1", "output_tokens=1.5", "finish=a b", "finish=" + strings.Repeat("x", 40)} {
+		if _, err := ParseTiming(bad); err == nil {
+			t.Errorf("ParseTiming(%q) accepted", bad)
+		}
+	}
+}

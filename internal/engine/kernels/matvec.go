@@ -7,8 +7,10 @@ import (
 	"tandem/internal/invariant"
 )
 
-// MaxMatVecs is the most products one MatVecs call takes.
-const MaxMatVecs = 4
+// MaxMatVecs is the most products one MatVecs call takes (a MoE layer's
+// active experts' gate and up products, or their down products, in one
+// round).
+const MaxMatVecs = 24
 
 // matvecGrain is the fewest rows a chunk of a threaded MatVecs round holds
 // (whole panels of 16 rows, and a multiple of the many-row kernels' four).
@@ -26,6 +28,11 @@ type MatVec struct {
 	Panels []byte
 	Out    int
 	Y      []float32
+	// X, when not nil, is this product's own input of nIn elements
+	// instead of the call's shared x (the down products of a MoE layer's
+	// experts, each of its own activation). Ops with the same X slice
+	// share its quantization.
+	X []float32
 }
 
 // matvecRowsFunc computes y[r] = row r of w (nrows rows of wrb bytes) ·
@@ -74,7 +81,8 @@ type matvecState struct {
 type matvecKey struct {
 	vt       tensor.Type
 	prepared bool
-	panel    bool // the panel kernel's one-token layout
+	panel    bool     // the panel kernel's one-token layout
+	x        *float32 // the input quantized (MatVec.X), nil for the shared one
 }
 
 func (m *matvecState) init() { m.rowsFn = m.rows }
@@ -108,6 +116,9 @@ func (p *Pool) MatVecs(nIn int, x []float32, ops ...MatVec) {
 }
 
 func checkMatVec(op MatVec, nIn int) {
+	if op.X != nil && len(op.X) < nIn {
+		invariant.Failf("kernels", "MatVecs: an op's own input has %d elements, want %d", len(op.X), nIn)
+	}
 	if !Supported(op.Type) {
 		invariant.Failf("kernels", "MatVecs: weight type %s is not supported", op.Type)
 	}
@@ -141,6 +152,11 @@ func (p *Pool) matVecs(nIn int, x []float32, ops []MatVec) {
 		m.dot[i] = ks.vecDot[op.Type]
 		m.form[i] = nil
 		key := matvecKey{vt: VecDotType(op.Type)}
+		xi := x
+		if op.X != nil && nIn > 0 {
+			xi = op.X[:nIn]
+			key.x = &xi[0]
+		}
 		f, ok := matvecFormFor(ks.level, op.Type)
 		m.panel[i] = op.Panels != nil && panelsActive(ks) // checkMatVec: Panels only for Q8_0
 		switch {
@@ -151,7 +167,7 @@ func (p *Pool) matVecs(nIn int, x []float32, ops []MatVec) {
 			key.prepared = f.prepare != nil
 			m.form[i] = f.rows
 		}
-		m.act[i] = m.activation(ks, key, f, x, m.nb[i])
+		m.act[i] = m.activation(ks, key, f, xi, m.nb[i])
 		rows += op.Out
 		bytes += op.Out * m.wrb[i]
 	}

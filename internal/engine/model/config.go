@@ -37,7 +37,7 @@ func (a Activation) String() string {
 }
 
 // Architectures lists the values of general.architecture Tandem runs.
-var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"}
 
 // UnsupportedArchError is the error for a file of an architecture Tandem
 // does not run.
@@ -115,6 +115,9 @@ type Config struct {
 	// the sliding-window layers (gemma3: base 10000, scale 1, while the
 	// global layers use RopeBase and RopeScale).
 	RopeBaseSWA, RopeScaleSWA float32
+	// MoE describes the mixture-of-experts feed-forward blocks (moe.go);
+	// its zero value (no experts) means dense blocks.
+	MoE MoEConfig
 }
 
 // Window returns the attention window of layer l: SlidingWindow for a
@@ -175,7 +178,7 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	switch arch {
 	case "llama":
 		c.RopeStyle = RopeNorm
-	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3":
+	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe":
 		c.RopeStyle = RopeNeox
 	default:
 		return c, &UnsupportedArchError{Arch: arch}
@@ -298,8 +301,8 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	if err := c.archFeatures(md, req); err != nil {
 		return c, err
 	}
-	if n, ok := md.Int(arch + ".expert_count"); ok && n > 0 {
-		return c, fmt.Errorf("model metadata: mixture-of-experts models (%s.expert_count = %d) are not supported", arch, n)
+	if err := c.moeFeatures(md, req); err != nil {
+		return c, err
 	}
 	if toks, ok := md.Strings("tokenizer.ggml.tokens"); ok {
 		c.Vocab = len(toks)
@@ -360,7 +363,7 @@ func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) er
 		return float32(1 / math.Sqrt(float64(c.HeadDim)))
 	}
 	switch arch {
-	case "qwen3":
+	case "qwen3", "qwen3moe":
 		c.QKNorm = true
 	case "phi3":
 		// llama.cpp disables Phi-3's sliding window (its converters do not

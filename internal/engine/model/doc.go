@@ -37,9 +37,37 @@
 //     6 (sliding_window_pattern) with RoPE base rope.freq_base_swa (default
 //     10000) and scale 1, the global ones with rope.freq_base and the file's
 //     scaling.
+//   - qwen3moe: qwen3's attention; every feed-forward block a mixture of
+//     experts (moe.go): an F32 router ffn_gate_inp, softmax over expert_count
+//     experts, the expert_used_count most probable run their SwiGLU
+//     (ffn_{gate,up,down}_exps, 3-D tensors, width expert_feed_forward_length,
+//     else FF/used), weights renormalized over the chosen (sum clamped at
+//     2^-14). qwen2moe: qwen2's attention, the same experts without
+//     renormalization, plus a shared expert (ffn_*_shexp, width
+//     expert_shared_feed_forward_length) weighted by
+//     sigmoid(ffn_gate_inp_shexp·x). Sigmoid gating and softmax over the
+//     chosen logits (gpt-oss) are there for the families to come. Decode reads
+//     only the chosen experts' rows: one pool round for the router, one for
+//     every chosen expert's gate and up, one for their down products
+//     (kernels.MatVec.X: each its own input), the threads splitting the rows
+//     of all of them. A multi-token step groups its tokens by expert, so each
+//     chosen expert's weights stream once per step, and runs each expert's
+//     products as a batch (MatMul, split by row). A token's expert outputs are
+//     added in ascending expert order in both paths, so its logits do not
+//     depend on the step it runs in (TestMoEPrefillEqualsDecode). Expert
+//     matrices are not packed into panels.
 //
 // RoPE scaling types: none, linear (the default when a factor has no type),
 // longrope; yarn is refused.
+//
+// Embedding models: the BERT-family encoders (EncoderArchitectures: "nomic-
+// bert", fused QKV with NEOX RoPE and SwiGLU; "bert", absolute position and
+// token-type embeddings, Q/K/V biases and GELU) load with LoadEncoder and run
+// bidirectional attention over each input with no KV cache
+// (EncoderRunner.Embed), pooled as {arch}.pooling_type says (PoolRows: mean,
+// cls, last). A decoder file with a pooling type (a qwen3 as Qwen3-Embedding)
+// runs its usual causal pass; ForwardHidden returns the hidden states after
+// the output norm instead of logits.
 //
 // # API
 //

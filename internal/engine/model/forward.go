@@ -71,6 +71,11 @@ type Runner struct {
 	attnPool sync.Pool
 	// tiles is attentionTiled's list of query tiles, reused between layers.
 	tiles []attnTile
+	// hidden makes output return the final-norm hidden states instead of
+	// logits (ForwardHidden).
+	hidden bool
+	// moe is the mixture-of-experts scratch (moe.go).
+	moe moeScratch
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
@@ -316,10 +321,14 @@ func (r *Runner) grow(n, nOut int) {
 		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
 	}
 	r.attn = grow(r.attn, n*qDim)
-	r.gate = grow(r.gate, n*c.FF)
-	r.up = grow(r.up, n*c.FF)
+	ff := c.FF
+	if c.MoE.Experts > 0 {
+		ff = 0 // every layer is a mixture of experts, with its own scratch
+	}
+	r.gate = grow(r.gate, n*ff)
+	r.up = grow(r.up, n*ff)
 	if fusedFF {
-		r.up = grow(r.up, n*2*c.FF) // gate|up rows
+		r.up = grow(r.up, n*2*ff) // gate|up rows
 	}
 	r.out = grow(r.out, n*c.Dim)
 	r.logits = grow(r.logits, nOut*c.Vocab)
@@ -562,6 +571,11 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	r.matmul(&ly.O, r.attn, n, r.out)
 	r.pendingOut(ly.PostAttnNorm)
 	r.normTokens(ly.FFNNorm, n)
+	if ly.MoE != nil {
+		r.moeFFN(ly.MoE, n)
+		r.pendingOut(ly.PostFFNNorm)
+		return
+	}
 	switch gu := ly.gateUpWeights(n); {
 	case gu != nil:
 		// one product for gate|up: each token's row holds FF gate values,
@@ -720,6 +734,9 @@ func (r *Runner) output(seqs []Seq, n, nOut int) [][]float32 {
 		}
 	}
 	r.resid = false
+	if r.hidden {
+		return r.hiddenRows(seqs, rows)
+	}
 	r.matmul(&r.m.Output, rows, nOut, r.logits)
 	if capv := c.FinalSoftcap; capv != 0 {
 		inv := 1 / capv

@@ -41,6 +41,9 @@ type Layer struct {
 	// (Gate.Data == nil, phi3) Up is the fused gate|up matrix of 2·FF rows.
 	Gate, Up, Down Linear
 	PostFFNNorm    []float32 // post_ffw_norm; nil unless Config.PostNorms
+	// MoE is the layer's mixture of experts (moe.go), which replaces Gate,
+	// Up and Down (left empty); nil in a dense layer.
+	MoE *MoE
 
 	// qkvSpan and gateUpSpan are Q|K|V and Gate|Up as one matrix, when
 	// the file stores the tensors back to back with one type (spanOf); a
@@ -138,13 +141,14 @@ func FromFile(f *gguf.File) (*Model, error) {
 			ly.V = l.linear(p+"attn_v.weight", c.Dim, kvDim)
 			// Biases: qwen2 requires them, every other architecture may
 			// have them (llama.cpp loads them when present).
-			if c.Arch == "qwen2" || l.has(p+"attn_q.bias") {
+			need := c.Arch == "qwen2" || c.Arch == "qwen2moe"
+			if need || l.has(p+"attn_q.bias") {
 				ly.QBias = l.vector(p+"attn_q.bias", qDim)
 			}
-			if c.Arch == "qwen2" || l.has(p+"attn_k.bias") {
+			if need || l.has(p+"attn_k.bias") {
 				ly.KBias = l.vector(p+"attn_k.bias", kvDim)
 			}
-			if c.Arch == "qwen2" || l.has(p+"attn_v.bias") {
+			if need || l.has(p+"attn_v.bias") {
 				ly.VBias = l.vector(p+"attn_v.bias", kvDim)
 			}
 		}
@@ -158,13 +162,17 @@ func FromFile(f *gguf.File) (*Model, error) {
 			ly.PostFFNNorm = l.vector(p+"post_ffw_norm.weight", c.Dim)
 		}
 		ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
-		if c.Arch == "phi3" {
+		switch {
+		case c.MoE.Experts > 0:
+			ly.MoE = l.moe(p, &c)
+		case c.Arch == "phi3":
 			ly.Up = l.linear(p+"ffn_up.weight", c.Dim, 2*c.FF)
-		} else {
+			ly.Down = l.linear(p+"ffn_down.weight", c.FF, c.Dim)
+		default:
 			ly.Gate = l.linear(p+"ffn_gate.weight", c.Dim, c.FF)
 			ly.Up = l.linear(p+"ffn_up.weight", c.Dim, c.FF)
+			ly.Down = l.linear(p+"ffn_down.weight", c.FF, c.Dim)
 		}
-		ly.Down = l.linear(p+"ffn_down.weight", c.FF, c.Dim)
 	}
 	// Like llama.cpp, refuse files with tensors the architecture does not
 	// use, rather than run them without those weights. Phi-3's unchosen

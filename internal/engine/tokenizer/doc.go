@@ -1,6 +1,9 @@
 // Package tokenizer converts between text and token ids the way llama.cpp
 // does for GGUF models: SentencePiece-style BPE with scores ("SPM",
-// tokenizer.ggml.model = "llama") and GPT-2 byte-level BPE ("gpt2").
+// tokenizer.ggml.model = "llama"), GPT-2 byte-level BPE ("gpt2") and
+// BERT's WordPiece ("bert", wpm.go: words split on white space and
+// punctuation, optionally lower-cased and stripped of accents, then
+// longest-match pieces; Encode with addSpecial adds [CLS] and [SEP]).
 //
 // # Data flow
 //

@@ -11,17 +11,21 @@ import (
 const (
 	modelSPM = "llama"
 	modelBPE = "gpt2"
+	modelWPM = "bert"
 )
 
 // Tokenizer turns text into token ids and back, reproducing llama.cpp's
 // llama_tokenize and llama_detokenize for SPM and byte-level BPE
 // vocabularies. It is immutable after New and safe for concurrent use.
 type Tokenizer struct {
-	v     *Vocab
-	bpe   bool
-	texts []string    // token texts; empty ones renamed "[EMPTY_<id>]" as llama.cpp does
-	attrs []TokenType // effective types after llama.cpp's name-based overrides
-	toID  map[string]int32
+	v   *Vocab
+	bpe bool
+	wpm bool // WordPiece (tokenizer.ggml.model "bert"): wpm.go
+
+	maxTokenLen int         // WordPiece: the longest token text, in bytes
+	texts       []string    // token texts; empty ones renamed "[EMPTY_<id>]" as llama.cpp does
+	attrs       []TokenType // effective types after llama.cpp's name-based overrides
+	toID        map[string]int32
 
 	// SPM
 	byteTok [256]int32 // byte fallback token per byte, -1 if none
@@ -84,8 +88,10 @@ func New(v *Vocab) (*Tokenizer, error) {
 	case modelSPM:
 	case modelBPE:
 		t.bpe = true
+	case modelWPM:
+		t.wpm = true
 	default:
-		return nil, fmt.Errorf("new tokenizer: unsupported tokenizer model %q (want %q or %q)", v.Model, modelSPM, modelBPE)
+		return nil, fmt.Errorf("new tokenizer: unsupported tokenizer model %q (want %q, %q or %q)", v.Model, modelSPM, modelBPE, modelWPM)
 	}
 	if v.Scores != nil && len(v.Scores) != n {
 		return nil, fmt.Errorf("new tokenizer: %d scores for %d tokens", len(v.Scores), n)
@@ -153,6 +159,8 @@ func New(v *Vocab) (*Tokenizer, error) {
 				t.ranks[p] = int32(i)
 			}
 		}
+	} else if t.wpm {
+		t.initWPM()
 	} else {
 		const hex = "0123456789ABCDEF"
 		for b := 0; b < 256; b++ {
@@ -388,6 +396,9 @@ func splitFragments(frags []fragment, id int32, tok string, strip uint8) []fragm
 // recognised. Invalid UTF-8 never fails: SPM falls back to byte tokens, BPE
 // treats each bad byte as U+FFFD.
 func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
+	if t.wpm {
+		return t.encodeWPMText(text, addSpecial, parseSpecial)
+	}
 	out := make([]int32, 0, len(text)/3+2)
 	if addSpecial && t.v.AddBOS && t.v.BOS >= 0 {
 		out = append(out, t.v.BOS)

@@ -72,7 +72,13 @@ type Vocab struct {
 	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep int32
 
 	// AddBOS and AddEOS say whether Encode with addSpecial adds BOS/EOS.
+	// A WordPiece ("bert") vocabulary always adds BOS ([CLS]) and SEP
+	// ([SEP]) with addSpecial, as llama.cpp does.
 	AddBOS, AddEOS bool
+	// Lowercase and StripAccents are the WordPiece normalizer's options
+	// (tokenizer.ggml.normalizer.lowercase and .strip_accents; the latter
+	// defaults to the former).
+	Lowercase, StripAccents bool
 	// AddSpacePrefix says whether SPM text gets a leading space (and Decode
 	// strips it again).
 	AddSpacePrefix bool
@@ -168,6 +174,9 @@ func VocabFromMetadata(md Metadata) (*Vocab, error) {
 		v.BOS, v.EOS, v.UNK = 1, 2, 0
 		v.AddBOS = true
 		v.AddSpacePrefix = true
+	case modelWPM:
+		v.BOS, v.UNK, v.SEP, v.PAD = 101, 100, 102, 0
+		v.AddBOS = true
 	case modelBPE:
 		merges, ok := md.Strings(keyMerges)
 		if !ok {
@@ -179,7 +188,7 @@ func VocabFromMetadata(md Metadata) (*Vocab, error) {
 		}
 	}
 	// A default id must itself be valid (a vocab of fewer than 3 tokens).
-	for _, p := range []*int32{&v.BOS, &v.EOS, &v.UNK} {
+	for _, p := range []*int32{&v.BOS, &v.EOS, &v.UNK, &v.SEP, &v.PAD} {
 		if int(*p) >= n {
 			*p = -1
 		}
@@ -221,6 +230,11 @@ func VocabFromMetadata(md Metadata) (*Vocab, error) {
 	}
 	if b, ok := md.Bool(keyAddPrefix); ok {
 		v.AddSpacePrefix = b
+	}
+	v.Lowercase, _ = md.Bool("tokenizer.ggml.normalizer.lowercase")
+	v.StripAccents = v.Lowercase
+	if b, ok := md.Bool("tokenizer.ggml.normalizer.strip_accents"); ok {
+		v.StripAccents = b
 	}
 	return v, nil
 }

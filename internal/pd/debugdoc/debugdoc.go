@@ -52,12 +52,16 @@ type Rooms struct {
 type Room struct {
 	ID        string `json:"id"`
 	RequestID string `json:"request_id"`
-	State     string `json:"state"`
-	Phase     string `json:"phase"`
-	Reason    string `json:"reason,omitempty"`
-	Peer      string `json:"peer"`
-	Prefill   string `json:"prefill,omitempty"`
-	Decode    string `json:"decode,omitempty"`
+	// TraceID is the W3C trace id of the request the room serves (32 hex
+	// digits), when it has one: the client's traceparent, or the router's
+	// own trace when tracing is on.
+	TraceID string `json:"trace_id,omitempty"`
+	State   string `json:"state"`
+	Phase   string `json:"phase"`
+	Reason  string `json:"reason,omitempty"`
+	Peer    string `json:"peer"`
+	Prefill string `json:"prefill,omitempty"`
+	Decode  string `json:"decode,omitempty"`
 	// AgeMS is milliseconds since the room was created.
 	AgeMS float64 `json:"age_ms"`
 	// DeadlineInMS is milliseconds until the room's current deadline
@@ -146,6 +150,12 @@ type Worker struct {
 	// tokens to compute) plus what the router sent it since; absent when
 	// the worker does not report it.
 	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
+	// Waiting, Running and KVUsage are the worker's last /pd/status:
+	// sequences queued and running in its engine, and its KV cache use
+	// (0..1, vLLM's kv_cache_usage_perc); absent before it answered one.
+	Waiting *int     `json:"waiting,omitempty"`
+	Running *int     `json:"running,omitempty"`
+	KVUsage *float64 `json:"kv_usage,omitempty"`
 }
 
 // Cluster is the document GET /debug/cluster answers on the router: its

@@ -40,13 +40,14 @@ func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 	hb := w.load()
-	queued := w.eng.Stats().PrefillQueueTokens
+	est := w.eng.Stats()
+	queued := est.PrefillQueueTokens
 	w.mu.Lock()
 	st, peers := w.d.Stats(), w.d.Peers()
 	w.mu.Unlock()
 	writeJSON(rw, map[string]any{"role": w.role.String(), "waiting": hb.Waiting, "running": hb.Running,
-		"prefill_queue_tokens": queued,
-		"pages_used":           hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
+		"prefill_queue_tokens": queued, "kv_usage": est.KVUsage(),
+		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
 		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
 		"peer_loads": w.peerLoads()})
 }
@@ -61,6 +62,13 @@ func (w *Worker) Rooms() debugdoc.Rooms {
 	now := w.now()
 	infos := w.d.Rooms()
 	live := w.d.Live()
+	views := make(map[room.ID]view, len(infos))
+	for _, r := range infos {
+		if l := w.views[r.ID]; l != nil {
+			views[r.ID] = view{traceID: l.traceID, resumed: l.resumed, resumedIn: l.resumedIn, ended: l.ended, endedIn: l.endedIn,
+				outcome: l.outcome, reason: l.reason}
+		}
+	}
 	w.mu.Unlock()
 	doc := debugdoc.Rooms{Role: w.role.String(), TransferAddr: w.TransferAddr(), Live: live, Rooms: make([]debugdoc.Room, 0, len(infos))}
 	for _, r := range infos {
@@ -81,9 +89,37 @@ func (w *Worker) Rooms() debugdoc.Rooms {
 			}
 			j.History = append(j.History, tj)
 		}
+		if v, ok := views[r.ID]; ok {
+			j.TraceID = v.traceID
+			if w.role == room.RoleDecode && r.State == room.StateSucceeded && v.resumed {
+				// The KV arrived; the request generates until its stream ends.
+				j.History = append(j.History, debugdoc.Transition{AtMS: ms(room.Duration(v.resumedIn - r.Created)), From: j.State,
+					To: StateDecoding, Phase: "generating", Event: "resumed"})
+				if !v.ended {
+					j.State, j.Phase = StateDecoding, "generating"
+					doc.Live++
+				} else {
+					to := debugdoc.StateSucceeded
+					if v.outcome != "ok" {
+						to, j.Reason = debugdoc.StateFailed, v.reason
+					}
+					j.History = append(j.History, debugdoc.Transition{AtMS: ms(room.Duration(v.endedIn - r.Created)), From: StateDecoding,
+						To: to, Event: "stream_end", Reason: j.Reason})
+					j.State = to
+				}
+			}
+		}
 		doc.Rooms = append(doc.Rooms, j)
 	}
 	return doc
+}
+
+// view is what Rooms shows of a room's leg.
+type view struct {
+	traceID            string
+	resumed, ended     bool
+	resumedIn, endedIn room.Instant
+	outcome, reason    string
 }
 
 func (w *Worker) serveRooms(rw http.ResponseWriter, _ *http.Request) { writeJSON(rw, w.Rooms()) }

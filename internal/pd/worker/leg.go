@@ -14,6 +14,8 @@ import (
 	"tandem/internal/pd/driver"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Error is a disaggregation failure as the router's HTTP leg sees it. The
@@ -107,6 +109,21 @@ type leg struct {
 	// yet). received is set at creation; the others with Worker.mu held.
 	received, computeAt, firstAt, ackedAt time.Time // prefill
 	resumedAt, firstOutAt                 time.Time // decode
+	resumedIn                             room.Instant
+
+	// For the room's log line, spans and /debug/rooms view (observe.go),
+	// guarded by Worker.mu; the first four are set at creation.
+	ctx                context.Context // the leg's HTTP request
+	requestID, traceID string
+	peer               string
+	parent             trace.SpanContext   // the router's leg span
+	chunks             []chunk             // prefill: engine steps of the prompt
+	outTokens          int                 // decode: tokens the stream returned
+	doneFinish         engine.FinishReason // decode: the stream's finish, once Done
+	ended              bool                // the HTTP stream ended
+	endedAt            time.Time
+	endedIn            room.Instant
+	outcome, reason    string
 }
 
 func newLeg(w *Worker, id room.ID, req engine.Request) *leg {
@@ -126,7 +143,8 @@ func (l *leg) timing() string {
 		t.Queue, t.Prefill, t.Transfer = &q, &p, &x
 	case !l.resumedAt.IsZero() && !l.firstOutAt.IsZero():
 		d := l.firstOutAt.Sub(l.resumedAt)
-		t.FirstDecode = &d
+		p, o := len(l.req.Prompt), l.outTokens
+		t.FirstDecode, t.PromptTokens, t.OutputTokens, t.Finish = &d, &p, &o, string(l.doneFinish)
 	}
 	return t.String()
 }
@@ -197,7 +215,10 @@ func (s *prefillStream) Next(ctx context.Context) (engine.Update, error) {
 	return u, nil
 }
 
-func (s *prefillStream) Cancel() { s.l.w.clientAbort(s.l) }
+func (s *prefillStream) Cancel() {
+	s.l.w.clientAbort(s.l)
+	s.l.w.streamEnded(s.l)
+}
 
 // LegTiming reports the prefill leg's queue, prefill and transfer times
 // (server.LegTimer).
@@ -248,24 +269,27 @@ func (s *decodeStream) next(ctx context.Context) (engine.Update, error) {
 	if err != nil {
 		return u, err
 	}
-	if len(u.Tokens) > 0 {
+	if len(u.Tokens) > 0 || u.Done {
 		s.l.w.mu.Lock()
-		if s.l.firstOutAt.IsZero() {
+		if len(u.Tokens) > 0 && s.l.firstOutAt.IsZero() {
 			s.l.firstOutAt = time.Now()
 		}
-		s.l.w.mu.Unlock()
-	}
-	if u.Done && u.Finish != engine.FinishStop && u.Finish != engine.FinishLength {
-		s.l.w.mu.Lock()
-		if s.l.err != nil {
+		s.l.outTokens += len(u.Tokens)
+		if u.Done && u.Finish != engine.FinishStop && u.Finish != engine.FinishLength && s.l.err != nil {
 			u.Finish, u.Err = engine.FinishError, s.l.err
+		}
+		if u.Done {
+			s.l.doneFinish = u.Finish
 		}
 		s.l.w.mu.Unlock()
 	}
 	return u, nil
 }
 
-func (s *decodeStream) Cancel() { s.l.w.clientAbort(s.l) }
+func (s *decodeStream) Cancel() {
+	s.l.w.clientAbort(s.l)
+	s.l.w.streamEnded(s.l)
+}
 
 // LegTiming reports the decode leg's first decode step (server.LegTimer).
 func (s *decodeStream) LegTiming() string {

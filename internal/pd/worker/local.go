@@ -10,6 +10,8 @@ import (
 	"tandem/internal/engine"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Local legs: the router's selective disaggregation sends a request whose
@@ -83,5 +85,12 @@ func (w *Worker) submitLocal(ctx context.Context, id room.ID, li apileg.Info, re
 		return nil, refusal(room.ReasonDuplicate, fmt.Sprintf("room %s was already used on this worker; room ids are single-use", id))
 	}
 	w.log.Debug("local leg: prefill and decode on this worker", "room", id, "request", li.RequestID, "prompt_tokens", len(req.Prompt))
-	return w.colocated.Submit(ctx, req)
+	received := time.Now()
+	st, err := w.colocated.Submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	tctx := traceContext(ctx, li)
+	return &localStream{Stream: st, w: w, id: id, li: li, ctx: tctx, parent: trace.SpanContextFromContext(tctx),
+		prompt: len(req.Prompt), received: received}, nil
 }

@@ -15,6 +15,9 @@ import (
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 	"tandem/internal/server"
+	"tandem/internal/telemetry"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The Worker is the server's Legs (server.Options.Legs): the HTTP API
@@ -43,22 +46,28 @@ func (w *Worker) SubmitLeg(ctx context.Context, li apileg.Info, req engine.Reque
 	if w.role == room.RoleDecode && li.Prefill == "" {
 		return nil, refusal(room.ReasonBadRequest, "a decode leg needs the X-Tandem-Prefill header (the prefill worker's transfer address)")
 	}
-	return w.submit(id, li, req)
+	return w.submit(ctx, id, li, req)
 }
 
 // submit turns a router leg into a room.
-func (w *Worker) submit(id room.ID, li apileg.Info, req engine.Request) (server.Stream, error) {
+func (w *Worker) submit(ctx context.Context, id room.ID, li apileg.Info, req engine.Request) (server.Stream, error) {
 	l := newLeg(w, id, req)
 	peer := ""
 	if w.role == room.RoleDecode {
 		peer = li.Prefill
 	}
+	tctx := traceContext(ctx, li)
+	l.ctx, l.requestID, l.peer = ctx, li.RequestID, peer
+	l.parent, l.traceID = trace.SpanContextFromContext(tctx), telemetry.TraceID(tctx)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return nil, legError(room.ReasonShutdown, "the worker is stopping")
 	}
 	rej := w.d.Request(w.now(), id, li.RequestID, peer, l)
+	if rej == nil {
+		w.addView(l)
+	}
 	w.mu.Unlock()
 	w.kickTimer()
 	if rej != nil {
@@ -130,7 +139,7 @@ func (a engineAdapter) Resume(l *leg, first driver.Token) error {
 		return fmt.Errorf("room %s has no engine sequence to resume", l.id)
 	}
 	l.resumed = true
-	l.resumedAt = time.Now()
+	l.resumedAt, l.resumedIn = time.Now(), l.w.now()
 	tok := engine.Token{ID: first.ID, Logprob: first.Logprob}
 	if n := l.req.TopLogprobs; n > 0 {
 		for _, t := range first.Top[:min(n, len(first.Top))] {
@@ -278,7 +287,12 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 		}
 	}
 	s.sentPages[layer] = full
-	s.w.locked(func(now room.Instant) { s.w.rep.KVReady(now, s.l.id, s.l, frames) })
+	s.w.locked(func(now room.Instant) {
+		if layer == 0 && len(s.l.chunks) < chunksMax && s.w.tracing.Enabled() {
+			s.l.chunks = append(s.l.chunks, chunk{at: time.Now(), computed: computed})
+		}
+		s.w.rep.KVReady(now, s.l.id, s.l, frames)
+	})
 }
 
 // pageHold is the sink's reference on one cache page, shared by the K and

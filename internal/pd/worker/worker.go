@@ -15,6 +15,7 @@ import (
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/transfer"
 	"tandem/internal/server"
+	"tandem/internal/telemetry"
 )
 
 // Config configures a Worker.
@@ -23,6 +24,8 @@ type Config struct {
 	Room     room.Config     // deadlines and limits; Role is set from Role
 	Transfer transfer.Config // listen address, cluster token; Shape is filled in from the engine
 	Logger   *slog.Logger
+	// Tracing exports the rooms' spans (package telemetry); nil: none.
+	Tracing *telemetry.Tracing
 	// Limits bounds the send queues (one worker-wide byte budget, per-peer
 	// shares derived from it); the zero value means driver.DefaultLimits.
 	Limits driver.Limits
@@ -67,13 +70,14 @@ func DefaultRoomConfig() room.Config {
 // watchdog, a watcher per prefill sequence), the transport, the engine and
 // the HTTP legs, and calls the driver with mu held.
 type Worker struct {
-	role  room.Role
-	eng   *engine.Engine
-	tr    *transfer.Transport
-	log   *slog.Logger
-	start time.Time
-	kvCfg kvcache.Config
-	met   *metrics
+	role    room.Role
+	eng     *engine.Engine
+	tr      *transfer.Transport
+	log     *slog.Logger
+	tracing *telemetry.Tracing
+	start   time.Time
+	kvCfg   kvcache.Config
+	met     *metrics
 
 	mu sync.Mutex
 	d  *driver.Driver[*leg]
@@ -82,6 +86,9 @@ type Worker struct {
 	rep    driver.Reports[*leg]
 	lanes  map[string]*peerLanes // per peer, while the driver holds frames for it
 	closed bool
+	// views are recent rooms' legs, for /debug/rooms (observe.go).
+	views     map[room.ID]*leg
+	viewOrder []room.ID
 
 	loadMu sync.Mutex
 	loads  map[string]peerLoad // the peers' last heartbeats
@@ -113,7 +120,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 		HeadDim: uint32(kvc.HeadDim), PageTokens: uint32(kvc.PageTokens), DType: kvc.DType.String(),
 		Window: uint32(kvc.Window), WindowMask: kvwire.WindowMaskOf(kvc.WindowLayers)}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), start: time.Now(), kvCfg: kvc,
+	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), tracing: cfg.Tracing, start: time.Now(), kvCfg: kvc,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel}
 	w.met = newMetrics(w)

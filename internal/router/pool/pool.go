@@ -51,6 +51,10 @@ type Status struct {
 	// still to compute (queued and partly computed prompts); nil when the
 	// worker does not report it. The router picks prefill workers by it.
 	PrefillQueueTokens *int `json:"prefill_queue_tokens,omitempty"`
+	// KVUsage is the worker's KV cache use as vLLM's kv_cache_usage_perc
+	// reads it (0..1, pages only its prefix cache holds counted free); nil
+	// when the worker does not report it.
+	KVUsage *float64 `json:"kv_usage,omitempty"`
 	// TransferAddr is the worker's transfer address now. A prefill worker
 	// that restarted listens on a new one; the router notices here.
 	TransferAddr string `json:"transfer_addr,omitempty"`
@@ -487,9 +491,28 @@ func (p *Pool) Debug() []debugdoc.Worker {
 		if n, ok := w.queuedTokens(); ok {
 			dw.PrefillQueueTokens = &n
 		}
+		if w.haveStatus {
+			waiting, running := w.status.Waiting, w.status.Running
+			dw.Waiting, dw.Running, dw.KVUsage = &waiting, &running, w.status.KVUsage
+		}
 		out = append(out, dw)
 	}
 	return out
+}
+
+// Model returns the model name the workers report (GET /pd/info): the
+// first prefill, then decode, worker's that answered; "" before any did.
+func (p *Pool) Model() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range []Role{Prefill, Decode} {
+		for _, w := range p.byRo[r] {
+			if w.model != "" {
+				return w.model
+			}
+		}
+	}
+	return ""
 }
 
 // TransferAddr returns a prefill worker's transfer address, asking it

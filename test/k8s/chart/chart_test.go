@@ -102,7 +102,8 @@ func TestHelmRefusesBadValues(t *testing.T) {
 func render(t *testing.T, env *kubetest.Env, ns, values string) []*unstructured.Unstructured {
 	t.Helper()
 	out := env.Helm(t, "template", release, chartDir, "--namespace", ns, "-f", values,
-		"--kube-version", env.Version, "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+		"--kube-version", env.Version, "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+		"--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
 	objs, err := kubetest.DecodeManifests(out)
 	if err != nil {
 		t.Fatalf("decode helm template's output: %v", err)
@@ -115,7 +116,7 @@ var wantKinds = map[string]map[string]int{
 	"default": {"Deployment": 3, "Service": 3, "Secret": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1,
 		"PodDisruptionBudget": 3, "NetworkPolicy": 3},
 	"all-options": {"Deployment": 3, "Service": 3, "Secret": 2, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1,
-		"PodDisruptionBudget": 3, "NetworkPolicy": 3, "HorizontalPodAutoscaler": 2, "ServiceMonitor": 1},
+		"PodDisruptionBudget": 3, "NetworkPolicy": 3, "HorizontalPodAutoscaler": 2, "ServiceMonitor": 1, "PrometheusRule": 1},
 	"model-path": {"Deployment": 3, "Service": 3, "Role": 1, "RoleBinding": 1},
 }
 

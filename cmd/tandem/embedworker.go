@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
+
+	"tandem/internal/api/leg"
+	"tandem/internal/embed"
+	"tandem/internal/engine/kernels"
+	"tandem/internal/server"
+)
+
+// embedFlags are the embedding service's flags (serve and the workers).
+type embedFlags struct {
+	batchInputs int
+	batchTokens int
+	queueInputs int
+	dims        string
+}
+
+func (f *embedFlags) register(fs *pflag.FlagSet) {
+	fs.IntVar(&f.batchInputs, "embed-batch-inputs", embed.DefaultMaxBatchInputs, "embedding models: inputs per forward pass")
+	fs.IntVar(&f.batchTokens, "embed-batch-tokens", embed.DefaultMaxBatchTokens, "embedding models: tokens per forward pass (also the longest input)")
+	fs.IntVar(&f.queueInputs, "embed-queue-inputs", embed.DefaultMaxQueueInputs, "embedding models: inputs that may wait before requests get 429")
+	fs.StringVar(&f.dims, "embed-dimensions", "", "embedding models: comma-separated truncated lengths the model was trained for (Matryoshka), allowed as the request's dimensions "+
+		"(default: known by the model's name, nomic-embed-text-v1.5 and Qwen3-Embedding; else none)")
+}
+
+func (f *embedFlags) parseDims() ([]int, error) {
+	if f.dims == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, s := range strings.Split(f.dims, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--embed-dimensions: %q is not a positive integer", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// isEmbeddingModel resolves --model and reports whether it is an embedding
+// model (see embed.IsEmbeddingFile), with the resolved path.
+func isEmbeddingModel(ctx context.Context, ef *engineFlags) (bool, string, error) {
+	if ef.model == "" {
+		return false, "", nil // open reports the missing flag
+	}
+	path, err := resolveModel(ctx, ef.model)
+	if err != nil {
+		return false, "", err
+	}
+	ok, err := embed.IsEmbeddingFile(path)
+	return ok, path, err
+}
+
+// runEmbeddingWorker serves an embedding model: /v1/embeddings (the
+// generation endpoints answer 400), /health, /ready, /metrics, until ctx
+// is done, then drains. On a prefill or decode worker (pd set) embeddings
+// need the cluster credential, as /tokenize does: the router sends them.
+func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, path string, pd *pdFlags, log *slog.Logger) error {
+	if err := kernels.SetLevelByName(f.ef.level); err != nil {
+		return fmt.Errorf("--kernel-level: %w", err)
+	}
+	dims, err := ebf.parseDims()
+	if err != nil {
+		return err
+	}
+	m, err := embed.Open(path, f.ef.threads, ebf.batchTokens, ebf.batchInputs, dims)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	svc := embed.New(m.Runner, m.Info, embed.Config{MaxBatchInputs: ebf.batchInputs, MaxBatchTokens: ebf.batchTokens, MaxQueueInputs: ebf.queueInputs})
+	defer svc.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := svc.Register(reg); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, Embeddings: svc}
+	if pd != nil {
+		tok, err := pd.token()
+		if err != nil {
+			return err
+		}
+		if so.LegKeys, err = leg.NewKeys(tok); err != nil {
+			return err
+		}
+	}
+	srv := server.New(server.EmbeddingBackend(svc.Info(), m.Tokenizer), so)
+	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	ln, err := net.Listen("tcp", hs.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", hs.Addr, err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	srv.SetReady(true)
+	in := svc.Info()
+	log.Info("serving embeddings", "addr", "http://"+ln.Addr().String(), "model", f.ef.model, "arch", in.Arch, "dim", in.Dim,
+		"pooling", in.Pooling.String(), "max_input_tokens", in.Context, "batch_inputs", svc.Config().MaxBatchInputs)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	dc := f.drain.config(ctx)
+	dc.Logger = log
+	dc.Refusing = func() { hs.SetKeepAlivesEnabled(false) }
+	res := srv.Gate().Drain(dc)
+	svc.Close() // requests still waiting end with ErrClosed (503)
+	sctx, cancel := context.WithTimeout(context.Background(), endGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
+	return nil
+}

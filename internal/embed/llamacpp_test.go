@@ -1,0 +1,137 @@
+package embed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"tandem/internal/engine/tensor"
+	"tandem/internal/synth"
+)
+
+// reference is testdata/llamacpp-embeddings.json: per synthesized model,
+// the file's sha256 and, per input text, llama.cpp's token ids and
+// embedding (node-llama-cpp 3.21.1's embedding context, llama.cpp 80fb11a;
+// recorded with scripts/embedcompare/record.mjs on the files that
+// `tandem model synth` writes with the options of fixtures below).
+type reference map[string]struct {
+	SHA256 string
+	Inputs []struct {
+		Text      string
+		IDs       []int32
+		Embedding []float32
+	}
+}
+
+// fixtures are the synthesized models of the reference, as
+// `tandem model synth --preset tiny` writes them: nomic-bert F32 with RoPE
+// base 1000, bert F16 with a 512-token context, and a Q8_0 qwen3 with
+// last-token pooling (Qwen3-Embedding's kind).
+var fixtures = []struct {
+	name string
+	cfg  func(c *synth.Config)
+	typ  tensor.Type
+	min  float64 // least cosine accepted
+}{
+	{"nomic-bert", func(c *synth.Config) { c.Arch, c.RopeBase = "nomic-bert", 1000 }, tensor.F32, 0.999999},
+	{"bert", func(c *synth.Config) { c.Arch, c.Context = "bert", 512 }, tensor.F16, 0.999999},
+	// an F16 KV cache and Q8_0 weights on both sides; seen: >= 0.99994
+	{"qwen3-last", func(c *synth.Config) { c.Arch, c.Pooling = "qwen3", 3 }, tensor.Q8_0, 0.9999},
+}
+
+func writeFixture(t *testing.T, i int) string {
+	t.Helper()
+	f := fixtures[i]
+	cfg, err := synth.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cfg(&cfg)
+	path := filepath.Join(t.TempDir(), f.name+".gguf")
+	write := synth.Write
+	if slices.Contains(synth.EncoderArchs, cfg.Arch) {
+		write = synth.WriteEncoder
+	}
+	if err := write(path, synth.Options{Config: cfg, Type: f.typ, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func fileSHA(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestMatchesLlamaCpp: on each synthesized model, Tandem's token ids equal
+// llama.cpp's, and its embeddings of all the inputs, computed as one
+// batch, have cosine >= the fixture's bound with llama.cpp's, each closer
+// to its own input's reference than to any other's.
+func TestMatchesLlamaCpp(t *testing.T) {
+	b, err := os.ReadFile("testdata/llamacpp-embeddings.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref reference
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for i, fx := range fixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			r, ok := ref[fx.name]
+			if !ok {
+				t.Fatalf("no reference for %s", fx.name)
+			}
+			path := writeFixture(t, i)
+			if got := fileSHA(t, path); got != r.SHA256 {
+				t.Fatalf("synthesized file has sha256 %s, the reference was recorded on %s: the synthesizer changed; record again (scripts/embedcompare/record.mjs)", got, r.SHA256)
+			}
+			m, err := Open(path, 1, 0, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			s := New(m.Runner, m.Info, Config{})
+			defer s.Close()
+			var ins [][]int32
+			for _, in := range r.Inputs {
+				ids := m.Tokenizer.Encode(in.Text, true, false)
+				if !slices.Equal(ids, in.IDs) {
+					t.Errorf("%q: ids %v, llama.cpp %v", in.Text, ids, in.IDs)
+				}
+				ins = append(ins, in.IDs)
+			}
+			vecs, err := s.Embed(context.Background(), ins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range vecs {
+				c := cosine(v, r.Inputs[k].Embedding)
+				if c < fx.min {
+					t.Errorf("%q: cosine %.7f with llama.cpp, want >= %v", r.Inputs[k].Text, c, fx.min)
+				}
+				for j := range r.Inputs {
+					if j != k && cosine(v, r.Inputs[j].Embedding) >= c {
+						t.Errorf("%q: as close to input %d's reference as to its own", r.Inputs[k].Text, j)
+					}
+				}
+				t.Logf("%q: 1-cos %.2e", r.Inputs[k].Text, 1-c)
+			}
+		})
+	}
+}
