@@ -26,6 +26,10 @@ const (
 	HeaderPrefill   = "X-Tandem-Prefill"    // decode leg only: the prefill worker's transfer address
 	HeaderExpires   = "X-Tandem-Expires"    // unix milliseconds after which the signature is void
 	HeaderSignature = "X-Tandem-Signature"  // hex HMAC-SHA256 of Canonical's string
+	// The W3C trace context the router gives a leg: its leg span's
+	// traceparent (and the client's tracestate). Signed with the rest.
+	HeaderTraceParent = "Traceparent"
+	HeaderTraceState  = "Tracestate"
 )
 
 // Values of HeaderLeg. A prefill and a decode leg are the two halves of a
@@ -76,16 +80,22 @@ type Info struct {
 	RequestID string // the router's request id
 	Leg       string // KindPrefill, KindDecode or KindLocal
 	Prefill   string // decode leg: the prefill worker's transfer address, which decode dials (empty otherwise)
+	// TraceParent and TraceState are the leg's W3C trace context ("" when
+	// it carries none).
+	TraceParent string
+	TraceState  string
 }
 
 // FromHeader reads the leg headers of h, without checking them.
 func FromHeader(h http.Header) Info {
-	return Info{Room: h.Get(HeaderRoom), RequestID: h.Get(HeaderRequestID), Leg: h.Get(HeaderLeg), Prefill: h.Get(HeaderPrefill)}
+	return Info{Room: h.Get(HeaderRoom), RequestID: h.Get(HeaderRequestID), Leg: h.Get(HeaderLeg), Prefill: h.Get(HeaderPrefill),
+		TraceParent: h.Get(HeaderTraceParent), TraceState: h.Get(HeaderTraceState)}
 }
 
 // Set writes li's headers into h (empty fields are left out).
 func (li Info) Set(h http.Header) {
-	for _, kv := range [...][2]string{{HeaderRoom, li.Room}, {HeaderRequestID, li.RequestID}, {HeaderLeg, li.Leg}, {HeaderPrefill, li.Prefill}} {
+	for _, kv := range [...][2]string{{HeaderRoom, li.Room}, {HeaderRequestID, li.RequestID}, {HeaderLeg, li.Leg}, {HeaderPrefill, li.Prefill},
+		{HeaderTraceParent, li.TraceParent}, {HeaderTraceState, li.TraceState}} {
 		if kv[1] != "" {
 			h.Set(kv[0], kv[1])
 		}
@@ -122,13 +132,23 @@ func NewKeys(token []byte) (*Keys, error) {
 // then each field as its decimal length, a colon, the field and a newline
 // (so no two different requests give one string): method, path, room, leg
 // kind, prefill address, request id, expiry (unix ms, decimal), and the
-// hex SHA-256 of the body.
+// hex SHA-256 of the body. A leg with a trace context (TraceParent or
+// TraceState not empty) starts with the version line tandem-leg-v2 and
+// adds both as two more fields, so that a v1 string (a leg without one,
+// as routers before traces signed it) is never a v2 string: a trace
+// context added to, or stripped from, a signed leg breaks its MAC.
 func Canonical(method, path string, li Info, expires int64, body []byte) []byte {
 	sum := sha256.Sum256(body)
 	var b bytes.Buffer
-	b.WriteString("tandem-leg-v1\n")
-	for _, f := range [...]string{method, path, li.Room, li.Leg, li.Prefill, li.RequestID,
-		strconv.FormatInt(expires, 10), hex.EncodeToString(sum[:])} {
+	fields := []string{method, path, li.Room, li.Leg, li.Prefill, li.RequestID,
+		strconv.FormatInt(expires, 10), hex.EncodeToString(sum[:])}
+	if li.TraceParent != "" || li.TraceState != "" {
+		b.WriteString("tandem-leg-v2\n")
+		fields = append(fields, li.TraceParent, li.TraceState)
+	} else {
+		b.WriteString("tandem-leg-v1\n")
+	}
+	for _, f := range fields {
 		b.WriteString(strconv.Itoa(len(f)))
 		b.WriteByte(':')
 		b.WriteString(f)
