@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"tandem/internal/engine/gguf"
+	"tandem/internal/engine/tokenizer"
 	"tandem/internal/loadgen"
 )
 
@@ -26,13 +29,19 @@ func benchServeCmd() *cobra.Command {
 		pctMetrics, metricPcts string
 		numPrompts             int
 		sweepRates, plotFile   string
+		backend, tokenizerRef  string
+		sharegptOut            int
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --url URL [--concurrency C] [--requests N] [--prompt-tokens P] [--gen-tokens G]",
-		Short: "Load-test an OpenAI-compatible /v1/completions endpoint (Tandem, vLLM, llama.cpp server...)",
+		Use:   "serve --url URL [--backend openai|openai-chat] [--concurrency C] [--requests N] [--dataset-name random|mixed|sharegpt] ...",
+		Short: "Load-test an OpenAI-compatible completions or chat endpoint (Tandem, vLLM, llama.cpp server...)",
 		Long: `Sends --requests completion requests from --concurrency workers to URL/v1/completions
 (temperature 0, max_tokens --gen-tokens, ignore_eos, a prompt of about --prompt-tokens random words)
 and reports request and token throughput and TTFT, inter-token and end-to-end latency percentiles.
+--backend openai-chat (vLLM's name) sends chat completions to URL/v1/chat/completions instead: the
+prompt as one user message, max_completion_tokens, so the server's chat template applies; TTFT then
+counts reasoning text as output too. --endpoint PATH changes the path (it must end in
+chat/completions for openai-chat, and must not for openai).
 Token counts come from the server's usage when it sends usage. Progress goes to stderr; Ctrl-C stops
 the run and reports what completed. Exits with status 1 when any request failed or the run was
 interrupted.
@@ -49,6 +58,14 @@ SPEC is "NAME:share=S,in=N|A-B,out=N|A-B" joined by ";", e.g.
   --mixed "long:share=0.25,in=1000,out=16;short:share=0.75,in=30,out=96-128"
 --dataset-path FILE reads JSONL lines {"prompt": "...", "max_tokens": N, "class": "..."} (class
 optional), shuffled by --seed and reused when fewer than --requests.
+--dataset-name sharegpt --dataset-path FILE reads a ShareGPT file as vLLM does: a JSON array of
+{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}, ...]}; entries
+shuffled by --seed, the first turn sent as the prompt, max_tokens the token count of the second
+(--sharegpt-output-len N fixes it), entries with a prompt under 4 or over 1024 tokens, an output
+under 4, or more than 2048 together skipped. Tokens are counted with the server's POST /tokenize
+(Tandem and vLLM have it), or with --tokenizer MODEL (a GGUF path or hub reference) locally.
+A malformed file is an error naming the entry, its line and what is wrong.
+--dataset-name is vLLM's name for --dataset.
 
 Metrics as vLLM: TTFT, TPOT = (e2el - ttft) / (output_tokens - 1), ITL, E2EL, with
 --percentile-metrics and --metric-percentiles. --goodput "ttft:MS tpot:MS e2el:MS" counts a request
@@ -83,6 +100,37 @@ or every rate after the first finds its prompts cached.`,
 			}
 			if cmd.Flags().Changed("num-prompts") {
 				o.Requests = numPrompts
+			}
+			switch backend {
+			case "openai", "vllm":
+			case "openai-chat":
+				o.Chat = true
+			default:
+				return fmt.Errorf("--backend %q is not supported: use openai (completions; vllm is the same) or openai-chat (chat completions)", backend)
+			}
+			if o.Endpoint == "" {
+				o.Endpoint = loadgen.DefaultEndpoint
+				if o.Chat {
+					o.Endpoint = loadgen.DefaultChatEndpoint
+				}
+			}
+			if dataset == "sharegpt" {
+				if dsPath == "" {
+					return fmt.Errorf("--dataset-name sharegpt needs --dataset-path FILE (e.g. ShareGPT_V3_unfiltered_cleaned_split.json)")
+				}
+				if sharegptOut < 0 {
+					return fmt.Errorf("--sharegpt-output-len %d must be positive (0: the answer's own length)", sharegptOut)
+				}
+				count, err := shareGPTCounter(cmd, o, tokenizerRef)
+				if err != nil {
+					return err
+				}
+				if o.Items, err = loadgen.ReadShareGPTFile(cmd.Context(), dsPath, o.Requests, o.Seed, sharegptOut, count); err != nil {
+					return err
+				}
+				dataset, dsPath = "", ""
+			} else if tokenizerRef != "" || sharegptOut != 0 {
+				return fmt.Errorf("--tokenizer and --sharegpt-output-len are for --dataset-name sharegpt")
 			}
 			if err := benchOptions(&o, dataset, mixed, dsPath, randIn, randOut, rangeRatio, goodput, pctMetrics, metricPcts); err != nil {
 				return err
@@ -142,8 +190,13 @@ or every rate after the first finds its prompts cached.`,
 	fs.Float64Var(&o.RequestRate, "request-rate", 0, "open-loop arrivals at this many requests/s (inf: all at once); 0: closed loop of --concurrency workers")
 	fs.Float64Var(&o.Burstiness, "burstiness", 1, "gamma shape of open-loop intervals: 1 is Poisson, below 1 burstier")
 	fs.IntVar(&o.MaxConcurrency, "max-concurrency", 0, "cap on requests in flight under --request-rate (0: none)")
-	fs.StringVar(&dataset, "dataset", "", "random or mixed (default: --prompt-tokens words, --gen-tokens out)")
-	fs.StringVar(&dsPath, "dataset-path", "", `JSONL file of {"prompt": "...", "max_tokens": N, "class": "..."}`)
+	fs.StringVar(&dataset, "dataset", "", "random, mixed or sharegpt (default: --prompt-tokens words, --gen-tokens out)")
+	fs.StringVar(&dataset, "dataset-name", "", "vLLM's name for --dataset")
+	fs.StringVar(&dsPath, "dataset-path", "", `JSONL file of {"prompt": "...", "max_tokens": N, "class": "..."}, or with --dataset-name sharegpt a ShareGPT JSON file`)
+	fs.StringVar(&backend, "backend", "openai", "openai (completions) or openai-chat (chat completions, the server's chat template)")
+	fs.StringVar(&o.Endpoint, "endpoint", "", "path to POST to (default /v1/completions, or /v1/chat/completions for openai-chat)")
+	fs.StringVar(&tokenizerRef, "tokenizer", "", "sharegpt: count tokens with this GGUF's tokenizer (path or hub reference) instead of the server's /tokenize")
+	fs.IntVar(&sharegptOut, "sharegpt-output-len", 0, "sharegpt: max_tokens of every request (0: the token count of the conversation's answer)")
 	fs.IntVar(&randIn, "random-input-len", 0, "random dataset: prompt words (default --prompt-tokens)")
 	fs.IntVar(&randOut, "random-output-len", 0, "random dataset: max_tokens (default --gen-tokens)")
 	fs.Float64Var(&rangeRatio, "random-range-ratio", 0, "random dataset: lengths uniform in [L(1-r), L(1+r)]")
@@ -198,7 +251,7 @@ func benchOptions(o *loadgen.Options, dataset, mixed, path string, randIn, randO
 		}
 		o.Items = loadgen.RandomItems(o.Requests, randIn, randOut, ratio, o.Seed)
 	case dataset != "":
-		return fmt.Errorf("--dataset %q is not supported: use random or mixed, or --dataset-path FILE", dataset)
+		return fmt.Errorf("--dataset %q is not supported: use random, mixed or sharegpt, or --dataset-path FILE (JSONL)", dataset)
 	}
 	if o.Goodput, err = loadgen.ParseGoodput(goodput); err != nil {
 		return fmt.Errorf("--goodput: %w", err)
@@ -274,4 +327,36 @@ func runSweep(cmd *cobra.Command, o loadgen.Options, rates, plotFile, format, re
 		}
 	}
 	return nil
+}
+
+// shareGPTCounter returns the token counter of a ShareGPT run: the
+// tokenizer of --tokenizer MODEL when given, else the server's /tokenize.
+func shareGPTCounter(cmd *cobra.Command, o loadgen.Options, ref string) (loadgen.TokenCounter, error) {
+	if ref == "" {
+		return loadgen.ServerTokenCounter(o.URL, o.APIKey, o.Model, min(o.Timeout, time.Minute))
+	}
+	log, err := loggerTo(cmd.ErrOrStderr(), "text")
+	if err != nil {
+		return nil, err
+	}
+	path, err := resolveModelTo(cmd.Context(), ref, cmd.ErrOrStderr(), log)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %w", err)
+	}
+	// The file stays open for the run: the vocabulary may point into it.
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %w", err)
+	}
+	voc, err := tokenizer.VocabFromMetadata(f)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer %s: %w", ref, err)
+	}
+	tok, err := tokenizer.New(voc)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer %s: %w", ref, err)
+	}
+	return func(_ context.Context, text string) (int, error) {
+		return len(tok.Encode(text, true, true)), nil
+	}, nil
 }

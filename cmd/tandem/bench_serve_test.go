@@ -82,9 +82,95 @@ func fakeCompletions(t *testing.T) string {
 		fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n",
 			len(strings.Fields(req.Prompt)), req.MaxTokens)
 	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role, Content string
+			} `json:"messages"`
+			MaxTokens int `json:"max_completion_tokens"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if len(req.Messages) != 1 || req.Messages[0].Role != "user" || req.MaxTokens < 1 {
+			http.Error(w, `{"error":{"message":"want one user message and max_completion_tokens"}}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for range req.MaxTokens {
+			io.WriteString(w, `data: {"choices":[{"delta":{"content":" w"}}]}`+"\n\n")
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n",
+			len(strings.Fields(req.Messages[0].Content)), req.MaxTokens)
+	})
+	// /tokenize counts words, plus one for BOS.
+	mux.HandleFunc("POST /tokenize", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Prompt string }
+		json.NewDecoder(r.Body).Decode(&req)
+		fmt.Fprintf(w, `{"count":%d}`, 1+len(strings.Fields(req.Prompt)))
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestBenchServeShareGPTChatCLI: vLLM's command line for a ShareGPT run on
+// the chat endpoint works as written; the result has vLLM's null goodput
+// without objectives; a malformed file is refused naming the entry.
+func TestBenchServeShareGPTChatCLI(t *testing.T) {
+	url := fakeCompletions(t)
+	dir := t.TempDir()
+	turn := func(from string, n int) map[string]string {
+		return map[string]string{"from": from, "value": strings.TrimSpace(strings.Repeat("w ", n))}
+	}
+	var entries []any
+	for k := range 3 {
+		entries = append(entries, map[string]any{"conversations": []any{turn("human", 10+k), turn("gpt", 5+k)}})
+	}
+	b, _ := json.Marshal(entries)
+	ds := filepath.Join(dir, "sharegpt.json")
+	os.WriteFile(ds, b, 0o644)
+	res := filepath.Join(dir, "r.json")
+	run(t, "bench", "serve", "--url", url, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+		"--dataset-name", "sharegpt", "--dataset-path", ds, "--num-prompts", "6", "--max-concurrency", "2", "--request-rate", "inf", "--result-file", res)
+	b, err := os.ReadFile(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	gp, hasGoodput := v["request_goodput"]
+	// 6 requests over the 3 entries twice: prompts of 10..12 words (+1
+	// BOS), outputs the answers' 5..7 words (+1 BOS, as vLLM counts them).
+	if v["completed"] != 6.0 || v["backend"] != "openai-chat" || v["endpoint"] != "/v1/chat/completions" || !hasGoodput || gp != nil ||
+		v["total_output_tokens"] != 2.0*(6+7+8) || v["dataset"] != true {
+		t.Fatalf("result: %s", b)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte("[\n"+`{"conversations": [{"from": "human", "value": "a b c d e"}, {"from": "gpt", "value": ["x"]}]}`+"\n]"), 0o644)
+	root := newRoot()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"bench", "serve", "--url", url, "--dataset-name", "sharegpt", "--dataset-path", bad})
+	err = root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "entry 0 (line 2 column 1): conversations[1].value is an array, want a string") {
+		t.Fatalf("a malformed ShareGPT file: %v", err)
+	}
+	for _, args := range [][]string{
+		{"--backend", "openai-chat", "--endpoint", "/v1/completions"},
+		{"--endpoint", "/v1/chat/completions"},
+		{"--backend", "tgi"},
+		{"--dataset-name", "sharegpt"},
+	} {
+		root := newRoot()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(append([]string{"bench", "serve", "--url", url, "--model", "m", "--requests", "1"}, args...))
+		if err := root.Execute(); err == nil {
+			t.Errorf("bench serve %v: no error", args)
+		}
+	}
 }
 
 func TestBenchServeOpenLoopMixedCLI(t *testing.T) {

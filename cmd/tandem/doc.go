@@ -10,10 +10,17 @@
 //	tandem generate  one prompt on the engine, streamed to stdout
 //	tandem model     inspect (info) and synthesize (synth) GGUF models
 //	tandem pull      fetch a GGUF from the Hugging Face hub into the cache
-//	tandem models    list the cache
+//	                 (cuts resumed within the pull)
+//	tandem models    list the cache (models rm: remove from it)
+//	tandem chat      a streamed multi-turn chat REPL over /v1/chat/completions
+//	                 of --url, or of a serve it starts for --model
+//	tandem ps        what a running serve or up serves: model, status,
+//	                 workers by role
 //	tandem bench     engine speed (bench engine), or load on any OpenAI
 //	                 endpoint (bench serve: closed loop, or vllm bench
-//	                 serve-style open loop with goodput and rate sweeps)
+//	                 serve-style open loop with goodput and rate sweeps,
+//	                 random, mixed or ShareGPT datasets, the openai or
+//	                 openai-chat backend)
 //
 // main.go only builds the command tree; each command's file parses its
 // flags and wires internal packages together. drain.go holds what every

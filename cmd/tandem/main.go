@@ -24,6 +24,6 @@ func newRoot() *cobra.Command {
 		Version:       versionString(),
 	}
 	root.SetVersionTemplate("tandem {{.Version}}\n")
-	root.AddCommand(versionCmd(), generateCmd(), modelCmd(), benchCmd(), serveCmd(), prefillCmd(), decodeCmd(), upCmd(), routeCmd(), inspectCmd(), pullCmd(), modelsCmd())
+	root.AddCommand(versionCmd(), generateCmd(), modelCmd(), benchCmd(), serveCmd(), prefillCmd(), decodeCmd(), upCmd(), routeCmd(), inspectCmd(), pullCmd(), modelsCmd(), psCmd(), chatCmd())
 	return root
 }

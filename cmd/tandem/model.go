@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -23,19 +24,124 @@ func modelCmd() *cobra.Command {
 }
 
 func modelInfoCmd() *cobra.Command {
-	return &cobra.Command{
+	var format string
+	cmd := &cobra.Command{
 		Use:   "info MODEL",
 		Short: "Print a model's architecture, shapes, tensor types, vocabulary and chat template",
-		Args:  cobra.ExactArgs(1),
+		Long: `Info describes a GGUF file. MODEL is a path or a hub reference as --model takes
+(ORG/REPO[:QUANT], hf.co/ORG/REPO[:QUANT], a file URL; pulled on first use; a
+path that exists wins). --format json writes the same facts as one JSON object.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := gguf.Open(args[0])
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q is not supported: use text or json", format)
+			}
+			log, err := loggerTo(cmd.ErrOrStderr(), "text")
+			if err != nil {
+				return err
+			}
+			path, err := resolveModelTo(cmd.Context(), args[0], cmd.ErrOrStderr(), log)
+			if err != nil {
+				return err
+			}
+			f, err := gguf.Open(path)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			return printInfo(cmd.OutOrStdout(), args[0], f)
+			if format == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(modelInfo(args[0], path, f))
+			}
+			return printInfo(cmd.OutOrStdout(), path, f)
 		},
 	}
+	cmd.Flags().StringVar(&format, "format", "text", "output: text or json")
+	return cmd
+}
+
+// infoJSON is `model info --format json`.
+type infoJSON struct {
+	Model        string         `json:"model"`
+	Path         string         `json:"path"`
+	GGUFVersion  uint32         `json:"gguf_version"`
+	MetadataKeys int            `json:"metadata_keys"`
+	Architecture string         `json:"architecture"`
+	Supported    bool           `json:"supported"`
+	Unsupported  string         `json:"unsupported,omitempty"`
+	Name         string         `json:"name,omitempty"`
+	Embedding    int            `json:"embedding,omitempty"`
+	Layers       int            `json:"layers,omitempty"`
+	Heads        int            `json:"heads,omitempty"`
+	KVHeads      int            `json:"kv_heads,omitempty"`
+	HeadDim      int            `json:"head_dim,omitempty"`
+	FeedForward  int            `json:"feed_forward,omitempty"`
+	Context      int            `json:"context,omitempty"`
+	Rope         *infoRope      `json:"rope,omitempty"`
+	NormEps      float32        `json:"norm_eps,omitempty"`
+	Features     string         `json:"features,omitempty"`
+	Parameters   uint64         `json:"parameters"`
+	TensorBytes  uint64         `json:"tensor_bytes"`
+	TensorTypes  map[string]int `json:"tensor_types"`
+	Vocabulary   *infoVocab     `json:"vocabulary,omitempty"`
+	VocabError   string         `json:"vocabulary_error,omitempty"`
+	ChatTemplate string         `json:"chat_template"`
+	Tensors      []infoTensor   `json:"tensors"`
+}
+
+type infoRope struct {
+	Style string  `json:"style"`
+	Dims  int     `json:"dims"`
+	Base  float32 `json:"base"`
+	Scale float32 `json:"scale"`
+}
+
+type infoVocab struct {
+	Tokens       int    `json:"tokens"`
+	Model        string `json:"model"`
+	PreTokenizer string `json:"pre_tokenizer"`
+	BOS          int32  `json:"bos"`
+	EOS          int32  `json:"eos"`
+	AddBOS       bool   `json:"add_bos"`
+}
+
+type infoTensor struct {
+	Name string   `json:"name"`
+	Type string   `json:"type"`
+	Dims []uint64 `json:"dims"`
+}
+
+// modelInfo collects what printInfo prints.
+func modelInfo(ref, path string, f *gguf.File) infoJSON {
+	in := infoJSON{Model: ref, Path: path, GGUFVersion: f.Version, MetadataKeys: len(f.KV), Architecture: f.Architecture(),
+		TensorTypes: map[string]int{}, Tensors: make([]infoTensor, 0, len(f.Tensors))}
+	if cfg, err := model.ConfigFromMetadata(f); err != nil {
+		in.Unsupported = err.Error()
+	} else {
+		in.Supported = true
+		in.Name, in.Architecture, in.Embedding, in.Layers = cfg.Name, cfg.Arch, cfg.Dim, cfg.Layers
+		in.Heads, in.KVHeads, in.HeadDim, in.FeedForward, in.Context = cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.FF, cfg.Context
+		in.Rope = &infoRope{cfg.RopeStyle.String(), cfg.RopeDim, cfg.RopeBase, cfg.RopeScale}
+		in.NormEps, in.Features = cfg.NormEps, archFeatures(cfg)
+	}
+	for _, t := range f.Tensors {
+		in.Parameters += t.NumElements()
+		in.TensorBytes += t.Size
+		in.TensorTypes[t.Type.String()]++
+		in.Tensors = append(in.Tensors, infoTensor{t.Name, t.Type.String(), t.Dims})
+	}
+	if voc, err := tokenizer.VocabFromMetadata(f); err != nil {
+		in.VocabError = err.Error()
+	} else {
+		pre := voc.Pre
+		if pre == "" {
+			pre = "default"
+		}
+		in.Vocabulary = &infoVocab{len(voc.Tokens), voc.Model, pre, voc.BOS, voc.EOS, voc.AddBOS}
+		in.ChatTemplate = voc.ChatTemplate
+	}
+	return in
 }
 
 func printInfo(w io.Writer, path string, f *gguf.File) error {

@@ -56,5 +56,38 @@ it was pulled. The cache is $TANDEM_HOME (default ~/.cache/tandem).`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.AddCommand(modelsRmCmd())
 	return cmd
+}
+
+func modelsRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm REF [REF...]",
+		Aliases: []string{"remove"},
+		Short:   "Remove pulled models from the local cache",
+		Long: `Rm removes each reference's manifest from the model cache and its file once
+no other reference names the same content (as ` + "`ollama rm`" + ` does). REF is written as for
+pull: ORG/REPO[:QUANT], hf.co/ORG/REPO[:QUANT] or a file URL; ` + "`tandem models`" + ` lists them.
+A model in use by a running server stays readable by it until it exits.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := modelhub.DefaultDir()
+			if err != nil {
+				return err
+			}
+			h := &modelhub.Hub{Dir: dir}
+			for _, ref := range args {
+				e, blobGone, err := h.Remove(ref)
+				if err != nil {
+					return err
+				}
+				if blobGone {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s (%s freed)\n", modelhub.Printable(e.Reference), sizeString(e.Size))
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s (its file stays: another reference names it)\n", modelhub.Printable(e.Reference))
+				}
+			}
+			return nil
+		},
+	}
 }

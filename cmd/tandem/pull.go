@@ -22,22 +22,33 @@ const progressLogEvery = 5 * time.Second
 func pullCmd() *cobra.Command {
 	var logFormat string
 	cmd := &cobra.Command{
-		Use:   "pull hf.co/ORG/REPO[:QUANT] | https://huggingface.co/ORG/REPO/resolve/REV/FILE.gguf",
+		Use:   "pull [hf.co/]ORG/REPO[:QUANT] | https://huggingface.co/ORG/REPO/resolve/REV/FILE.gguf",
 		Short: "Download a GGUF model from the Hugging Face hub into the local cache",
 		Long: `Pull downloads a GGUF file from the Hugging Face hub into the model cache
 ($TANDEM_HOME, default ~/.cache/tandem), verifying its sha256, and records the
 reference so that --model REF and ` + "`tandem models`" + ` find it. :QUANT picks the
 file whose name carries that quantization tag (case-insensitive); without one,
-the Q4_K_M file, else the repository's only GGUF. An interrupted download is
-resumed by the next pull; a cached model is not downloaded again.
-$HF_ENDPOINT sets the hub's URL, $HF_TOKEN the token for private or gated models.
-A download the hub announces no size for stops at $TANDEM_PULL_MAX_BYTES (default
-50G); one still running after $TANDEM_PULL_TIMEOUT (default 6h), or slower than
+the Q4_K_M file, else the repository's only GGUF. A cached model is not
+downloaded again.
+
+REF is hf.co/ORG/REPO[:QUANT], huggingface.co/ORG/REPO[:QUANT], a file URL, or
+the short ORG/REPO[:QUANT]. Where a model is expected (--model, model info,
+chat), a path that exists is always the file: a short reference is taken as one
+only when no file or folder of that name exists and it does not end in .gguf.
+
+A download the network cuts (reset connection, short body, nothing received for
+60 s, a 5xx answer) is resumed within the same pull with a Range request, up to
+$TANDEM_PULL_RETRIES times (default 5; 0: none) after waits of 1, 2, 4, 8, 16 s.
+What is still missing after that stays as a partial file that the next pull
+resumes. $HF_ENDPOINT sets the hub's URL, $HF_TOKEN the token for private or
+gated models. A download the hub announces no size for stops at
+$TANDEM_PULL_MAX_BYTES (default 50G); one still running after
+$TANDEM_PULL_TIMEOUT (default 6h, all retries together), or slower than
 256 KiB in 30 s, stops and resumes on the next pull. Names and messages from the
 hub are printed with control characters escaped.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := newLogger(logFormat)
+			log, err := loggerTo(cmd.ErrOrStderr(), logFormat)
 			if err != nil {
 				return err
 			}
@@ -58,6 +69,17 @@ hub are printed with control characters escaped.`,
 	return cmd
 }
 
+// loggerTo is newLogger writing to w.
+func loggerTo(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
+}
+
 // newHub returns the hub client configured from the environment, drawing
 // download progress on w when it is a terminal and logging it otherwise.
 func newHub(w io.Writer, log *slog.Logger) (*modelhub.Hub, error) {
@@ -76,16 +98,24 @@ func newHub(w io.Writer, log *slog.Logger) (*modelhub.Hub, error) {
 
 // resolveModel turns a --model value into a file path: a hub reference is
 // pulled on first use (later uses find it in the cache without asking the
-// hub); anything else, or a reference that names an existing file, is a path.
+// hub); anything else, or a reference that names an existing file or
+// folder, is a path. So a path that exists always wins, and a short
+// ORG/REPO[:QUANT] is read as a hub reference only when nothing of that
+// name exists here.
 func resolveModel(ctx context.Context, m string) (string, error) {
+	return resolveModelTo(ctx, m, os.Stderr, slog.Default())
+}
+
+// resolveModelTo is resolveModel with pull progress on w and notes to log.
+func resolveModelTo(ctx context.Context, m string, w io.Writer, log *slog.Logger) (string, error) {
 	if !modelhub.IsRef(m) {
 		return m, nil
 	}
 	if _, err := os.Stat(m); err == nil {
 		return m, nil
 	}
-	log := slog.Default()
-	h, err := newHub(os.Stderr, log)
+	short := modelhub.IsShortRef(m)
+	h, err := newHub(w, log)
 	if err != nil {
 		return "", err
 	}
@@ -96,6 +126,9 @@ func resolveModel(ctx context.Context, m string) (string, error) {
 	if !ok {
 		log.Info("model not in the cache: pulling it", "reference", m, "cache", h.Dir)
 		if e, err = h.Pull(ctx, m); err != nil {
+			if short {
+				return "", fmt.Errorf("no file %s here, so it was taken as the hub reference hf.co/%s: %w", m, m, err)
+			}
 			return "", err
 		}
 	}

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,4 +101,98 @@ func TestPullErrorNamesFix(t *testing.T) {
 	if out := run(t, "models"); !strings.Contains(out, "no models") {
 		t.Fatalf("models with an empty cache: %s", out)
 	}
+}
+
+// TestPullAcrossTwoCuts: `tandem pull ORG/REPO` (the short form) completes a
+// download the CDN cuts twice, in one invocation, resuming with Range each
+// time, and the blob has the file's sha256. Then `model info` and `models
+// rm` take the same short reference, and a path that exists wins over it.
+func TestPullAcrossTwoCuts(t *testing.T) {
+	local := filepath.Join(t.TempDir(), "tiny.gguf")
+	cfg, _ := synth.Preset("tiny")
+	if err := synth.Write(local, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	s := hubtest.New(t)
+	s.AddFile("org/tiny-GGUF", "tiny-Q8_0.gguf", data)
+	home := t.TempDir()
+	t.Setenv("TANDEM_HOME", home)
+	t.Setenv("HF_ENDPOINT", s.Hub.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Chdir(t.TempDir())
+	third := int64(len(data) / 3)
+	s.CutNext(third)
+	s.CutNext(third)
+
+	out := run(t, "pull", "org/tiny-GGUF")
+	t.Logf("tandem pull org/tiny-GGUF (CDN cut at %d and %d more bytes of %d):\n%s", third, third, len(data), out)
+	rg := s.Stats().Ranges
+	if len(rg) != 3 || rg[0] != "" || rg[1] != fmt.Sprintf("bytes=%d-", third) || rg[2] != fmt.Sprintf("bytes=%d-", 2*third) {
+		t.Fatalf("CDN Range headers %q: want none, then from each cut", rg)
+	}
+	if strings.Count(out, "download interrupted; resuming it") != 2 || !strings.Contains(out, "pulled hf.co/org/tiny-GGUF\n") || !strings.Contains(out, "sha256  "+want) {
+		t.Fatalf("pull output:\n%s", out)
+	}
+	blob := filepath.Join(home, "blobs", "sha256-"+want)
+	got, err := os.ReadFile(blob)
+	if err != nil || sha256.Sum256(got) != sum {
+		t.Fatalf("blob %s: %v, or its content is not the file's", blob, err)
+	}
+
+	var info struct {
+		Path      string `json:"path"`
+		Supported bool   `json:"supported"`
+		Layers    int    `json:"layers"`
+		Vocab     *struct {
+			Tokens int `json:"tokens"`
+		} `json:"vocabulary"`
+	}
+	if err := json.Unmarshal([]byte(runStdout(t, "model", "info", "org/tiny-GGUF", "--format", "json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != blob || !info.Supported || info.Layers != cfg.Layers || info.Vocab == nil || info.Vocab.Tokens == 0 {
+		t.Fatalf("model info of the reference: %+v", info)
+	}
+	// A file of the same name here is the model instead.
+	if err := os.MkdirAll("org", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("org/tiny-GGUF", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(runStdout(t, "model", "info", "org/tiny-GGUF", "--format", "json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != "org/tiny-GGUF" {
+		t.Fatalf("with a file org/tiny-GGUF here, model info read %s", info.Path)
+	}
+	if out := run(t, "models", "rm", "org/tiny-GGUF"); !strings.Contains(out, "removed hf.co/org/tiny-GGUF (") {
+		t.Fatalf("models rm: %s", out)
+	}
+	if _, err := os.Stat(blob); err == nil {
+		t.Fatal("models rm left the blob")
+	}
+	if out := run(t, "models"); !strings.Contains(out, "no models") {
+		t.Fatalf("models after rm: %s", out)
+	}
+}
+
+// runStdout runs tandem with args and returns its standard output alone.
+func runStdout(t *testing.T, args ...string) string {
+	t.Helper()
+	root := newRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("tandem %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String()
 }

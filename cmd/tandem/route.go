@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"tandem/internal/api/leg"
+	"tandem/internal/discovery"
 	"tandem/internal/router"
 )
 
@@ -25,9 +26,10 @@ func routeCmd() *cobra.Command {
 		df        drainFlags
 		obs       obsFlags
 		tokenFile string
+		disc      discovery.Config
 	)
 	cmd := &cobra.Command{
-		Use:   "route --prefill URL... --decode URL... [--port 8000]",
+		Use:   "route (--prefill URL... --decode URL... | --discovery k8s|dns:NAME[:PORT]|file:PATH) [--port 8000]",
 		Short: "Front prefill and decode workers with one OpenAI-compatible endpoint",
 		Long: `Route takes OpenAI requests (POST /v1/completions, POST /v1/chat/completions,
 streaming included) and sends each to a prefill and a decode worker at once,
@@ -41,6 +43,17 @@ bytes, or by a decode worker's /tokenize when that is not enough) skips the
 prefill workers and runs as one local leg on a decode worker, which prefills it
 in its own batch; so does every request while no prefill worker is healthy.
 --pd-threshold 0 disaggregates every request.
+
+Workers come from --prefill and --decode (a static fleet) or, with
+--discovery, from a source that changes while the router runs: k8s (the pods
+of --discovery-namespace matching --discovery-selector, role from the label
+llm-d.ai/role, Ready while the pod is Ready and not terminating), dns:NAME[:PORT]
+(a headless Service's addresses, role from each worker's /pd/info) or
+file:PATH (llm-d's endpoint list, YAML or JSON, reloaded when it changes). A
+worker that joins is probed at once and takes legs as soon as it answers; one
+that leaves, or stops being Ready, gets no new legs while its legs finish.
+/debug/cluster and tandem inspect show each worker's source, since and
+readiness (see docs/operations.md).
 
 A failed leg cancels the other; the client gets one error naming the leg (the
 worker's address goes to the log, not to the client). Besides the API it serves
@@ -94,6 +107,13 @@ which it needs: the workers refuse unsigned requests.`,
 			if err := df.check(cmd.Flags()); err != nil {
 				return err
 			}
+			if kind, _, err := discovery.ParseSpec(disc.Spec); err != nil {
+				return err
+			} else if kind != discovery.KindStatic {
+				o.Discovery = &disc
+			} else if len(o.Prefill) == 0 || len(o.Decode) == 0 {
+				return errors.New("route: give the workers: --prefill URL and --decode URL (at least one of each), or --discovery k8s|dns:NAME[:PORT]|file:PATH")
+			}
 			lns, shared, err := routerListeners(host, port, listenFD, cmd.Flags().Changed("port"))
 			if err != nil {
 				return err
@@ -136,8 +156,7 @@ which it needs: the workers refuse unsigned requests.`,
 	df.register(fs)
 	obs.register(fs, false)
 	fs.StringVar(&tokenFile, "cluster-token-file", "", "file holding the workers' cluster token, which signs legs (default: $TANDEM_CLUSTER_TOKEN)")
-	cmd.MarkFlagRequired("prefill")
-	cmd.MarkFlagRequired("decode")
+	disc.AddFlags(fs)
 	return cmd
 }
 
@@ -187,8 +206,24 @@ func routerListeners(host string, port, listenFD int, portGiven bool) (lns []net
 // have --drain-timeout; what is left is ended with an error.
 func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, lns []net.Listener, shared net.Listener, df *drainFlags) error {
 	srv := rt.HTTPServer("")
-	rt.CheckNow(ctx) // a first round before serving, so that healthy workers take requests at once
+	// Membership and health run until the process stops, drain included:
+	// workers that join or leave while it drains are still followed.
 	hctx, stopHealth := context.WithCancel(context.Background())
+	discErr := make(chan error, 1)
+	go func() { discErr <- rt.RunDiscovery(hctx) }() // ends when stopHealth is called, below
+	select {
+	case <-rt.Synced():
+	case err := <-discErr:
+		stopHealth()
+		rt.Close()
+		return err
+	case <-ctx.Done():
+		stopHealth()
+		<-discErr
+		rt.Close()
+		return nil
+	}
+	rt.CheckNow(ctx) // a first round before serving, so that healthy workers take requests at once
 	healthDone := make(chan struct{})
 	go func() { // ends when stopHealth is called, below
 		defer close(healthDone)
@@ -197,6 +232,7 @@ func serveRouter(ctx context.Context, rt *router.Router, log *slog.Logger, lns [
 	defer func() {
 		stopHealth()
 		<-healthDone
+		<-discErr
 		rt.Close()
 	}()
 	serveErr := make(chan error, len(lns))

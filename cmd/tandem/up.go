@@ -33,6 +33,7 @@ func upCmd() *cobra.Command {
 		apiKey       string
 		modelName    string
 		chatTmpl     string
+		maxModelLen  int
 		origins      []string
 		df           drainFlags
 	)
@@ -113,6 +114,9 @@ an idle one's (see internal/engine/cores; off by default).`,
 			if chatTmpl != "" {
 				wargs = append(wargs, "--chat-template", chatTmpl)
 			}
+			if maxModelLen > 0 {
+				wargs = append(wargs, "--max-model-len", strconv.Itoa(maxModelLen))
+			}
 			o.WorkerArgs = append(wargs, o.WorkerArgs...)
 			o.RouterArgs = append(o.RouterArgs, obsArgs...)
 			o.RouterArgs = append(o.RouterArgs, "--pd-threshold", strconv.Itoa(pdThreshold),
@@ -176,6 +180,7 @@ an idle one's (see internal/engine/cores; off by default).`,
 	fs.StringVar(&apiKey, "api-key", "", "the router requires \"Authorization: Bearer KEY\" on /v1/* (default: $TANDEM_API_KEY; none: open)")
 	fs.StringSliceVar(&origins, "allowed-origins", nil, "browser origins the router answers with CORS headers (scheme://host[:port], or *); default none")
 	fs.StringVar(&modelName, "model-name", "", "model id to serve under (default: the model's general.name)")
+	fs.IntVar(&maxModelLen, "max-model-len", 0, "context length every worker serves, at most the model's: the KV caches are sized from it and longer requests get 400 (0: the model's)")
 	fs.StringVar(&chatTmpl, "chat-template", "", "Jinja chat template file the workers use instead of the model's tokenizer.chat_template")
 	df.register(fs)
 	fs.StringArrayVar(&o.WorkerArgs, "worker-arg", nil, "extra flag passed to every worker (repeatable), e.g. --worker-arg=--kv-pages=512")

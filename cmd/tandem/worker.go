@@ -20,6 +20,7 @@ import (
 	"tandem/internal/api/leg"
 	"tandem/internal/engine"
 	"tandem/internal/engine/cores"
+	"tandem/internal/engine/grammar"
 	"tandem/internal/pd/room"
 	"tandem/internal/pd/shm"
 	"tandem/internal/pd/transfer"
@@ -56,6 +57,7 @@ type workerFlags struct {
 	reasoning string // --reasoning-parser
 	toolCalls string // --tool-call-parser
 	emb       embedFlags
+	jsonWS    int // --json-max-whitespace
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
@@ -64,7 +66,10 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: all interfaces)")
 	fs.IntVar(&f.port, "port", defaultPort, "TCP port to listen on (0: any free port)")
 	fs.StringVar(&f.name, "model-name", "", "model id to serve under (default: the model's general.name)")
-	fs.IntVar(&f.cfg.Pages, "kv-pages", 0, "pages in the KV cache (0: enough for 4 full contexts)")
+	fs.IntVar(&f.cfg.Pages, "kv-pages", 0, "pages in the KV cache (0: 4 sequences of --max-model-len tokens, within --kv-cache-memory-bytes)")
+	fs.IntVar(&f.cfg.MaxModelLen, "max-model-len", 0, "context length (prompt plus output tokens), at most the model's; the KV cache is sized from it and longer requests get 400 (0: the model's context)")
+	fs.Var((*byteSize)(&f.cfg.KVMemoryBytes), "kv-cache-memory-bytes", "memory of the default KV cache, e.g. 2GiB or 512MiB; startup fails when one --max-model-len sequence does not fit "+
+		"(0: at most 4GiB, but never less than one full sequence)")
 	fs.IntVar(&f.cfg.MaxBatchTokens, "max-batch-tokens", 512, "tokens per engine step (decode and prefill chunks together)")
 	fs.IntVar(&f.cfg.MaxRunning, "max-running", 64, "sequences in the running batch")
 	fs.IntVar(&f.cfg.MaxWaiting, "max-waiting", 256, "queued sequences before requests get 429")
@@ -76,6 +81,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	f.obs.register(fs, true)
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
 	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+	fs.IntVar(&f.jsonWS, "json-max-whitespace", 0, "whitespace structured JSON output (schemas, json_object, tool arguments) may put between tokens: "+
+		"0: compact (nothing, one space, or a newline and up to 20 spaces or tabs of indentation); N > 0: any run of space, tab, newline and CR up to N bytes")
 	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
 }
 
@@ -85,6 +92,9 @@ func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	case "none", "auto", "think":
 	default:
 		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto or think", f.reasoning)
+	}
+	if f.jsonWS < 0 || f.jsonWS > grammar.MaxLengthBound {
+		return "", "", fmt.Errorf("--json-max-whitespace %d is out of range 0..%d (0: compact)", f.jsonWS, grammar.MaxLengthBound)
 	}
 	if f.chatTmpl == "" {
 		return "", f.reasoning, nil
@@ -326,7 +336,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 		}
 	}
 	so := server.Options{ModelName: f.name, Logger: log, Registry: reg, MaxBodyBytes: f.maxBody, APIKey: f.apiKey, LegKeys: keys,
-		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls}
+		ChatTemplate: chatTmpl, ReasoningParser: parser, ToolCallParser: f.toolCalls, JSONMaxWhitespace: f.jsonWS}
 	if lease != nil {
 		so.Health = lease.Health // a stuck or written-over core lease shows on /health
 	}
@@ -353,7 +363,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	srv.SetReady(true)
 	m := e.Model().Config
 	attrs := []any{"addr", "http://" + ln.Addr().String(), "model", f.ef.model, "arch", m.Arch,
-		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages}
+		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages, "kv_bytes", e.Stats().KVBytesTot}
 	if pw != nil {
 		attrs = append(attrs, "role", role.String(), "transfer", pw.TransferAddr())
 	}

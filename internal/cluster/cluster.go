@@ -51,8 +51,16 @@ type Options struct {
 	Port       int      // router port (0: any free port)
 	WorkerArgs []string // extra flags for every worker (e.g. --threads 1)
 	RouterArgs []string // extra flags for the router
-	Token      string   // cluster token (default: 32 random bytes, hex)
-	Output     io.Writer
+	// RouterDiscovery, when set, is every router's --discovery (k8s,
+	// dns:NAME[:PORT], file:PATH) instead of the --prefill and --decode
+	// lists of the workers started here. BeforeRouters, when set, is
+	// called once the workers answer /ready and before the routers start
+	// (to write the endpoint file, for example); an error stops the
+	// cluster.
+	RouterDiscovery string
+	BeforeRouters   func(workers []*Proc) error
+	Token           string // cluster token (default: 32 random bytes, hex)
+	Output          io.Writer
 	// LogFormat is how children's output lines are written to Output:
 	// "text" (default) prefixes each line with "[name] "; "json" adds a
 	// "proc" member naming the child to each line that is a JSON object,
@@ -266,6 +274,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.Stop()
 		return nil, err
 	}
+	if o.BeforeRouters != nil {
+		if err := o.BeforeRouters(slices.Clone(workers)); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("cluster: before the routers: %w", err)
+		}
+	}
 	// Each router accepts on the shared socket (fd 3) and on a port of its
 	// own, where it is probed and inspected alone.
 	var routers []*Proc
@@ -277,11 +291,15 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		r := &Proc{Name: name, Role: "router", URL: "http://" + net.JoinHostPort(o.Host, strconv.Itoa(port))}
 		r.args = append([]string{"route", "--host", o.Host, "--port", strconv.Itoa(port), "--listen-fd", "3", "--name", name}, drainArgs...)
-		for _, u := range prefills {
-			r.args = append(r.args, "--prefill", u)
-		}
-		for _, u := range decodes {
-			r.args = append(r.args, "--decode", u)
+		if o.RouterDiscovery != "" {
+			r.args = append(r.args, "--discovery", o.RouterDiscovery)
+		} else {
+			for _, u := range prefills {
+				r.args = append(r.args, "--prefill", u)
+			}
+			for _, u := range decodes {
+				r.args = append(r.args, "--decode", u)
+			}
 		}
 		r.args = append(r.args, o.RouterArgs...)
 		c.procs = append(c.procs, r)

@@ -169,6 +169,12 @@
 //
 // # Limits and errors
 //
+// Config.MaxModelLen caps the context below the model's (vLLM's
+// --max-model-len; 0: the model's); the default arena is sized by
+// Config.KVMemoryBytes (0: DefaultKVMemoryBytes, 4 GiB, never below one full
+// sequence) and holds 4 sequences of MaxModelLen unless Config.Pages says
+// otherwise.
+//
 // New refuses out-of-range configuration, so a mistyped flag fails at start-
 // up: MaxBatchTokens up to 1<<16, MaxRunning up to 4096, MaxWaiting up to
 // 1<<20, TopLogprobs up to 20, a KV cache of at least 2 pages. Submit errors

@@ -113,8 +113,22 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.PageTokens == 0 {
 		cfg.PageTokens = 16
 	}
+	maxLen := m.Config.Context
+	if cfg.MaxModelLen != 0 {
+		if cfg.MaxModelLen < 1 || cfg.MaxModelLen > m.Config.Context {
+			return nil, fmt.Errorf("engine: max model len %d is out of range 1..%d (the model's context length); leave it out to use the model's", cfg.MaxModelLen, m.Config.Context)
+		}
+		maxLen = cfg.MaxModelLen
+	}
+	if cfg.KVMemoryBytes < 0 {
+		return nil, fmt.Errorf("engine: KV memory budget %d bytes is negative (0: the default, %d bytes)", cfg.KVMemoryBytes, int64(DefaultKVMemoryBytes))
+	}
 	if cfg.Pages == 0 {
-		cfg.Pages = 4 * ((m.Config.Context + cfg.PageTokens - 1) / cfg.PageTokens)
+		pages, err := defaultPages(m, cfg, maxLen, log)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Pages = pages
 	}
 	if cfg.MaxBatchTokens == 0 {
 		cfg.MaxBatchTokens = 512
@@ -187,9 +201,9 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	ctx := min(m.Config.Context, (cfg.Pages-1)*cfg.PageTokens)
+	ctx := min(maxLen, (cfg.Pages-1)*cfg.PageTokens)
 	if kc.GroupLayers(kvcache.GroupGlobal) == 0 {
-		ctx = m.Config.Context // no pool grows with the context
+		ctx = maxLen // no pool grows with the context
 	}
 	e := &Engine{r: r, kv: kv, cfg: cfg, log: log, ctxTokens: ctx, active: activeGroups(kc),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), probes: make(chan struct{}, cfg.MaskWorkers)}

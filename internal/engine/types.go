@@ -25,7 +25,19 @@ var (
 // Config sets the engine's resources and limits.
 type Config struct {
 	PageTokens int // token positions per KV page (default 16)
-	Pages      int // pages in the KV arena (default: enough for 4 full contexts); with sliding-window layers, the global (full-attention) group's pool
+	Pages      int // pages in the KV arena (default: 4 sequences of MaxModelLen, within KVMemoryBytes; see New); with sliding-window layers, the global (full-attention) group's pool
+	// MaxModelLen caps the context (prompt plus generated tokens) below the
+	// model's, as vLLM's --max-model-len: the default KV arena is sized
+	// from it, and a longer request is refused (ErrTooLong). 0: the model's
+	// context; more than the model's is an error.
+	MaxModelLen int
+	// KVMemoryBytes bounds the default KV arena (Pages 0) of the global
+	// (full-attention) group: it holds at most this many bytes of pages,
+	// and New fails when that is less than one MaxModelLen sequence (lower
+	// MaxModelLen or raise the budget). 0: DefaultKVMemoryBytes, a soft
+	// bound that never takes the arena below one full sequence (New logs
+	// when it applies).
+	KVMemoryBytes int64
 	// WindowPages is the page pool of the sliding-window layers (the KV
 	// cache's window group), used only by models that have such layers
 	// (default: a window and a page for each of MaxRunning sequences and

@@ -154,6 +154,7 @@ func WriteTables(w io.Writer, c *debugdoc.Cluster, all bool) error {
 			continue
 		}
 		fmt.Fprintf(&b, ": %d live, %d finished\n", live, len(p.Rooms)-live)
+		writeMembership(&b, p.Membership, p.Workers)
 		writeWorkers(&b, p.Workers)
 		shown := 0
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -205,6 +206,72 @@ func writeWorkers(b *bytes.Buffer, ws []debugdoc.Worker) {
 		}
 		fmt.Fprintf(b, " breaker %s\n", w.Breaker)
 	}
+}
+
+// writeMembership writes a router's membership source and one line per
+// worker: role, address, name, source, since, whether its source lists it
+// Ready, and what the router makes of it.
+func writeMembership(b *bytes.Buffer, m *debugdoc.Membership, ws []debugdoc.Worker) {
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(b, "membership: %s", m.Source)
+	if m.Spec != "" {
+		fmt.Fprintf(b, " (%s)", m.Spec)
+	}
+	fmt.Fprintf(b, ", %d changes", m.Changes)
+	if !m.Synced {
+		b.WriteString(", NOT SYNCED")
+	}
+	if m.Errors > 0 {
+		fmt.Fprintf(b, ", %d errors", m.Errors)
+	}
+	if m.Failing {
+		fmt.Fprintf(b, ", FAILING (keeps its last membership): %s", httpx.Clip(m.LastError, 120))
+	}
+	b.WriteByte('\n')
+	for _, ig := range m.Ignored {
+		fmt.Fprintf(b, "  ignored %s\n", httpx.Clip(ig, 120))
+	}
+	if len(ws) == 0 {
+		b.WriteString("  (no workers)\n")
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ROLE\tADDRESS\tNAME\tSOURCE\tSINCE\tREADY\tSTATE\tLEGS\tRESTARTS")
+	for _, w := range ws {
+		ready := "yes"
+		if !w.Listed {
+			ready = "no"
+			if w.ListReason != "" {
+				ready += " (" + httpx.Clip(w.ListReason, 40) + ")"
+			}
+		}
+		state := "in"
+		switch {
+		case w.Left:
+			state = "left (finishing its legs)"
+		case !w.Healthy:
+			state = "out"
+		case w.Draining:
+			state = "draining"
+		case w.Breaker != "closed":
+			state = "breaker " + w.Breaker
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", w.Role, w.URL, orDash(w.Name), orDash(w.Source), orDash(sinceText(w.Since)),
+			ready, state, w.Inflight, w.Restarts)
+	}
+	tw.Flush()
+}
+
+// sinceText shortens an RFC 3339 time to the time of day (UTC) and how
+// long ago it was.
+func sinceText(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("15:04:05") + " (" + formatMS(float64(time.Since(t))/float64(time.Millisecond)) + " ago)"
 }
 
 // trailingSpace matches the padding tabwriter leaves at the end of a line.

@@ -9,8 +9,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"tandem/internal/inspect"
+	"tandem/internal/pd/debugdoc"
 )
 
 // cannedCluster is a /debug/cluster document: the router with one live and
@@ -152,5 +154,38 @@ func TestInspectListsWorkersInTrouble(t *testing.T) {
 		"(no live rooms)\n"
 	if out.String() != want {
 		t.Errorf("Inspect printed\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// TestMembershipTable: a router entry with a membership source lists every
+// worker with its role, address, name, source, since, readiness in its
+// source and state, and says when the source fails.
+func TestMembershipTable(t *testing.T) {
+	since := time.Now().Add(-3 * time.Second).UTC().Format(time.RFC3339Nano)
+	c := &debugdoc.Cluster{Processes: []debugdoc.Rooms{{Worker: "router", Role: "router",
+		Membership: &debugdoc.Membership{Source: "k8s", Spec: "k8s namespace=ns selector=app=tandem", Synced: true, Changes: 5,
+			Errors: 1, Failing: true, LastError: "watch pods: connection refused", Ignored: []string{"ns/odd: no role label"}},
+		Workers: []debugdoc.Worker{
+			{URL: "http://10.0.0.7:8200", Role: "decode", Healthy: true, Breaker: "closed", Name: "ns/decode-0", Source: "k8s", Since: since, Listed: true, Inflight: 2},
+			{URL: "http://10.0.0.8:8200", Role: "decode", Healthy: true, Breaker: "closed", Name: "ns/decode-1", Source: "k8s", Since: since, ListReason: "terminating"},
+			{URL: "http://10.0.0.9:8100", Role: "prefill", Healthy: true, Breaker: "closed", Name: "ns/prefill-0", Source: "k8s", Since: since, Left: true, Inflight: 1, Restarts: 1},
+		}}}}
+	var b bytes.Buffer
+	if err := inspect.WriteTables(&b, c, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"membership: k8s (k8s namespace=ns selector=app=tandem), 5 changes, 1 errors, FAILING (keeps its last membership): watch pods: connection refused",
+		"ignored ns/odd: no role label",
+		"ROLE", "SOURCE", "SINCE", "READY",
+		"decode   http://10.0.0.7:8200  ns/decode-0   k8s",
+		"no (terminating)",
+		"left (finishing its legs)",
+		"(3.0s ago)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

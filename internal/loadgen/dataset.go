@@ -217,21 +217,11 @@ func ReadItems(rd io.Reader, n int, seed uint64) ([]Item, error) {
 		if len(lines) >= maxDatasetItems {
 			return nil, fmt.Errorf("more than %d lines", maxDatasetItems)
 		}
-		var v struct {
-			Prompt    *string `json:"prompt"`
-			MaxTokens int     `json:"max_tokens"`
-			Class     string  `json:"class"`
+		it, err := jsonlItem(b)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", ln, err)
 		}
-		if err := json.Unmarshal([]byte(b), &v); err != nil {
-			return nil, fmt.Errorf("line %d: %w (want {\"prompt\": \"...\", \"max_tokens\": N})", ln, err)
-		}
-		if v.Prompt == nil || *v.Prompt == "" {
-			return nil, fmt.Errorf("line %d: no prompt", ln)
-		}
-		if v.MaxTokens < 1 || v.MaxTokens > maxGenTokens {
-			return nil, fmt.Errorf("line %d: max_tokens %d is out of range: use 1..%d", ln, v.MaxTokens, maxGenTokens)
-		}
-		lines = append(lines, Item{Prompt: *v.Prompt, InputLen: max(1, len(strings.Fields(*v.Prompt))), MaxTokens: v.MaxTokens, Class: v.Class})
+		lines = append(lines, it)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
@@ -246,4 +236,49 @@ func ReadItems(rd io.Reader, n int, seed uint64) ([]Item, error) {
 		items[i] = lines[i%len(lines)]
 	}
 	return items, nil
+}
+
+// jsonlItem reads one JSONL line {"prompt": "...", "max_tokens": N,
+// "class": "..."}, saying what is wrong in the file's terms.
+func jsonlItem(b string) (Item, error) {
+	const want = `want {"prompt": "...", "max_tokens": N}`
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(b), &v); err != nil {
+		var se *json.SyntaxError
+		switch {
+		case strings.HasPrefix(b, "["):
+			return Item{}, errors.New("a JSON array, not a JSON Lines object: a ShareGPT file needs --dataset-name sharegpt; " + want)
+		case errors.As(err, &se):
+			return Item{}, fmt.Errorf("not valid JSON at column %d: %v; %s", se.Offset, se, want)
+		}
+		return Item{}, fmt.Errorf("%s, not an object; %s", describe(json.RawMessage(b)), want)
+	}
+	var it Item
+	p, ok := v["prompt"]
+	if !ok {
+		return Item{}, errors.New(`no "prompt"; ` + want)
+	}
+	if json.Unmarshal(p, &it.Prompt) != nil || p[0] == 'n' {
+		return Item{}, fmt.Errorf(`"prompt" is %s, want a string`, describe(p))
+	}
+	if it.Prompt == "" {
+		return Item{}, errors.New(`"prompt" is empty`)
+	}
+	m, ok := v["max_tokens"]
+	if !ok {
+		return Item{}, errors.New(`no "max_tokens"; ` + want)
+	}
+	if json.Unmarshal(m, &it.MaxTokens) != nil {
+		return Item{}, fmt.Errorf(`"max_tokens" is %s, want an integer`, describe(m))
+	}
+	if it.MaxTokens < 1 || it.MaxTokens > maxGenTokens {
+		return Item{}, fmt.Errorf("max_tokens %d is out of range: use 1..%d", it.MaxTokens, maxGenTokens)
+	}
+	if c, ok := v["class"]; ok {
+		if json.Unmarshal(c, &it.Class) != nil {
+			return Item{}, fmt.Errorf(`"class" is %s, want a string`, describe(c))
+		}
+	}
+	it.InputLen = max(1, len(strings.Fields(it.Prompt)))
+	return it, nil
 }

@@ -48,8 +48,23 @@
 // completed. The HTTP client has its own Transport sized to the concurrency;
 // http.DefaultClient is never used.
 //
-// Limits: only /v1/completions is driven (not chat); the prompt length in
-// tokens is approximate because a foreign server's tokenizer is unknown.
+// Backends (vLLM's names): openai POSTs completions (prompt, max_tokens) to
+// Options.Endpoint (default /v1/completions); openai-chat (Options.Chat)
+// POSTs chat completions (the prompt as one user message,
+// max_completion_tokens) to /v1/chat/completions, reading delta content
+// and reasoning as output.
+//
+// Datasets: random and mixed prompts of random words, a JSONL file of
+// prompts, or a ShareGPT file (ReadShareGPT) sampled as vLLM's sharegpt
+// dataset: shuffled by seed, turn 0 the prompt, turn 1's token count
+// max_tokens, vLLM's length filters; tokens are counted by a TokenCounter
+// (the server's /tokenize, ServerTokenCounter, or the caller's tokenizer).
+// A malformed file is an error naming its line (JSONL) or entry and line
+// (ShareGPT) and the field that is wrong, never a Go type.
+//
+// Limits: the prompt length of a random dataset is in words, approximate in
+// tokens because a foreign server's tokenizer is unknown; a ShareGPT file is
+// read whole (at most MaxShareGPTBytes) as vLLM reads it.
 //
 // # API
 //
@@ -91,6 +106,4 @@
 //
 // MaxEventBytes = 1 MiB per SSE event (read with internal/router/answer's
 // reader), MaxBodyBytes = 16 MiB per non-streaming body and /v1/models reply.
-// Only /v1/completions is driven (not chat); prompt length in tokens is
-// approximate, since a foreign server's tokenizer is unknown.
 package loadgen

@@ -38,6 +38,13 @@ type Options struct {
 	// URL is the server's base address, e.g. http://127.0.0.1:8000. A
 	// trailing "/" or "/v1" is dropped; requests go to URL/v1/completions.
 	URL string
+	// Endpoint is the path requests are POSTed to under URL (default
+	// DefaultEndpoint, or DefaultChatEndpoint when Chat is set).
+	Endpoint string
+	// Chat sends chat completions requests (vLLM's openai-chat backend):
+	// the prompt as one user message, max_completion_tokens; Endpoint must
+	// then end in /chat/completions, and must not otherwise.
+	Chat bool
 	// Model is the model id sent with each request; when empty, the first id
 	// listed by GET URL/v1/models is used.
 	Model string
@@ -95,10 +102,18 @@ type Options struct {
 	dataset bool // Items were given, not made from PromptTokens and GenTokens
 }
 
+// Default endpoints of the two backends.
+const (
+	DefaultEndpoint     = "/v1/completions"
+	DefaultChatEndpoint = "/v1/chat/completions"
+)
+
 // Report is the outcome of a run. Token rates and request throughput are
 // over completed requests and the wall time of the whole run.
 type Report struct {
 	URL                 string            `json:"url"`
+	Backend             string            `json:"backend"`
+	Endpoint            string            `json:"endpoint"`
 	Model               string            `json:"model"`
 	Stream              bool              `json:"stream"`
 	Concurrency         int               `json:"concurrency"`
@@ -212,7 +227,33 @@ func (o Options) withDefaults() (Options, error) {
 		return o, err
 	}
 	o.URL = base
+	if o.Endpoint == "" {
+		o.Endpoint = DefaultEndpoint
+		if o.Chat {
+			o.Endpoint = DefaultChatEndpoint
+		}
+	}
+	if err := checkEndpoint(o.Endpoint, o.Chat); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// checkEndpoint checks that an endpoint path suits the backend: vLLM's
+// openai-chat backend wants one ending in chat/completions, the
+// completions backend one that does not.
+func checkEndpoint(ep string, chat bool) error {
+	if !strings.HasPrefix(ep, "/") || strings.ContainsAny(ep, "?# ") {
+		return fmt.Errorf("endpoint %q must be a path starting with /, e.g. %s", ep, DefaultEndpoint)
+	}
+	isChat := strings.HasSuffix(strings.TrimRight(ep, "/"), "chat/completions")
+	switch {
+	case chat && !isChat:
+		return fmt.Errorf("endpoint %q: the openai-chat backend sends chat messages, so the endpoint must end in chat/completions (e.g. %s)", ep, DefaultChatEndpoint)
+	case !chat && isChat:
+		return fmt.Errorf("endpoint %q is a chat endpoint: use the openai-chat backend for it (--backend openai-chat)", ep)
+	}
+	return nil
 }
 
 // baseURL checks a server address and strips a trailing "/" or "/v1".
@@ -364,8 +405,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	elapsed := time.Since(start)
 	stopProgress()
 
+	backend := "openai"
+	if o.Chat {
+		backend = "openai-chat"
+	}
 	rep := &Report{
 		URL:                 o.URL,
+		Backend:             backend,
+		Endpoint:            o.Endpoint,
 		Model:               o.Model,
 		Stream:              o.Stream,
 		Concurrency:         o.Concurrency,
@@ -472,7 +519,8 @@ func openLoop(ctx context.Context, o Options, sched []time.Duration, start time.
 
 // MarshalJSON writes the report's fields with the vLLM-named Metrics at the
 // top level beside them (completed, request_goodput, mean_ttft_ms,
-// p99_itl_ms...), so tools that read vLLM's result JSON read it.
+// p99_itl_ms...), so tools that read vLLM's result JSON read it; as vLLM,
+// request_goodput is null when the run had no goodput objectives.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type plain Report
 	b, err := json.Marshal((*plain)(r))
@@ -487,6 +535,9 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		if _, taken := m[k]; !taken {
 			m[k] = v
 		}
+	}
+	if _, ok := m["request_goodput"]; !ok {
+		m["request_goodput"] = nil // vLLM writes null without goodput objectives
 	}
 	return json.Marshal(m)
 }

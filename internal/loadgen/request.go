@@ -55,6 +55,24 @@ type completionRequest struct {
 	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
 }
 
+// chatRequest is what the openai-chat backend sends to a chat completions
+// endpoint, as vLLM's benchmark does: the prompt as one user message and
+// max_completion_tokens.
+type chatRequest struct {
+	Model               string         `json:"model"`
+	Messages            []chatMessage  `json:"messages"`
+	MaxCompletionTokens int            `json:"max_completion_tokens"`
+	Temperature         float64        `json:"temperature"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
+	IgnoreEOS           bool           `json:"ignore_eos,omitempty"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
@@ -63,17 +81,29 @@ type streamOptions struct {
 // deltas are read too, so a chat stream also parses.
 type chunk struct {
 	Choices []struct {
-		Text    string `json:"text"`
-		Message *struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		Delta *struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
+		Text         string    `json:"text"`
+		Message      *chatText `json:"message"`
+		Delta        *chatText `json:"delta"`
+		FinishReason *string   `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// chatText is a chat message or delta: its answer and, from a reasoning
+// model, its reasoning text (both are generated tokens).
+type chatText struct {
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"`
+}
+
+func (c *chatText) write(b *strings.Builder) {
+	if c != nil {
+		b.WriteString(c.ReasoningContent)
+		b.WriteString(c.Reasoning)
+		b.WriteString(c.Content)
+	}
 }
 
 // text returns the text the chunk carries and whether any choice finished.
@@ -82,12 +112,8 @@ func (c *chunk) text() (string, bool) {
 	finished := false
 	for _, ch := range c.Choices {
 		b.WriteString(ch.Text)
-		if ch.Delta != nil {
-			b.WriteString(ch.Delta.Content)
-		}
-		if ch.Message != nil {
-			b.WriteString(ch.Message.Content)
-		}
+		ch.Delta.write(&b)
+		ch.Message.write(&b)
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			finished = true
 		}
@@ -104,16 +130,29 @@ func doRequest(ctx context.Context, client *http.Client, o Options, i int) resul
 
 // request sends one item and measures it.
 func request(ctx context.Context, client *http.Client, o Options, it Item) result {
-	req := completionRequest{
-		Model:       o.Model,
-		Prompt:      it.Text(),
-		MaxTokens:   it.MaxTokens,
-		Temperature: 0,
-		Stream:      o.Stream,
-		IgnoreEOS:   o.IgnoreEOS,
-	}
+	var so *streamOptions
 	if o.Stream {
-		req.StreamOptions = &streamOptions{IncludeUsage: true}
+		so = &streamOptions{IncludeUsage: true}
+	}
+	var req any = completionRequest{
+		Model:         o.Model,
+		Prompt:        it.Text(),
+		MaxTokens:     it.MaxTokens,
+		Temperature:   0,
+		Stream:        o.Stream,
+		StreamOptions: so,
+		IgnoreEOS:     o.IgnoreEOS,
+	}
+	if o.Chat {
+		req = chatRequest{
+			Model:               o.Model,
+			Messages:            []chatMessage{{Role: "user", Content: it.Text()}},
+			MaxCompletionTokens: it.MaxTokens,
+			Temperature:         0,
+			Stream:              o.Stream,
+			StreamOptions:       so,
+			IgnoreEOS:           o.IgnoreEOS,
+		}
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -121,7 +160,7 @@ func request(ctx context.Context, client *http.Client, o Options, it Item) resul
 	}
 	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, o.URL+"/v1/completions", bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, o.URL+o.Endpoint, bytes.NewReader(body))
 	if err != nil {
 		return result{kind: kindConnection, msg: fmt.Sprintf("build request: %v", err)}
 	}

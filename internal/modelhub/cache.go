@@ -188,3 +188,38 @@ func isHex(s string, n int) bool {
 	}
 	return true
 }
+
+// Remove deletes the manifest of ref and, unless another manifest names the
+// same content, its blob; it returns the entry removed and whether the blob
+// was deleted. A reference that was never pulled is an error naming
+// `tandem models`. It makes no network request.
+func (h *Hub) Remove(ref string) (Entry, bool, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	p := h.manifestPath(r.String())
+	e, err := h.readManifest(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, false, fmt.Errorf("%s is not in the model cache %s: `tandem models` lists what is", r, h.Dir)
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	if err := os.Remove(p); err != nil {
+		return Entry{}, false, fmt.Errorf("remove manifest: %w", err)
+	}
+	others, err := h.List()
+	if err != nil {
+		return e, false, err
+	}
+	for _, o := range others {
+		if o.SHA256 == e.SHA256 {
+			return e, false, nil // still named by another reference
+		}
+	}
+	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return e, false, fmt.Errorf("remove blob: %w", err)
+	}
+	return e, true, nil
+}

@@ -8,14 +8,19 @@
 //
 // References (ParseRef): hf.co/ORG/REPO[:QUANT] and
 // huggingface.co/ORG/REPO[:QUANT] (ollama's form, with or without https://),
-// and file URLs https://huggingface.co/ORG/REPO/resolve/REV/FILE.gguf (a
+// the short ORG/REPO[:QUANT] (IsShortRef: one slash between two valid
+// names, the first not a hub host, the name not ending in .gguf; it reads as
+// a relative path too, so callers look for a file first and a path that
+// exists wins), and file URLs
+// https://huggingface.co/ORG/REPO/resolve/REV/FILE.gguf (a
 // /blob/ page URL means its /resolve/ twin; a URL on the $HF_ENDPOINT host is
 // accepted too). Hub: Endpoint (FromEnv: $HF_ENDPOINT, default
 // https://huggingface.co), Token ($HF_TOKEN), Dir (DefaultDir: $TANDEM_HOME,
 // else tandem under the user cache folder, ~/.cache/tandem on Linux), Client,
 // Logger, Progress callback. Pull(ctx, ref) asks the hub and downloads if
 // needed; Resolve(ctx, ref) returns a cached entry without any request, else
-// pulls; Lookup(ref) is the cache alone; List() every entry. An Entry:
+// pulls; Lookup(ref) is the cache alone; List() every entry; Remove(ref)
+// deletes a manifest and its blob once no other manifest names it. An Entry:
 // reference, repo, revision, file, size, sha256, pulled-at time, blob path.
 // SelectFile is the file choice alone.
 //
@@ -74,6 +79,16 @@
 //     the first 20 and a count. Entry.File keeps the name as it is (the
 //     manifest records it); tandem pull and tandem models print it through
 //     Printable.
+//
+// # Retries
+//
+// Within one Pull, a download the network cuts (reset connection, a body short
+// of its length, a stall, a 500/502/503/504 answer) is tried again up to
+// Retries times (default 5, $TANDEM_PULL_RETRIES, 0 none), after RetryWait (1
+// s) doubled each time up to 30 s, asking the hub afresh and resuming from the
+// partial file with Range; too slow a download, the deadline (Timeout bounds
+// all attempts together), a checksum mismatch, a 4xx and a cancelled pull are
+// not retried.
 //
 // # Limits
 //

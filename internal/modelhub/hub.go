@@ -51,6 +51,13 @@ const (
 	// bytes in a window stop it, keeping the partial file.
 	DefaultMinRateBytes = 256 << 10
 	DefaultRateWindow   = 30 * time.Second
+	// DefaultRetries is how many times one Pull resumes a download that the
+	// network cut (huggingface_hub's http_get also resumes five times), and
+	// DefaultRetryWait the wait before the first of them, doubled for each
+	// next one up to MaxRetryWait: 1, 2, 4, 8, 16 s.
+	DefaultRetries   = 5
+	DefaultRetryWait = time.Second
+	MaxRetryWait     = 30 * time.Second
 	// shownCandidates is how many file names an error lists; the rest are
 	// counted. shownMessageBytes bounds a message from the hub.
 	shownCandidates   = 20
@@ -93,6 +100,16 @@ type Hub struct {
 	Timeout      time.Duration
 	MinRateBytes int64
 	RateWindow   time.Duration
+	// Retries is how many times one Pull resumes a download cut by the
+	// network (a reset connection, a body short of its length, nothing
+	// received for StallTimeout, a 500, 502, 503 or 504 answer): it waits
+	// RetryWait, doubled after each retry up to MaxRetryWait, asks the hub
+	// again and sends Range from the partial file's end. 0 means
+	// DefaultRetries, negative none. Too slow a download, the Timeout, a
+	// checksum mismatch, a refusal (4xx) and a cancelled ctx are not
+	// retried. Timeout bounds all the attempts together.
+	Retries   int
+	RetryWait time.Duration
 }
 
 // Progress reports a download's advance.
@@ -108,7 +125,8 @@ type Progress struct {
 
 // FromEnv returns a Hub configured as huggingface_hub is: the endpoint from
 // $HF_ENDPOINT (default DefaultEndpoint), the token from $HF_TOKEN, and the
-// cache folder from DefaultDir.
+// cache folder from DefaultDir; $TANDEM_PULL_MAX_BYTES, $TANDEM_PULL_TIMEOUT
+// and $TANDEM_PULL_RETRIES (0: none) set MaxBytes, Timeout and Retries.
 func FromEnv() (*Hub, error) {
 	dir, err := DefaultDir()
 	if err != nil {
@@ -126,6 +144,15 @@ func FromEnv() (*Hub, error) {
 	if v := os.Getenv("TANDEM_PULL_MAX_BYTES"); v != "" {
 		if h.MaxBytes, err = parseBytes(v); err != nil {
 			return nil, fmt.Errorf("TANDEM_PULL_MAX_BYTES %q: %w", v, err)
+		}
+	}
+	if v := os.Getenv("TANDEM_PULL_RETRIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			return nil, fmt.Errorf("TANDEM_PULL_RETRIES %q is not a count from 0 (no retry) to 100", v)
+		}
+		if h.Retries = n; n == 0 {
+			h.Retries = -1
 		}
 	}
 	if v := os.Getenv("TANDEM_PULL_TIMEOUT"); v != "" {
@@ -233,7 +260,7 @@ func (h *Hub) Pull(ctx context.Context, ref string) (Entry, error) {
 	} else if splitName.MatchString(file) {
 		return Entry{}, fmt.Errorf("%s is one part of a split GGUF, which tandem does not load: merge the parts with llama.cpp's `llama-gguf-split --merge` and pass the file with --model", Printable(file))
 	}
-	sha, size, err := h.fetch(ctx, r.String(), r.Repo, r.Revision, file, listed)
+	sha, size, err := h.fetchRetrying(ctx, r.String(), r.Repo, r.Revision, file, listed)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -243,6 +270,68 @@ func (h *Hub) Pull(ctx context.Context, ref string) (Entry, error) {
 		return Entry{}, err
 	}
 	return e, nil
+}
+
+// retryable marks a download failure the network caused, which a new
+// attempt may get past by resuming from the partial file.
+// note, when set, says what happened without the advice to pull again,
+// for the log line of a retry.
+type retryable struct{ err, note error }
+
+func (e *retryable) Error() string { return e.err.Error() }
+func (e *retryable) Unwrap() error { return e.err }
+
+func (e *retryable) logText() string {
+	if e.note != nil {
+		return e.note.Error()
+	}
+	return e.err.Error()
+}
+
+func (h *Hub) retries() (int, time.Duration) {
+	n, wait := h.Retries, h.RetryWait
+	if n == 0 {
+		n = DefaultRetries
+	}
+	if wait <= 0 {
+		wait = DefaultRetryWait
+	}
+	return max(n, 0), wait
+}
+
+// fetchRetrying runs fetch, and again after a retryable failure, up to
+// h.Retries more times with a doubling wait between; h.Timeout bounds them
+// all. Each attempt asks the hub afresh (a CDN address may have expired)
+// and resumes from whatever the partial file holds.
+func (h *Hub) fetchRetrying(ctx context.Context, ref, repo, rev, file string, listed int64) (string, int64, error) {
+	lim := h.limits()
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(lim.timeout, func() { cancel(errDeadline) })
+	defer deadline.Stop()
+	retries, wait := h.retries()
+	for attempt := 0; ; attempt++ {
+		sha, size, err := h.fetch(pctx, ref, repo, rev, file, listed)
+		var re *retryable
+		if err == nil || !errors.As(err, &re) {
+			return sha, size, err
+		}
+		if attempt >= retries {
+			if retries == 0 {
+				return "", 0, err
+			}
+			return "", 0, fmt.Errorf("%w (gave up after %d retries)", err, retries)
+		}
+		h.log().Warn("download interrupted; resuming it", "file", file, "retry", attempt+1, "of", retries, "after", wait, "error", re.logText())
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-pctx.Done():
+			t.Stop()
+			return "", 0, fmt.Errorf("%w; waiting to resume, %w", err, fetchErr(pctx, ref, lim, context.Cause(pctx)))
+		}
+		wait = min(2*wait, MaxRetryWait)
+	}
 }
 
 // listFiles returns the repository's file names from the hub's model API,
@@ -392,8 +481,6 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string, listed int
 	defer cancel(nil)
 	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
 	defer watchdog.Stop()
-	deadline := time.AfterFunc(lim.timeout, func() { cancel(errDeadline) })
-	defer deadline.Stop()
 
 	client := h.client()
 	start := h.endpoint() + "/" + repo + "/resolve/" + url.PathEscape(rev) + "/" + escapeFile(file)
@@ -437,7 +524,7 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string, listed int
 		}
 		resp, err = client.Do(req)
 		if err != nil {
-			return "", 0, fetchErr(dctx, cur.String(), lim, err)
+			return "", 0, mayRetry(dctx, fetchErr(dctx, cur.String(), lim, err))
 		}
 		watchdog.Reset(stall)
 		if hub && !known && (resp.StatusCode < 400) {
@@ -479,7 +566,12 @@ func (h *Hub) fetch(ctx context.Context, ref, repo, rev, file string, listed int
 	case resp.StatusCode == http.StatusOK, resp.StatusCode == http.StatusPartialContent,
 		resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && offset > 0:
 	default:
-		return "", 0, statusError(resp, "download "+Printable(file)+" of "+repo, cur.String())
+		err := statusError(resp, "download "+Printable(file)+" of "+repo, cur.String())
+		switch resp.StatusCode {
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return "", 0, &retryable{err: err}
+		}
+		return "", 0, err
 	}
 	if !known {
 		return "", 0, fmt.Errorf("download %s: the hub sent no checksum (X-Linked-Etag or ETag) for %s, so the download cannot be verified; check HF_ENDPOINT", start, Printable(file))
@@ -538,6 +630,16 @@ func fetchErr(ctx context.Context, u string, lim limits, err error) error {
 		return fmt.Errorf("download %s: %w", u, context.Cause(ctx))
 	}
 	return fmt.Errorf("download %s: %w (check the network connection, or HF_ENDPOINT)", u, err)
+}
+
+// mayRetry marks err retryable when the network caused it: the download
+// stalled, or the connection failed while ctx still runs. Too slow a
+// download, the deadline and a cancelled pull are final.
+func mayRetry(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errStalled) || ctx.Err() == nil {
+		return &retryable{err: err}
+	}
+	return err
 }
 
 // parseContentRange reads "bytes FIRST-LAST/SIZE" (SIZE may be "*": -1).
@@ -610,7 +712,11 @@ func (h *Hub) store(ctx context.Context, stop context.CancelCauseFunc, ref, file
 	got := offset + n
 	if copyErr != nil {
 		err := fetchErr(ctx, src, lim, copyErr)
-		return "", 0, fmt.Errorf("%w; the download stopped after %d of %s bytes and the partial file is kept (%s): run the same pull again to resume", err, got, sizeText(total), partial)
+		full := mayRetry(ctx, fmt.Errorf("%w; the download stopped after %d of %s bytes and the partial file is kept (%s): run the same pull again to resume", err, got, sizeText(total), partial))
+		if re, ok := full.(*retryable); ok {
+			re.note = fmt.Errorf("%w; stopped after %d of %s bytes", err, got, sizeText(total))
+		}
+		return "", 0, full
 	}
 	if total < 0 && got > h.maxBytes() {
 		f.Close()
@@ -623,7 +729,8 @@ func (h *Hub) store(ctx context.Context, stop context.CancelCauseFunc, ref, file
 			os.Remove(partial)
 			return "", 0, fmt.Errorf("download %s: more than the announced %d bytes arrived; the partial file was deleted: run the pull again", src, total)
 		}
-		return "", 0, fmt.Errorf("download %s: the body ended after %d of %d bytes; the partial file is kept (%s): run the same pull again to resume", src, got, total, partial)
+		return "", 0, &retryable{err: fmt.Errorf("download %s: the body ended after %d of %d bytes; the partial file is kept (%s): run the same pull again to resume", src, got, total, partial),
+			note: fmt.Errorf("download %s: the body ended after %d of %d bytes", src, got, total)}
 	}
 	sha := hex.EncodeToString(sum256.Sum(nil))
 	gotWant := sha

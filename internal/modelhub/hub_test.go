@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"tandem/internal/modelhub"
@@ -102,8 +104,11 @@ func TestPullDefaultQuant(t *testing.T) {
 	checkBlob(t, e, files["model-Q4_K_M.gguf"])
 }
 
+// TestPullResumesAfterCut: with retries off, a cut download fails keeping
+// its partial file, and the next Pull resumes it.
 func TestPullResumesAfterCut(t *testing.T) {
 	s, h, files := setup(t)
+	h.Retries = -1
 	s.CutNext(100_000)
 	ref := "hf.co/" + repo + ":Q4_K_M"
 	_, err := h.Pull(context.Background(), ref)
@@ -137,6 +142,7 @@ func TestPullResumesAfterCut(t *testing.T) {
 
 func TestPullRestartsWhenRangeIgnored(t *testing.T) {
 	s, h, files := setup(t)
+	h.Retries = -1
 	s.CutNext(50_000)
 	ref := "hf.co/" + repo + ":Q8_0"
 	if _, err := h.Pull(context.Background(), ref); err == nil {
@@ -159,6 +165,9 @@ func TestPullRefusesWrongHash(t *testing.T) {
 	_, err := h.Pull(context.Background(), "hf.co/"+repo+":Q8_0")
 	if err == nil || !strings.Contains(err.Error(), "sha256 mismatch") {
 		t.Fatalf("err %v, want a sha256 mismatch", err)
+	}
+	if n := s.Stats().CDNRequests; n != 1 {
+		t.Fatalf("a checksum mismatch made %d CDN requests; it is not retried", n)
 	}
 	for _, d := range []string{"blobs", "partial", "manifests"} {
 		des, _ := os.ReadDir(filepath.Join(h.Dir, d))
@@ -280,6 +289,7 @@ func TestPullGivesUpOnStall(t *testing.T) {
 	s, h, files := setup(t)
 	s.HangNext(1000)
 	h.StallTimeout = 100 * time.Millisecond
+	h.Retries = -1
 	ref := "hf.co/" + repo + ":Q8_0"
 	_, err := h.Pull(context.Background(), ref)
 	if err == nil || !strings.Contains(err.Error(), "nothing received for 100ms") || !strings.Contains(err.Error(), "resume") {
@@ -293,4 +303,142 @@ func TestPullGivesUpOnStall(t *testing.T) {
 	if rg := s.Stats().Ranges; len(rg) != 2 || rg[1] != "bytes=1000-" {
 		t.Fatalf("Range headers %q, want the second pull to resume from 1000", rg)
 	}
+}
+
+// TestPullRetriesCutsInOneCall: a download cut twice is resumed twice
+// within one Pull (Range from each cut's end) and verified.
+func TestPullRetriesCutsInOneCall(t *testing.T) {
+	s, h, files := setup(t)
+	h.RetryWait = time.Millisecond
+	s.CutNext(100_000)
+	s.CutNext(50_000)
+	var ps []modelhub.Progress
+	h.Progress = func(p modelhub.Progress) {
+		if p.Final {
+			ps = append(ps, p)
+		}
+	}
+	e, err := h.Pull(context.Background(), "hf.co/"+repo+":Q4_K_M")
+	if err != nil {
+		t.Fatalf("a download cut twice, with retries: %v", err)
+	}
+	checkBlob(t, e, files["model-Q4_K_M.gguf"])
+	if rg := s.Stats().Ranges; len(rg) != 3 || rg[0] != "" || rg[1] != "bytes=100000-" || rg[2] != "bytes=150000-" {
+		t.Fatalf("CDN Range headers %q, want none, bytes=100000-, bytes=150000-", rg)
+	}
+	if len(ps) != 3 || ps[1].Resumed != 100_000 || ps[2].Resumed != 150_000 || ps[2].Done != 300_000 {
+		t.Fatalf("final progress of each attempt %+v", ps)
+	}
+	if p := partials(t, h); len(p) != 0 {
+		t.Fatalf("partial files left: %v", p)
+	}
+}
+
+// TestPullRetriesGiveUp: retries are bounded; the last error says so and
+// the partial file stays for the next pull.
+func TestPullRetriesGiveUp(t *testing.T) {
+	s, h, files := setup(t)
+	h.Retries, h.RetryWait = 2, time.Millisecond
+	for range 3 {
+		s.CutNext(10_000)
+	}
+	ref := "hf.co/" + repo + ":Q8_0"
+	_, err := h.Pull(context.Background(), ref)
+	if err == nil || !strings.Contains(err.Error(), "gave up after 2 retries") || !strings.Contains(err.Error(), "run the same pull again to resume") {
+		t.Fatalf("three cuts with two retries: err %v", err)
+	}
+	if p := partials(t, h); len(p) != 1 {
+		t.Fatalf("partial files %v, want the one kept", p)
+	} else {
+		for _, n := range p {
+			if n != 30_000 {
+				t.Fatalf("partial file of %d bytes, want 30000", n)
+			}
+		}
+	}
+	e, err := h.Pull(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBlob(t, e, files["model-Q8_0.gguf"])
+	if rg := s.Stats().Ranges; len(rg) != 4 || rg[3] != "bytes=30000-" {
+		t.Fatalf("Range headers %q", rg)
+	}
+}
+
+// TestPullRetriesServerErrors: a 503 from the CDN is retried; a 404 is not.
+func TestPullRetriesServerErrors(t *testing.T) {
+	s, h, files := setup(t)
+	h.RetryWait = time.Millisecond
+	s.FailCDNNext(http.StatusServiceUnavailable)
+	e, err := h.Pull(context.Background(), "hf.co/"+repo+":Q8_0")
+	if err != nil {
+		t.Fatalf("a 503 then the file: %v", err)
+	}
+	checkBlob(t, e, files["model-Q8_0.gguf"])
+	if n := s.Stats().CDNRequests; n != 2 {
+		t.Fatalf("%d CDN requests, want 2", n)
+	}
+	s.FailCDNNext(http.StatusNotFound)
+	before := s.Stats().CDNRequests
+	if _, err := h.Pull(context.Background(), "hf.co/"+repo+":Q4_K_M"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("a 404: err %v", err)
+	}
+	if n := s.Stats().CDNRequests - before; n != 1 {
+		t.Fatalf("a 404 made %d CDN requests; it is not retried", n)
+	}
+}
+
+// TestPullRetryBackoff: the waits between retries double from RetryWait
+// (default 1 s): three cuts take 1 + 2 + 4 s of waiting.
+func TestPullRetryBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, h, files := setupInMemory(t)
+		for range 3 {
+			s.CutNext(1000)
+		}
+		start := time.Now()
+		e, err := h.Pull(context.Background(), "hf.co/"+repo+":Q8_0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkBlob(t, e, files["model-Q8_0.gguf"])
+		if took := time.Since(start); took != 7*time.Second {
+			t.Fatalf("three retries took %v of fake time, want 7s (1+2+4)", took)
+		}
+	})
+}
+
+// TestRemove: rm takes the manifest, and the blob once no reference names
+// it; a reference never pulled is an error.
+func TestRemove(t *testing.T) {
+	s, h, _ := setup(t)
+	ctx := context.Background()
+	a, err := h.Pull(ctx, "hf.co/"+repo+":Q4_K_M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Pull(ctx, repo); err != nil { // the short form, same content
+		t.Fatal(err)
+	}
+	e, blobGone, err := h.Remove(repo + ":q4_k_m")
+	if err != nil || blobGone || e.SHA256 != a.SHA256 {
+		t.Fatalf("remove one of two references: %+v, blob deleted %v, %v; want the blob kept", e, blobGone, err)
+	}
+	if _, err := os.Stat(a.Path); err != nil {
+		t.Fatalf("blob still named by hf.co/%s is gone: %v", repo, err)
+	}
+	if _, blobGone, err = h.Remove("hf.co/" + repo); err != nil || !blobGone {
+		t.Fatalf("remove the last reference: blob deleted %v, %v", blobGone, err)
+	}
+	if _, err := os.Stat(a.Path); err == nil {
+		t.Fatal("the blob is still there")
+	}
+	if es, _ := h.List(); len(es) != 0 {
+		t.Fatalf("List after rm: %+v", es)
+	}
+	if _, _, err := h.Remove(repo); err == nil || !strings.Contains(err.Error(), "tandem models") {
+		t.Fatalf("remove twice: %v", err)
+	}
+	_ = s
 }

@@ -43,7 +43,10 @@ var (
 )
 
 // IsRef reports whether s looks like a hub reference rather than a file path:
-// it starts with hf.co/, huggingface.co/ or an http(s) scheme.
+// it starts with hf.co/, huggingface.co/ or an http(s) scheme, or it is the
+// short form ORG/REPO[:QUANT] (IsShortRef). A short reference reads as a
+// relative path too: callers that take either look for a file first (a path
+// that exists wins).
 func IsRef(s string) bool {
 	l := strings.ToLower(s)
 	for _, p := range []string{"hf.co/", "huggingface.co/", "www.huggingface.co/", "https://", "http://"} {
@@ -51,20 +54,45 @@ func IsRef(s string) bool {
 			return true
 		}
 	}
-	return false
+	return IsShortRef(s)
 }
 
-// ParseRef parses a hub reference: hf.co/ORG/REPO[:QUANT] or
-// huggingface.co/ORG/REPO[:QUANT] (also with an https:// prefix), or a file
+// IsShortRef reports whether s is ORG/REPO[:QUANT] with no host: exactly one
+// slash between two valid names (the first not a hub host such as hf.co),
+// the repository name not ending in .gguf
+// (that is a file), and a valid tag after the colon when there is one. A
+// path such as ./x/y, /x/y, x/y/z or models/m.gguf is not one.
+func IsShortRef(s string) bool {
+	org, rest, ok := strings.Cut(s, "/")
+	if !ok || strings.Contains(rest, "/") || hubHosts[strings.ToLower(org)] {
+		return false
+	}
+	name, quant, hasQuant := strings.Cut(rest, ":")
+	if hasQuant && !quantTag.MatchString(quant) {
+		return false
+	}
+	for _, p := range []string{org, name} {
+		if !namePart.MatchString(p) || strings.Contains(p, "..") {
+			return false
+		}
+	}
+	return !strings.HasSuffix(strings.ToLower(name), ".gguf")
+}
+
+// ParseRef parses a hub reference: hf.co/ORG/REPO[:QUANT],
+// huggingface.co/ORG/REPO[:QUANT] (also with an https:// prefix) or the short
+// ORG/REPO[:QUANT] (meaning hf.co/ORG/REPO[:QUANT]), or a file
 // URL https://HOST/ORG/REPO/resolve/REV/FILE (a /blob/ page URL is taken as
 // its /resolve/ twin; the scheme may be left out for hf.co and
 // huggingface.co).
 func ParseRef(s string) (Ref, error) {
 	if !IsRef(s) {
-		return Ref{}, fmt.Errorf("%q is not a hub reference: use hf.co/ORG/REPO[:QUANT] or https://huggingface.co/ORG/REPO/resolve/REV/FILE.gguf", s)
+		return Ref{}, fmt.Errorf("%q is not a hub reference: use ORG/REPO[:QUANT], hf.co/ORG/REPO[:QUANT] or https://huggingface.co/ORG/REPO/resolve/REV/FILE.gguf", s)
 	}
 	raw := s
-	if !strings.Contains(s, "://") {
+	if IsShortRef(s) {
+		raw = "https://hf.co/" + s
+	} else if !strings.Contains(s, "://") {
 		raw = "https://" + s
 	}
 	u, err := url.Parse(raw)

@@ -18,6 +18,8 @@ func TestParseRef(t *testing.T) {
 		{"https://huggingface.co/org/repo/resolve/main/m-Q8_0.gguf", Ref{Repo: "org/repo", Revision: "main", File: "m-Q8_0.gguf"}, "hf.co/org/repo/resolve/main/m-Q8_0.gguf"},
 		{"https://huggingface.co/org/repo/blob/v1.0/sub/m.gguf", Ref{Repo: "org/repo", Revision: "v1.0", File: "sub/m.gguf"}, "hf.co/org/repo/resolve/v1.0/sub/m.gguf"},
 		{"hf.co/org/repo/resolve/refs%2Fpr%2F1/m.gguf", Ref{Repo: "org/repo", Revision: "refs/pr/1", File: "m.gguf"}, "hf.co/org/repo/resolve/refs%2Fpr%2F1/m.gguf"},
+		{"org/repo", Ref{Repo: "org/repo", Revision: "main"}, "hf.co/org/repo"},
+		{"Qwen/Qwen2.5-0.5B-Instruct-GGUF:q4_k_m", Ref{Repo: "Qwen/Qwen2.5-0.5B-Instruct-GGUF", Quant: "Q4_K_M", Revision: "main"}, "hf.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"},
 		{"http://127.0.0.1:8080/org/repo/resolve/main/m.gguf", Ref{Repo: "org/repo", Revision: "main", File: "m.gguf", Origin: "http://127.0.0.1:8080"}, "http://127.0.0.1:8080/org/repo/resolve/main/m.gguf"},
 	}
 	for _, c := range cases {
@@ -41,6 +43,14 @@ func TestParseRef(t *testing.T) {
 	}
 	if IsRef("./models/x.gguf") || IsRef("/tmp/hf.co/x") || !IsRef("HF.CO/a/b") {
 		t.Error("IsRef misclassifies")
+	}
+	for s, want := range map[string]bool{"org/repo": true, "org/repo:Q8_0": true, "Org.x/Repo-GGUF": true,
+		"models/m.gguf": false, "models/M.GGUF": false, "./org/repo": false, "/org/repo": false, "a/b/c": false,
+		"org/": false, "/repo": false, "org/repo:": false, "org/repo:a b": false, "../repo": false, "org/..": false,
+		"~/m": false, "llama3.2": false, "m.gguf": false, "org/repo/": false} {
+		if IsShortRef(s) != want || IsRef(s) != want {
+			t.Errorf("IsShortRef(%q) = %v, IsRef %v; want %v", s, IsShortRef(s), IsRef(s), want)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"tandem/internal/router"
 )
@@ -127,5 +128,70 @@ func TestWorker401IsNotTheClients(t *testing.T) {
 	_, typ, code := errorDoc(t, body)
 	if status != 502 || code == "invalid_api_key" || typ != "server_error" {
 		t.Errorf("decode answered 401: client got %d %s, want 502 server_error without invalid_api_key", status, body)
+	}
+}
+
+// TestWorkerClientErrorPassesThrough: a worker's 4xx reaches the client as
+// the worker wrote it (status, message, type, param, code), with no
+// wrapper naming a leg or a status, as `tandem serve` would have answered.
+func TestWorkerClientErrorPassesThrough(t *testing.T) {
+	const werr = `{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 100001 tokens (1 in the prompt, 100000 in the completion). Please reduce the prompt or max_tokens.","type":"invalid_request_error","param":"max_tokens","code":"context_length_exceeded"}}`
+	for _, tc := range []struct{ name, prompt string }{
+		{"local", "x"}, // under the PD threshold: the decode worker's local leg
+		{"disaggregated", strings.Repeat("word ", 300)}, // both legs
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newFake(t, "prefill", answer(400, werr))
+			d := newFake(t, "decode", answer(400, werr))
+			c := newCluster(t, []*fake{p}, []*fake{d}, func(o *router.Options) { o.PDThreshold = 64 })
+			status, body := c.post(t, "/v1/completions", `{"prompt":"`+tc.prompt+`","max_tokens":100000}`)
+			if status != 400 || strings.TrimSpace(body) != werr {
+				t.Errorf("worker answered 400: client got %d %s\nwant 400 %s", status, body, werr)
+			}
+		})
+	}
+}
+
+// TestWorker429KeepsRetryAfter: a worker's 429 reaches the client with the
+// worker's Retry-After; the router's own 429 carries one too.
+func TestWorker429KeepsRetryAfter(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Retry-After", "7")
+		writeJSONBody(w, 429, `{"error":{"message":"The server is overloaded: queue full","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}`)
+	})
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	resp, err := http.Post(c.srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" {
+		t.Errorf("worker answered 429 with Retry-After 7: client got %d with Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestWorker401OpensItsBreaker: a worker that refuses the router's leg
+// signature counts as failing (its breaker opens) and is logged at ERROR,
+// not counted as a success as a client's bad request is.
+func TestWorker401OpensItsBreaker(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", answer(401, `{"error":{"message":"the leg's signature does not verify","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
+	var lb logBuffer
+	c := newCluster(t, []*fake{p}, []*fake{d}, func(o *router.Options) {
+		withLog(&lb)(o)
+		o.BreakerFailures, o.BreakerCooldown = 2, time.Hour
+	})
+	for range 2 {
+		if status, body := c.post(t, "/v1/completions", `{"prompt":"x"}`); status != 502 {
+			t.Fatalf("decode answered 401: client got %d %s, want 502", status, body)
+		}
+	}
+	_, m := c.get(t, "/metrics")
+	if st := metricValue(t, m, `tandem_router_worker_breaker_state{role="decode",worker="`+d.url()+`"}`); st != 2 {
+		t.Errorf("breaker state of the worker that answered 401 twice = %v, want 2 (open)", st)
+	}
+	if got := lb.lines("level=ERROR", "signature", d.url()); len(got) == 0 {
+		t.Errorf("no ERROR line naming %s and the refused signature:\n%s", d.url(), lb.String())
 	}
 }

@@ -28,9 +28,6 @@ const (
 	corsMaxAge = 600
 )
 
-// codeInvalidAPIKey is the error code of a 401, as OpenAI's.
-const codeInvalidAPIKey = "invalid_api_key"
-
 // corsAllowHeaders are the request headers a browser may send.
 var corsAllowHeaders = "Authorization, Content-Type, " + HeaderClientRequestID
 
@@ -148,9 +145,6 @@ func (f *front) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], f.keyHash[:]) == 1
 }
 
-// unauthorized is the 401 for a missing or wrong API key, in OpenAI's
-// shape.
-func unauthorized() *openai.Error {
-	return &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeInvalidRequest, Code: codeInvalidAPIKey,
-		Message: "Missing or incorrect API key: send it as \"Authorization: Bearer KEY\"."}
-}
+// unauthorized is the 401 for a missing or wrong API key, worded as
+// `tandem serve` words it.
+func unauthorized() *openai.Error { return openai.InvalidAPIKey() }

@@ -36,7 +36,11 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		httpx.WriteError(w, e)
 		return
 	}
-	req, e := parseRequest(ep, body, rid)
+	e = decodeAsWorkers(ep, body)
+	var req *clientRequest
+	if e == nil {
+		req, e = parseRequest(ep, body, rid)
+	}
 	if e != nil {
 		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
 		httpx.WriteError(w, e)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,8 +96,6 @@ func (e *legError) detail() string {
 // of the connection (whose text carries addresses), a phrase for its kind.
 func (e *legError) publicDetail() string {
 	switch {
-	case e.api != nil && e.status != 0:
-		return fmt.Sprintf("%s (status %d)", e.api.Message, e.status)
 	case e.api != nil:
 		return e.api.Message
 	case e.public != "":
@@ -129,11 +128,16 @@ func (e *legError) draining() bool {
 	return e.kind == kindStatus && e.api != nil && drain.IsRefusal(e.status, e.api.Code)
 }
 
-// clientError is what the client gets for this failure: the worker's
-// status for its 4xx answers (with its type, param and code), 504 for a
-// timeout, 503 (code "draining") when the worker drains and no other could
-// take the sample, else 502. The message names the leg and carries the worker's
-// message, but not the worker's URL (that goes to the log).
+// clientError is what the client gets for this failure: for the worker's
+// 4xx answers, the worker's own error as the worker wrote it (status,
+// message, type, param, code, Retry-After), so that a client sees through
+// the router what `tandem serve` would have told it (a 409, a room id
+// already live, and a 499, the room's client gone, are the disaggregation
+// protocol's, which serve never answers: their message names the leg);
+// 504 for a timeout,
+// 503 (code "draining") when the worker drains and no other could take
+// the sample, else 502 naming the leg. No message names a worker (its URL
+// goes to the log).
 func (e *legError) clientError() *openai.Error {
 	msg := fmt.Sprintf("The %s leg failed: %s", e.legName(), e.publicDetail())
 	switch {
@@ -144,8 +148,11 @@ func (e *legError) clientError() *openai.Error {
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: codeUpstreamTimeout, Message: msg}
 	case e.clientFault():
 		oe := &openai.Error{Status: e.status, Type: openai.TypeInvalidRequest, Message: msg}
+		if e.status != http.StatusConflict && e.status != statusClientClosed {
+			oe.Message = e.publicDetail() // the request's own fault, as serve words it
+		}
 		if e.api != nil {
-			oe.Param, oe.Code = e.api.Param, e.api.Code
+			oe.Param, oe.Code, oe.RetryAfter = e.api.Param, e.api.Code, e.api.RetryAfter
 			if e.api.Type != "" {
 				oe.Type = e.api.Type
 			}
@@ -153,7 +160,7 @@ func (e *legError) clientError() *openai.Error {
 		return oe
 	}
 	code := codeUpstreamError
-	if e.api != nil && e.api.Code != "" && e.status != http.StatusUnauthorized && e.status != http.StatusForbidden {
+	if e.api != nil && e.api.Code != "" && !e.refusedCredential() {
 		code = e.api.Code
 	}
 	return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: code, Message: msg}
@@ -166,9 +173,21 @@ func (e *legError) clientError() *openai.Error {
 // cluster token, or clocks too far apart), so it counts as the worker's
 // failure and the client gets a 502.
 func (e *legError) clientFault() bool {
-	return e.kind == kindStatus && e.status >= 400 && e.status < 500 &&
-		e.status != http.StatusUnauthorized && e.status != http.StatusForbidden
+	return e.kind == kindStatus && e.status >= 400 && e.status < 500 && !e.refusedCredential()
 }
+
+// refusedCredential reports whether the worker answered 401 or 403: it
+// refused the router's leg signature or cluster credential. That is a
+// misconfiguration of the cluster (another token, clocks too far apart),
+// never the client's doing: it counts against the worker's breaker and is
+// logged at ERROR (leg.close).
+func (e *legError) refusedCredential() bool {
+	return e.kind == kindStatus && (e.status == http.StatusUnauthorized || e.status == http.StatusForbidden)
+}
+
+// statusClientClosed is the status a worker answers a leg whose client
+// went away with (nginx's "client closed request").
+const statusClientClosed = 499
 
 // Error codes of the router's own errors.
 const (
@@ -250,6 +269,12 @@ func (l *leg) close(err *legError) {
 		why := ""
 		if err != nil {
 			why = err.Error()
+		}
+		if err != nil && err.refusedCredential() {
+			l.rt.log.Error("a worker refused the router's leg signature or credential: the cluster is misconfigured "+
+				"(the router and the worker hold different cluster tokens, or their clocks are too far apart); "+
+				"the worker counts as failing until this is fixed",
+				"worker", l.w.URL(), "role", string(l.role), "status", err.status, "err", err.detail())
 		}
 		l.rt.workers.Done(l.w, legOutcome(err), why)
 		l.rt.met.legSeconds.WithLabelValues(l.w.URL(), string(l.role)).Observe(time.Since(l.start).Seconds())
@@ -362,6 +387,10 @@ func (b *activityBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// retryAfterMax bounds the Retry-After (seconds) the router passes on
+// from a worker.
+const retryAfterMax = 3600
+
 // readWorkerError reads an error answer: OpenAI's error document when it
 // is one, else the start of the body as the message.
 func readWorkerError(resp *http.Response) *openai.Error {
@@ -374,15 +403,19 @@ func readWorkerError(resp *http.Response) *openai.Error {
 			Code    json.RawMessage `json:"code"`
 		} `json:"error"`
 	}
+	var ra time.Duration
+	if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s > 0 && s <= retryAfterMax {
+		ra = time.Duration(s) * time.Second
+	}
 	if json.Unmarshal(body, &doc) == nil && doc.Error != nil && doc.Error.Message != "" {
 		return &openai.Error{Status: resp.StatusCode, Message: doc.Error.Message, Type: doc.Error.Type,
-			Param: jsonString(doc.Error.Param), Code: jsonString(doc.Error.Code)}
+			Param: jsonString(doc.Error.Param), Code: jsonString(doc.Error.Code), RetryAfter: ra}
 	}
 	msg := httpx.Clip(string(body), 300)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return &openai.Error{Status: resp.StatusCode, Message: msg}
+	return &openai.Error{Status: resp.StatusCode, Message: msg, RetryAfter: ra}
 }
 
 // apiErrorFromEvent reads the "error" member of a streamed event.
@@ -430,6 +463,9 @@ func legOutcome(e *legError) pool.Outcome {
 		}
 		return pool.Failure
 	case kindStatus, kindErrorEvent:
+		if e.refusedCredential() {
+			return pool.Failure // the cluster's misconfiguration, not the client's request
+		}
 		if e.status >= 400 && e.status < 500 {
 			return pool.Success
 		}

@@ -48,8 +48,8 @@ type clientRequest struct {
 }
 
 // parseRequest reads the members the router acts on; requestID is the
-// id wrap gave the request. Errors are 400s in
-// OpenAI's shape naming the member.
+// id wrap gave the request. Errors are 400s in OpenAI's shape naming the
+// member. The handler checks the body with decodeAsWorkers first.
 func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *openai.Error) {
 	obj, err := answer.ParseObject(body)
 	if err != nil {
@@ -95,6 +95,21 @@ func parseRequest(ep endpoint, body []byte, requestID string) (*clientRequest, *
 	}
 	r.samples = max(1, len(r.prompts)) * r.n
 	return r, nil
+}
+
+// decodeAsWorkers checks body with the decoder the workers (and `tandem
+// serve`) use, so that a malformed request gets the very 400 serve would
+// give it. What depends on the model (its name, the context length, the
+// chat template) is the workers' to check, and their 4xx answers reach the
+// client as they wrote them (legError.clientError).
+func decodeAsWorkers(ep endpoint, body []byte) *openai.Error {
+	var e *openai.Error
+	if ep.chat {
+		_, e = openai.DecodeChatRequest(body)
+	} else {
+		_, e = openai.DecodeCompletionRequest(body)
+	}
+	return e
 }
 
 // promptList returns the prompts of a completions body whose prompt is a

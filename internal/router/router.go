@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"tandem/internal/api/httpx"
 	apileg "tandem/internal/api/leg"
 	"tandem/internal/api/openai"
+	"tandem/internal/discovery"
 	"tandem/internal/pd/debugdoc"
 	"tandem/internal/router/answer"
 	"tandem/internal/router/pool"
@@ -34,9 +36,18 @@ import (
 type Options struct {
 	// Prefill and Decode are the workers' HTTP base URLs
 	// ("http://host:port"; a bare "host:port" means http). At least one of
-	// each; no URL twice.
+	// each; no URL twice. Empty when Source or Discovery gives the workers.
 	Prefill []string
 	Decode  []string
+	// Source, when set, gives the workers instead of Prefill and Decode,
+	// live: RunDiscovery runs it and reconciles the pool with each of its
+	// snapshots (membership.go).
+	Source discovery.Source
+	// Discovery, when set and not static, is the configuration New builds
+	// Source from (`tandem route --discovery`); its Logger, Registerer and
+	// Probe are filled in from the router's (the probe carries the cluster
+	// credential). A static one (or nil) means Prefill and Decode.
+	Discovery *discovery.Config
 	// Name is the router's name: its "worker" in /debug/rooms, and the
 	// X-Tandem-Router header of every answer (which of several routers
 	// behind one address answered); default "router".
@@ -137,6 +148,15 @@ type Router struct {
 	// stop, cancelled by EndRequests, ends every request in flight.
 	stop     context.Context
 	stopWith context.CancelCauseFunc
+	// src is the membership source (nil: the static Prefill and Decode
+	// lists); synced is closed once the pool holds its first snapshot
+	// (at once without a source); joinKick wakes RunDiscovery's probe of
+	// workers that joined.
+	src      discovery.Source
+	srcKind  string
+	synced   chan struct{}
+	syncOnce sync.Once
+	joinKick chan struct{}
 }
 
 // New checks o and builds a router. Every worker starts out of service
@@ -145,13 +165,27 @@ func New(o Options) (*Router, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	prefill, err := normalizeURLs("--prefill", o.Prefill)
-	if err != nil {
-		return nil, err
+	live := o.Source != nil
+	if o.Discovery != nil {
+		kind, _, err := discovery.ParseSpec(o.Discovery.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("new router: %w", err)
+		}
+		live = live || kind != discovery.KindStatic
 	}
-	decode, err := normalizeURLs("--decode", o.Decode)
-	if err != nil {
-		return nil, err
+	var prefill, decode []string
+	var err error
+	if live {
+		if len(o.Prefill)+len(o.Decode) > 0 {
+			return nil, errors.New("new router: --prefill and --decode are for a static fleet; with --discovery the workers come from the source alone")
+		}
+	} else {
+		if prefill, err = normalizeURLs("--prefill", o.Prefill); err != nil {
+			return nil, err
+		}
+		if decode, err = normalizeURLs("--decode", o.Decode); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range prefill {
 		for _, d := range decode {
@@ -192,12 +226,15 @@ func New(o Options) (*Router, error) {
 	rt.stop, rt.stopWith = context.WithCancelCause(context.Background())
 	rt.workers, err = pool.New(pool.Config{Prefill: prefill, Decode: decode, Logger: o.Logger, Registry: o.Registry,
 		Client: rt.probeClient, HealthTimeout: o.HealthTimeout, InfoTimeout: infoTimeout,
-		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now})
+		BreakerFailures: o.BreakerFailures, BreakerCooldown: o.BreakerCooldown, Now: time.Now, OnDrop: rt.forgetWorker})
 	if err != nil {
 		return nil, fmt.Errorf("new router: %w", err)
 	}
 	if err := o.Registry.Register(workerCollector{rt.workers}); err != nil {
 		return nil, fmt.Errorf("new router: register the worker gauges: %w", err)
+	}
+	if err := rt.initMembership(); err != nil {
+		return nil, fmt.Errorf("new router: %w", err)
 	}
 	rt.handler = rt.routes()
 	return rt, nil
@@ -536,7 +573,7 @@ func (rt *Router) serveRooms(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) roomsDoc() debugdoc.Rooms {
-	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.workers.Debug()}
+	doc := debugdoc.Rooms{Worker: rt.o.Name, Role: "router", Rooms: rt.recs.snapshot(), Workers: rt.workers.Debug(), Membership: rt.membershipDoc()}
 	for _, r := range doc.Rooms {
 		if !r.Terminal() {
 			doc.Live++

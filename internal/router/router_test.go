@@ -301,7 +301,7 @@ func TestLegConnectionsAreReused(t *testing.T) {
 	d := newFake(t, "decode", stream(strings.SplitAfter(chatStream, "\n\n")...))
 	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
 	for i := range 5 {
-		if status, body := c.post(t, "/v1/chat/completions", `{"messages":[],"stream":true}`); status != 200 || body != chatStream {
+		if status, body := c.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`); status != 200 || body != chatStream {
 			t.Fatalf("request %d = %d %q", i, status, body)
 		}
 	}

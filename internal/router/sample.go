@@ -63,6 +63,7 @@ func (s *sample) send(ctx context.Context, r reply) bool {
 // prefillResult is how a prefill leg ended.
 type prefillResult struct {
 	promptLogprobs json.RawMessage // choices[0].prompt_logprobs, when asked for and present
+	cached         int             // the prompt tokens the prefill worker found in its prefix cache
 	err            *legError
 }
 
@@ -365,10 +366,11 @@ func (rt *Router) runPrefill(l *leg, path string, body []byte, want bool, hdr ma
 	if err != nil {
 		return prefillResult{err: l.fail(kindStream, 0, nil, err)}
 	}
-	if !want {
-		return prefillResult{}
+	res = prefillResult{cached: answer.CachedTokens(b)}
+	if want {
+		res.promptLogprobs = answer.PromptLogprobs(b)
 	}
-	return prefillResult{promptLogprobs: answer.PromptLogprobs(b)}
+	return res
 }
 
 // runDecode runs the decode leg and hands each step of its answer to out.
@@ -440,6 +442,7 @@ type follower struct {
 	decodeWorker  *pool.Worker
 	prefillWorker *pool.Worker    // nil for a local leg
 	plp           json.RawMessage // prefill's prompt logprobs, once it answered
+	pcached       int             // prefill's cached prompt tokens, once it answered
 	seenData      bool            // a data event went out (the first gets the prompt logprobs)
 	delivered     bool            // part of decode's answer went to the writer
 	answered      bool            // the end of decode's answer went to the writer
@@ -469,20 +472,22 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			return nil
 		case pr := <-pch:
 			pch, prefillDone = nil, true
-			if pr.err != nil {
-				if !f.delivered {
-					return pr.err // when the request itself ended, the caller sees ctx first
-				}
-				f.rt.log.Warn("prefill leg failed after decode began answering; the answer stands",
-					"request", f.s.req.requestID, "err", pr.err)
-			}
-			f.plp = pr.promptLogprobs
-			if f.s.req.wantPromptLogprobs && f.plp == nil && pr.err == nil {
-				f.rt.log.Warn("prompt logprobs were asked for but the prefill worker sent none", "request", f.s.req.requestID)
+			if le := f.prefillAnswered(pr); le != nil {
+				return le
 			}
 		case de := <-din:
 			if de.err != nil {
 				return de.err // when the request itself ended, the caller sees ctx first
+			}
+			if !prefillDone && de.mayCarryUsage() {
+				// The usage takes prefill's cached tokens: wait a little for
+				// its answer (which comes once decode acknowledged the KV).
+				if pr, ok := f.waitPrefill(ctx, pch); ok {
+					pch, prefillDone = nil, true
+					if le := f.prefillAnswered(pr); le != nil {
+						return le
+					}
+				}
 			}
 			f.rt.recs.received(f.rec, len(de.ev.Raw)+len(de.body))
 			r, le := f.format(de)
@@ -506,6 +511,48 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			}
 		}
 	}
+}
+
+// prefillAnswered takes prefill's answer: its prompt logprobs and cached
+// tokens, or its failure, which fails the sample (returned) unless decode
+// already began answering.
+func (f *follower) prefillAnswered(pr prefillResult) *legError {
+	if pr.err != nil {
+		if !f.delivered {
+			return pr.err // when the request itself ended, the caller sees ctx first
+		}
+		f.rt.log.Warn("prefill leg failed after decode began answering; the answer stands",
+			"request", f.s.req.requestID, "err", pr.err)
+	}
+	f.plp, f.pcached = pr.promptLogprobs, pr.cached
+	if f.s.req.wantPromptLogprobs && f.plp == nil && pr.err == nil {
+		f.rt.log.Warn("prompt logprobs were asked for but the prefill worker sent none", "request", f.s.req.requestID)
+	}
+	return nil
+}
+
+// waitPrefill waits at most prefillGraceMax for prefill's answer; false
+// when it did not come (the usage then counts decode's cached tokens
+// alone).
+func (f *follower) waitPrefill(ctx context.Context, pch <-chan prefillResult) (prefillResult, bool) {
+	t := time.NewTimer(prefillGraceMax)
+	defer t.Stop()
+	select {
+	case pr := <-pch:
+		return pr, true
+	case <-t.C:
+		f.rt.recs.note(f.rec, "prefill_grace_expired", fmt.Sprintf("decode sent its usage and prefill did not answer within %s", prefillGraceMax))
+	case <-ctx.Done():
+	}
+	return prefillResult{}, false
+}
+
+// mayCarryUsage reports whether the event or body may hold a usage member.
+func (de decodeEvent) mayCarryUsage() bool {
+	if de.body != nil {
+		return answer.MayCarryUsage(de.body)
+	}
+	return de.ev.HasData && answer.MayCarryUsage(de.ev.Data)
 }
 
 // awaitPrefill gives a prefill leg whose decode already finished a little
@@ -581,6 +628,7 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	f.noteAnswer(obj)
 	first := !f.seenData
 	f.seenData = true
+	obj, raised := answer.RaiseCachedTokens(obj, f.pcached) // prefill's cache hit is the request's
 	if merged && answer.IsUsageChunk(obj) {
 		var u openai.Usage
 		raw, _ := obj.Get("usage")
@@ -592,6 +640,9 @@ func (f *follower) format(de decodeEvent) (*reply, *legError) {
 	}
 	token := answer.CarriesToken(obj)
 	if !merged && !(first && f.plp != nil) {
+		if raised {
+			return &reply{data: answer.Frame(obj.Marshal()), token: token}, nil
+		}
 		return &reply{data: ev.Raw, token: token}, nil
 	}
 	sp := answer.Splice{Reindex: merged, Index: f.s.i, Echo: req.echoLogprobs}
@@ -615,12 +666,13 @@ func (f *follower) formatBody(de decodeEvent) (*reply, *legError) {
 	if err == nil {
 		f.noteAnswer(obj)
 	}
-	if req.samples == 1 && f.plp == nil {
+	if req.samples == 1 && f.plp == nil && (f.pcached == 0 || !answer.MayCarryUsage(de.body)) {
 		return &reply{data: de.body, contentType: de.contentType, done: true}, nil
 	}
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, fmt.Errorf("the worker's answer is not a JSON object: %w", err))
 	}
+	obj, _ = answer.RaiseCachedTokens(obj, f.pcached) // prefill's cache hit is the request's
 	obj, err = answer.Splice{Reindex: req.samples > 1, Index: f.s.i, PromptLogprobs: f.plp, Echo: req.echoLogprobs}.Apply(obj)
 	if err != nil {
 		return nil, f.decodeFail(kindStream, nil, err)

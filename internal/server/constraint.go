@@ -242,7 +242,7 @@ func (s *Server) compileConstraint(ctx context.Context, con *openai.Constraint) 
 	if con == nil {
 		return nil, nil
 	}
-	opts := grammar.Options{DisableAnyWhitespace: con.DisableAnyWhitespace}
+	opts := grammar.Options{DisableAnyWhitespace: con.DisableAnyWhitespace, MaxWhitespace: s.o.JSONMaxWhitespace}
 	g, err := s.grammars.get(ctx, constraintKey(con, opts), func(cctx context.Context) (*grammar.Grammar, error) {
 		opts := opts.WithContext(cctx)
 		switch con.Kind {

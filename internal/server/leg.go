@@ -51,7 +51,7 @@ func (s *Server) checkAPIKey(w http.ResponseWriter, r *http.Request) bool {
 	if s.o.APIKey == "" || leg.CheckBearer(r.Header, s.o.APIKey) {
 		return true
 	}
-	leg.WriteUnauthorized(w, leg.Unauthorized("Incorrect or missing API key: send Authorization: Bearer <the key given to --api-key or $TANDEM_API_KEY>."))
+	leg.WriteUnauthorized(w, openai.InvalidAPIKey())
 	return false
 }
 

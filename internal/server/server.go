@@ -52,6 +52,13 @@ type Options struct {
 	// DefaultCompletionTokens is max_tokens for /v1/completions requests
 	// that give none (chat requests default to the rest of the context).
 	DefaultCompletionTokens int
+	// JSONMaxWhitespace, when > 0, lets structured JSON output (schemas,
+	// json_object, tool-call arguments) put any run of space, tab, newline
+	// and CR up to this many bytes between tokens
+	// (grammar.Options.MaxWhitespace). 0: compact whitespace, one space or
+	// a newline and bounded indentation; structured_outputs
+	// .disable_any_whitespace still asks for none.
+	JSONMaxWhitespace int
 	// SystemFingerprint, if set, is reported in every answer.
 	SystemFingerprint string
 	// LegKeys, when set (a prefill or decode worker), makes every

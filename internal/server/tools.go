@@ -111,11 +111,11 @@ func (s *Server) planTools(ctx context.Context, req *openai.ChatRequest, prompt 
 // structured-output key.
 func (s *Server) grammarFor(ctx context.Context, req *openai.ChatRequest, think toolcall.ThinkMode) (*grammar.Grammar, *openai.Error) {
 	c := s.tools
-	key := sha256.Sum256(fmt.Appendf(nil, "tools\x00%s\x00%d\x00%q\x00%v\x00%d\x00%v\x00%s", c.format, req.ToolChoice.Mode,
-		req.ToolChoice.Name, req.Parallel(), think, c.mistralNames, req.ToolsJSON))
+	key := sha256.Sum256(fmt.Appendf(nil, "tools\x00%s\x00%d\x00%q\x00%v\x00%d\x00%v\x00%d\x00%s", c.format, req.ToolChoice.Mode,
+		req.ToolChoice.Name, req.Parallel(), think, c.mistralNames, s.o.JSONMaxWhitespace, req.ToolsJSON))
 	g, err := s.grammars.get(ctx, key, func(cctx context.Context) (*grammar.Grammar, error) {
 		g, e := toolcall.Grammar(toolcall.GrammarSpec{Format: c.format, Tools: req.Tools, Choice: req.ToolChoice,
-			Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames, Options: grammar.Options{}.WithContext(cctx)})
+			Parallel: req.Parallel(), Think: think, MistralNames: c.mistralNames, Options: grammar.Options{MaxWhitespace: s.o.JSONMaxWhitespace}.WithContext(cctx)})
 		if e != nil {
 			return nil, e
 		}

@@ -145,12 +145,17 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// WriteError answers e in OpenAI's error shape with e's status (and its
-// Retry-After when it has one).
+// WriteError answers e in OpenAI's error shape with e's status and its
+// Retry-After when it has one; every 429 carries one (a 429 without
+// e.RetryAfter gets openai.DefaultRetryAfter).
 func WriteError(w http.ResponseWriter, e *openai.Error) {
 	w.Header().Set("Content-Type", "application/json")
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	ra := e.RetryAfter
+	if ra <= 0 && e.Status == http.StatusTooManyRequests {
+		ra = openai.DefaultRetryAfter
+	}
+	if ra > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
 	}
 	w.WriteHeader(e.Status)
 	w.Write(append(e.MarshalBody(), '\n'))

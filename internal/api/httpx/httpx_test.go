@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tandem/internal/api/httpx"
+	"tandem/internal/api/openai"
 )
 
 // TestReadBody: a body within the limit is read; a larger one is a 413
@@ -86,5 +87,26 @@ func TestRecorderAndMethods(t *testing.T) {
 	}
 	if s := httpx.Server(":0", http.NotFoundHandler(), slog.New(slog.DiscardHandler)); s.ReadHeaderTimeout == 0 || s.ReadTimeout != 0 {
 		t.Errorf("Server: ReadHeaderTimeout %v ReadTimeout %v, want a header timeout and no read timeout", s.ReadHeaderTimeout, s.ReadTimeout)
+	}
+}
+
+// TestEvery429HasRetryAfter: a 429 carries Retry-After whether or not the
+// error named one; other errors carry it only when they name one.
+func TestEvery429HasRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		e    *openai.Error
+		want string
+	}{
+		{&openai.Error{Status: 429, Message: "busy"}, "1"},
+		{openai.RateLimited("queue full"), "1"},
+		{&openai.Error{Status: 429, Message: "busy", RetryAfter: 2500 * time.Millisecond}, "3"},
+		{&openai.Error{Status: 503, Message: "down"}, ""},
+		{openai.Invalid("x", "", "bad"), ""},
+	} {
+		w := httptest.NewRecorder()
+		httpx.WriteError(w, tc.e)
+		if got := w.Header().Get("Retry-After"); w.Code != tc.e.Status || got != tc.want {
+			t.Errorf("WriteError(%d %q) = %d, Retry-After %q; want %d, %q", tc.e.Status, tc.e.Message, w.Code, got, tc.e.Status, tc.want)
+		}
 	}
 }

@@ -30,7 +30,12 @@ const (
 	CodeUnavailable     = "service_unavailable"
 	CodeInternal        = "internal_error"
 	CodeUnknownEndpoint = "unknown_url"
+	CodeInvalidAPIKey   = "invalid_api_key"
 )
+
+// DefaultRetryAfter is the Retry-After of a 429 that names no other: the
+// queues it met turn over within seconds.
+const DefaultRetryAfter = time.Second
 
 // Error is an API error: the HTTP status to answer with and the fields of
 // OpenAI's error body. Param and Code are omitted (null) when empty.
@@ -134,10 +139,19 @@ func NotFound(path string) *Error {
 		Message: fmt.Sprintf("Unknown endpoint %s.", path)}
 }
 
-// RateLimited returns the 429 error for a full queue.
+// RateLimited returns the 429 error for a full queue, with a Retry-After
+// of DefaultRetryAfter.
 func RateLimited(detail string) *Error {
 	return &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeRateLimit,
-		Message: "The server is overloaded: " + detail}
+		Message: "The server is overloaded: " + detail, RetryAfter: DefaultRetryAfter}
+}
+
+// InvalidAPIKey returns the 401 for a missing or wrong API key, worded
+// the same by `tandem serve` and the router (type invalid_request_error,
+// code invalid_api_key, as OpenAI answers a bad key).
+func InvalidAPIKey() *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: TypeInvalidRequest, Code: CodeInvalidAPIKey,
+		Message: "Incorrect or missing API key: send it as \"Authorization: Bearer KEY\" with the key given to --api-key or $TANDEM_API_KEY."}
 }
 
 // Unavailable returns the 503 error for a server that is not ready or is

@@ -82,7 +82,7 @@ func dateExpr() *expr {
 
 func timeExpr() *expr {
 	hms := seq(twoDigits(0, 23), byteExpr(':'), twoDigits(0, 59), byteExpr(':'), twoDigits(0, 60))
-	frac := opt(seq(byteExpr('.'), digits))
+	frac := opt(seq(byteExpr('.'), repeat(digit, 1, MaxFractionDigits)))
 	offset := alt(byteExpr('Z'), byteExpr('z'),
 		seq(alt(byteExpr('+'), byteExpr('-')), twoDigits(0, 23), byteExpr(':'), twoDigits(0, 59)))
 	return seq(hms, frac, offset)

@@ -126,6 +126,18 @@ func TestSchemaDocuments(t *testing.T) {
 			// none before or after the document
 			[]string{"{\"a\":[1 2]}", "{" + strings.Repeat(" ", 17) + `"a":[]}`, ` {"a":[]}`, "{\"a\":[]}\n"}},
 		{"whitespace bounded", `{"type":"array"}`, Options{MaxWhitespace: 2}, []string{"[  ]", "[ 1 ]"}, []string{"[   ]"}},
+		// Compact by default: one space, or a newline and up to 20 spaces or tabs.
+		{"whitespace compact", `{"type":"array"}`, Options{}, []string{"[ ]", "[ 1, 2 ]", "[\n\t1,\n\t2\n]", "[\n" + strings.Repeat(" ", 20) + "1]"},
+			[]string{"[  ]", "[\t]", "[\r\n1]", "[\n\n1]", "[1 ,  2]", "[\n" + strings.Repeat(" ", 21) + "1]", "[\n\t\r1]"}},
+		{"whitespace flexible", `{"type":"array"}`, Options{MaxWhitespace: 16}, []string{"[\n\t\r 1]", "[" + strings.Repeat(" ", 16) + "]"}, []string{"[" + strings.Repeat(" ", 17) + "]"}},
+		// Unbounded integers and numbers take llama.cpp's digit bounds.
+		{"integer digits", `{"type":"integer"}`, compact, []string{"1234567890123456", "-1234567890123456", "0"},
+			[]string{"12345678901234567", "-12345678901234567"}},
+		{"integer minimum digits", `{"type":"integer","minimum":5}`, compact, []string{"5", "1234567890123456"}, []string{"12345678901234567"}},
+		{"integer maximum digits", `{"type":"integer","maximum":5}`, compact, []string{"5", "-1234567890123456"}, []string{"-12345678901234567"}},
+		{"number digits", `{"type":"number"}`, compact, []string{"1234567890123456.1234567890123456", "-1.5e308", "2E-7"},
+			[]string{"12345678901234567", "0.12345678901234567", "1e1000", "1.e5"}},
+		{"any value digits", `{}`, compact, []string{"[1.5,-3]"}, []string{"[12345678901234567]"}},
 		{"true schema", `true`, compact, []string{`1`, `"a"`, `{"a":[null]}`}, []string{`{`, `tru`}},
 		{"empty schema", `{}`, compact, []string{`[]`, `-1.5e3`}, []string{`]`}},
 		{"nullable keyword", `{"type":"integer","nullable":true}`, compact, []string{`1`, `null`}, []string{`"1"`}},

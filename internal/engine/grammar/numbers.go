@@ -27,14 +27,25 @@ func isInteger(n json.Number) bool {
 	return ok && r.IsInt()
 }
 
+// Digit bounds of numbers whose schema sets no bound of its own, as
+// llama.cpp's json-schema-to-grammar writes them (an integer part of at
+// most 16 digits, a fraction of at most 16): past them a model could
+// write digits until max_tokens. An exponent takes at most 3 digits
+// (float64's range ends at 1e308).
+const (
+	MaxIntegerDigits  = 16
+	MaxFractionDigits = 16
+	MaxExponentDigits = 3
+)
+
 var (
 	digit    = rangeExpr('0', '9')
 	digit19  = rangeExpr('1', '9')
-	digits   = plus(digit)
-	fracPart = seq(byteExpr('.'), digits)
-	expPart  = seq(alt(byteExpr('e'), byteExpr('E')), opt(alt(byteExpr('+'), byteExpr('-'))), digits)
-	// natural matches a non-negative integer without leading zeros.
-	natural = alt(byteExpr('0'), seq(digit19, star(digit)))
+	fracPart = seq(byteExpr('.'), repeat(digit, 1, MaxFractionDigits))
+	expPart  = seq(alt(byteExpr('e'), byteExpr('E')), opt(alt(byteExpr('+'), byteExpr('-'))), repeat(digit, 1, MaxExponentDigits))
+	// natural matches a non-negative integer without leading zeros, of at
+	// most MaxIntegerDigits digits.
+	natural = alt(byteExpr('0'), seq(digit19, repeat(digit, 0, MaxIntegerDigits-1)))
 )
 
 // numberExpr matches any JSON number.
@@ -87,9 +98,13 @@ func natRange(lo, hi *big.Int) *expr {
 	}
 	ls := lo.String()
 	if hi == nil {
-		// [lo, 10^len(lo) - 1] then every longer number.
+		// [lo, 10^len(lo) - 1] then longer numbers, up to
+		// MaxIntegerDigits digits (or lo's own length).
 		top := strings.Repeat("9", len(ls))
-		longer := seq(digit19, repeat(digit, len(ls), -1))
+		if len(ls) >= MaxIntegerDigits {
+			return digitRange(ls, top)
+		}
+		longer := seq(digit19, repeat(digit, len(ls), MaxIntegerDigits-1))
 		return alt(digitRange(ls, top), longer)
 	}
 	hs := hi.String()
@@ -159,7 +174,10 @@ func toDecimal(r *big.Rat) decimal {
 }
 
 var (
-	anyFrac     = opt(fracPart)
+	anyFrac = opt(fracPart)
+	// Fractions next to a bound keep unbounded digits: bounding them
+	// multiplies the automaton's states past the compile limit, and the
+	// value they spell stays within the schema's bounds.
 	zeroFrac    = opt(seq(byteExpr('.'), plus(byteExpr('0'))))
 	nonzeroFrac = seq(byteExpr('.'), star(digit), digit19, star(digit))
 )

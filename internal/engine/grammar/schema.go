@@ -12,23 +12,35 @@ import (
 	"strings"
 )
 
-// DefaultMaxWhitespace is the default bound on the whitespace bytes
-// allowed in one gap between JSON tokens.
+// DefaultMaxWhitespace was the bound on the whitespace bytes of one gap
+// between JSON tokens when whitespace was flexible by default; flexible
+// whitespace is now asked for with Options.MaxWhitespace.
 const DefaultMaxWhitespace = 16
+
+// CompactIndentMax bounds the indentation after a newline in compact
+// whitespace (the default): each gap between JSON tokens is empty, one
+// space, or a newline followed by at most this many spaces or tabs, as
+// llama.cpp's json-schema-to-grammar allows (which also takes a second
+// newline).
+const CompactIndentMax = 20
 
 // MaxLengthBound caps minLength/maxLength/minItems/maxItems values the
 // grammar expands (each unit adds automaton states).
 const MaxLengthBound = 4096
 
-// Options tune a compiled grammar. The zero value is vLLM's default:
-// flexible (bounded) whitespace, no properties beyond those listed.
+// Options tune a compiled grammar. The zero value: compact whitespace
+// (one space, or a newline and bounded indentation, in each gap between
+// JSON tokens), no properties beyond those listed (as xgrammar's strict
+// mode in vLLM).
 type Options struct {
 	// DisableAnyWhitespace allows no whitespace at all between JSON tokens
 	// (vLLM's disable_any_whitespace): the output is compact JSON.
 	DisableAnyWhitespace bool
-	// MaxWhitespace bounds the whitespace bytes (space, tab, newline,
-	// carriage return) in each gap between tokens; 0 means
-	// DefaultMaxWhitespace.
+	// MaxWhitespace, when > 0, makes whitespace flexible: each gap between
+	// JSON tokens takes any run of space, tab, newline and carriage return
+	// up to this many bytes. 0: compact whitespace (nothing, one space, or
+	// a newline and at most CompactIndentMax spaces or tabs), which a
+	// random or weak model cannot spend its tokens in.
 	MaxWhitespace int
 	// LooseProperties follows JSON Schema for objects that do not set
 	// additionalProperties: any other property may follow the listed ones.
@@ -154,20 +166,30 @@ func newSchemaCompiler(root any, opts Options, b *budget) *schemaCompiler {
 	c := &schemaCompiler{root: root, rs: &ruleSet{b: b}, opts: opts, refRules: map[string]int{}, anyRule: -1, charID: -1}
 	c.ws = emptyExpr
 	if !opts.DisableAnyWhitespace {
-		n := opts.MaxWhitespace
-		if n <= 0 {
-			n = DefaultMaxWhitespace
-		}
-		var s byteSet
-		for _, b := range []byte(" \t\n\r") {
-			s.add(b)
-		}
 		id := c.rs.add("ws")
-		c.rs.define(id, repeat(setExpr(s), 0, n))
+		c.rs.define(id, whitespaceExpr(opts.MaxWhitespace))
 		c.ws = ref(id)
 	}
 	c.char = jsonCharExpr()
 	return c
+}
+
+// whitespaceExpr is one gap between JSON tokens: flexible (any run of
+// space, tab, newline and CR up to max bytes) for max > 0, else compact
+// (empty, one space, or a newline and up to CompactIndentMax spaces or
+// tabs).
+func whitespaceExpr(max int) *expr {
+	if max > 0 {
+		var s byteSet
+		for _, b := range []byte(" \t\n\r") {
+			s.add(b)
+		}
+		return repeat(setExpr(s), 0, max)
+	}
+	var indent byteSet
+	indent.add(' ')
+	indent.add('\t')
+	return alt(emptyExpr, byteExpr(' '), seq(byteExpr('\n'), repeat(setExpr(indent), 0, CompactIndentMax)))
 }
 
 func (c *schemaCompiler) sep() *expr { return seq(c.ws, byteExpr(','), c.ws) }

@@ -25,7 +25,8 @@ type Server struct {
 	mu       sync.Mutex
 	repos    map[string]*repo
 	blobs    map[string][]byte // by sha256 hex
-	cutNext  int64
+	cuts     []int64           // the next responses' cuts, in order
+	failCDN  []int             // the next CDN responses' error statuses, in order
 	hangNext int64
 	noRange  bool
 	endless  bool
@@ -191,11 +192,20 @@ func (s *Server) WrongHash(repoName, name string) {
 }
 
 // CutNext makes the next CDN response stop after n body bytes (the
-// connection closes with the announced length unmet).
+// connection closes with the announced length unmet). Calls add up: two
+// calls cut the next two responses, in the order given.
 func (s *Server) CutNext(n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cutNext = n
+	s.cuts = append(s.cuts, n)
+}
+
+// FailCDNNext makes the next CDN response answer status (e.g. 503) with no
+// body. Calls add up as CutNext's do; a failed response takes no cut.
+func (s *Server) FailCDNNext(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failCDN = append(s.failCDN, status)
 }
 
 // HangNext makes the next CDN response send n body bytes and then nothing
@@ -347,11 +357,23 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	s.stats.CDNAuth = append(s.stats.CDNAuth, r.Header.Get("Authorization"))
 	s.stats.Ranges = append(s.stats.Ranges, r.Header.Get("Range"))
 	data, ok := s.blobs[strings.TrimPrefix(r.URL.Path, "/blobs/")]
-	cut, hang, noRange, endless, drip := s.cutNext, s.hangNext, s.noRange, s.endless, s.dripNext
-	s.cutNext, s.hangNext, s.dripNext = 0, 0, 0
+	fail := 0
+	if len(s.failCDN) > 0 {
+		fail, s.failCDN = s.failCDN[0], s.failCDN[1:]
+	}
+	var cut int64
+	if len(s.cuts) > 0 && fail == 0 {
+		cut, s.cuts = s.cuts[0], s.cuts[1:]
+	}
+	hang, noRange, endless, drip := s.hangNext, s.noRange, s.endless, s.dripNext
+	s.hangNext, s.dripNext = 0, 0
 	s.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
+		return
+	}
+	if fail != 0 {
+		w.WriteHeader(fail)
 		return
 	}
 	w.Header().Set("ETag", `"cdn-etag-not-a-sha256"`)

@@ -41,6 +41,32 @@ type Rooms struct {
 	// Workers is the router's view of its workers (health and circuit
 	// breaker); only the router's entry has it.
 	Workers []Worker `json:"workers,omitempty"`
+	// Membership is where the router's workers come from and how that
+	// source is doing; only the router's entry has it.
+	Membership *Membership `json:"membership,omitempty"`
+}
+
+// Membership is a router's membership source as /debug/rooms shows it
+// (package discovery's Status, in brief).
+type Membership struct {
+	// Source is static, k8s, dns or file; Spec says which pods, name or
+	// file.
+	Source string `json:"source"`
+	Spec   string `json:"spec,omitempty"`
+	// Synced: the first membership was delivered.
+	Synced bool `json:"synced"`
+	// Changes counts membership changes the source delivered; LastChange
+	// is when the last was (RFC 3339).
+	Changes    int    `json:"changes"`
+	LastChange string `json:"last_change,omitempty"`
+	// Errors counts the source's errors; LastError is the latest and
+	// Failing whether it still stands (the last good membership is kept
+	// meanwhile).
+	Errors    int    `json:"errors"`
+	LastError string `json:"last_error,omitempty"`
+	Failing   bool   `json:"failing,omitempty"`
+	// Ignored are what the source saw that is not a worker, and why.
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 // Room is one room as a process sees it. On the router a room is one
@@ -156,6 +182,21 @@ type Worker struct {
 	Waiting *int     `json:"waiting,omitempty"`
 	Running *int     `json:"running,omitempty"`
 	KVUsage *float64 `json:"kv_usage,omitempty"`
+	// Membership: Name is the worker's name in its source (a pod's
+	// namespace/name, a file endpoint's name); Source is where the router
+	// found it (static, k8s, dns, file); Since when it joined (RFC 3339);
+	// Listed whether its source lists it as Ready (ListReason why not);
+	// Left that it left the source and only finishes its legs.
+	Name       string `json:"name,omitempty"`
+	Source     string `json:"source,omitempty"`
+	Since      string `json:"since,omitempty"`
+	Listed     bool   `json:"listed"`
+	ListReason string `json:"list_reason,omitempty"`
+	Left       bool   `json:"left,omitempty"`
+	// Instance is the worker process's id as it reports it; Restarts how
+	// many new instances the router saw on its address.
+	Instance string `json:"instance,omitempty"`
+	Restarts int    `json:"restarts,omitempty"`
 }
 
 // Cluster is the document GET /debug/cluster answers on the router: its

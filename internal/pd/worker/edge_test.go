@@ -65,12 +65,18 @@ func TestInfoPublishesAdvertiseAddr(t *testing.T) {
 	d, _ := newWorker(t, m, room.RoleDecode, 512)
 	var info, status struct {
 		TransferAddr string `json:"transfer_addr"`
+		Instance     string `json:"instance"`
 	}
 	getJSON(t, p.Handler(), "/pd/info", &info)
 	getJSON(t, p.Handler(), "/pd/status", &status)
 	if info.TransferAddr != adv || status.TransferAddr != adv {
 		t.Fatalf("/pd/info transfer_addr %q, /pd/status %q; want the advertised %q (listening on %s)",
 			info.TransferAddr, status.TransferAddr, adv, p.tr.Addr())
+	}
+	// The instance id tells a router that a process on the same address restarted.
+	if len(info.Instance) != 16 || status.Instance != info.Instance || d.Instance() == p.Instance() {
+		t.Fatalf("instance ids: /pd/info %q, /pd/status %q, decode worker %q; want one 16-digit id per process, the same in both",
+			info.Instance, status.Instance, d.Instance())
 	}
 	pp := &pair{p: p, d: d}
 	id := newRoomID()

@@ -11,8 +11,8 @@ import (
 
 // Handler serves the worker's disaggregation endpoints:
 //
-//	GET /pd/info      role, transfer address, model
-//	GET /pd/status    load, for the router's choice of worker (prefill_queue_tokens:
+//	GET /pd/info      role, transfer address, model, instance id (new at each start), start time
+//	GET /pd/status    instance id, load, for the router's choice of worker (prefill_queue_tokens:
 //	                  the prompt tokens the engine has still to compute, engine.Stats.PrefillQueueTokens)
 //	GET /debug/rooms  live and recently finished rooms with their histories
 //
@@ -35,7 +35,8 @@ func writeJSON(rw http.ResponseWriter, v any) {
 }
 
 func (w *Worker) serveInfo(rw http.ResponseWriter, _ *http.Request) {
-	writeJSON(rw, map[string]any{"role": w.role.String(), "transfer_addr": w.tr.AdvertiseAddr(), "model": w.eng.Model().Config.Name})
+	writeJSON(rw, map[string]any{"role": w.role.String(), "transfer_addr": w.tr.AdvertiseAddr(), "model": w.eng.Model().Config.Name,
+		"instance": w.instance, "started": w.start.UTC().Format(time.RFC3339)})
 }
 
 func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
@@ -49,7 +50,7 @@ func (w *Worker) serveStatus(rw http.ResponseWriter, _ *http.Request) {
 		"prefill_queue_tokens": queued, "kv_usage": est.KVUsage(),
 		"pages_used": hb.PagesTotal - hb.PagesFree, "pages_total": hb.PagesTotal, "rooms_live": hb.RoomsLive,
 		"transfer_addr": w.TransferAddr(), "send_queued_bytes": st.QueuedBytes, "send_peers": peers,
-		"peer_loads": w.peerLoads()})
+		"peer_loads": w.peerLoads(), "instance": w.instance})
 }
 
 func ms(d room.Duration) float64 { return float64(time.Duration(d)) / float64(time.Millisecond) }

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,8 +78,12 @@ type Worker struct {
 	log     *slog.Logger
 	tracing *telemetry.Tracing
 	start   time.Time
-	kvCfg   kvcache.Config
-	met     *metrics
+	// instance identifies this process in /pd/info and /pd/status (16 hex
+	// digits, new at each start): a router sees a restart on the same
+	// address by it.
+	instance string
+	kvCfg    kvcache.Config
+	met      *metrics
 
 	mu sync.Mutex
 	d  *driver.Driver[*leg]
@@ -122,7 +128,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), tracing: cfg.Tracing, start: time.Now(), kvCfg: kvc,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
-		ctx: ctx, cancel: cancel}
+		ctx: ctx, cancel: cancel, instance: newInstanceID()}
 	w.met = newMetrics(w)
 	w.colocated = server.EngineBackend(eng)
 	lim := cfg.Limits
@@ -300,3 +306,13 @@ func (w *Worker) LiveRooms() int {
 	defer w.mu.Unlock()
 	return w.d.Live()
 }
+
+// newInstanceID returns 8 random bytes in hex: a process's instance id.
+func newInstanceID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
+}
+
+// Instance returns the worker's instance id, new at each start.
+func (w *Worker) Instance() string { return w.instance }

@@ -13,6 +13,7 @@ type metrics struct {
 	workerDraining     *prometheus.GaugeVec   // worker, role: 1 draining (no new legs), else 0
 	breakerState       *prometheus.GaugeVec   // worker, role: 0 closed, 1 half open, 2 open
 	breakerTransitions *prometheus.CounterVec // worker, role, to
+	membership         *prometheus.CounterVec // role, change
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,8 +39,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tandem_router_worker_breaker_transitions_total",
 			Help: "Circuit breaker state changes per worker, by the state entered (open, half_open, closed).",
 		}, []string{"worker", "role", "to"}),
+		membership: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_router_membership_changes_total",
+			Help: "Changes of the router's worker pool by role: join (listed, or listed again), leave (no longer listed: no new legs), " +
+				"drop (left and its last leg ended), ready and unready (its source's readiness flipped).",
+		}, []string{"role", "change"}),
 	}
-	for _, c := range []prometheus.Collector{m.workerInflight, m.workerHealthy, m.workerDraining, m.breakerState, m.breakerTransitions} {
+	for _, c := range []prometheus.Collector{m.workerInflight, m.workerHealthy, m.workerDraining, m.breakerState, m.breakerTransitions, m.membership} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register worker pool metrics: %w", err)
 		}

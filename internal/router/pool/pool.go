@@ -58,6 +58,10 @@ type Status struct {
 	// TransferAddr is the worker's transfer address now. A prefill worker
 	// that restarted listens on a new one; the router notices here.
 	TransferAddr string `json:"transfer_addr,omitempty"`
+	// Instance identifies the worker process (new at each start); empty
+	// when the worker does not report it. A new one on the same address is
+	// a restart: the pool counts it and resets the worker's breaker.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Info is a worker's answer to GET /pd/info. A prefill worker's
@@ -66,6 +70,7 @@ type Info struct {
 	Role         string `json:"role"`
 	TransferAddr string `json:"transfer_addr"`
 	Model        string `json:"model"`
+	Instance     string `json:"instance,omitempty"`
 }
 
 // Worker is one worker of the pool, known by its base URL, and what the
@@ -90,6 +95,20 @@ type Worker struct {
 	model          string
 	infoProblem    string  // the last /pd/info failure, logged once
 	br             breaker // passive health from the router's own legs
+
+	// Membership (membership.go): where the worker came from and whether
+	// its source lists it as Ready.
+	name        string    // the source's name for it (a pod's namespace/name); the URL for static workers
+	source      string    // "static", "k8s", "dns", "file"
+	since       time.Time // when it joined (or last joined again)
+	listedReady bool      // its source lists it as Ready (static workers always)
+	listReason  string    // why its source says it is not Ready
+	gone        bool      // it left its source: no new legs; dropped once its legs ended
+	dropped     bool      // no longer in the pool (its legs all ended after it left)
+	droppedSeq  uint64    // when it was dropped, in Pool.dropSeq
+	checked     bool      // a health probe answered since it joined
+	instance    string    // the worker process's instance id (/pd/status, /pd/info)
+	restarts    int       // instance changes seen on its address
 }
 
 // URL returns the worker's base URL ("http://host:port"), which
@@ -100,8 +119,13 @@ func (w *Worker) URL() string { return w.url }
 func (w *Worker) Role() Role { return w.role }
 
 // takes reports whether the worker may get a new leg as far as its health
-// goes: it passes its probes and does not drain. Callers hold Pool.mu.
-func (w *Worker) takes() bool { return w.healthy && !w.draining }
+// and membership go: it passes its probes, does not drain, and its source
+// lists it as Ready. Callers hold Pool.mu.
+func (w *Worker) takes() bool { return w.healthy && !w.draining && w.listedReady && !w.gone }
+
+// counted reports whether the worker is a member (not gone), for Count.
+// Callers hold Pool.mu.
+func (w *Worker) counted() bool { return !w.gone }
 
 // load is the worker's reported queue plus the legs the router sent (or
 // finished) since that report; without a report, the router's legs alone.
@@ -148,6 +172,13 @@ type Config struct {
 	BreakerCooldown time.Duration
 	// Now is the clock of the breakers' cool-down; default time.Now.
 	Now func() time.Time
+	// Source names where Prefill and Decode came from, for Debug; default
+	// "static". A pool whose members change uses Reconcile instead.
+	Source string
+	// OnDrop, when set, is called when a worker that left is dropped (its
+	// last leg ended), with the pool's lock held: it may forget what it
+	// keeps per worker (metric series) and must not call the pool.
+	OnDrop func(url string, role Role)
 }
 
 // Pool holds the workers of both roles: their health (from Check's
@@ -162,9 +193,14 @@ type Pool struct {
 	cooldown    time.Duration // how long an open breaker keeps a worker out
 	probeTime   time.Duration // bounds each health probe
 	infoTimeout time.Duration // bounds TransferAddr's /pd/info
+	onDrop      func(url string, role Role)
 	mu          sync.Mutex
-	byRo        map[Role][]*Worker // in configured order
+	byRo        map[Role][]*Worker // in configured (then joining) order; gone workers stay until their legs end
 	rr          map[Role]int       // round-robin counter for ties
+	// past holds workers dropped after they left, by key, so that one
+	// listed again keeps its breaker and restart count; at most pastMax.
+	past    map[string]*Worker
+	dropSeq uint64 // counts drops, to forget the oldest of past
 }
 
 // New builds a pool of c's workers. Every worker starts out of service
@@ -190,26 +226,52 @@ func New(c Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Source == "" {
+		c.Source = "static"
+	}
 	p := &Pool{log: c.Logger, met: met, client: c.Client, now: c.Now, threshold: c.BreakerFailures, cooldown: c.BreakerCooldown,
-		probeTime: c.HealthTimeout, infoTimeout: c.InfoTimeout, byRo: map[Role][]*Worker{}, rr: map[Role]int{}}
+		probeTime: c.HealthTimeout, infoTimeout: c.InfoTimeout, onDrop: c.OnDrop, byRo: map[Role][]*Worker{}, rr: map[Role]int{}, past: map[string]*Worker{}}
+	now := c.Now()
 	for _, r := range []struct {
 		role Role
 		urls []string
 	}{{Prefill, c.Prefill}, {Decode, c.Decode}} {
 		for _, u := range r.urls {
-			w := &Worker{url: u, role: r.role, problem: "not checked yet"}
+			w := &Worker{url: u, role: r.role, problem: "not checked yet", name: u, source: c.Source, since: now, listedReady: true}
 			p.byRo[r.role] = append(p.byRo[r.role], w)
-			met.workerHealthy.WithLabelValues(u, string(r.role)).Set(0)
-			met.workerDraining.WithLabelValues(u, string(r.role)).Set(0)
-			met.workerInflight.WithLabelValues(u, string(r.role)).Set(0)
-			met.breakerState.WithLabelValues(u, string(r.role)).Set(float64(breakerClosed))
+			p.exportLocked(w)
 		}
 	}
 	return p, nil
 }
 
-// Workers returns every worker, prefill first, in configured order.
+// exportLocked sets every gauge of a worker that (re)joins. Callers hold
+// mu (or own the pool alone).
+func (p *Pool) exportLocked(w *Worker) {
+	u, r := w.url, string(w.role)
+	p.met.workerHealthy.WithLabelValues(u, r).Set(b2f(w.healthy))
+	p.met.workerDraining.WithLabelValues(u, r).Set(b2f(w.draining))
+	p.met.workerInflight.WithLabelValues(u, r).Set(float64(w.inflight))
+	p.met.breakerState.WithLabelValues(u, r).Set(float64(w.br.state))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Workers returns every worker, prefill first, in configured order
+// (workers that joined later after them), including those that left but
+// still hold legs.
 func (p *Pool) Workers() []*Worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.workersLocked()
+}
+
+func (p *Pool) workersLocked() []*Worker {
 	return append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...)
 }
 
@@ -330,11 +392,21 @@ func (e *noWorkerError) Public() string {
 func (p *Pool) noneReason(role Role, exclude []*Worker) *noWorkerError {
 	ws := p.byRo[role]
 	parts := make([]string, 0, len(ws))
-	e := &noWorkerError{role: role, configured: len(ws)}
+	e := &noWorkerError{role: role}
 	now := p.now()
 	for _, w := range ws {
+		if w.counted() {
+			e.configured++
+		}
 		why := w.problem
 		switch {
+		case w.gone:
+			why = "left the membership (its legs finish)"
+		case !w.listedReady:
+			why = "not ready in " + w.source + " discovery"
+			if w.listReason != "" {
+				why += " (" + w.listReason + ")"
+			}
 		case w.healthy && w.draining:
 			why = "draining"
 		case w.healthy && !w.br.pickable(now, p.cooldown):
@@ -367,13 +439,18 @@ func (p *Pool) Release(w *Worker) { p.Done(w, Neutral, "") }
 // breaker; why is the failure, for the log.
 func (p *Pool) Done(w *Worker, o Outcome, why string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	w.inflight--
-	n := w.inflight
 	if to := w.br.record(o, p.threshold, why); to != w.br.state {
 		p.moveLocked(w, to)
 	}
-	p.mu.Unlock()
-	p.met.workerInflight.WithLabelValues(w.url, string(w.role)).Set(float64(n))
+	if w.gone && w.inflight == 0 {
+		p.dropLocked(w) // it left; its last leg ended
+		return
+	}
+	if !w.dropped {
+		p.met.workerInflight.WithLabelValues(w.url, string(w.role)).Set(float64(w.inflight))
+	}
 }
 
 // Failed feeds a failure found in a leg's answer (after its request
@@ -411,7 +488,9 @@ func (p *Pool) setDrainingLocked(w *Worker, draining bool) {
 	} else {
 		p.log.Info("worker ready again after draining", "worker", w.url, "role", w.role)
 	}
-	p.met.workerDraining.WithLabelValues(w.url, string(w.role)).Set(v)
+	if !w.dropped {
+		p.met.workerDraining.WithLabelValues(w.url, string(w.role)).Set(v)
+	}
 }
 
 // moveLocked moves w's breaker to state to, counting and logging the
@@ -433,8 +512,10 @@ func (p *Pool) moveLocked(w *Worker, to breakerState) {
 	case breakerHalfOpen:
 		p.log.Info("circuit breaker half open: sending a probe leg", "worker", w.url, "role", w.role)
 	}
-	p.met.breakerState.WithLabelValues(w.url, string(w.role)).Set(float64(to))
-	p.met.breakerTransitions.WithLabelValues(w.url, string(w.role), to.String()).Inc()
+	if !w.dropped {
+		p.met.breakerState.WithLabelValues(w.url, string(w.role)).Set(float64(to))
+		p.met.breakerTransitions.WithLabelValues(w.url, string(w.role), to.String()).Inc()
+	}
 }
 
 // LeastQueued returns the fewest queued prefill tokens on a pickable
@@ -467,8 +548,9 @@ func (p *Pool) LeastQueued(exclude []*Worker) (prefill, decode int, ok bool) {
 	return prefill, decode, okp && okd
 }
 
-// Count returns how many workers of role take new legs (healthy and not
-// draining) and how many there are.
+// Count returns how many workers of role take new legs (healthy, not
+// draining, Ready in their source) and how many are members (workers that
+// left but still finish legs are not).
 func (p *Pool) Count(role Role) (healthy, all int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -476,8 +558,11 @@ func (p *Pool) Count(role Role) (healthy, all int) {
 		if w.takes() {
 			healthy++
 		}
+		if w.counted() {
+			all++
+		}
 	}
-	return healthy, len(p.byRo[role])
+	return healthy, all
 }
 
 // Debug returns every worker's health for /debug/rooms.
@@ -487,7 +572,9 @@ func (p *Pool) Debug() []debugdoc.Worker {
 	var out []debugdoc.Worker
 	for _, w := range append(append([]*Worker(nil), p.byRo[Prefill]...), p.byRo[Decode]...) {
 		dw := debugdoc.Worker{URL: w.url, Role: string(w.role), Healthy: w.healthy, Draining: w.draining, Problem: w.problem,
-			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight}
+			Breaker: w.br.state.String(), Failures: w.br.consecutive, Inflight: w.inflight,
+			Name: w.name, Source: w.source, Since: w.since.UTC().Format(time.RFC3339Nano), Listed: w.listedReady, ListReason: w.listReason,
+			Left: w.gone, Instance: w.instance, Restarts: w.restarts}
 		if n, ok := w.queuedTokens(); ok {
 			dw.PrefillQueueTokens = &n
 		}
@@ -551,6 +638,7 @@ func (p *Pool) setInfo(w *Worker, info *Info) error {
 		return fmt.Errorf("prefill worker %s gave no transfer_addr in /pd/info", w.url)
 	}
 	w.transferAddr, w.model = info.TransferAddr, info.Model
+	p.seeInstanceLocked(w, info.Instance)
 	return nil
 }
 
@@ -573,9 +661,12 @@ type probe struct {
 // worker out; one success puts it back; a worker that reports the other
 // role stays out; one whose /ready says it drains gets no new legs until
 // its /ready answers 200.
-func (p *Pool) Check(ctx context.Context) {
+func (p *Pool) Check(ctx context.Context) { p.check(ctx, p.Workers()) }
+
+// check runs a health round over ws and waits for it.
+func (p *Pool) check(ctx context.Context, ws []*Worker) {
 	var wg sync.WaitGroup
-	for _, w := range p.Workers() {
+	for _, w := range ws {
 		wg.Go(func() {
 			pr := p.probe(ctx, p.client, w, p.probeTime)
 			if ctx.Err() == nil {
@@ -629,6 +720,10 @@ func (p *Pool) apply(w *Worker, pr probe) {
 	case pr.info != nil:
 		w.infoProblem = ""
 	}
+	if pr.status != nil {
+		p.seeInstanceLocked(w, pr.status.Instance)
+	}
+	w.checked = true
 	if pr.health == nil && pr.status != nil && pr.status.Role != "" && pr.status.Role != string(w.role) {
 		pr.health = fmt.Errorf("worker %s says it is a %s worker in /pd/status, but it was given as --%s", w.url, pr.status.Role, w.role)
 	}
@@ -661,11 +756,9 @@ func (p *Pool) apply(w *Worker, pr probe) {
 	case pr.health != nil && w.fails == 1:
 		p.log.Warn("worker health probe failed", "worker", w.url, "role", w.role, "in", w.healthy, "err", pr.health)
 	}
-	v := 0.0
-	if w.healthy {
-		v = 1
+	if !w.dropped {
+		p.met.workerHealthy.WithLabelValues(w.url, string(w.role)).Set(b2f(w.healthy))
 	}
-	p.met.workerHealthy.WithLabelValues(w.url, string(w.role)).Set(v)
 }
 
 // getReady GETs a worker's /ready within timeout: nil for 200; draining
