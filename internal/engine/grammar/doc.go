@@ -56,21 +56,27 @@
 //     ErrUnsupported. Only MaxDepth and the cache sizes of Options apply: the
 //     grammar spells out its own whitespace.
 //   - Options: DisableAnyWhitespace (vLLM's disable_any_whitespace: compact
-//     JSON only), MaxWhitespace (bytes of space/tab/newline/CR per gap between
-//     JSON tokens when whitespace is allowed; default 16; never before or
-//     after the whole document, so a generation starts with its value and ends
-//     with it), LooseProperties (JSON Schema's default of allowing unlisted
-//     properties when additionalProperties is absent; off by default, as
-//     xgrammar's strict mode in vLLM), MaxDepth (stack frames, default 384),
-//     MaskCacheBytes / StateCacheBytes (cache bounds per grammar and
-//     vocabulary; defaults 8 MiB / 32 MiB; negative disables), MaxCompileBytes
-//     (the memory one compilation may allocate, counted as it builds
-//     expression nodes, NFA and DFA states and sets; default
-//     DefaultMaxCompileBytes, 128 MiB; past it ErrTooLarge naming the compile
-//     budget). opts.WithContext(ctx): the compilation stops with ctx's error
-//     (wrapped) soon after ctx is done; the grammar does not keep the context.
-//     A caller that keeps compiled grammars (by schema hash) must bound how
-//     many it keeps: each holds its own caches.
+//     JSON only), MaxWhitespace (0, the default: compact whitespace, each gap
+//     between JSON tokens empty, one space, or a newline and at most
+//     CompactIndentMax (20) spaces or tabs, as llama.cpp's converter; N > 0:
+//     any run of space/tab/newline/CR up to N bytes; never before or after the
+//     whole document, so a generation starts with its value and ends with it).
+//     Numbers a schema does not bound take llama.cpp's digit bounds: at most
+//     MaxIntegerDigits (16) integer digits, MaxFractionDigits (16) fraction
+//     digits, MaxExponentDigits (3) exponent digits (a bounded range keeps
+//     unbounded fraction digits next to its bounds), LooseProperties (JSON
+//     Schema's default of allowing unlisted properties when
+//     additionalProperties is absent; off by default, as xgrammar's strict
+//     mode in vLLM), MaxDepth (stack frames, default 384), MaskCacheBytes /
+//     StateCacheBytes (cache bounds per grammar and vocabulary; defaults 8 MiB
+//     / 32 MiB; negative disables), MaxCompileBytes (the memory one
+//     compilation may allocate, counted as it builds expression nodes, NFA and
+//     DFA states and sets; default DefaultMaxCompileBytes, 128 MiB; past it
+//     ErrTooLarge naming the compile budget). opts.WithContext(ctx): the
+//     compilation stops with ctx's error (wrapped) soon after ctx is done; the
+//     grammar does not keep the context. A caller that keeps compiled grammars
+//     (by schema hash) must bound how many it keeps: each holds its own
+//     caches.
 //   - NewVocab(tokens [][]byte, endTokens []int32) (*Vocab, error): tokens[i]
 //     must be the exact bytes token i adds to the output (SentencePiece: ▁
 //     already a space and <0xNN> already the byte; GPT-2 byte-level BPE: the
