@@ -95,12 +95,4 @@
 //   - The handshake MACs ([AuthMAC]) bind the cluster token, the whole
 //     transcript ([HandshakeHash]: both nonces, both addresses, versions,
 //     shapes, incarnations, intervals) and the side that computed them.
-//
-// # Tests
-//
-// Round trips of hand-made and random values of every payload, a table of
-// malformed headers and payloads with the error each gives, allocation
-// bounds, the Shape diff text, and FuzzReadFrame (seeds in
-// testdata/fuzz/FuzzReadFrame; regenerate with
-// go test ./internal/pd/kvwire/ -run TestFuzzSeeds -update-seeds).
 package kvwire

@@ -103,18 +103,4 @@
 //     the pages are kept and the compute starts when the request comes.
 //   - Prefill tells its peer about its own failures with FAILED for engine
 //     and protocol failures and ABORT otherwise; decode always sends ABORT.
-//
-// # Tests
-//
-// Scenario files in testdata/*.txt (one per known PD failure mode, each
-// opening with what it proves) drive a Machine with a small command
-// language and compare the full trace, in the line format that
-// Transition.String, Effect.String and RoomInfo.String print; go test
-// -rewrite regenerates them for review. Table tests check that every live
-// phase has a deadline, that every event kind leaves a terminal room as it
-// was, and that every failure path releases exactly once. A seeded property
-// test steps thousands of random event sequences through both roles and
-// checks the invariants after every Step; CheckInvariants exposes the full
-// check to the simulator, which runs whole clusters of Machines through
-// faults.
 package room

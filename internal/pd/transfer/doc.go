@@ -238,26 +238,4 @@
 // Config.Faults (nil in production, set only from code) is consulted
 // before every frame written and after every header read: drop, delay or
 // stall, corrupt, cut the connection mid-frame, or fail a page write.
-//
-// # Tests
-//
-// e2e_test.go runs two transports on 127.0.0.1: the handshake, a wrong
-// token refused and counted on both sides, a shape mismatch naming the
-// field, a whole HELLO/ALLOC/KV/FIRST_TOKEN/DONE/DONE_ACK flow landing
-// KV bytes in the KVDest pages, a corrupt KV frame closing the connection,
-// PeerLost after either side closes, foreign and malformed bytes from raw
-// connections, reconnection after the listener restarts on the same
-// address, and per-room order with many concurrent rooms. preauth_test.go
-// checks what a stranger can do before authenticating (allocation, the
-// handshake budget, slot floods from one or many hosts), DialOnly and
-// ErrFrame; wire_test.go puts a proxy on the path (nothing readable;
-// replayed, reordered and tampered frames refused) and refuses version 1
-// peers; seal_test.go checks nonces and the record layer. synctest_test.go
-// checks the timer-driven behaviour exactly on net.Pipe inside synctest
-// bubbles: PeerLost at exactly the timeout of silence and within two
-// intervals of a close, heartbeats both ways, redial within the grace,
-// restart detection, the send queue bound, Close interrupting a stalled
-// handshake, the handshake timeout, and the fault actions;
-// source_synctest_test.go the same for KV_SRC's release after decode's
-// copy and its revoke before release. Run them with -race.
 package transfer
