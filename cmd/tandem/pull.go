@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"tandem/internal/modelhub"
+	"tandem/internal/telemetry"
 )
 
 // progressLogEvery is the interval of progress log lines when stderr is not
@@ -69,15 +70,10 @@ hub are printed with control characters escaped.`,
 	return cmd
 }
 
-// loggerTo is newLogger writing to w.
+// loggerTo is a logger of format at level info on w (commands without
+// --log-level).
 func loggerTo(w io.Writer, format string) (*slog.Logger, error) {
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q is not supported: use text or json", format)
+	return telemetry.NewLogger(w, format, "info")
 }
 
 // newHub returns the hub client configured from the environment, drawing

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -28,7 +27,6 @@ import (
 	"tandem/internal/server"
 	"tandem/internal/server/chat"
 	"tandem/internal/server/toolcall"
-	"tandem/internal/telemetry"
 )
 
 // defaultITLTarget is --itl-target's default. Measured with tandem bench
@@ -107,12 +105,6 @@ func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 		return "", "", fmt.Errorf("--chat-template %s: %w", f.chatTmpl, err)
 	}
 	return string(b), f.reasoning, nil
-}
-
-// newLogger is a logger of format at level info (commands without
-// --log-level).
-func newLogger(format string) (*slog.Logger, error) {
-	return telemetry.NewLogger(os.Stderr, format, "info")
 }
 
 // pdFlags are the flags of the disaggregated worker roles.
