@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,7 +17,9 @@ import (
 
 	"tandem/internal/api/leg"
 	"tandem/internal/embed"
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
 	"tandem/internal/server"
 )
 
@@ -99,7 +102,11 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 			return err
 		}
 	}
-	srv := server.New(server.EmbeddingBackend(svc.Info(), m.Tokenizer), so)
+	b := server.EmbeddingBackend(svc.Info(), m.Tokenizer)
+	if so.LegKeys != nil {
+		so.Legs = b.(server.Legs) // generation legs get the backend's 400
+	}
+	srv := server.New(b, so)
 	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	ln, err := net.Listen("tcp", hs.Addr)
 	if err != nil {
@@ -131,4 +138,34 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 	}
 	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
 	return nil
+}
+
+// printEncoderInfo is `tandem model info` for an encoder file.
+func printEncoderInfo(w io.Writer, f *gguf.File) {
+	c, err := model.EncoderConfigFromMetadata(f)
+	if err != nil {
+		fmt.Fprintf(w, "architecture  %s (tandem cannot run it: %v)\n", f.Architecture(), err)
+		return
+	}
+	fmt.Fprintf(w, "name          %s\n", c.Name)
+	fmt.Fprintf(w, "architecture  %s (embedding encoder: bidirectional attention, no generation)\n", c.Arch)
+	fmt.Fprintf(w, "embedding     %d\n", c.Dim)
+	fmt.Fprintf(w, "layers        %d\n", c.Layers)
+	fmt.Fprintf(w, "heads         %d (kv %d, head dim %d)\n", c.Heads, c.KVHeads, c.HeadDim)
+	fmt.Fprintf(w, "feed forward  %d\n", c.FF)
+	fmt.Fprintf(w, "context       %d\n", c.Context)
+	if c.RopeDim > 0 {
+		fmt.Fprintf(w, "rope          neox, %d dims, base %g\n", c.RopeDim, c.RopeBase)
+	} else {
+		fmt.Fprintf(w, "positions     absolute (position_embd)\n")
+	}
+	fmt.Fprintf(w, "norm eps      %g (layer norm)\n", c.NormEps)
+	fmt.Fprintf(w, "pooling       %s, L2-normalized (tandem serve answers /v1/embeddings)\n", c.Pooling)
+}
+
+func errSuffix(err error) string {
+	if err != nil {
+		return ": " + err.Error()
+	}
+	return ""
 }

@@ -146,7 +146,9 @@ func modelInfo(ref, path string, f *gguf.File) infoJSON {
 
 func printInfo(w io.Writer, path string, f *gguf.File) error {
 	fmt.Fprintf(w, "file          %s (GGUF v%d, %d tensors, %d metadata keys)\n", path, f.Version, len(f.Tensors), len(f.KV))
-	if cfg, err := model.ConfigFromMetadata(f); err != nil {
+	if model.IsEncoder(f.Architecture()) {
+		printEncoderInfo(w, f)
+	} else if cfg, err := model.ConfigFromMetadata(f); err != nil {
 		// Still describe the file: vocabulary-only and foreign files are
 		// worth inspecting too.
 		fmt.Fprintf(w, "architecture  %s (tandem cannot run it: %v)\n", f.Architecture(), err)
@@ -176,6 +178,9 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		}
 		ap, ab := model.ActiveWeights(f, cfg)
 		fmt.Fprintf(w, "per token     %d active parameters, %.1f MiB of weights read (one token's forward pass, KV cache aside)\n", ap, float64(ab)/(1<<20))
+		if p, err := model.PoolingFromMetadata(f, cfg.Arch); err != nil || p != model.PoolNone {
+			fmt.Fprintf(w, "pooling       %s (an embedding model: tandem serve answers /v1/embeddings)%s\n", p, errSuffix(err))
+		}
 	}
 	var params, bytes uint64
 	counts := map[tensor.Type]int{}
@@ -229,7 +234,7 @@ func modelSynthCmd() *cobra.Command {
 		pooling                     string
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 // 110m, F16) at a batch of 1 and of 32 inputs of 28 tokens: inputs/s of
 // wall time, and CPU milliseconds per input (user+sys of the process,
 // which holds on a loaded machine where wall time does not).
-// TANDEM_EMBED_BENCH_MODEL names another GGUF file to use instead.
+// TANDEM_EMBED_BENCH_MODEL names another GGUF file to use instead, and
+// TANDEM_EMBED_BENCH_THREADS the compute threads (default: all cores).
 func BenchmarkEmbed(b *testing.B) {
 	path := os.Getenv("TANDEM_EMBED_BENCH_MODEL")
 	if path == "" {
@@ -33,7 +35,8 @@ func BenchmarkEmbed(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	m, err := Open(path, 0, 0, 0, nil)
+	threads, _ := strconv.Atoi(os.Getenv("TANDEM_EMBED_BENCH_THREADS"))
+	m, err := Open(path, threads, 0, 0, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +45,7 @@ func BenchmarkEmbed(b *testing.B) {
 	defer s.Close()
 	in := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.", true, false)
 	for _, batch := range []int{1, 32} {
-		b.Run("batch="+itoa(batch), func(b *testing.B) {
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			ins := make([][]int32, batch)
 			for i := range ins {
 				ins[i] = in
@@ -59,13 +62,6 @@ func BenchmarkEmbed(b *testing.B) {
 			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/n, "cpu-ms/input")
 		})
 	}
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
 }
 
 func cpuTime() time.Duration {

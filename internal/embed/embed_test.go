@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"tandem/internal/engine/model"
 )
 
@@ -196,5 +199,34 @@ func TestTruncate(t *testing.T) {
 	}
 	if d := KnownDims("tandem-synth-tiny", 256); d != nil {
 		t.Errorf("KnownDims(unknown) = %v, want none", d)
+	}
+}
+
+// TestMetricsLint: the service's metrics pass promlint (the linter behind
+// `promtool check metrics`) once each has a sample.
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := New(&fakeRunner{}, fakeInfo, Config{})
+	defer s.Close()
+	if err := s.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Embed(context.Background(), inputsOf(2, 3, 0)); err != nil {
+		t.Fatal(err)
+	}
+	s.Embed(context.Background(), nil) // a bad_input outcome
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 7 {
+		t.Errorf("%d metric families, want 7", len(mfs))
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }

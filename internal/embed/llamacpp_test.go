@@ -31,8 +31,9 @@ type reference map[string]struct {
 
 // fixtures are the synthesized models of the reference, as
 // `tandem model synth --preset tiny` writes them: nomic-bert F32 with RoPE
-// base 1000, bert F16 with a 512-token context, and a Q8_0 qwen3 with
-// last-token pooling (Qwen3-Embedding's kind).
+// base 1000, bert F16 with a 512-token context (mean pooling, and cls),
+// and a Q8_0 qwen3 with last-token pooling (Qwen3-Embedding's kind) and
+// with mean pooling.
 var fixtures = []struct {
 	name string
 	cfg  func(c *synth.Config)
@@ -43,6 +44,8 @@ var fixtures = []struct {
 	{"bert", func(c *synth.Config) { c.Arch, c.Context = "bert", 512 }, tensor.F16, 0.999999},
 	// an F16 KV cache and Q8_0 weights on both sides; seen: >= 0.99994
 	{"qwen3-last", func(c *synth.Config) { c.Arch, c.Pooling = "qwen3", 3 }, tensor.Q8_0, 0.9999},
+	{"bert-cls", func(c *synth.Config) { c.Arch, c.Context, c.Pooling = "bert", 512, 2 }, tensor.F16, 0.999999},
+	{"qwen3-mean", func(c *synth.Config) { c.Arch, c.Pooling = "qwen3", 1 }, tensor.Q8_0, 0.9999},
 }
 
 func writeFixture(t *testing.T, i int) string {
@@ -133,5 +136,43 @@ func TestMatchesLlamaCpp(t *testing.T) {
 				t.Logf("%q: 1-cos %.2e", r.Inputs[k].Text, 1-c)
 			}
 		})
+	}
+}
+
+// TestWordPieceMatchesLlamaCpp: the synthesized nomic-bert file's WordPiece
+// vocabulary (lower-casing, so accents are stripped too) tokenizes like
+// llama.cpp (node-llama-cpp 3.21.1's model.tokenize(text) and
+// tokenize(text, true)): punctuation and CJK split off, white space of any
+// kind, unknown pieces as [UNK], special-token text parsed only when asked.
+func TestWordPieceMatchesLlamaCpp(t *testing.T) {
+	m, err := Open(writeFixture(t, 0), 1, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, tc := range []struct {
+		text           string
+		plain, special []int32
+	}{
+		{"Hello, World!", []int32{200, 445, 154, 141, 118, 359, 444, 142}, nil},
+		{"naïve café", []int32{109, 343, 171, 151, 115, 153, 166, 151}, nil},
+		{"THE Little   girl\tsaw\na dog", []int32{187, 195, 196, 224, 106, 259}, nil},
+		{"xyzzy plugh the", []int32{127, 168, 176, 176, 168, 122, 161, 163, 167, 158, 187}, nil},
+		{"Once upon a time...", []int32{191, 192, 106, 193, 140, 140, 140}, nil},
+		{"ümlaut ÀB 12345", []int32{116, 164, 437, 163, 152, 106, 170, 131, 179, 180, 181, 182}, nil},
+		{"你好 world", []int32{100, 100, 118, 359, 444}, nil},
+		{"[CLS] the [SEP]", []int32{100, 115, 441, 100, 187, 100, 110, 151, 169, 100}, []int32{101, 187, 102}},
+		{"a-b_c=d", []int32{106, 146, 123, 100, 115, 100, 113}, nil},
+	} {
+		if got := m.Tokenizer.Encode(tc.text, false, false); !slices.Equal(got, tc.plain) {
+			t.Errorf("%q: %v, llama.cpp %v", tc.text, got, tc.plain)
+		}
+		want := tc.special
+		if want == nil {
+			want = tc.plain
+		}
+		if got := m.Tokenizer.Encode(tc.text, false, true); !slices.Equal(got, want) {
+			t.Errorf("%q with special tokens: %v, llama.cpp %v", tc.text, got, want)
+		}
 	}
 }

@@ -99,12 +99,31 @@
 // (its own registry), /v1/models (from a healthy decode worker),
 // POST /tokenize and /detokenize (forwarded with the cluster credential to
 // a healthy decode worker, else a prefill worker; the API key covers them),
+// POST /v1/embeddings (no disaggregation: forwarded whole with the cluster
+// credential to the least-loaded worker of either role, retried elsewhere
+// when a worker fails; embeddings.go),
 // /debug/rooms (its live and recently finished request records with
 // state, open legs, deadline, bytes and history, and its workers' health
 // and breaker states) and /debug/cluster (its records and every worker's
 // /debug/rooms as one document; the schema is package debugdoc), which
 // package inspect (`tandem inspect`) prints as tables, flagging rooms past their
-// deadline.
+// deadline. /debug/rooms?room=ID keeps the rooms of that room or request id.
+//
+// GET /dashboard is a live page (embedded, polling GET /dashboard/data):
+// workers, live rooms, the TTFT, ITL and transfer distributions from its
+// registry, and recent failures linked to their /debug/rooms history.
+// /debug/*, /dashboard/data and the links take the cluster credential or
+// the session cookie POST /dashboard/login sets for the cluster token
+// (HttpOnly, SameSite=Strict, 12 hours, a MAC keyed by the credential).
+//
+// Besides its tandem_router_* series, /metrics carries the cluster-level
+// series under vLLM's names (model_name from the workers' /pd/info): TTFT,
+// ITL and e2e latency of its requests, request_success_total by
+// finished_reason per sample, tokens from the usage decode's answers
+// carry, and its workers' summed queues and mean KV use; rooms by path,
+// outcome and reason (tandem_router_rooms_total); and, per worker, the
+// queue, running and KV use of its last /pd/status and the membership
+// counts (tandem_router_workers).
 //
 // # Selective disaggregation
 //

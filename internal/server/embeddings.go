@@ -260,7 +260,7 @@ func embedError(err error) *openai.Error {
 // EmbeddingBackend is the Backend of a server whose model only embeds (an
 // encoder, or a decoder file with a pooling type): /v1/embeddings is
 // served through Options.Embeddings, and generation requests get a 400
-// that says so.
+// that says so. It is a Legs too, refusing a router's legs alike.
 func EmbeddingBackend(info embed.Info, tok *tokenizer.Tokenizer) Backend {
 	return &embeddingBackend{cfg: model.Config{Arch: info.Arch, Name: info.Name, Dim: info.Dim, Vocab: info.Vocab, Context: info.Context}, tok: tok}
 }
@@ -281,6 +281,14 @@ func (embeddingOnlyError) HTTPStatus() int { return http.StatusBadRequest }
 func (b *embeddingBackend) Submit(context.Context, engine.Request) (Stream, error) {
 	return nil, embeddingOnlyError{b.cfg.Name}
 }
+
+// SubmitLeg refuses a router's leg as Submit refuses a request: the
+// backend is also the Legs of an embedding model's prefill or decode
+// worker.
+func (b *embeddingBackend) SubmitLeg(context.Context, leg.Info, engine.Request) (Stream, error) {
+	return nil, embeddingOnlyError{b.cfg.Name}
+}
+
 func (b *embeddingBackend) Stats() engine.Stats             { return engine.Stats{} }
 func (b *embeddingBackend) ModelConfig() model.Config       { return b.cfg }
 func (b *embeddingBackend) Tokenizer() *tokenizer.Tokenizer { return b.tok }

@@ -74,10 +74,6 @@ type Config struct {
 	// {arch}.attention.key_length and value_length, instead of Dim/Heads
 	// (Qwen3 and Gemma have heads·head_dim != Dim).
 	KeyLength int
-	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
-	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
-	// Qwen3-Embedding is; WriteEncoder's files default to 1.
-	Pooling int
 
 	// Experts, ExpertsUsed and ExpertFF are a mixture-of-experts file's
 	// expert count, experts used per token and expert feed-forward width
@@ -85,6 +81,10 @@ type Config struct {
 	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
 	// and FF for the MoE architectures; they must be zero for the others.
 	Experts, ExpertsUsed, ExpertFF, SharedFF int
+	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
+	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
+	// Qwen3-Embedding is; WriteEncoder's files default to 1.
+	Pooling int
 }
 
 // Archs lists the architectures Write synthesizes.

@@ -261,10 +261,10 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		}
 		w.SetFloat32(a+"rope.scaling.attn_factor", float32(attn))
 	}
+	setMoEKeys(w, c)
 	if c.Pooling > 0 {
 		w.SetUint32(a+"pooling_type", uint32(c.Pooling))
 	}
-	setMoEKeys(w, c)
 	for _, kv := range tokKeys {
 		w.Set(kv.Key, kv.Value)
 	}

@@ -71,11 +71,11 @@ type Runner struct {
 	attnPool sync.Pool
 	// tiles is attentionTiled's list of query tiles, reused between layers.
 	tiles []attnTile
+	// moe is the mixture-of-experts scratch (moe.go).
+	moe moeScratch
 	// hidden makes output return the final-norm hidden states instead of
 	// logits (ForwardHidden).
 	hidden bool
-	// moe is the mixture-of-experts scratch (moe.go).
-	moe moeScratch
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
@@ -331,7 +331,9 @@ func (r *Runner) grow(n, nOut int) {
 		r.up = grow(r.up, n*2*ff) // gate|up rows
 	}
 	r.out = grow(r.out, n*c.Dim)
-	r.logits = grow(r.logits, nOut*c.Vocab)
+	if !r.hidden { // ForwardHidden needs no logits (a mean-pooled batch would need nOut of every token)
+		r.logits = grow(r.logits, nOut*c.Vocab)
+	}
 	r.rope = grow(r.rope, n*c.RopeDim)
 	if c.swaRopeDiffers() {
 		r.ropeSWA = grow(r.ropeSWA, n*c.RopeDim)

@@ -490,7 +490,7 @@ func TestNewErrors(t *testing.T) {
 		mutate func(v *Vocab)
 		want   string
 	}{
-		{"unknown model", func(v *Vocab) { v.Model = "bert" }, `unsupported tokenizer model "bert"`},
+		{"unknown model", func(v *Vocab) { v.Model = "t5" }, `unsupported tokenizer model "t5"`},
 		{"unknown pre", func(v *Vocab) { v.Model = "gpt2"; v.Pre = "tekken" }, `unsupported BPE pre-tokenizer "tekken"`},
 		{"no tokens", func(v *Vocab) { v.Tokens, v.Scores, v.Types = nil, nil, nil }, "no tokens"},
 		{"short scores", func(v *Vocab) { v.Scores = v.Scores[:3] }, "3 scores"},

@@ -14,7 +14,22 @@
 // A worker is known by its base URL (Worker.URL) and has one role
 // (Worker.Role). Pick returns a *Worker handle; exclude and avoid lists
 // compare handles, and every call that takes a worker takes the handle.
-// The members are the URLs given to New.
+// The members are the URLs given to New (a static fleet), or those of
+// the membership Reconcile was last given (live discovery):
+//
+//   - Reconcile(source, members): a member not in the pool joins out of
+//     service and is returned, for the caller to probe at once (CheckNew);
+//     one listed but not Ready takes no new leg; one no longer listed
+//     (left) takes no new leg, stays probed and shown until its last leg
+//     ends (Done or Release), then is dropped with its metric series
+//     (Config.OnDrop lets the router drop its own). A worker listed again
+//     under the same URL and role, while it finishes or after it was
+//     dropped (the last 1024 are remembered), is the same *Worker: its
+//     breaker, health and restart count are kept. A worker is keyed by
+//     URL and role: the same URL in the other role is another worker.
+//   - Instance ids: a worker reports its process's id in /pd/status and
+//     /pd/info; a new id on a known address is a restart, counted (Debug's
+//     Restarts) and closing its breaker.
 //
 // # Contract
 //
@@ -22,7 +37,7 @@
 //     ends that leg exactly once, with Done (an Outcome for the breaker)
 //     or Release (it told nothing). Failed feeds a failure found after the
 //     leg's request succeeded to the breaker; it does not end the leg.
-//   - Pick returns only a worker that is healthy, not draining, whose
+//   - Pick returns only a worker that is listed Ready, healthy, not draining, whose
 //     breaker lets a leg through and that is not in exclude; one in avoid only when no other
 //     is left. Among those: the fewest queued prefill tokens (prefill
 //     workers, when every candidate reports its queue in /pd/status), then
@@ -57,5 +72,7 @@
 //
 // The pool is safe for concurrent use. Its metrics are
 // tandem_router_worker_inflight, _healthy, _draining, _breaker_state and
-// _breaker_transitions_total, labelled by worker URL and role.
+// _breaker_transitions_total, labelled by worker URL and role, and
+// tandem_router_membership_changes_total{role,change} (join, leave, drop,
+// ready, unready).
 package pool
