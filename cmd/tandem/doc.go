@@ -40,7 +40,14 @@
 // compile at start), --reasoning-parser none|auto|think (default auto) and
 // --tool-call-parser auto|hermes|llama3_json|mistral|generic (default auto:
 // from the chat template; the syntax chat output is parsed in when a request
-// has tools; tandem up starts its workers with auto), SIGINT and SIGTERM
+// has tools; tandem up starts its workers with auto), --max-model-len N
+// (serve, prefill, decode, up: vLLM's context cap below the model's; the
+// default KV cache holds 4 sequences of it within --kv-cache-memory-bytes,
+// default 4GiB but never under one sequence; /v1/models reports it; longer
+// requests get 400 context_length_exceeded), --json-max-whitespace N (serve,
+// prefill, decode: 0, the default, keeps structured JSON output's whitespace
+// compact, one space or a newline and up to 20 spaces or tabs; N allows any
+// run up to N bytes), SIGINT and SIGTERM
 // (turned into context cancellation). Out: HTTP servers (workers also mount
 // /pd/ and /debug/ from worker, behind the cluster credential), logs, command
 // output (text or --format json where offered). An error prints tandem:

@@ -2,6 +2,9 @@ package router_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -58,5 +61,34 @@ func TestCachedTokensFromPrefill(t *testing.T) {
 				t.Errorf("POST %s: usage %s (err %v), want cached_tokens 240 (the prefill worker's)\n%s", tc.body, usage, err, body)
 			}
 		})
+	}
+}
+
+// TestWorkerWarningPassesThrough: the decode worker's Warning header (a
+// chat template that does not render tools) reaches the client, streamed
+// or not.
+func TestWorkerWarningPassesThrough(t *testing.T) {
+	const warning = `299 tandem "the chat template does not render tools"`
+	for _, streamed := range []bool{false, true} {
+		p := newFake(t, "prefill", answer(200, prefillAnswer))
+		d := newFake(t, "decode", func(w http.ResponseWriter, r *http.Request, b []byte) {
+			w.Header().Set("Warning", warning)
+			if streamed {
+				writeEvents(w, strings.SplitAfter(chatStream, "\n\n")...)
+				return
+			}
+			writeJSONBody(w, 200, decodeAnswer)
+		})
+		c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+		body := `{"messages":[{"role":"user","content":"x"}],"stream":` + strconv.FormatBool(streamed) + `}`
+		resp, err := http.Post(c.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Warning") != warning {
+			t.Errorf("stream %v: %d with Warning %q, want 200 with the worker's %q", streamed, resp.StatusCode, resp.Header.Get("Warning"), warning)
+		}
 	}
 }

@@ -44,11 +44,19 @@
 //     first chunk or into each choice when the client asked for them, and
 //     with echo and logprobs the prompt's entries of the legacy
 //     token_logprobs, null from decode, filled from them), or one error.
-//     Before anything was sent that error is an OpenAI error document
-//     whose message names the failed leg and carries the worker's message
-//     (but never a worker's URL or address: those go to the log line) (502
-//     for a worker failure, 504 for a timeout, the worker's own 4xx); after,
-//     one `data: {"error":...}` event and no [DONE].
+//     Before anything was sent that error is an OpenAI error document: a
+//     worker's 4xx answer to the request exactly as the worker wrote it
+//     (status, message, type, param, code, Retry-After), so that a client
+//     gets what `tandem serve` would have said (a request is first checked
+//     with the decoder serve uses, openai.Decode*Request, with the same
+//     400s); for a worker failure (502), a timeout (504), a 409 or 499 of
+//     the room protocol, a message that names the failed leg and carries
+//     the worker's message. Never a worker's URL or address: those go to
+//     the log line. After, one `data: {"error":...}` event and no [DONE].
+//   - usage.prompt_tokens_details.cached_tokens is the most of decode's
+//     count and the prefill worker's (its prefix-cache hit, from its
+//     answer): decode's usage waits up to prefillGraceMax for prefill's
+//     answer. A decode worker's Warning header reaches the client.
 //   - A failed leg cancels the other at once; a client that goes away
 //     cancels both. A prefill failure after decode began answering does not
 //     fail the sample: decode can only answer once the KV arrived.
@@ -77,7 +85,10 @@
 // worker that reports the other role stays out, and one whose /ready says
 // it drains gets no new legs at once. Between rounds each
 // worker's circuit breaker watches its legs, as the router reports how
-// each ended (legOutcome): BreakerFailures consecutive failed legs (or half
+// each ended (legOutcome: a worker's 4xx answer is a success, the
+// client's fault, except 401 and 403, the worker refusing the router's
+// signature, a cluster misconfiguration that counts as a failure and is
+// logged at ERROR): BreakerFailures consecutive failed legs (or half
 // of the last 20) open it and the worker gets no legs; after
 // BreakerCooldown one probe leg goes through, and its success closes the
 // breaker.
@@ -262,7 +273,7 @@
 // # Limits
 //
 // Client bodies are bounded by Options.MaxBodyBytes (413), requests in
-// flight by Options.MaxRequests (429), a leg's silence by
+// flight by Options.MaxRequests (429, with Retry-After as every 429), a leg's silence by
 // Options.LegTimeout (for a non-streamed leg that is the whole leg), a
 // request by Options.RequestTimeout; worker answers, events and debug
 // documents by the constants in limits.go; finished records by

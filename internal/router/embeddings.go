@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"tandem/internal/api/httpx"
 	"tandem/internal/api/openai"
@@ -89,6 +90,9 @@ func (rt *Router) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	if keep != nil { // the last worker was busy or unavailable: its answer says so
 		if keep.ct != "" {
 			w.Header().Set("Content-Type", keep.ct)
+		}
+		if keep.status == http.StatusTooManyRequests { // every 429 carries Retry-After
+			w.Header().Set("Retry-After", strconv.Itoa(int(openai.DefaultRetryAfter/time.Second)))
 		}
 		w.WriteHeader(keep.status)
 		w.Write(keep.body)

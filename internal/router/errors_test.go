@@ -135,7 +135,7 @@ func TestWorker401IsNotTheClients(t *testing.T) {
 // the worker wrote it (status, message, type, param, code), with no
 // wrapper naming a leg or a status, as `tandem serve` would have answered.
 func TestWorkerClientErrorPassesThrough(t *testing.T) {
-	const werr = `{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 100001 tokens (1 in the prompt, 100000 in the completion). Please reduce the prompt or max_tokens.","type":"invalid_request_error","param":"max_tokens","code":"context_length_exceeded"}}`
+	const werr = `{"error":{"message":"This model's maximum context length is 2048 tokens. However, you requested 100001 tokens (1 in the messages, 100000 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"max_tokens","code":"context_length_exceeded"}}`
 	for _, tc := range []struct{ name, prompt string }{
 		{"local", "x"}, // under the PD threshold: the decode worker's local leg
 		{"disaggregated", strings.Repeat("word ", 300)}, // both legs

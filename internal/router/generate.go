@@ -158,6 +158,7 @@ type clientWriter struct {
 	docs        []answer.Object // several samples, not streamed
 	usages      []*openai.Usage // several samples, streamed
 	usageChunks []answer.Object // several samples, streamed
+	warning     string          // a decode worker's Warning header, sent with the status line
 }
 
 // start sends the status and headers of a stream.
@@ -166,6 +167,9 @@ func (cw *clientWriter) startStream() {
 		return
 	}
 	h := cw.w.Header()
+	if cw.warning != "" {
+		h.Set("Warning", cw.warning)
+	}
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
@@ -192,6 +196,9 @@ func (cw *clientWriter) whole(contentType string, b []byte) error {
 	if contentType == "" {
 		contentType = "application/json"
 	}
+	if cw.warning != "" {
+		cw.w.Header().Set("Warning", cw.warning)
+	}
 	cw.w.Header().Set("Content-Type", contentType)
 	cw.w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	cw.w.WriteHeader(http.StatusOK)
@@ -201,6 +208,9 @@ func (cw *clientWriter) whole(contentType string, b []byte) error {
 
 // write handles one reply.
 func (cw *clientWriter) write(rp reply) error {
+	if rp.warning != "" && !cw.started {
+		cw.warning = rp.warning // a worker's Warning header (package server: a template that drops tools)
+	}
 	switch {
 	case cw.req.stream:
 		if rp.done && cw.req.samples > 1 {

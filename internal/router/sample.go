@@ -31,6 +31,7 @@ type reply struct {
 	usage       *openai.Usage // several samples, streamed: the sample's usage chunk, if it sent one
 	usageChunk  answer.Object // several samples, streamed: that chunk, as a template for the merged one
 	token       bool          // data carries a token (for TTFT)
+	warning     string        // the decode worker's Warning header, passed on to the client
 	rec         *record       // the attempt the reply comes from
 	done        bool          // the sample finished; nothing follows
 	err         *openai.Error // the sample failed; nothing else is set
@@ -73,7 +74,8 @@ type decodeEvent struct {
 	ev          answer.Event
 	body        []byte
 	contentType string
-	end         bool // the answer is complete ([DONE], or the whole body)
+	warning     string // the worker's Warning header, on its answer's first event (a template that drops tools)
+	end         bool   // the answer is complete ([DONE], or the whole body)
 	err         *legError
 }
 
@@ -405,7 +407,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			return
 		}
 		l.readTiming(resp.Header)
-		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), end: true})
+		send(decodeEvent{body: b, contentType: resp.Header.Get("Content-Type"), warning: resp.Header.Get("Warning"), end: true})
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
@@ -413,6 +415,7 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 		return
 	}
 	rd := answer.NewReader(resp.Body, sseEventBytesMax)
+	warning := resp.Header.Get("Warning")
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -423,9 +426,10 @@ func (rt *Router) runDecode(l *leg, path string, body []byte, stream bool, hdr m
 			return
 		}
 		end := ev.HasData && string(ev.Data) == openai.StreamDone
-		if !send(decodeEvent{ev: ev, end: end}) {
+		if !send(decodeEvent{ev: ev, end: end, warning: warning}) {
 			return
 		}
+		warning = ""
 		if end {
 			l.drain(resp.Body)
 			return
@@ -449,6 +453,7 @@ type follower struct {
 	timing        *apileg.Timing  // the decode worker's, from its stream's timing comment
 	usage         *openai.Usage
 	usageTpl      answer.Object
+	warning       string        // decode's Warning header, once its answer began
 	seenUsage     *openai.Usage // the usage decode's answer carried, for the metrics (noteAnswer)
 	finish        string        // the finish_reason decode's answer carried
 }
@@ -494,8 +499,12 @@ func (f *follower) follow(ctx context.Context, pch <-chan prefillResult, dch <-c
 			if le != nil {
 				return le
 			}
+			if de.warning != "" {
+				f.warning = de.warning
+			}
 			if r != nil {
 				r.rec = f.rec
+				r.warning = f.warning
 				if !f.s.send(ctx, *r) {
 					return nil
 				}

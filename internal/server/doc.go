@@ -38,7 +38,7 @@
 //   - Errors have OpenAI's shape {"error":{message,type,param,code}} and
 //     status: 400 bad input (param names the field), 404 unknown model or
 //     path, 405 wrong method, 413 body over Options.MaxBodyBytes, 429 queue
-//     full, 503 not ready or shutting down (code "draining", with
+//     full (every 429 with Retry-After), 503 not ready or shutting down (code "draining", with
 //     Retry-After, once a drain refuses new requests), 500 otherwise. A
 //     handler panic is logged and answered with a 500; the process keeps
 //     running, unless the panic is a broken invariant (package invariant),
@@ -93,7 +93,10 @@
 //     parses nothing. Answers carry message.tool_calls (content null when
 //     only calls), streams delta.tool_calls with incremental arguments;
 //     finish_reason is tool_calls when a call was made and generation
-//     stopped normally.
+//     stopped normally. A template that does not render tools (its prompt
+//     is the same with tools as without, chat.Template.RendersTools) is
+//     logged at load, and answers to requests with tools carry a Warning
+//     header (299) saying the model did not see them.
 //   - Logprobs: the chosen token's logprob always, TopLogprobs alternatives
 //     when asked. Completions use the legacy shape (tokens, token_logprobs,
 //     top_logprobs maps, text_offset in runes of the returned text); chat

@@ -145,6 +145,11 @@ func promptLogprobsDoc(tok *tokenizer.Tokenizer, prompt []int32, plp []float32) 
 	return doc
 }
 
+// toolsDroppedWarning is the Warning header (RFC 7234's 299, a persistent
+// warning) of a chat answer whose request had tools that the chat template
+// does not render.
+const toolsDroppedWarning = `299 tandem "the chat template does not render tools: the model did not see this request's tools; start the server with --chat-template FILE, a template with a tools section"`
+
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	body, li, ok := s.start(w, r)
@@ -158,6 +163,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if e != nil {
 		httpx.WriteError(w, e)
 		return
+	}
+	if len(req.Tools) > 0 && !s.chat.tmpl.RendersTools() {
+		w.Header().Add("Warning", toolsDroppedWarning)
 	}
 	tok := s.b.Tokenizer()
 	prompt, text, err := s.chat.promptInput(r.Context(), tok, chat.Input{Messages: chat.MessagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -196,4 +198,41 @@ func slicesEqual(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// TestTemplateWithoutToolsSaysSo: a chat template that does not render
+// tools is logged at load, and a chat answer whose request had tools
+// carries a Warning header saying the model did not see them; a request
+// without tools, or a template that renders them, carries none.
+func TestTemplateWithoutToolsSaysSo(t *testing.T) {
+	const tools = `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`
+	for _, tc := range []struct {
+		name, tmpl string
+		drops      bool
+	}{
+		{"no tools section", "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}>", true},
+		{"tools section", "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}>", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := testVocab(t, chatMLTemplate, true)
+			b := newFake(t, tok, append(tokens(t, tok, 0, "H"), done(engine.FinishStop)), append(tokens(t, tok, 0, "H"), done(engine.FinishStop)))
+			b.cfg.Context = 512
+			var logs bytes.Buffer
+			s, _ := newTestServer(t, b, Options{ChatTemplate: tc.tmpl, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if got := strings.Contains(logs.String(), "does not render tools"); got != tc.drops {
+				t.Errorf("load log mentions a template that does not render tools: %v, want %v\n%s", got, tc.drops, logs.String())
+			}
+			rec := do(s.Handler(), "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]`+tools+`}`)
+			if rec.Code != 200 {
+				t.Fatalf("chat with tools: %d %s", rec.Code, rec.Body)
+			}
+			if got := rec.Header().Get("Warning"); (got != "") != tc.drops || tc.drops && !strings.Contains(got, "does not render tools") {
+				t.Errorf("chat with tools: Warning %q, want one: %v", got, tc.drops)
+			}
+			rec = do(s.Handler(), "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}]}`)
+			if got := rec.Header().Get("Warning"); rec.Code != 200 || got != "" {
+				t.Errorf("chat without tools: %d, Warning %q, want 200 and none", rec.Code, got)
+			}
+		})
+	}
 }

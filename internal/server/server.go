@@ -181,6 +181,11 @@ func New(b Backend, o Options) *Server {
 		tools, _ = newToolConfig("", chat.tmpl, b.Tokenizer())
 	}
 	s.tools = tools
+	if !chat.tmpl.RendersTools() {
+		s.log.Warn("the chat template does not render tools: a chat request's tools never reach the prompt, so the model does not see them "+
+			"(its answers to such requests carry a Warning header; tool_choice required or named still constrains the output to a call); "+
+			"give a template with a tools section with --chat-template", "fallback_format", chat.tmpl.Fallback())
+	}
 	if o.LegKeys != nil && o.Legs == nil {
 		s.log.Error("server: LegKeys without Legs: every verified router leg will be answered 500")
 	}

@@ -101,14 +101,15 @@ func Invalid(param, code, format string, args ...any) *Error {
 }
 
 // ContextLengthExceeded returns the 400 error for a request that does not
-// fit the model's context window, worded like OpenAI's.
+// fit the model's context window (the served max_model_len), worded as
+// vLLM's OpenAI server words it (which follows OpenAI's).
 func ContextLengthExceeded(param string, contextTokens, promptTokens, maxTokens int) *Error {
 	var msg string
 	if maxTokens > 0 {
-		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d in the completion). Please reduce the prompt or max_tokens.",
+		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			contextTokens, promptTokens+maxTokens, promptTokens, maxTokens)
 	} else {
-		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt has %d tokens, which leaves no room for a completion. Please reduce the prompt.",
+		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens in the messages. Please reduce the length of the messages.",
 			contextTokens, promptTokens)
 	}
 	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: CodeContextLength, Message: msg}

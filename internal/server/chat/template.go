@@ -43,6 +43,9 @@ type Template struct {
 	bos, eos string
 	now      func() time.Time // strftime_now's clock; nil: time.Now
 	limits   jinja.Limits     // zero: jinja's defaults
+	// dropsTools: the template renders a conversation the same with tools
+	// as without (it has no tools section), found at load.
+	dropsTools bool
 }
 
 // NewTemplate compiles a tokenizer.chat_template. bosToken and eosToken
@@ -64,8 +67,36 @@ func NewTemplate(source, bosToken, eosToken string) (*Template, error) {
 	if err := c.checkTemplate(); err != nil {
 		return nil, err
 	}
+	c.dropsTools = c.ignoresTools()
 	return c, nil
 }
+
+// toolsProbe is the conversation and the tool ignoresTools renders.
+const (
+	toolsProbeMessages = `[{"role":"user","content":"Weather in Paris?"}]`
+	toolsProbeTools    = `[{"type":"function","function":{"name":"get_weather","description":"Get the weather.","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+)
+
+// ignoresTools reports whether the template renders a user's question the
+// same with a tool as without: the tools of a request never reach the
+// prompt. A template that fails either way is not judged (false).
+func (c *Template) ignoresTools() bool {
+	in := Input{Messages: json.RawMessage(toolsProbeMessages), AddGenerationPrompt: true}
+	without, err := c.render(context.Background(), in, checkSteps)
+	if err != nil {
+		return false
+	}
+	in.Tools = json.RawMessage(toolsProbeTools)
+	with, err := c.render(context.Background(), in, checkSteps)
+	return err == nil && with.Text == without.Text
+}
+
+// RendersTools reports whether the template puts a request's tools into
+// the prompt. False for the fallback format and for a template without a
+// tools section (such as the Llama 3 templates some tokenizer packages
+// ship): the model never sees the tools' names, descriptions or
+// parameters, however the output is constrained.
+func (c *Template) RendersTools() bool { return c.tmpl != nil && !c.dropsTools }
 
 // Representative conversations every template is rendered with at load:
 // a plain exchange, then one with tools, a tool call and its result.

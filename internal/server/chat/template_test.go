@@ -1,6 +1,8 @@
 package chat
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,5 +93,37 @@ func TestSharedChatTemplates(t *testing.T) {
 	want := "<s><|user|>\nHi<|end|>\n<|assistant|>\nYo<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n"
 	if err != nil || got != want {
 		t.Errorf("phi-3 Render = %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestRendersTools: a template whose prompt changes with tools renders
+// them; one without a tools section (ChatML, the plain Llama 3 template
+// some tokenizer packages ship) and the fallback format do not.
+func TestRendersTools(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, src string
+		want            bool
+	}{
+		{"qwen3", "qwen3.jinja", "", true},
+		{"llama3.2", "llama3.2.jinja", "", true},
+		{"chatml", "", chatMLTemplate, false},
+		{"llama-3 without tools", "", llama3Template, false},
+		{"fallback", "", "", false},
+	} {
+		src := tc.src
+		if tc.file != "" {
+			b, err := os.ReadFile(filepath.Join("testdata", "templates", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src = string(b)
+		}
+		ct, err := NewTemplate(src, "<s>", "</s>")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := ct.RendersTools(); got != tc.want {
+			t.Errorf("%s: RendersTools() = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
