@@ -1,44 +1,39 @@
-// Package e2e holds end-to-end tests of the tandem binary. They build it
-// from this checkout (go build ./cmd/tandem), synthesize a tiny random-weight
-// model with `tandem model synth`, start `tandem serve` on a free local port
-// as a child process, and drive it as outside clients do:
+// Package e2e holds end-to-end tests of the tandem binary: real processes,
+// real sockets, real HTTP, driven as outside clients drive them. The
+// package has no code of its own; everything is in the _test files.
 //
-//   - TestOpenAINodeClient runs the official `openai` npm package (pinned
-//     version, installed once into the user cache directory) against the
-//     server: completions and chat, each streaming and not, checking that
-//     greedy streaming text equals the non-streaming text, that finish
-//     reasons and usage are set. It skips when node or npm is absent.
-//   - TestOpenAINodeClientThroughRouter runs the same client against
-//     `tandem up` (router, one prefill and one decode worker).
-//   - TestPDMatchesServe checks that greedy output through `tandem up`
-//     equals `tandem serve`'s, token for token with logprobs and
-//     top_logprobs, streaming and not, for a synthesized Q8_0 model and
-//     stories260K, with prompts over a KV page and over a prefill chunk;
-//     TestPromptLogprobsThroughRouter and TestEchoLogprobsThroughRouter do
-//     the same for prompt logprobs and echo with logprobs.
-//   - TestBenchServeAgainstServe runs `tandem bench serve` against the
-//     server and checks that every request completed.
-//   - TestChaosSoak runs 2 prefill + 2 decode workers and the router
-//     (internal/cluster) under random load with client disconnects, kills a
-//     worker with SIGKILL mid-load and restarts it, then checks through
-//     /debug/cluster and each worker's /metrics that no room is pinned, no
-//     KV page or sequence leaked, the watchdog never fired, and every
-//     request got exactly one outcome. Its size is set by -chaos.* flags
-//     (300 requests by default; scripts/chaos.sh runs 3000).
-//   - TestRollingRestart drains and restarts every process of a fleet of
-//     2 prefill and 2 decode workers behind 2 routers, one at a time, under an open loop
-//     at 60% of its measured capacity: every request completes, nothing is
-//     pinned or leaked. TestRouterKill SIGKILLs one of the two routers under
-//     the same load: only requests it carried fail. TestDrainDeadlineServe
-//     and TestDrainDeadlineDecode end a stream at a drain's deadline.
-//   - TestStructuredOutputsNode (and its 128k Llama 3 vocabulary variant)
-//     runs the official client's zod helpers for structured outputs and tool
-//     calls against `tandem serve` and `tandem up`; TestListPromptMatchesServe,
-//     TestSelectiveDisaggregation and TestUpModelFromHub cover prompt lists,
-//     selective disaggregation and `--model hf.co/...`. README.md lists the
-//     rest.
+// # Harness
 //
-// The package has no code of its own; everything is in the _test files. The
-// tests are slow (a build, a model load, an npm install on first use): `go
-// test -short` skips them all.
+// TestMain builds the binary from this checkout (go build ./cmd/tandem)
+// and synthesizes the tiny Q8_0 model with `tandem model synth` into a
+// work folder it removes at the end; tests that need other models make
+// them there too, and stories260K and the shared vocabularies come from
+// internal/testenv. startServer and startProcess
+// run `tandem serve`, a worker or a router on a free local port
+// (cluster.FreePort) and wait for /ready; startUp runs `tandem up`;
+// startCluster starts a deployment through internal/cluster (its ports
+// held by the cluster while it starts), and startFleet and startLoadedFleet
+// a 2 prefill + 2 decode fleet behind 2 routers sharing one port. Waits
+// for a state go through testenv.WaitFor, a bound for a hung test and not a
+// timing assertion. A child still running at the end of a test gets
+// SIGINT (again once nothing routes to it, so no settle window holds it)
+// and SIGKILL after stopTimeout.
+//
+// # Inputs
+//
+// The checkout, a Go toolchain, and optionally node and npm (the official
+// openai npm package and zod, pinned and installed once into the user cache
+// directory; the tests that need them skip without them), the shared
+// folder, root and ip for the network-namespace test. -chaos.* flags size
+// the soak: -chaos.requests (300), -chaos.concurrency (16), -chaos.seed
+// (0: from the clock, logged), -chaos.disconnect (0.10), -chaos.kill
+// (true), -chaos.pause (300 ms), -chaos.timeout (60 s), -chaos.kv-pages
+// (128).
+//
+// # Limits
+//
+// e2e_test.go: buildTimeout 10 min, healthTimeout 2 min from start to a
+// ready /ready, stopTimeout 15 s from SIGINT to exit before SIGKILL. The
+// tests are slow (a build, model loads, an npm install on first use):
+// go test -short skips them all. README.md lists what each test checks.
 package e2e

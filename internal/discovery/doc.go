@@ -100,16 +100,34 @@
 // /debug/cluster. client-go logs through klog; the caller may route it to
 // slog.
 //
-// # Tests
+// # Why snapshots, not events
 //
-// k8s against client-go's fake clientset and its watches (pods added,
-// given an IP, made Ready, unready, given a deletionTimestamp, deleted,
-// relabelled, ports by name and by annotation, selector and namespace
-// filtering, a relist after a watch error and resyncs that change
-// nothing) and NewK8sFromConfig's REST client against an HTTP fake of the
-// API server's pod list, watch and watch-list; dns against a scripted
-// resolver and probe; file with writes in place, saves by rename, bad,
-// empty, over-size and deleted files; the clock in testing/synctest
-// bubbles, no sleeps on the wall clock; -race. The endpoint-file and
-// --discovery parsers are fuzzed.
+// Each delivery is the whole membership, computed from the source's own state
+// (the informer's store, the last DNS answer, the file). A relist, a resync,
+// an answer in another order or a rewrite with the same content recomputes the
+// same set and delivers nothing; a missed or repeated event cannot leave a
+// ghost worker; a slow consumer sees the latest state, not a queue. Diff gives
+// the changes between two snapshots for whoever wants events.
+//
+// # Why the file is polled
+//
+// An editor saving by rename, a tool that deletes and recreates, and a
+// Kubernetes ConfigMap volume (a symlink swapped atomically) all replace the
+// inode an inotify watch holds; overlay and network file systems may send no
+// events. A stat every 500 ms (and a full read every tenth check, for rewrites
+// that keep size and modification time) sees all of them, needs no dependency,
+// and runs on the clock tests control.
+//
+// # Limits and footprint
+//
+// Endpoint file 1 MiB; role probes 8 at a time, each within --discovery-
+// timeout (2 s); DNS lookups within the same timeout every --discovery-
+// interval (2 s; the file's default is 500 ms); the first pod list within 30
+// s.
+//
+// client-go's informer factory and typed clients register every API group at
+// init. The source builds the pod informer on a REST client whose scheme knows
+// core/v1 alone (k8sclient.go): linked into tandem (19.8 MB without it) the
+// binary is 30.9 MB, against 47.1 MB with the typed core/v1 client and 49.4 MB
+// with the factory.
 package discovery

@@ -1,7 +1,3 @@
-// Package inspect is the `tandem inspect` client: it fetches a router's
-// GET /debug/cluster document (the router's request records and every
-// worker's /debug/rooms) and prints it as one table per process, or as
-// indented JSON, and reports rooms that are past their deadline.
 package inspect
 
 import (

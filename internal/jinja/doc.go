@@ -75,4 +75,21 @@
 // was. Output.Untrusted lists the untrusted ranges of the rendered text,
 // and Output.Segments splits it, so that the caller can tokenize client
 // text without turning special-token text into control tokens.
+//
+// # Default limits
+//
+// Limits (steps 50M, output 64 MiB, call depth 128, strings 32 MiB, lists and
+// dicts 1M items, 512 MiB built per render, context checked every 1024 steps);
+// range() up to 100 000 items as in Jinja2's sandbox; sources up to 1 MiB
+// nested up to 128 levels; request JSON up to 64 levels deep.
+//
+// # Known differences from Jinja2
+//
+// Integers are 64-bit (an overflow is an error, Python's ints have no bound);
+// dict.items(), keys() and values() are lists rather than views; a generator
+// prints as <generator object> without an address; groupby gives plain pairs
+// (no .grouper / .list); lipsum, random, pprint, filesizeformat, urlencode,
+// urlize, wordwrap and xmlattr are absent (a template naming one fails to
+// parse); \N{...} escapes in string literals are refused; is sameas compares
+// scalars and strings by value.
 package jinja

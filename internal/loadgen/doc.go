@@ -1,7 +1,10 @@
 // Package loadgen drives an OpenAI-compatible completions endpoint (Tandem's
 // own `tandem serve`, vLLM, llama.cpp's server, ...) with a fixed number of
-// requests from a fixed number of concurrent workers and reports latency and
-// throughput. It is what `tandem bench serve` runs.
+// requests, either from a fixed number of concurrent workers (closed loop)
+// or at open-loop arrivals (Options.RequestRate, Poisson or gamma with
+// Burstiness, capped by MaxConcurrency), as `vllm bench serve` does, and
+// reports latency, throughput and goodput with vLLM's metric names. It is
+// what `tandem bench serve` runs.
 //
 // Data flow: Run resolves the model (GET /v1/models when Options.Model is
 // empty), then Concurrency workers pull request indices 0..Requests-1 from a
@@ -63,9 +66,44 @@
 // tokens because a foreign server's tokenizer is unknown; a ShareGPT file is
 // read whole (at most MaxShareGPTBytes) as vLLM reads it.
 //
-// Tests run Run against httptest servers that script SSE streams (multi-token
-// chunks, usage, no usage), error statuses, malformed and truncated streams,
-// slow responses with a short timeout and cancellation mid-run, asserting
-// counts, error kinds and report structure, never timings; the percentile
-// function is checked on known data.
+// # API
+//
+// Run(ctx, Options, progress io.Writer) (*Report, error). Options: URL (a
+// trailing / or /v1 is dropped), Model (empty: first id of GET /v1/models),
+// APIKey, Concurrency (default 1), Requests (default 1), PromptTokens (prompt
+// words, default 128), GenTokens (max_tokens, default 128), Stream, IgnoreEOS,
+// Seed, Timeout (per request, default 5 minutes), ProgressInterval (default 5
+// s when the writer is not a terminal; a redrawn bar on a terminal). Each
+// request is temperature 0, and when streaming asks for
+// stream_options.include_usage. Report (JSON, or text with WriteText): counts
+// of completed, failed and canceled requests, duration, request throughput,
+// output and total tokens per second, tokens, ttft_ms, itl_ms, e2e_ms
+// summaries, and errors by kind with examples.
+//
+// # vLLM conventions
+//
+// Arrivals(n, rate, burstiness, seed) is the open-loop schedule as data (gamma
+// intervals of shape B and scale 1/(R·B), rescaled so the last send is at n/R,
+// as vLLM). Items are the requests (RandomItems: vLLM's [L(1−r), L(1+r)]
+// lengths; ParseMixed/MixedItems: classes NAME:share=S,in=N|A-B,out=N|A-B
+// joined by ;; ReadItems: JSONL {"prompt","max_tokens","class"}), each
+// remembering its class. Goodput objectives (ParseGoodput: METRIC:MS or
+// CLASS.METRIC:MS, metrics ttft, tpot, e2el, and itl = the longest gap between
+// chunks) make a request good when it meets every one; TPOT is (e2el −
+// ttft)/(output − 1), 0 for one token, as vLLM. The report's JSON carries
+// vLLM's keys at the top level (duration, completed, total_input_tokens,
+// total_output_tokens, request_throughput, request_goodput, good_completed,
+// output_throughput, total_token_throughput, max_concurrency,
+// max_concurrent_requests, request_rate, burstiness, and
+// mean_/median_/std_/p{P}_{ttft,tpot,itl,e2el}_ms for PercentileMetrics ×
+// MetricPercentiles, std population as numpy), the same block per class under
+// classes, beside the older fields (ttft_ms, output_tok_s, ...). Sweep runs
+// one open-loop run per rate and reports DistServe's goodput, the highest rate
+// at which >= 90% of the sent requests met the objectives (failures count as
+// missed); SweepResult.WriteSVG plots attainment and p90 TTFT against rate.
+//
+// # Sizes
+//
+// MaxEventBytes = 1 MiB per SSE event (read with internal/router/answer's
+// reader), MaxBodyBytes = 16 MiB per non-streaming body and /v1/models reply.
 package loadgen

@@ -136,6 +136,125 @@
 // queue, running and KV use of its last /pd/status and the membership
 // counts (tandem_router_workers).
 //
+// # Selective disaggregation
+//
+// disagg.go, --pd-threshold, Options.PDThreshold. Once per request the router
+// decides the path of its samples: a prompt under the threshold goes as one
+// local leg (X-Tandem-Leg: local, the client's body, no prefill address) to
+// a decode worker, which prefills it in its own batch; a longer one is
+// disaggregated. How the prompt is counted, cheapest first: token ids exactly;
+// text by its bytes, an upper bound on its tokens (each token of a byte-level
+// or byte-fallback vocabulary covers at least one byte; +2 for BOS/EOS; chat
+// counts the raw JSON of messages and tools plus 64 tokens for the template's
+// own text): under the threshold it is local at no cost; at 8 times the
+// threshold or more it is long without counting; in between the router asks a
+// decode worker's POST /tokenize (one loopback round trip) for the exact
+// count, and disaggregates when that fails (count_failed). The whole prompt
+// counts as uncached: the router does not know the decode workers' prefix
+// caches. With the threshold on, a request whose prefill worker cannot be
+// picked (none healthy, breakers open, all failed this request) runs locally
+// whatever its length (no_prefill_worker), and /ready stays 200 with decode
+// workers alone. Local legs fail, retry (another decode worker, a new room,
+// only before anything reached the client), feed breakers and are cancelled
+// with the client like decode legs. 0 disaggregates everything (the Options
+// zero value); tandem route and tandem up default to 128.
+//
+// Spilling long prompts (--pd-spill, Options.PDSpill, default 0 (never) in
+// tandem route/up: measured to hurt short prompts on the mixed goodput load,
+// see DefaultPDSpill). A long prompt runs as a local leg on a decode worker,
+// which prefills it within its --itl-target, when the least-queued prefill
+// worker's queued prefill tokens plus the prompt are at least PDSpill times
+// the least-queued decode worker's plus the prompt (prefill_busy; both from
+// /pd/status, plus the prompts the router sent each since; a byte-bound prompt
+// counts as bytes/4 tokens). On one thread a decode worker prefills at ~0.9 of
+// a prefill worker's rate beside a few decodes (150 ms steps instead of ~20
+// ms, which its short prompts and decode gaps pay), so 2 spills only when the
+// local prefill would finish in about half the time; the arithmetic is in
+// disagg.go. The decision in /debug/rooms then carries the weighed
+// prefill_queue_tokens and local_queue_tokens.
+//
+// Why 128: Measured on this machine (2 cores shared with other jobs, load
+// average 13 during the run; 1P1D of the synthesized 110m Q8_0 with an 8k
+// context, --threads 1; tandem up --pd-threshold 0, prompts of random words
+// one at a time, phases from /debug/rooms): prompts of 59, 246, 502 and 1005
+// tokens had TTFTs of 766, 3968, 10168 and 25607 ms, of which prefill compute
+// was 757, 3959, 10165 and 25597 ms; queue, KV transfer and the first decode
+// step together took 3-10 ms. The PD round trip costs a few ms; prefill is
+// linear in the prompt (13-25 ms a token under that load, about 2 ms on an
+// idle core, where 1000 tokens take about 2 s). A local prefill is paid by
+// every sequence decoding on that worker: at 2 ms a token, 128 tokens cost
+// about 256 ms, about one 250 ms inter-token SLO even if the decode worker ran
+// it in a single step (with the engine's ITL budget it is spread over steps).
+// The mixed benchmark's short prompts (~30 tokens) then run locally and skip
+// the prefill queue; its long ones (~1000) are disaggregated. A burst on the
+// same cluster (2 prompts of ~250 random words with 16 tokens out, 8 short
+// chat requests with 96 out, arriving over 6 s; load average 6): short TTFT
+// 0.12-0.26 s with --pd-threshold 128 against 0.18-8.9 s with 0 (queued behind
+// the long prompts on the prefill worker); long TTFT 13.5 and 21.2 s against
+// 13.8 and 23.3 s.
+//
+// # Prefill worker choice
+//
+// Workers report prefill_queue_tokens in /pd/status (the engine's uncomputed
+// prompt tokens). When every candidate reports it, prefill workers are ranked
+// by it (plus the prompt tokens the router sent since the report, as the
+// router counted them: a byte bound may over-count until the next report),
+// then by load; otherwise by load (reported waiting + running plus the
+// router's legs since). Decode workers are ranked by load
+// (internal/router/pool).
+//
+// # TTFT and its phases
+//
+// The router's TTFT is the request's arrival to its first token written to the
+// client (a whole answer's write when not streamed). Workers report their
+// parts in X-Tandem-Timing (package leg): the prefill worker as a header of
+// its answer (queue_ms: leg arrival to admission into its engine; prefill_ms:
+// admission to the first token; transfer_ms: first token to decode's
+// acknowledgement of the KV), the decode worker in an SSE comment just before
+// data: [DONE] (: x-tandem-timing first_decode_ms=…: resuming from the KV to
+// the first token out; an HTTP trailer would be lost when the client closes
+// right after [DONE], which ends the router's read). Each is a duration on its
+// worker's clock. The router never forwards them; it puts them with its TTFT
+// in /debug/rooms (phases) and in tandem_router_ttft_phase_seconds{phase}.
+// Each decode event goes to the client as its own chunk at once.
+//
+// # Errors and logs
+//
+// Status 502 for a worker failure, 504 for a timeout, the worker's own 4xx
+// (400, 409, 429...). A worker's 4xx logs at INFO, the router's own 400s at
+// DEBUG; client errors never carry a worker's URL or address, the log line
+// does. A refused request's log line carries at most 128 bytes of its path
+// (and its length), and at most 10 such lines are written per 10 s; the next
+// one written counts those held back (suppressed). /tokenize and /detokenize
+// go to a healthy decode worker (else prefill) within Options.TokenizeTimeout
+// (30 s); a worker that does not answer in time is a 504 upstream_timeout
+// saying so (a busy worker, not an unreachable one); its answer is read whole
+// up to 32 MiB (workers answer at most twice their context in tokens).
+//
+// # Metrics and debug documents
+//
+// Metrics (its own registry): tandem_router_worker_{requests,errors}_total,
+// tandem_router_worker_leg_seconds, tandem_router_worker_{inflight,healthy},
+// tandem_router_requests_total{endpoint,status},
+// tandem_router_time_to_first_token_seconds,
+// tandem_router_e2e_request_latency_seconds, tandem_router_retries_total,
+// tandem_router_worker_breaker_state{worker,role} (0 closed, 1 half open, 2
+// open), tandem_router_worker_breaker_transitions_total{worker,role,to}, tande
+// m_router_pd_decisions_total{path="local|disaggregated",reason="short_prompt|
+// long_prompt|prefill_busy|no_prefill_worker|count_failed|threshold_off"} (one
+// per attempt), tandem_router_ttft_phase_seconds{phase="queue|prefill|transfer
+// |first_decode"}. tandem_router_time_to_first_token_seconds is observed once
+// the first token is written to the client.
+//
+// /debug/rooms and /debug/cluster follow internal/pd/debugdoc (the workers'
+// schema); the router's entry adds workers (health, breaker state, failures,
+// inflight, prefill_queue_tokens); each router room has its decision (path,
+// reason, prompt_tokens, counted_by, threshold) and, once known, its phases
+// (ttft_ms, queue_ms, prefill_ms, transfer_ms, first_decode_ms). A local room
+// has no prefill; its phase is local and its events
+// local_ok/local_failed/local_cancelled. Router room states: dispatched,
+// streaming, succeeded, failed.
+//
 // # Drain and replicas
 //
 // The router's phase is a drain.Gate (Gate): the process drains through it
@@ -160,19 +279,8 @@
 // documents by the constants in limits.go; finished records by
 // Options.FinishedRecords and each record's history by historyMax.
 //
-// # Tests
-//
-// Scripted httptest workers check, under -race: answers byte for byte
-// (streamed and not) and the splice; each failure path (prefill fails,
-// decode fails before and during the stream, client disconnect, silent
-// leg) with the other leg seen cancelled by its worker; health out and back
-// in; draining workers (a refused leg goes elsewhere and is not a failure,
-// every worker draining is a 503, /ready 503 draining takes a worker out)
-// and the router's own drain (settle, refusal, EndRequests); the circuit
-// breaker (a killed worker gets at most its threshold of
-// legs); least-loaded picks and burst spreading; n > 1 merging; retries;
-// the API key, CORS, request ids and slow bodies;
-// /debug/cluster fan-out; metrics.
-// The SSE reader, the JSON member editor and the splices and merges of
-// answers are package answer's, with their own tests and fuzzers.
+// The defaults: body 8 MiB (413),
+// 4096 requests in flight (429), leg silence 5 min (the whole leg when not
+// streamed), request 30 min, worker answers 128 MiB, one SSE event 16 MiB,
+// 1024 finished records, 32 history entries per record.
 package router

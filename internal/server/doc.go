@@ -128,22 +128,125 @@
 //     inter-token and end-to-end latency histograms observed by the
 //     handlers.
 //
-// # Tests
+// # Options, endpoints and metrics
 //
-// Most tests run against a fake Backend that plays scripted updates over a
-// small synthetic SentencePiece vocabulary (no model needed): the error
-// table (status, type, param, code, message), stop strings over token
-// boundaries and false prefixes, UTF-8 hold-back, both logprobs shapes,
-// prompt logprobs (shape and place, streamed first chunks, n=2, echo
-// offsets, decode and prefill legs, wrong counts), n=2, include_usage,
-// mid-stream engine failures, client disconnects cancelling the stream,
-// metrics names, /health and /ready, a drain (in-flight stream finishes,
-// new requests refused). The chat templates' own tests are package
-// chat's; here the tokenized chat prompt (one BOS, the fallback's stop,
-// and /tokenize of every reference conversation against Hugging Face's
-// tokenizers when Node and the packages are present). The real engine
-// on a synthesized tiny model serves greedy requests streamed and not, and
-// its prompt logprobs are checked against log-softmax of model.Runner's
-// logits over the whole prompt. The request decoders' fuzz tests live in
-// internal/api/openai.
+// New(Backend, Options); Options: ModelName, Logger, Registry, MaxBodyBytes,
+// BodyTimeout, WriteTimeout, DefaultCompletionTokens, SystemFingerprint,
+// LegKeys (a PD worker: only legs the router signed are served, see
+// internal/api/leg) with Legs (which serves them), APIKey (bearer key on
+// /v1/*), Mounts (more handlers, a PD worker's /pd/ and /debug/), ChatTemplate
+// (Jinja source replacing the model's, --chat-template), ReasoningParser
+// (none, think, or auto/"": think when the template writes <think> and
+// </think>). Handler(), HTTPServer(addr), SetReady (until it, /ready answers
+// 503 and generation is refused; /health answers 200 while the process lives,
+// {"status":"degraded","reason":...} when Options.Health says so), Gate (the
+// internal/api/drain gate a drain runs through: generation refused with 503
+// draining once its settle window passed, everything else served to the end).
+// Backend, Legs and StatusError (how an implementation chooses its error's
+// HTTP status): see go doc. Metrics are prefixed tandem_; beside them the
+// server exports vLLM's names with a model_name label and vLLM's buckets, so
+// dashboards and endpoint pickers built for vLLM read it:
+// vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc (pages used / pages, a fraction as in vLLM; prefix-
+// cache pages count as used), vllm:time_to_first_token_seconds,
+// vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds,
+// vllm:request_queue_time_seconds (Submit to first admission,
+// engine.Update.QueueTime), vllm:request_prefill_time_seconds (arrival to
+// first token less the queue time) and vllm:request_decode_time_seconds (first
+// to last token of a finished choice); promlint's complaint about their colons
+// is expected (TestVLLMMetrics). A Stream that implements LegTimer (a worker's
+// leg) has its LegTiming() written as an SSE comment (: x-tandem-timing …)
+// just before [DONE] of a stream, or as the X-Tandem-Timing header of a whole
+// answer (TestLegTimingCommentAndHeader). Streams send one chunk per engine
+// step: engine.Handle merges the steps a slow reader missed, and
+// EngineBackend's streams split them again into one token per Next
+// (SplitUpdate; TestEngineBackendOneTokenPerNext, TestOneChunkPerStep).
+//
+// # Structured outputs, list prompts, reasoning, tools and /tokenize
+//
+//   - Structured outputs (constraint.go): the request's Constraint is compiled
+//     once per distinct (kind, options, bytes), kept in an LRU of
+//     GrammarCacheEntries (32) grammars (errors cached too; concurrent
+//     requests for a new one wait for one compilation), and shared by every
+//     choice's engine.Request.Grammar, across requests. Compiles are admitted
+//     like work: at most GOMAXPROCS run at once, and a request whose grammar
+//     needs one more is answered 429 with Retry-After: 1 at once
+//     (tandem_grammar_compile_busy_total); each compile stays within the
+//     grammar package's memory budget (grammar.DefaultMaxCompileBytes, 128
+//     MiB) and runs under a context that ends when every request waiting for
+//     it has left, so a client that leaves stops its compile (which is then
+//     not cached). Tool grammars take the same path. A schema keyword the
+//     grammar cannot enforce is a 400 unsupported_parameter naming the member
+//     and the keyword; a schema, regex or GBNF that does not compile is a 400
+//     invalid_value. A grammar whose token masks cost too much (refused by the
+//     engine at Submit, or a sequence the engine ends with finish reason
+//     grammar_budget) is a 400 saying the output constraint is too costly to
+//     enforce, streamed as an error event when the stream has begun, and
+//     counted in
+//     tandem_request_finished_total{finish_reason="grammar_budget"}; /metrics
+//     also exports the engine's tandem_grammar_refused_total,
+//     tandem_grammar_budget_ends_total and tandem_mask_waits_total. logit_bias
+//     ids outside the vocabulary and min_tokens above the tokens the request
+//     may generate are 400s (on a router's prefill leg, whose body asks for
+//     one token, min_tokens is clamped to it). LogitBias, MinTokens, IgnoreEOS
+//     go to every choice's engine request.
+//   - A completions list prompt gives n choices per prompt, choice i*n+j for
+//     prompt i (seeds seed+i*n+j), with echo and prompt logprobs per prompt
+//     and usage.prompt_tokens summing the prompts. A router leg is one room,
+//     so a request that would make several sequences on a leg is a 400 (the
+//     router splits n, not prompt lists).
+//   - Chat templates render byte for byte as Hugging Face renders them
+//     (package internal/server/chat). chat_template_kwargs become template
+//     variables (not messages, tools, add_generation_prompt, bos_token,
+//     eos_token). BOS is added to a rendered chat prompt only when the text
+//     does not start with it (chatformat.go).
+//   - With the reasoning parser on, chat output that opens with <think> (or
+//     whose prompt left a <think> block open) is split: the reasoning goes to
+//     message.reasoning_content / delta.reasoning_content (without the tags
+//     and the newlines next to them), the rest to content; text that could be
+//     a tag is held back, so the split does not depend on token boundaries,
+//     and streamed and non-streamed answers agree.
+//   - Tool calling (tools.go, Options.ToolCallParser = --tool-call-parser,
+//     default auto: toolcall.Detect on the chat template): the request's tools
+//     are rendered by the template (also with tool_choice none); assistant
+//     tool_calls go back to the template with arguments as objects when they
+//     are the JSON text of one (as transformers' templates expect and vLLM
+//     passes them), tool messages with tool_call_id. auto parses the content
+//     (after the reasoning split) with a toolcall.Parser per choice,
+//     constrained by the whole-output grammar when a tool is strict; required
+//     and a named function submit toolcall.Grammar on every choice's
+//     engine.Request.Grammar (in the server's grammar cache with the
+//     structured-output grammars, keyed by request shape; a reasoning block
+//     may come first when the reasoning parser is on and the prompt did not
+//     close one); combined with another constraint (response_format) they are
+//     a 400. Marker tokens that are control tokens ([TOOL_CALLS],
+//     <|python_tag|>) keep their text in the parsed output. Answers:
+//     message.tool_calls [{id, type, function:{name, arguments}}], content
+//     null when only calls, finish_reason tool_calls (a cut-short call keeps
+//     length); streamed: delta.tool_calls (id, type, name first, then argument
+//     pieces). On a PD cluster both legs get the tools and the grammar, and
+//     the decode worker, which writes the answer, parses it with the same
+//     parser.
+//   - /tokenize tokenizes a prompt as completions do, or messages (with tools,
+//     add_generation_prompt, chat_template_kwargs) as chat completions do, and
+//     answers {"count","max_model_len","tokens"} plus token_strs (vocabulary
+//     texts) with return_token_strs; /detokenize {"tokens"} → {"prompt"}
+//     (control tokens written as their text). They need the API key when there
+//     is one, and on a PD worker the cluster credential (no leg signature:
+//     they generate nothing). Their cost is capped (the tokenizer's working
+//     memory is ~70x its input): at most twice the model's context in tokens
+//     (or max_count, if less) and 16 bytes a token of that in text, else a 400
+//     context_length_exceeded saying which; Options.MaxTokenize (default
+//     min(GOMAXPROCS, 4)) are worked on at once, four times as many wait up to
+//     10 s each, the rest get 429 with Retry-After: 1 before their body is
+//     read (a semaphore of its own; tokenize.go says why not the engine's
+//     queue limits).
+//
+// # Limits
+//
+// DefaultMaxBodyBytes = 8 MiB, DefaultBodyTimeout = 30 s, DefaultWriteTimeout
+// = 30 s per chunk or answer (a slow client cannot pin a sequence),
+// DefaultCompletionTokens = 16. HTTPServer: ReadHeaderTimeout 10 s,
+// IdleTimeout 2 min, MaxHeaderBytes 64 KiB, no overall write timeout (streams
+// are long).
 package server

@@ -1,12 +1,14 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
 // and qwen2, qwen3, phi3, gemma2, gemma3 and the mixtures of experts
 // qwen3moe and qwen2moe (Config.Arch) with the tensors and keys llama.cpp's
-// loader for each expects (see README.md and moe.go). A MoE file's router
-// (ffn_gate_inp) is F32 whatever the file type, as llama-quantize leaves
-// it; its expert tensors are typed as the dense feed-forward matrices of
-// the same layer would be (so mxfp4 gives MXFP4 experts, llama.cpp's
-// MXFP4_MOE); llama-quantize's extra bumps for 8-expert models are not
-// applied.
+// loader for each expects (see Architectures below and moe.go), and the
+// embedding encoders nomic-bert and bert (EncoderArchs, WriteEncoder, with a
+// synthesized WordPiece vocabulary; Config.Pooling makes any of them an
+// embedding model). A MoE file's router (ffn_gate_inp) is F32 whatever the
+// file type, as llama-quantize leaves it; its expert tensors are typed as
+// the dense feed-forward matrices of the same layer would be (so mxfp4 gives
+// MXFP4 experts, llama.cpp's MXFP4_MOE); llama-quantize's extra bumps for
+// 8-expert models are not applied.
 //
 // Place in the data flow: `tandem model synth` calls Write to make fixtures
 // of real model shapes (tiny, stories110M, TinyLlama 1.1B) without
@@ -58,26 +60,41 @@
 // Tensors are streamed through gguf.Writer.AddTensorFunc in chunks of about
 // 64K weights, so memory stays at a few chunks per worker whatever the model.
 //
-// Limits: Dim and FF must be multiples of the block size of every type the
-// file mixes (32 for Q8_0, 256 for the K-quant mixes); Dim a multiple of Heads with an even head
-// dimension; Heads a multiple of KVHeads; the synthesized vocabulary has
-// VocabMin..VocabMax tokens. See the *Max constants for the other bounds.
+// Limits (config.go): Dim and FF must be multiples of the block size of
+// every type the file mixes (32 for Q8_0, MXFP4 and a pure IQ4_NL file, 256
+// for the K-quant mixes and IQ4_XS; llama.cpp's fallbacks for other widths
+// are not written); Dim a multiple of Heads with an even head dimension;
+// Heads a multiple of KVHeads; DimMax, LayersMax and ContextMax bound the
+// shape; the synthesized vocabulary has VocabMin..VocabMax tokens.
 //
-// Tested by: the tiny preset in every type read back with gguf.Open (keys,
-// tensor names, shapes, types, norms of one, weight statistics after
-// dequantization), the K-quant block draw (scales, statistics), byte-identical
-// output for the same seed and for 1 or 4 workers, a different file for
-// another seed, tokenizer keys copied from stories260K.gguf, vocabulary
-// structure, Config validation errors, and the mixes against llama.cpp's
-// choices written out by hand for the 1b and tiny shapes. The new file
-// types are held to llama.cpp's greedy output in internal/engine/model
-// (TestLowbitMatchesLlamaCpp).
+// # Architectures
 //
-// Checked by hand, not in tests (llama.cpp through node-llama-cpp 3.21.1,
-// shared/tools/llamacpp-greedy.mjs): llama.cpp loads and runs tiny and 110m
-// files in Q8_0, F16 and Q4_K with the Llama-2 vocabulary copied from
-// llama-2-tiny-random.gguf, and tiny files with the synthesized vocabulary,
-// which it tokenizes "Once upon a time, there was a little girl named Lily.
-// She loved to play outside in the park." into one piece per word and
-// punctuation mark.
+// Config.Arch (tandem model synth --arch). Keys go under the arch's prefix and
+// tensors are laid out as llama.cpp's loader for it expects: qwen3 adds
+// attn_q_norm/attn_k_norm; phi3 has a fused attn_qkv and an ffn_up of 2·FF
+// rows (no ffn_gate); gemma2 and gemma3 add post_attention_norm and
+// post_ffw_norm (gemma3 the Q/K norms too), and gemma2 never has
+// output.weight. qwen2 adds Q/K/V biases (uniform ±0.5). qwen3moe is qwen3
+// with every feed-forward block a mixture of experts (Experts, ExpertsUsed,
+// ExpertFF; --experts, --experts-used, --expert-ff; defaults 8, 2, FF/2): an
+// F32 router ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; qwen2moe is qwen2
+// with the same experts plus a shared expert (SharedFF, --shared-ff) gated by
+// ffn_gate_inp_shexp. Beyond llama, norm weights are 1 ± 0.25 noise (so a norm
+// applied with the wrong weights shows). Options: Llama3Rope (--llama3-rope:
+// rope_freqs with Llama 3.1's factors, computed as llama.cpp's converter
+// does), Tied (--tied), SlidingWindow/SlidingWindowPattern,
+// AttnSoftcap/FinalSoftcap, RopeOrigContext (phi3 LongRoPE: long and short
+// factor tensors, original context, attention factor), KeyLength (--head-dim:
+// head dimension other than dim/heads), and AttnGain (--attn-gain: multiplies
+// attn_norm, scaling attention scores by its square; random weights otherwise
+// give near-uniform attention that ignores positions, so RoPE and window tests
+// set it). The default llama file is byte-identical to what it was before
+// architectures came.
+//
+// A write goes through a temporary file, so a failed write leaves no partial
+// model; the presets are tiny (256 wide, 2 layers, 4 heads / 2 KV heads, a
+// 512-token vocabulary), 110m (stories110M's shape), 1b (TinyLlama 1.1B's) and
+// a3b (a qwen3moe with Qwen3-30B-A3B's block, 64 experts of which 8 used and
+// 12 layers: 0.75B active parameters of 3.9B, 2.2 GB as q4_k_m; the speed
+// fixture for MoE).
 package synth

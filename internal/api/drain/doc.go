@@ -49,10 +49,4 @@
 // before the refusals (as SGLang's gateway and Dynamo do it) because a
 // router or a Kubernetes Service notices a readiness change only at its
 // next probe or watch event.
-//
-// # Tests
-//
-// The phases, handlers and the refusal over httptest; the drain's settle,
-// hurry, idle and deadline paths under testing/synctest (fake time, no
-// sleeps).
 package drain

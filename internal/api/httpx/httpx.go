@@ -1,7 +1,3 @@
-// Package httpx is the HTTP plumbing the router and the workers' API share:
-// the server's timeouts, a status-remembering ResponseWriter for metrics,
-// JSON and OpenAI-error answers, and reading a request body within a size
-// and a time limit.
 package httpx
 
 import (

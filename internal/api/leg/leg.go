@@ -1,21 +1,3 @@
-// Package leg is the contract between the router and the prefill and decode
-// workers for a leg of a disaggregated request: the X-Tandem-* headers, the
-// HMAC signature that proves a leg comes from the router, and the bearer
-// credential that guards the workers' and the router's /pd/* and /debug/*
-// endpoints. Both keys are derived from the cluster token with HKDF-SHA256
-// under their own labels, so neither is the token itself nor the transfer
-// port's key.
-//
-// A signed leg carries X-Tandem-Expires (unix milliseconds, the signer's
-// clock plus Lifetime) and X-Tandem-Signature (hex HMAC-SHA256 over
-// Canonical's string: method, path, room, leg kind, prefill address,
-// request id, expiry and the SHA-256 of the body; and, when the leg
-// carries a W3C trace context, its traceparent and tracestate, so a trace
-// context cannot be added to, changed on or taken off a signed leg). A
-// verifier accepts it
-// while its clock is before the expiry and the expiry is at most
-// Lifetime+MaxSkew ahead of it: the router's and the worker's clocks must
-// agree within MaxSkew.
 package leg
 
 import (

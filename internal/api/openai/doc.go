@@ -50,9 +50,59 @@
 //     extra chat template variables, as vLLM takes them
 //     ({"enable_thinking": false} for Qwen3), in ChatRequest.ChatTemplateKwargs.
 //
+// # Structured outputs, logit bias and tool calling
+//
+//   - Structured outputs (constraint.go) become Common.Constraint (Kind
+//     json_schema, json_object, regex, choice or grammar; Param names the
+//     member for errors; Schema, Regex, Choice, Grammar,
+//     DisableAnyWhitespace): response_format {"type":"text"} (none),
+//     {"type":"json_object"}, {"type":"json_schema","json_schema":{"name",
+//     "schema","strict"}} (schema required; strict checked and ignored: the
+//     output is always constrained); vLLM's structured_outputs {"json": schema
+//     or a string holding one}, {"regex"}, {"choice": [...]}, {"grammar":
+//     GBNF}, {"json_object": true}, with disable_any_whitespace, and backend,
+//     disable_fallback, disable_additional_properties checked and ignored (any
+//     other member, e.g. whitespace_pattern, structural_tag: 400); the legacy
+//     guided_json, guided_regex, guided_choice, guided_grammar
+//     (guided_whitespace_pattern: 400); llama.cpp's json_schema and grammar
+//     ("" is none). Two constraints in one body are a 400 naming both. Bounds:
+//     MaxConstraintLen (1 MiB) per schema/regex/grammar/choices, MaxChoices
+//     (64).
+//   - logit_bias (token id strings → numbers in [-100, 100], at most
+//     MaxLogitBiasLen = 1024 entries) becomes Common.LogitBias; min_tokens (>=
+//     0) Common.MinTokens; ignore_eos Common.IgnoreEOS.
+//   - Tool calling (chat only, tools.go; completions reject tools,
+//     tool_choice, parallel_tool_calls): tools ([{"type":"function","function"
+//     :{"name","description","parameters","strict"}}]) and tool_choice (none,
+//     auto, required, {"type":"function","function":{"name"}}) decoded by
+//     ParseTools and ParseChoice (toolspec.go: names ^[a-zA-Z0-9_-]{1,64}$ and
+//     unique, parameters an object, at most MaxTools = 128) into
+//     ChatRequest.ToolFields (Tools, ToolsJSON as sent, ToolChoice,
+//     ParallelToolCalls, Parallel()); assistant messages' tool_calls ([{id,
+//     type:"function", function:{name, arguments}}], arguments a JSON string
+//     as OpenAI sends, or an object) into Message.ToolCalls, and tool
+//     messages' required tool_call_id into Message.ToolCallID; each tool
+//     message must answer a call of the assistant message before it (other
+//     tool messages may come between), as OpenAI checks. Errors name the
+//     member (tools[0].function.name, tool_choice.function.name,
+//     messages[3].tool_call_id). Answers: ChatMessage.ToolCalls (content null
+//     when there are only calls), ChatDelta.ToolCalls (ToolCallDelta: {index,
+//     id, type, function:{name, arguments:""}} first, then {index,
+//     function:{arguments}} pieces), FinishReasonToolCalls.
+//
+// # Types and limits
+//
+// Response types: CompletionResponse, ChatResponse, ChatChunk, Usage (with
+// PromptTokensDetails), the logprob documents, PromptLogprobs, ModelList.
+// Error constructors: Invalid, ContextLengthExceeded, ModelNotFound, TooLarge,
+// MethodNotAllowed, NotFound, RateLimited, Unavailable, Internal; Error.Body
+// and MarshalBody give OpenAI's {"error": ...} document. A completions
+// request's prompts are CompletionRequest.Prompts (at least one; Prompt,
+// PromptTokens and TokenPrompt repeat the first). Limits (request.go): MaxN
+// (8) choices, MaxLogprobs (20), MaxStop (4) stop strings of at most
+// MaxStopBytes (512) bytes, MaxPrompts (64) prompts and MaxCompletionChoices
+// (64) prompts × n.
+//
 // Invariant: the decoders never panic and never allocate much more than the
-// body's size; every failure is an [*Error] with status 400. Fuzz tests
-// (FuzzDecodeCompletionRequest, FuzzDecodeChatRequest, seeds in
-// testdata/fuzz) check this and the ranges of what decodes; table tests
-// check each error's param and message.
+// body's size; every failure is an [*Error] with status 400.
 package openai

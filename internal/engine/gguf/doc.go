@@ -41,19 +41,4 @@
 // metadata size. Arrays may nest (arrays of arrays) at most 8 deep and hold
 // at most 65536 inner arrays per file; the parser walks them with an
 // explicit stack, never by recursion. See limits.go.
-//
-// # Tests
-//
-// gguf_test.go opens every GGUF file in the shared test data (real models
-// written by llama.cpp, vocab-only files, quantization test vectors) and
-// checks known header facts, agreement between Open and Parse, and that
-// rewriting each through Writer gives back identical bytes. It refuses the
-// legacy v2 Q8_0 file for its 172-element Q8_0 rows, as llama.cpp does. It
-// round-trips every value type and several tensor types and alignments,
-// parses every prefix of a valid file, and walks a table of corruptions
-// (bad magic, version 1, huge counts and lengths, duplicates, bad types,
-// nesting, shapes, overflow, misaligned or missing data). fuzz_test.go fuzzes
-// Parse from a seed corpus in testdata/fuzz/FuzzParse: no panics, only
-// *FormatError failures, and rewrite(parse(x)) parses to the same contents
-// and is a fixed point.
 package gguf

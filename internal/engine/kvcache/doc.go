@@ -28,11 +28,28 @@
 // -1: a sequence holds at most WindowPagesMax window pages however long it
 // gets. Without a window there is one group.
 //
+// # Configuration
+//
+// New(Config) with Layers, KVHeads, HeadDim, PageTokens, Pages, DType, and for
+// models with sliding-window layers Window, WindowLayers (per layer) and
+// WindowPages; memory is 2 × PageBytes × (global layers × Pages + window
+// layers × WindowPages). Config.FirstNeeded(g, pos) is the first table slot a
+// step starting at pos reads (0 for the global group; the page of pos-Window+1
+// for the window group), and WindowPagesMax() = ceil(Window/PageTokens)+1. A
+// group without layers may have 0 pages (every layer windowed: no global
+// pool). Config.Equal compares shapes (Config holds a slice); two caches
+// exchange pages only when their Configs are equal. New refuses PageTokens
+// outside 1..4096, Pages outside 1..pagesMax (1<<24: a mistyped flag fails
+// instead of allocating terabytes) and any DType but F32 and F16.
+//
 // # Accounting
 //
 // Pages are reference counted (per pool) so a prefix cache can share them: Alloc hands
-// out pages with count 1, Ref adds a holder, Release drops one and returns the
-// page to the free list when the count reaches zero. FreeCount is exact at
+// out pages with count 1, all or nothing (too few free pages gives
+// ErrNoPages and takes none), Ref adds a holder, Release drops one and
+// returns the page to the free list when the count reaches zero. Release of
+// a page nobody holds (or listed more times than it has holders) is an
+// error and changes nothing, so double frees are caught. FreeCount is exact at
 // every moment; tests compare it with the initial count after every scenario.
 //
 // A Cache is not safe for concurrent use; its owner (the engine's step loop)

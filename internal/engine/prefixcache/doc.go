@@ -21,6 +21,20 @@
 // cached, because their KV is still being written by the sequence that owns
 // them.
 //
+// # API
+//
+// New(kv Pages, pageTokens, maxPages): Pages is the part of the arena the
+// cache needs (a *kvcache.Cache and a layer group's *kvcache.Pool satisfy it;
+// the engine keeps one tree per KV layer group and serves the prefix every
+// tree holds, so a hit on a sliding-window model always has its window pages).
+// Match(tokens, limit) returns the pages of the longest cached full-page
+// prefix, at most limit (the engine passes (len(prompt)-1)/pageTokens so at
+// least one prompt token is computed for logits). Insert(tokens, pages)
+// returns the pages newly adopted; Evict(n) the pages released. maxPages
+// bounds the tree (0 or less: only the arena bounds it); Insert stops at a
+// page that does not fit even after evicting, and at a page the arena refuses
+// to reference.
+//
 // # Invariants
 //
 //   - The tree holds exactly one kvcache reference on the page of each node;
@@ -38,7 +52,7 @@
 //
 // # Limits and cost
 //
-// PageTokens must be in 1..4096 (the kvcache range); a Cache made with
+// PageTokens must be in 1..MaxPageTokens (4096, the kvcache range); a Cache made with
 // another value, or with a nil Pages, is inert: Match returns nil, Insert
 // adopts nothing. A nil *Cache is inert too, so an engine with prefix caching
 // off may keep a nil pointer. Match and Insert cost O(pages walked *
@@ -50,16 +64,4 @@
 //
 // A Cache is not safe for concurrent use; the engine's step loop serializes
 // all calls, as it does for the kvcache.
-//
-// # Tests
-//
-// The tests run against a real kvcache.Cache with a tiny configuration:
-// matching (empty, exact, partial pages, divergent suffixes, limits),
-// reference counts after Insert and Match, refusal of duplicate pages, LRU
-// eviction order, the maxPages bound, and a seeded random property test that
-// mixes requests, releases and evictions, checks the tree's structure and
-// every page's reference count after each step, checks that every matched
-// page holds the KV of the prefix it was matched for, and ends with
-// kv.FreeCount() back at its initial value. Benchmarks measure Match, Insert
-// and Evict on a 10k-page tree.
 package prefixcache

@@ -41,12 +41,17 @@
 // candidates in O(n) and pops only as many as the nucleus needs. Only the
 // final draw without any cut-off touches all n tokens again.
 //
+// Params: Temperature, TopK, TopP, MinP, RepeatPenalty, RepeatLastN (0:
+// DefaultRepeatLastN, -1: the whole history), PresencePenalty,
+// FrequencyPenalty, Seed; the zero value is greedy with no penalties.
+// Validate accepts any finite temperature, any top_k (<= 0 off), top_p in
+// [0, 1] (0 or 1 off), min_p in [0, 1], a finite repeat_penalty >= 0,
+// repeat_last_n >= -1, and presence and frequency penalties within
+// ±MaxPresenceFrequency. SampleConstrained with no allowed token returns
+// (-1, -Inf). The log-probability's sum of exponentials uses the kernels'
+// vectorized ExpShiftF32 (within 2 ulp of exp, summed in float64), shared
+// bit for bit by LogSoftmax.
+//
 // Limits: a Sampler is not safe for concurrent use (one per sequence).
 // Logits rows longer than math.MaxInt32 are not supported (token ids are int32).
-//
-// Tested by: greedy = argmax (ties included), top-k=1 ≡ greedy, seed
-// reproducibility, distribution checks over many seeded draws (deterministic,
-// so not flaky), top-p minimal set, min-p threshold, each penalty's effect on
-// exactly the right logits, window handling, Validate's errors, and checks
-// that logits and history are never mutated.
 package sample

@@ -55,22 +55,4 @@
 // seconds), Q4_K about 75 ns per element (1.1e9 weights in under two
 // minutes); Dequantize 0.5 to 2 ns per element. Both are single-threaded;
 // callers parallelize over rows.
-//
-// # Tests
-//
-// With the shared test data (shared/testdata/quant/quant-testvectors.gguf,
-// made with ggml itself), Dequantize must reproduce ggml's decoded floats bit
-// for bit for ggml-quantized and for random blocks of every type in the file,
-// and Quantize must reproduce ggml's bytes (and its RMS error within 5%).
-// The same holds, with no shared data, for MXFP4, IQ4_NL, IQ4_XS, Q3_K and
-// Q2_K against testdata/ggml-quant-vectors.gguf, which scripts/quantvectors
-// makes with the ggml libraries node-llama-cpp 3.21.1 ships (sparse, tied,
-// tiny, subnormal and near-power-of-two inputs included), and for
-// MXFP4's exponent against every float where glibc's log2f rounds up.
-// Without it: a slow per-element decoder written from the layouts must agree
-// bit for bit on random blocks; hand-made blocks pin the layouts and ggml's
-// three rounding rules; round trips meet analytic error bounds; the half and
-// bfloat16 conversions are checked exhaustively, at every value and every
-// rounding midpoint; bad lengths, types and values give errors. Benchmarks
-// (go test -bench .) cover every type in both directions.
 package tensor

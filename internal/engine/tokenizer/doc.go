@@ -58,17 +58,4 @@
 // does not (older llama.cpp did), so that Decode(Encode(s, true, false)) is
 // s. Unicode classes come from Go's unicode tables (Unicode 15.0), which
 // may differ from llama.cpp's for recently assigned characters.
-//
-// # Tests
-//
-// The llama.cpp tokenizer vectors in the shared folder (llama-spm, phi-3,
-// gpt-2, deepseek-coder, deepseek-llm, stories260K and the Llama 2 vocab of
-// llama-2-tiny-random) must match exactly; the same strings check round
-// trips and the streaming decoder. Without shared data, synthetic
-// vocabularies test SPM merges, byte fallback, BPE ranks, ignore_merges and
-// special-token splitting; the pre-tokenizers are compared with splits that
-// an independent regex engine produced (testdata/splits.json); the space
-// clean-up is compared with a transcription of llama.cpp's loops on every
-// short string; FuzzEncode checks that arbitrary input never panics and
-// round-trips. Benchmarks time 4096-token prompts.
 package tokenizer

@@ -11,7 +11,10 @@
 // byte budget, and keeps the bookkeeping of each room's HTTP leg. It has no
 // goroutines, no clock and no sockets: every input carries the time
 // (room.Instant, as room.Machine.Step does) and every output goes through
-// one of three small interfaces the adapter implements.
+// one of three small interfaces the adapter implements (Engine, Wire,
+// Legs); a decode room's KV lands in the Pages the engine admitted it with.
+// Driver, Config, Engine and Legs take the adapter's leg record as a type
+// parameter, which the driver only stores, compares and hands back.
 //
 // # What calls in
 //
@@ -81,6 +84,21 @@
 // (Limits.QueueBytesMax) and a per-peer share derived from it; a room whose
 // frame would pass either fails with room.ReasonSendFailed, as does a room
 // whose frame the wire refused locally (IsLocal); any other send error
-// means the peer is unreachable. A peer's state is removed as soon as it
-// has no room, nothing queued and nothing outstanding.
+// means the peer is unreachable: its rooms fail and its queues are
+// dropped. A KV frame's Release is called exactly once: by the driver for
+// every frame it drops, by the Wire for a frame handed to Send. A peer's
+// state is removed as soon as it has no room, nothing queued and nothing
+// outstanding (Wire.PeerIdle).
+//
+// # Limits
+//
+// LimitsFor derives both byte limits from one budget (each peer gets
+// budget/PeerShare; DefaultLimits uses DefaultQueueBytesMax) and refuses a
+// budget in which a peer could not hold one largest frame (QueueBytesMin).
+//
+// # Decode pages
+//
+// An ended decode room's pages go back to the engine (Engine.Cancel) only
+// after its last in-flight KV write (KVDone), and its record stays until
+// then.
 package driver

@@ -34,6 +34,53 @@
 // connection. [AuthPayloadBytesMax] bounds what a peer that has not
 // authenticated can make a node read.
 //
+// # Types
+//
+// Handshake: AUTH_HELLO (the dialer's nonce and incarnation),
+// AUTH_CHALLENGE (with the listener's own address), AUTH_RESPONSE, AUTH_OK
+// (a MAC and the listener's incarnation), AUTH_REJECT (a code, so the
+// dialer tells a token mismatch from a shape mismatch without reading
+// text). Both sides prove the cluster token ([AuthMAC] over
+// [HandshakeHash], role-separated) and learn when the other restarted;
+// [SessionKeys] derives the two per-direction keys (HKDF-SHA256 of the
+// token, salted with the transcript). Session: HEARTBEAT, HELLO,
+// HELLO_ACK, ALLOC, KV, FIRST_TOKEN, DONE, DONE_ACK, ABORT, FAILED. Room
+// ids are zero on handshake and heartbeat frames and non-zero otherwise;
+// flags must be 0.
+//
+// The same-host shared-memory path (package shm) adds SHM_OFFER (a region
+// to receive KV into: pid, fd, size, random name, cookie, ack), SHM_REPLY
+// (accepted, declined or failed, with why), KV_SHM (a KV frame whose data
+// lies in the receiver's ring: sub-header, ring sequence number, offset,
+// length), SHM_SOURCE (an offer of the sender's source region, its KV
+// cache, to be mapped read-only) and KV_SRC (a KV frame whose data lies in
+// that source: sub-header, sequence number, the offset of its data-less
+// ring slot, the data's offset in the source, length).
+//
+// A sealed frame is the header in clear as AES-256-GCM additional data,
+// then records of ciphertext and a 16-byte tag (a control payload is one
+// record; a KV frame is its sub-header, then its data in 64 KiB records),
+// with the direction's record counter as nonce.
+//
+// # Shape
+//
+// Both handshake sides send their [Shape] (model, layers, KV heads, head
+// dim, page tokens, dtype, and the sliding window: Window and WindowMask,
+// one bit per layer); the connection is refused when they differ
+// ([Shape.Diff] names the fields). [Shape.Validate] checks the mask
+// against Layers. [Shape.FirstWindowPage] is the first page ordinal a windowed
+// layer ships for a prompt: KV frames of windowed layers cover the
+// prompt's last window only.
+//
+// # Limits
+//
+// limits.go: handshake payloads up to [AuthPayloadBytesMax] (2 KiB),
+// control payloads 64 KiB, KV data 16 MiB a frame, ALLOC [AllocPagesMax]
+// pages, FIRST_TOKEN [TopLogprobsMax] alternatives, messages 1 KiB (cut at
+// a UTF-8 boundary), addresses and model names 255 bytes, dtype 16 bytes,
+// offered rings 1 MiB..1 GiB in 4 KiB pages, source regions 8 KiB..1 TiB,
+// KV_SHM and KV_SRC lengths 1..16 MiB.
+//
 // # Invariants
 //
 //   - Decoders never panic, never read past their input, and refuse
@@ -48,12 +95,4 @@
 //   - The handshake MACs ([AuthMAC]) bind the cluster token, the whole
 //     transcript ([HandshakeHash]: both nonces, both addresses, versions,
 //     shapes, incarnations, intervals) and the side that computed them.
-//
-// # Tests
-//
-// Round trips of hand-made and random values of every payload, a table of
-// malformed headers and payloads with the error each gives, allocation
-// bounds, the Shape diff text, and FuzzReadFrame (seeds in
-// testdata/fuzz/FuzzReadFrame; regenerate with
-// go test ./internal/pd/kvwire/ -run TestFuzzSeeds -update-seeds).
 package kvwire

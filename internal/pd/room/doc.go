@@ -19,11 +19,29 @@
 // simulator, on a virtual clock. The protocol is described in
 // shared/reference/pd-protocol.md.
 //
+// # API
+//
+// New(Config) builds a Machine; Step(now, Event) applies one event and
+// returns its Outcome; Tick(now) fires the timer; Ready and Advance hand
+// over the effects; Overdue, State, Room, Rooms, LiveRooms, Live, Counters
+// and CheckInvariants are read-only. A failure carries a Reason (the
+// metrics label and the wire value, e.g. ReasonClientAbort,
+// ReasonPeerLost, ReasonHelloTimeout); a *ReasonError unwraps to one
+// sentinel class (ErrAborted, ErrTimeout, ErrPeer, ErrTransfer, ErrEngine,
+// ErrRejected).
+//
 // # Invariants (checked after every Step; checkAll checks every room)
 //
 //   - Every live room has a deadline, set on entry to its phase (and
 //     restarted by transfer progress) and later than its creation; Tick
 //     fails it with that phase's timeout reason. So every room ends.
+//     Progress is KV written to the wire (EventKVSent) or stored
+//     (EventKVReceived); the prefill edge steps EventComputeDone only after
+//     the room's last KV frame is written, so DONE carries every byte. A
+//     prefill room waiting for DONE_ACK is extended by its peer's
+//     heartbeats (EventPeerAlive), never past DoneAckWaitMax progress
+//     timeouts after DONE (socket buffers hold what was written but not yet
+//     read).
 //   - Succeeded and Failed are terminal: no event changes a terminal room.
 //     Events for it are counted as late; a request gets its answer (a
 //     duplicate, or on prefill the room's earlier failure), a HELLO to a failed
@@ -54,7 +72,9 @@
 // Tick fails every room at its deadline; the watchdog is a second line
 // behind it for a timer that did not fire. The edge runs it periodically:
 // Overdue lists the live rooms past their deadline (by more than a grace
-// the edge picks), and EventWatchdog fails each with ReasonDeadline
+// the edge picks: WatchdogGrace, which is also the grace anyone else
+// should allow before calling a room overdue), and EventWatchdog fails
+// each with ReasonDeadline
 // (counted); for a room not past its deadline it is rejected and counted.
 // The simulator (package sim) runs it too and requires that it never
 // fires. Config.Planted plants a known bug for tests only (PlantedBug),
@@ -67,7 +87,9 @@
 // FAILED(overloaded)); Config.TombstonesMax remembered terminal rooms (the
 // oldest are forgotten first, counted as evicted) each for
 // Config.TombstoneTTL, which New requires to exceed every timeout;
-// historyMax transitions per room; AllocPagesMax pages per ALLOC. Config
+// historyMax transitions per room; AllocPagesMax pages per ALLOC (what a
+// 64 KiB control payload carries; kvwire.AllocPagesMax is this constant),
+// and a decode admission with more pages fails the room before any ALLOC. Config
 // durations are capped so Instant arithmetic cannot overflow. Time never
 // runs backwards inside a Machine: an earlier now is raised to the latest.
 //
@@ -81,18 +103,4 @@
 //     the pages are kept and the compute starts when the request comes.
 //   - Prefill tells its peer about its own failures with FAILED for engine
 //     and protocol failures and ABORT otherwise; decode always sends ABORT.
-//
-// # Tests
-//
-// Scenario files in testdata/*.txt (one per known PD failure mode, each
-// opening with what it proves) drive a Machine with a small command
-// language and compare the full trace, in the line format that
-// Transition.String, Effect.String and RoomInfo.String print; go test
-// -rewrite regenerates them for review. Table tests check that every live
-// phase has a deadline, that every event kind leaves a terminal room as it
-// was, and that every failure path releases exactly once. A seeded property
-// test steps thousands of random event sequences through both roles and
-// checks the invariants after every Step; CheckInvariants exposes the full
-// check to the simulator, which runs whole clusters of Machines through
-// faults.
 package room

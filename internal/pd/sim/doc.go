@@ -76,6 +76,10 @@
 // between nodes, the send budget's limits (the default budget is never
 // reached), and node memory or CPU limits other than the page pool.
 //
+// The swarm is small on purpose: 20-60 requests per seed, 1-3 nodes per
+// role, prompts up to 2,048 tokens (16 pages of 2 layers: up to 64 KV
+// frames of 16 bytes), 64 generated tokens.
+//
 // # Determinism
 //
 // One goroutine, no wall clock, no sockets, no map iteration where order
@@ -116,19 +120,4 @@
 // choice prefixes, with sleep sets over per-node and router footprints to
 // skip orders that differ only in independent items. Every leaf is
 // checked like a seed's end.
-//
-// # Tests
-//
-// go test ./internal/pd/sim runs 2,000 seeds (about 2 ms of CPU per
-// seed) and checks that they reach far (successes, every kind of fault,
-// most failure reasons, KV discards, quarantined writes, calm seeds);
-// -seeds N runs more, -seed N replays one with its trace printed. A test
-// plants room.PlantedDropEarlyAbort (SGLang's #24539: prefill drops an
-// ABORT for a room it does not know yet) and requires a failure within the
-// 2,000 seeds, caught by abort_before_request; another breaks the timers
-// and requires the watchdog to fire. Seeds kept for what they reach stay in
-// a regression table. TestExhaustive runs bounded exhaustive searches
-// (flags -exhaustive.k, -exhaustive.rooms, -exhaustive.abort,
-// -exhaustive.max) and TestExhaustiveReductionIsSound checks the sleep
-// sets against the plain search.
 package sim

@@ -15,6 +15,10 @@ import (
 //	GET /pd/status    instance id, load, for the router's choice of worker (prefill_queue_tokens:
 //	                  the prompt tokens the engine has still to compute, engine.Stats.PrefillQueueTokens)
 //	GET /debug/rooms  live and recently finished rooms with their histories
+//
+// The handler checks no credential: its caller mounts it behind the
+// cluster credential (cmd/tandem wraps /pd/ and /debug/ in
+// leg.Keys.RequireCredential), since /debug/rooms lists live room ids.
 func (w *Worker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /pd/info", w.serveInfo)
