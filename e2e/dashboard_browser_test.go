@@ -106,9 +106,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	var res struct {
 		Samples []struct{ Shown, Data, Debug, Rows int } `json:"samples"`
-		URLs    []string `json:"urls"`
-		Workers []string `json:"workers"`
-		Hist    string   `json:"histText"`
+		URLs    []string                                 `json:"urls"`
+		Workers []string                                 `json:"workers"`
+		Hist    string                                   `json:"histText"`
 	}
 	if err := json.Unmarshal(stdout, &res); err != nil {
 		t.Fatalf("the browser script printed %s: %v", stdout, err)
