@@ -266,9 +266,10 @@ func freePort(t *testing.T) int {
 // TestRouterFollowsPods: the router of the chart's arguments, on the test
 // API server, scales with the worker Pods under load: 1P1D, then 2P2D
 // (Pods created, then made Ready: each new worker must take a room within
-// joinMax of it), then 1P1D again (prefill-1's Pod terminated with a grace
-// period, as a scale-in does; decode-1's deleted at once): the removed
-// workers get no new room and finish theirs, no request fails, and every
+// joinMax of it), then 1P1D again (prefill-1's Pod terminating with a grace
+// period, as a scale-in does, then stopped and deleted as the kubelet
+// would; decode-1's deleted at once): the removed workers leave rotation,
+// finish their legs and get no new room, no request fails, and every
 // worker's KV pages come back.
 func TestRouterFollowsPods(t *testing.T) {
 	env := kubetest.Shared(t, kubetest.Options{})
