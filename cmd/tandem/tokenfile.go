@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -69,12 +70,29 @@ func upTokenFor(rawURL string) string {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	p, err := upTokenPath(u.Hostname(), port)
-	if err != nil {
-		return ""
+	for _, host := range sameHost(u.Hostname()) {
+		p, err := upTokenPath(host, port)
+		if err != nil {
+			return ""
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
 	}
-	if _, err := os.Stat(p); err != nil {
-		return ""
+	return ""
+}
+
+// sameHost lists the names under which `tandem up` may have filed the
+// token of a router reached as host: the name itself and, for a loopback
+// name or address (the README says localhost, up binds 127.0.0.1), the
+// other loopback spellings.
+func sameHost(host string) []string {
+	loop := []string{"127.0.0.1", "localhost", "::1"}
+	if host == "localhost" || slices.Contains(loop, host) {
+		return append([]string{host}, slices.DeleteFunc(loop, func(h string) bool { return h == host })...)
 	}
-	return p
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return append([]string{host}, loop...)
+	}
+	return []string{host}
 }

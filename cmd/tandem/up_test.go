@@ -25,6 +25,9 @@ func TestUpTokenFile(t *testing.T) {
 	if got := upTokenFor("http://127.0.0.1:8123/"); got != p {
 		t.Errorf("upTokenFor = %q, want %q", got, p)
 	}
+	if got := upTokenFor("http://localhost:8123"); got != p {
+		t.Errorf("upTokenFor localhost = %q, want %q (up binds 127.0.0.1; the README says localhost)", got, p)
+	}
 	if got := upTokenFor("http://127.0.0.1:8124"); got != "" {
 		t.Errorf("upTokenFor another port = %q, want none", got)
 	}
