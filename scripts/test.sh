@@ -86,5 +86,5 @@ echo "== go test test/k8s (chart and harness on kube-apiserver ${KUBEBUILDER_ASS
 [ -n "${KUBEBUILDER_ASSETS:-}" ] || echo "-- KUBEBUILDER_ASSETS is not set: the tier's tests skip (build the binaries: KUBEBUILDER_ASSETS=\$(scripts/k8s-testbin.sh))"
 log=$(mktemp)
 if ! go -C test/k8s test -count=1 -v ./... >"$log" 2>&1; then cat "$log"; rm -f "$log"; exit 1; fi
-grep -E '^\s*(--- |ok |FAIL)|^\s+\S+_test\.go:[0-9]+: .*(skip|objects accepted)' "$log" || true  # each test's outcome, skips and what was applied
+grep -E '^\s*(--- |ok |FAIL)|^\s+\S+_test\.go:[0-9]+: .*(skip|objects accepted)|=== SCALE BY|^\s+\S+: (Pod .* -> |SIGTERM -> )|^\s+requests: [0-9]+ sent' "$log" || true  # each test's outcome, skips, what was applied, the scaling figures
 rm -f "$log"

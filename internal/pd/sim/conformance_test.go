@@ -193,7 +193,7 @@ type simPagesHost struct {
 
 // Pages reserves pages for a leg through the fake engine's admission and
 // hands out its pool as the driver's Pages, as Admitted does.
-func (h simPagesHost) Pages(t *testing.T) (driver.Pages, []int32, int, int) {
+func (h simPagesHost) Pages(t testing.TB) (driver.Pages, []int32, int, int) {
 	rec := drivertest.NewRecorder[*nodeLeg]()
 	h.n.rep = rec
 	l := h.s.conformanceLeg(h.n, room.ID{0: 0xc1}, h.s.nodes[0], h.n, 3*pageTokens)

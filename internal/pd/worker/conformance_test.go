@@ -139,7 +139,7 @@ type workerPagesHost struct {
 // Pages admits a leg on the decode engine through the engine adapter and
 // hands out what Admitted gave: the cache's pages by the prompt's page
 // ordinals.
-func (h *workerPagesHost) Pages(t *testing.T) (driver.Pages, []int32, int, int) {
+func (h *workerPagesHost) Pages(t testing.TB) (driver.Pages, []int32, int, int) {
 	rec := drivertest.NewRecorder[*leg]()
 	h.w.mu.Lock()
 	h.w.rep = rec

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 // The test's sizes.
 const (
 	workerPort   = 8200                   // every worker's HTTP port, each on its own loopback address
-	loadRate     = 3                      // requests per second, open loop
+	loadRate     = 5                      // requests per second, open loop (a new worker is picked within 2 of them)
 	genTokens    = 64                     // tokens each answer generates
 	joinMax      = time.Second            // Pod Ready to the worker's first room
 	startTimeout = 2 * time.Minute        // a process answering /ready
@@ -191,9 +191,11 @@ func metric(url, name, match string) (float64, bool, error) {
 	return sum, found, sc.Err()
 }
 
-// roomsOn counts the rooms a worker has taken part in (its room events).
+// roomsOn counts the rooms a worker has taken part in: the request events
+// of its room machines (the other events include timers, ticks and peer
+// keep-alives, which go on without any room).
 func roomsOn(url string) float64 {
-	n, _, _ := metric(url, "tandem_pd_events_total", "")
+	n, _, _ := metric(url, "tandem_pd_events_total", `event="request"`)
 	return n
 }
 
@@ -264,9 +266,10 @@ func freePort(t *testing.T) int {
 // TestRouterFollowsPods: the router of the chart's arguments, on the test
 // API server, scales with the worker Pods under load: 1P1D, then 2P2D
 // (Pods created, then made Ready: each new worker must take a room within
-// joinMax of it), then 1P1D again (prefill-1's Pod terminated with a grace
-// period, as a scale-in does; decode-1's deleted at once): the removed
-// workers get no new room and finish theirs, no request fails, and every
+// joinMax of it), then 1P1D again (prefill-1's Pod terminating with a grace
+// period, as a scale-in does, then stopped and deleted as the kubelet
+// would; decode-1's deleted at once): the removed workers leave rotation,
+// finish their legs and get no new room, no request fails, and every
 // worker's KV pages come back.
 func TestRouterFollowsPods(t *testing.T) {
 	env := kubetest.Shared(t, kubetest.Options{})
@@ -314,7 +317,7 @@ func TestRouterFollowsPods(t *testing.T) {
 	// API server instead of the in-cluster service account.
 	port := freePort(t)
 	rurl := "http://127.0.0.1:" + strconv.Itoa(port)
-	router := start(t, bin, token, "router", rurl, true, "route", "--discovery=k8s", "--discovery-namespace="+ns,
+	start(t, bin, token, "router", rurl, true, "route", "--discovery=k8s", "--discovery-namespace="+ns,
 		"--discovery-selector="+selector, "--kubeconfig", env.Kubeconfig, "--host=127.0.0.1", "--port="+strconv.Itoa(port),
 		"--pd-threshold=0", "--drain-settle", settle.String())
 	l := startLoad(rurl)
@@ -322,6 +325,7 @@ func TestRouterFollowsPods(t *testing.T) {
 
 	// Scale out: Pods created (Pending, not Ready: no room), then Ready.
 	var report strings.Builder
+	defer func() { t.Log("\n=== SCALE BY THE KUBERNETES API 1P1D -> 2P2D -> 1P1D\n" + report.String()) }()
 	for _, w := range workers[2:] {
 		if _, err := env.CreatePod(ctx, pod(w)); err != nil {
 			t.Fatalf("create %s: %v", w.name, err)
@@ -330,7 +334,7 @@ func TestRouterFollowsPods(t *testing.T) {
 	time.Sleep(time.Second)
 	for _, w := range workers[2:] {
 		if n := roomsOn(w.p.url); n != 0 {
-			t.Errorf("%s took part in %g room events while its Pod was not Ready", w.name, n)
+			t.Errorf("%s took part in %g rooms while its Pod was not Ready", w.name, n)
 		}
 	}
 	readyAt := map[string]time.Time{}
@@ -352,9 +356,13 @@ func TestRouterFollowsPods(t *testing.T) {
 	}
 	time.Sleep(holdLoad)
 
-	// Scale in: prefill-1's Pod terminating (grace period), decode-1's
-	// deleted at once. Each must leave the router (its series deleted once
-	// its legs ended) and get no room after.
+	// Scale in. prefill-1's Pod terminates with a grace period, as a
+	// scale-in does: the router must take it out of rotation at once (not
+	// Ready: reason terminating) while its legs finish; then the test does
+	// what the kubelet does, SIGTERM to the worker (it drains and exits 0),
+	// then deletes the Pod, and the router must drop it. decode-1's Pod is
+	// deleted at once: the router must drop it once its legs ended. Neither
+	// may take a room after that.
 	removedAt := time.Now()
 	if _, err := env.TerminatePod(ctx, ns, "prefill-1", 30*time.Second); err != nil {
 		t.Fatal(err)
@@ -362,35 +370,66 @@ func TestRouterFollowsPods(t *testing.T) {
 	if err := env.DeletePod(ctx, ns, "decode-1"); err != nil {
 		t.Fatal(err)
 	}
-	rooms := map[string]float64{}
-	for _, w := range workers[2:] {
-		for {
-			_, listed, err := metric(rurl, "tandem_router_worker_healthy", `worker="`+w.p.url+`"`)
-			if err == nil && !listed {
-				break
-			}
-			if time.Since(removedAt) > stepTimeout {
-				t.Fatalf("the router still lists %s %s after its Pod was removed", w.name, stepTimeout)
+	p1, d1 := workers[2], workers[3]
+	// waitRouter polls the router's /metrics until cond holds.
+	waitRouter := func(what string, since time.Time, cond func() bool) time.Duration {
+		t.Helper()
+		for !cond() {
+			if time.Since(since) > stepTimeout {
+				t.Fatalf("the router: %s not within %s", what, stepTimeout)
 			}
 			time.Sleep(poll)
 		}
-		rooms[w.name] = roomsOn(w.p.url)
-		fmt.Fprintf(&report, "%s: Pod removed -> dropped by the router %s\n", w.name, time.Since(removedAt).Round(time.Millisecond))
+		return time.Since(since)
 	}
+	listed := func(w *worker) bool {
+		_, ok, err := metric(rurl, "tandem_router_worker_healthy", `worker="`+w.p.url+`"`)
+		return err != nil || ok
+	}
+	inflight := func(w *worker) float64 {
+		n, _, err := metric(rurl, "tandem_router_worker_inflight", `worker="`+w.p.url+`"`)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	took := waitRouter("decode-1 dropped after its Pod was deleted", removedAt, func() bool { return !listed(d1) })
+	fmt.Fprintf(&report, "%s: Pod deleted -> dropped by the router (its legs ended) %s\n", d1.name, took.Round(time.Millisecond))
+	took = waitRouter("prefill-1 out of rotation after its Pod turned terminating", removedAt, func() bool {
+		n, _, err := metric(rurl, "tandem_router_membership_changes_total", `change="unready",role="prefill"`)
+		return err == nil && n >= 1
+	})
+	took2 := waitRouter("prefill-1's legs ended", removedAt, func() bool { return inflight(p1) == 0 })
+	fmt.Fprintf(&report, "%s: Pod terminating -> out of rotation %s, its legs ended %s\n", p1.name,
+		took.Round(time.Millisecond), took2.Round(time.Millisecond))
+	rooms := map[string]float64{p1.name: roomsOn(p1.p.url), d1.name: roomsOn(d1.p.url)}
 	time.Sleep(holdLoad)
-	l.finish()
 	for _, w := range workers[2:] {
 		if n := roomsOn(w.p.url); n != rooms[w.name] {
-			t.Errorf("%s had %g more room events after the router dropped it", w.name, n-rooms[w.name])
+			t.Errorf("%s took %g more rooms after the router took it out", w.name, n-rooms[w.name])
 		}
-		w.p.stop() // what the kubelet does once the Pod terminates
+		if n, ok, err := metric(w.p.url, "tandem_kv_pages_used", ""); err != nil || !ok || n != 0 {
+			t.Errorf("%s: %g KV pages in use after it drained (found %v, err %v)", w.name, n, ok, err)
+		}
+	}
+	// What the kubelet does: SIGTERM to the terminating Pod's container,
+	// then, once it exited, the Pod deleted.
+	for _, w := range workers[2:] {
+		stopAt := time.Now()
+		w.p.stop()
+		fmt.Fprintf(&report, "%s: SIGTERM -> exit %s (drain settle %s)\n", w.name, time.Since(stopAt).Round(time.Millisecond), settle)
 		if w.p.err != nil {
 			t.Errorf("%s: exit %v after SIGTERM, want 0", w.name, w.p.err)
 		}
 	}
-	if err := env.DeletePod(ctx, ns, "prefill-1"); err != nil {
+	deletedAt := time.Now()
+	if err := env.DeletePod(ctx, ns, p1.name); err != nil {
 		t.Fatal(err)
 	}
+	took = waitRouter("prefill-1 dropped after its Pod was deleted", deletedAt, func() bool { return !listed(p1) })
+	fmt.Fprintf(&report, "%s: Pod deleted -> dropped by the router %s\n", p1.name, took.Round(time.Millisecond))
+	time.Sleep(holdLoad)
+	l.finish()
 
 	// Every page back on the workers still serving.
 	for _, w := range workers[:2] {
@@ -415,6 +454,5 @@ func TestRouterFollowsPods(t *testing.T) {
 		t.Errorf("request failed: %s", f)
 	}
 	l.mu.Unlock()
-	fmt.Fprintf(&report, "requests: %d sent at %d/s, %d failed; router %s\n", l.sent.Load(), loadRate, l.failed.Load(), router.name)
-	t.Log("\n=== SCALE BY THE KUBERNETES API 1P1D -> 2P2D -> 1P1D\n" + report.String())
+	fmt.Fprintf(&report, "requests: %d sent at %d/s, %d failed\n", l.sent.Load(), loadRate, l.failed.Load())
 }

@@ -15,5 +15,10 @@
 // says, for the right room and leg, in the right order, and that what the
 // implementation holds comes back.
 //
+// The suites take a testing.TB, so that they can be run against a
+// recording stand-in (Failures): a test of the suite itself wraps an
+// implementation in a decorator that breaches its contract and checks that
+// the suite reports the breach, and nothing without it (CheckBreach).
+//
 // Test support only: nothing in the binaries imports it.
 package drivertest

@@ -117,7 +117,7 @@ func (r *Recorder[Leg]) count(match func(Call[Leg]) bool) int { return len(r.Cal
 
 // checkReentrant fails the test for every report made synchronously
 // inside a call into the implementation.
-func (r *Recorder[Leg]) checkReentrant(t *testing.T) {
+func (r *Recorder[Leg]) checkReentrant(t testing.TB) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -132,7 +132,7 @@ func (r *Recorder[Leg]) checkReentrant(t *testing.T) {
 // driver would, and fails the test if it does not return within
 // callTimeout (it blocked, or called back into the driver under the
 // caller's lock).
-func call[Leg comparable](t *testing.T, h Host, rec *Recorder[Leg], what string, f func()) {
+func call[Leg comparable](t testing.TB, h Host, rec *Recorder[Leg], what string, f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	var panicked any
@@ -157,7 +157,7 @@ func call[Leg comparable](t *testing.T, h Host, rec *Recorder[Leg], what string,
 }
 
 // wait fails the test when cond does not come to hold.
-func wait(t *testing.T, h Host, what string, cond func() bool) {
+func wait(t testing.TB, h Host, what string, cond func() bool) {
 	t.Helper()
 	if !h.Wait(cond) {
 		t.Fatalf("timed out waiting for %s", what)

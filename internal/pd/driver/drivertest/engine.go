@@ -48,7 +48,7 @@ type EngineHost[Leg comparable] interface {
 // on them returns no error and the sequence gives its pages back when it
 // ends; a leg cancelled after its admission gives them back too. No call
 // reports back synchronously.
-func TestEngine[Leg comparable](t *testing.T, h EngineHost[Leg], rec *Recorder[Leg]) {
+func TestEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Recorder[Leg]) {
 	switch h.Role() {
 	case room.RolePrefill:
 		testPrefillEngine(t, h, rec)
@@ -59,7 +59,7 @@ func TestEngine[Leg comparable](t *testing.T, h EngineHost[Leg], rec *Recorder[L
 	}
 }
 
-func testPrefillEngine[Leg comparable](t *testing.T, h EngineHost[Leg], rec *Recorder[Leg]) {
+func testPrefillEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Recorder[Leg]) {
 	e := h.Engine()
 	held := h.Held()
 	bad, pages := h.Leg(roomID('e', 1))
@@ -130,7 +130,7 @@ func testPrefillEngine[Leg comparable](t *testing.T, h EngineHost[Leg], rec *Rec
 	wait(t, h, fmt.Sprintf("the engine to hold %d again (after every frame was released)", held), func() bool { return h.Held() == held })
 }
 
-func testDecodeEngine[Leg comparable](t *testing.T, h EngineHost[Leg], rec *Recorder[Leg]) {
+func testDecodeEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Recorder[Leg]) {
 	e := h.Engine()
 	held := h.Held()
 	admit := func(id room.ID) (Leg, Call[Leg]) {

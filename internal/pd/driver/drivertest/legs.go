@@ -24,7 +24,7 @@ type LegsHost[Leg comparable] interface {
 // the driver: Succeed finishes a prefill leg with success; Fail ends a
 // leg (either role) with the room's reason, for every reason a room can
 // fail with; a leg is answered once, and nothing reports back.
-func TestLegs[Leg comparable](t *testing.T, h LegsHost[Leg], rec *Recorder[Leg]) {
+func TestLegs[Leg comparable](t testing.TB, h LegsHost[Leg], rec *Recorder[Leg]) {
 	l := h.Legs()
 	ok := h.Leg(roomID('l', 0), room.RolePrefill)
 	call(t, h, rec, "Succeed", func() { l.Succeed(ok) })

@@ -15,7 +15,7 @@ type PagesHost interface {
 	// Pages returns the implementation under test, the page numbers it
 	// was given for a room (as Driver.Admitted names them), the KV
 	// cache's layer count and one layer's K (or V) page size.
-	Pages(t *testing.T) (p driver.Pages, pages []int32, layers, pageBytes int)
+	Pages(t testing.TB) (p driver.Pages, pages []int32, layers, pageBytes int)
 	// Read returns the bytes the engine itself holds for layer's K or V
 	// of page (by its own means, not through the Pages), so that the
 	// suite sees a write through KVPage land where the engine reads.
@@ -28,7 +28,7 @@ type PagesHost interface {
 // there is what the engine holds; coordinates outside the room (a layer
 // past the last, a negative one, a page number the engine does not have)
 // give nil, never a panic.
-func TestPages(t *testing.T, h PagesHost) {
+func TestPages(t testing.TB, h PagesHost) {
 	p, pages, layers, pageBytes := h.Pages(t)
 	if len(pages) == 0 {
 		t.Fatal("the host gave no pages")

@@ -34,7 +34,7 @@ const wireFrames = 8
 // Send, for its peer and lane, after the frame was written (nil error) or
 // could not be (an error); a KV frame's Release is called exactly once,
 // by the Wire; after PeerIdle a later Send to the peer starts afresh.
-func TestWire[Leg comparable](t *testing.T, h WireHost, rec *Recorder[Leg]) {
+func TestWire[Leg comparable](t testing.TB, h WireHost, rec *Recorder[Leg]) {
 	w, peer, gone := h.Wire(), h.Reachable(), h.Unreachable()
 	sent := func(p string, lane driver.Lane) func(Call[Leg]) bool {
 		return func(c Call[Leg]) bool { return c.Kind == "sent" && c.Peer == p && c.Lane == lane }
