@@ -8,13 +8,13 @@
 # the costs (1 - on/off for throughput, on/off - 1 for CPU). CPU time is
 # the steadier figure on a shared machine. ROUNDS (5), REQUESTS (96), CONC
 # (8), PROMPT (64 words), GEN (32 tokens), MODEL (a synthesized tiny q8_0
-# model) size it.
+# model) size it; TANDEM_BIN runs a binary built elsewhere (another commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${TRACE_COST_DIR:-/tmp/tandem-trace-cost}
 mkdir -p "$dir"
-go build -o "$dir/tandem" ./cmd/tandem
-t="$dir/tandem"
+t=${TANDEM_BIN:-}
+if [ -z "$t" ]; then go build -o "$dir/tandem" ./cmd/tandem; t="$dir/tandem"; fi
 model=${MODEL:-$dir/tiny.gguf}
 [ -f "$model" ] || "$t" model synth --preset tiny --type q8_0 -o "$model" >/dev/null
 rounds=${ROUNDS:-5} requests=${REQUESTS:-96} conc=${CONC:-8} prompt=${PROMPT:-64} gen=${GEN:-32}

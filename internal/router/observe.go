@@ -70,9 +70,11 @@ func (rt *Router) startRequest(r *http.Request, t0 time.Time, req *clientRequest
 		model = jsonString(raw)
 	}
 	o := &reqObs{rt: rt, t0: t0, req: req, model: model, outcome: telemetry.OutcomeOK, status: http.StatusOK}
-	ctx, o.span = rt.tracer.Start(ctx, telemetry.SpanName(op, model), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(t0),
-		trace.WithAttributes(attribute.String(telemetry.AttrOperation, op), attribute.String(telemetry.AttrModel, model),
-			attribute.String(telemetry.AttrRequestID, req.requestID)))
+	ctx, o.span = rt.tracer.Start(ctx, telemetry.SpanName(op, model), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(t0))
+	if o.span.IsRecording() { // attributes only for a span that is kept
+		o.span.SetAttributes(attribute.String(telemetry.AttrOperation, op), attribute.String(telemetry.AttrModel, model),
+			attribute.String(telemetry.AttrRequestID, req.requestID))
+	}
 	o.traceID = telemetry.TraceID(ctx)
 	return ctx, o
 }
@@ -91,7 +93,7 @@ func (o *reqObs) sentFirstLeg(ctx context.Context, s *sample) {
 		o.route = now.Sub(o.t0)
 	}
 	o.mu.Unlock()
-	if first {
+	if first && o.span.IsRecording() {
 		_, sp := o.rt.tracer.Start(trace.ContextWithSpan(ctx, o.span), telemetry.SpanRoute, trace.WithTimestamp(o.t0),
 			trace.WithAttributes(attribute.String(telemetry.AttrRequestID, o.req.requestID)))
 		sp.End(trace.WithTimestamp(now))
@@ -107,11 +109,14 @@ func (o *reqObs) startAttempt(ctx context.Context, s *sample, dec decision, room
 		o.path, o.pathReason = dec.path, dec.reason
 	}
 	o.mu.Unlock()
-	return o.rt.tracer.Start(ctx, telemetry.SpanAttempt, trace.WithAttributes(
-		attribute.String(telemetry.AttrRequestID, o.req.requestID), attribute.String(telemetry.AttrRoom, room),
-		attribute.String(telemetry.AttrPath, dec.path), attribute.String(telemetry.AttrPathReason, dec.reason),
-		attribute.Int(telemetry.AttrAttempt, s.try), attribute.Int(telemetry.AttrSample, s.i),
-		attribute.String(telemetry.AttrPrefillWorker, prefill), attribute.String(telemetry.AttrDecodeWorker, decode)))
+	ctx, sp := o.rt.tracer.Start(ctx, telemetry.SpanAttempt)
+	if sp.IsRecording() { // endSpan adds more: passing these at Start would save nothing
+		sp.SetAttributes(attribute.String(telemetry.AttrRequestID, o.req.requestID), attribute.String(telemetry.AttrRoom, room),
+			attribute.String(telemetry.AttrPath, dec.path), attribute.String(telemetry.AttrPathReason, dec.reason),
+			attribute.Int(telemetry.AttrAttempt, s.try), attribute.Int(telemetry.AttrSample, s.i),
+			attribute.String(telemetry.AttrPrefillWorker, prefill), attribute.String(telemetry.AttrDecodeWorker, decode))
+	}
+	return ctx, sp
 }
 
 // retry notes that sample s goes to another pair.
@@ -119,6 +124,9 @@ func (o *reqObs) retry(s *sample, why string) {
 	o.mu.Lock()
 	o.retries++
 	o.mu.Unlock()
+	if !o.span.IsRecording() {
+		return
+	}
 	o.span.AddEvent(telemetry.EventRetry, trace.WithAttributes(attribute.Int(telemetry.AttrSample, s.i),
 		attribute.Int(telemetry.AttrAttempt, s.try+1), attribute.String(telemetry.AttrReason, why)))
 }
@@ -167,25 +175,29 @@ func (o *reqObs) end() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e2e := time.Since(o.t0)
-	attrs := []attribute.KeyValue{attribute.String(telemetry.AttrPath, o.path), attribute.String(telemetry.AttrOutcome, o.outcome),
-		attribute.Int(telemetry.AttrInputTokens, o.in), attribute.Int(telemetry.AttrOutputTokens, o.out)}
-	if len(o.finishes) > 0 {
-		attrs = append(attrs, attribute.StringSlice(telemetry.AttrFinishReasons, o.finishes))
+	if o.span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 7)
+		attrs = append(attrs, attribute.String(telemetry.AttrPath, o.path), attribute.String(telemetry.AttrOutcome, o.outcome),
+			attribute.Int(telemetry.AttrInputTokens, o.in), attribute.Int(telemetry.AttrOutputTokens, o.out))
+		if len(o.finishes) > 0 {
+			attrs = append(attrs, attribute.StringSlice(telemetry.AttrFinishReasons, o.finishes))
+		}
+		if o.outcome != telemetry.OutcomeOK {
+			attrs = append(attrs, attribute.String(telemetry.AttrReason, o.reason), attribute.String(telemetry.AttrErrorType, o.outcome))
+			o.span.SetStatus(codes.Error, o.reason)
+		}
+		o.span.SetAttributes(attrs...)
 	}
-	if o.outcome != telemetry.OutcomeOK {
-		attrs = append(attrs, attribute.String(telemetry.AttrReason, o.reason), attribute.String(telemetry.AttrErrorType, o.outcome))
-		o.span.SetStatus(codes.Error, o.reason)
-	}
-	o.span.SetAttributes(attrs...)
 	o.span.End()
 
 	if !o.rt.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
-	args := []any{"request", o.req.requestID, "trace_id", o.traceID, "endpoint", o.req.ep.name, "model", o.model,
+	args := make([]any, 0, 48) // room for every pair below: no regrowth
+	args = append(args, "request", o.req.requestID, "trace_id", o.traceID, "endpoint", o.req.ep.name, "model", o.model,
 		"path", o.path, "path_reason", o.pathReason, "samples", o.req.samples, "attempts", o.attempts,
 		"outcome", o.outcome, "status", o.status, "prompt_tokens", o.in, "output_tokens", o.out,
-		"e2e_ms", millis(e2e)}
+		"e2e_ms", millis(e2e))
 	if o.haveTTFT {
 		args = append(args, "ttft_ms", millis(o.ttft), "route_ms", millis(o.route))
 	}
@@ -215,10 +227,13 @@ func (rt *Router) startLeg(ctx context.Context, kind, worker string, rec *record
 	case apileg.KindLocal:
 		name = telemetry.SpanLegLocal
 	}
-	return rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String(telemetry.AttrLeg, kind), attribute.String(telemetry.AttrWorker, worker),
-		attribute.String(telemetry.AttrRoom, rec.room), attribute.String(telemetry.AttrRequestID, rec.requestID),
-		attribute.String(telemetry.AttrPath, rec.dec.path)))
+	ctx, sp := rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if sp.IsRecording() { // endSpan adds more: passing these at Start would save nothing
+		sp.SetAttributes(attribute.String(telemetry.AttrLeg, kind), attribute.String(telemetry.AttrWorker, worker),
+			attribute.String(telemetry.AttrRoom, rec.room), attribute.String(telemetry.AttrRequestID, rec.requestID),
+			attribute.String(telemetry.AttrPath, rec.dec.path))
+	}
+	return ctx, sp
 }
 
 // endSpan ends a PD span with its outcome and reason.
@@ -227,9 +242,10 @@ func endSpan(sp trace.Span, outcome, reason string) {
 		sp.End()
 		return
 	}
-	sp.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
-	if outcome != telemetry.OutcomeOK {
-		sp.SetAttributes(attribute.String(telemetry.AttrReason, reason))
+	if outcome == telemetry.OutcomeOK {
+		sp.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
+	} else {
+		sp.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome), attribute.String(telemetry.AttrReason, reason))
 		if outcome == telemetry.OutcomeFailed {
 			sp.SetStatus(codes.Error, reason)
 		}

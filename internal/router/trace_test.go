@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,8 +156,22 @@ func TestRouterTracingCost(t *testing.T) {
 	}
 	client := &http.Client{}
 	body := `{"model":"m","prompt":"hi","max_tokens":3}`
-	run := func(c *cluster) float64 {
+	// cpu is the process's CPU time (user + system): client, router,
+	// fakes and the exporter together, the same work but the tracing in
+	// both modes; steadier than wall time on a shared machine.
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	type result struct{ ns, cpuNs, allocs float64 }
+	run := func(c *cluster) result {
+		reqs, c0 := 0, cpu()
 		r := testing.Benchmark(func(b *testing.B) {
+			b.ReportAllocs()
+			reqs += b.N
 			for range b.N {
 				resp, err := client.Post(c.srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
 				if err != nil {
@@ -166,23 +181,35 @@ func TestRouterTracingCost(t *testing.T) {
 				resp.Body.Close()
 			}
 		})
-		return float64(r.NsPerOp())
+		return result{float64(r.NsPerOp()), float64(cpu()-c0) / float64(reqs), float64(r.AllocsPerOp())}
 	}
-	var off, on []float64
+	var off, on []result
 	for round := range 7 {
 		first := round%2 == 0
 		for _, mode := range []bool{first, !first} {
-			ns := run(clusters[mode])
+			r := run(clusters[mode])
 			if mode {
-				on = append(on, ns)
+				on = append(on, r)
 			} else {
-				off = append(off, ns)
+				off = append(off, r)
 			}
-			t.Logf("round %d tracing %v: %.0f ns/request", round+1, mode, ns)
+			t.Logf("round %d tracing %-5v: %7.0f ns/request, CPU %7.0f ns/request, %4.0f allocs/request", round+1, mode, r.ns, r.cpuNs, r.allocs)
 		}
 	}
-	slices.Sort(off)
-	slices.Sort(on)
-	mo, mn := off[len(off)/2], on[len(on)/2]
-	t.Logf("median off %.0f ns/request, on %.0f: tracing adds %+.1f%% (%+.0f ns)", mo, mn, 100*(mn/mo-1), mn-mo)
+	median := func(rs []result, f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	for _, m := range []struct {
+		name string
+		f    func(result) float64
+	}{{"wall ns/request", func(r result) float64 { return r.ns }}, {"CPU ns/request", func(r result) float64 { return r.cpuNs }},
+		{"allocs/request", func(r result) float64 { return r.allocs }}} {
+		mo, mn := median(off, m.f), median(on, m.f)
+		t.Logf("median %s: off %.0f, on %.0f: tracing adds %+.1f%% (%+.0f)", m.name, mo, mn, 100*(mn/mo-1), mn-mo)
+	}
 }

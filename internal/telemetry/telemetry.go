@@ -42,6 +42,19 @@ const ServiceName = "tandem"
 // callers are advised to give it.
 const exportTimeout = 10 * time.Second
 
+// The batch span processor: ending a span only queues it (a full queue
+// drops it, never blocks the request); one goroutine exports batches of
+// up to batchSize spans when one is full or batchTimeout after the
+// first, so the export (conversion, protobuf, the POST) is off the
+// request path and its per-export cost is shared by many spans. The
+// queue holds a few seconds of spans of a busy router (about 5 a
+// request) so an export of up to exportTimeout does not drop them.
+const (
+	batchTimeout = time.Second
+	batchSize    = 512
+	queueSize    = 8192
+)
+
 // Config is what Setup needs. Zero fields take their environment
 // variable or default.
 type Config struct {
@@ -134,7 +147,8 @@ func Setup(ctx context.Context, cfg Config) (*Tracing, error) {
 		attribute.String("service.instance.id", inst),
 		attribute.String(AttrRole, cfg.Role))
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(batchTimeout), sdktrace.WithMaxQueueSize(queueSize),
+			sdktrace.WithMaxExportBatchSize(batchSize), sdktrace.WithExportTimeout(exportTimeout)),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 	)

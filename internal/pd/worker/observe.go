@@ -151,6 +151,11 @@ func msSince(a, b time.Time) float64 {
 	return float64(b.Sub(a).Microseconds()) / 1000
 }
 
+// unsampled reports whether the router decided not to record the trace
+// of a leg with parent sc: its spans would be dropped (the sampler is
+// parent-based), so building them is skipped.
+func unsampled(sc trace.SpanContext) bool { return sc.IsValid() && !sc.IsSampled() }
+
 // emit writes r's log line and, with tracing on, its spans.
 func (w *Worker) emit(r roomReport) {
 	if w.log.Enabled(context.Background(), slog.LevelInfo) {
@@ -177,7 +182,7 @@ func (w *Worker) emit(r roomReport) {
 		}
 		w.log.Info("room done", args...)
 	}
-	if !w.tracing.Enabled() {
+	if !w.tracing.Enabled() || unsampled(r.parent) {
 		return
 	}
 	tr := w.tracing.Tracer()
@@ -299,7 +304,7 @@ func (s *localStream) Cancel() {
 		}
 		w.log.Info("room done", args...)
 	}
-	if !w.tracing.Enabled() {
+	if !w.tracing.Enabled() || unsampled(s.parent) {
 		return
 	}
 	attrs := []attribute.KeyValue{attribute.String(telemetry.AttrRoom, s.id.String()), attribute.String(telemetry.AttrRequestID, s.li.RequestID),

@@ -288,7 +288,7 @@ func (s *sink) LayerComputed(kv *kvcache.Cache, pages []int32, layer, computed i
 	}
 	s.sentPages[layer] = full
 	s.w.locked(func(now room.Instant) {
-		if layer == 0 && len(s.l.chunks) < chunksMax && s.w.tracing.Enabled() {
+		if layer == 0 && len(s.l.chunks) < chunksMax && s.w.tracing.Enabled() && !unsampled(s.l.parent) {
 			s.l.chunks = append(s.l.chunks, chunk{at: time.Now(), computed: computed})
 		}
 		s.w.rep.KVReady(now, s.l.id, s.l, frames)
