@@ -184,36 +184,14 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 		return c, &UnsupportedArchError{Arch: arch}
 	}
 	c.Name, _ = md.String("general.name")
-	req := func(key string, dst *int, max int) error {
-		v, ok := md.Int(arch + "." + key)
-		if !ok {
-			return fmt.Errorf("model metadata: %s.%s is missing", arch, key)
-		}
-		if v <= 0 || v > max {
-			return fmt.Errorf("model metadata: %s.%s = %d is out of range 1..%d", arch, key, v, max)
-		}
-		*dst = v
-		return nil
-	}
-	for _, r := range []struct {
-		key string
-		dst *int
-		max int
-	}{
+	req := metaReq(md, arch)
+	if err := readDims(md, arch, []dimKey{
 		{"embedding_length", &c.Dim, dimMax},
 		{"block_count", &c.Layers, layersMax},
 		{"feed_forward_length", &c.FF, dimMax * 8},
 		{"attention.head_count", &c.Heads, headsMax},
-	} {
-		if err := req(r.key, r.dst, r.max); err != nil {
-			return c, err
-		}
-	}
-	c.KVHeads = c.Heads
-	if _, ok := md.Int(arch + ".attention.head_count_kv"); ok {
-		if err := req("attention.head_count_kv", &c.KVHeads, headsMax); err != nil {
-			return c, err
-		}
+	}, &c.Heads, &c.KVHeads); err != nil {
+		return c, err
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return c, fmt.Errorf("model metadata: head_count %d is not a multiple of head_count_kv %d", c.Heads, c.KVHeads)
@@ -406,6 +384,45 @@ func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) er
 	}
 	if c.SlidingWindow > 0 && !(c.RopeBaseSWA > 0) {
 		return fmt.Errorf("model metadata: %s.rope.freq_base_swa %v must be positive", arch, c.RopeBaseSWA)
+	}
+	return nil
+}
+
+// metaReq returns a reader of the integer {arch}.key into dst that refuses
+// a missing key or a value outside 1..max.
+func metaReq(md Metadata, arch string) func(key string, dst *int, max int) error {
+	return func(key string, dst *int, max int) error {
+		v, ok := md.Int(arch + "." + key)
+		if !ok {
+			return fmt.Errorf("model metadata: %s.%s is missing", arch, key)
+		}
+		if v <= 0 || v > max {
+			return fmt.Errorf("model metadata: %s.%s = %d is out of range 1..%d", arch, key, v, max)
+		}
+		*dst = v
+		return nil
+	}
+}
+
+// dimKey is one required dimension of an architecture's metadata.
+type dimKey struct {
+	key string
+	dst *int
+	max int
+}
+
+// readDims reads every key of keys (all required), then the KV head count
+// into kvHeads: {arch}.attention.head_count_kv when present, else *heads.
+func readDims(md Metadata, arch string, keys []dimKey, heads, kvHeads *int) error {
+	req := metaReq(md, arch)
+	for _, r := range keys {
+		if err := req(r.key, r.dst, r.max); err != nil {
+			return err
+		}
+	}
+	*kvHeads = *heads
+	if _, ok := md.Int(arch + ".attention.head_count_kv"); ok {
+		return req("attention.head_count_kv", kvHeads, headsMax)
 	}
 	return nil
 }

@@ -101,37 +101,15 @@ func EncoderConfigFromMetadata(md Metadata) (EncoderConfig, error) {
 	}
 	c.Arch = arch
 	c.Name, _ = md.String("general.name")
-	req := func(key string, dst *int, max int) error {
-		v, ok := md.Int(arch + "." + key)
-		if !ok {
-			return fmt.Errorf("model metadata: %s.%s is missing", arch, key)
-		}
-		if v <= 0 || v > max {
-			return fmt.Errorf("model metadata: %s.%s = %d is out of range 1..%d", arch, key, v, max)
-		}
-		*dst = v
-		return nil
-	}
-	for _, r := range []struct {
-		key string
-		dst *int
-		max int
-	}{
+	req := metaReq(md, arch)
+	if err := readDims(md, arch, []dimKey{
 		{"embedding_length", &c.Dim, dimMax},
 		{"block_count", &c.Layers, layersMax},
 		{"feed_forward_length", &c.FF, dimMax * 8},
 		{"attention.head_count", &c.Heads, headsMax},
 		{"context_length", &c.Context, contextMax},
-	} {
-		if err := req(r.key, r.dst, r.max); err != nil {
-			return c, err
-		}
-	}
-	c.KVHeads = c.Heads
-	if _, ok := md.Int(arch + ".attention.head_count_kv"); ok {
-		if err := req("attention.head_count_kv", &c.KVHeads, headsMax); err != nil {
-			return c, err
-		}
+	}, &c.Heads, &c.KVHeads); err != nil {
+		return c, err
 	}
 	if c.Heads%c.KVHeads != 0 || c.Dim%c.Heads != 0 {
 		return c, fmt.Errorf("model metadata: %d heads, %d kv heads and width %d do not divide", c.Heads, c.KVHeads, c.Dim)
@@ -196,11 +174,7 @@ func EncoderFromFile(f *gguf.File) (*Encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	voc, err := tokenizer.VocabFromMetadata(f)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := tokenizer.New(voc)
+	tok, err := tokenizerOf(f)
 	if err != nil {
 		return nil, err
 	}

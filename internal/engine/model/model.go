@@ -87,11 +87,7 @@ func FromFile(f *gguf.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	voc, err := tokenizer.VocabFromMetadata(f)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := tokenizer.New(voc)
+	tok, err := tokenizerOf(f)
 	if err != nil {
 		return nil, err
 	}
@@ -321,4 +317,13 @@ func (l *loader) vector(name string, n int) []float32 {
 func (w *Linear) Row(r int) []byte {
 	rb := len(w.Data) / w.Out
 	return w.Data[r*rb : (r+1)*rb]
+}
+
+// tokenizerOf builds the tokenizer a GGUF file's metadata describes.
+func tokenizerOf(f *gguf.File) (*tokenizer.Tokenizer, error) {
+	voc, err := tokenizer.VocabFromMetadata(f)
+	if err != nil {
+		return nil, err
+	}
+	return tokenizer.New(voc)
 }
