@@ -422,23 +422,7 @@ func TestRollingRestart(t *testing.T) {
 	loadDur := time.Since(loadStart)
 	f.stopObserving()
 
-	completed := 0
-	var failures []outcome
-	for _, o := range outcomes {
-		if o.kind == outcomeCompleted {
-			completed++
-		} else {
-			failures = append(failures, o)
-		}
-	}
-	for i, o := range failures {
-		if i == chaosDetailsMax {
-			t.Errorf("... %d failed requests in all", len(failures))
-			break
-		}
-		t.Errorf("request %s (load+%s..+%s, router %q) %s: %s %s", o.req, o.start.Sub(loadStart).Round(time.Millisecond),
-			o.end.Sub(loadStart).Round(time.Millisecond), o.router, o.kind, o.detail, o.message)
-	}
+	completed, failures := failedRequests(t, outcomes, loadStart)
 	pages := fleetQuiet(t, cl, f.ob)
 
 	var b strings.Builder
@@ -605,4 +589,26 @@ func TestRouterKill(t *testing.T) {
 			o.end.Sub(loadStart).Round(time.Millisecond), o.kind, clip(o.detail, 120))
 	}
 	t.Log("\n" + b.String())
+}
+
+// failedRequests counts the completed requests of a load and fails the test
+// with each other one (up to chaosDetailsMax of them), timed from loadStart.
+func failedRequests(t *testing.T, outcomes []outcome, loadStart time.Time) (completed int, failures []outcome) {
+	t.Helper()
+	for _, o := range outcomes {
+		if o.kind == outcomeCompleted {
+			completed++
+		} else {
+			failures = append(failures, o)
+		}
+	}
+	for i, o := range failures {
+		if i == chaosDetailsMax {
+			t.Errorf("... %d failed requests in all", len(failures))
+			break
+		}
+		t.Errorf("request %s (load+%s..+%s, router %q) %s: %s %s", o.req, o.start.Sub(loadStart).Round(time.Millisecond),
+			o.end.Sub(loadStart).Round(time.Millisecond), o.router, o.kind, o.detail, o.message)
+	}
+	return completed, failures
 }

@@ -211,23 +211,7 @@ func TestScaleByFileDiscovery(t *testing.T) {
 		recs = append(recs, *r)
 	}
 
-	completed := 0
-	var failures []outcome
-	for _, o := range outcomes {
-		if o.kind == outcomeCompleted {
-			completed++
-		} else {
-			failures = append(failures, o)
-		}
-	}
-	for i, o := range failures {
-		if i == chaosDetailsMax {
-			t.Errorf("... %d failed requests in all", len(failures))
-			break
-		}
-		t.Errorf("request %s (load+%s..+%s) %s: %s %s", o.req, o.start.Sub(loadStart).Round(time.Millisecond),
-			o.end.Sub(loadStart).Round(time.Millisecond), o.kind, o.detail, o.message)
-	}
+	completed, failures := failedRequests(t, outcomes, loadStart)
 	pages := fleetQuiet(t, cl, ob)
 
 	var b strings.Builder
