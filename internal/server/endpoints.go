@@ -90,6 +90,15 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 				echo = tok.Decode(prompt)
 			}
 		} else {
+			// The tokenizer's working memory is about 70 times its input:
+			// a text longer than /tokenize's byte cap cannot fit the
+			// context anyway, so it is refused before it is tokenized.
+			if _, capBytes := s.tokenizeCap(); len(in.Text) > capBytes {
+				httpx.WriteError(w, openai.Invalid(param, openai.CodeContextLength,
+					"This model's maximum context length is %d tokens, and %s has %d bytes of text, more than %d (%d bytes a token of twice the context): it cannot fit. Please reduce the length of the prompt.",
+					s.b.ModelConfig().Context, param, len(in.Text), capBytes, tokenizeBytesPerToken))
+				return
+			}
 			prompt = tok.Encode(in.Text, true, true)
 			if req.Echo {
 				echo = in.Text

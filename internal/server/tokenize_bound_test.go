@@ -44,6 +44,8 @@ func TestTokenizeBounded(t *testing.T) {
 		{"max_count zero", "/tokenize", `{"prompt":"a","max_count":0}`, want{400, "max_count", "1 to 128"}},
 		{"max_count at the count", "/tokenize", `{"prompt":"a a","max_count":` + fmt.Sprint(len(tok.Encode("a a", true, true))) + `}`, want{200, "", ""}},
 		{"detokenize over the cap", "/detokenize", `{"tokens":[` + strings.TrimSuffix(strings.Repeat("3,", 129), ",") + `]}`, want{400, "tokens", "at most 128"}},
+		{"a completion prompt over the byte cap", "/v1/completions", `{"prompt":` + prompt(digits(4<<20)) + `,"max_tokens":1}`, want{400, "prompt", "more than 2048 (16 bytes a token"}},
+		{"a completion prompt list over the byte cap", "/v1/completions", `{"prompt":["a",` + prompt(digits(3000)) + `],"max_tokens":1}`, want{400, "prompt[1]", "3000 bytes of text"}},
 		{"detokenize at the cap", "/detokenize", `{"tokens":[` + strings.TrimSuffix(strings.Repeat("3,", 128), ",") + `]}`, want{200, "", ""}},
 	} {
 		rec := do(h, "POST", tc.path, tc.body)
@@ -57,6 +59,9 @@ func TestTokenizeBounded(t *testing.T) {
 		json.Unmarshal(rec.Body.Bytes(), &e)
 		if rec.Code != tc.want.status || deref(e.Error.Param) != tc.want.param || !strings.Contains(e.Error.Message, tc.want.text) {
 			t.Errorf("%s: %d %s, want %d param %q with %q", tc.name, rec.Code, clip(rec.Body.String()), tc.want.status, tc.want.param, tc.want.text)
+		}
+		if rec.Code == http.StatusBadRequest && tc.path == "/v1/completions" && e.Error.Code != "context_length_exceeded" {
+			t.Errorf("%s: code %q, want context_length_exceeded", tc.name, e.Error.Code)
 		}
 		if rec.Code == 200 && tc.path == "/tokenize" {
 			var r TokenizeResponse
