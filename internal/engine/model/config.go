@@ -118,6 +118,23 @@ type Config struct {
 	// MoE describes the mixture-of-experts feed-forward blocks (moe.go);
 	// its zero value (no experts) means dense blocks.
 	MoE MoEConfig
+	// State describes the per-sequence recurrent state of hybrid models
+	// (qwen35: Gated DeltaNet layers keep a convolution and a recurrent
+	// state instead of KV pages); its zero value means every layer keeps
+	// KV pages and there is no state.
+	State StateConfig
+}
+
+// StateConfig is the recurrent state one sequence carries between
+// forward steps: a fixed-size block of float32s that every token rewrites.
+type StateConfig struct {
+	// Floats is the number of float32s of one sequence's state slot
+	// (0: the model has no recurrent layers).
+	Floats int
+	// Layout names the slot's layout (layer kinds, sizes, element order)
+	// so that two processes exchange a state only when they lay it out
+	// alike; "" when Floats is 0.
+	Layout string
 }
 
 // Window returns the attention window of layer l: SlidingWindow for a

@@ -31,7 +31,22 @@ type Seq struct {
 	// AllLogits asks for the logits of every new token (prompt logprobs,
 	// tests); otherwise only the last token's logits are computed.
 	AllLogits bool
+	// State is the sequence's recurrent-state slot, Model.StateSize()
+	// float32s, for models with recurrent layers (nil for the others):
+	// on entry the state after the sequence's first Pos positions, on
+	// return the state after Pos+len(Tokens). A sequence at Pos 0 passes
+	// a zeroed slot. Forward does not keep it after returning, and no
+	// two sequences of one call may share a slot.
+	State []float32
 }
+
+// StateSize is the number of float32s of one sequence's recurrent state
+// slot (Seq.State): 0 for models whose every layer keeps KV pages.
+func (m *Model) StateSize() int { return m.Config.State.Floats }
+
+// StateLayout names the layout of the state slot (StateConfig.Layout);
+// "" when StateSize is 0.
+func (m *Model) StateLayout() string { return m.Config.State.Layout }
 
 // Runner runs forward steps of one Model on one thread pool, reusing its
 // scratch buffers across steps. A Runner is not safe for concurrent use.
@@ -269,6 +284,9 @@ func (r *Runner) validate(kv *kvcache.Cache, seqs []Seq) (n, nOut int, err error
 					return 0, 0, fmt.Errorf("sequence %d: %s page %d is not allocated", si, kvcache.GroupName(g), tab[i])
 				}
 			}
+		}
+		if len(s.State) != c.State.Floats {
+			return 0, 0, fmt.Errorf("sequence %d: state slot has %d floats, the model's state has %d", si, len(s.State), c.State.Floats)
 		}
 		for _, tok := range s.Tokens {
 			if tok < 0 || int(tok) >= c.Vocab {
