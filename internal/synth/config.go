@@ -88,7 +88,7 @@ type Config struct {
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "gpt-oss"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -153,7 +153,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.moeDefaults()
+	return c.gptossDefaults().moeDefaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -224,6 +224,9 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	}
 	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
+	}
+	if err := c.checkGptOss(); err != nil {
+		return err
 	}
 	if err := c.checkMoE(); err != nil {
 		return err
