@@ -28,10 +28,14 @@ const gptossArch = "gpt-oss"
 // gptossYarnFactor is the real files' rope.scaling.factor.
 const gptossYarnFactor = 32
 
-// Scales of the synthesized sinks and expert gate/up biases.
+// Scales of the synthesized sinks and expert gate/up biases, and the gain
+// of the pre-FFN norm: it makes the experts' gate and up values spread
+// about ±6, so that the activation's clamps at ±7 engage on some of them,
+// depending on the input.
 const (
 	sinkScale       = 2
-	expertBiasScale = 6
+	expertBiasScale = 1
+	ffnGain         = 20
 )
 
 // gptossDefaults fills gpt-oss's zero fields: 4 experts used (of the
@@ -81,13 +85,15 @@ func gptossLayout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 		p := fmt.Sprintf("blk.%d.", l)
 		an := norm(p + "attn_norm.weight")
 		an.gain = c.AttnGain
+		ffnNorm := norm(p + "post_attention_norm.weight")
+		ffnNorm.gain = ffnGain
 		specs = append(specs, an,
 			mat(p+"attn_q.weight", catAttnQ, dim, qd), bias(p+"attn_q.bias", biasScale, qd),
 			mat(p+"attn_k.weight", catAttnK, dim, kv), bias(p+"attn_k.bias", biasScale, kv),
 			mat(p+"attn_v.weight", catAttnV, dim, kv), bias(p+"attn_v.bias", biasScale, kv),
 			mat(p+"attn_output.weight", catAttnOut, qd, dim), bias(p+"attn_output.bias", biasScale, dim),
 			bias(p+"attn_sinks.weight", sinkScale, uint64(c.Heads)),
-			norm(p+"post_attention_norm.weight"),
+			ffnNorm,
 			mat(p+"ffn_gate_inp.weight", catRouter, dim, ne), bias(p+"ffn_gate_inp.bias", biasScale, ne),
 			mat(p+"ffn_gate_exps.weight", catFFNGate, dim, eff, ne), bias(p+"ffn_gate_exps.bias", expertBiasScale, eff, ne),
 			mat(p+"ffn_up_exps.weight", catFFNUp, dim, eff, ne), bias(p+"ffn_up_exps.bias", expertBiasScale, eff, ne),

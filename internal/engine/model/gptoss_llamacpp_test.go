@@ -21,10 +21,15 @@ import (
 // and expert biases, attn-gain 5 so that positions matter) and
 // llama.cpp's greedy runs of the three lowbitPrompts on them.
 var gptossCases = []moeCase{
-	// tandem model synth --arch gpt-oss --type mxfp4 --attn-gain 5 --seed 21:
-	// MXFP4 experts, Q8_0 elsewhere; window 128, longer than every prompt
-	// and its continuation (82+24 tokens)
-	{"gpt-oss-mxfp4", gptoss(128), tensor.MXFP4, 21, [3]lowbitRun{}},
+	// tandem model synth --arch gpt-oss --type mxfp4 --attn-gain 5 --seed 30:
+	// MXFP4 experts, Q8_0 elsewhere; window 128 (the default), longer than
+	// every prompt and its continuation (82+24 tokens)
+	{"gpt-oss-mxfp4", gptoss(128), tensor.MXFP4, 30, [3]lowbitRun{}},
+	// --arch gpt-oss --type f16 --attn-gain 5 --sliding-window 16 --seed 24:
+	// a window shorter than the two longer prompts
+	{"gpt-oss-f16-w16", gptoss(16), tensor.F16, 24, [3]lowbitRun{}},
+	// --arch gpt-oss --type q8_0 --attn-gain 5 --sliding-window 8 --seed 25
+	{"gpt-oss-q8_0-w8", gptoss(8), tensor.Q8_0, 25, [3]lowbitRun{}},
 }
 
 // gptoss returns a moeCase configuration of gpt-oss with sliding window w.

@@ -516,7 +516,7 @@ func softmaxF32(dst, x []float32) {
 // ActiveWeights returns the parameters and bytes of f's weights that one
 // token's forward pass reads: every tensor whole, except the expert
 // tensors (*_exps), of which only the used experts' share (Used/Experts)
-// is read, and token_embd, of which one row is read unless it is the
+// is read (their biases too), and token_embd, of which one row is read unless it is the
 // output projection too.
 func ActiveWeights(f *gguf.File, c Config) (params, bytes uint64) {
 	_, hasOutput := f.Tensor("output.weight")
@@ -524,7 +524,7 @@ func ActiveWeights(f *gguf.File, c Config) (params, bytes uint64) {
 	for _, t := range f.Tensors {
 		n, b := t.NumElements(), t.Size
 		switch {
-		case strings.HasSuffix(t.Name, "_exps.weight") && c.MoE.Experts > 0:
+		case (strings.HasSuffix(t.Name, "_exps.weight") || strings.HasSuffix(t.Name, "_exps.bias")) && c.MoE.Experts > 0:
 			n = n * uint64(c.MoE.Used) / uint64(c.MoE.Experts)
 			b = b * uint64(c.MoE.Used) / uint64(c.MoE.Experts)
 		case t.Name == "token_embd.weight" && !tied && len(t.Dims) == 2 && t.Dims[1] > 0:
