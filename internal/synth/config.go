@@ -15,7 +15,8 @@ type Config struct {
 	Name string
 	// Arch is general.architecture: "llama" (the default when empty),
 	// "qwen2", "qwen3", "phi3", "gemma2", "gemma3", or the mixtures of
-	// experts "qwen3moe" and "qwen2moe" (see Archs and moe.go). Hyperparameter keys
+	// experts "qwen3moe", "qwen2moe" and "gpt-oss" (see Archs, moe.go and
+	// gptoss.go). Hyperparameter keys
 	// are written under this prefix and tensors laid out as llama.cpp's
 	// loader for that architecture expects.
 	Arch string

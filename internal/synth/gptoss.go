@@ -111,8 +111,5 @@ func (c Config) checkGptOss() error {
 	if c.Tied {
 		return fmt.Errorf("gpt-oss files always have output.weight (llama.cpp requires it): --tied does not apply")
 	}
-	if c.Llama3Rope || c.RopeOrigContext != 0 || c.KeyLength == 0 && c.Dim%c.Heads != 0 {
-		return fmt.Errorf("gpt-oss: llama3 or LongRoPE factors do not apply (its RoPE is YaRN)")
-	}
 	return nil
 }
