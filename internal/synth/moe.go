@@ -23,7 +23,9 @@ import (
 // expert_shared_feed_forward_length, as llama.cpp's converters write them.
 
 // moeArch reports whether arch is a mixture-of-experts architecture.
-func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe" }
+func moeArch(arch string) bool {
+	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe"
+}
 
 // sharedExpertArch reports whether arch's experts include a shared one.
 func sharedExpertArch(arch string) bool { return arch == "qwen2moe" || arch == "qwen35moe" }

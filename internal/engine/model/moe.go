@@ -77,7 +77,9 @@ type MoEConfig struct {
 const expertsMax = 512
 
 // moeArchs are the mixture-of-experts architectures Tandem runs.
-func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe" }
+func moeArch(arch string) bool {
+	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe"
+}
 
 // moeFeatures reads the expert keys of a MoE architecture, and refuses
 // expert keys on any other (a variant Tandem does not run).
