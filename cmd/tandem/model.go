@@ -63,36 +63,36 @@ path that exists wins). --format json writes the same facts as one JSON object.`
 
 // infoJSON is `model info --format json`.
 type infoJSON struct {
-	Model        string         `json:"model"`
-	Path         string         `json:"path"`
-	GGUFVersion  uint32         `json:"gguf_version"`
-	MetadataKeys int            `json:"metadata_keys"`
-	Architecture string         `json:"architecture"`
-	Supported    bool           `json:"supported"`
-	Unsupported  string         `json:"unsupported,omitempty"`
-	Name         string         `json:"name,omitempty"`
-	Embedding    int            `json:"embedding,omitempty"`
-	Layers       int            `json:"layers,omitempty"`
-	Heads        int            `json:"heads,omitempty"`
-	KVHeads      int            `json:"kv_heads,omitempty"`
-	HeadDim      int            `json:"head_dim,omitempty"`
-	FeedForward  int            `json:"feed_forward,omitempty"`
-	Context      int            `json:"context,omitempty"`
-	Rope         *infoRope      `json:"rope,omitempty"`
-	NormEps      float32        `json:"norm_eps,omitempty"`
-	Features     string         `json:"features,omitempty"`
+	Model        string    `json:"model"`
+	Path         string    `json:"path"`
+	GGUFVersion  uint32    `json:"gguf_version"`
+	MetadataKeys int       `json:"metadata_keys"`
+	Architecture string    `json:"architecture"`
+	Supported    bool      `json:"supported"`
+	Unsupported  string    `json:"unsupported,omitempty"`
+	Name         string    `json:"name,omitempty"`
+	Embedding    int       `json:"embedding,omitempty"`
+	Layers       int       `json:"layers,omitempty"`
+	Heads        int       `json:"heads,omitempty"`
+	KVHeads      int       `json:"kv_heads,omitempty"`
+	HeadDim      int       `json:"head_dim,omitempty"`
+	FeedForward  int       `json:"feed_forward,omitempty"`
+	Context      int       `json:"context,omitempty"`
+	Rope         *infoRope `json:"rope,omitempty"`
+	NormEps      float32   `json:"norm_eps,omitempty"`
+	Features     string    `json:"features,omitempty"`
 	// Hybrid models (qwen35): the layer mix and the per-sequence state.
-	RecurrentLayers int    `json:"recurrent_layers,omitempty"`
-	KVLayers        int    `json:"kv_layers,omitempty"`
-	StateBytes      int    `json:"state_bytes,omitempty"`
-	StateLayout     string `json:"state_layout,omitempty"`
-	Parameters   uint64         `json:"parameters"`
-	TensorBytes  uint64         `json:"tensor_bytes"`
-	TensorTypes  map[string]int `json:"tensor_types"`
-	Vocabulary   *infoVocab     `json:"vocabulary,omitempty"`
-	VocabError   string         `json:"vocabulary_error,omitempty"`
-	ChatTemplate string         `json:"chat_template"`
-	Tensors      []infoTensor   `json:"tensors"`
+	RecurrentLayers int            `json:"recurrent_layers,omitempty"`
+	KVLayers        int            `json:"kv_layers,omitempty"`
+	StateBytes      int            `json:"state_bytes,omitempty"`
+	StateLayout     string         `json:"state_layout,omitempty"`
+	Parameters      uint64         `json:"parameters"`
+	TensorBytes     uint64         `json:"tensor_bytes"`
+	TensorTypes     map[string]int `json:"tensor_types"`
+	Vocabulary      *infoVocab     `json:"vocabulary,omitempty"`
+	VocabError      string         `json:"vocabulary_error,omitempty"`
+	ChatTemplate    string         `json:"chat_template"`
+	Tensors         []infoTensor   `json:"tensors"`
 }
 
 type infoRope struct {
