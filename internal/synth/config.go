@@ -130,16 +130,23 @@ var presets = map[string]Config{
 	// 3.9B, 2.2 GB as q4_k_m.
 	"a3b": {Name: "tandem-synth-a3b", Arch: "qwen3moe", Dim: 2048, Layers: 12, Heads: 32, KVHeads: 4, KeyLength: 128, FF: 6144,
 		Vocab: 32000, Context: 4096, Experts: 64, ExpertsUsed: 8, ExpertFF: 768},
+	// q35-2b: Qwen3.5-2B's shape (24 layers, every fourth full attention
+	// with 8 query and 2 KV heads of 256, a quarter of each rotated;
+	// DeltaNet layers with 16 key and 16 value heads of 128; tied
+	// embeddings) with a 32000-token vocabulary instead of 248320: about
+	// 1.4B parameters.
+	"q35-2b": {Name: "tandem-synth-q35-2b", Arch: "qwen35", Dim: 2048, Layers: 24, Heads: 8, KVHeads: 2, KeyLength: 256, FF: 6144,
+		Vocab: 32000, Context: 4096, Tied: true, RopeDims: 64, SSMHeadDim: 128, SSMKHeads: 16, SSMVHeads: 16},
 }
 
 // Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
 // 512-token vocabulary), "110m" (stories110M's shape), "1b" (TinyLlama
-// 1.1B's shape) or "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down;
-// the only preset with an Arch). RopeBase and NormEps are set to llama.cpp's defaults.
+// 1.1B's shape), "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down)
+// or "q35-2b" (a qwen35 of Qwen3.5-2B's shape); the last two have an Arch. RopeBase and NormEps are set to llama.cpp's defaults.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b or a3b)", name)
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b or q35-2b)", name)
 	}
 	c.RopeBase = 10000
 	c.NormEps = 1e-5
