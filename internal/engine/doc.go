@@ -71,7 +71,8 @@
 // completes it, after the last LayerComputed(final=true); the decode role
 // copies it into the sequence's slot with Handle.ResumeState, on the loop
 // before the sequence is scheduled. On a model with state plain Resume fails
-// with ErrStateRequired, and a state of the wrong size with ErrBadRequest.
+// with ErrStateRequired, a state of the wrong size with ErrBadRequest, and
+// Submit refuses a KVSink that is not a StateSink (ErrBadRequest).
 //
 // # Scheduling
 //

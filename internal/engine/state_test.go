@@ -76,6 +76,9 @@ func TestStatePDAPI(t *testing.T) {
 		if !sink.finalSeen || sink.callsBefore != sink.calls {
 			t.Errorf("prompt %d: PromptState came after %d of %d LayerComputed calls (final seen %v), want after the last", n, sink.callsBefore, sink.calls, sink.finalSeen)
 		}
+		if _, err := prefill.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 1, KVSink: &sink.pageCopy}); !errors.Is(err, engine.ErrBadRequest) {
+			t.Errorf("a KVSink that is not a StateSink on a model with state: %v, want ErrBadRequest", err)
+		}
 		allocated := make(chan kvcache.Tables, 1)
 		var kvDst *kvcache.Cache
 		hd, err := decode.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 8, IgnoreEOS: true,
