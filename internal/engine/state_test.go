@@ -245,11 +245,16 @@ func TestStateSlotsReleasedOnEveryEnd(t *testing.T) {
 		hs = append(hs, h)
 	}
 	for _, h := range hs {
-		if _, err := h.Next(context.Background()); err != nil {
+		first, err := h.Next(context.Background())
+		if err != nil {
 			t.Fatal(err)
 		}
 		h.Cancel()
-		if _, last := collect(t, h); last.Finish != engine.FinishCancelled && last.Finish != engine.FinishLength {
+		_, last := collect(t, h)
+		if first.Done { // it finished before the cancellation
+			last = first
+		}
+		if last.Finish != engine.FinishCancelled && last.Finish != engine.FinishLength {
 			t.Errorf("cancelled: final %+v", last)
 		}
 	}
@@ -324,5 +329,5 @@ func TestStateSnapshotAtBranchPoint(t *testing.T) {
 		t.Errorf("snapshot hits %d, misses %d, held %d; want 1, 1 and 4 (A at 48, B at 32 and 64, C at 64)",
 			s.StateSnapshotHits, s.StateSnapshotMisses, s.StateSnapshots)
 	}
-	waitIdle(t, e, e.Stats().PagesTot-e.Stats().PagesUsed)
+	waitIdleCached(t, e)
 }
