@@ -200,7 +200,7 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 			cfg.StateSlots = cfg.MaxRunning
 		}
 		if cfg.StateSnapshots == 0 {
-			cfg.StateSnapshots = cfg.StateSlots
+			cfg.StateSnapshots = min(cfg.StateSlots, max(1, int(DefaultSnapshotMemoryBytes/(4*int64(m.StateSize())))))
 		}
 	} else {
 		cfg.StateSlots, cfg.StateSnapshots = 0, 0

@@ -299,6 +299,9 @@ func TestHybridStateSlotBytes(t *testing.T) {
 	if st.StateSlotsTot != 5 || st.StateSlotBytes != 4*int64(m.StateSize()) || st.StateSlotsUsed != 0 {
 		t.Errorf("stats %s, want 5 slots (MaxRunning) of %d bytes", fmt.Sprint(st.StateSlotsTot, st.StateSlotBytes, st.StateSlotsUsed), 4*m.StateSize())
 	}
+	if got := e.Config().StateSnapshots; got != 5 {
+		t.Errorf("default state snapshots %d, want 5 (the slots: %d bytes each fit in the default budget)", got, 4*m.StateSize())
+	}
 }
 
 // waitIdleCached waits until e is idle with no state slot held and every
