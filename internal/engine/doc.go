@@ -64,14 +64,18 @@
 // deepest snapshot within its cached prefix, with the pages up to it
 // (Stats.StateSnapshotHits); a prompt whose cached prefix holds no snapshot is
 // recomputed from position 0 (Stats.StateSnapshotMisses) and leaves a snapshot
-// at the branch point for the prompts after it.
+// at the branch point for the prompts after it. A step can only snapshot the
+// state at its end, so prefill chunks end at those boundaries: with the prefix
+// cache on, a hybrid's prompt takes at most two steps more than its chunks
+// would (the last, under a page, runs beside the other sequences' work).
 //
 // Across the PD boundary the prefill role's KVSink, when it is also a
 // StateSink, gets the state after the whole prompt once, in the step that
 // completes it, after the last LayerComputed(final=true); the decode role
 // copies it into the sequence's slot with Handle.ResumeState, on the loop
 // before the sequence is scheduled. On a model with state plain Resume fails
-// with ErrStateRequired, and a state of the wrong size with ErrBadRequest.
+// with ErrStateRequired, a state of the wrong size with ErrBadRequest, and
+// Submit refuses a KVSink that is not a StateSink (ErrBadRequest).
 //
 // # Scheduling
 //

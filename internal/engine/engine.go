@@ -200,7 +200,7 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 			cfg.StateSlots = cfg.MaxRunning
 		}
 		if cfg.StateSnapshots == 0 {
-			cfg.StateSnapshots = cfg.StateSlots
+			cfg.StateSnapshots = min(cfg.StateSlots, max(1, int(DefaultSnapshotMemoryBytes/(4*int64(m.StateSize())))))
 		}
 	} else {
 		cfg.StateSlots, cfg.StateSnapshots = 0, 0
@@ -339,6 +339,8 @@ func (e *Engine) check(req *Request) error {
 		return fmt.Errorf("%w: an imported prompt cannot also export K/V or report prompt logprobs", ErrBadRequest)
 	case req.Import != nil && req.Import.Allocated == nil:
 		return fmt.Errorf("%w: Import.Allocated is nil", ErrBadRequest)
+	case req.KVSink != nil && e.states != nil && !isStateSink(req.KVSink):
+		return fmt.Errorf("%w: the model keeps recurrent state, which pages do not carry: the KVSink must also be a StateSink", ErrBadRequest)
 	case len(req.Prompt)+req.MaxTokens > e.ctxTokens:
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens exceed the maximum context length of %d tokens",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, e.ctxTokens)

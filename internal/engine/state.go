@@ -22,13 +22,19 @@ var ErrStateRequired = errors.New("engine: the model keeps recurrent state: resu
 
 // StateSink is a KVSink that also receives the sequence's recurrent state
 // after the whole prompt (models with state only; a model without it never
-// calls PromptState). PromptState is called exactly once, from the step loop,
+// calls PromptState). On a model with state, Submit refuses a KVSink that is
+// not a StateSink (ErrBadRequest): its pages alone could not resume. PromptState is called exactly once, from the step loop,
 // in the step that completes the prompt, after the last
 // LayerComputed(final=true): state is Model.StateSize() float32s,
 // little-endian, Model.StateSize()*4 bytes. The sink must copy what it needs
 // before returning (the engine reuses the buffer) and must not block.
 type StateSink interface {
 	PromptState(state []byte)
+}
+
+func isStateSink(k KVSink) bool {
+	_, ok := k.(StateSink)
+	return ok
 }
 
 // statePool is the fixed set of state slots. A slot's floats are allocated

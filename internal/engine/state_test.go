@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -74,6 +75,9 @@ func TestStatePDAPI(t *testing.T) {
 		}
 		if !sink.finalSeen || sink.callsBefore != sink.calls {
 			t.Errorf("prompt %d: PromptState came after %d of %d LayerComputed calls (final seen %v), want after the last", n, sink.callsBefore, sink.calls, sink.finalSeen)
+		}
+		if _, err := prefill.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: 1, KVSink: &sink.pageCopy}); !errors.Is(err, engine.ErrBadRequest) {
+			t.Errorf("a KVSink that is not a StateSink on a model with state: %v, want ErrBadRequest", err)
 		}
 		allocated := make(chan kvcache.Tables, 1)
 		var kvDst *kvcache.Cache
@@ -241,11 +245,16 @@ func TestStateSlotsReleasedOnEveryEnd(t *testing.T) {
 		hs = append(hs, h)
 	}
 	for _, h := range hs {
-		if _, err := h.Next(context.Background()); err != nil {
+		first, err := h.Next(context.Background())
+		if err != nil {
 			t.Fatal(err)
 		}
 		h.Cancel()
-		if _, last := collect(t, h); last.Finish != engine.FinishCancelled && last.Finish != engine.FinishLength {
+		_, last := collect(t, h)
+		if first.Done { // it finished before the cancellation
+			last = first
+		}
+		if last.Finish != engine.FinishCancelled && last.Finish != engine.FinishLength {
 			t.Errorf("cancelled: final %+v", last)
 		}
 	}
@@ -256,4 +265,69 @@ func TestStateSlotsReleasedOnEveryEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestStateSnapshotAtBranchPoint: on a model with state, prefill chunks end
+// at the snapshot boundaries. A's prompt (60 tokens, 16-token pages) is
+// snapshotted at its last full page (48); B shares 40 tokens with it, 2
+// pages, but no snapshot within them (a miss: recomputed from 0), so B is
+// snapshotted at the branch point (32) and at its last full page (64); C,
+// with the same 40 tokens, resumes from B's snapshot at 32 (a hit).
+func TestStateSnapshotAtBranchPoint(t *testing.T) {
+	m := statefulTiny(t)
+	plain := tinyModel(t)
+	cfg, st := engine.WithStepper(engine.Config{MaxBatchTokens: 512, Pages: 64, PrefixCache: true}, nil)
+	e := newEngine(t, m, cfg)
+	defer st.Free()
+	rng := rand.New(rand.NewPCG(61, 62))
+	sys := randomPrompt(rng, m, 40)
+	mk := func(n int) []int32 { return append(slices.Clone(sys), randomPrompt(rng, m, n+1)[1:]...) }
+	prompts := map[string][]int32{"A": mk(20), "B": mk(25), "C": mk(30)}
+	hs := map[string]*engine.Handle{}
+	submit := func(id string) {
+		h, err := e.Submit(context.Background(), engine.Request{ID: id, Prompt: prompts[id], MaxTokens: 1, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[id] = h
+	}
+	var chunks []string
+	step := func() {
+		info := st.Step(t)
+		for id, n := range info.Prefill {
+			chunks = append(chunks, id+":"+strconv.Itoa(n))
+		}
+		if info.Decodes > 0 { // a last single prompt token counts as a decode
+			chunks = append(chunks, "one")
+		}
+	}
+	submit("A")
+	step()
+	step()
+	submit("B") // admitted after A's last step: A's snapshot is in
+	step()
+	step()
+	step()
+	submit("C")
+	step()
+	step()
+	st.Free()
+	if want := []string{"A:48", "A:12", "B:32", "B:32", "one", "C:32", "C:6"}; !slices.Equal(chunks, want) {
+		t.Errorf("prefill chunks %v, want %v", chunks, want)
+	}
+	for id, wantCached := range map[string]int{"A": 0, "B": 0, "C": 32} {
+		ids, last := collect(t, hs[id])
+		if last.CachedTokens != wantCached {
+			t.Errorf("%s: %d cached tokens, want %d", id, last.CachedTokens, wantCached)
+		}
+		if want := alone(t, plain, prompts[id], 1); !slices.Equal(ids, want) {
+			t.Errorf("%s: ids %v, want %v", id, ids, want)
+		}
+	}
+	s := e.Stats()
+	if s.StateSnapshotHits != 1 || s.StateSnapshotMisses != 1 || s.StateSnapshots != 4 {
+		t.Errorf("snapshot hits %d, misses %d, held %d; want 1, 1 and 4 (A at 48, B at 32 and 64, C at 64)",
+			s.StateSnapshotHits, s.StateSnapshotMisses, s.StateSnapshots)
+	}
+	waitIdleCached(t, e)
 }

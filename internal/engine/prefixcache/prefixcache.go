@@ -33,6 +33,7 @@ type node struct {
 	mark     uint64           // scratch stamp for Evictable
 	state    []float32        // state snapshot after this node's prefix (KeepStates), nil when none
 	stateIdx int              // index in Cache.stated, -1 when no snapshot
+	stateUse uint64           // use counter stamp of the snapshot's last SetState/StateAt
 }
 
 // Cache is a radix tree of full KV pages keyed by the tokens of their whole

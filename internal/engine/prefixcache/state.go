@@ -75,14 +75,15 @@ func (c *Cache) SetState(tokens []int32, blocks int, state []float32) bool {
 	}
 	copy(x.state, state)
 	c.touch(x)
+	x.stateUse = c.clock
 	return true
 }
 
 // StateAt returns the deepest node at most blocks pages into tokens' path
 // that holds a snapshot: its depth in pages and its state, which the caller
-// copies before the next call on the cache (the cache keeps it). 0 and nil
-// when none has one. It takes no references: the caller has them from
-// Match for the pages it keeps.
+// copies before the next call on the cache (the cache keeps it), and marks
+// the snapshot most recently used. 0 and nil when none has one. It takes no
+// references: the caller has them from Match for the pages it keeps.
 func (c *Cache) StateAt(tokens []int32, blocks int) (int, []float32) {
 	if c.off() || len(c.stated) == 0 {
 		return 0, nil
@@ -90,7 +91,8 @@ func (c *Cache) StateAt(tokens []int32, blocks int) (int, []float32) {
 	pt := c.pageTokens
 	blocks = min(blocks, len(tokens)/pt)
 	cur := &c.root
-	depth, state := 0, []float32(nil)
+	var found *node
+	depth := 0
 	for i := range blocks {
 		next := cur.children[string(c.pack(tokens[i*pt:(i+1)*pt]))]
 		if next == nil {
@@ -98,17 +100,23 @@ func (c *Cache) StateAt(tokens []int32, blocks int) (int, []float32) {
 		}
 		cur = next
 		if cur.state != nil {
-			depth, state = i+1, cur.state
+			depth, found = i+1, cur
 		}
 	}
-	return depth, state
+	if found == nil {
+		return 0, nil
+	}
+	c.clock++
+	found.stateUse = c.clock
+	return depth, found.state
 }
 
-// oldestState returns the least recently used node holding a snapshot.
+// oldestState returns the node whose snapshot was least recently set or
+// returned (its own stamp: walking a path stamps every node on it alike).
 func (c *Cache) oldestState() *node {
 	var old *node
 	for _, x := range c.stated {
-		if old == nil || x.lastUse < old.lastUse {
+		if old == nil || x.stateUse < old.stateUse {
 			old = x
 		}
 	}
