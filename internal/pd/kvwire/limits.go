@@ -64,6 +64,13 @@ const (
 	// WindowMaskBytesMax bounds Shape.WindowMask: 4096 layers.
 	WindowMaskBytesMax = 512
 
+	// StateBytesMax bounds Shape.StateBytes: one sequence's recurrent
+	// state.
+	StateBytesMax = 1 << 30
+
+	// StateLayoutBytesMax bounds Shape.StateLayout.
+	StateLayoutBytesMax = 255
+
 	// NonceBytes is the size of a handshake nonce and of a MAC.
 	NonceBytes = 32
 
