@@ -14,6 +14,7 @@ type Driver[Leg comparable] struct {
 	role   room.Role
 	layers int
 	pageB  int
+	stateB int // one sequence's state bytes (0: none), sent in pageB pieces
 	lim    Limits
 	m      *room.Machine
 	eng    Engine[Leg]
@@ -46,8 +47,10 @@ type rec[Leg comparable] struct {
 	cancelPending bool // decode: Engine.Cancel once inflight drops to 0
 
 	// prefill
-	kvPending int   // KV frames queued or outstanding
-	sentBytes int64 // KV bytes on the wire
+	kvPending int    // KV frames queued or outstanding
+	sentBytes int64  // KV bytes on the wire (state included)
+	sentState int64  // state bytes on the wire
+	stateSum  uint32 // CRC-32C of the state frames handed over so far
 	held      bool  // ComputeDone came before the last KV frame was sent
 	first     Token // the first token (FIRST_TOKEN's alternatives)
 
@@ -56,6 +59,8 @@ type rec[Leg comparable] struct {
 	pages     []int32
 	inflight  int // KV writes between KVDest and KVDone
 	recvBytes int64
+	recvState int64  // state bytes stored
+	state     []byte // the state buffer the engine admitted the room with
 	recv      []frameState
 	firstTop  []kvwire.TopLogprob
 }
@@ -80,6 +85,9 @@ func releaseKV(frames []KVFrame) {
 
 // New returns a driver with an empty room machine.
 func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
+	if cfg.Room.StateBytes == 0 {
+		cfg.Room.StateBytes = int64(cfg.StateBytes)
+	}
 	m, err := room.New(cfg.Room)
 	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
@@ -91,6 +99,10 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 		return nil, fmt.Errorf("driver: %d layers of %d-byte pages: want both > 0 and pages at most %d bytes",
 			cfg.Layers, cfg.PageBytes, kvwire.KVDataBytesMax)
 	}
+	if cfg.StateBytes < 0 || cfg.StateBytes > kvwire.StateBytesMax || int64(cfg.StateBytes) != cfg.Room.StateBytes {
+		return nil, fmt.Errorf("driver: state of %d bytes (the room core's %d): want equal, 0 to %d",
+			cfg.StateBytes, cfg.Room.StateBytes, kvwire.StateBytesMax)
+	}
 	lim := cfg.Limits
 	if lim == (Limits{}) {
 		lim = DefaultLimits()
@@ -100,6 +112,7 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 			lim, FrameBytesMax)
 	}
 	d := &Driver[Leg]{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
+		stateB: cfg.StateBytes,
 		eng: cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
 		rooms: map[room.ID]*rec[Leg]{}, peers: map[string]*peer{}}
 	if d.obs == nil {
@@ -110,6 +123,13 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 	}
 	return d, nil
 }
+
+// stateFrames is the number of state frames of one sequence's state.
+func (d *Driver[Leg]) stateFrames() int { return (d.stateB + d.pageB - 1) / d.pageB }
+
+// stateFrameBytes is the length of state frame ordinal i (PageBytes, the
+// last one the rest), as kvwire.Shape.StateFrameBytes.
+func (d *Driver[Leg]) stateFrameBytes(i int) int { return min(d.pageB, d.stateB-i*d.pageB) }
 
 // Role returns the worker's role.
 func (d *Driver[Leg]) Role() room.Role { return d.role }

@@ -371,7 +371,7 @@ func (s *sim) admitted(it *item) {
 	}
 	l, id := it.nl, it.nl.req.id
 	s.call(n, room.Event{Kind: room.EventAdmitted, Room: id}, func() {
-		n.rep.Admitted(s.now, id, l, &n.pool, it.pages)
+		n.rep.Admitted(s.now, id, l, &n.pool, it.pages, nil)
 	})
 }
 

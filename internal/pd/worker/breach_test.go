@@ -44,7 +44,7 @@ type admittedElsewhere struct{ driver.Reports[*leg] }
 
 func (r admittedElsewhere) Admitted(now room.Instant, id room.ID, l *leg, dest driver.Pages, pages []int32) {
 	id[15] ^= 0xff
-	r.Reports.Admitted(now, id, l, dest, pages)
+	r.Reports.Admitted(now, id, l, dest, pages, nil)
 }
 
 // sentTwice delivers every Sent twice.

@@ -122,7 +122,7 @@ func (a engineAdapter) Admit(l *leg) error {
 		for i := range ords {
 			ords[i] = int32(i)
 		}
-		w.locked(func(now room.Instant) { w.rep.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
+		w.locked(func(now room.Instant) { w.rep.Admitted(now, l.id, l, cachePages{kv, t}, ords, nil) })
 	}}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
