@@ -51,8 +51,8 @@ type rec[Leg comparable] struct {
 	sentBytes int64  // KV bytes on the wire (state included)
 	sentState int64  // state bytes on the wire
 	stateSum  uint32 // CRC-32C of the state frames handed over so far
-	held      bool  // ComputeDone came before the last KV frame was sent
-	first     Token // the first token (FIRST_TOKEN's alternatives)
+	held      bool   // ComputeDone came before the last KV frame was sent
+	first     Token  // the first token (FIRST_TOKEN's alternatives)
 
 	// decode
 	dest      Pages
@@ -113,7 +113,7 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 	}
 	d := &Driver[Leg]{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
 		stateB: cfg.StateBytes,
-		eng: cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
+		eng:    cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
 		rooms: map[room.ID]*rec[Leg]{}, peers: map[string]*peer{}}
 	if d.obs == nil {
 		d.obs = NopObserver{}
