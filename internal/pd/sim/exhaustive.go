@@ -209,11 +209,13 @@ func timedItem(k itemKind) bool {
 }
 
 // exhaustiveSwarm is the world of the search: one prefill and one decode
-// node, rooms requests of one page, loose timeouts, no random fault.
+// node, rooms requests of one page and a one-frame recurrent state, loose
+// timeouts, no random fault.
 func exhaustiveSwarm(rooms int) Swarm {
 	sw := Swarm{Prefills: 1, Decodes: 1, Requests: rooms, ArrivalSpan: us, PhaseOne: 1 << 50,
 		FrameLatencyMax: 10 * us, LegLatencyMax: 100 * us, LegSlowMax: 0, ReorderMax: 0, LinkBytesPerUs: 1000,
 		ComputePerToken: 2 * us, DecodePerToken: 200 * us, PromptMax: pageTokens, PoolPages: rooms, KVLayers: 1,
+		StateBytes: kvPageBytes / 2, StateSlots: rooms,
 		PrefillSlots: 1, AdmitDelayMax: 10 * us, TimerLateMax: 0, WatchdogPeriod: 1 << 50, SlowMax: 1}
 	sw.calm(nil)
 	sw.Calm = false // set per leaf: no fault and no disconnect

@@ -82,8 +82,10 @@ func (tt totals) String() string {
 		fmt.Sprintf("; driver: %d KV frames discarded, %d KV writes ended after their room (quarantine), %d control frames sent "+
 			"while another room's KV frame was being written, %d peers idle, frames not sent %v, "+
 			"frames sent after their room ended %v; %d calm seeds; "+
+			"state frames %d sent, %d lost, %d duplicated, %d held back, %d after their room ended; "+
 			"rooms both sides ended: %d agreed, disagreements (faulted seeds only) %s",
-			tt.KVDiscarded, tt.QuarantinedWrites, tt.ControlBehindKV, tt.PeersIdle, tt.SendDropped, tt.FramesAfterEnd, tt.calm, tt.Agreed,
+			tt.KVDiscarded, tt.QuarantinedWrites, tt.ControlBehindKV, tt.PeersIdle, tt.SendDropped, tt.FramesAfterEnd, tt.calm,
+			tt.StateFramesSent, tt.StateFramesLost, tt.StateFramesDuplicated, tt.StateFramesReordered, tt.StateFramesLate, tt.Agreed,
 			sortedCounts(tt.Disagreements))
 }
 
@@ -130,6 +132,11 @@ func (tt totals) checkReach(t *testing.T) {
 		{"control frames sent while another room's KV was on the link", tt.ControlBehindKV, 1},
 		{"peers the driver let go (PeerIdle)", tt.PeersIdle, 1},
 		{"calm seeds", tt.calm, 1},
+		{"state frames sent", tt.StateFramesSent, 1},
+		{"state frames lost", tt.StateFramesLost, 1},
+		{"state frames duplicated", tt.StateFramesDuplicated, 1},
+		{"state frames held back (overtaken)", tt.StateFramesReordered, 1},
+		{"state frames received after their room ended", tt.StateFramesLate, 1},
 		{"rooms both sides ended the same way", tt.Agreed, 1},
 	}
 	for _, c := range checks {
@@ -208,6 +215,35 @@ func TestPlantedBugIsCaught(t *testing.T) {
 		return
 	}
 	t.Errorf("the planted bug %v survived 2000 seeds: the simulator cannot see the silent pin", room.PlantedDropEarlyAbort)
+}
+
+// plantIgnoreState plants a decode side that verifies DONE against the
+// pages alone in every Machine.
+func plantIgnoreState(cfg *room.Config) { cfg.Planted = room.PlantedIgnoreState }
+
+// TestPlantedStateBugIsCaught plants a state frame dropped without failing
+// the room (decode's DONE check ignores the state's count and checksum, so
+// a state frame lost on the wire or corrupted goes unnoticed) and requires
+// the simulator to fail within 2,000 seeds with the invariant that names
+// it (a sequence resumed from a state that is not the one prefill
+// computed); the same seed without the bug passes.
+func TestPlantedStateBugIsCaught(t *testing.T) {
+	for seed := range uint64(2000) {
+		res := Run(Options{Seed: seed, Configure: plantIgnoreState})
+		if res.Violation == nil {
+			continue
+		}
+		if res.Violation.Invariant != "resume" || !strings.Contains(res.Violation.Detail, "state byte") {
+			t.Errorf("seed %d with the planted bug: %v; want invariant resume about a state byte", seed, res.Violation)
+		}
+		if clean := Run(Options{Seed: seed}); clean.Violation != nil {
+			t.Errorf("seed %d without the planted bug: %v; want no violation", seed, clean.Violation)
+		}
+		traced := Run(Options{Seed: seed, Configure: plantIgnoreState, Trace: true})
+		t.Logf("planted state bug caught at seed %d: %v\n%s", seed, res.Violation, excerpt(traced, 40))
+		return
+	}
+	t.Errorf("the planted bug %v survived 2000 seeds: the simulator cannot see a lost state frame", room.PlantedIgnoreState)
 }
 
 // regressionSeeds are seeds kept because of what they once found or
