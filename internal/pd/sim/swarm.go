@@ -68,12 +68,12 @@ type Swarm struct {
 	// StateBytes is each sequence's recurrent state (0: none), sent after
 	// the pages in kvPageBytes pieces; StateSlots is how many states a
 	// decode engine holds (an admission needs pages and a slot).
-	StateBytes int
-	StateSlots int
-	PrefillSlots    int // prompts a prefill engine runs at once
-	AdmitDelayMax   room.Duration
-	TimerLateMax    room.Duration // timers fire up to this late
-	WatchdogPeriod  room.Duration
+	StateBytes     int
+	StateSlots     int
+	PrefillSlots   int // prompts a prefill engine runs at once
+	AdmitDelayMax  room.Duration
+	TimerLateMax   room.Duration // timers fire up to this late
+	WatchdogPeriod room.Duration
 
 	// Calm seeds have no fault at all (no loss, duplicate, reorder,
 	// crash, partition, disconnect, engine or checksum error, slow leg or
