@@ -87,6 +87,7 @@ type Worker struct {
 	// KV pages only); prefill ships it after the pages, decode receives
 	// it into a buffer of this size per admitted room.
 	stateBytes int
+	shape      kvwire.Shape // what the handshake compares (Shape)
 	met      *metrics
 
 	mu sync.Mutex
@@ -136,7 +137,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), tracing: cfg.Tracing, start: time.Now(), kvCfg: kvc,
-		stateBytes: stateBytes,
+		stateBytes: stateBytes, shape: cfg.Transfer.Shape,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel, instance: newInstanceID()}
 	w.met = newMetrics(w)
@@ -326,3 +327,9 @@ func newInstanceID() string {
 
 // Instance returns the worker's instance id, new at each start.
 func (w *Worker) Instance() string { return w.instance }
+
+// Shape returns what this worker's handshake sends its peers: the model,
+// its KV page layout and its recurrent state. A room moves, per prompt
+// page, Layers K and V pages of PageBytes each, and then StateBytes of
+// state.
+func (w *Worker) Shape() kvwire.Shape { return w.shape }
