@@ -88,7 +88,7 @@ type Worker struct {
 	// it into a buffer of this size per admitted room.
 	stateBytes int
 	shape      kvwire.Shape // what the handshake compares (Shape)
-	met      *metrics
+	met        *metrics
 
 	mu sync.Mutex
 	d  *driver.Driver[*leg]
