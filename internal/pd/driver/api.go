@@ -198,7 +198,8 @@ type Config[Leg comparable] struct {
 	PageBytes int
 	// StateBytes is one sequence's recurrent state (kvwire.Shape's; 0
 	// for models without one): it travels after the pages in KV frames of
-	// kind kvwire.KindState, PageBytes bytes each (the last one the rest).
+	// kind kvwire.KindState, kvwire.StateFrameSize bytes each (the last
+	// one the rest).
 	// Room.StateBytes must be 0 (then it is set to this) or equal.
 	StateBytes int
 	// Limits bounds the send queues; the zero value means DefaultLimits.

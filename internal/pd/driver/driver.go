@@ -14,7 +14,8 @@ type Driver[Leg comparable] struct {
 	role   room.Role
 	layers int
 	pageB  int
-	stateB int // one sequence's state bytes (0: none), sent in pageB pieces
+	stateB int // one sequence's state bytes (0: none), sent in stateN pieces
+	stateN int // kvwire.StateFrameSize
 	lim    Limits
 	m      *room.Machine
 	eng    Engine[Leg]
@@ -112,8 +113,8 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 			lim, FrameBytesMax)
 	}
 	d := &Driver[Leg]{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
-		stateB: cfg.StateBytes,
-		eng:    cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
+		stateB: cfg.StateBytes, stateN: kvwire.StateFrameSize(cfg.StateBytes, cfg.PageBytes),
+		eng: cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
 		rooms: map[room.ID]*rec[Leg]{}, peers: map[string]*peer{}}
 	if d.obs == nil {
 		d.obs = NopObserver{}
@@ -125,11 +126,17 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 }
 
 // stateFrames is the number of state frames of one sequence's state.
-func (d *Driver[Leg]) stateFrames() int { return (d.stateB + d.pageB - 1) / d.pageB }
+func (d *Driver[Leg]) stateFrames() int {
+	if d.stateN == 0 {
+		return 0
+	}
+	return (d.stateB + d.stateN - 1) / d.stateN
+}
 
-// stateFrameBytes is the length of state frame ordinal i (PageBytes, the
-// last one the rest), as kvwire.Shape.StateFrameBytes.
-func (d *Driver[Leg]) stateFrameBytes(i int) int { return min(d.pageB, d.stateB-i*d.pageB) }
+// stateFrameBytes is the length of (valid) state frame ordinal i
+// (kvwire.StateFrameSize, the last one the rest), as
+// kvwire.Shape.StateFrameBytes.
+func (d *Driver[Leg]) stateFrameBytes(i int) int { return min(d.stateN, d.stateB-i*d.stateN) }
 
 // Role returns the worker's role.
 func (d *Driver[Leg]) Role() room.Role { return d.role }

@@ -160,7 +160,7 @@ func (d *Driver[Leg]) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byt
 	}
 	var dst []byte
 	if kv.Kind == kvwire.KindState {
-		off := int(kv.Ordinal) * d.pageB
+		off := int(kv.Ordinal) * d.stateN
 		dst = r.state[off : off+n : off+n]
 	} else {
 		dst = r.dest.KVPage(int(kv.Layer), kv.Kind, r.pages[kv.Ordinal])

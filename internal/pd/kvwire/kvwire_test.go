@@ -687,3 +687,25 @@ func TestShapeState(t *testing.T) {
 		t.Errorf("Decode(AppendTo(%+v)) = %+v, %v", s, back, err)
 	}
 }
+
+// TestStateFrameSize: a state is cut into about StateFramesTarget frames of
+// whole pages, at least a page, at most StateFrameBytesMax unless a page is
+// larger.
+func TestStateFrameSize(t *testing.T) {
+	for _, tc := range []struct{ state, page, want int }{
+		{35, 16, 16},                      // the simulator's: page-sized frames
+		{430080, 4096, 8192},              // 6720 bytes a frame, two pages
+		{20 << 20, 16 << 10, 256 << 10},   // 20 MiB: capped at 256 KiB, 80 frames
+		{20 << 20, 1 << 20, 1 << 20},      // pages over the cap: one page
+		{20<<20 + 5, 96 << 10, 192 << 10}, // the cap in whole pages
+		{0, 4096, 0}, {100, 0, 0},         // nothing to cut
+		{kvStateMax(), 4096, 256 << 10}, // the largest state
+		{1, kvwire.KVDataBytesMax, kvwire.KVDataBytesMax},
+	} {
+		if got := kvwire.StateFrameSize(tc.state, tc.page); got != tc.want {
+			t.Errorf("StateFrameSize(%d, %d) = %d, want %d", tc.state, tc.page, got, tc.want)
+		}
+	}
+}
+
+func kvStateMax() int { return kvwire.StateBytesMax }

@@ -28,8 +28,8 @@ type Shape struct {
 	// StateBytes is the size of one sequence's recurrent state (hybrid
 	// models: the state of their linear-attention layers), 0 when every
 	// layer keeps KV pages. Prefill ships a prompt's final state after its
-	// pages in KV frames of kind KindState, PageBytes bytes each (the last
-	// shorter): StateFrames of them.
+	// pages in KV frames of kind KindState, StateFrameSize bytes each (the
+	// last shorter): StateFrames of them.
 	StateBytes uint32
 	// StateLayout names how the state's bytes are laid out (the engine's
 	// Model.StateLayout: layer order, tensor shapes, element type), so two
@@ -39,25 +39,39 @@ type Shape struct {
 	StateLayout string
 }
 
-// StateFrames is the number of KV frames of kind KindState that carry
-// one sequence's state: StateBytes in PageBytes pieces (0 without state).
-func (s Shape) StateFrames() int {
-	pb := s.PageBytes()
-	if s.StateBytes == 0 || pb <= 0 {
+// StateFrameSize is the data length of every state frame but the last for
+// a state of stateBytes and KV pages of pageBytes: the state cut into about
+// StateFramesTarget pieces, each a whole number of pages, at least one page
+// and at most StateFrameBytesMax (or one page, when a page is larger).
+// Fewer, larger frames cost less per byte; each still fits the smallest
+// shared-memory ring. 0 when either size is not positive.
+func StateFrameSize(stateBytes, pageBytes int) int {
+	if stateBytes <= 0 || pageBytes <= 0 {
 		return 0
 	}
-	return int((int64(s.StateBytes) + pb - 1) / pb)
+	pages := (stateBytes/StateFramesTarget + pageBytes - 1) / pageBytes
+	return max(pageBytes, min(pages*pageBytes, StateFrameBytesMax/pageBytes*pageBytes))
 }
 
-// StateFrameBytes is the data length of state frame ordinal i: PageBytes,
-// the rest of the state for the last one, and 0 for an ordinal past the
-// last.
+// StateFrames is the number of KV frames of kind KindState that carry
+// one sequence's state (0 without state).
+func (s Shape) StateFrames() int {
+	n := StateFrameSize(int(s.StateBytes), int(s.PageBytes()))
+	if n == 0 {
+		return 0
+	}
+	return (int(s.StateBytes) + n - 1) / n
+}
+
+// StateFrameBytes is the data length of state frame ordinal i:
+// StateFrameSize, the rest of the state for the last one, and 0 for an
+// ordinal past the last.
 func (s Shape) StateFrameBytes(i int) int {
-	pb := s.PageBytes()
 	if i < 0 || i >= s.StateFrames() {
 		return 0
 	}
-	return int(min(pb, int64(s.StateBytes)-int64(i)*pb))
+	n := StateFrameSize(int(s.StateBytes), int(s.PageBytes()))
+	return min(n, int(s.StateBytes)-i*n)
 }
 
 // WindowMaskOf packs a per-layer sliding-window flag list into

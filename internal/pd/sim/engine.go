@@ -85,14 +85,15 @@ func (p *pool) stateBuf(slot int32) []byte {
 	return p.stateData[off : off+p.stateB : off+p.stateB]
 }
 
-// stateSlotOf returns the slot whose bytes dst starts in, or -1.
-func (p *pool) stateSlotOf(dst []byte) int32 {
+// stateSlotOf returns the slot whose bytes dst starts in (at a multiple of
+// chunk), or -1.
+func (p *pool) stateSlotOf(dst []byte, chunk int) int32 {
 	if len(dst) == 0 || p.stateB == 0 {
 		return -1
 	}
 	for i := range p.slots {
 		buf := p.stateBuf(int32(i))
-		for off := 0; off < len(buf); off += kvPageBytes {
+		for off := 0; off < len(buf); off += chunk {
 			if &buf[off] == &dst[0] {
 				return int32(i)
 			}
@@ -244,7 +245,7 @@ func (e engine) Resume(l *nodeLeg, first driver.Token) error {
 		for i := range got {
 			if got[i] != stateByte(r.id, i) {
 				s.violate("resume", "%s resumed room=%v but its state byte %d (frame %d) is %#x, prefill computed %#x",
-					n.addr, r.id, i, i/kvPageBytes, got[i], stateByte(r.id, i))
+					n.addr, r.id, i, i/s.sw.stateChunk(), got[i], stateByte(r.id, i))
 				return nil
 			}
 		}
@@ -362,11 +363,11 @@ func (s *sim) chunkDone(it *item) {
 	if last {
 		s.removeJob(n, j)
 		// The prompt's final state, after its last page.
-		for o := 0; o*kvPageBytes < s.sw.StateBytes; o++ {
+		for o, c := 0, s.sw.stateChunk(); o < s.sw.stateFrames(); o++ {
 			kv := kvwire.KV{Kind: kvwire.KindState, Ordinal: uint32(o)}
-			data := make([]byte, min(kvPageBytes, s.sw.StateBytes-o*kvPageBytes))
+			data := make([]byte, min(c, s.sw.StateBytes-o*c))
 			for i := range data {
-				data[i] = stateByte(id, o*kvPageBytes+i)
+				data[i] = stateByte(id, o*c+i)
 			}
 			frames = append(frames, driver.KVFrame{KV: kv, Data: data, Release: s.holdKV(n, id, kv)})
 		}

@@ -312,7 +312,7 @@ func (s *sim) kvDone(it *item) {
 	p := rd.page
 	var dst []byte
 	if rd.slot >= 0 {
-		off := int(f.KV.Ordinal) * kvPageBytes
+		off := int(f.KV.Ordinal) * s.sw.stateChunk()
 		dst = n.pool.stateBuf(rd.slot)[off : off+len(f.Data)]
 		n.pool.stateWrites[rd.slot]--
 	} else {
@@ -344,13 +344,13 @@ func (s *sim) kvDone(it *item) {
 // the frame's own piece of it.
 func (s *sim) readState(n *node, rd *reader, it *item, dst []byte) {
 	f, from := it.frame, s.nodes[it.from].addr
-	slot := n.pool.stateSlotOf(dst)
+	slot := n.pool.stateSlotOf(dst, s.sw.stateChunk())
 	if slot < 0 || n.role != room.RoleDecode {
 		s.violate("kv_dest", "%s: KVDest for a state frame of room=%v returned bytes of no state slot", n.addr, f.Room)
 		return
 	}
 	sl := n.pool.slots[slot]
-	off := int(f.KV.Ordinal) * kvPageBytes
+	off := int(f.KV.Ordinal) * s.sw.stateChunk()
 	if sl.state != pageReserved || sl.leg == nil || sl.leg.req.id != f.Room || sl.leg.req.p.addr != from ||
 		&n.pool.stateBuf(slot)[off] != &dst[0] || len(dst) != len(f.Data) {
 		s.violate("kv_dest", "%s: KVDest points state frame %d of room=%v from %s into state slot %d, which is %v (leg %v)",

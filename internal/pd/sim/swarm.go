@@ -66,7 +66,7 @@ type Swarm struct {
 	PoolPages       int // pages per decode engine
 	KVLayers        int // layers of the KV cache (a page is KVLayers K and V frames)
 	// StateBytes is each sequence's recurrent state (0: none), sent after
-	// the pages in kvPageBytes pieces; StateSlots is how many states a
+	// the pages in stateChunk pieces; StateSlots is how many states a
 	// decode engine holds (an admission needs pages and a slot).
 	StateBytes     int
 	StateSlots     int
@@ -235,7 +235,15 @@ func (sw *Swarm) linkTime() room.Duration {
 }
 
 // stateFrames is the number of KV frames that carry one state.
-func (sw *Swarm) stateFrames() int { return (sw.StateBytes + kvPageBytes - 1) / kvPageBytes }
+func (sw *Swarm) stateFrames() int {
+	if sw.StateBytes == 0 {
+		return 0
+	}
+	return (sw.StateBytes + sw.stateChunk() - 1) / sw.stateChunk()
+}
+
+// stateChunk is a state frame's length (the last one's at most).
+func (sw *Swarm) stateChunk() int { return kvwire.StateFrameSize(sw.StateBytes, kvPageBytes) }
 
 // String lists the parameters, one "key=value" each, for the trace header.
 func (sw Swarm) String() string {

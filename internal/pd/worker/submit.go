@@ -95,7 +95,7 @@ func (a engineAdapter) StartCompute(l *leg, pages int) error {
 	req := l.req
 	req.MaxTokens = 1
 	req.MinTokens = min(req.MinTokens, 1) // still holds off an end as the first token
-	req.KVSink = &sink{w: w, l: l, pageCount: pages, pageBytes: w.kvCfg.PageBytes()}
+	req.KVSink = &sink{w: w, l: l, pageCount: pages, stateChunk: kvwire.StateFrameSize(w.stateBytes, w.kvCfg.PageBytes())}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
 		cancel()
@@ -257,23 +257,27 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 // released, once sent (or copied out by decode, for a KV_SRC frame) or
 // dropped. Its fields are touched only by the engine's step loop.
 type sink struct {
-	w         *Worker
-	l         *leg
-	pageCount int
-	pageBytes int   // a state frame carries at most this much
-	sentPages []int // per layer: pages handed to the driver
+	w          *Worker
+	l          *leg
+	pageCount  int
+	stateChunk int   // a state frame carries at most this much
+	sentPages  []int // per layer: pages handed to the driver
 }
 
 // PromptState runs on the engine's step loop once, after the prompt's last
 // LayerComputed: it hands the prompt's final recurrent state (models with
-// one) to the driver as state frames of pageBytes each, the last one
-// shorter. The engine keeps its buffer, so the frames share one copy.
+// one) to the driver as state frames of stateChunk bytes each
+// (kvwire.StateFrameSize), the last one shorter. The engine keeps its
+// buffer, so the frames share one copy.
 func (s *sink) PromptState(state []byte) {
+	if s.stateChunk <= 0 {
+		return // a model without state: nothing is expected
+	}
 	buf := slices.Clone(state)
-	frames := make([]driver.KVFrame, 0, (len(buf)+s.pageBytes-1)/s.pageBytes)
-	for o := 0; o*s.pageBytes < len(buf); o++ {
+	frames := make([]driver.KVFrame, 0, (len(buf)+s.stateChunk-1)/s.stateChunk)
+	for o := 0; o*s.stateChunk < len(buf); o++ {
 		frames = append(frames, driver.KVFrame{KV: kvwire.KV{Kind: kvwire.KindState, Ordinal: uint32(o)},
-			Data: buf[o*s.pageBytes : min(len(buf), (o+1)*s.pageBytes)]})
+			Data: buf[o*s.stateChunk : min(len(buf), (o+1)*s.stateChunk)]})
 	}
 	s.w.locked(func(now room.Instant) { s.w.rep.KVReady(now, s.l.id, s.l, frames) })
 }

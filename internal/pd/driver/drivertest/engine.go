@@ -49,8 +49,8 @@ type EngineHost[Leg comparable] interface {
 // with KVReady, with a page of data, before the one ComputeDone, and no
 // EngineError; the frames are released and what the engine held comes
 // back; Cancel is idempotent. A model with state reports, after the last
-// page frame, each state frame (kind state, layer 0) once, PageBytes each
-// and the last one the rest of StateBytes. Decode: Admit is answered by one
+// page frame, each state frame (kind state, layer 0) once,
+// kvwire.StateFrameSize each and the last one the rest of StateBytes. Decode: Admit is answered by one
 // Admitted with a distinct page per page of the prompt, where they lie, and
 // a state buffer of StateBytes; Resume
 // on them returns no error and the sequence gives its pages back when it
@@ -90,7 +90,11 @@ func testPrefillEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Rec
 	var frames []driver.KVFrame
 	seen := map[kvwire.KV]bool{}
 	done, states := 0, 0
-	stateFrames := (h.StateBytes() + h.PageBytes() - 1) / h.PageBytes()
+	stateN := kvwire.StateFrameSize(h.StateBytes(), h.PageBytes())
+	stateFrames := 0
+	if stateN > 0 {
+		stateFrames = (h.StateBytes() + stateN - 1) / stateN
+	}
 	for _, c := range rec.Calls(func(c Call[Leg]) bool { return c.Leg == leg }) {
 		if c.Room != roomID('e', 2) {
 			t.Errorf("%s for the leg of room %v names room %v", describe(c), roomID('e', 2), c.Room)
@@ -104,7 +108,7 @@ func testPrefillEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Rec
 				frames = append(frames, f)
 				if f.KV.Kind == kvwire.KindState {
 					states++
-					want := min(h.PageBytes(), h.StateBytes()-int(f.KV.Ordinal)*h.PageBytes())
+					want := min(stateN, h.StateBytes()-int(f.KV.Ordinal)*stateN)
 					switch {
 					case int(f.KV.Ordinal) >= stateFrames || f.KV.Layer != 0:
 						t.Errorf("state frame %+v outside the %d state frames", f.KV, stateFrames)
