@@ -397,6 +397,9 @@ func (s *sim) step() bool {
 	case 'd':
 		c.faults++
 		s.st.FramesLost++
+		if isStateFrame(it.frame) {
+			s.st.StateFramesLost++
+		}
 		if s.tracing {
 			s.tracef("%v net %s room=%v lost (fault %d: drop)", s.now, frameName(*it.frame), it.frame.Room, c.faults)
 		}
@@ -407,6 +410,9 @@ func (s *sim) step() bool {
 	case 'u':
 		c.faults++
 		s.st.FramesDuplicated++
+		if isStateFrame(it.frame) {
+			s.st.StateFramesDuplicated++
+		}
 		s.q = append(s.q[:op.i], append([]item{it}, s.q[op.i:]...)...)
 		s.seq++
 		dup := it
@@ -464,7 +470,9 @@ func timerBefore(a, b *item) bool {
 
 // String summarises a search.
 func (r ExhaustiveResult) String() string {
-	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v",
+	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v; "+
+		"state frames %d sent, %d lost, %d duplicated, %d after their room ended",
 		r.Leaves, r.Blocked, r.States, r.MaxDepth, r.Complete, r.Elapsed.Round(time.Millisecond), r.Stats.RoomSuccesses,
-		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements, r.Stats.FramesAfterEnd)
+		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements, r.Stats.FramesAfterEnd,
+		r.Stats.StateFramesSent, r.Stats.StateFramesLost, r.Stats.StateFramesDuplicated, r.Stats.StateFramesLate)
 }

@@ -111,6 +111,12 @@ func laneName(l driver.Lane) string {
 	return "control"
 }
 
+// isStateFrame reports whether f is a state frame (a KV frame of kind
+// state).
+func isStateFrame(f *driver.Frame) bool {
+	return f != nil && f.Lane == driver.LaneKV && f.KV.Kind == kvwire.KindState
+}
+
 func frameName(f driver.Frame) string {
 	if f.Lane == driver.LaneKV && f.KV.Kind == kvwire.KindState {
 		return "KV(state)"
@@ -158,7 +164,7 @@ func (s *sim) sent(it *item) {
 // transmit schedules a written frame's delivery, or loses it.
 func (s *sim) transmit(from, to *node, it item, what string) {
 	s.st.FramesSent++
-	state := it.frame.Lane == driver.LaneKV && it.frame.KV.Kind == kvwire.KindState
+	state := isStateFrame(it.frame)
 	if state {
 		s.st.StateFramesSent++
 	}

@@ -408,6 +408,12 @@ func TestExhaustive(t *testing.T) {
 		if (!res.Complete && o.MaxLeaves == 0) || res.Stats.RoomSuccesses == 0 {
 			t.Errorf("rooms=%d k=%d: the search did not complete or no room succeeded: %v", o.Rooms, o.K, res)
 		}
+		// The rooms carry a state: its frames are among what the search
+		// orders and, with faults, drops and duplicates.
+		if res.Stats.StateFramesSent == 0 || (o.K > 0 && (res.Stats.StateFramesLost == 0 || res.Stats.StateFramesDuplicated == 0)) {
+			t.Errorf("rooms=%d k=%d: state frames sent %d, lost %d, duplicated %d: the search does not reach the state", o.Rooms, o.K,
+				res.Stats.StateFramesSent, res.Stats.StateFramesLost, res.Stats.StateFramesDuplicated)
+		}
 	}
 }
 
