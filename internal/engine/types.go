@@ -50,6 +50,18 @@ type Config struct {
 	MaxWaiting     int         // queued requests before Submit fails with ErrQueueFull (default 256)
 	PrefixCache    bool        // share full prompt pages between requests
 
+	// StateSlots is the number of recurrent-state slots of a model with
+	// state (model.Config.State; hybrids such as qwen35): a sequence needs
+	// one to be admitted and holds it until it ends or is preempted, so at
+	// most this many run at once (default MaxRunning; each slot is
+	// Model.StateSize()*4 bytes, allocated on first use). Ignored for
+	// models without state.
+	StateSlots int
+	// StateSnapshots bounds the state snapshots the prefix cache keeps for
+	// a model with state (default StateSlots; each is a slot's size): a
+	// prefix is reused only from a snapshot (see the package doc).
+	StateSnapshots int
+
 	// ITLTarget, when > 0, bounds each step's prefill tokens so that a step
 	// that carries decoding sequences is predicted to take at most this
 	// long: the inter-token latency a prefill chunk may impose on them.
@@ -254,6 +266,17 @@ type Stats struct {
 	// Running sequences are counted as of the last step; waiting ones
 	// change at once on Submit.
 	PrefillQueueTokens int
+	// Recurrent state (models with state; 0 for the others):
+	// StateSlotsUsed of StateSlotsTot slots are held by admitted sequences,
+	// each StateSlotBytes; StateSnapshots is the snapshots the prefix cache
+	// holds. StateSnapshotHits counts admissions that resumed from a
+	// snapshot (cumulative); StateSnapshotMisses those whose prompt had
+	// cached pages but no snapshot at or before them, which recompute the
+	// prefix from position 0 (a hybrid cannot resume from pages alone).
+	StateSlotsUsed, StateSlotsTot          int
+	StateSlotBytes                         int64
+	StateSnapshots                         int
+	StateSnapshotHits, StateSnapshotMisses uint64
 	// PacedWait is the time the loop waited between decode steps under
 	// Config.DecodePace, cumulative.
 	PacedWait time.Duration

@@ -85,10 +85,20 @@ type Config struct {
 	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
 	// Qwen3-Embedding is; WriteEncoder's files default to 1.
 	Pooling int
+
+	// The hybrid architectures qwen35 and qwen35moe (qwen35.go): RopeDims
+	// is the rotated part of each head (rope.dimension_count; 0 means a
+	// quarter of the head), SSMConv the convolution taps (0: 4),
+	// SSMHeadDim the DeltaNet head length (0: the attention head's),
+	// SSMKHeads and SSMVHeads its key and value heads (0: KVHeads and
+	// Heads), FullAttnInterval the period of the full-attention layers (0:
+	// 4, or Layers when fewer, so a file has at least one). They must be
+	// zero for the other architectures.
+	RopeDims, SSMConv, SSMHeadDim, SSMKHeads, SSMVHeads, FullAttnInterval int
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -153,7 +163,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.moeDefaults()
+	return c.moeDefaults().gdnDefaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -228,13 +238,16 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	if err := c.checkMoE(); err != nil {
 		return err
 	}
+	if err := c.checkGDN(); err != nil {
+		return err
+	}
 	if strings.ContainsRune(c.Name, 0) {
 		return fmt.Errorf("name %q contains a NUL byte", c.Name)
 	}
 	// Every matrix row (ne0) is Dim, FF, the attention width or an expert
 	// width long.
 	for _, t := range types {
-		for _, n := range append([]int{c.Dim, c.FF, c.Heads * c.HeadDim()}, c.moeRowWidths()...) {
+		for _, n := range append(append([]int{c.Dim, c.FF, c.Heads * c.HeadDim()}, c.moeRowWidths()...), c.gdnRowWidths()...) {
 			if _, err := t.RowBytes(n); err != nil {
 				return fmt.Errorf("type %s needs rows that are multiples of %d: %w", t, t.BlockSize(), err)
 			}

@@ -1,0 +1,104 @@
+package model_test
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/kvcache"
+	"tandem/internal/engine/model"
+	"tandem/internal/engine/tensor"
+	"tandem/internal/synth"
+)
+
+// synthHybrid writes a tiny hybrid model (preset tiny with 4 layers, so
+// three DeltaNet layers and one full-attention layer) and loads it.
+func synthHybrid(t testing.TB, arch string, typ tensor.Type, seed uint64) *model.Model {
+	t.Helper()
+	cfg, _ := synth.Preset("tiny")
+	cfg.Arch, cfg.Layers, cfg.AttnGain = arch, 4, 3
+	p := filepath.Join(t.TempDir(), arch+".gguf")
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: typ, Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// chunkedLogits runs ids through one sequence in steps of the given sizes
+// (cycled) and returns every position's logits.
+func chunkedLogits(t *testing.T, r *model.Runner, m *model.Model, kv *kvcache.Cache, ids []int32, sizes []int) []float32 {
+	t.Helper()
+	pages, err := kv.Alloc(kv.Config().PagesFor(len(ids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Release(pages)
+	state := make([]float32, m.StateSize())
+	var all []float32
+	for pos, i := 0, 0; pos < len(ids); i++ {
+		n := min(sizes[i%len(sizes)], len(ids)-pos)
+		out, err := r.Forward(kv, []model.Seq{{Tokens: ids[pos : pos+n], Pos: pos, Pages: pages, AllLogits: true, State: state}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, out[0]...)
+		pos += n
+	}
+	return all
+}
+
+// TestHybridChunksEqualWhole: a qwen35 or qwen35moe prompt prefilled in
+// one step, in chunks of several sizes, and token by token gives the same
+// logits at every position, bit for bit, at 1 and 3 threads: the
+// DeltaNet state carried between steps is exactly the state the whole
+// prefill reaches.
+func TestHybridChunksEqualWhole(t *testing.T) {
+	for _, arch := range []string{"qwen35", "qwen35moe"} {
+		t.Run(arch, func(t *testing.T) {
+			m := synthHybrid(t, arch, tensor.Q8_0, 7)
+			ids := m.Tokenizer.Encode(tilePrompt, true, true)
+			for _, threads := range []int{1, 3} {
+				pool := kernels.NewPool(threads)
+				r := model.NewRunner(m, pool)
+				kv := newCache(t, m, 16, 16, tensor.F16)
+				whole := chunkedLogits(t, r, m, kv, ids, []int{len(ids)})
+				for _, sizes := range [][]int{{1}, {5}, {16}, {3, 17, 1, 8}} {
+					got := chunkedLogits(t, r, m, kv, ids, sizes)
+					for i := range whole {
+						if math.Float32bits(got[i]) != math.Float32bits(whole[i]) {
+							t.Fatalf("threads %d chunks %v: position %d logit %d = %v, whole prefill %v", threads, sizes, i/m.Config.Vocab, i%m.Config.Vocab, got[i], whole[i])
+						}
+					}
+				}
+				pool.Close()
+			}
+		})
+	}
+}
+
+// TestHybridShape: the layer mix, the KV layers and the state slot of a
+// synthesized qwen35.
+func TestHybridShape(t *testing.T) {
+	m := synthHybrid(t, "qwen35", tensor.Q8_0, 1)
+	c := m.Config
+	if !slices.Equal(c.Recurrent, []bool{true, true, true, false}) || c.KVLayers() != 1 {
+		t.Fatalf("recurrent %v, KV layers %d", c.Recurrent, c.KVLayers())
+	}
+	g := c.GDN
+	want := 3 * ((g.Conv-1)*(2*g.KHeads+g.VHeads)*g.HeadDim + g.VHeads*g.HeadDim*g.HeadDim)
+	if m.StateSize() != want || m.StateLayout() == "" {
+		t.Fatalf("state %d floats (want %d), layout %q", m.StateSize(), want, m.StateLayout())
+	}
+	if kc := m.CacheConfig(16, 4, tensor.F16); kc.Layers != 1 {
+		t.Fatalf("cache config has %d layers, want the 1 KV layer", kc.Layers)
+	}
+	fmt.Println(m.StateLayout())
+}
