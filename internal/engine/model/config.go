@@ -43,7 +43,7 @@ func (a Activation) String() string {
 }
 
 // Architectures lists the values of general.architecture Tandem runs.
-var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "gpt-oss"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // UnsupportedArchError is the error for a file of an architecture Tandem
 // does not run.
@@ -137,6 +137,50 @@ type Config struct {
 	// state instead of KV pages); its zero value means every layer keeps
 	// KV pages and there is no state.
 	State StateConfig
+	// GDN is the shape of the Gated DeltaNet layers of hybrid models
+	// (gdn.go); its zero value means none.
+	GDN GDNConfig
+	// Recurrent marks, per layer, the Gated DeltaNet layers, which keep
+	// recurrent state and no KV pages; nil when there are none.
+	Recurrent []bool
+	// AttnGate: the full-attention layers' Q projection holds, per head,
+	// the query then a gate; the attention output is multiplied by
+	// sigmoid(gate) before the output projection (qwen35).
+	AttnGate bool
+	// RopeSections are the interleaved multi-axis RoPE sections
+	// ({arch}.rope.dimension_sections, llama.cpp's IMROPE); for text every
+	// axis holds the token position except the fourth, which holds 0, so
+	// the rotary pairs that fall to the fourth axis do not rotate. All
+	// zero for plain RoPE.
+	RopeSections [4]int
+}
+
+// KVLayers is the number of layers that keep KV pages: every layer but
+// the recurrent ones.
+func (c *Config) KVLayers() int {
+	n := c.Layers
+	for _, r := range c.Recurrent {
+		if r {
+			n--
+		}
+	}
+	return n
+}
+
+// kvLayerIndex returns, per layer, its index among the KV layers (-1 for a
+// recurrent layer).
+func (c *Config) kvLayerIndex() []int {
+	idx := make([]int, c.Layers)
+	k := 0
+	for l := range idx {
+		if l < len(c.Recurrent) && c.Recurrent[l] {
+			idx[l] = -1
+			continue
+		}
+		idx[l] = k
+		k++
+	}
+	return idx
 }
 
 // StateConfig is the recurrent state one sequence carries between
@@ -209,7 +253,7 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	switch arch {
 	case "llama":
 		c.RopeStyle = RopeNorm
-	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "gpt-oss":
+	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss":
 		c.RopeStyle = RopeNeox
 	default:
 		return c, &UnsupportedArchError{Arch: arch}
@@ -324,6 +368,9 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	if err := c.moeFeatures(md, req); err != nil {
 		return c, err
 	}
+	if err := c.gdnFeatures(md, req); err != nil {
+		return c, err
+	}
 	if toks, ok := md.Strings("tokenizer.ggml.tokens"); ok {
 		c.Vocab = len(toks)
 	}
@@ -385,6 +432,8 @@ func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) er
 	switch arch {
 	case "qwen3", "qwen3moe":
 		c.QKNorm = true
+	case "qwen35", "qwen35moe":
+		c.QKNorm, c.AttnGate = true, true
 	case "gpt-oss":
 		if err := c.gptossFeatures(md, req, swa, optFloat); err != nil {
 			return err

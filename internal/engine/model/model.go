@@ -49,6 +49,9 @@ type Layer struct {
 	// MoE is the layer's mixture of experts (moe.go), which replaces Gate,
 	// Up and Down (left empty); nil in a dense layer.
 	MoE *MoE
+	// GDN is a recurrent layer's Gated DeltaNet (gdn.go), which replaces
+	// the attention weights (left empty); nil in an attention layer.
+	GDN *GDNLayer
 
 	// qkvSpan and gateUpSpan are Q|K|V and Gate|Up as one matrix, when
 	// the file stores the tensors back to back with one type (spanOf); a
@@ -127,17 +130,26 @@ func FromFile(f *gguf.File) (*Model, error) {
 		m.RopeFreqs = l.vector(factors, c.RopeDim/2)
 	}
 	m.Layers = make([]Layer, c.Layers)
+	state := 0 // the next recurrent layer's offset in the state slot
 	for i := range m.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := &m.Layers[i]
 		ly.AttnNorm = l.vector(p+"attn_norm.weight", c.Dim)
-		if l.has(p + "attn_qkv.weight") {
+		qOut := qDim
+		if c.AttnGate {
+			qOut = 2 * qDim // per head: query, then gate
+		}
+		switch {
+		case i < len(c.Recurrent) && c.Recurrent[i]:
+			ly.GDN = l.gdnLayer(p, &c, state)
+			state += c.GDN.LayerFloats()
+		case l.has(p+"attn_qkv.weight") && !gdnArch(c.Arch):
 			ly.QKV = l.linear(p+"attn_qkv.weight", c.Dim, qDim+2*kvDim)
 			if l.has(p + "attn_qkv.bias") {
 				ly.QKVBias = l.vector(p+"attn_qkv.bias", qDim+2*kvDim)
 			}
-		} else {
-			ly.Q = l.linear(p+"attn_q.weight", c.Dim, qDim)
+		default:
+			ly.Q = l.linear(p+"attn_q.weight", c.Dim, qOut)
 			ly.K = l.linear(p+"attn_k.weight", c.Dim, kvDim)
 			ly.V = l.linear(p+"attn_v.weight", c.Dim, kvDim)
 			// Biases: qwen2 requires them, every other architecture may
@@ -153,10 +165,12 @@ func FromFile(f *gguf.File) (*Model, error) {
 				ly.VBias = l.vector(p+"attn_v.bias", kvDim)
 			}
 		}
-		ly.O = l.linear(p+"attn_output.weight", qDim, c.Dim)
-		if c.QKNorm {
-			ly.QNorm = l.vector(p+"attn_q_norm.weight", c.HeadDim)
-			ly.KNorm = l.vector(p+"attn_k_norm.weight", c.HeadDim)
+		if ly.GDN == nil {
+			ly.O = l.linear(p+"attn_output.weight", qDim, c.Dim)
+			if c.QKNorm {
+				ly.QNorm = l.vector(p+"attn_q_norm.weight", c.HeadDim)
+				ly.KNorm = l.vector(p+"attn_k_norm.weight", c.HeadDim)
+			}
 		}
 		if c.PostNorms {
 			ly.PostAttnNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
@@ -164,6 +178,9 @@ func FromFile(f *gguf.File) (*Model, error) {
 		}
 		if c.Arch == "gpt-oss" {
 			l.gptossLayer(p, ly, &c)
+		} else if gdnArch(c.Arch) {
+			// qwen35's "post-attention" norm is the feed-forward's input norm
+			ly.FFNNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
 		} else {
 			ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
 		}
@@ -196,7 +213,7 @@ func FromFile(f *gguf.File) (*Model, error) {
 	}
 	for i := range m.Layers {
 		ly := &m.Layers[i]
-		if ly.QKV.Data == nil {
+		if ly.QKV.Data == nil && ly.GDN == nil && !c.AttnGate {
 			ly.qkvSpan = spanOf(&ly.Q, &ly.K, &ly.V)
 		}
 		if ly.Gate.Data != nil {
@@ -247,6 +264,11 @@ func (m *Model) packPanels() {
 		share(&ly.gateUpSpan, &ly.Gate, &ly.Up)
 		for _, w := range []*Linear{&ly.QKV, &ly.Q, &ly.K, &ly.V, &ly.O, &ly.Gate, &ly.Up, &ly.Down} {
 			pack(w)
+		}
+		if d := ly.GDN; d != nil {
+			for _, w := range []*Linear{&d.QKV, &d.Z, &d.Beta, &d.Alpha, &d.Out} {
+				pack(w)
+			}
 		}
 	}
 	pack(&m.Output)

@@ -77,7 +77,9 @@ type MoEConfig struct {
 const expertsMax = 512
 
 // moeArchs are the mixture-of-experts architectures Tandem runs.
-func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "qwen2moe" || arch == "gpt-oss" }
+func moeArch(arch string) bool {
+	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe" || arch == "gpt-oss"
+}
 
 // moeFeatures reads the expert keys of a MoE architecture, and refuses
 // expert keys on any other (a variant Tandem does not run).
@@ -85,7 +87,7 @@ func (c *Config) moeFeatures(md Metadata, req func(string, *int, int) error) err
 	arch := c.Arch
 	if !moeArch(arch) {
 		if n, ok := md.Int(arch + ".expert_count"); ok && n > 0 {
-			return fmt.Errorf("model metadata: %s.expert_count = %d: Tandem runs mixtures of experts of the architectures qwen3moe, qwen2moe and gpt-oss only", arch, n)
+			return fmt.Errorf("model metadata: %s.expert_count = %d: Tandem runs mixtures of experts of the architectures qwen3moe, qwen2moe, qwen35moe and gpt-oss only", arch, n)
 		}
 		return nil
 	}
@@ -111,7 +113,10 @@ func (c *Config) moeFeatures(md Metadata, req func(string, *int, int) error) err
 		m.NormWeights = true
 	case "gpt-oss":
 		m.Gating = GatingSoftmaxTopK
-	case "qwen2moe":
+	case "qwen2moe", "qwen35moe":
+		// qwen35moe: softmax, renormalized over the chosen, plus
+		// qwen2moe's sigmoid-gated shared expert
+		m.NormWeights = arch == "qwen35moe"
 		m.SharedFF = c.FF
 		if _, ok := md.Int(arch + ".expert_shared_feed_forward_length"); ok {
 			if err := req("expert_shared_feed_forward_length", &m.SharedFF, dimMax*8); err != nil {
