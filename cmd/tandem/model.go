@@ -248,7 +248,7 @@ func modelSynthCmd() *cobra.Command {
 		ssmKHeads, ssmVHeads        int
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|qwen35|qwen35moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|qwen35|qwen35moe|gpt-oss|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -328,16 +328,16 @@ func modelSynthCmd() *cobra.Command {
 	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
 	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
 	fs.BoolVar(&tied, "tied", false, "no output.weight: the output projection is token_embd (always for gemma2)")
-	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers; llama.cpp ignores it for llama and phi3)")
+	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers, gpt-oss its even layers (0: 128); llama.cpp ignores it for llama and phi3)")
 	fs.IntVar(&pattern, "sliding-window-pattern", 0, "write {arch}.attention.sliding_window_pattern (0: the arch's default, gemma2 2, gemma3 6)")
 	fs.IntVar(&origContext, "rope-orig-context", 0, "phi3: write LongRoPE factors and this original context length")
 	fs.Float32Var(&attnCap, "attn-softcap", 0, "write {arch}.attn_logit_softcapping (0: leave it out)")
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
-	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe: number of experts (0: 8)")
-	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe: experts used per token (0: 2)")
-	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe: expert feed-forward width (0: half the preset's)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe, gpt-oss: number of experts (0: 8)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe, gpt-oss: experts used per token (0: 2; gpt-oss 4)")
+	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe, gpt-oss: expert feed-forward width (0: half the preset's)")
 	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
 }
@@ -365,8 +365,13 @@ func printHybrid(w io.Writer, c model.Config) {
 // archFeatures describes the non-Llama parts of a model's block in one line.
 func archFeatures(c model.Config) string {
 	var f []string
-	if c.RopeAttnFactor != 1 {
+	if c.Yarn.ExtFactor != 0 {
+		f = append(f, fmt.Sprintf("yarn rope (factor %g, original context %d, attn factor %g)", 1/c.RopeScale, c.RopeOrigContext, c.RopeAttnFactor))
+	} else if c.RopeAttnFactor != 1 {
 		f = append(f, fmt.Sprintf("rope attn factor %g", c.RopeAttnFactor))
+	}
+	if c.AttnSinks {
+		f = append(f, "attention sinks")
 	}
 	if c.QKNorm {
 		f = append(f, "q/k norm")

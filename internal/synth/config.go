@@ -15,7 +15,8 @@ type Config struct {
 	Name string
 	// Arch is general.architecture: "llama" (the default when empty),
 	// "qwen2", "qwen3", "phi3", "gemma2", "gemma3", or the mixtures of
-	// experts "qwen3moe" and "qwen2moe" (see Archs and moe.go). Hyperparameter keys
+	// experts "qwen3moe", "qwen2moe" and "gpt-oss" (see Archs, moe.go and
+	// gptoss.go). Hyperparameter keys
 	// are written under this prefix and tensors laid out as llama.cpp's
 	// loader for that architecture expects.
 	Arch string
@@ -98,7 +99,7 @@ type Config struct {
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -170,7 +171,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.moeDefaults().gdnDefaults()
+	return c.gptossDefaults().moeDefaults().gdnDefaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -241,6 +242,9 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	}
 	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
+	}
+	if err := c.checkGptOss(); err != nil {
+		return err
 	}
 	if err := c.checkMoE(); err != nil {
 		return err

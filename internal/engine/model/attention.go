@@ -89,6 +89,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 		scale = 1 // Q was scaled before it reached the cache's keys
 	}
 	window, softcap := c.Window(l), c.AttnSoftcap
+	sinks := r.m.Layers[l].Sinks
 	pt := kv.Config().PageTokens
 	rowElems := c.KVHeads * c.HeadDim
 	maxLen := 0
@@ -144,7 +145,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 					sc[i] = float32(math.Tanh(float64(v*inv))) * softcap
 				}
 			}
-			softmax(sc)
+			attnSoftmax(sc, sinks, h)
 			if f16 {
 				// llama.cpp rounds the attention weights to half precision
 				// before they meet an F16 V.
@@ -271,6 +272,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 		scale = 1 // Q was scaled before it reached the cache's keys
 	}
 	window, softcap := c.Window(l), c.AttnSoftcap
+	sinks := r.m.Layers[l].Sinks
 	pages := attnPages(kv, l, &seqs[tl.seq])
 	// the positions the tile sees: from the first one its first token sees
 	// to its last token
@@ -324,7 +326,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 				v[i] = float32(math.Tanh(float64(x*inv))) * softcap
 			}
 		}
-		softmax(v)
+		attnSoftmax(v, sinks, kvh*group+row%group)
 		if f16 {
 			// llama.cpp rounds the attention weights to half precision
 			// before they meet an F16 V.

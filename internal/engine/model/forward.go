@@ -383,6 +383,10 @@ func (r *Runner) grow(n, nOut int) {
 // divided by the frequency factor, multiplied by the position scale, and
 // cos and sin are multiplied by the attention factor.
 func (r *Runner) ropeTable(dst []float32, lo, hi int, base, scale float32) {
+	if r.m.Config.Yarn.ExtFactor != 0 {
+		r.ropeYarnTable(dst, lo, hi, base, scale)
+		return
+	}
 	c := r.m.Config
 	half := c.RopeDim / 2
 	thetaScale := float32(math.Pow(float64(base), -2.0/float64(c.RopeDim)))
@@ -644,6 +648,7 @@ func (r *Runner) attnBlock(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		}
 	}
 	r.matmul(&ly.O, r.attn, n, r.out)
+	r.addRowBias(r.out[:n*c.Dim], ly.OBias)
 	r.pendingOut(ly.PostAttnNorm)
 }
 

@@ -41,6 +41,11 @@ type Layer struct {
 	// (Gate.Data == nil, phi3) Up is the fused gate|up matrix of 2·FF rows.
 	Gate, Up, Down Linear
 	PostFFNNorm    []float32 // post_ffw_norm; nil unless Config.PostNorms
+	// Sinks are the per-query-head sink logits (attn_sinks, gpt-oss); nil
+	// unless Config.AttnSinks.
+	Sinks []float32
+	// OBias is attn_output.bias (gpt-oss); nil when absent.
+	OBias []float32
 	// MoE is the layer's mixture of experts (moe.go), which replaces Gate,
 	// Up and Down (left empty); nil in a dense layer.
 	MoE *MoE
@@ -103,7 +108,7 @@ func FromFile(f *gguf.File) (*Model, error) {
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.Embed = l.linear("token_embd.weight", c.Dim, c.Vocab)
 	m.OutputNorm = l.vector("output_norm.weight", c.Dim)
-	if _, ok := f.Tensor("output.weight"); ok && !c.TiedOutput {
+	if _, ok := f.Tensor("output.weight"); (ok || c.Arch == "gpt-oss") && !c.TiedOutput {
 		m.Output = l.linear("output.weight", c.Dim, c.Vocab)
 	} else {
 		m.Output = m.Embed
@@ -174,6 +179,8 @@ func FromFile(f *gguf.File) (*Model, error) {
 		if gdnArch(c.Arch) {
 			// qwen35's "post-attention" norm is the feed-forward's input norm
 			ly.FFNNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
+		} else if c.Arch == "gpt-oss" {
+			l.gptossLayer(p, ly, &c)
 		} else {
 			ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
 		}
