@@ -91,6 +91,8 @@ type Runner struct {
 	// hidden makes output return the final-norm hidden states instead of
 	// logits (ForwardHidden).
 	hidden bool
+	// g4 is gemma4's scratch (gemma4.go).
+	g4 gemma4Scratch
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
@@ -113,10 +115,11 @@ func (r *Runner) Model() *Model { return r.m }
 
 // CheckCache reports whether kv has the shape this model writes.
 func (r *Runner) CheckCache(kv *kvcache.Cache) error {
-	c, mc := kv.Config(), r.m.Config
-	if c.Layers != mc.Layers || c.KVHeads != mc.KVHeads || c.HeadDim != mc.HeadDim {
+	c := kv.Config()
+	layers, kvHeads, headDim := r.m.Config.cacheShape()
+	if c.Layers != layers || c.KVHeads != kvHeads || c.HeadDim != headDim {
 		return fmt.Errorf("kv cache shape %d layers x %d kv heads x %d dims does not match the model's %d x %d x %d",
-			c.Layers, c.KVHeads, c.HeadDim, mc.Layers, mc.KVHeads, mc.HeadDim)
+			c.Layers, c.KVHeads, c.HeadDim, layers, kvHeads, headDim)
 	}
 	return nil
 }
@@ -124,7 +127,8 @@ func (r *Runner) CheckCache(kv *kvcache.Cache) error {
 // CacheConfig returns the KV cache configuration this model needs for the
 // given page size, page count and element type.
 func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Config {
-	return kvcache.Config{Layers: m.Config.Layers, KVHeads: m.Config.KVHeads, HeadDim: m.Config.HeadDim,
+	layers, kvHeads, headDim := m.Config.cacheShape()
+	return kvcache.Config{Layers: layers, KVHeads: kvHeads, HeadDim: headDim,
 		PageTokens: pageTokens, Pages: pages, DType: dtype}
 }
 
@@ -219,6 +223,13 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if r.m.Config.Gemma4 != nil {
+		r.gemma4Inputs(seqs, n)
+		for l := range r.m.Layers {
+			r.gemma4Layer(kv, l, seqs, n)
+		}
+		return r.output(seqs, n, nOut), nil
 	}
 	for l := range r.m.Layers {
 		r.layer(kv, l, seqs, n)
