@@ -234,7 +234,7 @@ func modelSynthCmd() *cobra.Command {
 		pooling                     string
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b|a3b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b|g4e|g4a4b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma4|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -264,8 +264,11 @@ func modelSynthCmd() *cobra.Command {
 				cfg.Arch = arch
 			}
 			cfg.Llama3Rope, cfg.Tied = llama3Rope, tied
-			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
-			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
+			cfg.RopeOrigContext = origContext
+			cfg.AttnSoftcap, cfg.AttnGain = attnCap, gain
+			if window > 0 || pattern > 0 || finalCap > 0 { // zero keeps the preset's (gemma4's set them)
+				cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.FinalSoftcap = max(window, 0), pattern, finalCap
+			}
 			if ropeBase > 0 {
 				cfg.RopeBase = ropeBase
 			}
@@ -292,7 +295,7 @@ func modelSynthCmd() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b or a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe)")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV) or g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts)")
 	fs.StringVar(&typ, "type", "q8_0", "file type: "+strings.Join(synth.FileTypeNames, ", ")+
 		" (q4_k/q4_k_m, q3_k/q3_k_m, q2_k, iq4_xs and iq4_nl are llama.cpp's mixes of those names; mxfp4 puts MXFP4 on the feed-forward matrices and Q8_0 elsewhere)")
 	fs.BoolVar(&pure, "pure", false, "every matrix gets the --type itself, no mix (llama-quantize --pure)")

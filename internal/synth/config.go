@@ -81,6 +81,8 @@ type Config struct {
 	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
 	// and FF for the MoE architectures; they must be zero for the others.
 	Experts, ExpertsUsed, ExpertFF, SharedFF int
+	// Gemma4 is gemma4's own shape (gemma4.go); zero for other archs.
+	Gemma4 Gemma4Shape
 	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
 	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
 	// Qwen3-Embedding is; WriteEncoder's files default to 1.
@@ -88,7 +90,7 @@ type Config struct {
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -129,7 +131,10 @@ var presets = map[string]Config{
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b or a3b)", name)
+		c, ok = gemma4Presets[name]
+	}
+	if !ok {
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, g4e or g4a4b)", name)
 	}
 	c.RopeBase = 10000
 	c.NormEps = 1e-5
@@ -153,7 +158,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.moeDefaults()
+	return c.moeDefaults().gemma4Defaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -226,6 +231,9 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
 	}
 	if err := c.checkMoE(); err != nil {
+		return err
+	}
+	if err := c.checkGemma4(types); err != nil {
 		return err
 	}
 	if strings.ContainsRune(c.Name, 0) {

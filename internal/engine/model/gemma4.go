@@ -325,10 +325,10 @@ type gemma4Layer struct {
 	// the experts' pre-norm, the post-norms of the dense and expert
 	// outputs, fused gate|up experts (nil when gate and up are apart) and
 	// per-expert output scales (nil: none).
-	RouterScale                   []float32
+	RouterScale                    []float32
 	PreNorm2, PostNorm1, PostNorm2 []float32
-	GateUp                        []Linear
-	DownScale                     []float32
+	GateUp                         []Linear
+	DownScale                      []float32
 	// Per-layer embedding: gate [Dim -> P], projection [P -> Dim], norm.
 	InpGate, Proj Linear
 	PostNorm      []float32
