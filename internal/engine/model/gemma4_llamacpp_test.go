@@ -169,3 +169,35 @@ func TestGemma4LlamaCppLive(t *testing.T) {
 		})
 	}
 }
+
+// TestGemma4ChunkedPrefill: a gemma4 prompt prefilled in chunks of 5
+// tokens over pages of 4 (so chunks cross the 16-token window, pages and
+// the shared-KV layers' reads) gives the same greedy ids as the whole
+// prompt at once, and those equal llama.cpp's up to its near tie.
+func TestGemma4ChunkedPrefill(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range gemma4Cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := model.Load(writeGemma4Case(t, dir, tc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pool := kernels.NewPool(2)
+			defer pool.Close()
+			r := model.NewRunner(m, pool)
+			for i, run := range tc.runs {
+				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
+				pages := (len(prompt) + 24 + 3) / 4
+				whole := greedy(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, 24)
+				chunked := greedyChunked(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, 24, 5)
+				if !slices.Equal(whole, chunked) {
+					t.Errorf("prompt %d: chunked prefill ids %v, whole prefill %v", i+1, chunked, whole)
+				}
+				if n := min(run.tie, len(run.ids)); !slices.Equal(chunked[:n], run.ids[:n]) {
+					t.Errorf("prompt %d: chunked prefill ids %v, llama.cpp %v (near tie at step %d)", i+1, chunked, run.ids, run.tie)
+				}
+			}
+		})
+	}
+}
