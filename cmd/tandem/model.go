@@ -316,8 +316,8 @@ func modelSynthCmd() *cobra.Command {
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
-	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe: number of experts (0: 8)")
-	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe: experts used per token (0: 2)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe, gemma4: number of experts (0: 8; gemma4: none, a dense file)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe, gemma4: experts used per token (0: 2)")
 	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe: expert feed-forward width (0: half the preset's)")
 	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
@@ -355,6 +355,15 @@ func archFeatures(c model.Config) string {
 			}
 		}
 		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
+	}
+	if g := c.Gemma4; g != nil {
+		f = append(f, fmt.Sprintf("windowed layers' head dim %d (rope %d dims), kv heads per layer %v", g.HeadDimSWA, g.RopeDimSWA, g.KVHeads))
+		if g.KVLayers < c.Layers {
+			f = append(f, fmt.Sprintf("K/V kept by layers 0-%d, shared by the last %d", g.KVLayers-1, c.Layers-g.KVLayers))
+		}
+		if g.PerLayer > 0 {
+			f = append(f, fmt.Sprintf("per-layer embeddings of %d", g.PerLayer))
+		}
 	}
 	return strings.Join(f, ", ")
 }
