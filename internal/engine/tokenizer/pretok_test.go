@@ -94,7 +94,7 @@ func TestPreTokenizerSplit(t *testing.T) {
 		{"gpt-4o", "x:/\n/y", []string{"x", ":/\n/", "y"}}, // [\r\n/]* after the punctuation
 		{"gpt-4o", "ÉCOLE École éCOLE", []string{"ÉCOLE", " École", " é", "COLE"}},
 		{"gpt-4o", "e\u0301t\u0301", []string{"e\u0301t\u0301"}}, // marks join both classes
-		{"gpt-4o", "\u0301x", []string{"\u0301x"}},                   // a leading mark is the prefix
+		{"gpt-4o", "\u0301x", []string{"\u0301x"}},               // a leading mark is the prefix
 		{"gpt-4o", "  \n  x", []string{"  \n", " ", " x"}},
 		{"gpt-4o", "x  ", []string{"x", "  "}},
 		{"gpt-4o", "你好世界 안녕", []string{"你好世界", " 안녕"}},
