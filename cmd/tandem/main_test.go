@@ -165,3 +165,16 @@ func TestBenchMemory(t *testing.T) {
 		t.Errorf("bench memory --size 1MiB: no error: %q", out)
 	}
 }
+
+// TestMmapFlag: --mmap=false (the file read into memory) generates what
+// the mapped file does.
+func TestMmapFlag(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	run(t, "model", "synth", "--preset", "tiny", "--arch", "qwen3moe", "--experts", "8", "--experts-used", "2", "--type", "q4_k_m", "-o", p)
+	args := []string{"generate", "--model", p, "--prompt", "hello world", "--max-tokens", "8", "--threads", "1", "--format", "json"}
+	mapped := run(t, args...)
+	read := run(t, append(args, "--mmap=false")...)
+	if mapped != read || !strings.Contains(mapped, `"ids"`) {
+		t.Errorf("generate --mmap=false %s, mapped %s", read, mapped)
+	}
+}
