@@ -8,7 +8,11 @@
 # (llamacpp-bench.mjs of ../shared/tools, run from $TANDEM_NPM_DIR, which
 # holds node_modules/node-llama-cpp and that script), and `tandem bench
 # memory` (streaming read bandwidth, 1 GiB, 3 passes) at the same thread
-# count, 1 and 2 threads, $ROUNDS interleaved rounds (default 3). Every run
+# count, 1 and 2 threads, $ROUNDS interleaved rounds (default 3). Tandem
+# runs with --mmap=$MMAP (default false: the file read into memory with
+# huge pages); llama.cpp loads as node-llama-cpp does by default (mmap), or
+# as $LLAMA_MMAP says (true or false) where the bench script reads it (the
+# copy beside this session's node_modules does). Every run
 # is under `nice -n $NICE` (default -15: root may raise its priority above
 # the machine's other jobs; 0 otherwise). Prints each run, then the medians:
 # tok/s of both, Tandem/llama.cpp ratios, decode's active-weight GB/s and
@@ -20,6 +24,7 @@ cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/tmp/tandem-bench}
 npm=${TANDEM_NPM_DIR:-/tmp/tandem-npm}
 gen=${GEN:-32}
+mmap=${MMAP:-false}
 nice=${NICE:--15}
 mkdir -p "$dir"
 go build -o "$dir/tandem" ./cmd/tandem
@@ -35,7 +40,7 @@ trap 'rm -f "$rec"' EXIT
 field() { grep -o "\"$2\":[0-9.e+-]*" <<<"$1" | head -1 | cut -d: -f2; }
 for round in $(seq "${ROUNDS:-3}"); do
   for th in 1 2; do
-    t=$(nice -n "$nice" "$dir/tandem" bench engine --model "$m" --prompt-tokens 512 --gen-tokens "$gen" --threads "$th" --format json)
+    t=$(nice -n "$nice" "$dir/tandem" bench engine --model "$m" --mmap="$mmap" --prompt-tokens 512 --gen-tokens "$gen" --threads "$th" --format json)
     echo "round $round threads $th tandem    $t"
     echo "$th tandem_prefill $(field "$t" prefill_tok_s)" >>"$rec"
     echo "$th tandem_decode $(field "$t" decode_tok_s)" >>"$rec"
@@ -58,12 +63,12 @@ med() { awk -v th="$1" -v k="$2" '$1 == th && $2 == k { print $3 }' "$rec" | sor
   awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 echo
-echo "medians of ${ROUNDS:-3} rounds (512-token prefill, $gen-token decode; $active active weight bytes per token)"
+echo "medians of ${ROUNDS:-3} rounds (512-token prefill, $gen-token decode; $active active weight bytes per token; tandem --mmap=$mmap, llama.cpp mmap ${LLAMA_MMAP:-default})"
 printf '%-7s | %-28s | %-28s | %-37s\n' threads "prefill tok/s tandem / llama" "decode tok/s tandem / llama" "decode GB/s tandem / llama / memory"
 for th in 1 2; do
   tp=$(med "$th" tandem_prefill) lp=$(med "$th" llama_prefill) td=$(med "$th" tandem_decode) ld=$(med "$th" llama_decode)
   tg=$(med "$th" tandem_gbs) bw=$(med "$th" bandwidth)
   lg=$(awk -v d="$ld" -v a="$active" 'BEGIN { if (d == "-") print "-"; else printf "%.1f", d * a / 1e9 }')
-  printf '%-7s | %7.1f / %-7s = %-6s | %7.2f / %-7s = %-6s | %5.1f / %-5s / %-5s = %s of bandwidth\n' "$th" "$tp" "$lp" "$(ratio "$tp" "$lp")x" \
+  printf '%-7s | %7.1f / %-7s = %-6s | %7.2f / %-7s = %-6s | %5.1f / %-5s / %5.1f = %s of bandwidth\n' "$th" "$tp" "$lp" "$(ratio "$tp" "$lp")x" \
     "$td" "$ld" "$(ratio "$td" "$ld")x" "$tg" "$lg" "$bw" "$(awk -v a="$tg" -v b="$bw" 'BEGIN { printf "%.0f%%", 100 * a / b }')"
 done

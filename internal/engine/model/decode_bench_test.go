@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkDecode runs one-token decode steps of the model at
-// $TANDEM_DECODE_MODEL (default /tmp/moeperf/a3b-q4_k_m.gguf, the
+// $TANDEM_DECODE_MODEL (default /tmp/tandem-bench/a3b-q4_k_m.gguf, the
 // synthesized a3b q4_k_m that scripts/moe-bench.sh writes; skipped when absent) after a 64-token prompt, at
 // 1 and 2 threads, the file mapped as Load maps it ("mmap") and read into
 // memory as LoadInMemory reads it ("memory"). Beside tok/s it reports the bytes of active weights
@@ -21,7 +21,7 @@ import (
 func BenchmarkDecode(b *testing.B) {
 	path := os.Getenv("TANDEM_DECODE_MODEL")
 	if path == "" {
-		path = "/tmp/moeperf/a3b-q4_k_m.gguf"
+		path = "/tmp/tandem-bench/a3b-q4_k_m.gguf"
 	}
 	if _, err := os.Stat(path); err != nil {
 		b.Skipf("no benchmark model at %s (set TANDEM_DECODE_MODEL)", path)
