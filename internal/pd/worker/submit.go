@@ -159,8 +159,11 @@ func (a engineAdapter) Resume(l *leg, first driver.Token) error {
 		return l.h.Resume(tok)
 	}
 	// A hybrid model: the sequence resumes from the prompt's final
-	// state too, which the room received into l.state.
-	return l.h.ResumeState(tok, l.state)
+	// state too, which the room received into l.state. ResumeState
+	// copies it, so the leg lets it go (it lives as long as the stream).
+	state := l.state
+	l.state = nil
+	return l.h.ResumeState(tok, state)
 }
 
 // Cancel ends the leg's engine sequence.
