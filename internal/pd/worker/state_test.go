@@ -32,8 +32,15 @@ func hybridModel(t *testing.T, arch string) *model.Model {
 // newHybridWorker starts a worker on m whose KV goes through kv.
 func newHybridWorker(t *testing.T, m *model.Model, role room.Role, batch int, kv transfer.KVTransport) (*Worker, *engine.Engine) {
 	t.Helper()
+	return newHybridWorkerCfg(t, m, role, batch, kv, false)
+}
+
+// newHybridWorkerCfg is newHybridWorker with the engine's prefix cache on
+// or off.
+func newHybridWorkerCfg(t *testing.T, m *model.Model, role room.Role, batch int, kv transfer.KVTransport, prefix bool) (*Worker, *engine.Engine) {
+	t.Helper()
 	pool := kernels.NewPool(1)
-	ecfg := engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: batch, StateSlots: 8}
+	ecfg := engine.Config{KVType: tensor.F16, Pages: 96, MaxBatchTokens: batch, StateSlots: 8, PrefixCache: prefix}
 	var src *shm.Source
 	if role == room.RolePrefill && kv != transfer.KVTCP && shm.Supported() {
 		ecfg.KVMemory = func(n int) ([]byte, error) {
@@ -165,5 +172,53 @@ func TestHybridMatchesColocated(t *testing.T) {
 					shape.StateFrames(), shape.StateFrameBytes(0))
 			})
 		}
+	}
+}
+
+// TestHybridPrefixCacheOnPrefill: with the prefill engine's prefix cache on,
+// prompts that share a prefix (a repeat, and a longer one) still ship their
+// whole final state and pages, and decode continues exactly as colocated.
+func TestHybridPrefixCacheOnPrefill(t *testing.T) {
+	m := hybridModel(t, "qwen35")
+	p, pe := newHybridWorkerCfg(t, m, room.RolePrefill, 32, transfer.KVTCP, true)
+	d, de := newHybridWorker(t, m, room.RoleDecode, 512, transfer.KVTCP)
+	pp := &pair{p: p, d: d, pe: pe, de: de, m: m}
+	shared := prompt(70)
+	for i, pr := range [][]int32{shared, shared, append(slices.Clone(shared), 7, 8, 9, 10, 11)} {
+		req := engine.Request{Prompt: pr, MaxTokens: 8, IgnoreEOS: true, TopLogprobs: 2}
+		h, err := de.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := drainTokens(t, server.Stream(h))
+		id := newRoomID()
+		ds, ps := pp.submit(t, id, req)
+		got := drainTokens(t, ds)
+		drain(t, ps)
+		for j := range min(len(got), len(want)) {
+			if got[j].ID != want[j].ID || got[j].Logprob != want[j].Logprob {
+				t.Errorf("prompt %d token %d: disaggregated %+v, colocated %+v", i, j, got[j], want[j])
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("prompt %d: %d tokens disaggregated, %d colocated", i, len(got), len(want))
+		}
+	}
+	// Quiet: no room left, decode's pages all free, prefill's only the
+	// cached (evictable) ones, every state slot back.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ps, ds := pe.Stats(), de.Stats()
+		if p.live() == 0 && d.live() == 0 && ds.PagesUsed == 0 && ps.PagesUsed == ps.PagesEvictable &&
+			ps.StateSlotsUsed+ds.StateSlotsUsed == 0 {
+			if ps.StateSnapshotHits == 0 {
+				t.Errorf("prefill engine %+v: the repeated prefix never hit a state snapshot", ps)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not quiet: live rooms %d %d; prefill %+v; decode %+v", p.live(), d.live(), ps, ds)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
