@@ -82,6 +82,8 @@ type Config struct {
 	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
 	// and FF for the MoE architectures; they must be zero for the others.
 	Experts, ExpertsUsed, ExpertFF, SharedFF int
+	// Gemma4 is gemma4's own shape (gemma4.go); zero for other archs.
+	Gemma4 Gemma4Shape
 	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
 	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
 	// Qwen3-Embedding is; WriteEncoder's files default to 1.
@@ -99,7 +101,7 @@ type Config struct {
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -142,15 +144,18 @@ var presets = map[string]Config{
 
 // Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
 // 512-token vocabulary), "110m" (stories110M's shape), "1b" (TinyLlama
-// 1.1B's shape), "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down)
-// "q35-2b" (a qwen35 of Qwen3.5-2B's shape) or "oss20b" (a gpt-oss of
-// gpt-oss-20b's block, scaled down; gptoss.go); the last three have an
-// Arch. NormEps is set to llama.cpp's default, and RopeBase where the
-// preset has none.
+// 1.1B's shape), "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled
+// down), "q35-2b" (a qwen35 of Qwen3.5-2B's shape), the gemma4 presets
+// g4e and g4a4b, or "oss20b" (a gpt-oss of gpt-oss-20b's block, scaled
+// down; gptoss.go); all but the first three have an Arch. NormEps is set
+// to llama.cpp's default, and RopeBase to 10000 where the preset has none.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, q35-2b or oss20b)", name)
+		c, ok = gemma4Presets[name]
+	}
+	if !ok {
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, q35-2b, g4e, g4a4b or oss20b)", name)
 	}
 	if c.RopeBase == 0 {
 		c.RopeBase = 10000
@@ -176,7 +181,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.gptossDefaults().moeDefaults().gdnDefaults()
+	return c.gptossDefaults().moeDefaults().gdnDefaults().gemma4Defaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -255,6 +260,9 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 		return err
 	}
 	if err := c.checkGDN(); err != nil {
+		return err
+	}
+	if err := c.checkGemma4(types); err != nil {
 		return err
 	}
 	if strings.ContainsRune(c.Name, 0) {

@@ -64,7 +64,10 @@ const ExpertsMax = 512
 
 // checkMoE reports the first problem of the expert fields.
 func (c Config) checkMoE() error {
-	if !moeArch(c.Arch) {
+	if c.Arch == "gemma4" && c.Experts == 0 && c.ExpertsUsed == 0 && c.ExpertFF == 0 && c.SharedFF == 0 {
+		return nil // a dense gemma4
+	}
+	if !moeArch(c.Arch) && c.Arch != "gemma4" {
 		if c.Experts != 0 || c.ExpertsUsed != 0 || c.ExpertFF != 0 || c.SharedFF != 0 {
 			return fmt.Errorf("experts (%d, %d used, width %d, shared %d) are for the mixture-of-experts architectures qwen3moe, qwen2moe and gpt-oss, not %s",
 				c.Experts, c.ExpertsUsed, c.ExpertFF, c.SharedFF, c.Arch)

@@ -70,6 +70,9 @@ func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 	if c.Arch == gptossArch {
 		return gptossLayout(c, typ, pure, vocab)
 	}
+	if c.Arch == "gemma4" {
+		return gemma4Layout(c, typ, pure, vocab)
+	}
 	hd := uint64(c.HeadDim())
 	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
 	jitter := c.Arch != "llama" || c.AttnGain > 0
@@ -281,8 +284,11 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		w.SetFloat32(a+"rope.scaling.attn_factor", float32(attn))
 	}
 	setMoEKeys(w, c)
-	setGptOssKeys(w, c)
 	setGDNKeys(w, c)
+	setGptOssKeys(w, c)
+	if err := setGemma4Keys(w, c); err != nil {
+		return nil, fmt.Errorf("synthesize model: %w", err)
+	}
 	if c.Pooling > 0 {
 		w.SetUint32(a+"pooling_type", uint32(c.Pooling))
 	}

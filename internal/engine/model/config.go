@@ -43,7 +43,7 @@ func (a Activation) String() string {
 }
 
 // Architectures lists the values of general.architecture Tandem runs.
-var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // UnsupportedArchError is the error for a file of an architecture Tandem
 // does not run.
@@ -132,6 +132,9 @@ type Config struct {
 	// MoE describes the mixture-of-experts feed-forward blocks (moe.go);
 	// its zero value (no experts) means dense blocks.
 	MoE MoEConfig
+	// Gemma4 holds gemma4's per-layer shapes (gemma4.go); nil for every
+	// other architecture.
+	Gemma4 *Gemma4Config
 	// State describes the per-sequence recurrent state of hybrid models
 	// (qwen35: Gated DeltaNet layers keep a convolution and a recurrent
 	// state instead of KV pages); its zero value means every layer keeps
@@ -221,7 +224,7 @@ func (c *Config) AllWindowed() bool {
 // swaRopeDiffers reports whether sliding-window layers need their own RoPE
 // table.
 func (c *Config) swaRopeDiffers() bool {
-	return c.SlidingWindow > 0 && (c.RopeBaseSWA != c.RopeBase || c.RopeScaleSWA != c.RopeScale)
+	return c.Gemma4 == nil && c.SlidingWindow > 0 && (c.RopeBaseSWA != c.RopeBase || c.RopeScaleSWA != c.RopeScale)
 }
 
 // Metadata is the part of a GGUF file the loader reads keys from.
@@ -253,12 +256,15 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	switch arch {
 	case "llama":
 		c.RopeStyle = RopeNorm
-	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss":
+	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss":
 		c.RopeStyle = RopeNeox
 	default:
 		return c, &UnsupportedArchError{Arch: arch}
 	}
 	c.Name, _ = md.String("general.name")
+	if arch == "gemma4" {
+		md = gemma4Meta{md} // per-layer arrays read as their largest element here
+	}
 	req := metaReq(md, arch)
 	if err := readDims(md, arch, []dimKey{
 		{"embedding_length", &c.Dim, dimMax},
@@ -458,6 +464,10 @@ func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) er
 		}
 		c.RopeBaseSWA, c.RopeScaleSWA = c.RopeBase, c.RopeScale
 		if err := optFloat("rope.freq_base_swa", &c.RopeBaseSWA); err != nil {
+			return err
+		}
+	case "gemma4":
+		if err := c.gemma4Features(md, req); err != nil {
 			return err
 		}
 	case "gemma3":

@@ -85,6 +85,9 @@ func moeArch(arch string) bool {
 // expert keys on any other (a variant Tandem does not run).
 func (c *Config) moeFeatures(md Metadata, req func(string, *int, int) error) error {
 	arch := c.Arch
+	if arch == "gemma4" {
+		return c.gemma4MoEFeatures(md, req)
+	}
 	if !moeArch(arch) {
 		if n, ok := md.Int(arch + ".expert_count"); ok && n > 0 {
 			return fmt.Errorf("model metadata: %s.expert_count = %d: Tandem runs mixtures of experts of the architectures qwen3moe, qwen2moe, qwen35moe and gpt-oss only", arch, n)
@@ -532,7 +535,7 @@ func ActiveWeights(f *gguf.File, c Config) (params, bytes uint64) {
 		case (strings.HasSuffix(t.Name, "_exps.weight") || strings.HasSuffix(t.Name, "_exps.bias")) && c.MoE.Experts > 0:
 			n = n * uint64(c.MoE.Used) / uint64(c.MoE.Experts)
 			b = b * uint64(c.MoE.Used) / uint64(c.MoE.Experts)
-		case t.Name == "token_embd.weight" && !tied && len(t.Dims) == 2 && t.Dims[1] > 0:
+		case (t.Name == "token_embd.weight" && !tied || t.Name == "per_layer_token_embd.weight") && len(t.Dims) == 2 && t.Dims[1] > 0:
 			n /= t.Dims[1]
 			b /= t.Dims[1]
 		}
