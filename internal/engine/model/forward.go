@@ -225,7 +225,9 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 		return nil, err
 	}
 	if r.m.Config.Gemma4 != nil {
-		r.gemma4Inputs(seqs, n)
+		if err := r.gemma4Inputs(seqs, n); err != nil {
+			return nil, err
+		}
 		for l := range r.m.Layers {
 			r.gemma4Layer(kv, l, seqs, n)
 		}

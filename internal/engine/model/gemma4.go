@@ -462,7 +462,7 @@ func (r *Runner) tokens(n, elems int, fn func(lo, hi int)) {
 
 // gemma4Inputs readies a gemma4 step after the embeddings: scratch, the
 // sliding-window layers' RoPE table and the per-layer inputs.
-func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
+func (r *Runner) gemma4Inputs(seqs []Seq, n int) error {
 	c := &r.m.Config
 	g := c.Gemma4
 	s := &r.g4
@@ -481,7 +481,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 	r.up = grow(r.up, n*maxFF)
 	r.ropeDims(s.ropeSWA, 0, n, g.RopeDimSWA, c.RopeBaseSWA, c.RopeScaleSWA, nil)
 	if P == 0 {
-		return
+		return nil
 	}
 	m := r.m.g4
 	pl := s.pl[:n*P*L]
@@ -494,7 +494,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 		sq := &seqs[r.tokSeq[t]]
 		tok := sq.Tokens[r.tokPos[t]-sq.Pos]
 		if err := tensor.Dequantize(m.PerLayerEmbd.Type, m.PerLayerEmbd.Row(int(tok)), emb); err != nil {
-			clear(emb) // validate checked the token; a type Dequantize refuses was refused at load
+			return fmt.Errorf("per-layer embedding of token %d: %w", tok, err)
 		}
 		row := pl[t*P*L : (t+1)*P*L]
 		for i := range row {
@@ -508,6 +508,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 			row[i] = (row[i] + emb[i]*embScale) * inScale
 		}
 	}
+	return nil
 }
 
 // ropeDims is ropeTable for dims rotated dimensions with base, position
