@@ -63,12 +63,14 @@ type attnShape struct {
 	kl, rowElems      int
 	scale, softcap    float32
 	window            int
+	sinks             []float32 // the layer's attention sinks (gpt-oss); nil when none
 }
 
-// shape returns layer l's attention geometry over the cache kv.
+// shape returns (model) layer l's attention geometry over the cache kv.
 func (r *Runner) shape(kv *kvcache.Cache, l int) attnShape {
 	c := &r.m.Config
-	s := attnShape{heads: c.Heads, kvHeads: c.KVHeads, d: c.HeadDim, kl: l, softcap: c.AttnSoftcap, window: c.Window(l)}
+	s := attnShape{heads: c.Heads, kvHeads: c.KVHeads, d: c.HeadDim, kl: r.kvIdx[l], softcap: c.AttnSoftcap, window: c.Window(l),
+		sinks: r.m.Layers[l].Sinks}
 	if g := c.Gemma4; g != nil {
 		s.kvHeads, s.d, s.kl = g.KVHeads[l], c.layerHeadDim(l), g.KVSource[l]
 	}
@@ -113,7 +115,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, sh *attnShape, seqs []Seq, n i
 	qDim := sh.heads * d
 	f16 := kv.Config().DType == tensor.F16
 	group := sh.heads / sh.kvHeads
-	scale, window, softcap := sh.scale, sh.window, sh.softcap
+	scale, window, softcap, sinks := sh.scale, sh.window, sh.softcap, sh.sinks
 	pt := kv.Config().PageTokens
 	rowElems := sh.rowElems
 	maxLen := 0
@@ -169,7 +171,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, sh *attnShape, seqs []Seq, n i
 					sc[i] = float32(math.Tanh(float64(v*inv))) * softcap
 				}
 			}
-			softmax(sc)
+			attnSoftmax(sc, sinks, h)
 			if f16 {
 				// llama.cpp rounds the attention weights to half precision
 				// before they meet an F16 V.
@@ -288,7 +290,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, sh *attnShape, seqs []Seq, tl att
 	rows := group * tl.np
 	cc := kv.Config()
 	f16, pt := cc.DType == tensor.F16, cc.PageTokens
-	scale, window, softcap := sh.scale, sh.window, sh.softcap
+	scale, window, softcap, sinks := sh.scale, sh.window, sh.softcap, sh.sinks
 	pages := attnPages(kv, l, &seqs[tl.seq])
 	// the positions the tile sees: from the first one its first token sees
 	// to its last token
@@ -342,7 +344,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, sh *attnShape, seqs []Seq, tl att
 				v[i] = float32(math.Tanh(float64(x*inv))) * softcap
 			}
 		}
-		softmax(v)
+		attnSoftmax(v, sinks, kvh*group+row%group)
 		if f16 {
 			// llama.cpp rounds the attention weights to half precision
 			// before they meet an F16 V.

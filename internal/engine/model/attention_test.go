@@ -28,7 +28,7 @@ type attnBench struct {
 func newAttnBench(t testing.TB, pool *kernels.Pool, c Config, pt int, dt tensor.Type, qGain float64, lens [][2]int, seed uint64) *attnBench {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 17))
-	m := &Model{Config: c}
+	m := &Model{Config: c, Layers: make([]Layer, c.Layers)}
 	r := NewRunner(m, pool)
 	pagesNeeded := 0
 	for _, pl := range lens {

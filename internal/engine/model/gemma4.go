@@ -73,7 +73,7 @@ func (c *Config) cacheShape() (layers, kvHeads, headDim int) {
 	if g := c.Gemma4; g != nil {
 		return g.KVLayers, g.CacheKVHeads, g.CacheHeadDim
 	}
-	return c.Layers, c.KVHeads, c.HeadDim
+	return c.KVLayers(), c.KVHeads, c.HeadDim
 }
 
 // layerHeadDim returns layer l's head dimension.

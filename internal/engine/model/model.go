@@ -41,9 +41,17 @@ type Layer struct {
 	// (Gate.Data == nil, phi3) Up is the fused gate|up matrix of 2·FF rows.
 	Gate, Up, Down Linear
 	PostFFNNorm    []float32 // post_ffw_norm; nil unless Config.PostNorms
+	// Sinks are the per-query-head sink logits (attn_sinks, gpt-oss); nil
+	// unless Config.AttnSinks.
+	Sinks []float32
+	// OBias is attn_output.bias (gpt-oss); nil when absent.
+	OBias []float32
 	// MoE is the layer's mixture of experts (moe.go), which replaces Gate,
 	// Up and Down (left empty); nil in a dense layer.
 	MoE *MoE
+	// GDN is a recurrent layer's Gated DeltaNet (gdn.go), which replaces
+	// the attention weights (left empty); nil in an attention layer.
+	GDN *GDNLayer
 
 	// g4 holds a gemma4 layer's other weights (gemma4.go); nil otherwise.
 	g4 *gemma4Layer
@@ -113,7 +121,7 @@ func FromFile(f *gguf.File) (*Model, error) {
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.Embed = l.linear("token_embd.weight", c.Dim, c.Vocab)
 	m.OutputNorm = l.vector("output_norm.weight", c.Dim)
-	if _, ok := f.Tensor("output.weight"); ok && !c.TiedOutput {
+	if _, ok := f.Tensor("output.weight"); (ok || c.Arch == "gpt-oss") && !c.TiedOutput {
 		m.Output = l.linear("output.weight", c.Dim, c.Vocab)
 	} else {
 		m.Output = m.Embed
@@ -135,17 +143,26 @@ func FromFile(f *gguf.File) (*Model, error) {
 		m.RopeFreqs = l.vector(factors, c.RopeDim/2)
 	}
 	m.Layers = make([]Layer, c.Layers)
+	state := 0 // the next recurrent layer's offset in the state slot
 	for i := range m.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		ly := &m.Layers[i]
 		ly.AttnNorm = l.vector(p+"attn_norm.weight", c.Dim)
-		if l.has(p + "attn_qkv.weight") {
+		qOut := qDim
+		if c.AttnGate {
+			qOut = 2 * qDim // per head: query, then gate
+		}
+		switch {
+		case i < len(c.Recurrent) && c.Recurrent[i]:
+			ly.GDN = l.gdnLayer(p, &c, state)
+			state += c.GDN.LayerFloats()
+		case l.has(p+"attn_qkv.weight") && !gdnArch(c.Arch):
 			ly.QKV = l.linear(p+"attn_qkv.weight", c.Dim, qDim+2*kvDim)
 			if l.has(p + "attn_qkv.bias") {
 				ly.QKVBias = l.vector(p+"attn_qkv.bias", qDim+2*kvDim)
 			}
-		} else {
-			ly.Q = l.linear(p+"attn_q.weight", c.Dim, qDim)
+		default:
+			ly.Q = l.linear(p+"attn_q.weight", c.Dim, qOut)
 			ly.K = l.linear(p+"attn_k.weight", c.Dim, kvDim)
 			ly.V = l.linear(p+"attn_v.weight", c.Dim, kvDim)
 			// Biases: qwen2 requires them, every other architecture may
@@ -161,16 +178,25 @@ func FromFile(f *gguf.File) (*Model, error) {
 				ly.VBias = l.vector(p+"attn_v.bias", kvDim)
 			}
 		}
-		ly.O = l.linear(p+"attn_output.weight", qDim, c.Dim)
-		if c.QKNorm {
-			ly.QNorm = l.vector(p+"attn_q_norm.weight", c.HeadDim)
-			ly.KNorm = l.vector(p+"attn_k_norm.weight", c.HeadDim)
+		if ly.GDN == nil {
+			ly.O = l.linear(p+"attn_output.weight", qDim, c.Dim)
+			if c.QKNorm {
+				ly.QNorm = l.vector(p+"attn_q_norm.weight", c.HeadDim)
+				ly.KNorm = l.vector(p+"attn_k_norm.weight", c.HeadDim)
+			}
 		}
 		if c.PostNorms {
 			ly.PostAttnNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
 			ly.PostFFNNorm = l.vector(p+"post_ffw_norm.weight", c.Dim)
 		}
-		ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
+		if gdnArch(c.Arch) {
+			// qwen35's "post-attention" norm is the feed-forward's input norm
+			ly.FFNNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
+		} else if c.Arch == "gpt-oss" {
+			l.gptossLayer(p, ly, &c)
+		} else {
+			ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
+		}
 		switch {
 		case c.MoE.Experts > 0:
 			ly.MoE = l.moe(p, &c)
@@ -192,7 +218,7 @@ func FromFile(f *gguf.File) (*Model, error) {
 	}
 	for i := range m.Layers {
 		ly := &m.Layers[i]
-		if ly.QKV.Data == nil {
+		if ly.QKV.Data == nil && ly.GDN == nil && !c.AttnGate {
 			ly.qkvSpan = spanOf(&ly.Q, &ly.K, &ly.V)
 		}
 		if ly.Gate.Data != nil {
@@ -243,6 +269,11 @@ func (m *Model) packPanels() {
 		share(&ly.gateUpSpan, &ly.Gate, &ly.Up)
 		for _, w := range []*Linear{&ly.QKV, &ly.Q, &ly.K, &ly.V, &ly.O, &ly.Gate, &ly.Up, &ly.Down} {
 			pack(w)
+		}
+		if d := ly.GDN; d != nil {
+			for _, w := range []*Linear{&d.QKV, &d.Z, &d.Beta, &d.Alpha, &d.Out} {
+				pack(w)
+			}
 		}
 	}
 	pack(&m.Output)

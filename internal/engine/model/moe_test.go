@@ -104,7 +104,7 @@ func TestMoEConfig(t *testing.T) {
 		{"qwen3moe", map[string]int{"expert_count": 8, "expert_used_count": 9}, "expert_used_count = 9 is out of range 1..8"},
 		{"qwen3moe", map[string]int{"expert_count": 1000, "expert_used_count": 2}, "expert_count = 1000 is out of range"},
 		{"qwen3moe", map[string]int{"expert_used_count": 2}, "expert_count is missing"},
-		{"llama", map[string]int{"expert_count": 8, "expert_used_count": 2}, "mixtures of experts of the architectures qwen3moe and qwen2moe only"},
+		{"llama", map[string]int{"expert_count": 8, "expert_used_count": 2}, "mixtures of experts of the architectures qwen3moe, qwen2moe, qwen35moe and gpt-oss only"},
 	} {
 		md := baseMD(bad.arch)
 		for k, v := range bad.set {
