@@ -311,7 +311,7 @@ func modelSynthCmd() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe) q35-2b (Qwen3.5-2B's shape, arch qwen35), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV) or g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts)")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe), q35-2b (Qwen3.5-2B's shape, arch qwen35), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV) or g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts)")
 	fs.IntVar(&interval, "full-attention-interval", 0, "qwen35, qwen35moe: every Nth layer is full attention, the others Gated DeltaNet (0: 4, or the layer count when fewer)")
 	fs.IntVar(&ropeDims, "rope-dims", 0, "qwen35, qwen35moe: rotated dimensions per attention head (0: a quarter of the head)")
 	fs.IntVar(&ssmConv, "ssm-conv", 0, "qwen35, qwen35moe: DeltaNet convolution taps (0: 4)")
@@ -338,9 +338,9 @@ func modelSynthCmd() *cobra.Command {
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
-	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe, gpt-oss, gemma4: number of experts (0: 8; gemma4: none, a dense file)")
-	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe, gpt-oss, gemma4: experts used per token (0: 2; gpt-oss 4)")
-	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe, gpt-oss, gemma4: expert feed-forward width (0: half the preset's)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss, gemma4: number of experts (0: 8; gemma4: none, a dense file)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss, gemma4: experts used per token (0: 2; gpt-oss 4)")
+	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss: expert feed-forward width (0: half the preset's)")
 	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
 }

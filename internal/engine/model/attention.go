@@ -63,14 +63,23 @@ type attnShape struct {
 	kl, rowElems      int
 	scale, softcap    float32
 	window            int
-	sinks             []float32 // the layer's attention sinks (gpt-oss); nil when none
+	sinks             []float32 // per head: the softmax's extra logit (gpt-oss), nil for none
 }
 
-// shape returns (model) layer l's attention geometry over the cache kv.
+// shape returns layer l's attention geometry over the cache kv: l is the
+// model's layer, kl the cache layer it reads (its KV-layer index, which
+// skips a hybrid model's recurrent layers, or the layer whose KV a gemma4
+// layer shares).
 func (r *Runner) shape(kv *kvcache.Cache, l int) attnShape {
 	c := &r.m.Config
-	s := attnShape{heads: c.Heads, kvHeads: c.KVHeads, d: c.HeadDim, kl: r.kvIdx[l], softcap: c.AttnSoftcap, window: c.Window(l),
-		sinks: r.m.Layers[l].Sinks}
+	kl := l
+	if l < len(r.kvIdx) {
+		kl = r.kvIdx[l]
+	}
+	s := attnShape{heads: c.Heads, kvHeads: c.KVHeads, d: c.HeadDim, kl: kl, softcap: c.AttnSoftcap, window: c.Window(l)}
+	if l < len(r.m.Layers) {
+		s.sinks = r.m.Layers[l].Sinks
+	}
 	if g := c.Gemma4; g != nil {
 		s.kvHeads, s.d, s.kl = g.KVHeads[l], c.layerHeadDim(l), g.KVSource[l]
 	}
@@ -115,7 +124,8 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, sh *attnShape, seqs []Seq, n i
 	qDim := sh.heads * d
 	f16 := kv.Config().DType == tensor.F16
 	group := sh.heads / sh.kvHeads
-	scale, window, softcap, sinks := sh.scale, sh.window, sh.softcap, sh.sinks
+	scale, window, softcap := sh.scale, sh.window, sh.softcap
+	sinks := sh.sinks
 	pt := kv.Config().PageTokens
 	rowElems := sh.rowElems
 	maxLen := 0
@@ -290,7 +300,8 @@ func (r *Runner) attendTile(kv *kvcache.Cache, sh *attnShape, seqs []Seq, tl att
 	rows := group * tl.np
 	cc := kv.Config()
 	f16, pt := cc.DType == tensor.F16, cc.PageTokens
-	scale, window, softcap, sinks := sh.scale, sh.window, sh.softcap, sh.sinks
+	scale, window, softcap := sh.scale, sh.window, sh.softcap
+	sinks := sh.sinks
 	pages := attnPages(kv, l, &seqs[tl.seq])
 	// the positions the tile sees: from the first one its first token sees
 	// to its last token

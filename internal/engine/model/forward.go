@@ -235,9 +235,7 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 		return nil, err
 	}
 	if r.m.Config.Gemma4 != nil {
-		if err := r.gemma4Inputs(seqs, n); err != nil {
-			return nil, err
-		}
+		r.gemma4Inputs(seqs, n)
 		for l := range r.m.Layers {
 			r.gemma4Layer(kv, l, seqs, n)
 		}
@@ -650,7 +648,7 @@ func (r *Runner) attnBlock(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		r.layerHook(kl)
 	}
 	attStart := time.Now()
-	// attention reads the cache's layer kl (r.shape maps l to it)
+	// attention reads the cache's layer kl (Runner.shape maps l to it)
 	r.attention(kv, l, seqs, n)
 	r.times.Attention += time.Since(attStart)
 	if c.AttnGate {

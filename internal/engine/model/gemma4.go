@@ -67,8 +67,9 @@ type Gemma4Config struct {
 	CacheKVHeads, CacheHeadDim int
 }
 
-// cacheShape returns the KV cache's layers, KV heads and head dimension for
-// this model.
+// cacheShape returns the KV cache's layers (the KV layers: gemma4's layers
+// that own KV, or every layer but a hybrid's recurrent ones), KV heads and
+// head dimension for this model.
 func (c *Config) cacheShape() (layers, kvHeads, headDim int) {
 	if g := c.Gemma4; g != nil {
 		return g.KVLayers, g.CacheKVHeads, g.CacheHeadDim

@@ -115,3 +115,31 @@ func TestMoEConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadInMemoryEqualsLoad: a mixture-of-experts model read into memory
+// (LoadInMemory) gives every position the logits the mapped one (Load)
+// gives, bit for bit: only where the weights live differs.
+func TestLoadInMemoryEqualsLoad(t *testing.T) {
+	cfg, _ := synth.Preset("tiny")
+	cfg.Arch, cfg.Experts, cfg.ExpertsUsed = "qwen3moe", 8, 2
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q4_K, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var logits [2][]float32
+	for i, load := range []func(string) (*model.Model, error){model.Load, model.LoadInMemory} {
+		m, err := load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := kernels.NewPool(2)
+		logits[i] = allLogits(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), m.Tokenizer.Encode(tilePrompt, true, true))
+		pool.Close()
+		m.Close()
+	}
+	for j, v := range logits[1] {
+		if math.Float32bits(v) != math.Float32bits(logits[0][j]) {
+			t.Fatalf("logit %d: read into memory %v, mapped %v", j, v, logits[0][j])
+		}
+	}
+}

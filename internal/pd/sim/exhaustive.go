@@ -57,6 +57,26 @@ type ExhaustiveOptions struct {
 	NoReduce bool
 	// leaf, when set, receives each leaf's signature (tests).
 	leaf func(sig string)
+	// Progress, when set, is called every ProgressEvery leaves with the
+	// result so far and an estimate of the share of the tree searched
+	// (the depth-first position, weighting every branch alike).
+	Progress      func(res ExhaustiveResult, done float64)
+	ProgressEvery int
+}
+
+// searched estimates the share of the tree a depth-first search at stack
+// has finished: the position of its path, each level's options weighted
+// alike.
+func searched(stack []*frame) float64 {
+	done, width := 0.0, 1.0
+	for _, f := range stack {
+		if len(f.opts) == 0 {
+			break
+		}
+		width /= float64(len(f.opts))
+		done += float64(f.chosen) * width
+	}
+	return done
 }
 
 // ExhaustiveResult is what a search found.
@@ -255,6 +275,10 @@ func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 		}
 		if o.MaxLeaves > 0 && res.Leaves >= o.MaxLeaves {
 			break
+		}
+		if o.Progress != nil && o.ProgressEvery > 0 && !c.blocked && res.Leaves%o.ProgressEvery == 0 {
+			res.Elapsed = time.Since(start)
+			o.Progress(res, searched(stack))
 		}
 	}
 	res.Elapsed = time.Since(start)

@@ -395,7 +395,12 @@ var (
 func TestExhaustive(t *testing.T) {
 	configs := []ExhaustiveOptions{{Rooms: 1, K: 0, Abort: true}, {Rooms: 1, K: 1, MaxLeaves: 50000}, {Rooms: 2, K: 0, MaxLeaves: 20000}}
 	if *exhaustiveK >= 0 {
-		configs = []ExhaustiveOptions{{Rooms: *exhaustiveRooms, K: *exhaustiveK, Abort: *exhaustiveAbort, MaxLeaves: *exhaustiveMax}}
+		configs = []ExhaustiveOptions{{Rooms: *exhaustiveRooms, K: *exhaustiveK, Abort: *exhaustiveAbort, MaxLeaves: *exhaustiveMax,
+			ProgressEvery: 50000, Progress: func(r ExhaustiveResult, done float64) {
+				// Straight to stderr: a long search shows how far it got.
+				fmt.Fprintf(os.Stderr, "exhaustive: %d leaves, %d cut, %d states in %v, about %.2f%% of the tree\n",
+					r.Leaves, r.Blocked, r.States, r.Elapsed.Round(time.Second), 100*done)
+			}}}
 	}
 	for _, o := range configs {
 		res := Exhaustive(o)

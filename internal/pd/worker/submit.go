@@ -158,19 +158,12 @@ func (a engineAdapter) Resume(l *leg, first driver.Token) error {
 	if l.w.stateBytes == 0 {
 		return l.h.Resume(tok)
 	}
-	return resumeState(l.h, tok, l.state)
-}
-
-// resumeState continues a hybrid model's sequence from the first token and
-// the prompt's final state prefill sent.
-func resumeState(h *engine.Handle, first engine.Token, state []byte) error {
-	rs, ok := any(h).(interface {
-		ResumeState(engine.Token, []byte) error
-	})
-	if !ok {
-		return fmt.Errorf("this engine cannot resume a sequence from a recurrent state")
-	}
-	return rs.ResumeState(first, state)
+	// A hybrid model: the sequence resumes from the prompt's final
+	// state too, which the room received into l.state. ResumeState
+	// copies it, so the leg lets it go (it lives as long as the stream).
+	state := l.state
+	l.state = nil
+	return l.h.ResumeState(tok, state)
 }
 
 // Cancel ends the leg's engine sequence.
@@ -352,3 +345,7 @@ func (h *pageHold) done() {
 		h.eng.ReleasePage(h.group, h.page)
 	}
 }
+
+// The prefill sink is a StateSink: a hybrid model's engine hands it the
+// prompt's final state.
+var _ engine.StateSink = (*sink)(nil)
