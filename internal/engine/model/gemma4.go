@@ -230,7 +230,15 @@ func (c *Config) gemma4Features(md Metadata, req func(string, *int, int) error) 
 	if g.HeadDimSWA%2 != 0 || g.RopeDimSWA%2 != 0 {
 		return fmt.Errorf("model metadata: sliding-window head dimension %d and rotated dimensions %d must be even", g.HeadDimSWA, g.RopeDimSWA)
 	}
-	var err error
+	heads, err := perLayerInts(md, a+"attention.head_count", c.Layers, 1, headsMax)
+	if err != nil {
+		return err
+	}
+	for l, h := range heads {
+		if h != c.Heads {
+			return fmt.Errorf("model metadata: layer %d has %d query heads, layer 0 %d: per-layer query head counts are not supported", l, h, heads[0])
+		}
+	}
 	if g.KVHeads, err = perLayerInts(md, a+"attention.head_count_kv", c.Layers, 1, headsMax); err != nil {
 		if _, ok := md.Int(a + "attention.head_count_kv"); ok {
 			return err

@@ -95,6 +95,9 @@ func TestGemma4Config(t *testing.T) {
 		{"swa value length", func(w *gguf.Writer) { w.SetUint32("gemma4.attention.value_length_swa", 16) }, "value_length_swa"},
 		{"per-layer width missing", func(w *gguf.Writer) { w.SetString("gemma4.embedding_length_per_layer_input", "x") },
 			"embedding_length_per_layer_input is missing"},
+		{"query heads per layer", func(w *gguf.Writer) {
+			w.Set("gemma4.attention.head_count", gguf.Uint32sValue([]uint32{4, 4, 2, 4, 4, 2}))
+		}, "per-layer query head counts are not supported"},
 		{"too many shared", func(w *gguf.Writer) { w.SetUint32("gemma4.attention.shared_kv_layers", 7) }, "shared_kv_layers = 7 is out of range"},
 		{"expert widths differ", func(w *gguf.Writer) {
 			w.SetUint32("gemma4.expert_count", 4)
