@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tandem/internal/engine/gguf"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
 )
@@ -481,7 +482,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) error {
 	s.pg = grow(s.pg, n*P)
 	s.mlp = grow(s.mlp, n*c.Dim)
 	s.rin = grow(s.rin, n*c.Dim)
-	s.gu = grow(s.gu, n*2*c.MoE.FF)
+	s.gu = grow(s.gu, max(n, c.MoE.Used)*2*c.MoE.FF) // one token: every chosen expert's gate|up
 	maxFF := 0
 	for _, f := range g.FF {
 		maxFF = max(maxFF, f)
@@ -578,13 +579,21 @@ func (r *Runner) gemma4Layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	}
 	r.resid = false
 	r.normTokens(ly.AttnNorm, n)
-	r.matmul(&ly.Q, r.h, n, r.q)
-	if owns {
-		r.matmul(&ly.K, r.h, n, r.k)
-		if ly.V.Data != nil {
-			r.matmul(&ly.V, r.h, n, r.v)
-		} else {
-			copy(r.v[:n*kvDim], r.k[:n*kvDim])
+	switch {
+	case n == 1 && owns && ly.V.Data != nil:
+		r.matvecs(r.h, &ly.Q, r.q, &ly.K, r.k, &ly.V, r.v) // one pool round
+	case n == 1 && owns:
+		r.matvecs(r.h, &ly.Q, r.q, &ly.K, r.k, nil, nil)
+		copy(r.v[:kvDim], r.k[:kvDim])
+	default:
+		r.matmul(&ly.Q, r.h, n, r.q)
+		if owns {
+			r.matmul(&ly.K, r.h, n, r.k)
+			if ly.V.Data != nil {
+				r.matmul(&ly.V, r.h, n, r.v)
+			} else {
+				copy(r.v[:n*kvDim], r.k[:n*kvDim])
+			}
 		}
 	}
 	r.setQKV(r.q, qDim, r.k, r.v, kvDim)
@@ -735,6 +744,10 @@ func (r *Runner) gemma4Experts(ly *Layer, n int) {
 	D, F := c.Dim, mc.FF
 	s := &r.moe
 	s.grow(c, n)
+	if n == 1 {
+		r.gemma4ExpertsOne(ly)
+		return
+	}
 	r.matmul(&m.Router, r.g4.rin, n, s.logits)
 	for t := range n {
 		r.route(s.logits[t*mc.Experts:(t+1)*mc.Experts], s.sel[t*mc.Used:(t+1)*mc.Used], s.wts[t*mc.Used:(t+1)*mc.Used])
@@ -780,6 +793,69 @@ func (r *Runner) gemma4Experts(ly *Layer, n int) {
 		for i, t := range s.tok[lo:hi] {
 			addScaled(out[int(t)*D:(int(t)+1)*D], d[i*D:(i+1)*D], s.w[int(lo)+i])
 		}
+	}
+}
+
+// gemma4ExpertsOne is gemma4Experts for one token: three pool rounds (the
+// router; every chosen expert's gate and up; their down products), reading
+// only the chosen experts' weights. Its products are the multi-token
+// path's, one row each, so a token's result does not depend on the step.
+func (r *Runner) gemma4ExpertsOne(ly *Layer) {
+	c := &r.m.Config
+	m, x := ly.MoE, ly.g4
+	mc := c.MoE
+	D, F := c.Dim, mc.FF
+	s := &r.moe
+	ops := append(s.ops[:0], kernels.MatVec{Type: m.Router.Type, W: m.Router.Data, Panels: m.Router.Panels, Out: mc.Experts, Y: s.logits[:mc.Experts]})
+	r.matvecOps(D, r.g4.rin[:D], ops)
+	sel, wts := s.sel[:mc.Used], s.wts[:mc.Used]
+	r.route(s.logits[:mc.Experts], sel, wts)
+	ops = ops[:0]
+	gu := r.g4.gu[:mc.Used*2*F]
+	for j, e := range sel {
+		if x.GateUp != nil {
+			w := &x.GateUp[e]
+			ops = append(ops, kernels.MatVec{Type: w.Type, W: w.Data, Panels: w.Panels, Out: 2 * F, Y: gu[j*2*F : (j+1)*2*F]})
+			continue
+		}
+		ops = append(ops,
+			kernels.MatVec{Type: m.Gate[e].Type, W: m.Gate[e].Data, Panels: m.Gate[e].Panels, Out: F, Y: s.g[j*F : (j+1)*F]},
+			kernels.MatVec{Type: m.Up[e].Type, W: m.Up[e].Data, Panels: m.Up[e].Panels, Out: F, Y: s.u[j*F : (j+1)*F]})
+	}
+	r.matvecOps(D, r.h[:D], ops)
+	gs := s.g[:mc.Used*F]
+	if x.GateUp != nil {
+		for j := range sel {
+			row := gu[j*2*F : (j+1)*2*F]
+			for i := range F {
+				gs[j*F+i] = geluF16(row[i]) * row[F+i]
+			}
+		}
+	} else {
+		us := s.u[:mc.Used*F]
+		for i := range gs {
+			gs[i] = geluF16(gs[i]) * us[i]
+		}
+	}
+	ops = ops[:0]
+	for j, e := range sel {
+		ops = append(ops, kernels.MatVec{Type: m.Down[e].Type, W: m.Down[e].Data, Panels: m.Down[e].Panels, Out: D,
+			Y: s.d[j*D : (j+1)*D], X: gs[j*F : (j+1)*F]})
+	}
+	r.matvecOps(F, nil, ops)
+	clear(ops[:cap(ops)])
+	s.ops = ops[:0]
+	out := r.out[:D]
+	clear(out)
+	for j, e := range sel {
+		d := s.d[j*D : (j+1)*D]
+		if x.DownScale != nil {
+			sc := x.DownScale[e]
+			for i := range d {
+				d[i] *= sc
+			}
+		}
+		addScaled(out, d, wts[j])
 	}
 }
 

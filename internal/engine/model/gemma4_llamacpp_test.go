@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,6 +211,48 @@ func TestGemma4ChunkedPrefill(t *testing.T) {
 				if n := min(run.tie, len(run.ids)); !slices.Equal(chunked[:n], run.ids[:n]) {
 					t.Errorf("prompt %d: chunked prefill ids %v, llama.cpp %v (near tie at step %d)", i+1, chunked, run.ids, run.tie)
 				}
+			}
+		})
+	}
+}
+
+// TestGemma4PrefillEqualsDecode: a gemma4 prompt's logits are the same bits
+// whether its 82 tokens run as one step (the grouped expert path, tiles) or
+// one token at a time (one round of Q/K/V products, the chosen experts'
+// rows only), with 1 and 3 threads, for each case's file (Q8_0 here, so
+// the quantized products are covered too).
+func TestGemma4PrefillEqualsDecode(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range gemma4Cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.typ = tensor.Q8_0
+			m, err := model.Load(writeGemma4Case(t, dir, tc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ids := m.Tokenizer.Encode(tilePrompt, true, true)
+			for _, threads := range []int{1, 3} {
+				pool := kernels.NewPool(threads)
+				r := model.NewRunner(m, pool)
+				all := allLogits(t, r, newCache(t, m, 16, 16, tensor.F16), ids)
+				kv := newCache(t, m, 16, 16, tensor.F16)
+				pages, err := kv.Alloc(kv.Config().PagesFor(len(ids)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				vocab := m.Config.Vocab
+				for i, id := range ids {
+					out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: i, Pages: pages}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := all[i*vocab : (i+1)*vocab]; !slices.EqualFunc(out[0], want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+						t.Fatalf("threads %d position %d: one token at a time differs from the %d-token step", threads, i, len(ids))
+					}
+				}
+				kv.Release(pages)
+				pool.Close()
 			}
 		})
 	}
