@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -102,15 +103,21 @@ func Invalid(param, code, format string, args ...any) *Error {
 
 // ContextLengthExceeded returns the 400 error for a request that does not
 // fit the model's context window (the served max_model_len), worded as
-// vLLM's OpenAI server words it (which follows OpenAI's).
+// vLLM's OpenAI server words it (which follows OpenAI's): the input is
+// "the messages" for a chat request, "the prompt" for a completion (param
+// "prompt" or "prompt[i]").
 func ContextLengthExceeded(param string, contextTokens, promptTokens, maxTokens int) *Error {
+	what := "messages"
+	if strings.HasPrefix(param, "prompt") {
+		what = "prompt"
+	}
 	var msg string
 	if maxTokens > 0 {
-		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			contextTokens, promptTokens+maxTokens, promptTokens, maxTokens)
+		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d in the completion). Please reduce the length of the %s or completion.",
+			contextTokens, promptTokens+maxTokens, promptTokens, what, maxTokens, what)
 	} else {
-		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens in the messages. Please reduce the length of the messages.",
-			contextTokens, promptTokens)
+		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens in the %s. Please reduce the length of the %s.",
+			contextTokens, promptTokens, what, what)
 	}
 	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: CodeContextLength, Message: msg}
 }

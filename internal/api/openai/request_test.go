@@ -196,6 +196,22 @@ func TestErrorBody(t *testing.T) {
 	if got := string(e.MarshalBody()); !strings.Contains(got, `"param":"messages"`) || !strings.Contains(got, "maximum context length is 100 tokens") {
 		t.Errorf("ContextLengthExceeded body = %s, want param messages and the context length", got)
 	}
+	// The input is named as the request names it: a chat's messages, a
+	// completion's prompt (one of a list too).
+	for _, tc := range []struct {
+		param     string
+		maxTokens int
+		want      string
+	}{
+		{"messages", 20, "(90 in the messages, 20 in the completion). Please reduce the length of the messages or completion."},
+		{"messages", 0, "you requested 90 tokens in the messages. Please reduce the length of the messages."},
+		{"prompt", 20, "(90 in the prompt, 20 in the completion). Please reduce the length of the prompt or completion."},
+		{"prompt[2]", 0, "you requested 90 tokens in the prompt. Please reduce the length of the prompt."},
+	} {
+		if got := ContextLengthExceeded(tc.param, 100, 90, tc.maxTokens).Message; !strings.Contains(got, tc.want) {
+			t.Errorf("ContextLengthExceeded(%q, max_tokens %d) = %q, want it to contain %q", tc.param, tc.maxTokens, got, tc.want)
+		}
+	}
 }
 
 // checkDecoded asserts the invariants every successfully decoded request
