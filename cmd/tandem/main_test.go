@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/tokenizer"
 	"tandem/internal/testenv"
 )
 
@@ -176,5 +179,35 @@ func TestMmapFlag(t *testing.T) {
 	read := run(t, append(args, "--mmap=false")...)
 	if mapped != read || !strings.Contains(mapped, `"ids"`) {
 		t.Errorf("generate --mmap=false %s, mapped %s", read, mapped)
+	}
+}
+
+// TestModelInfoChatTemplate: model info shows a chat template as its size
+// and first line; --template prints it whole.
+func TestModelInfoChatTemplate(t *testing.T) {
+	p := testenv.Shared(t, "testdata/tokenizer/ggml-vocab-phi-3.gguf")
+	f, err := gguf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	voc, err := tokenizer.VocabFromMetadata(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := voc.ChatTemplate
+	if strings.Count(tmpl, "\n") < 1 {
+		t.Fatalf("the test wants a template of several lines; phi-3's is %q", tmpl)
+	}
+	first, _, _ := strings.Cut(tmpl, "\n")
+	out := run(t, "model", "info", p)
+	if want := fmt.Sprintf("chat template %d bytes, %d lines (--template prints it whole); first line: %s\n", len(tmpl), strings.Count(tmpl, "\n")+1, first); !strings.Contains(out, want) {
+		t.Errorf("model info lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, tmpl) {
+		t.Errorf("model info prints the whole template without --template:\n%s", out)
+	}
+	if out := run(t, "model", "info", "--template", p); !strings.Contains(out, "chat template\n"+tmpl+"\n") {
+		t.Errorf("model info --template lacks the whole template:\n%s", out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -25,12 +26,15 @@ func modelCmd() *cobra.Command {
 
 func modelInfoCmd() *cobra.Command {
 	var format string
+	var template bool
 	cmd := &cobra.Command{
 		Use:   "info MODEL",
 		Short: "Print a model's architecture, shapes, tensor types, vocabulary and chat template",
 		Long: `Info describes a GGUF file. MODEL is a path or a hub reference as --model takes
 (ORG/REPO[:QUANT], hf.co/ORG/REPO[:QUANT], a file URL; pulled on first use; a
-path that exists wins). --format json writes the same facts as one JSON object.`,
+path that exists wins). The chat template shows as its size and first line;
+--template prints it whole. --format json writes the same facts as one JSON
+object (the template whole).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
@@ -54,12 +58,17 @@ path that exists wins). --format json writes the same facts as one JSON object.`
 				enc.SetIndent("", "  ")
 				return enc.Encode(modelInfo(args[0], path, f))
 			}
-			return printInfo(cmd.OutOrStdout(), path, f)
+			return printInfo(cmd.OutOrStdout(), path, f, template)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output: text or json")
+	cmd.Flags().BoolVar(&template, "template", false, "print the chat template whole (by default: its size and first line)")
 	return cmd
 }
+
+// templateLineMax bounds the chat template's first line in model info's
+// text (bytes; a template on one line is shown cut).
+const templateLineMax = 120
 
 // infoJSON is `model info --format json`.
 type infoJSON struct {
@@ -152,7 +161,7 @@ func modelInfo(ref, path string, f *gguf.File) infoJSON {
 	return in
 }
 
-func printInfo(w io.Writer, path string, f *gguf.File) error {
+func printInfo(w io.Writer, path string, f *gguf.File, wholeTemplate bool) error {
 	fmt.Fprintf(w, "file          %s (GGUF v%d, %d tensors, %d metadata keys)\n", path, f.Version, len(f.Tensors), len(f.KV))
 	if model.IsEncoder(f.Architecture()) {
 		printEncoderInfo(w, f)
@@ -216,10 +225,22 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 		}
 		fmt.Fprintf(w, "vocabulary    %d tokens, %s tokenizer, pre-tokenizer %s, bos %d, eos %d, add bos %v\n",
 			len(voc.Tokens), voc.Model, pre, voc.BOS, voc.EOS, voc.AddBOS)
-		if voc.ChatTemplate == "" {
+		switch tmpl := voc.ChatTemplate; {
+		case tmpl == "":
 			fmt.Fprintf(w, "chat template (none)\n")
-		} else {
-			fmt.Fprintf(w, "chat template\n%s\n", voc.ChatTemplate)
+		case wholeTemplate:
+			fmt.Fprintf(w, "chat template\n%s\n", tmpl)
+		default:
+			first, _, _ := strings.Cut(tmpl, "\n")
+			if len(first) > templateLineMax {
+				n := templateLineMax
+				for n > 0 && !utf8.RuneStart(first[n]) { // cut on a character's start
+					n--
+				}
+				first = first[:n] + "..."
+			}
+			fmt.Fprintf(w, "chat template %d bytes, %d lines (--template prints it whole); first line: %s\n",
+				len(tmpl), strings.Count(tmpl, "\n")+1, first)
 		}
 	}
 	fmt.Fprintln(w, "tensors")
