@@ -130,7 +130,7 @@ type pdFlags struct {
 func (f *pdFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.transferHost, "transfer-host", "127.0.0.1", "address the KV transfer listener binds (prefill; a decode worker only dials and listens nowhere)")
 	fs.IntVar(&f.transferPort, "transfer-port", 0, "TCP port of the KV transfer listener (prefill; 0: any free port)")
-	fs.StringVar(&f.advertise, "transfer-advertise", "", "prefill: the host:port decode workers dial to reach the transfer listener (needed when --transfer-host is 0.0.0.0); decode: the name it presents to prefill workers (default: a random one per process)")
+	fs.StringVar(&f.advertise, "transfer-advertise", "", "prefill: the host:port decode workers dial to reach the transfer listener (needed when --transfer-host is 0.0.0.0), or a host alone (a name, an IPv4 or IPv6 literal) to which --transfer-port is added; an IPv6 literal with a port needs brackets, [fd00::1]:7000; decode: the name it presents to prefill workers (default: a random one per process)")
 	fs.StringVar(&f.tokenFile, "cluster-token-file", "", "file holding the cluster token peers authenticate with (default: $TANDEM_CLUSTER_TOKEN)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", time.Second, "heartbeat interval between prefill and decode workers; a peer silent for two intervals is lost")
 	fs.StringVar(&f.kvTransport, "kv-transport", "auto", "how KV bytes travel between prefill and decode: auto (shared memory with a peer on this host when it can be set up, else TCP), tcp, or shm (offer shared memory to every peer; a prefill worker then refuses to send KV over TCP)")
@@ -191,6 +191,25 @@ func readSecretFile(name string) ([]byte, error) {
 		err = fmt.Errorf("%s is larger than %d bytes: it is not a token file", name, secretFileBytesMax)
 	}
 	return b, err
+}
+
+// advertiseAddr is the transfer address a worker advertises: for a
+// prefill worker, --transfer-advertise as given when it is host:port, else
+// (a host alone, as Kubernetes expands $(POD_IP)) that host joined with
+// --transfer-port, an IPv6 literal in brackets; a decode worker's is a
+// name, as given.
+func (f *pdFlags) advertiseAddr(role room.Role) (string, error) {
+	a := f.advertise
+	if role != room.RolePrefill || a == "" {
+		return a, nil
+	}
+	if _, _, err := net.SplitHostPort(a); err == nil {
+		return a, nil
+	}
+	if f.transferPort == 0 {
+		return "", fmt.Errorf("--transfer-advertise %q has no port and --transfer-port is 0 (any free port): give host:port, or a fixed --transfer-port", a)
+	}
+	return net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(a, "["), "]"), strconv.Itoa(f.transferPort)), nil
 }
 
 // secretFileBytesMax bounds what readSecretFile reads: a token is a line.
@@ -314,9 +333,13 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 		if pd.shmMiB < 1 || pd.shmMiB > 1024 {
 			return fmt.Errorf("--kv-shm-mib %d is out of range 1..1024", pd.shmMiB)
 		}
+		adv, err := pd.advertiseAddr(role)
+		if err != nil {
+			return err
+		}
 		rc := worker.DefaultRoomConfig()
 		pw, err = worker.New(e, worker.Config{Role: role, Room: rc, Logger: log, Tracing: tracing, Transfer: transfer.Config{
-			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: pd.advertise, ClusterToken: tok,
+			ListenAddr: net.JoinHostPort(pd.transferHost, strconv.Itoa(pd.transferPort)), AdvertiseAddr: adv, ClusterToken: tok,
 			HeartbeatInterval: pd.heartbeat, Faults: inj, KVTransport: kvt, ShmRegionBytes: pd.shmMiB << 20, ShmSource: src}})
 		if err != nil {
 			return err

@@ -270,8 +270,8 @@ func checkRendered(t *testing.T, ns string, objs []*unstructured.Unstructured) {
 			}
 		}
 	}
-	if v, _ := argValue(prefill.Spec.Template.Spec.Containers[0].Args, "transfer-advertise"); !strings.HasPrefix(v, "$(POD_IP):") {
-		t.Errorf("prefill --transfer-advertise=%q: decode workers must dial the pod's IP", v)
+	if v, _ := argValue(prefill.Spec.Template.Spec.Containers[0].Args, "transfer-advertise"); v != "$(POD_IP)" {
+		t.Errorf("prefill --transfer-advertise=%q, want $(POD_IP) alone: decode workers dial the pod's IP, and the worker adds the port (an IPv6 address needs brackets)", v)
 	}
 	for _, d := range deps {
 		checkPod(t, d)
