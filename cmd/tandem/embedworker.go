@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -118,34 +116,23 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 		so.Mounts = map[string]http.Handler{"/pd/": so.LegKeys.RequireCredential(mux)}
 	}
 	srv := server.New(b, so)
-	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
-	ln, err := net.Listen("tcp", hs.Addr)
+	hs, err := serveHTTP(srv, f.host, f.port)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", hs.Addr, err)
+		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	srv.SetReady(true)
 	in := svc.Info()
-	log.Info("serving embeddings", "addr", "http://"+ln.Addr().String(), "model", f.ef.model, "arch", in.Arch, "dim", in.Dim,
+	log.Info("serving embeddings", "addr", "http://"+hs.addr, "model", f.ef.model, "arch", in.Arch, "dim", in.Dim,
 		"pooling", in.Pooling.String(), "max_input_tokens", in.Context, "batch_inputs", svc.Config().MaxBatchInputs)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
-	case <-ctx.Done():
+	if err := hs.wait(ctx); err != nil {
+		return err
 	}
 	dc := f.drain.config(ctx)
 	dc.Logger = log
-	dc.Refusing = func() { hs.SetKeepAlivesEnabled(false) }
+	dc.Refusing = func() { hs.hs.SetKeepAlivesEnabled(false) }
 	res := srv.Gate().Drain(dc)
 	svc.Close() // requests still waiting end with ErrClosed (503)
-	sctx, cancel := context.WithTimeout(context.Background(), endGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve http: %w", err)
+	if err := hs.stop(log); err != nil {
+		return err
 	}
 	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
 	return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -372,16 +371,12 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 		so.Mounts = map[string]http.Handler{"/pd/": guarded, "/debug/": guarded}
 	}
 	srv := server.New(server.EngineBackend(e), so)
-	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))
-	ln, err := net.Listen("tcp", hs.Addr)
+	hs, err := serveHTTP(srv, f.host, f.port)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", hs.Addr, err)
+		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	srv.SetReady(true)
 	m := e.Model().Config
-	attrs := []any{"addr", "http://" + ln.Addr().String(), "model", f.ef.model, "arch", m.Arch,
+	attrs := []any{"addr", "http://" + hs.addr, "model", f.ef.model, "arch", m.Arch,
 		"context", e.MaxContext(), "threads", pool.Threads(), "kv_pages", e.Config().Pages, "kv_bytes", e.Stats().KVBytesTot}
 	if pw != nil {
 		attrs = append(attrs, "role", role.String(), "transfer", pw.TransferAddr())
@@ -394,10 +389,8 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	defer stopStats()
 	f.obs.engineStats(sctx, log, e)
 
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
-	case <-ctx.Done():
+	if err := hs.wait(ctx); err != nil {
+		return err
 	}
 	// The drain (package drain): /ready turns 503 at once, requests are
 	// served for --drain-settle while routers notice, then refused with
@@ -407,7 +400,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	// and /pd/status show every room until the end.
 	dc := f.drain.config(ctx)
 	dc.Logger = log
-	dc.Refusing = func() { hs.SetKeepAlivesEnabled(false) } // idle connections close now, busy ones after their answer
+	dc.Refusing = func() { hs.hs.SetKeepAlivesEnabled(false) } // idle connections close now, busy ones after their answer
 	if pw != nil {
 		dc.Busy = pw.LiveRooms
 	}
@@ -421,14 +414,8 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 		}
 		e.Close()
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), endGrace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("connections still open after the drain; closing them", "err", err)
-		hs.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve http: %w", err)
+	if err := hs.stop(log); err != nil {
+		return err
 	}
 	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
 	return nil
