@@ -17,12 +17,13 @@ import (
 	"tandem/internal/synth"
 )
 
-// TestPullModelsAndModelRef: `--model hf.co/...` pulls a synthesized model
-// from a fake hub on first use and generates what the local file does;
-// `tandem pull` of the same content downloads nothing; `tandem models` lists
-// both references; a cached reference asks the hub nothing.
-func TestPullModelsAndModelRef(t *testing.T) {
-	local := filepath.Join(t.TempDir(), "tiny.gguf")
+// tinyOnFakeHub writes the tiny synthesized model (Q8_0) to a temporary
+// file, serves its bytes from a fake hub as org/tiny-GGUF/tiny-Q8_0.gguf,
+// and points TANDEM_HOME (a new directory, returned) and HF_ENDPOINT at
+// them, with no HF_TOKEN.
+func tinyOnFakeHub(t *testing.T) (s *hubtest.Server, local string, data []byte, home string) {
+	t.Helper()
+	local = filepath.Join(t.TempDir(), "tiny.gguf")
 	cfg, _ := synth.Preset("tiny")
 	if err := synth.Write(local, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 7}); err != nil {
 		t.Fatal(err)
@@ -31,13 +32,22 @@ func TestPullModelsAndModelRef(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := hubtest.New(t)
+	s = hubtest.New(t)
 	s.AddFile("org/tiny-GGUF", "tiny-Q8_0.gguf", data)
-	s.AddName("org/tiny-GGUF", "README.md")
-	home := t.TempDir()
+	home = t.TempDir()
 	t.Setenv("TANDEM_HOME", home)
 	t.Setenv("HF_ENDPOINT", s.Hub.URL)
 	t.Setenv("HF_TOKEN", "")
+	return s, local, data, home
+}
+
+// TestPullModelsAndModelRef: `--model hf.co/...` pulls a synthesized model
+// from a fake hub on first use and generates what the local file does;
+// `tandem pull` of the same content downloads nothing; `tandem models` lists
+// both references; a cached reference asks the hub nothing.
+func TestPullModelsAndModelRef(t *testing.T) {
+	s, local, data, home := tinyOnFakeHub(t)
+	s.AddName("org/tiny-GGUF", "README.md")
 
 	gen := func(m string) string {
 		return run(t, "generate", "--model", m, "--prompt", "hello world", "--temperature", "0", "--max-tokens", "6", "--threads", "1", "--format", "json")
@@ -108,23 +118,10 @@ func TestPullErrorNamesFix(t *testing.T) {
 // time, and the blob has the file's sha256. Then `model info` and `models
 // rm` take the same short reference, and a path that exists wins over it.
 func TestPullAcrossTwoCuts(t *testing.T) {
-	local := filepath.Join(t.TempDir(), "tiny.gguf")
+	s, _, data, home := tinyOnFakeHub(t)
 	cfg, _ := synth.Preset("tiny")
-	if err := synth.Write(local, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 7}); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(local)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sum := sha256.Sum256(data)
 	want := hex.EncodeToString(sum[:])
-	s := hubtest.New(t)
-	s.AddFile("org/tiny-GGUF", "tiny-Q8_0.gguf", data)
-	home := t.TempDir()
-	t.Setenv("TANDEM_HOME", home)
-	t.Setenv("HF_ENDPOINT", s.Hub.URL)
-	t.Setenv("HF_TOKEN", "")
 	t.Chdir(t.TempDir())
 	third := int64(len(data) / 3)
 	s.CutNext(third)
