@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +78,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Skip("npm is not installed: the dashboard's browser test installs playwright-core; .ci/run installs it")
 	}
-	modules := installNodePackage(t, npm, "playwright-core", playwrightVersion)
+	modules := installNodePackages(t, npm, "playwright-core-"+playwrightVersion,
+		[]nodePackage{{"playwright-core", playwrightVersion}}, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
 	var out lockedBuffer
 	cl := observedCluster(t, &out, 4)
 	victim := procURL(t, cl, "decode-1")
@@ -147,54 +147,4 @@ func TestDashboardInBrowser(t *testing.T) {
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10000 {
 		t.Errorf("screenshot %s: %v", shot, err)
 	}
-}
-
-// installNodePackage returns a node_modules folder holding name@version,
-// installed on first use under the user cache folder
-// (tandem-e2e/NAME-VERSION), through a fresh folder renamed into place.
-func installNodePackage(t *testing.T, npm, name, version string) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	root := filepath.Join(cache, "tandem-e2e")
-	final := filepath.Join(root, name+"-"+version)
-	modules := filepath.Join(final, "node_modules")
-	installed := func(m string) bool {
-		b, err := os.ReadFile(filepath.Join(m, name, "package.json"))
-		var p struct{ Version string }
-		return err == nil && json.Unmarshal(b, &p) == nil && p.Version == version
-	}
-	if installed(modules) {
-		return modules
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := os.MkdirTemp(root, "install-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	pkg := fmt.Sprintf(`{"name":"tandem-e2e-%s","private":true,"dependencies":{%q:%q}}`, name, name, version)
-	if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(pkg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install %s@%s (needs the npm registry or a warm npm cache): %v\n%s", name, version, err, out)
-	}
-	if !installed(filepath.Join(tmp, "node_modules")) {
-		t.Fatalf("npm install %s@%s did not install that version", name, version)
-	}
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil && !installed(modules) {
-		t.Fatalf("move the npm install into the cache: %v", err)
-	}
-	return modules
 }

