@@ -228,7 +228,11 @@ func (l *loader) gdnLayer(p string, c *Config, state int) *GDNLayer {
 type gdnScratch struct {
 	qkv, conv, z, beta, alpha, o []float32
 	ops                          [4]kernels.MatVec
+	jobs                         []gdnJob
 }
+
+// gdnJob is one sequence of a step: its index and its first token's.
+type gdnJob struct{ seq, t0 int }
 
 func (s *gdnScratch) grow(c *Config, n int) {
 	g := c.GDN
@@ -276,37 +280,33 @@ func (r *Runner) gdn(d *GDNLayer, seqs []Seq, n int) {
 			a[h] = softplus(a[h]+d.DT[h]) * d.A[h]
 		}
 	}
-	// the causal convolution and silu, split by channel; each sequence's
-	// tokens in order
+	// the sequences with tokens, and where their tokens start in the step
+	s.jobs = s.jobs[:0]
 	t0 := 0
 	for si := range seqs {
-		sq := &seqs[si]
-		nt := len(sq.Tokens)
-		if nt == 0 {
-			continue
-		}
-		cs := sq.State[d.state : d.state+g.ConvFloats()]
-		tb := t0
-		if ch*nt*g.Conv < serialElems {
-			gdnConvRange(d.Conv, cs, s.qkv, s.conv, g, tb, nt, 0, ch)
-		} else {
-			r.pool.Parallel(ch, func(lo, hi int) { gdnConvRange(d.Conv, cs, s.qkv, s.conv, g, tb, nt, lo, hi) })
-		}
-		t0 += nt
-	}
-	// per (sequence, value head): the delta rule over the sequence's tokens
-	type job struct{ seq, t0 int }
-	jobs := make([]job, 0, len(seqs))
-	t0 = 0
-	for si := range seqs {
 		if nt := len(seqs[si].Tokens); nt > 0 {
-			jobs = append(jobs, job{si, t0})
+			s.jobs = append(s.jobs, gdnJob{si, t0})
 			t0 += nt
 		}
 	}
-	r.pool.Parallel(len(jobs)*g.VHeads, func(lo, hi int) {
+	// the causal convolution and silu, one round split by channel; each
+	// sequence's tokens in order
+	conv := func(lo, hi int) {
+		for _, jb := range s.jobs {
+			sq := &seqs[jb.seq]
+			cs := sq.State[d.state : d.state+g.ConvFloats()]
+			gdnConvRange(d.Conv, cs, s.qkv, s.conv, g, jb.t0, len(sq.Tokens), lo, hi)
+		}
+	}
+	if ch*n*g.Conv < serialElems {
+		conv(0, ch)
+	} else {
+		r.pool.Parallel(ch, conv)
+	}
+	// per (sequence, value head): the delta rule over the sequence's tokens
+	r.pool.Parallel(len(s.jobs)*g.VHeads, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			jb, h := jobs[i/g.VHeads], i%g.VHeads
+			jb, h := s.jobs[i/g.VHeads], i%g.VHeads
 			sq := &seqs[jb.seq]
 			st := sq.State[d.state+g.ConvFloats()+h*g.HeadDim*g.HeadDim:][:g.HeadDim*g.HeadDim]
 			gdnHead(st, s.conv, s.z, s.beta, s.alpha, s.o, d.Norm, g, h, jb.t0, len(sq.Tokens), c.NormEps)
@@ -343,41 +343,31 @@ func gdnConvRange(w, cs, qkv, out []float32, g GDNConfig, t0, nt, lo, hi int) {
 
 // gdnHead runs value head h of one sequence over its nt tokens from t0:
 // the l2 norms of its query and key, the delta rule on its state st, the
-// gated RMS norm of its output into o.
+// gated RMS norm of its output into o. Row j of the state (S[·][j]) meets
+// only δ_j, so each row runs its four vector passes (decay, Sᵀk, the rank-1
+// update, Sᵀq) while it sits in the first-level cache. Every token's
+// arithmetic is the same wherever the step boundaries fall.
 func gdnHead(st, conv, z, beta, gate, o, norm []float32, g GDNConfig, h, t0, nt int, eps float32) {
 	hd, ch := g.HeadDim, g.Channels()
 	kh := h % g.KHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	var qb, kb, delta [gdnHeadMax]float32
-	q, k, dl := qb[:hd], kb[:hd], delta[:hd]
+	var qb, kb [gdnHeadMax]float32
+	q, k := qb[:hd], kb[:hd]
 	for t := t0; t < t0+nt; t++ {
 		row := conv[t*ch : (t+1)*ch]
 		l2norm(q, row[kh*hd:(kh+1)*hd], eps)
 		l2norm(k, row[(g.KHeads+kh)*hd:(g.KHeads+kh+1)*hd], eps)
 		v := row[(2*g.KHeads+h)*hd : (2*g.KHeads+h+1)*hd]
 		b := beta[t*g.VHeads+h]
-		decay := float32(math.Exp(float64(gate[t*g.VHeads+h])))
-		for i := range st {
-			st[i] *= decay
-		}
-		for j := range hd {
-			m := st[j*hd : (j+1)*hd]
-			var sum float32
-			for i, x := range m {
-				sum += x * k[i]
-			}
-			dl[j] = (v[j] - sum) * b
-		}
+		// S·e^g as S + (e^g-1)·S, one vector pass
+		dm := float32(math.Exp(float64(gate[t*g.VHeads+h]))) - 1
 		out := o[t*g.Inner()+h*hd : t*g.Inner()+(h+1)*hd]
 		for j := range hd {
 			m := st[j*hd : (j+1)*hd]
-			dj := dl[j]
-			var sum float32
-			for i := range m {
-				m[i] += k[i] * dj
-				sum += m[i] * q[i]
-			}
-			out[j] = sum * scale
+			kernels.AxpyF32(dm, m, m)
+			dj := (v[j] - kernels.DotF32(m, k)) * b
+			kernels.AxpyF32(dj, k, m)
+			out[j] = kernels.DotF32(m, q) * scale
 		}
 		// gated norm: rmsnorm(out)·norm·silu(z)
 		rmsNorm(out, out, norm, eps)
