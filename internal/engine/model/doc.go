@@ -57,7 +57,6 @@
 //     added in ascending expert order in both paths, so its logits do not
 //     depend on the step it runs in (TestMoEPrefillEqualsDecode). Expert
 //     matrices are not packed into panels.
-//
 //   - qwen35, qwen35moe (Qwen3.5/3.6; gdn.go): hybrids of Gated DeltaNet
 //     layers and gated full-attention layers; of every
 //     {arch}.full_attention_interval layers (default 4) the last is full
