@@ -193,7 +193,7 @@ type GDNLayer struct {
 	Z     Linear    // attn_gate: Dim → Inner
 	Beta  Linear    // ssm_beta: Dim → VHeads
 	Alpha Linear    // ssm_alpha: Dim → VHeads
-	Conv  []float32 // ssm_conv1d: per channel, Conv taps (oldest first)
+	Conv  []float32 // ssm_conv1d transposed: per tap (oldest first), Channels weights
 	DT    []float32 // ssm_dt.bias: VHeads
 	A     []float32 // ssm_a: VHeads (−e^A_log)
 	Norm  []float32 // ssm_norm: HeadDim
@@ -211,9 +211,16 @@ func (l *loader) gdnLayer(p string, c *Config, state int) *GDNLayer {
 	d.Beta = l.linear(p+"ssm_beta.weight", c.Dim, g.VHeads)
 	d.Alpha = l.linear(p+"ssm_alpha.weight", c.Dim, g.VHeads)
 	if t := l.tensor(p+"ssm_conv1d.weight", g.Conv, g.Channels()); t != nil {
-		d.Conv = make([]float32, g.Conv*g.Channels())
-		if err := tensor.Dequantize(t.Type, t.Data, d.Conv); err != nil {
+		// the file holds per channel its taps; keep per tap its channels
+		byChannel := make([]float32, g.Conv*g.Channels())
+		if err := tensor.Dequantize(t.Type, t.Data, byChannel); err != nil {
 			l.err = fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		d.Conv = make([]float32, len(byChannel))
+		for c := range g.Channels() {
+			for j := range g.Conv {
+				d.Conv[j*g.Channels()+c] = byChannel[c*g.Conv+j]
+			}
 		}
 	}
 	d.DT = l.vector(p+"ssm_dt.bias", g.VHeads)
@@ -229,6 +236,7 @@ type gdnScratch struct {
 	qkv, conv, z, beta, alpha, o []float32
 	ops                          [4]kernels.MatVec
 	jobs                         []gdnJob
+	ones                         []float32 // Channels ones: silu as SwiGLU(x, 1)
 }
 
 // gdnJob is one sequence of a step: its index and its first token's.
@@ -242,6 +250,12 @@ func (s *gdnScratch) grow(c *Config, n int) {
 	s.o = grow(s.o, n*g.Inner())
 	s.beta = grow(s.beta, n*g.VHeads)
 	s.alpha = grow(s.alpha, n*g.VHeads)
+	if len(s.ones) != g.Channels() {
+		s.ones = make([]float32, g.Channels())
+		for i := range s.ones {
+			s.ones[i] = 1
+		}
+	}
 }
 
 // gdn runs recurrent layer d over the step's n tokens, whose normed
@@ -295,7 +309,7 @@ func (r *Runner) gdn(d *GDNLayer, seqs []Seq, n int) {
 		for _, jb := range s.jobs {
 			sq := &seqs[jb.seq]
 			cs := sq.State[d.state : d.state+g.ConvFloats()]
-			gdnConvRange(d.Conv, cs, s.qkv, s.conv, g, jb.t0, len(sq.Tokens), lo, hi)
+			gdnConvRange(d.Conv, cs, s.qkv, s.conv, s.ones, g, jb.t0, len(sq.Tokens), lo, hi)
 		}
 	}
 	if ch*n*g.Conv < serialElems {
@@ -318,26 +332,38 @@ func (r *Runner) gdn(d *GDNLayer, seqs []Seq, n int) {
 // gdnConvRange runs the causal convolution and silu of channels [lo, hi)
 // for the nt tokens from t0 of one sequence, whose convolution state is
 // cs, reading qkv and writing out, and leaves the last Conv-1 inputs in
-// cs.
-func gdnConvRange(w, cs, qkv, out []float32, g GDNConfig, t0, nt, lo, hi int) {
+// cs. w is [tap][channel]; ones holds at least hi-lo ones. Each output
+// sums its taps oldest first in float32, as ggml's ssm_conv does.
+func gdnConvRange(w, cs, qkv, out, ones []float32, g GDNConfig, t0, nt, lo, hi int) {
 	ch, k := g.Channels(), g.Conv
-	for c := lo; c < hi; c++ {
-		wc := w[c*k : (c+1)*k]
-		for t := t0; t < t0+nt; t++ {
-			x := qkv[t*ch+c]
-			var sum float32
-			for j := 0; j < k-1; j++ {
-				sum += cs[j*ch+c] * wc[j]
-			}
-			sum += x * wc[k-1]
-			for j := 0; j < k-2; j++ {
-				cs[j*ch+c] = cs[(j+1)*ch+c]
-			}
-			if k > 1 {
-				cs[(k-2)*ch+c] = x
-			}
-			out[t*ch+c] = silu(sum)
+	// input returns the channels of the input i tokens after the step's
+	// first (negative: from the state)
+	input := func(i int) []float32 {
+		if i >= 0 {
+			return qkv[(t0+i)*ch+lo : (t0+i)*ch+hi]
 		}
+		return cs[(k-1+i)*ch+lo : (k-1+i)*ch+hi]
+	}
+	for i := range nt {
+		o := out[(t0+i)*ch+lo : (t0+i)*ch+hi]
+		for j := range k {
+			x, wj := input(i-(k-1-j)), w[j*ch+lo:j*ch+hi]
+			if j == 0 {
+				for c := range o {
+					o[c] = x[c] * wj[c]
+				}
+				continue
+			}
+			for c := range o {
+				o[c] += x[c] * wj[c]
+			}
+		}
+		kernels.SwiGLU(o, ones) // silu
+	}
+	// the new state: the last k-1 inputs, oldest first (row r takes a
+	// later row or a new input, so ascending rows read before they change)
+	for r := range k - 1 {
+		copy(cs[r*ch+lo:r*ch+hi], input(nt-(k-1)+r))
 	}
 }
 
@@ -369,12 +395,11 @@ func gdnHead(st, conv, z, beta, gate, o, norm []float32, g GDNConfig, h, t0, nt 
 			kernels.AxpyF32(dj, k, m)
 			out[j] = kernels.DotF32(m, q) * scale
 		}
-		// gated norm: rmsnorm(out)·norm·silu(z)
+		// gated norm: rmsnorm(out)·norm·silu(z), through z's scratch row
 		rmsNorm(out, out, norm, eps)
 		zr := z[t*g.Inner()+h*hd : t*g.Inner()+(h+1)*hd]
-		for j := range out {
-			out[j] *= silu(zr[j])
-		}
+		kernels.SwiGLU(zr, out)
+		copy(out, zr)
 	}
 }
 
@@ -397,13 +422,4 @@ func softplus(x float32) float32 {
 		return x
 	}
 	return float32(math.Log(float64(1 + float32(math.Exp(float64(x))))))
-}
-
-// silu is v/(1+e^-v) with kernels.ExpF32, as SwiGLU computes it.
-func silu(v float32) float32 {
-	x := -v
-	if x > 88 {
-		return 0
-	}
-	return v / (1 + kernels.ExpF32(x))
 }
