@@ -102,7 +102,8 @@
 // SSMVHeads: --ssm-conv, --ssm-head-dim, --ssm-k-heads, --ssm-v-heads,
 // defaults 4, the head dimension, the KV heads and the heads); every layer
 // has attn_norm and post_attention_norm, the feed-forward's input norm.
-// qwen35moe has qwen2moe's experts with a shared expert.
+// qwen35moe has qwen2moe's experts with a shared expert. NextN (--nextn)
+// appends multi-token-prediction blocks after every other tensor.
 //
 // A write goes through a temporary file, so a failed write leaves no partial
 // model; the presets are tiny (256 wide, 2 layers, 4 heads / 2 KV heads, a

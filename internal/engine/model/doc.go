@@ -77,8 +77,10 @@
 //     position but the fourth, at 0 (the pairs it owns do not rotate).
 //     post_attention_norm is the feed-forward's input norm. qwen35moe's
 //     feed-forward is qwen3moe's experts (softmax, renormalized) plus
-//     qwen2moe's sigmoid-gated shared expert. Refused: multi-token
-//     prediction layers (nextn_predict_layers), a per-layer
+//     qwen2moe's sigmoid-gated shared expert. The last
+//     {arch}.nextn_predict_layers blocks (multi-token prediction, which
+//     Qwen3.5's converter exports by default) are loaded past and not run,
+//     as llama.cpp's main pass does (Config.NextN). Refused: a per-layer
 //     attention.recurrent_layers array, value heads of another length than
 //     the key heads'.
 //

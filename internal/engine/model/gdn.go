@@ -97,8 +97,15 @@ func (c *Config) gdnFeatures(md Metadata, req func(string, *int, int) error) err
 	if g.VHeads%g.KHeads != 0 {
 		return fmt.Errorf("model metadata: %s.ssm.time_step_rank %d is not a multiple of ssm.group_count %d", arch, g.VHeads, g.KHeads)
 	}
-	if n, ok := md.Int(arch + ".nextn_predict_layers"); ok && n > 0 {
-		return fmt.Errorf("model metadata: %s.nextn_predict_layers = %d: Tandem does not run multi-token-prediction layers; convert the model without them", arch, n)
+	// Multi-token-prediction blocks (Qwen3.5's converter writes one unless
+	// told not to) are the last nextn_predict_layers blocks; like
+	// llama.cpp's main pass, Tandem loads past them and runs the others.
+	if n, ok := md.Int(arch + ".nextn_predict_layers"); ok && n != 0 {
+		if n < 0 || n >= c.Layers {
+			return fmt.Errorf("model metadata: %s.nextn_predict_layers = %d is out of range 0..%d (the blocks but one)", arch, n, c.Layers-1)
+		}
+		c.NextN = n
+		c.Layers -= n
 	}
 	if _, ok := md.Int(arch + ".attention.recurrent_layers"); ok {
 		return fmt.Errorf("model metadata: %s.attention.recurrent_layers is not supported; Tandem reads the layer mix from full_attention_interval", arch)

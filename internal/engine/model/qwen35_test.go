@@ -271,7 +271,7 @@ func TestHybridConfig(t *testing.T) {
 		{map[string]int{"ssm.conv_kernel": -1}, "ssm.conv_kernel is missing"},
 		{map[string]int{"ssm.inner_size": 100}, "inner_size 100 != time_step_rank 4"},
 		{map[string]int{"ssm.time_step_rank": 3, "ssm.inner_size": 96}, "not a multiple of ssm.group_count"},
-		{map[string]int{"nextn_predict_layers": 1}, "multi-token-prediction"},
+		{map[string]int{"nextn_predict_layers": 8}, "nextn_predict_layers = 8 is out of range 0..7"},
 		{map[string]int{"attention.recurrent_layers": 1}, "recurrent_layers is not supported"},
 		{map[string]int{"full_attention_interval": 0}, "full_attention_interval = 0 is out of range"},
 		{map[string]int{"ssm.state_size": 5000}, "ssm.state_size = 5000 is out of range"},
@@ -288,5 +288,37 @@ func TestHybridConfig(t *testing.T) {
 	noSec.arrays["qwen35.rope.dimension_sections"] = []int32{40, 40, 0, 0}
 	if _, err := model.ConfigFromMetadata(noSec); err == nil || !strings.Contains(err.Error(), "must sum to") {
 		t.Errorf("sections beyond the head: %v", err)
+	}
+}
+
+// TestHybridSkipsMTPBlocks: a qwen35 file with a multi-token-prediction
+// block (nextn_predict_layers 1, as Qwen3.5's converter writes by default)
+// loads, runs the other blocks only, and gives the logits of the same file
+// without it, bit for bit.
+func TestHybridSkipsMTPBlocks(t *testing.T) {
+	logits := func(nextN int) ([]float32, model.Config) {
+		cfg, _ := synth.Preset("tiny")
+		cfg.Arch, cfg.Layers, cfg.NextN = "qwen35", 4, nextN
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 5}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		pool := kernels.NewPool(1)
+		defer pool.Close()
+		ids := m.Tokenizer.Encode(prompt1, true, true)
+		return chunkedLogits(t, model.NewRunner(m, pool), m, newCache(t, m, 16, 8, tensor.F16), ids, []int{len(ids)}), m.Config
+	}
+	plain, _ := logits(0)
+	mtp, c := logits(1)
+	if c.Layers != 4 || c.NextN != 1 || len(c.Recurrent) != 4 {
+		t.Fatalf("layers %d, nextn %d, recurrent %v", c.Layers, c.NextN, c.Recurrent)
+	}
+	if !slices.Equal(plain, mtp) {
+		t.Error("the file with an MTP block gives other logits than the file without")
 	}
 }
