@@ -249,7 +249,7 @@ func modelSynthCmd() *cobra.Command {
 		nextN                       int
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|qwen35|qwen35moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b|g4e|g4a4b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma4|qwen3moe|qwen2moe|qwen35|qwen35moe|gpt-oss|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -281,8 +281,11 @@ func modelSynthCmd() *cobra.Command {
 				cfg.Arch = arch
 			}
 			cfg.Llama3Rope, cfg.Tied = llama3Rope, tied
-			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
-			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
+			cfg.RopeOrigContext = origContext
+			cfg.AttnSoftcap, cfg.AttnGain = attnCap, gain
+			if window > 0 || pattern > 0 || finalCap > 0 { // zero keeps the preset's (gemma4's set them)
+				cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.FinalSoftcap = max(window, 0), pattern, finalCap
+			}
 			if ropeBase > 0 {
 				cfg.RopeBase = ropeBase
 			}
@@ -309,7 +312,7 @@ func modelSynthCmd() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe) or q35-2b (Qwen3.5-2B's shape, arch qwen35)")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe), q35-2b (Qwen3.5-2B's shape, arch qwen35), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV) or g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts)")
 	fs.IntVar(&interval, "full-attention-interval", 0, "qwen35, qwen35moe: every Nth layer is full attention, the others Gated DeltaNet (0: 4, or the layer count when fewer)")
 	fs.IntVar(&ropeDims, "rope-dims", 0, "qwen35, qwen35moe: rotated dimensions per attention head (0: a quarter of the head)")
 	fs.IntVar(&ssmConv, "ssm-conv", 0, "qwen35, qwen35moe: DeltaNet convolution taps (0: 4)")
@@ -330,16 +333,16 @@ func modelSynthCmd() *cobra.Command {
 	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
 	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
 	fs.BoolVar(&tied, "tied", false, "no output.weight: the output projection is token_embd (always for gemma2)")
-	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers; llama.cpp ignores it for llama and phi3)")
+	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers, gpt-oss its even layers (0: 128); llama.cpp ignores it for llama and phi3)")
 	fs.IntVar(&pattern, "sliding-window-pattern", 0, "write {arch}.attention.sliding_window_pattern (0: the arch's default, gemma2 2, gemma3 6)")
 	fs.IntVar(&origContext, "rope-orig-context", 0, "phi3: write LongRoPE factors and this original context length")
 	fs.Float32Var(&attnCap, "attn-softcap", 0, "write {arch}.attn_logit_softcapping (0: leave it out)")
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
-	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe: number of experts (0: 8)")
-	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe: experts used per token (0: 2)")
-	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe: expert feed-forward width (0: half the preset's)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss, gemma4: number of experts (0: 8; gemma4: none, a dense file)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss, gemma4: experts used per token (0: 2; gpt-oss 4)")
+	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss: expert feed-forward width (0: half the preset's)")
 	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
 }
@@ -371,8 +374,13 @@ func printHybrid(w io.Writer, c model.Config) {
 // archFeatures describes the non-Llama parts of a model's block in one line.
 func archFeatures(c model.Config) string {
 	var f []string
-	if c.RopeAttnFactor != 1 {
+	if c.Yarn.ExtFactor != 0 {
+		f = append(f, fmt.Sprintf("yarn rope (factor %g, original context %d, attn factor %g)", 1/c.RopeScale, c.RopeOrigContext, c.RopeAttnFactor))
+	} else if c.RopeAttnFactor != 1 {
 		f = append(f, fmt.Sprintf("rope attn factor %g", c.RopeAttnFactor))
+	}
+	if c.AttnSinks {
+		f = append(f, "attention sinks")
 	}
 	if c.QKNorm {
 		f = append(f, "q/k norm")
@@ -406,6 +414,15 @@ func archFeatures(c model.Config) string {
 			}
 		}
 		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
+	}
+	if g := c.Gemma4; g != nil {
+		f = append(f, fmt.Sprintf("windowed layers' head dim %d (rope %d dims), kv heads per layer %v", g.HeadDimSWA, g.RopeDimSWA, g.KVHeads))
+		if g.KVLayers < c.Layers {
+			f = append(f, fmt.Sprintf("K/V kept by layers 0-%d, shared by the last %d", g.KVLayers-1, c.Layers-g.KVLayers))
+		}
+		if g.PerLayer > 0 {
+			f = append(f, fmt.Sprintf("per-layer embeddings of %d", g.PerLayer))
+		}
 	}
 	return strings.Join(f, ", ")
 }

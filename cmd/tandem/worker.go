@@ -74,11 +74,15 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.DurationVar(&f.cfg.ITLTarget, "itl-target", defaultITLTarget, "inter-token latency budget of a step: while sequences decode, each step's prefill chunk is sized "+
 		"from the measured step cost to stay within it (at least 16 tokens a step, so prefill progresses); 0: off. Applies to serve and to decode workers' local prefill")
 	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
+	fs.IntVar(&f.cfg.StateSlots, "state-slots", 0, "recurrent-state slots of a hybrid model (qwen35): sequences that may run at once, each holding one "+
+		"(the start-up log shows the bytes per slot; 0: --max-running; ignored for models without state)")
+	fs.IntVar(&f.cfg.StateSnapshots, "state-snapshots", 0, "recurrent-state snapshots the prefix cache of a hybrid model keeps, each a slot's size: "+
+		"a prefix is reused only from one (0: as many as --state-slots, within 1 GiB)")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	f.drain.register(fs)
 	f.obs.register(fs, true)
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
-	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split chat output into reasoning_content and content: none, think (<think>...</think>), harmony (gpt-oss's channels and tool calls), or auto (harmony or think, as the chat template writes)")
 	fs.IntVar(&f.jsonWS, "json-max-whitespace", 0, "whitespace structured JSON output (schemas, json_object, tool arguments) may put between tokens: "+
 		"0: compact (nothing, one space, or a newline and up to 20 spaces or tabs of indentation); N > 0: any run of space, tab, newline and CR up to N bytes")
 	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
@@ -87,9 +91,9 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 // chatOptions reads --chat-template and checks --reasoning-parser.
 func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	switch f.reasoning {
-	case "none", "auto", "think":
+	case "none", "auto", "think", "harmony":
 	default:
-		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto or think", f.reasoning)
+		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto, think or harmony", f.reasoning)
 	}
 	if f.jsonWS < 0 || f.jsonWS > grammar.MaxLengthBound {
 		return "", "", fmt.Errorf("--json-max-whitespace %d is out of range 0..%d (0: compact)", f.jsonWS, grammar.MaxLengthBound)

@@ -15,7 +15,8 @@ type Config struct {
 	Name string
 	// Arch is general.architecture: "llama" (the default when empty),
 	// "qwen2", "qwen3", "phi3", "gemma2", "gemma3", or the mixtures of
-	// experts "qwen3moe" and "qwen2moe" (see Archs and moe.go). Hyperparameter keys
+	// experts "qwen3moe", "qwen2moe" and "gpt-oss" (see Archs, moe.go and
+	// gptoss.go). Hyperparameter keys
 	// are written under this prefix and tensors laid out as llama.cpp's
 	// loader for that architecture expects.
 	Arch string
@@ -81,6 +82,8 @@ type Config struct {
 	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
 	// and FF for the MoE architectures; they must be zero for the others.
 	Experts, ExpertsUsed, ExpertFF, SharedFF int
+	// Gemma4 is gemma4's own shape (gemma4.go); zero for other archs.
+	Gemma4 Gemma4Shape
 	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
 	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
 	// Qwen3-Embedding is; WriteEncoder's files default to 1.
@@ -103,7 +106,7 @@ type Config struct {
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -151,7 +154,10 @@ var presets = map[string]Config{
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b or q35-2b)", name)
+		c, ok = gemma4Presets[name]
+	}
+	if !ok {
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, q35-2b, g4e or g4a4b)", name)
 	}
 	c.RopeBase = 10000
 	c.NormEps = 1e-5
@@ -175,7 +181,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.moeDefaults().gdnDefaults()
+	return c.gptossDefaults().moeDefaults().gdnDefaults().gemma4Defaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -247,10 +253,16 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
 	}
+	if err := c.checkGptOss(); err != nil {
+		return err
+	}
 	if err := c.checkMoE(); err != nil {
 		return err
 	}
 	if err := c.checkGDN(); err != nil {
+		return err
+	}
+	if err := c.checkGemma4(types); err != nil {
 		return err
 	}
 	if strings.ContainsRune(c.Name, 0) {
