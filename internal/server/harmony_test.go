@@ -247,7 +247,7 @@ func TestHarmonyRefusesConstraints(t *testing.T) {
 	b.cfg.Context = 4096
 	s, _ := newTestServer(t, b, Options{})
 	for body, param := range map[string]string{
-		`{"messages":[{"role":"user","content":"x"}],` + harmonyTools + `,"tool_choice":"required"}`: "tool_choice",
+		`{"messages":[{"role":"user","content":"x"}],` + harmonyTools + `,"tool_choice":"required"}`:                                                                        "tool_choice",
 		`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","description":"F","strict":true,"parameters":{"type":"object"}}}]}`: "tools",
 	} {
 		rec := do(s.Handler(), "POST", "/v1/chat/completions", body)
