@@ -74,6 +74,10 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	fs.DurationVar(&f.cfg.ITLTarget, "itl-target", defaultITLTarget, "inter-token latency budget of a step: while sequences decode, each step's prefill chunk is sized "+
 		"from the measured step cost to stay within it (at least 16 tokens a step, so prefill progresses); 0: off. Applies to serve and to decode workers' local prefill")
 	fs.BoolVar(&f.cfg.PrefixCache, "prefix-cache", true, "share full prompt pages between requests")
+	fs.IntVar(&f.cfg.StateSlots, "state-slots", 0, "recurrent-state slots of a hybrid model (qwen35): sequences that may run at once, each holding one "+
+		"(the start-up log shows the bytes per slot; 0: --max-running; ignored for models without state)")
+	fs.IntVar(&f.cfg.StateSnapshots, "state-snapshots", 0, "recurrent-state snapshots the prefix cache of a hybrid model keeps, each a slot's size: "+
+		"a prefix is reused only from one (0: as many as --state-slots, within 1 GiB)")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above it)")
 	f.drain.register(fs)
 	f.obs.register(fs, true)

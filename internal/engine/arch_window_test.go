@@ -242,7 +242,7 @@ func waitPagesFree(t *testing.T, e *engine.Engine) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := e.Stats()
-		if st.Running == 0 && st.Waiting == 0 && st.PagesUsed == 0 {
+		if st.Running == 0 && st.Waiting == 0 && st.PagesUsed == 0 && st.StateSlotsUsed == 0 {
 			return
 		}
 		if time.Now().After(deadline) {

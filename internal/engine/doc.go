@@ -39,6 +39,44 @@
 // count nothing); prefill workers report it so the router can pick the least-
 // loaded one.
 //
+// # Recurrent state
+//
+// A hybrid model (model.Config.State; qwen35's Gated DeltaNet layers) keeps,
+// besides the pages of its full-attention layers, a fixed-size state per
+// sequence that every token rewrites. The engine keeps Config.StateSlots slots
+// of Model.StateSize() float32s beside the page tables (state.go): a sequence
+// takes one at admission (none free: it waits in the queue, as for pages),
+// zeroed or filled from a prefix-cache snapshot, passes it to every forward
+// step (model.Seq.State) and gives it back on every end (finish, cancel,
+// error, Close) and on preemption. Preemption is by recompute: the slot is
+// freed with the pages and the sequence restarts from its tokens, as a
+// stateless one does (keeping the state would need the slot held while the
+// sequence waits, and pages to match it). A slot belongs to one sequence;
+// snapshots and exported states are copies, made on the loop between steps,
+// so nothing reads a slot that a step is writing. Stats counts
+// StateSlotsUsed/StateSlotsTot and StateSlotBytes.
+//
+// The prefix cache cannot resume a hybrid from pages alone: the state after a
+// prefix is not in them. It keeps state snapshots at page boundaries the engine
+// chooses (snapshot.go: the end of a prompt's last full page, and the point
+// where a prompt leaves the prefix it shares with cached ones), at most
+// Config.StateSnapshots, each dropped with its page. A prompt resumes from the
+// deepest snapshot within its cached prefix, with the pages up to it
+// (Stats.StateSnapshotHits); a prompt whose cached prefix holds no snapshot is
+// recomputed from position 0 (Stats.StateSnapshotMisses) and leaves a snapshot
+// at the branch point for the prompts after it. A step can only snapshot the
+// state at its end, so prefill chunks end at those boundaries: with the prefix
+// cache on, a hybrid's prompt takes at most two steps more than its chunks
+// would (the last, under a page, runs beside the other sequences' work).
+//
+// Across the PD boundary the prefill role's KVSink, when it is also a
+// StateSink, gets the state after the whole prompt once, in the step that
+// completes it, after the last LayerComputed(final=true); the decode role
+// copies it into the sequence's slot with Handle.ResumeState, on the loop
+// before the sequence is scheduled. On a model with state plain Resume fails
+// with ErrStateRequired, a state of the wrong size with ErrBadRequest, and
+// Submit refuses a KVSink that is not a StateSink (ErrBadRequest).
+//
 // # Scheduling
 //
 // Prefill is shortest-remaining-first with aging (sched.go): running sequences
@@ -102,11 +140,12 @@
 // Pages are taken at admission for the prompt and one at a time as a
 // sequence grows; when none are free the prefix cache evicts, and if that
 // is not enough the most recently admitted running sequence is preempted:
-// its pages are released and it goes back to the front of the queue to be
-// recomputed (Update.Preempted counts it). Admission keeps one free page in
+// its pages (and state slot) are released and it goes back to the front of
+// the queue to be recomputed (Update.Preempted counts it). Admission keeps one free page in
 // reserve per running sequence. Every exit path (end, cancel, error, Close)
-// releases the sequence's pages in the same step; tests compare the free
-// page count with its initial value after each scenario.
+// releases the sequence's pages and state slot in the same step; tests
+// compare the free page count with its initial value, and the state slots
+// held with 0, after each scenario.
 //
 // # Constraints
 //

@@ -49,6 +49,10 @@ type Engine struct {
 	// bounds concurrent grammar cost probes (checkGrammarCost).
 	masks  *maskPool
 	probes chan struct{}
+	// states holds the recurrent-state slots of a model with state (nil
+	// for the others; state.go); stateBuf is PromptState's scratch.
+	states   *statePool
+	stateBuf []byte
 
 	mu      sync.Mutex
 	waiting []*seq // FIFO; preempted sequences go to the front
@@ -102,6 +106,17 @@ type seq struct {
 	// importing: admitted with pages for the prompt, waiting for Resume
 	// (Request.Import); never scheduled or preempted meanwhile.
 	importing bool
+	// slot and state: the sequence's recurrent-state slot (state.go) while
+	// it is admitted (-1 and nil otherwise, and for models without state);
+	// state holds the state after the first computed tokens.
+	slot  int
+	state []float32
+	// stateSent: the prompt's state went to the StateSink.
+	stateSent bool
+	// snapAt are the positions (page boundaries, ascending) where the
+	// prefix cache takes a state snapshot of this sequence; prefill chunks
+	// end there (snapshot.go).
+	snapAt []int
 }
 
 // New starts an engine on r. Zero Config fields take their defaults.
@@ -175,6 +190,20 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("engine: mask workers %d is out of range 1..%d", cfg.MaskWorkers, maskWorkersMax)
 	case cfg.Pages < 2:
 		return nil, fmt.Errorf("engine: the KV cache needs at least 2 pages, got %d", cfg.Pages)
+	case cfg.StateSlots < 0 || cfg.StateSlots > maxRunningMax:
+		return nil, fmt.Errorf("engine: state slots %d is out of range 0..%d (0: max running)", cfg.StateSlots, maxRunningMax)
+	case cfg.StateSnapshots < 0 || cfg.StateSnapshots > maxRunningMax:
+		return nil, fmt.Errorf("engine: state snapshots %d is out of range 0..%d (0: as many as state slots)", cfg.StateSnapshots, maxRunningMax)
+	}
+	if m.StateSize() > 0 {
+		if cfg.StateSlots == 0 {
+			cfg.StateSlots = cfg.MaxRunning
+		}
+		if cfg.StateSnapshots == 0 {
+			cfg.StateSnapshots = min(cfg.StateSlots, max(1, int(DefaultSnapshotMemoryBytes/(4*int64(m.StateSize())))))
+		}
+	} else {
+		cfg.StateSlots, cfg.StateSnapshots = 0, 0
 	}
 	kc := m.GroupedCacheConfig(cfg.PageTokens, cfg.Pages, 0, cfg.KVType)
 	if kc.Window > 0 {
@@ -215,6 +244,15 @@ func New(r *model.Runner, cfg Config, log *slog.Logger) (*Engine, error) {
 		for _, g := range e.active {
 			e.pc[g] = prefixcache.New(kv.Pool(g), cfg.PageTokens, 0)
 		}
+	}
+	if n := m.StateSize(); n > 0 {
+		e.states = newStatePool(cfg.StateSlots, n)
+		if pc := e.pc[e.active[0]]; pc != nil {
+			pc.KeepStates(n, cfg.StateSnapshots)
+		}
+		e.stats.StateSlotsTot = cfg.StateSlots
+		e.stats.StateSlotBytes = 4 * int64(n)
+		log.Info("recurrent state slots", "slots", cfg.StateSlots, "bytes_per_slot", 4*n, "snapshots", cfg.StateSnapshots, "layout", m.StateLayout())
 	}
 	e.stats.PagesTot = kc.Pages + kc.WindowPages
 	e.stats.WindowPagesTot = kc.WindowPages
@@ -263,7 +301,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Handle, error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	s := &seq{req: req, ctx: sctx, cancel: cancel, enqueued: time.Now(),
-		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), con: con, queued: true}
+		tokens: slices.Clone(req.Prompt), nPrompt: len(req.Prompt), smp: sample.New(req.Sample), con: con, queued: true, slot: -1}
 	s.h = &Handle{notify: make(chan struct{}, 1), cancel: cancel, e: e, s: s}
 	// Set before s is queued: the loop may finish s (and call stopWake) at
 	// once. On the error paths below cancel runs it, a harmless wake-up.
@@ -301,6 +339,8 @@ func (e *Engine) check(req *Request) error {
 		return fmt.Errorf("%w: an imported prompt cannot also export K/V or report prompt logprobs", ErrBadRequest)
 	case req.Import != nil && req.Import.Allocated == nil:
 		return fmt.Errorf("%w: Import.Allocated is nil", ErrBadRequest)
+	case req.KVSink != nil && e.states != nil && !isStateSink(req.KVSink):
+		return fmt.Errorf("%w: the model keeps recurrent state, which pages do not carry: the KVSink must also be a StateSink", ErrBadRequest)
 	case len(req.Prompt)+req.MaxTokens > e.ctxTokens:
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens exceed the maximum context length of %d tokens",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, e.ctxTokens)
@@ -354,8 +394,9 @@ type Handle struct {
 
 // resume is a Handle.Resume waiting for the step loop.
 type resume struct {
-	s   *seq
-	tok Token
+	s     *seq
+	tok   Token
+	state []byte // ResumeState's copy of the prompt's state (nil: none)
 }
 
 // ErrNotImporting is returned by Resume for a sequence that was not
@@ -365,13 +406,42 @@ var ErrNotImporting = errors.New("engine: sequence is not waiting for imported K
 // Resume tells the engine that the prompt's K/V has been written into the
 // pages given to Import.Allocated, and that first is the first generated
 // token (computed elsewhere). The sequence then decodes from there; first
-// is delivered through Next like any generated token.
+// is delivered through Next like any generated token. On a model with
+// recurrent state it fails with ErrStateRequired: use ResumeState.
 func (h *Handle) Resume(first Token) error {
 	if h.s.req.Import == nil {
 		return ErrNotImporting
 	}
+	if h.e.states != nil {
+		return ErrStateRequired
+	}
+	return h.resume(first, nil)
+}
+
+// ResumeState is Resume for a model with recurrent state: state is the
+// sequence's state after the whole prompt, as the prefill side's
+// StateSink.PromptState got it (Model.StateSize() little-endian float32s).
+// ResumeState copies it before returning; the step loop puts it into the
+// sequence's state slot before the sequence is scheduled. A state of
+// another length fails with ErrBadRequest (the sequence keeps waiting: the
+// caller cancels it). On a model without state, an empty state makes it
+// Resume.
+func (h *Handle) ResumeState(first Token, state []byte) error {
+	if h.s.req.Import == nil {
+		return ErrNotImporting
+	}
+	if err := h.e.checkState(state); err != nil {
+		return err
+	}
+	if len(state) == 0 {
+		return h.resume(first, nil)
+	}
+	return h.resume(first, slices.Clone(state))
+}
+
+func (h *Handle) resume(first Token, state []byte) error {
 	h.e.mu.Lock()
-	h.e.resumes = append(h.e.resumes, resume{h.s, first})
+	h.e.resumes = append(h.e.resumes, resume{h.s, first, state})
 	h.e.mu.Unlock()
 	h.e.wakeup()
 	return nil

@@ -45,6 +45,9 @@ func newEngine(t *testing.T, m *model.Model, cfg engine.Config) *engine.Engine {
 		if w := e.KVCache().Pool(kvcache.GroupWindow); w.FreeCount() != w.Total() {
 			t.Errorf("after Close: %d of %d window-group pages free, want all", w.FreeCount(), w.Total())
 		}
+		if st := e.Stats(); st.StateSlotsUsed != 0 {
+			t.Errorf("after Close: %d of %d state slots held, want none", st.StateSlotsUsed, st.StateSlotsTot)
+		}
 	})
 	return e
 }
@@ -84,7 +87,7 @@ func waitIdle(t *testing.T, e *engine.Engine, free int) {
 	t.Helper()
 	testenv.WaitFor(t, 10*time.Second, fmt.Sprintf("the engine idle with %d free pages", free), func() bool {
 		st := e.Stats()
-		return st.Running == 0 && st.Waiting == 0 && st.PagesTot-st.PagesUsed == free
+		return st.Running == 0 && st.Waiting == 0 && st.PagesTot-st.PagesUsed == free && st.StateSlotsUsed == 0
 	})
 }
 

@@ -246,10 +246,13 @@ func (e *Engine) preempt(s *seq) {
 // reports whether it did.
 func (e *Engine) admit(s *seq) bool {
 	pt := e.kv.Config().PageTokens
+	if !e.takeSlot(s) {
+		return false // every state slot is held: wait for one
+	}
 	var matched kvcache.Tables
-	blocks := 0
+	blocks, shared := 0, 0
 	if !s.req.PromptLogprobs && s.req.Import == nil {
-		matched, blocks = e.match(s)
+		matched, blocks, shared = e.match(s)
 	}
 	p := e.plan(s, matched, blocks)
 	for _, g := range e.groups() {
@@ -259,6 +262,7 @@ func (e *Engine) admit(s *seq) bool {
 		}
 		if avail-p.need[g] < len(e.running) {
 			e.releaseTables(s.req.ID, matched)
+			e.dropSlot(s)
 			return false
 		}
 	}
@@ -271,6 +275,7 @@ func (e *Engine) admit(s *seq) bool {
 		if err != nil {
 			e.releaseTables(s.req.ID, matched)
 			e.releaseTables(s.req.ID, tabs)
+			e.dropSlot(s)
 			return false
 		}
 		tabs[g] = pages
@@ -279,6 +284,11 @@ func (e *Engine) admit(s *seq) bool {
 		s.pages[g] = extend(matched[g], p.end[g], tabs[g])
 	}
 	s.computed = blocks * pt
+	if blocks == 0 && s.state != nil {
+		clear(s.state) // match may have copied a snapshot it then gave up
+	}
+	s.snapAt = e.snapPoints(s, shared)
+	e.countSnapshotHit(s, blocks, shared)
 	s.slid = 0
 	if importsKV(s) {
 		s.slid = e.kv.Config().FirstNeeded(kvcache.GroupWindow, len(s.tokens))
@@ -322,7 +332,7 @@ func (e *Engine) run(steps []step) {
 	for i, st := range steps {
 		s := st.s
 		batch[i] = model.Seq{Tokens: s.tokens[s.computed : s.computed+st.take], Pos: s.computed,
-			Pages: s.pages[kvcache.GroupGlobal], WinPages: s.pages[kvcache.GroupWindow],
+			Pages: s.pages[kvcache.GroupGlobal], WinPages: s.pages[kvcache.GroupWindow], State: s.state,
 			AllLogits: s.req.PromptLogprobs && !s.lpDone && s.computed < s.nPrompt}
 	}
 	e.r.SetLayerHook(e.sinkHook(steps))
@@ -350,6 +360,11 @@ func (e *Engine) run(steps []step) {
 		}
 		s.computed += st.take
 		e.slide(s)
+		if len(s.snapAt) > 0 && s.computed == s.snapAt[0] {
+			e.takeSnapshot(s)
+			s.snapAt = s.snapAt[1:]
+		}
+		e.sendPromptState(s) // before sampling, which may end s
 		if s.computed < len(s.tokens) {
 			continue // more prompt to go
 		}
@@ -518,6 +533,9 @@ func (e *Engine) applyResumes() {
 			continue // cancelled meanwhile, or resumed twice: nothing to do
 		}
 		s.importing = false
+		if r.state != nil && s.state != nil {
+			decodeState(s.state, r.state) // ResumeState checked the length
+		}
 		s.computed = s.nPrompt
 		s.smp.Skip(1) // the first token was drawn by the prefill side: the next draw is the second
 		if e.accept(s, r.tok) {
@@ -590,11 +608,13 @@ func (e *Engine) cachePrefix(s *seq) {
 	}
 }
 
-// release drops the sequence's page references.
+// release drops the sequence's page references and its state slot.
 func (e *Engine) release(s *seq) {
 	e.releaseTables(s.req.ID, s.pages)
 	s.pages = kvcache.Tables{}
 	s.slid = 0
+	e.dropSlot(s)
+	s.snapAt = nil
 }
 
 // finish ends s: caches its prefix, frees its pages and delivers the final
@@ -655,6 +675,10 @@ func (e *Engine) publish() {
 		e.stats.KVBytesEvictable = e.kvBytes(ev[kvcache.GroupGlobal], ev[kvcache.GroupWindow])
 	}
 	e.stats.PrefillQueueTokens = running
+	e.stats.StateSlotsUsed = e.states.used()
+	if len(e.active) > 0 {
+		e.stats.StateSnapshots = e.pc[e.active[0]].States()
+	}
 	e.mu.Unlock()
 }
 

@@ -80,14 +80,17 @@ func (e *Engine) WindowPagesHeld() int {
 // match looks s's prompt up in the prefix caches of every group and
 // returns the tables of the longest prefix all of them hold (each page
 // with one reference for s), window-group pages before that prefix's
-// window already released and marked -1. nil tables: no hit.
-func (e *Engine) match(s *seq) (t kvcache.Tables, blocks int) {
+// window already released and marked -1. nil tables: no hit. On a model
+// with recurrent state the hit is cut back to the deepest state snapshot
+// within it (a state cannot be rebuilt from pages), whose state match
+// copies into s's slot; shared is the hit in pages before that cut.
+func (e *Engine) match(s *seq) (t kvcache.Tables, blocks, shared int) {
 	kc := e.kv.Config()
 	limit := (len(s.tokens) - 1) / kc.PageTokens
 	blocks = -1
 	for _, g := range e.groups() {
 		if e.pc[g] == nil {
-			return kvcache.Tables{}, 0
+			return kvcache.Tables{}, 0, 0
 		}
 		t[g] = e.pc[g].Match(s.tokens, limit)
 		if blocks < 0 || len(t[g]) < blocks {
@@ -95,6 +98,14 @@ func (e *Engine) match(s *seq) (t kvcache.Tables, blocks int) {
 		}
 	}
 	blocks = max(blocks, 0)
+	shared = blocks
+	if e.states != nil && blocks > 0 {
+		var snap []float32
+		blocks, snap = e.pc[e.active[0]].StateAt(s.tokens, blocks)
+		if blocks > 0 {
+			copy(s.state, snap)
+		}
+	}
 	for _, g := range e.groups() {
 		tab := t[g]
 		cut := kc.FirstNeeded(g, blocks*kc.PageTokens)
@@ -109,9 +120,9 @@ func (e *Engine) match(s *seq) (t kvcache.Tables, blocks int) {
 		t[g] = tab
 	}
 	if blocks == 0 {
-		return kvcache.Tables{}, 0
+		return kvcache.Tables{}, 0, shared
 	}
-	return t, blocks
+	return t, blocks, shared
 }
 
 // admitPlan is what admit must allocate in each group: the new pages and

@@ -147,7 +147,7 @@ func (e *Engine) schedule(decode bool) (steps []step, fedAll bool) {
 		} else if s.queued {
 			continue // preempted by ensurePages earlier in this step
 		}
-		take := plan.take(s.computed, min(len(s.tokens)-s.computed, budget))
+		take := plan.take(s.computed, e.chunkLimit(s, budget))
 		if take == 0 {
 			continue
 		}

@@ -22,6 +22,11 @@ var (
 	ErrBadRequest = errors.New("engine: bad request")
 )
 
+// DefaultSnapshotMemoryBytes bounds the default number of state snapshots
+// (Config.StateSnapshots): 1 GiB, about 50 snapshots of a 0.8B qwen35's
+// 20 MB state (18 Gated DeltaNet layers of 16 heads × 128² floats).
+const DefaultSnapshotMemoryBytes = 1 << 30
+
 // Config sets the engine's resources and limits.
 type Config struct {
 	PageTokens int // token positions per KV page (default 16)
@@ -49,6 +54,19 @@ type Config struct {
 	MaxRunning     int         // sequences in the running batch (default 64)
 	MaxWaiting     int         // queued requests before Submit fails with ErrQueueFull (default 256)
 	PrefixCache    bool        // share full prompt pages between requests
+
+	// StateSlots is the number of recurrent-state slots of a model with
+	// state (model.Config.State; hybrids such as qwen35): a sequence needs
+	// one to be admitted and holds it until it ends or is preempted, so at
+	// most this many run at once (default MaxRunning; each slot is
+	// Model.StateSize()*4 bytes, allocated on first use). Ignored for
+	// models without state.
+	StateSlots int
+	// StateSnapshots bounds the state snapshots the prefix cache keeps for
+	// a model with state, each a slot's size: a prefix is reused only from
+	// a snapshot (see the package doc). Default: StateSlots, but no more
+	// than fit in DefaultSnapshotMemoryBytes (at least 1).
+	StateSnapshots int
 
 	// ITLTarget, when > 0, bounds each step's prefill tokens so that a step
 	// that carries decoding sequences is predicted to take at most this
@@ -156,8 +174,10 @@ type KVSink interface {
 	// kvcache.Tables.Layer) now hold that layer's K/V for positions
 	// [0, computed), except the window-group slots before the window,
 	// which are -1 (released; kvcache.Config.FirstNeeded). final is true in the step that completes the prompt;
-	// the first token follows in the Handle. Calls come for layers 0, 1,
-	// ... in order, once per step. The sink must copy what it needs before
+	// the first token follows in the Handle. layer is the KV layer, the
+	// cache's (0..kvcache.Config.Layers-1): a hybrid model's recurrent
+	// layers keep no pages and get no call (model.Runner.SetLayerHook).
+	// Calls come for KV layers 0, 1, ... in order, once per step. The sink must copy what it needs before
 	// returning and must not block on the network: later layers of the
 	// step wait for it, and the pages may be reused once the sequence ends,
 	// unless the sink takes references on them (kv.Pool(g).Ref, here on
@@ -254,6 +274,17 @@ type Stats struct {
 	// Running sequences are counted as of the last step; waiting ones
 	// change at once on Submit.
 	PrefillQueueTokens int
+	// Recurrent state (models with state; 0 for the others):
+	// StateSlotsUsed of StateSlotsTot slots are held by admitted sequences,
+	// each StateSlotBytes; StateSnapshots is the snapshots the prefix cache
+	// holds. StateSnapshotHits counts admissions that resumed from a
+	// snapshot (cumulative); StateSnapshotMisses those whose prompt had
+	// cached pages but no snapshot at or before them, which recompute the
+	// prefix from position 0 (a hybrid cannot resume from pages alone).
+	StateSlotsUsed, StateSlotsTot          int
+	StateSlotBytes                         int64
+	StateSnapshots                         int
+	StateSnapshotHits, StateSnapshotMisses uint64
 	// PacedWait is the time the loop waited between decode steps under
 	// Config.DecodePace, cumulative.
 	PacedWait time.Duration

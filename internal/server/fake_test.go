@@ -198,7 +198,8 @@ func (b *fakeBackend) Submit(ctx context.Context, req engine.Request) (Stream, e
 
 func (b *fakeBackend) Stats() engine.Stats {
 	return engine.Stats{Waiting: 1, Running: 2, PagesUsed: 3, PagesEvictable: 1, PagesTot: 40, PrefixHitTokens: 5, PromptTokens: 6,
-		GeneratedTokens: 7, Preemptions: 8, Steps: 9}
+		GeneratedTokens: 7, Preemptions: 8, Steps: 9, StateSlotsUsed: 10, StateSlotsTot: 11, StateSnapshots: 12, StateSnapshotHits: 13,
+		StateSnapshotMisses: 14}
 }
 func (b *fakeBackend) ModelConfig() model.Config       { return b.cfg }
 func (b *fakeBackend) Tokenizer() *tokenizer.Tokenizer { return b.tok }

@@ -217,6 +217,8 @@ type statsCollector struct {
 	paced                                 *prometheus.Desc
 	steps                                 *prometheus.Desc
 	grammarRefused, grammarBudget, masks  *prometheus.Desc
+	// recurrent state of hybrid models (0 for the others)
+	stateUsed, stateTot, snapshots, snapHits, snapMisses *prometheus.Desc
 	// vLLM's names for the same gauges, labelled model_name.
 	vWaiting, vRunning, vKVUsage *prometheus.Desc
 	vPrompt, vGenerated          *prometheus.Desc
@@ -251,7 +253,13 @@ func newStatsCollector(b Backend, model string) *statsCollector {
 			"Requests refused at admission because their grammar's first token masks cost more work than the engine allows."),
 		grammarBudget: d("tandem_grammar_budget_ends_total",
 			"Sequences ended (finish reason grammar_budget) because their grammar's token masks ran past the per-mask or per-request budget."),
-		masks: d("tandem_mask_waits_total", "Samples that waited for a late token mask (the sequence sat out steps; no other sequence waited)."),
+		masks:     d("tandem_mask_waits_total", "Samples that waited for a late token mask (the sequence sat out steps; no other sequence waited)."),
+		stateUsed: d("tandem_state_slots_used", "Recurrent-state slots held by admitted sequences (hybrid models; 0 for the others)."),
+		stateTot:  d("tandem_state_slots", "Recurrent-state slots of the engine (a sequence needs one to be admitted; 0 for models without state)."),
+		snapshots: d("tandem_state_snapshots", "Recurrent-state snapshots the prefix cache holds (a hybrid's prefix is reused only from one)."),
+		snapHits:  d("tandem_state_snapshot_hits_total", "Admissions that resumed from a prefix-cache state snapshot."),
+		snapMisses: d("tandem_state_snapshot_misses_total",
+			"Admissions whose prompt had cached pages but no state snapshot within them, recomputed from position 0."),
 	}
 }
 
@@ -259,6 +267,7 @@ func newStatsCollector(b Backend, model string) *statsCollector {
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.pagesUsed, c.pagesTot, c.oldest,
 		c.prompt, c.generated, c.prefixHit, c.preempt, c.steps, c.paced, c.grammarRefused, c.grammarBudget, c.masks,
+		c.stateUsed, c.stateTot, c.snapshots, c.snapHits, c.snapMisses,
 		c.vWaiting, c.vRunning, c.vKVUsage, c.vPrompt, c.vGenerated, c.evictable} {
 		ch <- d
 	}
@@ -285,6 +294,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	n(c.grammarRefused, s.GrammarRefused)
 	n(c.grammarBudget, s.GrammarBudgetEnds)
 	n(c.masks, s.MaskWaits)
+	g(c.stateUsed, float64(s.StateSlotsUsed))
+	g(c.stateTot, float64(s.StateSlotsTot))
+	g(c.snapshots, float64(s.StateSnapshots))
+	n(c.snapHits, s.StateSnapshotHits)
+	n(c.snapMisses, s.StateSnapshotMisses)
 	g(c.vWaiting, float64(s.Waiting))
 	g(c.vRunning, float64(s.Running))
 	g(c.vKVUsage, s.KVUsage())

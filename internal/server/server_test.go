@@ -563,6 +563,8 @@ func TestMetrics(t *testing.T) {
 		"tandem_num_requests_waiting 1", "tandem_num_requests_running 2", "tandem_kv_pages_used 3", "tandem_kv_pages 40",
 		"tandem_prompt_tokens_total 6", "tandem_generation_tokens_total 7", "tandem_prefix_cache_hit_tokens_total 5",
 		"tandem_preemptions_total 8", "tandem_engine_steps_total 9",
+		"tandem_state_slots_used 10", "tandem_state_slots 11", "tandem_state_snapshots 12",
+		"tandem_state_snapshot_hits_total 13", "tandem_state_snapshot_misses_total 14",
 		`tandem_http_requests_total{endpoint="completions",status="200"} 1`,
 		`tandem_http_requests_total{endpoint="completions",status="400"} 1`,
 		`tandem_request_finished_total{finish_reason="stop"} 1`,

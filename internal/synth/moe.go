@@ -23,13 +23,20 @@ import (
 // expert_shared_feed_forward_length, as llama.cpp's converters write them.
 
 // moeArch reports whether arch is a mixture-of-experts architecture.
-func moeArch(arch string) bool { return arch == "qwen3moe" || arch == "qwen2moe" }
+func moeArch(arch string) bool {
+	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe" || arch == gptossArch
+}
+
+// sharedExpertArch reports whether arch's experts include a shared one.
+func sharedExpertArch(arch string) bool { return arch == "qwen2moe" || arch == "qwen35moe" }
 
 // biasArch reports whether arch requires attention Q/K/V biases.
 func biasArch(arch string) bool { return arch == "qwen2" || arch == "qwen2moe" }
 
 // qkNormArch reports whether arch has per-head Q/K norms.
-func qkNormArch(arch string) bool { return arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" }
+func qkNormArch(arch string) bool {
+	return arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" || gdnArch(arch)
+}
 
 // moeDefaults fills the expert fields left zero for a MoE architecture: 8
 // experts, 2 used, ExpertFF half of FF, and (qwen2moe) SharedFF = FF.
@@ -46,7 +53,7 @@ func (c Config) moeDefaults() Config {
 	if c.ExpertFF == 0 {
 		c.ExpertFF = c.FF / 2
 	}
-	if c.Arch == "qwen2moe" && c.SharedFF == 0 {
+	if sharedExpertArch(c.Arch) && c.SharedFF == 0 {
 		c.SharedFF = c.FF
 	}
 	return c
@@ -57,9 +64,12 @@ const ExpertsMax = 512
 
 // checkMoE reports the first problem of the expert fields.
 func (c Config) checkMoE() error {
-	if !moeArch(c.Arch) {
+	if c.Arch == "gemma4" && c.Experts == 0 && c.ExpertsUsed == 0 && c.ExpertFF == 0 && c.SharedFF == 0 {
+		return nil // a dense gemma4
+	}
+	if !moeArch(c.Arch) && c.Arch != "gemma4" {
 		if c.Experts != 0 || c.ExpertsUsed != 0 || c.ExpertFF != 0 || c.SharedFF != 0 {
-			return fmt.Errorf("experts (%d, %d used, width %d, shared %d) are for the mixture-of-experts architectures qwen3moe and qwen2moe, not %s",
+			return fmt.Errorf("experts (%d, %d used, width %d, shared %d) are for the mixture-of-experts architectures qwen3moe, qwen2moe and gpt-oss, not %s",
 				c.Experts, c.ExpertsUsed, c.ExpertFF, c.SharedFF, c.Arch)
 		}
 		return nil
@@ -73,8 +83,8 @@ func (c Config) checkMoE() error {
 	if c.ExpertFF < 1 || c.ExpertFF > DimMax {
 		return fmt.Errorf("expert feed-forward width %d out of range: want 1..%d", c.ExpertFF, DimMax)
 	}
-	if c.SharedFF < 0 || c.SharedFF > DimMax || (c.SharedFF > 0) != (c.Arch == "qwen2moe") {
-		return fmt.Errorf("shared expert width %d: qwen2moe needs one in 1..%d, qwen3moe has none", c.SharedFF, DimMax)
+	if c.SharedFF < 0 || c.SharedFF > DimMax || (c.SharedFF > 0) != sharedExpertArch(c.Arch) {
+		return fmt.Errorf("shared expert width %d: qwen2moe and qwen35moe need one in 1..%d, qwen3moe and gpt-oss have none", c.SharedFF, DimMax)
 	}
 	return nil
 }

@@ -53,6 +53,9 @@ type tensorSpec struct {
 	// bias: uniform random F32 values of ±biasScale (attention biases),
 	// or of ±weightStd·√3 with small (a random weight vector).
 	bias, small bool
+	// lo, hi: uniform random F32 values in [lo, hi) when they differ
+	// (the DeltaNet's convolution taps, dt and a).
+	lo, hi float32
 }
 
 // biasScale is the half-width of the synthesized attention biases.
@@ -64,6 +67,12 @@ const normJitter = 0.25
 // layout returns the model's tensors in file order, named and shaped as
 // llama.cpp's loader for c.Arch expects.
 func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
+	if c.Arch == gptossArch {
+		return gptossLayout(c, typ, pure, vocab)
+	}
+	if c.Arch == "gemma4" {
+		return gemma4Layout(c, typ, pure, vocab)
+	}
 	hd := uint64(c.HeadDim())
 	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
 	jitter := c.Arch != "llama" || c.AttnGain > 0
@@ -99,6 +108,19 @@ func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 		an := norm(p + "attn_norm.weight")
 		an.gain = c.AttnGain
 		specs = append(specs, an)
+		if gdnArch(c.Arch) {
+			specs = append(specs, gdnAttention(c, l, p, mat, normN)...)
+			specs = append(specs, norm(p+"post_attention_norm.weight"))
+			if moeArch(c.Arch) {
+				specs = append(specs, moeFFN(c, p, mat, vec)...)
+			} else {
+				specs = append(specs,
+					mat(p+"ffn_gate.weight", catFFNGate, dim, ff),
+					mat(p+"ffn_up.weight", catFFNUp, dim, ff),
+					mat(p+"ffn_down.weight", catFFNDown, ff, dim))
+			}
+			continue
+		}
 		if c.Arch == "phi3" {
 			specs = append(specs, mat(p+"attn_qkv.weight", catAttnV, dim, qd+2*kv))
 		} else {
@@ -262,6 +284,11 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		w.SetFloat32(a+"rope.scaling.attn_factor", float32(attn))
 	}
 	setMoEKeys(w, c)
+	setGDNKeys(w, c)
+	setGptOssKeys(w, c)
+	if err := setGemma4Keys(w, c); err != nil {
+		return nil, fmt.Errorf("synthesize model: %w", err)
+	}
 	if c.Pooling > 0 {
 		w.SetUint32(a+"pooling_type", uint32(c.Pooling))
 	}
@@ -274,12 +301,21 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 		switch {
 		case s.data != nil:
 			err = w.AddTensor(s.name, s.typ, s.dims, f32Bytes(s.data))
+		case s.lo != s.hi:
+			err = w.AddTensor(s.name, s.typ, s.dims, rangeValues(s, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xfffffffd))))
 		case s.bias:
 			scale := float32(biasScale)
 			if s.small {
 				scale = weightStd * 1.7320508075688772
 			}
-			err = w.AddTensor(s.name, s.typ, s.dims, biasValues(int(s.dims[0]), scale, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xfffffffe))))
+			if s.gain != 0 {
+				scale = s.gain // a bias of its own width (gpt-oss)
+			}
+			n := uint64(1)
+			for _, d := range s.dims {
+				n *= d
+			}
+			err = w.AddTensor(s.name, s.typ, s.dims, biasValues(int(n), scale, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xfffffffe))))
 		case s.norm && s.jitter:
 			err = w.AddTensor(s.name, s.typ, s.dims, jittered(int(s.dims[0]), s.gain, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xffffffff))))
 		case s.norm:
@@ -314,6 +350,21 @@ func jittered(n int, gain float32, p *rand.PCG) []byte {
 		if gain != 0 {
 			v[i] *= gain
 		}
+	}
+	return f32Bytes(v)
+}
+
+// rangeValues returns the little-endian float32s of s, uniform in
+// [s.lo, s.hi).
+func rangeValues(s tensorSpec, p *rand.PCG) []byte {
+	n := 1
+	for _, d := range s.dims {
+		n *= int(d)
+	}
+	v := make([]float32, n)
+	for i := range v {
+		u := float64(p.Uint64()>>11) / (1 << 53)
+		v[i] = s.lo + (s.hi-s.lo)*float32(u)
 	}
 	return f32Bytes(v)
 }

@@ -88,14 +88,24 @@ type Runner struct {
 	tiles []attnTile
 	// moe is the mixture-of-experts scratch (moe.go).
 	moe moeScratch
+	// gdnS is the Gated DeltaNet scratch (gdn.go); qg holds the gated
+	// attention's query|gate rows and attnGate the gates (AttnGate).
+	gdnS         gdnScratch
+	qg, attnGate []float32
+	// kvIdx maps a layer to its KV-layer index (-1: recurrent).
+	kvIdx []int
 	// hidden makes output return the final-norm hidden states instead of
 	// logits (ForwardHidden).
 	hidden bool
+	// g4 is gemma4's scratch (gemma4.go).
+	g4 gemma4Scratch
 }
 
-// SetLayerHook makes Forward call hook(l) as soon as layer l's K/V rows of
-// the step are in the cache, before that layer's attention runs (nil: no
-// hook). It runs on the caller's goroutine between layers, so it may read
+// SetLayerHook makes Forward call hook(l) as soon as KV layer l's K/V rows
+// of the step are in the cache, before that layer's attention runs (nil: no
+// hook). l is the KV-layer index, 0..KVLayers()-1 in order: the cache's
+// layer, which for a hybrid model (qwen35) skips the recurrent layers, so
+// the hook runs once per full-attention layer and not for recurrent ones. It runs on the caller's goroutine between layers, so it may read
 // the step's pages of layer l but must not block for long: the next layers
 // wait for it. Disaggregated prefill uses it to ship each layer's pages
 // while the rest of the step computes.
@@ -103,7 +113,7 @@ func (r *Runner) SetLayerHook(hook func(layer int)) { r.layerHook = hook }
 
 // NewRunner returns a Runner that computes on pool.
 func NewRunner(m *Model, pool *kernels.Pool) *Runner {
-	r := &Runner{m: m, pool: pool}
+	r := &Runner{m: m, pool: pool, kvIdx: m.Config.kvLayerIndex()}
 	r.attnPool.New = func() any { return new(attnScratch) }
 	return r
 }
@@ -113,18 +123,22 @@ func (r *Runner) Model() *Model { return r.m }
 
 // CheckCache reports whether kv has the shape this model writes.
 func (r *Runner) CheckCache(kv *kvcache.Cache) error {
-	c, mc := kv.Config(), r.m.Config
-	if c.Layers != mc.Layers || c.KVHeads != mc.KVHeads || c.HeadDim != mc.HeadDim {
+	c := kv.Config()
+	layers, kvHeads, headDim := r.m.Config.cacheShape()
+	if c.Layers != layers || c.KVHeads != kvHeads || c.HeadDim != headDim {
 		return fmt.Errorf("kv cache shape %d layers x %d kv heads x %d dims does not match the model's %d x %d x %d",
-			c.Layers, c.KVHeads, c.HeadDim, mc.Layers, mc.KVHeads, mc.HeadDim)
+			c.Layers, c.KVHeads, c.HeadDim, layers, kvHeads, headDim)
 	}
 	return nil
 }
 
 // CacheConfig returns the KV cache configuration this model needs for the
-// given page size, page count and element type.
+// given page size, page count and element type. Its Layers are the KV
+// layers (Config.KVLayers): every layer but the recurrent ones of a hybrid
+// model, which keep their state in Seq.State instead.
 func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Config {
-	return kvcache.Config{Layers: m.Config.Layers, KVHeads: m.Config.KVHeads, HeadDim: m.Config.HeadDim,
+	layers, kvHeads, headDim := m.Config.cacheShape()
+	return kvcache.Config{Layers: layers, KVHeads: kvHeads, HeadDim: headDim,
 		PageTokens: pageTokens, Pages: pages, DType: dtype}
 }
 
@@ -219,6 +233,13 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if r.m.Config.Gemma4 != nil {
+		r.gemma4Inputs(seqs, n)
+		for l := range r.m.Layers {
+			r.gemma4Layer(kv, l, seqs, n)
+		}
+		return r.output(seqs, n, nOut), nil
 	}
 	for l := range r.m.Layers {
 		r.layer(kv, l, seqs, n)
@@ -339,6 +360,11 @@ func (r *Runner) grow(n, nOut int) {
 		r.qkv = grow(r.qkv, n*(qDim+2*kvDim))
 	}
 	r.attn = grow(r.attn, n*qDim)
+	if c.AttnGate {
+		r.q = grow(r.q, n*qDim)
+		r.qg = grow(r.qg, n*2*qDim)
+		r.attnGate = grow(r.attnGate, n*qDim)
+	}
 	ff := c.FF
 	if c.MoE.Experts > 0 {
 		ff = 0 // every layer is a mixture of experts, with its own scratch
@@ -368,6 +394,10 @@ func (r *Runner) grow(n, nOut int) {
 // divided by the frequency factor, multiplied by the position scale, and
 // cos and sin are multiplied by the attention factor.
 func (r *Runner) ropeTable(dst []float32, lo, hi int, base, scale float32) {
+	if r.m.Config.Yarn.ExtFactor != 0 {
+		r.ropeYarnTable(dst, lo, hi, base, scale)
+		return
+	}
 	c := r.m.Config
 	half := c.RopeDim / 2
 	thetaScale := float32(math.Pow(float64(base), -2.0/float64(c.RopeDim)))
@@ -377,6 +407,9 @@ func (r *Runner) ropeTable(dst []float32, lo, hi int, base, scale float32) {
 		tab := dst[t*c.RopeDim : (t+1)*c.RopeDim]
 		for i := range half {
 			th := theta
+			if c.imropeFourth(i) {
+				th = 0 // the fourth axis' position is 0 for text
+			}
 			if r.m.RopeFreqs != nil {
 				th /= r.m.RopeFreqs[i]
 			}
@@ -558,9 +591,38 @@ func (r *Runner) setQKV(q []float32, qStride int, k, v []float32, kvStride int) 
 func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	c := &r.m.Config // a pointer: the closures below must not copy Config to the heap
 	ly := &r.m.Layers[l]
-	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	r.normTokens(ly.AttnNorm, n)
+	if ly.GDN != nil {
+		r.gdn(ly.GDN, seqs, n)
+		r.pendingOut(nil)
+	} else {
+		r.attnBlock(kv, l, seqs, n)
+	}
+	r.normTokens(ly.FFNNorm, n)
+	if ly.MoE != nil {
+		r.moeFFN(ly.MoE, n)
+		r.pendingOut(ly.PostFFNNorm)
+		return
+	}
+	r.ffn(ly, c, n)
+}
+
+// attnBlock runs the attention of layer l (KV layer r.kvIdx[l]) over the
+// normed inputs in r.h, leaving its output in r.out.
+func (r *Runner) attnBlock(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+	c := &r.m.Config
+	ly := &r.m.Layers[l]
+	kl := r.kvIdx[l]
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	switch qkv := ly.qkvWeights(n); {
+	case c.AttnGate && n == 1:
+		r.matvecs(r.h, &ly.Q, r.qg, &ly.K, r.k, &ly.V, r.v)
+		r.setQKV(r.q, qDim, r.k, r.v, kvDim)
+	case c.AttnGate:
+		r.matmul(&ly.Q, r.h, n, r.qg)
+		r.matmul(&ly.K, r.h, n, r.k)
+		r.matmul(&ly.V, r.h, n, r.v)
+		r.setQKV(r.q, qDim, r.k, r.v, kvDim)
 	case qkv != nil:
 		// one product for Q|K|V; the rows are read in place
 		r.matmul(qkv, r.h, n, r.qkv)
@@ -583,19 +645,26 @@ func (r *Runner) layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		r.pool.Parallel(n, func(lo, hi int) { r.prepRange(kv, l, seqs, lo, hi) })
 	}
 	if r.layerHook != nil {
-		r.layerHook(l)
+		r.layerHook(kl)
 	}
 	attStart := time.Now()
+	// attention reads the cache's layer kl (Runner.shape maps l to it)
 	r.attention(kv, l, seqs, n)
 	r.times.Attention += time.Since(attStart)
-	r.matmul(&ly.O, r.attn, n, r.out)
-	r.pendingOut(ly.PostAttnNorm)
-	r.normTokens(ly.FFNNorm, n)
-	if ly.MoE != nil {
-		r.moeFFN(ly.MoE, n)
-		r.pendingOut(ly.PostFFNNorm)
-		return
+	if c.AttnGate {
+		a, g := r.attn[:n*qDim], r.attnGate[:n*qDim]
+		for i := range a {
+			a[i] *= sigmoid(g[i])
+		}
 	}
+	r.matmul(&ly.O, r.attn, n, r.out)
+	r.addRowBias(r.out[:n*c.Dim], ly.OBias)
+	r.pendingOut(ly.PostAttnNorm)
+}
+
+// ffn runs layer ly's dense feed-forward block over the normed inputs in
+// r.h, leaving its output in r.out.
+func (r *Runner) ffn(ly *Layer, c *Config, n int) {
 	switch gu := ly.gateUpWeights(n); {
 	case gu != nil:
 		// one product for gate|up: each token's row holds FF gate values,
@@ -644,7 +713,16 @@ func (r *Runner) prepRange(kv *kvcache.Cache, l int, seqs []Seq, lo, hi int) {
 		rope = r.ropeSWA
 	}
 	dt := kv.Config().DType
+	kl := r.kvIdx[l]
 	for t := lo; t < hi; t++ {
+		if c.AttnGate {
+			// split the query|gate rows of each head
+			qg := r.qg[t*2*qDim : (t+1)*2*qDim]
+			for h := range c.Heads {
+				copy(r.q[t*qDim+h*c.HeadDim:][:c.HeadDim], qg[2*h*c.HeadDim:])
+				copy(r.attnGate[t*qDim+h*c.HeadDim:][:c.HeadDim], qg[(2*h+1)*c.HeadDim:])
+			}
+		}
 		q := r.qRows[t*r.qStride:][:qDim]
 		k := r.kRows[t*r.kvStride:][:kvDim]
 		v := r.vRows[t*r.kvStride:][:kvDim]
@@ -666,9 +744,9 @@ func (r *Runner) prepRange(kv *kvcache.Cache, l int, seqs []Seq, lo, hi int) {
 			}
 		}
 		r.applyRope(k, c.KVHeads, tab)
-		pages := seqs[r.tokSeq[t]].layerPages(kv, l)
-		storeRow(kv.KRow(l, pages, r.tokPos[t]), k, dt)
-		storeRow(kv.VRow(l, pages, r.tokPos[t]), v, dt)
+		pages := seqs[r.tokSeq[t]].layerPages(kv, kl)
+		storeRow(kv.KRow(kl, pages, r.tokPos[t]), k, dt)
+		storeRow(kv.VRow(kl, pages, r.tokPos[t]), v, dt)
 	}
 }
 

@@ -35,6 +35,18 @@
 // page that does not fit even after evicting, and at a page the arena refuses
 // to reference.
 //
+// # State snapshots
+//
+// A model with recurrent state (a hybrid such as qwen35) cannot resume a
+// prefix from its pages alone. KeepStates(size, max) makes the cache keep, on
+// the nodes the engine chooses (SetState, after Insert of the prefix's pages),
+// a copy of a sequence's state after that node's prefix; StateAt(tokens,
+// blocks) returns the deepest node at most blocks pages into tokens' path
+// that holds one, and the caller cuts its Match back to that depth. A
+// snapshot goes with its node (eviction, Reset); beyond max, a new one drops
+// the least recently set or returned snapshot, whose pages stay. States()
+// counts them. Snapshots take no page references of their own.
+//
 // # Invariants
 //
 //   - The tree holds exactly one kvcache reference on the page of each node;

@@ -31,6 +31,9 @@ type node struct {
 	heapIdx  int              // index in Cache.leaves, -1 when not a leaf in the heap
 	allIdx   int              // index in Cache.all, -1 for the root
 	mark     uint64           // scratch stamp for Evictable
+	state    []float32        // state snapshot after this node's prefix (KeepStates), nil when none
+	stateIdx int              // index in Cache.stated, -1 when no snapshot
+	stateUse uint64           // use counter stamp of the snapshot's last SetState/StateAt
 }
 
 // Cache is a radix tree of full KV pages keyed by the tokens of their whole
@@ -51,6 +54,12 @@ type Cache struct {
 
 	keyBuf []byte  // scratch for packing a page's tokens
 	one    []int32 // scratch single-page slice for Ref/Release
+
+	// state snapshots (state.go): floats per snapshot, at most maxStates
+	// of them, the nodes holding one, and buffers of dropped ones to reuse.
+	stateSize, maxStates int
+	stated               []*node
+	spare                [][]float32
 }
 
 // New returns an empty cache over kv for pages of pageTokens tokens that holds
@@ -66,7 +75,7 @@ func New(kv Pages, pageTokens int, maxPages int) *Cache {
 		byPage:     make(map[int32]*node),
 		one:        make([]int32, 1),
 	}
-	c.root = node{page: -1, heapIdx: -1, allIdx: -1}
+	c.root = node{page: -1, heapIdx: -1, allIdx: -1, stateIdx: -1}
 	if !c.inert {
 		c.keyBuf = make([]byte, pageTokens*tokenBytes)
 	}
@@ -189,7 +198,7 @@ func (c *Cache) Insert(tokens []int32, pages []int32) int {
 
 // addChild links a new node for page p under parent and returns it.
 func (c *Cache) addChild(parent *node, key string, p int32) *node {
-	x := &node{parent: parent, key: key, page: p, heapIdx: -1, allIdx: len(c.all), lastUse: c.clock}
+	x := &node{parent: parent, key: key, page: p, heapIdx: -1, allIdx: len(c.all), lastUse: c.clock, stateIdx: -1}
 	if parent.children == nil {
 		parent.children = make(map[string]*node)
 	}
@@ -216,6 +225,7 @@ func (c *Cache) removeLeaf(x *node) {
 	last.allIdx = x.allIdx
 	c.all = c.all[:len(c.all)-1]
 	delete(c.byPage, x.page)
+	c.dropState(x) // a snapshot goes with its page
 	x.parent, x.allIdx = nil, -1
 	if len(parent.children) == 0 {
 		parent.children = nil
@@ -319,6 +329,7 @@ func (c *Cache) Reset() {
 		// An error means the page is already free (released behind the
 		// cache's back); there is nothing left to release then.
 		_ = c.kv.Release(c.one)
+		c.dropState(x)
 		x.parent, x.children = nil, nil
 	}
 	clear(c.all)
@@ -327,6 +338,7 @@ func (c *Cache) Reset() {
 	c.leaves = c.leaves[:0]
 	clear(c.byPage)
 	c.root.children = nil
+	c.spare = nil
 }
 
 // Leaf heap: a binary min-heap on lastUse, each node knowing its index.

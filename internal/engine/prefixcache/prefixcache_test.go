@@ -607,6 +607,15 @@ func randomAccounting(t *testing.T, arena, maxPages int, seed uint64) {
 	kv := newKV(t, arena)
 	sp := &strictPages{kv: kv}
 	c := New(sp, testPT, maxPages)
+	c.KeepStates(1, 5)
+	// a snapshot's one float is the id of the prefix it was set for
+	prefixIDs := map[string]float32{}
+	idOf := func(p string) float32 {
+		if _, ok := prefixIDs[p]; !ok {
+			prefixIDs[p] = float32(len(prefixIDs) + 1)
+		}
+		return prefixIDs[p]
+	}
 	held := map[int32]int{}        // caller references per page
 	contents := map[int32]string{} // the prefix whose last page a page holds
 	var live [][]int32
@@ -652,6 +661,9 @@ func randomAccounting(t *testing.T, arena, maxPages int, seed uint64) {
 					t.Fatalf("step %d: Match page %d (#%d) holds %s, want %s", step, p, i, contents[p], prefix(toks, i+1))
 				}
 			}
+			if d, st := c.StateAt(toks, len(m)); d > len(m) || (d > 0) != (st != nil) || (d > 0 && st[0] != idOf(prefix(toks, d))) {
+				t.Fatalf("step %d: StateAt(%d) = %d %v, want a snapshot of its own prefix within the match", step, len(m), d, st)
+			}
 			full := append(toks, randToks(rng.IntN(6))...) // prompt plus generated tokens
 			need := (len(full)+testPT-1)/testPT - len(m)
 			fresh, err := kv.Alloc(need)
@@ -680,6 +692,9 @@ func randomAccounting(t *testing.T, arena, maxPages int, seed uint64) {
 			adopted := c.Insert(full, table[:nfull])
 			if adopted < 0 || adopted > nfull-len(m) {
 				t.Fatalf("step %d: Insert adopted %d of %d new full pages", step, adopted, nfull-len(m))
+			}
+			if b := rng.IntN(nfull + 1); b > 0 {
+				c.SetState(full, b, []float32{idOf(prefix(full, b))})
 			}
 			if maxPages == 0 && nfull > 0 {
 				// Without a bound every full page is now cached.
@@ -710,6 +725,10 @@ func randomAccounting(t *testing.T, arena, maxPages int, seed uint64) {
 			}
 		}
 		inTree := checkTree(t, c)
+		checkStates(t, c)
+		if c.States() > 5 {
+			t.Fatalf("step %d: %d snapshots over the bound 5", step, c.States())
+		}
 		if maxPages > 0 && c.Pages() > maxPages {
 			t.Fatalf("step %d: Pages() = %d over bound %d", step, c.Pages(), maxPages)
 		}
