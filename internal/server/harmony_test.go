@@ -278,15 +278,16 @@ func TestHarmonyNotGuessed(t *testing.T) {
 	}
 }
 
-// harmonyEngineServer synthesizes the tiny model with the vocabulary and
+// harmonyEngineServer synthesizes the tiny model of architecture arch with the vocabulary and
 // chat template of the tokenizer.json at vocabFrom and serves it.
-func harmonyEngineServer(t *testing.T, vocabFrom string) *Server {
+func harmonyEngineServer(t *testing.T, vocabFrom, arch string) *Server {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "harmony.gguf")
 	cfg, err := synth.Preset("tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Arch = arch
 	if err := synth.Write(path, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 3, VocabFrom: vocabFrom}); err != nil {
 		t.Fatalf("synth.Write: %v", err)
 	}
@@ -346,11 +347,16 @@ func checkHarmonyEngine(t *testing.T, s *Server) {
 	}
 }
 
-// TestHarmonyEngine: a synthesized model with a gpt-oss-like vocabulary
-// (synth --vocab-from a tokenizer.json laid out as gpt-oss's) and gpt-oss's
-// template, generation forced by a regex through harmony output.
+// TestHarmonyEngine: synthesized llama and gpt-oss models with a
+// gpt-oss-like vocabulary (synth --vocab-from a tokenizer.json laid out as
+// gpt-oss's) and gpt-oss's template, generation forced by a regex through
+// harmony output.
 func TestHarmonyEngine(t *testing.T) {
-	checkHarmonyEngine(t, harmonyEngineServer(t, writeHarmonyTokenizer(t, t.TempDir())))
+	for _, arch := range []string{"llama", "gpt-oss"} {
+		t.Run(arch, func(t *testing.T) {
+			checkHarmonyEngine(t, harmonyEngineServer(t, writeHarmonyTokenizer(t, t.TempDir()), arch))
+		})
+	}
 }
 
 // TestHarmonyEngineGPTOSSVocab is TestHarmonyEngine on gpt-oss's own
@@ -378,5 +384,5 @@ func TestHarmonyEngineGPTOSSVocab(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, "chat_template.jinja"), tmpl, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	checkHarmonyEngine(t, harmonyEngineServer(t, filepath.Join(tmp, "tokenizer.json")))
+	checkHarmonyEngine(t, harmonyEngineServer(t, filepath.Join(tmp, "tokenizer.json"), "gpt-oss"))
 }
