@@ -220,8 +220,10 @@
 //     tools; finish_reason tool_calls when a call was made and generation
 //     stopped. An assistant message's reasoning_content in the request is
 //     given to the template as reasoning_content and thinking (what gpt-oss's
-//     template reads). tool_choice required, a named function and strict
-//     tools are a 400 (no harmony grammar).
+//     template reads). tool_choice required and a named function submit
+//     harmony.Grammar (optional reasoning, then one call; the prompt must
+//     end with "<|start|>assistant", else a 400); a strict tool under auto
+//     is a 400 (no harmony grammar for free content).
 //   - Tool calling (tools.go, Options.ToolCallParser = --tool-call-parser,
 //     default auto: toolcall.Detect on the chat template): the request's tools
 //     are rendered by the template (also with tool_choice none); assistant

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"tandem/internal/api/openai"
 	"tandem/internal/engine"
@@ -239,21 +240,25 @@ func TestHarmonyChat(t *testing.T) {
 	}
 }
 
-// TestHarmonyRefusesConstraints: tool_choice required and strict tools
-// have no harmony grammar and are refused with a 400 naming the field.
-func TestHarmonyRefusesConstraints(t *testing.T) {
+// TestHarmonyToolChoice: tool_choice required and a named function put
+// the harmony call grammar on the request; a strict tool under auto has no
+// harmony grammar and is a 400 naming tools.
+func TestHarmonyToolChoice(t *testing.T) {
 	tok := harmonyTokenizer(t)
-	b := newFake(t, tok)
+	b := newFake(t, tok, harmonyUpdates(tok, harmonyCallOut))
 	b.cfg.Context = 4096
 	s, _ := newTestServer(t, b, Options{})
-	for body, param := range map[string]string{
-		`{"messages":[{"role":"user","content":"x"}],` + harmonyTools + `,"tool_choice":"required"}`:                                                                        "tool_choice",
-		`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","description":"F","strict":true,"parameters":{"type":"object"}}}]}`: "tools",
-	} {
-		rec := do(s.Handler(), "POST", "/v1/chat/completions", body)
-		if rec.Code != 400 || !strings.Contains(rec.Body.String(), `"param":"`+param+`"`) {
-			t.Errorf("%s: %d %s, want 400 on %s", body, rec.Code, rec.Body, param)
+	for _, choice := range []string{`"required"`, `{"type":"function","function":{"name":"get_weather"}}`} {
+		n := len(b.submitted())
+		rec := do(s.Handler(), "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],`+harmonyTools+`,"tool_choice":`+choice+`}`)
+		if rec.Code != 200 || len(b.submitted()) != n+1 || b.submitted()[n].req.Grammar == nil {
+			t.Errorf("tool_choice %s: %d %s; want 200 with a grammar on the request", choice, rec.Code, rec.Body)
 		}
+	}
+	rec := do(s.Handler(), "POST", "/v1/chat/completions",
+		`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","description":"F","strict":true,"parameters":{"type":"object"}}}]}`)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), `"param":"tools"`) {
+		t.Errorf("strict tool under auto: %d %s, want 400 on tools", rec.Code, rec.Body)
 	}
 }
 
@@ -347,6 +352,39 @@ func checkHarmonyEngine(t *testing.T, s *Server) {
 	}
 }
 
+// checkHarmonyRequired: tool_choice required makes a synthesized model
+// (random weights, greedy) call get_weather with arguments its schema
+// accepts, read back as a call with finish_reason tool_calls.
+func checkHarmonyRequired(t *testing.T, s *Server) {
+	t.Helper()
+	tools := strings.Replace(harmonyTools, `"properties":{"city":{"type":"string"}}`,
+		`"properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false`, 1)
+	// A random-weight model would reason without end: logit_bias steers it
+	// from the analysis channel (the grammar still allows it) to the call.
+	tok := s.b.Tokenizer()
+	bias := map[string]int{}
+	for _, w := range []string{"analysis", "a", "an", "ana"} {
+		if ids := tok.Encode(w, false, false); len(ids) > 0 {
+			bias[fmt.Sprint(ids[0])] = -100
+		}
+	}
+	bj, _ := json.Marshal(bias)
+	rec := do(s.Handler(), "POST", "/v1/chat/completions",
+		`{"messages":[{"role":"user","content":"Weather in Paris?"}],`+tools+`,"tool_choice":"required","max_tokens":400,"temperature":0,"logit_bias":`+string(bj)+`}`)
+	var r openai.ChatResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || rec.Code != 200 || len(r.Choices) != 1 {
+		t.Fatalf("chat %d %s: %v", rec.Code, rec.Body, err)
+	}
+	m := r.Choices[0].Message
+	var args struct {
+		City *string `json:"city"`
+	}
+	if len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "get_weather" || deref(r.Choices[0].FinishReason) != "tool_calls" ||
+		json.Unmarshal([]byte(m.ToolCalls[0].Function.Arguments), &args) != nil || args.City == nil || utf8.RuneCountInString(*args.City) > 8 {
+		t.Errorf("tool_choice required: %+v finish %q; want one get_weather call with a city of at most 8 characters, tool_calls", m, deref(r.Choices[0].FinishReason))
+	}
+}
+
 // TestHarmonyEngine: synthesized llama and gpt-oss models with a
 // gpt-oss-like vocabulary (synth --vocab-from a tokenizer.json laid out as
 // gpt-oss's) and gpt-oss's template, generation forced by a regex through
@@ -354,7 +392,9 @@ func checkHarmonyEngine(t *testing.T, s *Server) {
 func TestHarmonyEngine(t *testing.T) {
 	for _, arch := range []string{"llama", "gpt-oss"} {
 		t.Run(arch, func(t *testing.T) {
-			checkHarmonyEngine(t, harmonyEngineServer(t, writeHarmonyTokenizer(t, t.TempDir()), arch))
+			s := harmonyEngineServer(t, writeHarmonyTokenizer(t, t.TempDir()), arch)
+			checkHarmonyEngine(t, s)
+			checkHarmonyRequired(t, s)
 		})
 	}
 }
@@ -384,5 +424,7 @@ func TestHarmonyEngineGPTOSSVocab(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, "chat_template.jinja"), tmpl, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	checkHarmonyEngine(t, harmonyEngineServer(t, filepath.Join(tmp, "tokenizer.json"), "gpt-oss"))
+	s := harmonyEngineServer(t, filepath.Join(tmp, "tokenizer.json"), "gpt-oss")
+	checkHarmonyEngine(t, s)
+	checkHarmonyRequired(t, s)
 }
