@@ -165,29 +165,35 @@ func TestPDMatchesServe(t *testing.T) {
 		t.Logf("%s not found: checking the synthesized model only", p)
 	}
 	for name, model := range models {
-		t.Run(name, func(t *testing.T) {
-			serve := startServe(t, model)
-			up := startUp(t, model)
-			for pname, p := range prompts() {
-				for _, stream := range []bool{false, true} {
-					want := complete(t, serve, p, stream)
-					got := complete(t, up, p, stream)
-					what := fmt.Sprintf("%s prompt, stream=%v", pname, stream)
-					if len(want.Tokens) != 24 {
-						t.Fatalf("%s: serve returned %d tokens, want 24 (logprobs tokens)", what, len(want.Tokens))
-					}
-					if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
-						t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
-					}
-					if strings.Join(got.Top, " ") != strings.Join(want.Top, " ") || strings.Join(got.LPs, " ") != strings.Join(want.LPs, " ") {
-						t.Errorf("%s: logprobs through the router\n%v %v\nserve\n%v %v", what, got.LPs, got.Top, want.LPs, want.Top)
-					}
-					if got.Finish != want.Finish || got.Usage != want.Usage {
-						t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)
-					}
-				}
+		t.Run(name, func(t *testing.T) { upMatchesServe(t, model) })
+	}
+}
+
+// upMatchesServe checks that greedy output through `tandem up` is token
+// for token, logprob for logprob, what `tandem serve` gives for model, for
+// every prompt, streaming and not.
+func upMatchesServe(t *testing.T, model string) {
+	t.Helper()
+	serve := startServe(t, model)
+	up := startUp(t, model)
+	for pname, p := range prompts() {
+		for _, stream := range []bool{false, true} {
+			want := complete(t, serve, p, stream)
+			got := complete(t, up, p, stream)
+			what := fmt.Sprintf("%s prompt, stream=%v", pname, stream)
+			if len(want.Tokens) != 24 {
+				t.Fatalf("%s: serve returned %d tokens, want 24 (logprobs tokens)", what, len(want.Tokens))
 			}
-		})
+			if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
+				t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
+			}
+			if strings.Join(got.Top, " ") != strings.Join(want.Top, " ") || strings.Join(got.LPs, " ") != strings.Join(want.LPs, " ") {
+				t.Errorf("%s: logprobs through the router\n%v %v\nserve\n%v %v", what, got.LPs, got.Top, want.LPs, want.Top)
+			}
+			if got.Finish != want.Finish || got.Usage != want.Usage {
+				t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)
+			}
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ func runErr(args ...string) (string, error) {
 // architecture that `model info` describes and `generate` runs.
 func TestSynthArchs(t *testing.T) {
 	dir := t.TempDir()
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "gpt-oss"} {
 		p := filepath.Join(dir, arch+".gguf")
 		run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", arch, "--sliding-window", "8", "-o", p)
 		info := run(t, "model", "info", p)
@@ -40,6 +40,11 @@ func TestSynthArchs(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &g); err != nil || len(g.IDs) != 12 {
 			t.Errorf("generate on %s: %q (%v)", arch, out, err)
 		}
+	}
+	if info := run(t, "model", "info", filepath.Join(dir, "gpt-oss.gguf")); !strings.Contains(info, "yarn rope (factor 32, original context 2048") ||
+		!strings.Contains(info, "attention sinks") || !strings.Contains(info, "sliding window 8 on 1 of 2 layers") ||
+		!strings.Contains(info, "experts       8, 4 used per token, width 256, softmax over the chosen gating") {
+		t.Errorf("model info of the gpt-oss file:\n%s", info)
 	}
 	if out, err := runErr("model", "synth", "--arch", "mamba", "-o", filepath.Join(dir, "x.gguf")); err == nil ||
 		!strings.Contains(err.Error(), `architecture "mamba" cannot be synthesized`) {

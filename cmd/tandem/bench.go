@@ -14,7 +14,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Measure the engine or a serving endpoint"}
-	cmd.AddCommand(benchEngineCmd(), benchServeCmd())
+	cmd.AddCommand(benchEngineCmd(), benchServeCmd(), benchMemoryCmd())
 	return cmd
 }
 
@@ -96,5 +96,47 @@ func benchEngineCmd() *cobra.Command {
 	fs.BoolVar(&compact, "compact", false, "with --json-schema: no whitespace between JSON tokens (disable_any_whitespace)")
 	fs.StringVar(&format, "format", "text", "output: text or json")
 	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	return cmd
+}
+
+func benchMemoryCmd() *cobra.Command {
+	var (
+		o      bench.MemoryOptions
+		size   = byteSize(2 << 30)
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "memory [--size 2GiB] [--threads N] [--passes 5]",
+		Short: "Print this machine's streaming read bandwidth, the bound on decode speed (decode reads the active weights once a step)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q is not supported: use text or json", format)
+			}
+			o.Bytes = int(size)
+			if int64(o.Bytes) != int64(size) {
+				return fmt.Errorf("--size %d is too large", int64(size))
+			}
+			res, err := bench.Memory(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if format == "json" {
+				return json.NewEncoder(w).Encode(res)
+			}
+			fmt.Fprintf(w, "%d threads, %.2f GiB buffer: median %.1f GB/s, best %.1f GB/s, passes", res.Threads, float64(res.Bytes)/(1<<30), res.Median, res.Best)
+			for _, r := range res.PassGBs {
+				fmt.Fprintf(w, " %.1f", r)
+			}
+			fmt.Fprintf(w, "\nmethod: %s\n", res.Method)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.Var(&size, "size", "buffer to stream (larger than the caches: 2GiB, 512MiB, ...)")
+	fs.IntVar(&o.Threads, "threads", 1, "goroutines reading the buffer, each a contiguous share")
+	fs.IntVar(&o.Passes, "passes", 5, "timed passes over the buffer")
+	fs.StringVar(&format, "format", "text", "output: text or json")
 	return cmd
 }

@@ -16,7 +16,8 @@
 //	                 of --url, or of a serve it starts for --model
 //	tandem ps        what a running serve or up serves: model, status,
 //	                 workers by role
-//	tandem bench     engine speed (bench engine), or load on any OpenAI
+//	tandem bench     engine speed (bench engine), the machine's streaming
+//	                 read bandwidth (bench memory), or load on any OpenAI
 //	                 endpoint (bench serve: closed loop, or vllm bench
 //	                 serve-style open loop with goodput and rate sweeps,
 //	                 random, mixed or ShareGPT datasets, the openai or

@@ -144,3 +144,37 @@ func TestKernelLevelFlag(t *testing.T) {
 		t.Errorf("--kernel-level avx9: err = %v, want one naming the levels", err)
 	}
 }
+
+// TestBenchMemory: `tandem bench memory` prints per-pass read rates in
+// JSON and text, and refuses a buffer below the cache-proof minimum.
+func TestBenchMemory(t *testing.T) {
+	out := run(t, "bench", "memory", "--size", "64MiB", "--threads", "2", "--passes", "2", "--format", "json")
+	var r struct {
+		Bytes   int       `json:"bytes"`
+		Threads int       `json:"threads"`
+		Passes  []float64 `json:"pass_gb_s"`
+		Median  float64   `json:"median_gb_s"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Bytes != 64<<20 || r.Threads != 2 || len(r.Passes) != 2 || r.Median <= 0 {
+		t.Errorf("bench memory --format json: %q (%v)", out, err)
+	}
+	if out := run(t, "bench", "memory", "--size", "64MiB", "--passes", "1"); !strings.Contains(out, "1 threads, 0.06 GiB buffer: median") {
+		t.Errorf("bench memory: %q", out)
+	}
+	if out, err := runErr("bench", "memory", "--size", "1MiB"); err == nil {
+		t.Errorf("bench memory --size 1MiB: no error: %q", out)
+	}
+}
+
+// TestMmapFlag: --mmap=false (the file read into memory) generates what
+// the mapped file does.
+func TestMmapFlag(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	run(t, "model", "synth", "--preset", "tiny", "--arch", "qwen3moe", "--experts", "8", "--experts-used", "2", "--type", "q4_k_m", "-o", p)
+	args := []string{"generate", "--model", p, "--prompt", "hello world", "--max-tokens", "8", "--threads", "1", "--format", "json"}
+	mapped := run(t, args...)
+	read := run(t, append(args, "--mmap=false")...)
+	if mapped != read || !strings.Contains(mapped, `"ids"`) {
+		t.Errorf("generate --mmap=false %s, mapped %s", read, mapped)
+	}
+}

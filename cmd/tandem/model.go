@@ -63,31 +63,36 @@ path that exists wins). --format json writes the same facts as one JSON object.`
 
 // infoJSON is `model info --format json`.
 type infoJSON struct {
-	Model        string         `json:"model"`
-	Path         string         `json:"path"`
-	GGUFVersion  uint32         `json:"gguf_version"`
-	MetadataKeys int            `json:"metadata_keys"`
-	Architecture string         `json:"architecture"`
-	Supported    bool           `json:"supported"`
-	Unsupported  string         `json:"unsupported,omitempty"`
-	Name         string         `json:"name,omitempty"`
-	Embedding    int            `json:"embedding,omitempty"`
-	Layers       int            `json:"layers,omitempty"`
-	Heads        int            `json:"heads,omitempty"`
-	KVHeads      int            `json:"kv_heads,omitempty"`
-	HeadDim      int            `json:"head_dim,omitempty"`
-	FeedForward  int            `json:"feed_forward,omitempty"`
-	Context      int            `json:"context,omitempty"`
-	Rope         *infoRope      `json:"rope,omitempty"`
-	NormEps      float32        `json:"norm_eps,omitempty"`
-	Features     string         `json:"features,omitempty"`
-	Parameters   uint64         `json:"parameters"`
-	TensorBytes  uint64         `json:"tensor_bytes"`
-	TensorTypes  map[string]int `json:"tensor_types"`
-	Vocabulary   *infoVocab     `json:"vocabulary,omitempty"`
-	VocabError   string         `json:"vocabulary_error,omitempty"`
-	ChatTemplate string         `json:"chat_template"`
-	Tensors      []infoTensor   `json:"tensors"`
+	Model        string    `json:"model"`
+	Path         string    `json:"path"`
+	GGUFVersion  uint32    `json:"gguf_version"`
+	MetadataKeys int       `json:"metadata_keys"`
+	Architecture string    `json:"architecture"`
+	Supported    bool      `json:"supported"`
+	Unsupported  string    `json:"unsupported,omitempty"`
+	Name         string    `json:"name,omitempty"`
+	Embedding    int       `json:"embedding,omitempty"`
+	Layers       int       `json:"layers,omitempty"`
+	Heads        int       `json:"heads,omitempty"`
+	KVHeads      int       `json:"kv_heads,omitempty"`
+	HeadDim      int       `json:"head_dim,omitempty"`
+	FeedForward  int       `json:"feed_forward,omitempty"`
+	Context      int       `json:"context,omitempty"`
+	Rope         *infoRope `json:"rope,omitempty"`
+	NormEps      float32   `json:"norm_eps,omitempty"`
+	Features     string    `json:"features,omitempty"`
+	// Hybrid models (qwen35): the layer mix and the per-sequence state.
+	RecurrentLayers int            `json:"recurrent_layers,omitempty"`
+	KVLayers        int            `json:"kv_layers,omitempty"`
+	StateBytes      int            `json:"state_bytes,omitempty"`
+	StateLayout     string         `json:"state_layout,omitempty"`
+	Parameters      uint64         `json:"parameters"`
+	TensorBytes     uint64         `json:"tensor_bytes"`
+	TensorTypes     map[string]int `json:"tensor_types"`
+	Vocabulary      *infoVocab     `json:"vocabulary,omitempty"`
+	VocabError      string         `json:"vocabulary_error,omitempty"`
+	ChatTemplate    string         `json:"chat_template"`
+	Tensors         []infoTensor   `json:"tensors"`
 }
 
 type infoRope struct {
@@ -124,6 +129,9 @@ func modelInfo(ref, path string, f *gguf.File) infoJSON {
 		in.Heads, in.KVHeads, in.HeadDim, in.FeedForward, in.Context = cfg.Heads, cfg.KVHeads, cfg.HeadDim, cfg.FF, cfg.Context
 		in.Rope = &infoRope{cfg.RopeStyle.String(), cfg.RopeDim, cfg.RopeBase, cfg.RopeScale}
 		in.NormEps, in.Features = cfg.NormEps, archFeatures(cfg)
+		in.KVLayers = cfg.KVLayers()
+		in.RecurrentLayers = cfg.Layers - in.KVLayers
+		in.StateBytes, in.StateLayout = 4*cfg.State.Floats, cfg.State.Layout
 	}
 	for _, t := range f.Tensors {
 		in.Parameters += t.NumElements()
@@ -175,6 +183,9 @@ func printInfo(w io.Writer, path string, f *gguf.File) error {
 				shared = fmt.Sprintf(", shared expert width %d", mc.SharedFF)
 			}
 			fmt.Fprintf(w, "experts       %d, %d used per token, width %d, %s gating%s%s\n", mc.Experts, mc.Used, mc.FF, mc.Gating, norm, shared)
+		}
+		if cfg.State.Floats > 0 {
+			printHybrid(w, cfg)
 		}
 		ap, ab := model.ActiveWeights(f, cfg)
 		fmt.Fprintf(w, "per token     %d active parameters, %.1f MiB of weights read (one token's forward pass, KV cache aside)\n", ap, float64(ab)/(1<<20))
@@ -232,9 +243,12 @@ func modelSynthCmd() *cobra.Command {
 		attnCap, finalCap, gain     float32
 		ropeBase                    float32
 		pooling                     string
+		ropeDims, interval          int
+		ssmConv, ssmHead            int
+		ssmKHeads, ssmVHeads        int
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b|a3b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|qwen3moe|qwen2moe|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b|g4e|g4a4b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma4|qwen3moe|qwen2moe|qwen35|qwen35moe|gpt-oss|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -255,7 +269,9 @@ func modelSynthCmd() *cobra.Command {
 			for _, f := range []struct {
 				dst *int
 				v   int
-			}{{&cfg.KeyLength, keyLength}, {&cfg.Experts, experts}, {&cfg.ExpertsUsed, used}, {&cfg.ExpertFF, expFF}, {&cfg.SharedFF, shFF}} {
+			}{{&cfg.KeyLength, keyLength}, {&cfg.Experts, experts}, {&cfg.ExpertsUsed, used}, {&cfg.ExpertFF, expFF}, {&cfg.SharedFF, shFF},
+				{&cfg.RopeDims, ropeDims}, {&cfg.FullAttnInterval, interval}, {&cfg.SSMConv, ssmConv}, {&cfg.SSMHeadDim, ssmHead},
+				{&cfg.SSMKHeads, ssmKHeads}, {&cfg.SSMVHeads, ssmVHeads}} {
 				if f.v != 0 {
 					*f.dst = f.v
 				}
@@ -264,8 +280,11 @@ func modelSynthCmd() *cobra.Command {
 				cfg.Arch = arch
 			}
 			cfg.Llama3Rope, cfg.Tied = llama3Rope, tied
-			cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.RopeOrigContext = window, pattern, origContext
-			cfg.AttnSoftcap, cfg.FinalSoftcap, cfg.AttnGain = attnCap, finalCap, gain
+			cfg.RopeOrigContext = origContext
+			cfg.AttnSoftcap, cfg.AttnGain = attnCap, gain
+			if window > 0 || pattern > 0 || finalCap > 0 { // zero keeps the preset's (gemma4's set them)
+				cfg.SlidingWindow, cfg.SlidingWindowPattern, cfg.FinalSoftcap = max(window, 0), pattern, finalCap
+			}
 			if ropeBase > 0 {
 				cfg.RopeBase = ropeBase
 			}
@@ -292,7 +311,13 @@ func modelSynthCmd() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b or a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe)")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe), q35-2b (Qwen3.5-2B's shape, arch qwen35), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV) or g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts)")
+	fs.IntVar(&interval, "full-attention-interval", 0, "qwen35, qwen35moe: every Nth layer is full attention, the others Gated DeltaNet (0: 4, or the layer count when fewer)")
+	fs.IntVar(&ropeDims, "rope-dims", 0, "qwen35, qwen35moe: rotated dimensions per attention head (0: a quarter of the head)")
+	fs.IntVar(&ssmConv, "ssm-conv", 0, "qwen35, qwen35moe: DeltaNet convolution taps (0: 4)")
+	fs.IntVar(&ssmHead, "ssm-head-dim", 0, "qwen35, qwen35moe: DeltaNet head length (0: the attention head's)")
+	fs.IntVar(&ssmKHeads, "ssm-k-heads", 0, "qwen35, qwen35moe: DeltaNet query/key heads (0: the KV heads)")
+	fs.IntVar(&ssmVHeads, "ssm-v-heads", 0, "qwen35, qwen35moe: DeltaNet value heads (0: the query heads)")
 	fs.StringVar(&typ, "type", "q8_0", "file type: "+strings.Join(synth.FileTypeNames, ", ")+
 		" (q4_k/q4_k_m, q3_k/q3_k_m, q2_k, iq4_xs and iq4_nl are llama.cpp's mixes of those names; mxfp4 puts MXFP4 on the feed-forward matrices and Q8_0 elsewhere)")
 	fs.BoolVar(&pure, "pure", false, "every matrix gets the --type itself, no mix (llama-quantize --pure)")
@@ -306,28 +331,59 @@ func modelSynthCmd() *cobra.Command {
 	fs.IntVar(&keyLength, "head-dim", 0, "head dimension, written as attention.key_length/value_length (0: dim/heads)")
 	fs.BoolVar(&llama3Rope, "llama3-rope", false, "write Llama 3.1's rope_freqs factors (llama, qwen3)")
 	fs.BoolVar(&tied, "tied", false, "no output.weight: the output projection is token_embd (always for gemma2)")
-	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers; llama.cpp ignores it for llama and phi3)")
+	fs.IntVar(&window, "sliding-window", 0, "write {arch}.attention.sliding_window (gemma2, gemma3 window their local layers, gpt-oss its even layers (0: 128); llama.cpp ignores it for llama and phi3)")
 	fs.IntVar(&pattern, "sliding-window-pattern", 0, "write {arch}.attention.sliding_window_pattern (0: the arch's default, gemma2 2, gemma3 6)")
 	fs.IntVar(&origContext, "rope-orig-context", 0, "phi3: write LongRoPE factors and this original context length")
 	fs.Float32Var(&attnCap, "attn-softcap", 0, "write {arch}.attn_logit_softcapping (0: leave it out)")
 	fs.Float32Var(&ropeBase, "rope-base", 0, "RoPE base frequency (0: 10000; Llama 3.x uses 500000)")
 	fs.Float32Var(&gain, "attn-gain", 0, "multiply the attn_norm weights, scaling attention scores by its square (0: leave them)")
 	fs.Float32Var(&finalCap, "final-softcap", 0, "write {arch}.final_logit_softcapping (0: leave it out)")
-	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe: number of experts (0: 8)")
-	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe: experts used per token (0: 2)")
-	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe: expert feed-forward width (0: half the preset's)")
+	fs.IntVar(&experts, "experts", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss, gemma4: number of experts (0: 8; gemma4: none, a dense file)")
+	fs.IntVar(&used, "experts-used", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss, gemma4: experts used per token (0: 2; gpt-oss 4)")
+	fs.IntVar(&expFF, "expert-ff", 0, "qwen3moe, qwen2moe, qwen35moe, gpt-oss: expert feed-forward width (0: half the preset's)")
 	fs.IntVar(&shFF, "shared-ff", 0, "qwen2moe: shared expert feed-forward width (0: the preset's)")
 	return cmd
+}
+
+// printHybrid prints a hybrid model's layer mix and per-sequence state.
+func printHybrid(w io.Writer, c model.Config) {
+	var mix []byte
+	for _, r := range c.Recurrent {
+		if r {
+			mix = append(mix, 'D')
+		} else {
+			mix = append(mix, 'A')
+		}
+	}
+	kv := c.KVLayers()
+	g := c.GDN
+	fmt.Fprintf(w, "layer mix     %d Gated DeltaNet (D) + %d full attention (A): %s\n", c.Layers-kv, kv, mix)
+	fmt.Fprintf(w, "deltanet      conv %d taps over %d channels, %d key heads, %d value heads of %d\n", g.Conv, g.Channels(), g.KHeads, g.VHeads, g.HeadDim)
+	fmt.Fprintf(w, "kv cache      %d of %d layers (%d bytes per token at F16)\n", kv, c.Layers, kv*2*c.KVHeads*c.HeadDim*2)
+	fmt.Fprintf(w, "state         %d bytes per sequence (%.2f MiB; %d per DeltaNet layer: conv %d, recurrent %d)\n", 4*c.State.Floats,
+		float64(4*c.State.Floats)/(1<<20), 4*g.LayerFloats(), 4*g.ConvFloats(), 4*g.RecurrentFloats())
+	fmt.Fprintf(w, "state layout  %s\n", c.State.Layout)
 }
 
 // archFeatures describes the non-Llama parts of a model's block in one line.
 func archFeatures(c model.Config) string {
 	var f []string
-	if c.RopeAttnFactor != 1 {
+	if c.Yarn.ExtFactor != 0 {
+		f = append(f, fmt.Sprintf("yarn rope (factor %g, original context %d, attn factor %g)", 1/c.RopeScale, c.RopeOrigContext, c.RopeAttnFactor))
+	} else if c.RopeAttnFactor != 1 {
 		f = append(f, fmt.Sprintf("rope attn factor %g", c.RopeAttnFactor))
+	}
+	if c.AttnSinks {
+		f = append(f, "attention sinks")
 	}
 	if c.QKNorm {
 		f = append(f, "q/k norm")
+	}
+	if c.AttnGate {
+		f = append(f, "gated attention")
+	}
+	if s := c.RopeSections; s != [4]int{} {
+		f = append(f, fmt.Sprintf("interleaved multi-axis rope sections %v", s))
 	}
 	if c.PostNorms {
 		f = append(f, "post norms")
@@ -352,6 +408,15 @@ func archFeatures(c model.Config) string {
 			}
 		}
 		f = append(f, fmt.Sprintf("sliding window %d on %d of %d layers (rope base %g there)", c.SlidingWindow, n, c.Layers, c.RopeBaseSWA))
+	}
+	if g := c.Gemma4; g != nil {
+		f = append(f, fmt.Sprintf("windowed layers' head dim %d (rope %d dims), kv heads per layer %v", g.HeadDimSWA, g.RopeDimSWA, g.KVHeads))
+		if g.KVLayers < c.Layers {
+			f = append(f, fmt.Sprintf("K/V kept by layers 0-%d, shared by the last %d", g.KVLayers-1, c.Layers-g.KVLayers))
+		}
+		if g.PerLayer > 0 {
+			f = append(f, fmt.Sprintf("per-layer embeddings of %d", g.PerLayer))
+		}
 	}
 	return strings.Join(f, ", ")
 }

@@ -82,7 +82,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 	f.drain.register(fs)
 	f.obs.register(fs, true)
 	fs.StringVar(&f.chatTmpl, "chat-template", "", "Jinja chat template file used instead of the model's tokenizer.chat_template")
-	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split <think>...</think> from chat output into reasoning_content: none, think, or auto (when the chat template thinks)")
+	fs.StringVar(&f.reasoning, "reasoning-parser", "auto", "split chat output into reasoning_content and content: none, think (<think>...</think>), harmony (gpt-oss's channels and tool calls), or auto (harmony or think, as the chat template writes)")
 	fs.IntVar(&f.jsonWS, "json-max-whitespace", 0, "whitespace structured JSON output (schemas, json_object, tool arguments) may put between tokens: "+
 		"0: compact (nothing, one space, or a newline and up to 20 spaces or tabs of indentation); N > 0: any run of space, tab, newline and CR up to N bytes")
 	fs.StringVar(&f.toolCalls, "tool-call-parser", "auto", "tool-call syntax of chat output for requests with tools: hermes, llama3_json, mistral, generic, or auto (from the chat template)")
@@ -91,9 +91,9 @@ func (f *workerFlags) register(fs *pflag.FlagSet, defaultPort int) {
 // chatOptions reads --chat-template and checks --reasoning-parser.
 func (f *workerFlags) chatOptions() (tmpl, parser string, err error) {
 	switch f.reasoning {
-	case "none", "auto", "think":
+	case "none", "auto", "think", "harmony":
 	default:
-		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto or think", f.reasoning)
+		return "", "", fmt.Errorf("--reasoning-parser %q is not supported: use none, auto, think or harmony", f.reasoning)
 	}
 	if f.jsonWS < 0 || f.jsonWS > grammar.MaxLengthBound {
 		return "", "", fmt.Errorf("--json-max-whitespace %d is out of range 0..%d (0: compact)", f.jsonWS, grammar.MaxLengthBound)

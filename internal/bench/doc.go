@@ -1,6 +1,7 @@
 // Package bench measures Tandem's engine: prefill and decode speed of a
 // batch of sequences on a model, plain or constrained by a grammar, the
-// figures `tandem bench engine` prints.
+// figures `tandem bench engine` prints; and the machine's streaming read
+// bandwidth, which bounds decode (`tandem bench memory`).
 //
 // # Inputs and outputs
 //
@@ -16,7 +17,18 @@
 // prefill_s, decode_s, prefill_tok_s and decode_tok_s (all sequences' tokens;
 // zero when GenTokens is 0), sample_s (time choosing tokens, inside decode_s),
 // constraint_s (of it, masks and accepts), vocab_s (the one-time vocabulary
-// index, outside decode_s), documents completed.
+// index, outside decode_s), documents completed, active_weight_bytes (the
+// weight bytes one decode step reads, model.ActiveWeights) and
+// decode_weight_gb_s (those bytes times decode steps per second).
+//
+// Memory(ctx, MemoryOptions). In: Bytes (0: 2 GiB; 64 MiB to 64 GiB),
+// Threads (0: 1; at most 256), Passes (0: 5; at most 100). Each thread
+// sums its contiguous share of one heap buffer as uint64 words; the buffer
+// is written and read once untimed, then each pass is timed by the wall
+// clock. Out: *MemoryResult: the bytes read per pass, per-pass rates and
+// their median and best in 10^9 bytes/s, and the method in words. ctx is
+// checked between passes; options out of range are errors before anything
+// is allocated.
 //
 // # Invariants
 //

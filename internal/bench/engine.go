@@ -60,6 +60,13 @@ type EngineResult struct {
 	// went, from the runner's own counters.
 	PrefillShares Shares `json:"prefill_time_shares"`
 	DecodeShares  Shares `json:"decode_time_shares"`
+	// ActiveBytes is the weight bytes one decode step reads
+	// (model.ActiveWeights: the used experts' share of a mixture of
+	// experts); DecodeWeightGBs is those bytes times decode steps per
+	// second, in 10^9 bytes per second, the rate to hold against the
+	// machine's streaming bandwidth (Memory). KV cache reads are not in it.
+	ActiveBytes     uint64  `json:"active_weight_bytes"`
+	DecodeWeightGBs float64 `json:"decode_weight_gb_s"`
 }
 
 // Shares splits a phase's forward time into matrix multiplications,
@@ -117,6 +124,9 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 	}
 	res := &EngineResult{Model: m.Config.Name, Threads: threads, Kernels: kernels.CurrentLevel().String(), Batch: batch, Constrained: o.Grammar != nil,
 		PromptTokens: o.PromptTokens, GenTokens: o.GenTokens}
+	if m.File != nil {
+		_, res.ActiveBytes = model.ActiveWeights(m.File, m.Config)
+	}
 	var vocab *grammar.Vocab
 	if o.Grammar != nil {
 		t0 := time.Now()
@@ -185,6 +195,7 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 	res.PrefillTokS = float64(batch*o.PromptTokens) / res.PrefillS
 	if o.GenTokens > 0 {
 		res.DecodeTokS = float64(batch*o.GenTokens) / res.DecodeS
+		res.DecodeWeightGBs = float64(res.ActiveBytes) * float64(o.GenTokens) / res.DecodeS / 1e9
 	}
 	return res, nil
 }

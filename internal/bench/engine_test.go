@@ -45,3 +45,25 @@ func TestEngineBatchAndGrammar(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineActiveBytes: the result carries the model's active weight
+// bytes and the decode rate of them.
+func TestEngineActiveBytes(t *testing.T) {
+	m := fixture.Tiny(t, tensor.Q8_0, 7)
+	if m.File == nil {
+		t.Fatal("fixture model without its GGUF file")
+	}
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	res, err := Engine(context.Background(), model.NewRunner(m, pool), 1, EngineOptions{PromptTokens: 4, GenTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := model.ActiveWeights(m.File, m.Config)
+	if res.ActiveBytes != want || want == 0 {
+		t.Errorf("active bytes %d, want %d", res.ActiveBytes, want)
+	}
+	if got := float64(res.ActiveBytes) * float64(res.GenTokens) / res.DecodeS / 1e9; res.DecodeWeightGBs != got || got <= 0 {
+		t.Errorf("decode weight rate %v GB/s, want %v", res.DecodeWeightGBs, got)
+	}
+}

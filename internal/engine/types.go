@@ -174,8 +174,10 @@ type KVSink interface {
 	// kvcache.Tables.Layer) now hold that layer's K/V for positions
 	// [0, computed), except the window-group slots before the window,
 	// which are -1 (released; kvcache.Config.FirstNeeded). final is true in the step that completes the prompt;
-	// the first token follows in the Handle. Calls come for layers 0, 1,
-	// ... in order, once per step. The sink must copy what it needs before
+	// the first token follows in the Handle. layer is the KV layer, the
+	// cache's (0..kvcache.Config.Layers-1): a hybrid model's recurrent
+	// layers keep no pages and get no call (model.Runner.SetLayerHook).
+	// Calls come for KV layers 0, 1, ... in order, once per step. The sink must copy what it needs before
 	// returning and must not block on the network: later layers of the
 	// step wait for it, and the pages may be reused once the sequence ends,
 	// unless the sink takes references on them (kv.Pool(g).Ref, here on

@@ -12,6 +12,7 @@ import (
 	"tandem/internal/api/openai"
 	"tandem/internal/engine/tokenizer"
 	"tandem/internal/server/chat"
+	"tandem/internal/server/harmony"
 	"tandem/internal/server/toolcall"
 )
 
@@ -177,12 +178,21 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Warning", toolsDroppedWarning)
 	}
 	tok := s.b.Tokenizer()
-	prompt, text, err := s.chat.promptInput(r.Context(), tok, chat.Input{Messages: chat.MessagesJSON(req.Messages), Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
+	msgs := chat.MessagesJSON(req.Messages)
+	if s.harmony {
+		msgs = chat.HarmonyMessagesJSON(req.Messages)
+	}
+	prompt, text, err := s.chat.promptInput(r.Context(), tok, chat.Input{Messages: msgs, Tools: req.ToolsJSON, AddGenerationPrompt: true, Kwargs: req.ChatTemplateKwargs})
 	if err != nil {
 		httpx.WriteError(w, openai.Invalid("messages", openai.CodeInvalidValue, "The messages cannot be formatted with this model's chat template: %v", err))
 		return
 	}
-	tp, e := s.planTools(r.Context(), req, text)
+	var tp *toolPlan
+	if s.harmony {
+		tp, e = planHarmonyTools(req)
+	} else {
+		tp, e = s.planTools(r.Context(), req, text)
+	}
 	if e != nil {
 		httpx.WriteError(w, e)
 		return
@@ -203,6 +213,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	enc := &chatEncoder{tok: tok, logprobs: req.Logprobs, fingerprint: s.o.SystemFingerprint}
 	if s.think {
 		enc.think, enc.thinkOpen = true, promptOpensThink(text)
+	}
+	if s.harmony {
+		enc.harmony, enc.prompt = true, text
 	}
 	if e := s.applyTools(tp, p, enc); e != nil {
 		httpx.WriteError(w, e)
@@ -326,6 +339,9 @@ type chatEncoder struct {
 	parsers     map[int]*thinkParser // streaming: each choice's parser
 	toolFormat  toolcall.Format      // "": no tool-call parsing
 	toolParsers map[int]*toolcall.Parser
+	harmony     bool                    // read the output as harmony (gpt-oss)
+	prompt      string                  // with harmony: the rendered prompt, where the output starts
+	hparsers    map[int]*harmony.Parser // streaming: each choice's harmony parser
 }
 
 // parser returns choice i's reasoning parser.
@@ -386,6 +402,10 @@ func (e *chatEncoder) opening(p *genPlan, i int, plp []float32) any {
 func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 	var d openai.ChatDelta
 	text := pc.text
+	finish := pc.finish
+	if e.harmony {
+		text, finish = e.streamHarmony(pc, &d)
+	}
 	if e.think {
 		tp := e.parser(pc.index)
 		r, c := tp.feed(text)
@@ -398,7 +418,6 @@ func (e *chatEncoder) chunk(p *genPlan, pc *piece) any {
 		}
 		text = c
 	}
-	finish := pc.finish
 	if e.toolFormat != "" {
 		text, d.ToolCalls, finish = e.streamTools(pc, text)
 	}
@@ -423,6 +442,9 @@ func (e *chatEncoder) answer(p *genPlan, res []*choiceResult, u *openai.Usage) a
 		finish := cr.finish
 		if e.toolFormat != "" {
 			finish = e.answerTools(&msg, finish)
+		}
+		if e.harmony {
+			finish = e.answerHarmony(&msg, finish)
 		}
 		choices[i] = openai.ChatChoice{Index: i,
 			Message:  msg,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"tandem/internal/server/chat"
+	"tandem/internal/server/harmony"
 )
 
 // Reasoning output, as vLLM's and llama.cpp's servers return it: a model
@@ -20,6 +21,10 @@ const (
 	ReasoningAuto  = "auto"  // think when the chat template writes <think> and </think>
 	ReasoningNone  = "none"  // everything is content
 	ReasoningThink = "think" // split <think>...</think>
+	// ReasoningHarmony reads gpt-oss's harmony channels (analysis is the
+	// reasoning, final the content, messages to functions tool calls);
+	// auto chooses it when the chat template writes harmony.
+	ReasoningHarmony = "harmony"
 )
 
 // reasoningEnabled resolves a parser name against a chat template: whether
@@ -28,12 +33,25 @@ func reasoningEnabled(parser string, t *chat.Template) (bool, error) {
 	switch parser {
 	case "", ReasoningAuto:
 		return templateThinks(t.Source()), nil
-	case ReasoningNone:
+	case ReasoningNone, ReasoningHarmony:
 		return false, nil
 	case ReasoningThink:
 		return true, nil
 	}
-	return false, fmt.Errorf("reasoning parser %q is not supported: use none, auto or think", parser)
+	return false, fmt.Errorf("reasoning parser %q is not supported: use none, auto, think or harmony", parser)
+}
+
+// harmonyEnabled reports whether chat output is read as harmony: the
+// parser is harmony, or auto and the chat template writes harmony
+// (gpt-oss). The model's template decides, never its output.
+func harmonyEnabled(parser string, t *chat.Template) bool {
+	switch parser {
+	case "", ReasoningAuto:
+		return harmony.Detect(t.Source())
+	case ReasoningHarmony:
+		return true
+	}
+	return false
 }
 
 // templateThinks reports whether a chat template writes thinking blocks

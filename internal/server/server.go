@@ -83,8 +83,10 @@ type Options struct {
 	// of the model's tokenizer.chat_template (--chat-template).
 	ChatTemplate string
 	// ReasoningParser selects how chat output is split into
-	// reasoning_content and content: "none", "think" (<think>...</think>)
-	// or "" / "auto" (think when the chat template writes <think>).
+	// reasoning_content and content: "none", "think" (<think>...</think>),
+	// "harmony" (gpt-oss's channels, tool calls included) or "" / "auto"
+	// (harmony when the chat template writes harmony, else think when it
+	// writes <think>).
 	ReasoningParser string
 	// ToolCallParser is the tool-call syntax chat output is parsed in
 	// when a request has tools: "hermes", "llama3_json", "mistral",
@@ -117,6 +119,7 @@ type Server struct {
 	met     *metrics
 	chat    *chatFormat
 	think   bool // chat output is split into reasoning_content and content
+	harmony bool // chat output is read as harmony (gpt-oss): reasoning, content and tool calls
 	tools   *toolConfig
 	gate    *drain.Gate // the phase: ready, draining; counts generation requests
 	created int64
@@ -175,6 +178,9 @@ func New(b Backend, o Options) *Server {
 		s.log.Error("reasoning parser disabled", "err", err)
 	}
 	s.think = think
+	if s.harmony = harmonyEnabled(o.ReasoningParser, chat.tmpl); s.harmony {
+		s.think = false
+	}
 	tools, err := newToolConfig(o.ToolCallParser, chat.tmpl, b.Tokenizer())
 	if err != nil {
 		s.log.Error("tool call parser unknown; choosing it from the chat template", "err", err)

@@ -133,7 +133,10 @@ func TestArchConfigErrors(t *testing.T) {
 		{func(c *Config) { c.Experts = 4 }, "experts (4, 0 used"},
 		{func(c *Config) { c.Arch, c.Experts = "qwen3moe", 1 }, "experts 1 out of range"},
 		{func(c *Config) { c.Arch, c.ExpertsUsed = "qwen3moe", 9 }, "experts used 9 out of range"},
-		{func(c *Config) { c.Arch, c.SharedFF = "qwen3moe", 256 }, "qwen3moe has none"},
+		{func(c *Config) { c.Arch, c.SharedFF = "qwen3moe", 256 }, "qwen3moe and gpt-oss have none"},
+		{func(c *Config) { c.Arch, c.SharedFF = "gpt-oss", 256 }, "gpt-oss have none"},
+		{func(c *Config) { c.Arch, c.Tied = "gpt-oss", true }, "gpt-oss files always have output.weight"},
+		{func(c *Config) { c.Arch, c.RopeOrigContext = "gpt-oss", 256 }, "only phi3 files take one"},
 		{func(c *Config) { c.Arch, c.ExpertFF = "qwen3moe", DimMax+1 }, "expert feed-forward width"},
 	} {
 		c, _ := Preset("tiny")

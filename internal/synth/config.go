@@ -15,7 +15,8 @@ type Config struct {
 	Name string
 	// Arch is general.architecture: "llama" (the default when empty),
 	// "qwen2", "qwen3", "phi3", "gemma2", "gemma3", or the mixtures of
-	// experts "qwen3moe" and "qwen2moe" (see Archs and moe.go). Hyperparameter keys
+	// experts "qwen3moe", "qwen2moe" and "gpt-oss" (see Archs, moe.go and
+	// gptoss.go). Hyperparameter keys
 	// are written under this prefix and tensors laid out as llama.cpp's
 	// loader for that architecture expects.
 	Arch string
@@ -81,6 +82,8 @@ type Config struct {
 	// SharedFF is qwen2moe's shared expert width. Zero means 8, 2, FF/2
 	// and FF for the MoE architectures; they must be zero for the others.
 	Experts, ExpertsUsed, ExpertFF, SharedFF int
+	// Gemma4 is gemma4's own shape (gemma4.go); zero for other archs.
+	Gemma4 Gemma4Shape
 	// Pooling, when positive, is written as {arch}.pooling_type (1 mean,
 	// 2 cls, 3 last): a qwen3 file with 3 is a decoder embedding model as
 	// Qwen3-Embedding is; WriteEncoder's files default to 1.
@@ -98,7 +101,7 @@ type Config struct {
 }
 
 // Archs lists the architectures Write synthesizes.
-var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe"}
+var Archs = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // Limits on Config, far above any preset; they keep a typo from asking for
 // an absurd file and keep every size computation inside int range.
@@ -130,16 +133,26 @@ var presets = map[string]Config{
 	// 3.9B, 2.2 GB as q4_k_m.
 	"a3b": {Name: "tandem-synth-a3b", Arch: "qwen3moe", Dim: 2048, Layers: 12, Heads: 32, KVHeads: 4, KeyLength: 128, FF: 6144,
 		Vocab: 32000, Context: 4096, Experts: 64, ExpertsUsed: 8, ExpertFF: 768},
+	// q35-2b: Qwen3.5-2B's shape (24 layers, every fourth full attention
+	// with 8 query and 2 KV heads of 256, a quarter of each rotated;
+	// DeltaNet layers with 16 key and 16 value heads of 128; tied
+	// embeddings) with a 32000-token vocabulary instead of 248320: about
+	// 1.4B parameters.
+	"q35-2b": {Name: "tandem-synth-q35-2b", Arch: "qwen35", Dim: 2048, Layers: 24, Heads: 8, KVHeads: 2, KeyLength: 256, FF: 6144,
+		Vocab: 32000, Context: 4096, Tied: true, RopeDims: 64, SSMHeadDim: 128, SSMKHeads: 16, SSMVHeads: 16},
 }
 
 // Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
 // 512-token vocabulary), "110m" (stories110M's shape), "1b" (TinyLlama
-// 1.1B's shape) or "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down;
-// the only preset with an Arch). RopeBase and NormEps are set to llama.cpp's defaults.
+// 1.1B's shape), "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down)
+// or "q35-2b" (a qwen35 of Qwen3.5-2B's shape); the last two have an Arch. RopeBase and NormEps are set to llama.cpp's defaults.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b or a3b)", name)
+		c, ok = gemma4Presets[name]
+	}
+	if !ok {
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, q35-2b, g4e or g4a4b)", name)
 	}
 	c.RopeBase = 10000
 	c.NormEps = 1e-5
@@ -163,7 +176,7 @@ func (c Config) withDefaults() Config {
 	if c.NormEps == 0 {
 		c.NormEps = 1e-5
 	}
-	return c.moeDefaults().gdnDefaults()
+	return c.gptossDefaults().moeDefaults().gdnDefaults().gemma4Defaults()
 }
 
 // HeadDim returns KeyLength when set, else Dim / Heads (0 when Heads is not
@@ -235,10 +248,16 @@ func (c Config) check(types []tensor.Type, vocab int, synthVocab bool) error {
 	if c.AttnSoftcap < 0 || c.FinalSoftcap < 0 || math.IsInf(float64(c.AttnSoftcap), 0) || math.IsInf(float64(c.FinalSoftcap), 0) {
 		return fmt.Errorf("soft-caps %v / %v must be finite and non-negative", c.AttnSoftcap, c.FinalSoftcap)
 	}
+	if err := c.checkGptOss(); err != nil {
+		return err
+	}
 	if err := c.checkMoE(); err != nil {
 		return err
 	}
 	if err := c.checkGDN(); err != nil {
+		return err
+	}
+	if err := c.checkGemma4(types); err != nil {
 		return err
 	}
 	if strings.ContainsRune(c.Name, 0) {

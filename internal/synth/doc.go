@@ -1,6 +1,6 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
 // and qwen2, qwen3, phi3, gemma2, gemma3 and the mixtures of experts
-// qwen3moe and qwen2moe (Config.Arch) with the tensors and keys llama.cpp's
+// qwen3moe, qwen2moe and gpt-oss (Config.Arch) with the tensors and keys llama.cpp's
 // loader for each expects (see Architectures below and moe.go), and the
 // embedding encoders nomic-bert and bert (EncoderArchs, WriteEncoder, with a
 // synthesized WordPiece vocabulary; Config.Pooling makes any of them an
@@ -79,7 +79,10 @@
 // ExpertFF; --experts, --experts-used, --expert-ff; defaults 8, 2, FF/2): an
 // F32 router ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; qwen2moe is qwen2
 // with the same experts plus a shared expert (SharedFF, --shared-ff) gated by
-// ffn_gate_inp_shexp. Beyond llama, norm weights are 1 ± 0.25 noise (so a norm
+// ffn_gate_inp_shexp; gpt-oss (gptoss.go) is a mixture of experts with
+// Q/K/V/O biases, attention sinks, router and expert biases, YaRN scaling
+// (factor 32) and a window (default 128) on its even layers, 4 of 8 experts
+// used by default, output.weight always present. Beyond llama, norm weights are 1 ± 0.25 noise (so a norm
 // applied with the wrong weights shows). Options: Llama3Rope (--llama3-rope:
 // rope_freqs with Llama 3.1's factors, computed as llama.cpp's converter
 // does), Tied (--tied), SlidingWindow/SlidingWindowPattern,

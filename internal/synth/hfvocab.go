@@ -22,7 +22,7 @@ import (
 //
 //   - Byte-level BPE (a ByteLevel pre-tokenizer: Llama 3, Qwen 2/3, GPT-2):
 //     tokenizer.ggml.model "gpt2", tokenizer.ggml.pre named after the
-//     pre-tokenizer's split regex ("llama-bpe", "qwen2", "gpt-2"), tokens by
+//     pre-tokenizer's split regex ("llama-bpe", "qwen2", "gpt-4o", "gpt-2"), tokens by
 //     id (missing ids as "[PAD<id>]", type unused), merges as "left right",
 //     token types normal, control (added tokens marked special or looking
 //     special, as convert's does_token_look_special says) or user-defined
@@ -149,8 +149,9 @@ func decodeComponent(raw json.RawMessage) (*hfComponent, error) {
 // BPE pre-tokenizer split regexes and the tokenizer.ggml.pre names that
 // llama.cpp gives them.
 var hfPreRegexes = map[string]string{
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`: "llama-bpe",
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:      "qwen2",
+	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:                                                                                                                                                                "llama-bpe",
+	`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`:                                                                                                                                                                     "qwen2",
+	`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`: "gpt-4o",
 }
 
 // hfKeysIfJSON is the hook of tokenizerKeysFrom: when the file at path is
@@ -478,7 +479,7 @@ func hfPreName(pre *hfComponent) (string, error) {
 	if name, ok := hfPreRegexes[split]; ok {
 		return name, nil
 	}
-	return "", fmt.Errorf("pre-tokenizer split regex %q not supported (known: the Llama 3, Qwen 2 and GPT-2 regexes)", split)
+	return "", fmt.Errorf("pre-tokenizer split regex %q not supported (known: the Llama 3, Qwen 2, o200k (gpt-4o, gpt-oss) and GPT-2 regexes)", split)
 }
 
 // hfTemplateSpecials reads a TemplateProcessing post-processor's single

@@ -294,6 +294,7 @@ var hfPackages = []struct {
 }{
 	{"gemma3", []string{"<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<pad>", "<unused7>", "<mask>", "<start_of_image>", "<table>", "</td>", "<h1>", "<code>"}},
 	{"llama3", []string{"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|python_tag|>", "<|reserved_special_token_3|>"}},
+	{"gptoss", []string{"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>", "<|startoftext|>", "<|endoftext|>", "<|reserved_200012|>"}},
 	{"qwen3", []string{"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<|fim_prefix|>"}},
 }
 

@@ -24,7 +24,7 @@ import (
 
 // moeArch reports whether arch is a mixture-of-experts architecture.
 func moeArch(arch string) bool {
-	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe"
+	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe" || arch == gptossArch
 }
 
 // sharedExpertArch reports whether arch's experts include a shared one.
@@ -64,9 +64,12 @@ const ExpertsMax = 512
 
 // checkMoE reports the first problem of the expert fields.
 func (c Config) checkMoE() error {
-	if !moeArch(c.Arch) {
+	if c.Arch == "gemma4" && c.Experts == 0 && c.ExpertsUsed == 0 && c.ExpertFF == 0 && c.SharedFF == 0 {
+		return nil // a dense gemma4
+	}
+	if !moeArch(c.Arch) && c.Arch != "gemma4" {
 		if c.Experts != 0 || c.ExpertsUsed != 0 || c.ExpertFF != 0 || c.SharedFF != 0 {
-			return fmt.Errorf("experts (%d, %d used, width %d, shared %d) are for the mixture-of-experts architectures qwen3moe and qwen2moe, not %s",
+			return fmt.Errorf("experts (%d, %d used, width %d, shared %d) are for the mixture-of-experts architectures qwen3moe, qwen2moe and gpt-oss, not %s",
 				c.Experts, c.ExpertsUsed, c.ExpertFF, c.SharedFF, c.Arch)
 		}
 		return nil
@@ -81,7 +84,7 @@ func (c Config) checkMoE() error {
 		return fmt.Errorf("expert feed-forward width %d out of range: want 1..%d", c.ExpertFF, DimMax)
 	}
 	if c.SharedFF < 0 || c.SharedFF > DimMax || (c.SharedFF > 0) != sharedExpertArch(c.Arch) {
-		return fmt.Errorf("shared expert width %d: qwen2moe and qwen35moe need one in 1..%d, qwen3moe has none", c.SharedFF, DimMax)
+		return fmt.Errorf("shared expert width %d: qwen2moe and qwen35moe need one in 1..%d, qwen3moe and gpt-oss have none", c.SharedFF, DimMax)
 	}
 	return nil
 }

@@ -67,6 +67,12 @@ const normJitter = 0.25
 // layout returns the model's tensors in file order, named and shaped as
 // llama.cpp's loader for c.Arch expects.
 func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
+	if c.Arch == gptossArch {
+		return gptossLayout(c, typ, pure, vocab)
+	}
+	if c.Arch == "gemma4" {
+		return gemma4Layout(c, typ, pure, vocab)
+	}
 	hd := uint64(c.HeadDim())
 	dim, ff, kv, qd := uint64(c.Dim), uint64(c.FF), uint64(c.KVHeads)*hd, uint64(c.Heads)*hd
 	jitter := c.Arch != "llama" || c.AttnGain > 0
@@ -279,6 +285,10 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	}
 	setMoEKeys(w, c)
 	setGDNKeys(w, c)
+	setGptOssKeys(w, c)
+	if err := setGemma4Keys(w, c); err != nil {
+		return nil, fmt.Errorf("synthesize model: %w", err)
+	}
 	if c.Pooling > 0 {
 		w.SetUint32(a+"pooling_type", uint32(c.Pooling))
 	}
@@ -298,7 +308,14 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 			if s.small {
 				scale = weightStd * 1.7320508075688772
 			}
-			err = w.AddTensor(s.name, s.typ, s.dims, biasValues(int(s.dims[0]), scale, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xfffffffe))))
+			if s.gain != 0 {
+				scale = s.gain // a bias of its own width (gpt-oss)
+			}
+			n := uint64(1)
+			for _, d := range s.dims {
+				n *= d
+			}
+			err = w.AddTensor(s.name, s.typ, s.dims, biasValues(int(n), scale, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xfffffffe))))
 		case s.norm && s.jitter:
 			err = w.AddTensor(s.name, s.typ, s.dims, jittered(int(s.dims[0]), s.gain, rand.NewPCG(o.Seed, mix(uint64(i)<<32|0xffffffff))))
 		case s.norm:

@@ -101,6 +101,10 @@ type Message struct {
 	// call a tool message answers (see tools.go).
 	ToolCalls  []ToolCall
 	ToolCallID string
+	// Reasoning is an assistant message's reasoning_content (as this
+	// server returns it), given back in a later request: templates that
+	// render past reasoning read it (gpt-oss's as "thinking").
+	Reasoning string
 }
 
 // ChatRequest is a decoded POST /v1/chat/completions body.
@@ -679,6 +683,11 @@ func decodeMessages(raw json.RawMessage) ([]Message, *Error) {
 			return nil, Invalid(p+".content", CodeInvalidValue, "%s.content is required.", p)
 		}
 		msg.Content = content
+		if rraw, ok := m.get("reasoning_content"); ok && role == "assistant" && JSONKind(rraw) != "null" {
+			if msg.Reasoning, e = str(p+".reasoning_content", rraw); e != nil {
+				return nil, e
+			}
+		}
 		out = append(out, msg)
 	}
 	if e := checkToolResults(out); e != nil {

@@ -5,7 +5,9 @@
 // # Where it sits
 //
 // It is the first step of loading a model. Open maps a file read-only and
-// parses it; the model loader then reads hyperparameters with the typed
+// parses it (OpenInMemory reads it into anonymous memory with transparent
+// huge pages advised instead: decode streams such weights faster where TLB
+// misses are dear; DropPages then does nothing); the model loader then reads hyperparameters with the typed
 // getters (File.Uint32, File.Float32, ...), the tokenizer reads its
 // vocabulary (File.Strings, File.Float32s, File.Int32s), and the engine uses
 // each TensorInfo.Data, a zero-copy view of the mapped bytes, as weights.

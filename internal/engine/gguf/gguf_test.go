@@ -975,6 +975,63 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestOpenInMemory: a file read into memory parses to what its mapping
+// does, with equal tensor bytes; Close releases it (Data nil, a second
+// Close no error); the errors are Open's.
+func TestOpenInMemory(t *testing.T) {
+	written := filepath.Join(t.TempDir(), "written.gguf")
+	w := gguf.NewWriter()
+	w.SetString("general.architecture", "llama")
+	if err := w.AddTensor("w", tensor.F32, []uint64{1024, 64}, tensorData(5, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFile(written); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{written}
+	if d := testenv.SharedDir(); d != "" {
+		files = append(files, filepath.Join(d, "models/stories260K.gguf"))
+	}
+	for _, p := range files {
+		rel := filepath.Base(p)
+		mapped, err := gguf.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := gguf.OpenInMemory(p)
+		if err != nil {
+			t.Fatalf("OpenInMemory(%s) = %v", p, err)
+		}
+		checkSameFile(t, mapped, read)
+		for i, ti := range mapped.Tensors {
+			if !bytes.Equal(ti.Data, read.Tensors[i].Data) {
+				t.Errorf("%s: tensor %s differs read into memory", rel, ti.Name)
+			}
+		}
+		mapped.Close()
+		if err := read.Close(); err != nil || read.Tensors[0].Data != nil {
+			t.Errorf("Close() = %v, Data nil %v", err, read.Tensors[0].Data == nil)
+		}
+		if err := read.Close(); err != nil {
+			t.Errorf("second Close() = %v", err)
+		}
+	}
+	dir := t.TempDir()
+	if _, err := gguf.OpenInMemory(filepath.Join(dir, "missing.gguf")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenInMemory(missing file) = %v, want fs.ErrNotExist", err)
+	}
+	empty := filepath.Join(dir, "empty.gguf")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gguf.OpenInMemory(empty); !errors.Is(err, gguf.ErrTruncated) || !strings.Contains(err.Error(), empty) {
+		t.Errorf("OpenInMemory(empty file) = %v, want ErrTruncated naming the path", err)
+	}
+	if _, err := gguf.OpenInMemory(dir); err == nil {
+		t.Errorf("OpenInMemory(a folder) succeeded, want an error")
+	}
+}
+
 // BenchmarkParseVocab parses the largest shared vocabulary (102400 tokens,
 // 99757 merges) from memory.
 func BenchmarkParseVocab(b *testing.B) {
@@ -990,9 +1047,20 @@ func BenchmarkParseVocab(b *testing.B) {
 	}
 }
 
-// TestDropPages: dropping a mapped tensor's pages (all of them, part of a
-// page, none) leaves its bytes readable and unchanged.
+// TestDropPages: dropping a tensor's pages (all of them, part of a page,
+// none) leaves its bytes readable and unchanged, whether the file is mapped
+// (Open) or read into anonymous memory (OpenInMemory, where dropping pages
+// would zero them).
 func TestDropPages(t *testing.T) {
+	for _, open := range []struct {
+		name string
+		fn   func(string) (*gguf.File, error)
+	}{{"Open", gguf.Open}, {"OpenInMemory", gguf.OpenInMemory}} {
+		t.Run(open.name, func(t *testing.T) { testDropPages(t, open.fn) })
+	}
+}
+
+func testDropPages(t *testing.T, open func(string) (*gguf.File, error)) {
 	path := filepath.Join(t.TempDir(), "big.gguf")
 	w := gguf.NewWriter()
 	w.SetString("general.architecture", "llama")
@@ -1003,7 +1071,7 @@ func TestDropPages(t *testing.T) {
 	if err := w.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(path)
+	f, err := open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

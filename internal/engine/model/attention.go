@@ -46,11 +46,50 @@ var attnForce attnPath
 // positions) a tile aims at; the block kernels take them four at a time.
 const tileRows = 16
 
-// attnPages returns the page table through which layer l reads sequence s's
-// keys and values in kv: the window group's on a sliding-window layer of a
-// grouped cache, else the global one (see Seq.layerPages).
-func attnPages(kv *kvcache.Cache, l int, s *Seq) []int32 {
-	return s.layerPages(kv, l)
+// attnPages returns the page table through which cache layer kl reads
+// sequence s's keys and values in kv: the window group's on a
+// sliding-window layer of a grouped cache, else the global one (see
+// Seq.layerPages).
+func attnPages(kv *kvcache.Cache, kl int, s *Seq) []int32 {
+	return s.layerPages(kv, kl)
+}
+
+// attnShape is one layer's attention geometry: its query and KV heads and
+// head dimension (gemma4's differ between sliding-window and full layers),
+// the cache layer it reads (gemma4's shared-KV layers read an earlier
+// layer's), the cache row width, the score scale, soft-cap and window.
+type attnShape struct {
+	heads, kvHeads, d int
+	kl, rowElems      int
+	scale, softcap    float32
+	window            int
+	sinks             []float32 // per head: the softmax's extra logit (gpt-oss), nil for none
+}
+
+// shape returns layer l's attention geometry over the cache kv: l is the
+// model's layer, kl the cache layer it reads (its KV-layer index, which
+// skips a hybrid model's recurrent layers, or the layer whose KV a gemma4
+// layer shares).
+func (r *Runner) shape(kv *kvcache.Cache, l int) attnShape {
+	c := &r.m.Config
+	kl := l
+	if l < len(r.kvIdx) {
+		kl = r.kvIdx[l]
+	}
+	s := attnShape{heads: c.Heads, kvHeads: c.KVHeads, d: c.HeadDim, kl: kl, softcap: c.AttnSoftcap, window: c.Window(l)}
+	if l < len(r.m.Layers) {
+		s.sinks = r.m.Layers[l].Sinks
+	}
+	if g := c.Gemma4; g != nil {
+		s.kvHeads, s.d, s.kl = g.KVHeads[l], c.layerHeadDim(l), g.KVSource[l]
+	}
+	kc := kv.Config()
+	s.rowElems = kc.KVHeads * kc.HeadDim
+	s.scale = float32(1 / math.Sqrt(float64(s.d)))
+	if c.QueryScale != 0 {
+		s.scale = 1 // Q was scaled before it reached the cache's keys
+	}
+	return s
 }
 
 // attention computes softmax(q·Kᵀ/√d)·V for every (token, head) over the
@@ -60,45 +99,43 @@ func attnPages(kv *kvcache.Cache, l int, s *Seq) []int32 {
 // kernels (prefill chunks; decode with grouped-query attention), query by
 // query (attentionRows) for the others. Both give the same bits.
 func (r *Runner) attention(kv *kvcache.Cache, l int, seqs []Seq, n int) {
+	sh := r.shape(kv, l)
 	tiles, rows := false, false
 	for _, s := range seqs {
-		if r.tiled(len(s.Tokens)) {
+		if r.tiled(len(s.Tokens), &sh) {
 			tiles = true
 		} else if len(s.Tokens) > 0 {
 			rows = true
 		}
 	}
 	if tiles {
-		r.attentionTiled(kv, l, seqs)
+		r.attentionTiled(kv, &sh, seqs)
 	}
 	if rows {
-		r.attentionRows(kv, l, seqs, n, tiles)
+		r.attentionRows(kv, &sh, seqs, n, tiles)
 	}
 }
 
 // attentionRows is attention one query at a time: each (token, head) job
 // fills the token's whole score row, normalizes it and sums the values.
 // With skipTiled it leaves out the sequences attentionTiled takes.
-func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skipTiled bool) {
-	c := r.m.Config
-	qDim := c.Heads * c.HeadDim
+func (r *Runner) attentionRows(kv *kvcache.Cache, sh *attnShape, seqs []Seq, n int, skipTiled bool) {
+	d, l := sh.d, sh.kl
+	qDim := sh.heads * d
 	f16 := kv.Config().DType == tensor.F16
-	group := c.Heads / c.KVHeads
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	if c.QueryScale != 0 {
-		scale = 1 // Q was scaled before it reached the cache's keys
-	}
-	window, softcap := c.Window(l), c.AttnSoftcap
+	group := sh.heads / sh.kvHeads
+	scale, window, softcap := sh.scale, sh.window, sh.softcap
+	sinks := sh.sinks
 	pt := kv.Config().PageTokens
-	rowElems := c.KVHeads * c.HeadDim
+	rowElems := sh.rowElems
 	maxLen := 0
 	for t := range n {
 		maxLen = max(maxLen, r.tokPos[t]+1)
 	}
-	r.pool.Parallel(n*c.Heads, func(lo, hi int) {
+	r.pool.Parallel(n*sh.heads, func(lo, hi int) {
 		sc0 := r.attnPool.Get().(*attnScratch)
 		defer r.attnPool.Put(sc0)
-		scores, p16, q16 := sc0.grow(maxLen, c.HeadDim)
+		scores, p16, q16 := sc0.grow(maxLen, d)
 		for job := lo; job < hi; job++ {
 			// Head-major: one worker's consecutive jobs are the tokens of one
 			// head (and the heads of one KV head follow each other), so the
@@ -106,12 +143,12 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 			// tokens go in late/early pairs (pairOrder), so that each chunk
 			// of jobs costs about the same under the causal mask.
 			t, h := pairOrder(job%n, n), job/n
-			if skipTiled && r.tiled(len(seqs[r.tokSeq[t]].Tokens)) {
+			if skipTiled && r.tiled(len(seqs[r.tokSeq[t]].Tokens), sh) {
 				continue
 			}
 			pages := attnPages(kv, l, &seqs[r.tokSeq[t]])
-			q := r.qRows[t*r.qStride+h*c.HeadDim:][:c.HeadDim]
-			out := r.attn[t*qDim+h*c.HeadDim : t*qDim+(h+1)*c.HeadDim]
+			q := r.qRows[t*r.qStride+h*d:][:d]
+			out := r.attn[t*qDim+h*d : t*qDim+(h+1)*d]
 			npos := r.tokPos[t] + 1
 			// first position the token sees: 0, or the start of its
 			// window on a sliding-window layer (llama.cpp masks p0 when
@@ -121,7 +158,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 				first = max(0, npos-window)
 			}
 			sc := scores[:npos]
-			off := (h / group) * c.HeadDim
+			off := (h / group) * d
 			if f16 {
 				kernels.ConvertF32ToF16(q, q16)
 			}
@@ -133,7 +170,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 				} else {
 					page := kvcache.F32(kv.KPage(l, pages[p0/pt]))
 					for s := s0; s < m; s++ {
-						sc[p0+s] = kernels.DotF32(q, page[s*rowElems+off:s*rowElems+off+c.HeadDim]) * scale
+						sc[p0+s] = kernels.DotF32(q, page[s*rowElems+off:s*rowElems+off+d]) * scale
 					}
 				}
 			}
@@ -144,7 +181,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 					sc[i] = float32(math.Tanh(float64(v*inv))) * softcap
 				}
 			}
-			softmax(sc)
+			attnSoftmax(sc, sinks, h)
 			if f16 {
 				// llama.cpp rounds the attention weights to half precision
 				// before they meet an F16 V.
@@ -160,7 +197,7 @@ func (r *Runner) attentionRows(kv *kvcache.Cache, l int, seqs []Seq, n int, skip
 				} else {
 					page := kvcache.F32(kv.VPage(l, pages[p0/pt]))
 					for s := s0; s < m; s++ {
-						kernels.AxpyF32(sc[p0+s-first], page[s*rowElems+off:s*rowElems+off+c.HeadDim], out)
+						kernels.AxpyF32(sc[p0+s-first], page[s*rowElems+off:s*rowElems+off+d], out)
 					}
 				}
 			}
@@ -205,9 +242,8 @@ func (ts *tileScratch) grow(rows, d, positions int) {
 // tiled reports whether a sequence of n new tokens goes by tiles: when its
 // tiles hold at least four query rows (the block kernels' width), at a
 // level with block assembly (or always, forced for tests).
-func (r *Runner) tiled(n int) bool {
-	c := r.m.Config
-	return n*(c.Heads/c.KVHeads) >= 4 && (attnForce == attnTiles || (attnForce == attnAuto && kernels.AttnTiled()))
+func (r *Runner) tiled(n int, sh *attnShape) bool {
+	return n*(sh.heads/sh.kvHeads) >= 4 && (attnForce == attnTiles || (attnForce == attnAuto && kernels.AttnTiled()))
 }
 
 // attentionTiled is attention by tiles for the sequences tiled accepts: for
@@ -219,13 +255,12 @@ func (r *Runner) tiled(n int) bool {
 // function, the weights meet the values in the same order), so a token's
 // output is the same whether it comes in a prefill chunk, alone in a
 // decode step, or recomputed after preemption.
-func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
-	c := r.m.Config
-	per := max(1, tileRows/(c.Heads/c.KVHeads))
+func (r *Runner) attentionTiled(kv *kvcache.Cache, sh *attnShape, seqs []Seq) {
+	per := max(1, tileRows/(sh.heads/sh.kvHeads))
 	r.tiles = r.tiles[:0]
 	t := 0
 	for si, s := range seqs {
-		if r.tiled(len(s.Tokens)) {
+		if r.tiled(len(s.Tokens), sh) {
 			for i := 0; i < len(s.Tokens); i += per {
 				r.tiles = append(r.tiles, attnTile{seq: si, t0: t + i, np: min(per, len(s.Tokens)-i)})
 			}
@@ -233,7 +268,7 @@ func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
 		t += len(s.Tokens)
 	}
 	nt := len(r.tiles)
-	r.pool.Parallel(nt*c.KVHeads, func(lo, hi int) {
+	r.pool.Parallel(nt*sh.kvHeads, func(lo, hi int) {
 		sc := r.attnPool.Get().(*attnScratch)
 		defer r.attnPool.Put(sc)
 		for job := lo; job < hi; job++ {
@@ -244,7 +279,7 @@ func (r *Runner) attentionTiled(kv *kvcache.Cache, l int, seqs []Seq) {
 			// costs about the same under the causal mask (a tile's cost
 			// grows with its position).
 			kvh, ti := job/nt, pairOrder(job%nt, nt)
-			r.attendTile(kv, l, seqs, r.tiles[ti], kvh, &sc.tile)
+			r.attendTile(kv, sh, seqs, r.tiles[ti], kvh, &sc.tile)
 		}
 	})
 }
@@ -259,18 +294,14 @@ func pairOrder(j, n int) int {
 }
 
 // attendTile computes the attention output of one tile for KV head kvh.
-func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, kvh int, ts *tileScratch) {
-	c := r.m.Config
-	d, group := c.HeadDim, c.Heads/c.KVHeads
-	qDim, rowElems := c.Heads*d, c.KVHeads*d
+func (r *Runner) attendTile(kv *kvcache.Cache, sh *attnShape, seqs []Seq, tl attnTile, kvh int, ts *tileScratch) {
+	l, d, group := sh.kl, sh.d, sh.heads/sh.kvHeads
+	qDim, rowElems := sh.heads*d, sh.rowElems
 	rows := group * tl.np
 	cc := kv.Config()
 	f16, pt := cc.DType == tensor.F16, cc.PageTokens
-	scale := float32(1 / math.Sqrt(float64(d)))
-	if c.QueryScale != 0 {
-		scale = 1 // Q was scaled before it reached the cache's keys
-	}
-	window, softcap := c.Window(l), c.AttnSoftcap
+	scale, window, softcap := sh.scale, sh.window, sh.softcap
+	sinks := sh.sinks
 	pages := attnPages(kv, l, &seqs[tl.seq])
 	// the positions the tile sees: from the first one its first token sees
 	// to its last token
@@ -324,7 +355,7 @@ func (r *Runner) attendTile(kv *kvcache.Cache, l int, seqs []Seq, tl attnTile, k
 				v[i] = float32(math.Tanh(float64(x*inv))) * softcap
 			}
 		}
-		softmax(v)
+		attnSoftmax(v, sinks, kvh*group+row%group)
 		if f16 {
 			// llama.cpp rounds the attention weights to half precision
 			// before they meet an F16 V.

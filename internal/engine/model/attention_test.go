@@ -28,7 +28,7 @@ type attnBench struct {
 func newAttnBench(t testing.TB, pool *kernels.Pool, c Config, pt int, dt tensor.Type, qGain float64, lens [][2]int, seed uint64) *attnBench {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 17))
-	m := &Model{Config: c}
+	m := &Model{Config: c, Layers: make([]Layer, c.Layers)}
 	r := NewRunner(m, pool)
 	pagesNeeded := 0
 	for _, pl := range lens {
@@ -215,7 +215,8 @@ func TestAttentionTiledMatchesRows(t *testing.T) {
 // float64 reference.
 func checkTiled(t *testing.T, name string, b *attnBench) {
 	t.Helper()
-	b.r.attentionRows(b.kv, 0, b.seqs, b.n, false)
+	sh := b.r.shape(b.kv, 0)
+	b.r.attentionRows(b.kv, &sh, b.seqs, b.n, false)
 	rows := slices.Clone(b.r.attn)
 	clear(b.r.attn)
 	attnForce = attnTiles
@@ -270,6 +271,7 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 		{"1b/decode@512", 32, 4, 511, 1}} {
 		c := Config{Layers: 1, Heads: sh.heads, KVHeads: sh.kvh, HeadDim: 64}
 		ab := newAttnBench(b, pool, c, 16, tensor.F16, 1, [][2]int{{sh.pos, sh.tokens}}, uint64(sh.tokens))
+		ash := ab.r.shape(ab.kv, 0)
 		for _, path := range []string{"rows", "tiles"} {
 			b.Run(sh.name+"/"+path, func(b *testing.B) {
 				runtime.LockOSThread()
@@ -277,9 +279,9 @@ func BenchmarkAttentionPrefill(b *testing.B) {
 				cpu0 := threadCPU(b)
 				for b.Loop() {
 					if path == "rows" {
-						ab.r.attentionRows(ab.kv, 0, ab.seqs, ab.n, false)
+						ab.r.attentionRows(ab.kv, &ash, ab.seqs, ab.n, false)
 					} else {
-						ab.r.attentionTiled(ab.kv, 0, ab.seqs)
+						ab.r.attentionTiled(ab.kv, &ash, ab.seqs)
 					}
 				}
 				if path == "tiles" && len(ab.r.tiles) == 0 {

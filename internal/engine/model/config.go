@@ -26,18 +26,24 @@ const (
 	// ActGELU is GeGLU's gelu_tanh(gate)·up (gemma), computed through
 	// ggml's half-precision GELU table as llama.cpp's CPU backend does.
 	ActGELU
+	// ActSwiGLUOAI is gpt-oss's clamped gate (gptoss.go): with x = min(gate,
+	// 7) and y = clamp(up, -7, 7), x·sigmoid(1.702·x)·(y+1).
+	ActSwiGLUOAI
 )
 
 // String names the activation.
 func (a Activation) String() string {
-	if a == ActGELU {
+	switch a {
+	case ActGELU:
 		return "gelu"
+	case ActSwiGLUOAI:
+		return "swiglu-oai (clamped at 7, alpha 1.702)"
 	}
 	return "silu"
 }
 
 // Architectures lists the values of general.architecture Tandem runs.
-var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe"}
+var Architectures = []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss"}
 
 // UnsupportedArchError is the error for a file of an architecture Tandem
 // does not run.
@@ -80,8 +86,16 @@ type Config struct {
 	// Phi-3's long-context scaling); 1 when absent.
 	RopeAttnFactor float32
 	// RopeOrigContext is {arch}.rope.scaling.original_context_length (Context
-	// when absent). Phi-3 uses its long RoPE factors when Context exceeds it.
+	// when absent). Phi-3 uses its long RoPE factors when Context exceeds it;
+	// YaRN computes its correction dimensions from it.
 	RopeOrigContext int
+	// Yarn is YaRN RoPE scaling (rope.scaling.type "yarn", gptoss.go); its
+	// zero value means none. With YaRN, RopeAttnFactor holds llama.cpp's
+	// yarn_attn_factor.
+	Yarn YarnConfig
+	// AttnSinks: every query head has a learned logit (attn_sinks) that
+	// joins its softmax's denominator and no value (gpt-oss).
+	AttnSinks bool
 	// QKNorm: per-head RMS norms of Q and K before RoPE (qwen3, gemma3).
 	QKNorm bool
 	// PostNorms: RMS norms of the attention and feed-forward outputs before
@@ -118,6 +132,9 @@ type Config struct {
 	// MoE describes the mixture-of-experts feed-forward blocks (moe.go);
 	// its zero value (no experts) means dense blocks.
 	MoE MoEConfig
+	// Gemma4 holds gemma4's per-layer shapes (gemma4.go); nil for every
+	// other architecture.
+	Gemma4 *Gemma4Config
 	// State describes the per-sequence recurrent state of hybrid models
 	// (qwen35: Gated DeltaNet layers keep a convolution and a recurrent
 	// state instead of KV pages); its zero value means every layer keeps
@@ -207,7 +224,7 @@ func (c *Config) AllWindowed() bool {
 // swaRopeDiffers reports whether sliding-window layers need their own RoPE
 // table.
 func (c *Config) swaRopeDiffers() bool {
-	return c.SlidingWindow > 0 && (c.RopeBaseSWA != c.RopeBase || c.RopeScaleSWA != c.RopeScale)
+	return c.Gemma4 == nil && c.SlidingWindow > 0 && (c.RopeBaseSWA != c.RopeBase || c.RopeScaleSWA != c.RopeScale)
 }
 
 // Metadata is the part of a GGUF file the loader reads keys from.
@@ -239,12 +256,15 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 	switch arch {
 	case "llama":
 		c.RopeStyle = RopeNorm
-	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe":
+	case "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "qwen35", "qwen35moe", "gpt-oss":
 		c.RopeStyle = RopeNeox
 	default:
 		return c, &UnsupportedArchError{Arch: arch}
 	}
 	c.Name, _ = md.String("general.name")
+	if arch == "gemma4" {
+		md = gemma4Meta{md} // per-layer arrays read as their largest element here
+	}
 	req := metaReq(md, arch)
 	if err := readDims(md, arch, []dimKey{
 		{"embedding_length", &c.Dim, dimMax},
@@ -314,8 +334,16 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 			}
 			c.RopeScale = 1 / f
 		}
+	case "yarn":
+		if f != 0 {
+			if !(f > 0) || math.IsInf(float64(f), 0) {
+				return c, fmt.Errorf("model metadata: rope.scaling.factor %v must be a positive number", f)
+			}
+			c.RopeScale = 1 / f
+		}
+		c.Yarn = YarnConfig{ExtFactor: 1, BetaFast: 32, BetaSlow: 1}
 	default:
-		return c, fmt.Errorf("model metadata: rope scaling %q is not supported (supported: none, linear, longrope)", typ)
+		return c, fmt.Errorf("model metadata: rope scaling %q is not supported (supported: none, linear, longrope, yarn)", typ)
 	}
 	c.RopeAttnFactor = 1
 	if v, ok := md.Float32(arch + ".rope.scaling.attn_factor"); ok {
@@ -323,6 +351,9 @@ func ConfigFromMetadata(md Metadata) (Config, error) {
 			return c, fmt.Errorf("model metadata: rope.scaling.attn_factor %v must be a positive number", v)
 		}
 		c.RopeAttnFactor = v
+	}
+	if c.Yarn.ExtFactor != 0 {
+		c.RopeAttnFactor = yarnAttnFactor(c.RopeScale, c.RopeAttnFactor)
 	}
 	c.RopeOrigContext = c.Context
 	if _, ok := md.Int(arch + ".rope.scaling.original_context_length"); ok {
@@ -409,6 +440,10 @@ func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) er
 		c.QKNorm = true
 	case "qwen35", "qwen35moe":
 		c.QKNorm, c.AttnGate = true, true
+	case "gpt-oss":
+		if err := c.gptossFeatures(md, req, swa, optFloat); err != nil {
+			return err
+		}
 	case "phi3":
 		// llama.cpp disables Phi-3's sliding window (its converters do not
 		// write the pattern), so Tandem ignores the key too.
@@ -429,6 +464,10 @@ func (c *Config) archFeatures(md Metadata, req func(string, *int, int) error) er
 		}
 		c.RopeBaseSWA, c.RopeScaleSWA = c.RopeBase, c.RopeScale
 		if err := optFloat("rope.freq_base_swa", &c.RopeBaseSWA); err != nil {
+			return err
+		}
+	case "gemma4":
+		if err := c.gemma4Features(md, req); err != nil {
 			return err
 		}
 	case "gemma3":

@@ -45,8 +45,8 @@
 //     2^-14). qwen2moe: qwen2's attention, the same experts without
 //     renormalization, plus a shared expert (ffn_*_shexp, width
 //     expert_shared_feed_forward_length) weighted by
-//     sigmoid(ffn_gate_inp_shexp·x). Sigmoid gating and softmax over the
-//     chosen logits (gpt-oss) are there for the families to come. Decode reads
+//     sigmoid(ffn_gate_inp_shexp·x). Sigmoid gating is there for the
+//     families to come. Decode reads
 //     only the chosen experts' rows: one pool round for the router, one for
 //     every chosen expert's gate and up, one for their down products
 //     (kernels.MatVec.X: each its own input), the threads splitting the rows
@@ -56,9 +56,31 @@
 //     added in ascending expert order in both paths, so its logits do not
 //     depend on the step it runs in (TestMoEPrefillEqualsDecode). Expert
 //     matrices are not packed into panels.
+//   - gpt-oss (gptoss.go): Q/K/V projections with biases, NEOX RoPE with
+//     YaRN scaling, attention with a learned sink logit per query head
+//     (attn_sinks: it joins the softmax's denominator, as ggml's soft_max
+//     with sinks computes it) and scores scaled by 1/√head_dim, the output
+//     projection plus attn_output.bias, then post_attention_norm (its
+//     pre-FFN norm) and a mixture of experts: router ffn_gate_inp plus its
+//     bias, the expert_used_count experts of highest logit, their weights a
+//     softmax over their logits alone; each expert's gate and up plus its
+//     bias rows (ffn_{gate,up}_exps.bias), the clamped activation
+//     x·sigmoid(1.702x)·(y+1) with x = min(gate, 7), y = clamp(up, ±7)
+//     (ActSwiGLUOAI), down plus its bias row. The even layers (period
+//     sliding_window_pattern, default 2) attend within the required
+//     attention.sliding_window, with RoPE base rope.freq_base_swa (default
+//     freq_base) and the file's scaling; expert_feed_forward_length and
+//     output.weight are required (never tied). A decode step reads the
+//     chosen experts' rows only, as for qwen3moe.
 //
 // RoPE scaling types: none, linear (the default when a factor has no type),
-// longrope; yarn is refused.
+// longrope, yarn. YaRN is computed as ggml's rope_yarn with llama.cpp's
+// context defaults (ext_factor 1, beta_fast 32, beta_slow 1, correction
+// dimensions from rope.scaling.original_context_length): pair i's angle
+// mixes the interpolated and extrapolated ones by a ramp between the
+// correction dimensions, and cos/sin carry the magnitude
+// yarn_attn_factor·(1+0.1·ln(1/scale)), where yarn_attn_factor cancels
+// llama.cpp's own 1+0.1·ln(factor) and keeps rope.scaling.attn_factor.
 //
 // Embedding models: the BERT-family encoders (EncoderArchitectures: "nomic-
 // bert", fused QKV with NEOX RoPE and SwiGLU; "bert", absolute position and
@@ -71,7 +93,10 @@
 //
 // # API
 //
-// Load(path) / FromFile(*gguf.File) give an immutable *Model (Config,
+// Load(path) / LoadInMemory(path) (the file read into memory with huge
+// pages advised, not mapped: the same results, faster decode where TLB
+// misses are dear, a private copy) / FromFile(*gguf.File) give an
+// immutable *Model (Config,
 // Tokenizer, weights); where the CPU runs the AVX-512 panel kernel
 // (kernels.PanelsUsable), FromFile also packs every Q8_0 matrix the forward
 // pass multiplies (Linear.Panels; Q|K|V and gate|up spans share their panels;

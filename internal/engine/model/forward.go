@@ -97,6 +97,8 @@ type Runner struct {
 	// hidden makes output return the final-norm hidden states instead of
 	// logits (ForwardHidden).
 	hidden bool
+	// g4 is gemma4's scratch (gemma4.go).
+	g4 gemma4Scratch
 }
 
 // SetLayerHook makes Forward call hook(l) as soon as KV layer l's K/V rows
@@ -121,10 +123,11 @@ func (r *Runner) Model() *Model { return r.m }
 
 // CheckCache reports whether kv has the shape this model writes.
 func (r *Runner) CheckCache(kv *kvcache.Cache) error {
-	c, mc := kv.Config(), r.m.Config
-	if c.Layers != mc.KVLayers() || c.KVHeads != mc.KVHeads || c.HeadDim != mc.HeadDim {
+	c := kv.Config()
+	layers, kvHeads, headDim := r.m.Config.cacheShape()
+	if c.Layers != layers || c.KVHeads != kvHeads || c.HeadDim != headDim {
 		return fmt.Errorf("kv cache shape %d layers x %d kv heads x %d dims does not match the model's %d x %d x %d",
-			c.Layers, c.KVHeads, c.HeadDim, mc.KVLayers(), mc.KVHeads, mc.HeadDim)
+			c.Layers, c.KVHeads, c.HeadDim, layers, kvHeads, headDim)
 	}
 	return nil
 }
@@ -134,7 +137,8 @@ func (r *Runner) CheckCache(kv *kvcache.Cache) error {
 // layers (Config.KVLayers): every layer but the recurrent ones of a hybrid
 // model, which keep their state in Seq.State instead.
 func (m *Model) CacheConfig(pageTokens, pages int, dtype tensor.Type) kvcache.Config {
-	return kvcache.Config{Layers: m.Config.KVLayers(), KVHeads: m.Config.KVHeads, HeadDim: m.Config.HeadDim,
+	layers, kvHeads, headDim := m.Config.cacheShape()
+	return kvcache.Config{Layers: layers, KVHeads: kvHeads, HeadDim: headDim,
 		PageTokens: pageTokens, Pages: pages, DType: dtype}
 }
 
@@ -229,6 +233,13 @@ func (r *Runner) Forward(kv *kvcache.Cache, seqs []Seq) ([][]float32, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if r.m.Config.Gemma4 != nil {
+		r.gemma4Inputs(seqs, n)
+		for l := range r.m.Layers {
+			r.gemma4Layer(kv, l, seqs, n)
+		}
+		return r.output(seqs, n, nOut), nil
 	}
 	for l := range r.m.Layers {
 		r.layer(kv, l, seqs, n)
@@ -383,6 +394,10 @@ func (r *Runner) grow(n, nOut int) {
 // divided by the frequency factor, multiplied by the position scale, and
 // cos and sin are multiplied by the attention factor.
 func (r *Runner) ropeTable(dst []float32, lo, hi int, base, scale float32) {
+	if r.m.Config.Yarn.ExtFactor != 0 {
+		r.ropeYarnTable(dst, lo, hi, base, scale)
+		return
+	}
 	c := r.m.Config
 	half := c.RopeDim / 2
 	thetaScale := float32(math.Pow(float64(base), -2.0/float64(c.RopeDim)))
@@ -633,9 +648,8 @@ func (r *Runner) attnBlock(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		r.layerHook(kl)
 	}
 	attStart := time.Now()
-	// attention reads the cache's layer kl; c.Window(kl) is layer l's
-	// window, as models with windows have no recurrent layers (kl == l)
-	r.attention(kv, kl, seqs, n)
+	// attention reads the cache's layer kl (Runner.shape maps l to it)
+	r.attention(kv, l, seqs, n)
 	r.times.Attention += time.Since(attStart)
 	if c.AttnGate {
 		a, g := r.attn[:n*qDim], r.attnGate[:n*qDim]
@@ -644,6 +658,7 @@ func (r *Runner) attnBlock(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 		}
 	}
 	r.matmul(&ly.O, r.attn, n, r.out)
+	r.addRowBias(r.out[:n*c.Dim], ly.OBias)
 	r.pendingOut(ly.PostAttnNorm)
 }
 

@@ -41,12 +41,20 @@ type Layer struct {
 	// (Gate.Data == nil, phi3) Up is the fused gate|up matrix of 2·FF rows.
 	Gate, Up, Down Linear
 	PostFFNNorm    []float32 // post_ffw_norm; nil unless Config.PostNorms
+	// Sinks are the per-query-head sink logits (attn_sinks, gpt-oss); nil
+	// unless Config.AttnSinks.
+	Sinks []float32
+	// OBias is attn_output.bias (gpt-oss); nil when absent.
+	OBias []float32
 	// MoE is the layer's mixture of experts (moe.go), which replaces Gate,
 	// Up and Down (left empty); nil in a dense layer.
 	MoE *MoE
 	// GDN is a recurrent layer's Gated DeltaNet (gdn.go), which replaces
 	// the attention weights (left empty); nil in an attention layer.
 	GDN *GDNLayer
+
+	// g4 holds a gemma4 layer's other weights (gemma4.go); nil otherwise.
+	g4 *gemma4Layer
 
 	// qkvSpan and gateUpSpan are Q|K|V and Gate|Up as one matrix, when
 	// the file stores the tensors back to back with one type (spanOf); a
@@ -67,12 +75,25 @@ type Model struct {
 	Output     Linear // output, or token_embd when tied
 	RopeFreqs  []float32
 	Layers     []Layer
+	// g4 holds gemma4's per-layer embedding weights (gemma4.go); nil
+	// for other architectures.
+	g4 *gemma4Model
 }
 
 // Load maps a GGUF file and checks that every tensor the architecture needs
 // is present with the right shape and a supported type.
-func Load(path string) (*Model, error) {
-	f, err := gguf.Open(path)
+func Load(path string) (*Model, error) { return load(path, gguf.Open) }
+
+// LoadInMemory is Load with the file read into process memory
+// (gguf.OpenInMemory: transparent huge pages advised) instead of mapped:
+// decode, which streams the active weights once a step, then takes fewer
+// TLB misses, at the cost of reading the file at start and a private copy
+// of it (processes loading one file no longer share its page cache).
+// The model computes exactly what Load's does.
+func LoadInMemory(path string) (*Model, error) { return load(path, gguf.OpenInMemory) }
+
+func load(path string, open func(string) (*gguf.File, error)) (*Model, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
@@ -99,11 +120,18 @@ func FromFile(f *gguf.File) (*Model, error) {
 	}
 	m := &Model{Config: cfg, Tokenizer: tok, File: f}
 	l := loader{f: f, used: map[string]bool{}}
+	if cfg.Gemma4 != nil {
+		if err := m.loadGemma4(&l); err != nil {
+			return nil, err
+		}
+		m.packPanels()
+		return m, nil
+	}
 	c := cfg
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	m.Embed = l.linear("token_embd.weight", c.Dim, c.Vocab)
 	m.OutputNorm = l.vector("output_norm.weight", c.Dim)
-	if _, ok := f.Tensor("output.weight"); ok && !c.TiedOutput {
+	if _, ok := f.Tensor("output.weight"); (ok || c.Arch == "gpt-oss") && !c.TiedOutput {
 		m.Output = l.linear("output.weight", c.Dim, c.Vocab)
 	} else {
 		m.Output = m.Embed
@@ -174,6 +202,8 @@ func FromFile(f *gguf.File) (*Model, error) {
 		if gdnArch(c.Arch) {
 			// qwen35's "post-attention" norm is the feed-forward's input norm
 			ly.FFNNorm = l.vector(p+"post_attention_norm.weight", c.Dim)
+		} else if c.Arch == "gpt-oss" {
+			l.gptossLayer(p, ly, &c)
 		} else {
 			ly.FFNNorm = l.vector(p+"ffn_norm.weight", c.Dim)
 		}
@@ -193,16 +223,8 @@ func FromFile(f *gguf.File) (*Model, error) {
 	// use, rather than run them without those weights. Phi-3's unchosen
 	// RoPE factors are part of the architecture.
 	l.used["rope_factors_long.weight"], l.used["rope_factors_short.weight"] = true, true
-	if l.err == nil {
-		for _, t := range f.Tensors {
-			if !l.used[t.Name] {
-				l.err = fmt.Errorf("tensor %s is not part of Tandem's %s architecture (a variant it does not run)", t.Name, c.Arch)
-				break
-			}
-		}
-	}
-	if l.err != nil {
-		return nil, l.err
+	if err := l.allUsed(c.Arch); err != nil {
+		return nil, err
 	}
 	for i := range m.Layers {
 		ly := &m.Layers[i]
@@ -275,6 +297,22 @@ type loader struct {
 	f    *gguf.File
 	err  error
 	used map[string]bool // tensors read
+}
+
+// allUsed returns the loader's first error, or an error naming a tensor of
+// the file that no read used: like llama.cpp, Tandem refuses files with
+// tensors the architecture does not use rather than run them without those
+// weights.
+func (l *loader) allUsed(arch string) error {
+	if l.err != nil {
+		return l.err
+	}
+	for _, t := range l.f.Tensors {
+		if !l.used[t.Name] {
+			return fmt.Errorf("tensor %s is not part of Tandem's %s architecture (a variant it does not run)", t.Name, arch)
+		}
+	}
+	return nil
 }
 
 // has reports whether the file holds a tensor called name.

@@ -78,16 +78,19 @@ const expertsMax = 512
 
 // moeArchs are the mixture-of-experts architectures Tandem runs.
 func moeArch(arch string) bool {
-	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe"
+	return arch == "qwen3moe" || arch == "qwen2moe" || arch == "qwen35moe" || arch == "gpt-oss"
 }
 
 // moeFeatures reads the expert keys of a MoE architecture, and refuses
 // expert keys on any other (a variant Tandem does not run).
 func (c *Config) moeFeatures(md Metadata, req func(string, *int, int) error) error {
 	arch := c.Arch
+	if arch == "gemma4" {
+		return c.gemma4MoEFeatures(md, req)
+	}
 	if !moeArch(arch) {
 		if n, ok := md.Int(arch + ".expert_count"); ok && n > 0 {
-			return fmt.Errorf("model metadata: %s.expert_count = %d: Tandem runs mixtures of experts of the architectures qwen3moe, qwen2moe and qwen35moe only", arch, n)
+			return fmt.Errorf("model metadata: %s.expert_count = %d: Tandem runs mixtures of experts of the architectures qwen3moe, qwen2moe, qwen35moe and gpt-oss only", arch, n)
 		}
 		return nil
 	}
@@ -99,7 +102,7 @@ func (c *Config) moeFeatures(md Metadata, req func(string, *int, int) error) err
 		return err
 	}
 	m.FF = c.FF / m.Used
-	if _, ok := md.Int(arch + ".expert_feed_forward_length"); ok {
+	if _, ok := md.Int(arch + ".expert_feed_forward_length"); ok || arch == "gpt-oss" {
 		if err := req("expert_feed_forward_length", &m.FF, dimMax*8); err != nil {
 			return err
 		}
@@ -111,6 +114,8 @@ func (c *Config) moeFeatures(md Metadata, req func(string, *int, int) error) err
 	switch arch {
 	case "qwen3moe":
 		m.NormWeights = true
+	case "gpt-oss":
+		m.Gating = GatingSoftmaxTopK
 	case "qwen2moe", "qwen35moe":
 		// qwen35moe: softmax, renormalized over the chosen, plus
 		// qwen2moe's sigmoid-gated shared expert
@@ -134,6 +139,11 @@ type MoE struct {
 	// The shared expert (qwen2moe); Data nil when there is none.
 	SharedRouter                     Linear // ffn_gate_inp_shexp: one row of Dim
 	SharedGate, SharedUp, SharedDown Linear
+	// RouterBias is added to the router logits (ffn_gate_inp.bias,
+	// gpt-oss); GateBias, UpBias and DownBias hold each expert's bias row
+	// (ffn_{gate,up,down}_exps.bias: expert e's at [e*width:]). nil when
+	// the file has none.
+	RouterBias, GateBias, UpBias, DownBias []float32
 }
 
 // moe reads the expert tensors of block prefix p.
@@ -143,6 +153,12 @@ func (l *loader) moe(p string, c *Config) *MoE {
 	m.Gate = l.experts(p+"ffn_gate_exps.weight", c.Dim, mc.FF, mc.Experts)
 	m.Up = l.experts(p+"ffn_up_exps.weight", c.Dim, mc.FF, mc.Experts)
 	m.Down = l.experts(p+"ffn_down_exps.weight", mc.FF, c.Dim, mc.Experts)
+	if c.Arch == "gpt-oss" {
+		m.RouterBias = l.vector(p+"ffn_gate_inp.bias", mc.Experts)
+		m.GateBias = l.expertBiases(p+"ffn_gate_exps.bias", mc.FF, mc.Experts)
+		m.UpBias = l.expertBiases(p+"ffn_up_exps.bias", mc.FF, mc.Experts)
+		m.DownBias = l.expertBiases(p+"ffn_down_exps.bias", c.Dim, mc.Experts)
+	}
 	if mc.SharedFF > 0 {
 		if t := l.tensor(p+"ffn_gate_inp_shexp.weight", c.Dim); t != nil {
 			if !kernels.Supported(t.Type) {
@@ -244,6 +260,7 @@ func (r *Runner) moeFFN(m *MoE, n int) {
 	}
 	mc := c.MoE
 	r.matmul(&m.Router, r.h, n, s.logits)
+	r.addRowBias(s.logits[:n*mc.Experts], m.RouterBias)
 	if m.SharedRouter.Data != nil {
 		r.matmul(&m.SharedRouter, r.h, n, s.shared)
 	}
@@ -283,8 +300,11 @@ func (r *Runner) moeFFN(m *MoE, n int) {
 		g, u, d := s.g[:cnt*mc.FF], s.u[:cnt*mc.FF], s.d[:cnt*c.Dim]
 		r.matmul(&m.Gate[e], x, cnt, g)
 		r.matmul(&m.Up[e], x, cnt, u)
-		r.swiglu(g, u)
+		r.addRowBias(g, expertRow(m.GateBias, e, mc.FF))
+		r.addRowBias(u, expertRow(m.UpBias, e, mc.FF))
+		r.expertAct(g, u)
 		r.matmul(&m.Down[e], g, cnt, d)
+		r.addRowBias(d, expertRow(m.DownBias, e, c.Dim))
 		for i, t := range s.tok[lo:hi] {
 			addScaled(out[int(t)*c.Dim:(int(t)+1)*c.Dim], d[i*c.Dim:(i+1)*c.Dim], s.w[int(lo)+i])
 		}
@@ -299,6 +319,14 @@ func (r *Runner) moeFFN(m *MoE, n int) {
 			addScaled(out[t*c.Dim:(t+1)*c.Dim], sd[t*c.Dim:(t+1)*c.Dim], sharedWeight(s, m, t))
 		}
 	}
+}
+
+// expertRow returns expert e's bias row of width n in b, nil when b is nil.
+func expertRow(b []float32, e, n int) []float32 {
+	if b == nil {
+		return nil
+	}
+	return b[e*n : (e+1)*n]
 }
 
 // sharedWeight is token t's shared-expert weight: sigmoid of its shared
@@ -322,6 +350,7 @@ func (r *Runner) moeOne(m *MoE) {
 		ops = append(ops, kernels.MatVec{Type: m.SharedRouter.Type, W: m.SharedRouter.Data, Out: 1, Y: s.shared[:1]})
 	}
 	r.matvecOps(c.Dim, h, ops)
+	addBias(s.logits[:mc.Experts], m.RouterBias, 1)
 	sel, wts := s.sel[:mc.Used], s.wts[:mc.Used]
 	r.route(s.logits[:mc.Experts], sel, wts)
 	ops = ops[:0]
@@ -336,7 +365,11 @@ func (r *Runner) moeOne(m *MoE) {
 			kernels.MatVec{Type: m.SharedUp.Type, W: m.SharedUp.Data, Out: mc.SharedFF, Y: s.su[:mc.SharedFF]})
 	}
 	r.matvecOps(c.Dim, h, ops)
-	r.swiglu(s.g[:mc.Used*mc.FF], s.u[:mc.Used*mc.FF])
+	for j, e := range sel {
+		addBias(s.g[j*mc.FF:(j+1)*mc.FF], expertRow(m.GateBias, int(e), mc.FF), 1)
+		addBias(s.u[j*mc.FF:(j+1)*mc.FF], expertRow(m.UpBias, int(e), mc.FF), 1)
+	}
+	r.expertAct(s.g[:mc.Used*mc.FF], s.u[:mc.Used*mc.FF])
 	if m.SharedGate.Data != nil {
 		r.swiglu(s.sg[:mc.SharedFF], s.su[:mc.SharedFF])
 	}
@@ -353,6 +386,9 @@ func (r *Runner) moeOne(m *MoE) {
 	}
 	clear(ops[:cap(ops)])
 	s.ops = ops[:0]
+	for j, e := range sel {
+		addBias(s.d[j*c.Dim:(j+1)*c.Dim], expertRow(m.DownBias, int(e), c.Dim), 1)
+	}
 	out := r.out[:c.Dim]
 	clear(out)
 	for j := range sel {
@@ -488,7 +524,7 @@ func softmaxF32(dst, x []float32) {
 // ActiveWeights returns the parameters and bytes of f's weights that one
 // token's forward pass reads: every tensor whole, except the expert
 // tensors (*_exps), of which only the used experts' share (Used/Experts)
-// is read, and token_embd, of which one row is read unless it is the
+// is read (their biases too), and token_embd, of which one row is read unless it is the
 // output projection too.
 func ActiveWeights(f *gguf.File, c Config) (params, bytes uint64) {
 	_, hasOutput := f.Tensor("output.weight")
@@ -496,10 +532,10 @@ func ActiveWeights(f *gguf.File, c Config) (params, bytes uint64) {
 	for _, t := range f.Tensors {
 		n, b := t.NumElements(), t.Size
 		switch {
-		case strings.HasSuffix(t.Name, "_exps.weight") && c.MoE.Experts > 0:
+		case (strings.HasSuffix(t.Name, "_exps.weight") || strings.HasSuffix(t.Name, "_exps.bias")) && c.MoE.Experts > 0:
 			n = n * uint64(c.MoE.Used) / uint64(c.MoE.Experts)
 			b = b * uint64(c.MoE.Used) / uint64(c.MoE.Experts)
-		case t.Name == "token_embd.weight" && !tied && len(t.Dims) == 2 && t.Dims[1] > 0:
+		case (t.Name == "token_embd.weight" && !tied || t.Name == "per_layer_token_embd.weight") && len(t.Dims) == 2 && t.Dims[1] > 0:
 			n /= t.Dims[1]
 			b /= t.Dims[1]
 		}

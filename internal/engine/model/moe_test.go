@@ -104,7 +104,7 @@ func TestMoEConfig(t *testing.T) {
 		{"qwen3moe", map[string]int{"expert_count": 8, "expert_used_count": 9}, "expert_used_count = 9 is out of range 1..8"},
 		{"qwen3moe", map[string]int{"expert_count": 1000, "expert_used_count": 2}, "expert_count = 1000 is out of range"},
 		{"qwen3moe", map[string]int{"expert_used_count": 2}, "expert_count is missing"},
-		{"llama", map[string]int{"expert_count": 8, "expert_used_count": 2}, "mixtures of experts of the architectures qwen3moe, qwen2moe and qwen35moe only"},
+		{"llama", map[string]int{"expert_count": 8, "expert_used_count": 2}, "mixtures of experts of the architectures qwen3moe, qwen2moe, qwen35moe and gpt-oss only"},
 	} {
 		md := baseMD(bad.arch)
 		for k, v := range bad.set {
@@ -112,6 +112,34 @@ func TestMoEConfig(t *testing.T) {
 		}
 		if _, err := model.ConfigFromMetadata(md); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s %v: %v, want %q", bad.arch, bad.set, err, bad.want)
+		}
+	}
+}
+
+// TestLoadInMemoryEqualsLoad: a mixture-of-experts model read into memory
+// (LoadInMemory) gives every position the logits the mapped one (Load)
+// gives, bit for bit: only where the weights live differs.
+func TestLoadInMemoryEqualsLoad(t *testing.T) {
+	cfg, _ := synth.Preset("tiny")
+	cfg.Arch, cfg.Experts, cfg.ExpertsUsed = "qwen3moe", 8, 2
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q4_K, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var logits [2][]float32
+	for i, load := range []func(string) (*model.Model, error){model.Load, model.LoadInMemory} {
+		m, err := load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := kernels.NewPool(2)
+		logits[i] = allLogits(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), m.Tokenizer.Encode(tilePrompt, true, true))
+		pool.Close()
+		m.Close()
+	}
+	for j, v := range logits[1] {
+		if math.Float32bits(v) != math.Float32bits(logits[0][j]) {
+			t.Fatalf("logit %d: read into memory %v, mapped %v", j, v, logits[0][j])
 		}
 	}
 }

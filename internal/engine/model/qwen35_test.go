@@ -102,3 +102,115 @@ func TestHybridShape(t *testing.T) {
 	}
 	fmt.Println(m.StateLayout())
 }
+
+// TestHybridBatchEqualsAlone: sequences of a hybrid model sharing a step
+// (a prefill next to two decodes, each with its own state slot) get the
+// logits and states they get alone, bit for bit, so a state slot is only
+// ever touched by its own sequence.
+func TestHybridBatchEqualsAlone(t *testing.T) {
+	m := synthHybrid(t, "qwen35", tensor.Q8_0, 3)
+	pool := kernels.NewPool(3)
+	defer pool.Close()
+	r := model.NewRunner(m, pool)
+	kv := newCache(t, m, 16, 32, tensor.F16)
+	prompts := [][]int32{
+		m.Tokenizer.Encode(tilePrompt, true, true),
+		m.Tokenizer.Encode(prompt1, true, true),
+		m.Tokenizer.Encode("Once upon a time", true, true),
+	}
+	type run struct {
+		pages  []int32
+		state  []float32
+		logits []float32
+	}
+	// alone: sequences 1 and 2 prefill their prompt but its last token,
+	// then decode it; sequence 0 prefills all of its prompt
+	start := func() []run {
+		runs := make([]run, len(prompts))
+		for i, p := range prompts {
+			pages, err := kv.Alloc(kv.Config().PagesFor(len(p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs[i] = run{pages: pages, state: make([]float32, m.StateSize())}
+			if i > 0 {
+				if _, err := r.Forward(kv, []model.Seq{{Tokens: p[:len(p)-1], Pages: pages, State: runs[i].state}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return runs
+	}
+	step := func(i int, p []int32, rn *run) model.Seq {
+		if i == 0 {
+			return model.Seq{Tokens: p, Pages: rn.pages, State: rn.state}
+		}
+		return model.Seq{Tokens: p[len(p)-1:], Pos: len(p) - 1, Pages: rn.pages, State: rn.state}
+	}
+	alone := start()
+	for i, p := range prompts {
+		out, err := r.Forward(kv, []model.Seq{step(i, p, &alone[i])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[i].logits = slices.Clone(out[0])
+	}
+	batch := start()
+	seqs := make([]model.Seq, len(prompts))
+	for i, p := range prompts {
+		seqs[i] = step(i, p, &batch[i])
+	}
+	out, err := r.Forward(kv, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range prompts {
+		if !slices.Equal(out[i], alone[i].logits) {
+			t.Errorf("sequence %d: logits in the batch differ from alone", i)
+		}
+		if !slices.Equal(batch[i].state, alone[i].state) {
+			t.Errorf("sequence %d: state in the batch differs from alone", i)
+		}
+		kv.Release(alone[i].pages)
+		kv.Release(batch[i].pages)
+	}
+}
+
+// TestHybridLayerHookKVLayers: the layer hook runs once per full-attention
+// layer, with KV-layer indices 0..KVLayers-1 in order, and Forward refuses
+// a state slot of the wrong size.
+func TestHybridLayerHookKVLayers(t *testing.T) {
+	cfg, _ := synth.Preset("tiny")
+	cfg.Arch, cfg.Layers = "qwen35", 8
+	p := filepath.Join(t.TempDir(), "h.gguf")
+	if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pool := kernels.NewPool(1)
+	defer pool.Close()
+	r := model.NewRunner(m, pool)
+	kv := newCache(t, m, 16, 4, tensor.F16)
+	if kv.Config().Layers != 2 {
+		t.Fatalf("cache has %d layers, want the 2 full-attention layers of 8", kv.Config().Layers)
+	}
+	var got []int
+	r.SetLayerHook(func(l int) { got = append(got, l) })
+	pages, _ := kv.Alloc(1)
+	ids := []int32{1, 5, 9}
+	if _, err := r.Forward(kv, []model.Seq{{Tokens: ids, Pages: pages, State: make([]float32, m.StateSize())}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("hook calls %v, want [0 1]", got)
+	}
+	for _, st := range [][]float32{nil, make([]float32, m.StateSize()-1)} {
+		if _, err := r.Forward(kv, []model.Seq{{Tokens: ids, Pages: pages, State: st}}); err == nil {
+			t.Errorf("a state slot of %d floats was accepted (the model's has %d)", len(st), m.StateSize())
+		}
+	}
+}

@@ -89,28 +89,49 @@ func allLogits(t *testing.T, r *model.Runner, kv *kvcache.Cache, ids []int32) []
 // greedy prefills ids and then decodes n tokens by argmax, one step each.
 func greedy(t *testing.T, r *model.Runner, kv *kvcache.Cache, ids []int32, n int) []int32 {
 	t.Helper()
+	gen, _ := greedyGaps(t, r, kv, ids, n)
+	return gen
+}
+
+// greedyGaps is greedy that also returns, per step, the gap between the
+// top two logits.
+func greedyGaps(t *testing.T, r *model.Runner, kv *kvcache.Cache, ids []int32, n int) ([]int32, []float64) {
+	t.Helper()
 	pages, err := kv.Alloc(kv.Config().PagesFor(len(ids) + n))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Release(pages)
-	out, err := r.Forward(kv, []model.Seq{{Tokens: ids, Pages: pages}})
+	// a hybrid model's recurrent state, carried from step to step
+	state := make([]float32, r.Model().StateSize())
+	if len(state) == 0 {
+		state = nil
+	}
+	out, err := r.Forward(kv, []model.Seq{{Tokens: ids, Pages: pages, State: state}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var gen []int32
+	var gaps []float64
 	for i := range n {
 		id := argmax(out[0])
 		gen = append(gen, id)
+		second := float32(math.Inf(-1))
+		for j, v := range out[0] {
+			if int32(j) != id && v > second {
+				second = v
+			}
+		}
+		gaps = append(gaps, float64(out[0][id]-second))
 		if i == n-1 {
 			break
 		}
-		out, err = r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: len(ids) + i, Pages: pages}})
+		out, err = r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: len(ids) + i, Pages: pages, State: state}})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	return gen
+	return gen, gaps
 }
 
 func argmax(x []float32) int32 {

@@ -53,7 +53,13 @@
 // Only the SPM and BPE models are supported (not WPM/BERT, UGM/T5, RWKV),
 // and among BPE pre-tokenizers the families listed in preConfigs (default,
 // gpt-2 and aliases, llama3 and aliases, dbrx/smaug, qwen2 and aliases,
-// deepseek-llm, deepseek-coder); New names any other. Decode also removes
+// deepseek-llm, deepseek-coder, gpt-4o/llama4); New names any other. The
+// o200k splitter follows the regex as the tokenizer.json states it, which
+// differs from llama.cpp's rewrite on words mixing non-ASCII upper-case
+// letters or combining marks (o200k.go). For gpt-oss (a vocabulary with
+// <|return|> and <|call|>), as in llama.cpp, <|end|> does not end
+// generation, and <|end|>, <|start|>, <|channel|>, <|message|> and
+// <|constrain|> are user-defined, so decoding shows them. Decode also removes
 // the SPM space from the token after a leading BOS, which current llama.cpp
 // does not (older llama.cpp did), so that Decode(Encode(s, true, false)) is
 // s. Unicode classes come from Go's unicode tables (Unicode 15.0), which

@@ -16,7 +16,7 @@ func fuzzTokenizers(t testing.TB) []*Tokenizer {
 	merges := []string{"Ġ t", "h e", "i n", "Ġt he", "e r", "Ġ a", "o n", "Ġ Ġ", "ĠĠ ĠĠ", "ĠĠ Ġ", "Ċ Ċ", "' s", "1 2"}
 	extra := map[string]TokenType{"<|c|>": TypeControl, "<u>": TypeUserDefined}
 	var toks []*Tokenizer
-	for _, pre := range []string{"gpt-2", "llama3", "qwen2", "default", "deepseek-coder", "deepseek-llm"} {
+	for _, pre := range []string{"gpt-2", "llama3", "qwen2", "default", "deepseek-coder", "deepseek-llm", "gpt-4o"} {
 		toks = append(toks, mustNew(t, bpeVocab(pre, merges, extra)))
 	}
 	normal := map[string]float32{"▁": -1, "▁t": -2, "he": -3, "▁the": -2.5, "in": -4, "a": -5, "e": -5, "t": -5, "h": -5}

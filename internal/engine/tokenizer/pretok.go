@@ -26,6 +26,9 @@ const (
 	reGPT2   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
 	reLlama3 = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reQwen2  = `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// reO200k is the split regex of OpenAI's o200k encodings (gpt-4o,
+	// gpt-oss's o200k_harmony), as their tokenizer.json writes it.
+	reO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
 	// reCJK is deepseek's "[一-龥ࠀ-一가-퟿]+", written with escapes.
 	reCJK = `[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+`
@@ -64,6 +67,7 @@ var (
 	preLlama3 = preConfig{regexes: []string{reLlama3}, ignoreMerges: true, cleanSpaces: true}
 	preDBRX   = preConfig{regexes: []string{reLlama3}, cleanSpaces: true}
 	preQwen2  = preConfig{regexes: []string{reQwen2}}
+	preO200k  = preConfig{regexes: []string{reO200k}}
 	preQwen2C = preConfig{regexes: []string{reQwen2}, cleanSpaces: true}
 	preDSLLM  = preConfig{regexes: []string{"[\r\n]", reDeepseekLetters, reDeepseekPunct, `\s+$`, reCJK, `\p{N}+`}}
 	preDSCode = preConfig{regexes: []string{"[\r\n]", `\s?\p{L}+`, `\s?\p{P}+`, reCJK, `\p{N}`}}
@@ -98,6 +102,8 @@ var preConfigs = map[string]preConfig{
 	"stablelm2":        preQwen2C,
 	"megrez":           preQwen2C,
 	"deepseek-llm":     preDSLLM,
+	"gpt-4o":           preO200k,
+	"llama4":           preO200k,
 	"deepseek-coder":   preDSCode,
 }
 
@@ -668,6 +674,8 @@ func newPreTokenizer(regexes []string) (*preTokenizer, error) {
 			p.stages = append(p.stages, &customStage{llama3: true, maxDigits: 3})
 		case reQwen2:
 			p.stages = append(p.stages, &customStage{llama3: true, maxDigits: 1})
+		case reO200k:
+			p.stages = append(p.stages, o200kStage{})
 		default:
 			goExpr, collapsed, err := translateRegex(expr)
 			if err != nil {

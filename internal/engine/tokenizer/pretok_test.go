@@ -81,6 +81,24 @@ func TestPreTokenizerSplit(t *testing.T) {
 		{"deepseek-llm", "ΩΣ", []string{"ΩΣ"}},
 		{"deepseek-llm", "a+b", []string{"a", "+", "b"}},
 		{"deepseek-llm", "我想x", []string{"我想", "x"}},
+
+		// gpt-4o (o200k): [^\r\n\p{L}\p{N}]?UPPER*LOWER+(?i:'s|…)?|[^\r\n\p{L}\p{N}]?UPPER+LOWER*(?i:'s|…)?|
+		// \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+		{"gpt-4o", "Hello world", []string{"Hello", " world"}},
+		{"gpt-4o", "HTTPServer helloWorld", []string{"HTTPServer", " hello", "World"}}, // UPPER* gives back until LOWER+ starts
+		{"gpt-4o", "HELLO", []string{"HELLO"}},                                         // the second alternative
+		{"gpt-4o", "I'M we'Re it's", []string{"I'M", " we'Re", " it's"}},               // contractions stay with the word
+		{"gpt-4o", "'s", []string{"'s"}},                                               // the quote is the prefix of "s"
+		{"gpt-4o", "1234567", []string{"123", "456", "7"}},
+		{"gpt-4o", "a//b\n", []string{"a", "//", "b", "\n"}},
+		{"gpt-4o", "x:/\n/y", []string{"x", ":/\n/", "y"}}, // [\r\n/]* after the punctuation
+		{"gpt-4o", "ÉCOLE École éCOLE", []string{"ÉCOLE", " École", " é", "COLE"}},
+		{"gpt-4o", "e\u0301t\u0301", []string{"e\u0301t\u0301"}}, // marks join both classes
+		{"gpt-4o", "\u0301x", []string{"\u0301x"}},               // a leading mark is the prefix
+		{"gpt-4o", "  \n  x", []string{"  \n", " ", " x"}},
+		{"gpt-4o", "x  ", []string{"x", "  "}},
+		{"gpt-4o", "你好世界 안녕", []string{"你好世界", " 안녕"}},
+		{"gpt-4o", "<|channel|>analysis", []string{"<|", "channel", "|>", "analysis"}},
 	}
 	for _, c := range cases {
 		got := splitWith(t, c.pre, c.in)

@@ -64,7 +64,11 @@ var (
 	fimRepNames = []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}
 	fimSepNames = []string{"<|file_sep|>"}
 	// eogNames end generation whatever the file says.
-	eogNames = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}
+	eogNames = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}
+	// harmonyShown are gpt-oss's (o200k_harmony's) message markers, which
+	// llama.cpp makes user-defined so that decoding shows them: a harmony
+	// parser reads the channels from the text.
+	harmonyShown = []string{"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}
 )
 
 // New checks a vocabulary and builds its tokenizer. It fails for a model
@@ -219,6 +223,19 @@ func (t *Tokenizer) findSpecials() {
 			t.eog[id] = true
 			t.attrs[id] = TypeControl
 		}
+	}
+	for _, name := range harmonyShown {
+		if id, ok := t.toID[name]; ok {
+			t.attrs[id] = TypeUserDefined
+		}
+	}
+	// gpt-oss (harmony): <|end|> closes a message but not the turn, which
+	// <|return|> or <|call|> end; it is shown and generation goes on.
+	_, hasReturn := t.toID["<|return|>"]
+	_, hasCall := t.toID["<|call|>"]
+	if end, ok := t.toID["<|end|>"]; ok && hasReturn && hasCall {
+		delete(t.eog, end)
+		t.attrs[end] = TypeUserDefined
 	}
 
 	for id, a := range t.attrs {

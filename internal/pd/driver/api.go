@@ -32,19 +32,23 @@ type Engine[Leg comparable] interface {
 	// pages pages on the decode side. The engine then reports KV with
 	// Driver.KVReady (each frame of the prompt's pages, every layer, K
 	// and V, once; a sliding-window layer's frames only from the prompt's
-	// last window), then the first token with Driver.ComputeDone (once,
-	// after every KV frame), or a failure with Driver.EngineError. An
+	// last window), then, for a model with state, the prompt's final state
+	// (Config.StateBytes) as KV frames of kind kvwire.KindState in ordinal
+	// order after the last page's frames, then the first token with
+	// Driver.ComputeDone (once, after every KV frame), or a failure with Driver.EngineError. An
 	// error fails the room (engine), for example when the prompt needs a
 	// different number of pages; nothing is reported for it then.
 	StartCompute(leg Leg, pages int) error
-	// Admit (decode) asks for the pages of leg's prompt; the engine
-	// answers with Driver.Admitted, once, with one page per page of the
-	// prompt. An error fails the room (engine).
+	// Admit (decode) asks for the pages of leg's prompt, and for a state
+	// buffer of Config.StateBytes bytes when the model has state; the
+	// engine answers with Driver.Admitted, once, with one page per page of
+	// the prompt and the buffer. An error fails the room (engine).
 	Admit(leg Leg) error
 	// Resume (decode) continues leg's sequence from the first token, on
-	// the pages Admitted gave (they now belong to the sequence).
+	// the pages and from the state Admitted gave (they now belong to the
+	// sequence; the state buffer holds the prompt's final state).
 	Resume(leg Leg, first Token) error
-	// Cancel ends leg's engine sequence and frees its pages. It is
+	// Cancel ends leg's engine sequence and frees its pages and state. It is
 	// idempotent. The driver calls it only when no KV write into the
 	// sequence's pages is in flight.
 	Cancel(leg Leg)
@@ -60,7 +64,7 @@ type Reports[Leg comparable] interface {
 	KVReady(now room.Instant, id room.ID, leg Leg, frames []KVFrame)
 	ComputeDone(now room.Instant, id room.ID, leg Leg, first Token)
 	EngineError(now room.Instant, id room.ID, leg Leg)
-	Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32)
+	Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32, state []byte)
 }
 
 var _ Reports[int] = (*Driver[int])(nil)
@@ -192,6 +196,12 @@ type Config[Leg comparable] struct {
 	// PageBytes bytes.
 	Layers    int
 	PageBytes int
+	// StateBytes is one sequence's recurrent state (kvwire.Shape's; 0
+	// for models without one): it travels after the pages in KV frames of
+	// kind kvwire.KindState, kvwire.StateFrameSize bytes each (the last
+	// one the rest).
+	// Room.StateBytes must be 0 (then it is set to this) or equal.
+	StateBytes int
 	// Limits bounds the send queues; the zero value means DefaultLimits.
 	Limits Limits
 

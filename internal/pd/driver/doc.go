@@ -101,4 +101,21 @@
 // An ended decode room's pages go back to the engine (Engine.Cancel) only
 // after its last in-flight KV write (KVDone), and its record stays until
 // then.
+//
+// # Recurrent state
+//
+// For a model with recurrent state (Config.StateBytes > 0, the shape's
+// StateBytes) the prefill engine hands the prompt's final state to KVReady
+// after the prompt's last page, as KV frames of kind kvwire.KindState
+// (layer 0, ordinal i, PageBytes each, the last one the rest): they wait in
+// the same KV queue, count as progress when written, hold ComputeDone back
+// like pages, and their bytes count towards DONE's Bytes; DONE adds their
+// total (StateBytes) and the CRC-32C of the state in order (StateSum). The
+// decode engine admits a room with its pages and a state buffer of
+// StateBytes (Admitted; another size breaks the contract); KVDest points a
+// state frame at its piece of that buffer, with the same coordinate,
+// duplicate and size checks and the same quarantine as a page, and DONE's
+// checksum is checked against the buffer once every piece is stored
+// (room.Event.StateBad). The room core decides: decode resumes only on the
+// whole state, prefill fails a compute that ended without it.
 package driver

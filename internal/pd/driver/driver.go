@@ -14,6 +14,8 @@ type Driver[Leg comparable] struct {
 	role   room.Role
 	layers int
 	pageB  int
+	stateB int // one sequence's state bytes (0: none), sent in stateN pieces
+	stateN int // kvwire.StateFrameSize
 	lim    Limits
 	m      *room.Machine
 	eng    Engine[Leg]
@@ -46,16 +48,20 @@ type rec[Leg comparable] struct {
 	cancelPending bool // decode: Engine.Cancel once inflight drops to 0
 
 	// prefill
-	kvPending int   // KV frames queued or outstanding
-	sentBytes int64 // KV bytes on the wire
-	held      bool  // ComputeDone came before the last KV frame was sent
-	first     Token // the first token (FIRST_TOKEN's alternatives)
+	kvPending int    // KV frames queued or outstanding
+	sentBytes int64  // KV bytes on the wire (state included)
+	sentState int64  // state bytes on the wire
+	stateSum  uint32 // CRC-32C of the state frames handed over so far
+	held      bool   // ComputeDone came before the last KV frame was sent
+	first     Token  // the first token (FIRST_TOKEN's alternatives)
 
 	// decode
 	dest      Pages
 	pages     []int32
 	inflight  int // KV writes between KVDest and KVDone
 	recvBytes int64
+	recvState int64  // state bytes stored
+	state     []byte // the state buffer the engine admitted the room with
 	recv      []frameState
 	firstTop  []kvwire.TopLogprob
 }
@@ -80,6 +86,9 @@ func releaseKV(frames []KVFrame) {
 
 // New returns a driver with an empty room machine.
 func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
+	if cfg.Room.StateBytes == 0 {
+		cfg.Room.StateBytes = int64(cfg.StateBytes)
+	}
 	m, err := room.New(cfg.Room)
 	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
@@ -91,6 +100,10 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 		return nil, fmt.Errorf("driver: %d layers of %d-byte pages: want both > 0 and pages at most %d bytes",
 			cfg.Layers, cfg.PageBytes, kvwire.KVDataBytesMax)
 	}
+	if cfg.StateBytes < 0 || cfg.StateBytes > kvwire.StateBytesMax || int64(cfg.StateBytes) != cfg.Room.StateBytes {
+		return nil, fmt.Errorf("driver: state of %d bytes (the room core's %d): want equal, 0 to %d",
+			cfg.StateBytes, cfg.Room.StateBytes, kvwire.StateBytesMax)
+	}
 	lim := cfg.Limits
 	if lim == (Limits{}) {
 		lim = DefaultLimits()
@@ -100,6 +113,7 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 			lim, FrameBytesMax)
 	}
 	d := &Driver[Leg]{role: cfg.Room.Role, layers: cfg.Layers, pageB: cfg.PageBytes, lim: lim, m: m,
+		stateB: cfg.StateBytes, stateN: kvwire.StateFrameSize(cfg.StateBytes, cfg.PageBytes),
 		eng: cfg.Engine, wire: cfg.Wire, legs: cfg.Legs, obs: cfg.Observer, log: cfg.Logger,
 		rooms: map[room.ID]*rec[Leg]{}, peers: map[string]*peer{}}
 	if d.obs == nil {
@@ -110,6 +124,19 @@ func New[Leg comparable](cfg Config[Leg]) (*Driver[Leg], error) {
 	}
 	return d, nil
 }
+
+// stateFrames is the number of state frames of one sequence's state.
+func (d *Driver[Leg]) stateFrames() int {
+	if d.stateN == 0 {
+		return 0
+	}
+	return (d.stateB + d.stateN - 1) / d.stateN
+}
+
+// stateFrameBytes is the length of (valid) state frame ordinal i
+// (kvwire.StateFrameSize, the last one the rest), as
+// kvwire.Shape.StateFrameBytes.
+func (d *Driver[Leg]) stateFrameBytes(i int) int { return min(d.stateN, d.stateB-i*d.stateN) }
 
 // Role returns the worker's role.
 func (d *Driver[Leg]) Role() room.Role { return d.role }

@@ -95,6 +95,10 @@ type harness struct {
 	legs *fakeLegs
 	obs  *countingObserver
 	now  room.Instant
+	// stateB is the state size; decodeRoom admits with a buffer of it,
+	// kept in stateBuf.
+	stateB   int
+	stateBuf []byte
 }
 
 func testRoomConfig(role room.Role) room.Config {
@@ -106,14 +110,21 @@ func testRoomConfig(role room.Role) room.Config {
 
 func newHarness(t *testing.T, role room.Role, lim Limits) *harness {
 	t.Helper()
+	return newStateHarness(t, role, lim, 0)
+}
+
+// newStateHarness is newHarness for a model whose sequences carry a
+// stateBytes-byte state.
+func newStateHarness(t *testing.T, role room.Role, lim Limits, stateBytes int) *harness {
+	t.Helper()
 	h := &harness{t: t, eng: &fakeEngine{}, wire: &fakeWire{}, legs: &fakeLegs{},
 		obs: &countingObserver{kvDropped: map[string]int{}, sendDropped: map[string]int{}}, now: ms}
-	d, err := New(Config[*testLeg]{Room: testRoomConfig(role), Layers: layers, PageBytes: pageBytes, Limits: lim,
+	d, err := New(Config[*testLeg]{Room: testRoomConfig(role), Layers: layers, PageBytes: pageBytes, StateBytes: stateBytes, Limits: lim,
 		Engine: h.eng, Wire: h.wire, Legs: h.legs, Observer: h.obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.d = d
+	h.d, h.stateB = d, stateBytes
 	t.Cleanup(h.check) // and after every Sent the harness reports
 	return h
 }
@@ -208,7 +219,11 @@ func (h *harness) decodeRoom(id room.ID, leg *testLeg) {
 	if !h.eng.has("admit " + leg.name) {
 		h.t.Fatalf("no admission: %v", h.eng.calls)
 	}
-	h.d.Admitted(h.now, id, leg, &fakePages{buf: map[[3]int32][]byte{}}, []int32{4, 5})
+	h.stateBuf = nil
+	if h.stateB > 0 {
+		h.stateBuf = make([]byte, h.stateB)
+	}
+	h.d.Admitted(h.now, id, leg, &fakePages{buf: map[[3]int32][]byte{}}, []int32{4, 5}, h.stateBuf)
 	h.drainControl("p1") // ALLOC
 }
 

@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"hash/crc32"
+
+	"tandem/internal/invariant"
 	"tandem/internal/pd/kvwire"
 	"tandem/internal/pd/room"
 )
@@ -74,7 +77,11 @@ func (d *Driver[Leg]) frameEvent(peer string, h kvwire.Header, payload []byte) (
 		if !d.decode(peer, h, payload, &f) {
 			return ev, false
 		}
-		ev.PageCount, ev.Bytes = int(f.PageCount), int64(f.Bytes)
+		ev.PageCount, ev.Bytes, ev.StateBytes = int(f.PageCount), int64(f.Bytes), int64(f.StateBytes)
+		if r := d.rooms[ev.Room]; r != nil && r.peer == peer && !r.ended && d.stateB > 0 &&
+			r.recvState == int64(len(r.state)) && r.inflight == 0 {
+			ev.StateBad = crc32.Checksum(r.state, castagnoli) != f.StateSum
+		}
 	case kvwire.TypeAbort:
 		var a kvwire.Abort
 		if !d.decode(peer, h, payload, &a) {
@@ -108,7 +115,11 @@ func (d *Driver[Leg]) encode(e room.Effect, r *rec[Leg]) Frame {
 		}
 		payload = ft.AppendTo(nil)
 	case room.FrameDone:
-		payload = (&kvwire.Done{PageCount: uint32(e.PageCount), Bytes: uint64(e.Bytes)}).AppendTo(nil)
+		done := kvwire.Done{PageCount: uint32(e.PageCount), Bytes: uint64(e.Bytes), StateBytes: uint64(e.StateBytes)}
+		if r != nil {
+			done.StateSum = r.stateSum
+		}
+		payload = done.AppendTo(nil)
 	case room.FrameAbort:
 		payload = (&kvwire.Abort{Reason: e.Reason, Message: e.Reason.String()}).AppendTo(nil)
 	case room.FrameFailed:
@@ -135,19 +146,25 @@ func (d *Driver[Leg]) KVDest(peer string, id room.ID, kv kvwire.KV, n int) []byt
 	case r.peer != peer || r.dest == nil:
 		d.obs.KVDropped("wrong_peer")
 		return nil
-	case !d.validKV(r, kv) || n != d.pageB:
+	case !d.validKV(r, kv) || n != d.frameBytes(kv):
 		d.obs.KVDropped("bad_coordinates")
 		return nil
 	}
 	if r.recv == nil {
-		r.recv = make([]frameState, len(r.pages)*d.layers*2)
+		r.recv = make([]frameState, len(r.pages)*d.layers*2+d.stateFrames())
 	}
-	i := d.frameIndex(kv)
+	i := d.frameIndex(r, kv)
 	if r.recv[i] != frameNone {
 		d.obs.KVDropped("duplicate") // stored already, or being written
 		return nil
 	}
-	dst := r.dest.KVPage(int(kv.Layer), kv.Kind, r.pages[kv.Ordinal])
+	var dst []byte
+	if kv.Kind == kvwire.KindState {
+		off := int(kv.Ordinal) * d.stateN
+		dst = r.state[off : off+n : off+n]
+	} else {
+		dst = r.dest.KVPage(int(kv.Layer), kv.Kind, r.pages[kv.Ordinal])
+	}
 	if len(dst) < n {
 		d.obs.KVDropped("bad_coordinates")
 		return nil
@@ -176,7 +193,7 @@ const (
 // write into an ended room's pages lets them go.
 func (d *Driver[Leg]) KVDone(now room.Instant, peer string, id room.ID, kv kvwire.KV, n int, checksumOK bool) {
 	r := d.checkKVDone(id, kv)
-	i := d.frameIndex(kv)
+	i := d.frameIndex(r, kv)
 	r.recv[i] = frameNone
 	r.inflight--
 	var ev room.Event
@@ -184,7 +201,10 @@ func (d *Driver[Leg]) KVDone(now room.Instant, peer string, id room.ID, kv kvwir
 		if checksumOK {
 			r.recv[i] = frameStored
 			r.recvBytes += int64(n)
-			ev = room.Event{Kind: room.EventKVReceived, Room: id, Bytes: r.recvBytes}
+			if kv.Kind == kvwire.KindState {
+				r.recvState += int64(n)
+			}
+			ev = room.Event{Kind: room.EventKVReceived, Room: id, Bytes: r.recvBytes, StateBytes: r.recvState}
 		} else {
 			ev = room.Event{Kind: room.EventChecksumError, Room: id}
 		}
@@ -201,21 +221,47 @@ func (d *Driver[Leg]) KVDone(now room.Instant, peer string, id room.ID, kv kvwir
 	}
 }
 
-// validKV reports whether kv's coordinates name a frame of r's pages.
+// castagnoli is the CRC-32C table of DONE's state checksum.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// validKV reports whether kv's coordinates name a frame of r's pages or a
+// piece of its state.
 func (d *Driver[Leg]) validKV(r *rec[Leg], kv kvwire.KV) bool {
+	if kv.Kind == kvwire.KindState {
+		return kv.Layer == 0 && int(kv.Ordinal) < d.stateFrames() && len(r.state) == d.stateB
+	}
 	return int(kv.Ordinal) < len(r.pages) && int(kv.Layer) < d.layers && kv.Kind <= kvwire.KindV
 }
 
-// frameIndex numbers a KV frame within its room.
-func (d *Driver[Leg]) frameIndex(kv kvwire.KV) int {
+// frameBytes is the data length of the (valid) frame kv: a page, or its
+// piece of the state.
+func (d *Driver[Leg]) frameBytes(kv kvwire.KV) int {
+	if kv.Kind == kvwire.KindState {
+		return d.stateFrameBytes(int(kv.Ordinal))
+	}
+	return d.pageB
+}
+
+// frameIndex numbers a KV frame within its room: the pages' frames, then
+// the state's.
+func (d *Driver[Leg]) frameIndex(r *rec[Leg], kv kvwire.KV) int {
+	if kv.Kind == kvwire.KindState {
+		return len(r.pages)*d.layers*2 + int(kv.Ordinal)
+	}
 	return (int(kv.Ordinal)*d.layers+int(kv.Layer))*2 + int(kv.Kind)
 }
 
 // Admitted is the decode engine's answer to Engine.Admit: pages reserved
-// for leg's room, whose bytes dest returns.
-func (d *Driver[Leg]) Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32) {
+// for leg's room, whose bytes dest returns, and the state buffer the
+// prompt's state is received into (Config.StateBytes bytes; nil without
+// state). A buffer of another size breaks the Engine's contract:
+// invariant.Failf.
+func (d *Driver[Leg]) Admitted(now room.Instant, id room.ID, leg Leg, dest Pages, pages []int32, state []byte) {
+	if len(state) != d.stateB {
+		invariant.Failf("driver", "Admitted(room %v) with a %d-byte state buffer, want %d (Config.StateBytes)", id, len(state), d.stateB)
+	}
 	if r := d.rooms[id]; r != nil && r.leg == leg && !r.ended {
-		r.dest, r.pages = dest, append([]int32(nil), pages...)
+		r.dest, r.pages, r.state = dest, append([]int32(nil), pages...), state
 	}
 	d.step(now, room.Event{Kind: room.EventAdmitted, Room: id, Pages: pages})
 }
@@ -247,6 +293,9 @@ func (d *Driver[Leg]) KVReady(now room.Instant, id room.ID, leg Leg, frames []KV
 		return
 	}
 	for _, f := range frames {
+		if f.KV.Kind == kvwire.KindState {
+			r.stateSum = crc32.Update(r.stateSum, castagnoli, f.Data)
+		}
 		p.pushKV(&d.queued, Frame{Peer: r.peer, Lane: LaneKV, Room: id, KV: f.KV, Data: f.Data, Release: f.Release})
 	}
 	r.kvPending += len(frames)

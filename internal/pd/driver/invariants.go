@@ -173,7 +173,7 @@ func (d *Driver[Leg]) checkSent(peer string, lane Lane) *peer {
 // write in flight is kept until the write ends, so a KVDone finds it.
 func (d *Driver[Leg]) checkKVDone(id room.ID, kv kvwire.KV) *rec[Leg] {
 	r := d.rooms[id]
-	invariant.Check(r != nil && r.recv != nil && d.validKV(r, kv) && r.recv[d.frameIndex(kv)] == frameWriting, "driver",
+	invariant.Check(r != nil && r.recv != nil && d.validKV(r, kv) && r.recv[d.frameIndex(r, kv)] == frameWriting, "driver",
 		"KVDone(room %v, %+v) for a frame no KVDest buffer is out for (the transport called it twice, or without a buffer)", id, kv)
 	return r
 }

@@ -186,7 +186,10 @@ func (d *Driver[Leg]) Sent(now room.Instant, peerAddr string, lane Lane, err err
 	case err == nil:
 		if lane == LaneKV && r != nil {
 			r.sentBytes += int64(len(f.Data))
-			d.step(now, room.Event{Kind: room.EventKVSent, Room: f.Room, Bytes: r.sentBytes})
+			if f.KV.Kind == kvwire.KindState {
+				r.sentState += int64(len(f.Data))
+			}
+			d.step(now, room.Event{Kind: room.EventKVSent, Room: f.Room, Bytes: r.sentBytes, StateBytes: r.sentState})
 			if r.kvPending == 0 && r.held && !r.ended {
 				r.held = false
 				d.step(now, room.Event{Kind: room.EventComputeDone, Room: f.Room, Token: r.first.ID, Logprob: r.first.Logprob})

@@ -72,6 +72,18 @@
 // layer ships for a prompt: KV frames of windowed layers cover the
 // prompt's last window only.
 //
+// Hybrid models (linear-attention layers with a recurrent state per
+// sequence) add StateBytes and StateLayout to the shape: the state's size
+// and a name for its layout, both compared by Diff, so two workers whose
+// states differ in size or meaning refuse each other. The state travels
+// after the room's pages in KV frames of their own kind ([KindState]:
+// layer 0, the piece's ordinal, [Shape.StateFrames] pieces of
+// [Shape.StateFrameBytes]); they ride every KV path unchanged (KV, KV_SHM,
+// KV_SRC carry the same sub-header). DONE counts them in Bytes and adds
+// StateBytes and StateSum (CRC-32C of the whole state), so decode verifies
+// the state end to end, also on the shared-memory paths whose data carries
+// no checksum.
+//
 // # Limits
 //
 // limits.go: handshake payloads up to [AuthPayloadBytesMax] (2 KiB),

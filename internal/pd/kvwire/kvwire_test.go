@@ -121,7 +121,7 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"kv max length", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeKV), 0, testRoom, math.MaxUint32), kvwire.ErrTooLarge, "4294967295"},
 		{"kv no sub-header", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeKV), 0, testRoom, 7), kvwire.ErrMalformed, "below the minimum 8"},
 		{"short heartbeat", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeHeartbeat), 0, room.ID{}, 27), kvwire.ErrMalformed, "below the minimum 28"},
-		{"long done", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeDone), 0, testRoom, 13), kvwire.ErrTooLarge, "DONE"},
+		{"long done", header(kvwire.Magic, kvwire.Version, uint8(kvwire.TypeDone), 0, testRoom, 25), kvwire.ErrTooLarge, "DONE"},
 	} {
 		_, err := kvwire.ParseHeader(tc.buf)
 		if !errors.Is(err, tc.want) || !strings.Contains(errText(err), tc.text) {
@@ -176,6 +176,8 @@ func examples() []kvwire.Payload {
 		&kvwire.KV{Layer: 15, Kind: kvwire.KindV, Ordinal: 1234567},
 		&kvwire.FirstToken{Token: 128000, Logprob: -0.25, Top: []kvwire.TopLogprob{{1, -0.25}, {2, float32(math.Inf(-1))}}},
 		&kvwire.Done{PageCount: 9, Bytes: 1 << 40},
+		&kvwire.Done{PageCount: 9, Bytes: 1 << 40, StateBytes: 1 << 20, StateSum: 0xdeadbeef},
+		&kvwire.KV{Kind: kvwire.KindState, Ordinal: 17},
 		&kvwire.DoneAck{},
 		&kvwire.Abort{Reason: room.ReasonClientAbort, Message: "client went away"},
 		&kvwire.Failed{Reason: room.ReasonEngine, Message: "engine: out of memory ✗"},
@@ -198,7 +200,7 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 	}
 	shape := func() kvwire.Shape {
 		return kvwire.Shape{Model: str(kvwire.ModelBytesMax), Layers: r.Uint32(), KVHeads: r.Uint32(), HeadDim: r.Uint32(), PageTokens: r.Uint32(), DType: str(kvwire.DTypeBytesMax),
-			Window: r.Uint32(), WindowMask: str(kvwire.WindowMaskBytesMax)}
+			Window: r.Uint32(), WindowMask: str(kvwire.WindowMaskBytesMax), StateBytes: r.Uint32(), StateLayout: str(kvwire.StateLayoutBytesMax)}
 	}
 	nonce := func() (n [32]byte) {
 		for i := range n {
@@ -227,6 +229,9 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 		}
 		return &kvwire.Alloc{Pages: pages}
 	case kvwire.TypeKV:
+		if r.IntN(3) == 0 {
+			return &kvwire.KV{Kind: kvwire.KindState, Ordinal: r.Uint32()}
+		}
 		return &kvwire.KV{Layer: uint16(r.Uint32()), Kind: kvwire.KVKind(r.IntN(2)), Ordinal: r.Uint32()}
 	case kvwire.TypeFirstToken:
 		var top []kvwire.TopLogprob
@@ -235,7 +240,8 @@ func randomPayload(r *rand.Rand, typ kvwire.Type) kvwire.Payload {
 		}
 		return &kvwire.FirstToken{Token: int32(r.Uint32()), Logprob: f32(), Top: top}
 	case kvwire.TypeDone:
-		return &kvwire.Done{PageCount: r.Uint32(), Bytes: r.Uint64()}
+		b := r.Uint64()
+		return &kvwire.Done{PageCount: r.Uint32(), Bytes: b, StateBytes: r.Uint64N(b + 1), StateSum: r.Uint32()}
 	case kvwire.TypeAbort:
 		return &kvwire.Abort{Reason: room.Reasons()[r.IntN(len(room.Reasons()))], Message: str(kvwire.MessageBytesMax)}
 	case kvwire.TypeFailed:
@@ -356,7 +362,8 @@ func TestPayloadLimitsEncode(t *testing.T) {
 		&kvwire.FirstToken{Top: make([]kvwire.TopLogprob, 300)},
 		&kvwire.AuthHello{NodeAddr: strings.Repeat("a", kvwire.NodeAddrBytesMax+1)},
 		&kvwire.AuthOK{Shape: kvwire.Shape{Model: strings.Repeat("m", 70000)}},
-		&kvwire.KV{Kind: 2},
+		&kvwire.KV{Kind: 3},
+		&kvwire.KV{Kind: kvwire.KindState, Layer: 1},
 	} {
 		if err := kvwire.NewPayload(p.Type()).Decode(p.AppendTo(nil)); !errors.Is(err, kvwire.ErrMalformed) {
 			t.Errorf("%v over its limits: Decode(AppendTo) = %v, want ErrMalformed", p.Type(), err)
@@ -379,7 +386,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"alloc count too big", kvwire.TypeAlloc, u32(kvwire.AllocPagesMax + 1), "pages: 16384 items, limit 16383"},
 		{"alloc count past end", kvwire.TypeAlloc, append(u32(3), 0, 0, 0, 0), "3 items need 12 bytes, 4 left"},
 		{"alloc empty", kvwire.TypeAlloc, nil, "page count: need 4 bytes, 0 left"},
-		{"kv kind", kvwire.TypeKV, []byte{0, 0, 2, 0, 0, 0, 0, 0}, "kind 2 is neither"},
+		{"kv kind", kvwire.TypeKV, []byte{0, 0, 3, 0, 0, 0, 0, 0}, "kind 3 is neither"},
+		{"state layer", kvwire.TypeKV, []byte{1, 0, 2, 0, 0, 0, 0, 0}, "state frame names layer 1"},
+		{"done state over bytes", kvwire.TypeDone, []byte{0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "state bytes 2 exceed"},
 		{"kv reserved", kvwire.TypeKV, []byte{0, 0, 1, 9, 0, 0, 0, 0}, "reserved byte is 9"},
 		{"kv short", kvwire.TypeKV, []byte{0, 0, 1}, "need"},
 		{"first token top", kvwire.TypeFirstToken, append(make([]byte, 8), 21), "top: 21 items, limit 20"},
@@ -637,3 +646,66 @@ func TestLimits(t *testing.T) {
 		t.Errorf("TopLogprobsMax %d must stay below the u8 count", kvwire.TopLogprobsMax)
 	}
 }
+
+// TestShapeState covers the state fields: validation, diff, and the state's
+// split into page-sized frames.
+func TestShapeState(t *testing.T) {
+	s := testShape()
+	if err := s.Validate(); err != nil {
+		t.Fatalf("Validate(no state) = %v", err)
+	}
+	pb := int(s.PageBytes())
+	s.StateBytes, s.StateLayout = uint32(2*pb+3), "gdn:f32:conv[3x8],rec[2x4x4]"
+	if err := s.Validate(); err != nil {
+		t.Fatalf("Validate(state) = %v", err)
+	}
+	if n := s.StateFrames(); n != 3 {
+		t.Errorf("StateFrames = %d, want 3", n)
+	}
+	for i, want := range []int{pb, pb, 3, 0} {
+		if got := s.StateFrameBytes(i); got != want {
+			t.Errorf("StateFrameBytes(%d) = %d, want %d", i, got, want)
+		}
+	}
+	for _, bad := range []kvwire.Shape{
+		func() kvwire.Shape { b := s; b.StateLayout = ""; return b }(),
+		func() kvwire.Shape { b := s; b.StateBytes = 0; return b }(),
+		func() kvwire.Shape { b := s; b.StateBytes = kvwire.StateBytesMax + 1; return b }(),
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(state %d bytes, layout %q) = nil, want an error", bad.StateBytes, bad.StateLayout)
+		}
+	}
+	o := s
+	o.StateBytes++
+	o.StateLayout = "gdn:f16"
+	if d := s.Diff(o); !strings.Contains(d, "state_bytes") || !strings.Contains(d, "state_layout") {
+		t.Errorf("Diff = %q, want state_bytes and state_layout named", d)
+	}
+	var back kvwire.Shape
+	if err := back.Decode(s.AppendTo(nil)); err != nil || back != s {
+		t.Errorf("Decode(AppendTo(%+v)) = %+v, %v", s, back, err)
+	}
+}
+
+// TestStateFrameSize: a state is cut into about StateFramesTarget frames of
+// whole pages, at least a page, at most StateFrameBytesMax unless a page is
+// larger.
+func TestStateFrameSize(t *testing.T) {
+	for _, tc := range []struct{ state, page, want int }{
+		{35, 16, 16},                      // the simulator's: page-sized frames
+		{430080, 4096, 8192},              // 6720 bytes a frame, two pages
+		{20 << 20, 16 << 10, 256 << 10},   // 20 MiB: capped at 256 KiB, 80 frames
+		{20 << 20, 1 << 20, 1 << 20},      // pages over the cap: one page
+		{20<<20 + 5, 96 << 10, 192 << 10}, // the cap in whole pages
+		{0, 4096, 0}, {100, 0, 0},         // nothing to cut
+		{kvStateMax(), 4096, 256 << 10}, // the largest state
+		{1, kvwire.KVDataBytesMax, kvwire.KVDataBytesMax},
+	} {
+		if got := kvwire.StateFrameSize(tc.state, tc.page); got != tc.want {
+			t.Errorf("StateFrameSize(%d, %d) = %d, want %d", tc.state, tc.page, got, tc.want)
+		}
+	}
+}
+
+func kvStateMax() int { return kvwire.StateBytesMax }

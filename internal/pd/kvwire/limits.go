@@ -64,6 +64,20 @@ const (
 	// WindowMaskBytesMax bounds Shape.WindowMask: 4096 layers.
 	WindowMaskBytesMax = 512
 
+	// StateBytesMax bounds Shape.StateBytes: one sequence's recurrent
+	// state.
+	StateBytesMax = 1 << 30
+
+	// StateLayoutBytesMax bounds Shape.StateLayout.
+	StateLayoutBytesMax = 255
+
+	// StateFramesTarget is about how many frames a state is cut into
+	// (StateFrameSize), and StateFrameBytesMax the most one carries
+	// unless a KV page is larger: a quarter of the smallest shared-memory
+	// ring.
+	StateFramesTarget  = 64
+	StateFrameBytesMax = 256 << 10
+
 	// NonceBytes is the size of a handshake nonce and of a MAC.
 	NonceBytes = 32
 

@@ -358,25 +358,32 @@ func (m *Alloc) Decode(b []byte) error {
 // KVKind says whether a KV frame carries keys or values.
 type KVKind uint8
 
-// The kinds.
+// The kinds. A KindState frame carries a piece of the sequence's
+// recurrent state (Shape.StateBytes) instead of a page: its Layer is 0 and
+// its Ordinal numbers the piece (Shape.StateFrames of them, each
+// Shape.StateFrameBytes long); the receiver writes it into the room's state
+// buffer, not into a page.
 const (
-	KindK KVKind = 0
-	KindV KVKind = 1
+	KindK     KVKind = 0
+	KindV     KVKind = 1
+	KindState KVKind = 2
 )
 
-// String returns "K" or "V", or "kind(N)".
+// String returns "K", "V" or "S", or "kind(N)".
 func (k KVKind) String() string {
 	switch k {
 	case KindK:
 		return "K"
 	case KindV:
 		return "V"
+	case KindState:
+		return "S"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // KV is the sub-header of a KV frame (prefill → decode): which layer, K or
-// V, and which page of the room's sequence the data bytes that follow it
+// V (or a piece of the state: KindState), and which page of the room's sequence the data bytes that follow it
 // belong to. Ordinal counts the room's pages from 0; it is not a page
 // index: the receiver maps it through the room's ALLOC list. Encoding
 // (KVSubHeaderBytes): layer u16, kind u8, a reserved zero byte, ordinal u32.
@@ -403,8 +410,11 @@ func (m *KV) Decode(b []byte) error {
 	m.Kind = KVKind(d.u8("kind"))
 	reserved := d.u8("reserved")
 	m.Ordinal = d.u32("ordinal")
-	if d.err == nil && m.Kind > KindV {
-		d.fail("kind %d is neither K (0) nor V (1)", m.Kind)
+	if d.err == nil && m.Kind > KindState {
+		d.fail("kind %d is neither K (0), V (1) nor state (2)", m.Kind)
+	}
+	if d.err == nil && m.Kind == KindState && m.Layer != 0 {
+		d.fail("a state frame names layer %d, want 0", m.Layer)
 	}
 	if d.err == nil && reserved != 0 {
 		d.fail("reserved byte is %d, want 0", reserved)
@@ -455,10 +465,15 @@ func (m *FirstToken) Decode(b []byte) error {
 }
 
 // Done closes the room's transfer (prefill → decode) with the counts the
-// receiver verifies.
+// receiver verifies. Bytes counts every data byte of the room's KV frames,
+// state frames included; StateBytes the state's share of it and StateSum
+// the CRC-32C (Castagnoli) of the whole state as prefill sent it (0 and 0
+// without state).
 type Done struct {
-	PageCount uint32 // distinct pages sent
-	Bytes     uint64 // KV data bytes sent, sub-headers excluded
+	PageCount  uint32 // distinct pages sent
+	Bytes      uint64 // KV data bytes sent (pages and state), sub-headers excluded
+	StateBytes uint64 // state bytes sent
+	StateSum   uint32 // CRC-32C of the state
 }
 
 // Type returns TypeDone.
@@ -467,7 +482,9 @@ func (*Done) Type() Type { return TypeDone }
 // AppendTo appends the encoding of m.
 func (m *Done) AppendTo(b []byte) []byte {
 	b = appendU32(b, m.PageCount)
-	return appendU64(b, m.Bytes)
+	b = appendU64(b, m.Bytes)
+	b = appendU64(b, m.StateBytes)
+	return appendU32(b, m.StateSum)
 }
 
 // Decode decodes b into m.
@@ -475,6 +492,11 @@ func (m *Done) Decode(b []byte) error {
 	d := decoder{what: "DONE", b: b}
 	m.PageCount = d.u32("page_count")
 	m.Bytes = d.u64("bytes")
+	m.StateBytes = d.u64("state_bytes")
+	m.StateSum = d.u32("state_sum")
+	if d.err == nil && m.StateBytes > m.Bytes {
+		d.fail("state bytes %d exceed the %d bytes sent", m.StateBytes, m.Bytes)
+	}
 	return d.done()
 }
 

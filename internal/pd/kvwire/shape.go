@@ -25,6 +25,53 @@ type Shape struct {
 	// sliding-window layer: ceil(Layers/8) bytes when Window > 0, empty
 	// otherwise (≤ WindowMaskBytesMax bytes). WindowMaskOf builds it.
 	WindowMask string
+	// StateBytes is the size of one sequence's recurrent state (hybrid
+	// models: the state of their linear-attention layers), 0 when every
+	// layer keeps KV pages. Prefill ships a prompt's final state after its
+	// pages in KV frames of kind KindState, StateFrameSize bytes each (the
+	// last shorter): StateFrames of them.
+	StateBytes uint32
+	// StateLayout names how the state's bytes are laid out (the engine's
+	// Model.StateLayout: layer order, tensor shapes, element type), so two
+	// workers whose states have the same size but not the same meaning
+	// refuse each other. Empty exactly when StateBytes is 0 (≤
+	// StateLayoutBytesMax bytes).
+	StateLayout string
+}
+
+// StateFrameSize is the data length of every state frame but the last for
+// a state of stateBytes and KV pages of pageBytes: the state cut into about
+// StateFramesTarget pieces, each a whole number of pages, at least one page
+// and at most StateFrameBytesMax (or one page, when a page is larger).
+// Fewer, larger frames cost less per byte; each still fits the smallest
+// shared-memory ring. 0 when either size is not positive.
+func StateFrameSize(stateBytes, pageBytes int) int {
+	if stateBytes <= 0 || pageBytes <= 0 {
+		return 0
+	}
+	pages := (stateBytes/StateFramesTarget + pageBytes - 1) / pageBytes
+	return max(pageBytes, min(pages*pageBytes, StateFrameBytesMax/pageBytes*pageBytes))
+}
+
+// StateFrames is the number of KV frames of kind KindState that carry
+// one sequence's state (0 without state).
+func (s Shape) StateFrames() int {
+	n := StateFrameSize(int(s.StateBytes), int(s.PageBytes()))
+	if n == 0 {
+		return 0
+	}
+	return (int(s.StateBytes) + n - 1) / n
+}
+
+// StateFrameBytes is the data length of state frame ordinal i:
+// StateFrameSize, the rest of the state for the last one, and 0 for an
+// ordinal past the last.
+func (s Shape) StateFrameBytes(i int) int {
+	if i < 0 || i >= s.StateFrames() {
+		return 0
+	}
+	n := StateFrameSize(int(s.StateBytes), int(s.PageBytes()))
+	return min(n, int(s.StateBytes)-i*n)
 }
 
 // WindowMaskOf packs a per-layer sliding-window flag list into
@@ -80,6 +127,14 @@ func (s Shape) Validate() error {
 	if err := s.validWindow(); err != nil {
 		errs = append(errs, err)
 	}
+	switch {
+	case s.StateBytes > StateBytesMax:
+		errs = append(errs, fmt.Errorf("state of %d bytes is over the %d-byte limit", s.StateBytes, StateBytesMax))
+	case (s.StateBytes == 0) != (s.StateLayout == ""):
+		errs = append(errs, fmt.Errorf("state of %d bytes with layout %q: want both or neither", s.StateBytes, s.StateLayout))
+	case len(s.StateLayout) > StateLayoutBytesMax:
+		errs = append(errs, fmt.Errorf("state layout must have at most %d bytes, has %d", StateLayoutBytesMax, len(s.StateLayout)))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("check shape: %w", err)
 	}
@@ -131,6 +186,8 @@ func (s Shape) Diff(o Shape) string {
 	str("dtype", s.DType, o.DType)
 	num("window", s.Window, o.Window)
 	str("window_layers", fmt.Sprintf("%x", s.WindowMask), fmt.Sprintf("%x", o.WindowMask))
+	num("state_bytes", s.StateBytes, o.StateBytes)
+	str("state_layout", s.StateLayout, o.StateLayout)
 	return strings.Join(parts, "; ")
 }
 
@@ -162,7 +219,7 @@ func (s Shape) PageBytes() int64 {
 }
 
 // AppendTo appends s's encoding: model, layers, kv_heads, head_dim,
-// page_tokens, dtype, window, window_mask.
+// page_tokens, dtype, window, window_mask, state_bytes, state_layout.
 func (s Shape) AppendTo(b []byte) []byte {
 	b = appendStr(b, s.Model)
 	b = appendU32(b, s.Layers)
@@ -171,7 +228,9 @@ func (s Shape) AppendTo(b []byte) []byte {
 	b = appendU32(b, s.PageTokens)
 	b = appendStr(b, s.DType)
 	b = appendU32(b, s.Window)
-	return appendStr(b, s.WindowMask)
+	b = appendStr(b, s.WindowMask)
+	b = appendU32(b, s.StateBytes)
+	return appendStr(b, s.StateLayout)
 }
 
 // Decode decodes exactly one encoded Shape from b.
@@ -190,4 +249,6 @@ func (s *Shape) decodeFrom(d *decoder) {
 	s.DType = d.str("dtype", DTypeBytesMax)
 	s.Window = d.u32("window")
 	s.WindowMask = d.str("window_mask", WindowMaskBytesMax)
+	s.StateBytes = d.u32("state_bytes")
+	s.StateLayout = d.str("state_layout", StateLayoutBytesMax)
 }

@@ -24,7 +24,7 @@ const (
 	TypeHello                         // decode → prefill: decode has the room's request
 	TypeHelloAck                      // prefill → decode: prefill accepts the room
 	TypeAlloc                         // decode → prefill: the room's pages are reserved
-	TypeKV                            // prefill → decode: one page of one layer's K or V
+	TypeKV                            // prefill → decode: one page of one layer's K or V, or one piece of the state
 	TypeFirstToken                    // prefill → decode: the sampled first token
 	TypeDone                          // prefill → decode: all KV sent (counts to verify)
 	TypeDoneAck                       // decode → prefill: KV verified, room succeeded
@@ -84,8 +84,8 @@ func (t Type) HasRoom() bool {
 
 // Encoded sizes used for the per-type bounds.
 const (
-	shapeBytesMin     = 2 + 4*4 + 2 + 4 + 2
-	shapeBytesMax     = shapeBytesMin + ModelBytesMax + DTypeBytesMax + WindowMaskBytesMax
+	shapeBytesMin     = 2 + 4*4 + 2 + 4 + 2 + 4 + 2
+	shapeBytesMax     = shapeBytesMin + ModelBytesMax + DTypeBytesMax + WindowMaskBytesMax + StateLayoutBytesMax
 	authHelloBytesMin = 1 + 2 + shapeBytesMin + NonceBytes + 8 + 4
 	authOKBytesMin    = shapeBytesMin + NonceBytes + 8 + 4
 	challengeBytesMin = NonceBytes + 2
@@ -93,7 +93,7 @@ const (
 	heartbeatBytes    = 8 + 5*4
 	firstTokenMin     = 4 + 4 + 1
 	topLogprobBytes   = 4 + 4
-	doneBytes         = 4 + 8
+	doneBytes         = 4 + 8 + 8 + 4
 	allocBytesMin     = 4
 )
 

@@ -168,8 +168,14 @@ type Event struct {
 	Token     int32   // EventComputeDone, EventFirstToken
 	Logprob   float32
 	PageCount int   // EventDone
-	Bytes     int64 // EventKVSent, EventKVReceived, EventDone
-	Reason    Reason
+	Bytes     int64 // EventKVSent, EventKVReceived, EventDone: every KV data byte, state included
+	// StateBytes is the state's share of Bytes (EventKVSent,
+	// EventKVReceived: so far; EventDone: as the sender counted).
+	StateBytes int64
+	// StateBad (EventDone) says the state the decode edge holds does not
+	// match DONE's checksum of it.
+	StateBad bool
+	Reason   Reason
 }
 
 // FrameKind names a control frame the core asks the transport to send.
@@ -210,7 +216,7 @@ const (
 // Effect is one output. Which fields matter depends on Kind:
 //
 //   - EffectSend: Frame to Peer for Room; HELLO carries nothing more, ALLOC
-//     Pages, FIRST_TOKEN Token and Logprob, DONE PageCount and Bytes, ABORT
+//     Pages, FIRST_TOKEN Token and Logprob, DONE PageCount, Bytes and StateBytes, ABORT
 //     and FAILED Reason.
 //   - EffectStartCompute: RequestID's prompt, KV into Pages on Peer.
 //   - EffectCancelCompute, EffectAdmit, EffectReplyDone: RequestID.
@@ -242,6 +248,8 @@ type Effect struct {
 	Logprob   float32
 	PageCount int
 	Bytes     int64
+	// StateBytes is DONE's count of state bytes (Config.StateBytes).
+	StateBytes int64
 }
 
 // Transition records one state change, for /debug/rooms and traces.
@@ -289,6 +297,12 @@ type Config struct {
 	TombstoneTTL     Duration // terminal rooms are remembered this long (longer than any deadline)
 	RoomsMax         int      // live rooms; requests past it are rejected (ReasonOverloaded)
 	TombstonesMax    int      // remembered terminal rooms; the oldest are forgotten first
+	// StateBytes is the size of one sequence's recurrent state, which a
+	// room moves after its pages (0: the model has none). Prefill fails a
+	// room whose compute ended without sending all of it (engine); decode
+	// resumes only when DONE's and its own state counts both equal it and
+	// the state's checksum matched.
+	StateBytes int64
 	// Planted is a TEST-ONLY bug planted in the core (see PlantedBug) so
 	// that a test can prove the simulator catches it. Its zero value,
 	// PlantedNone, is the only one production uses: no flag, environment

@@ -118,14 +118,23 @@ func (m *Machine) decodeKVReceived(now Instant, r *room, ev Event) Outcome {
 	return m.progress(now, r, ev, receiving(r), PhaseAwaitingKV, PhaseReceiving)
 }
 
+// doneMatches reports whether DONE's counts match what decode stored: every
+// byte, and of them the whole state (Config.StateBytes), with its checksum.
+func (m *Machine) doneMatches(r *room, ev Event) bool {
+	if m.cfg.Planted == PlantedIgnoreState {
+		return ev.Bytes-ev.StateBytes == r.bytes-r.stateBytes
+	}
+	return ev.Bytes == r.bytes && ev.StateBytes == r.stateBytes && r.stateBytes == m.cfg.StateBytes && !ev.StateBad
+}
+
 // decodeDone verifies DONE against what arrived (page count, first token,
-// bytes). When it matches the request resumes from the first token and
+// bytes, the state's bytes and checksum). When it matches the request resumes from the first token and
 // prefill gets DONE_ACK; otherwise the room fails (protocol) with ABORT.
 func (m *Machine) decodeDone(now Instant, r *room, ev Event) Outcome {
 	if !receiving(r) {
 		return m.violation(now, r, ev)
 	}
-	if ev.PageCount != len(r.pages) || !r.haveToken || ev.Bytes != r.bytes {
+	if ev.PageCount != len(r.pages) || !r.haveToken || !m.doneMatches(r, ev) {
 		m.fail(now, r, ReasonProtocol, ev.Kind)
 		return OutcomeApplied
 	}

@@ -93,6 +93,19 @@
 // durations are capped so Instant arithmetic cannot overflow. Time never
 // runs backwards inside a Machine: an earlier now is raised to the latest.
 //
+// # Recurrent state
+//
+// Hybrid models carry a fixed-size state per sequence besides their pages
+// (Config.StateBytes). It moves after the pages, in KV frames of its own
+// kind, and the core counts it as part of the transfer: progress events
+// carry the state's share (StateBytes) beside the total, prefill fails a
+// room (engine) whose compute ended before the whole state was sent, DONE
+// carries the state's count, and decode resumes only when DONE's count, its
+// own count and Config.StateBytes agree and the edge found the state's
+// checksum right (Event.StateBad); otherwise the room fails (protocol).
+// Pages and state are released together: the state buffer is one more
+// resource of the room, under the same quarantine.
+//
 // # Choices where the brief left room
 //
 //   - A frame out of order from the room's own peer (a second ALLOC, DONE

@@ -25,6 +25,10 @@ const (
 	// it overdue: a timer that is merely late by less never counts.
 	WatchdogGrace Duration = 1_000_000_000 // one second
 
+	// stateBytesMax bounds Config.StateBytes: the wire's limit
+	// (kvwire.StateBytesMax, which TestLimits there checks equal).
+	stateBytesMax = 1 << 30
+
 	// durationMax bounds every Config duration (about 52 days) so that
 	// Instant arithmetic can never overflow on a sane clock.
 	durationMax Duration = 1 << 52

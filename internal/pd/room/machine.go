@@ -43,6 +43,7 @@ type room struct {
 	deadline   Instant
 	ended      Instant
 	bytes      int64
+	stateBytes int64 // the state's share of bytes
 	pages      []int32
 	token      int32
 	logprob    float32
@@ -86,6 +87,9 @@ func New(cfg Config) (*Machine, error) {
 	}
 	if cfg.Planted >= plantedCount {
 		return nil, fmt.Errorf("new room machine: Planted %v: unknown planted bug: %w", cfg.Planted, ErrConfig)
+	}
+	if cfg.StateBytes < 0 || cfg.StateBytes > stateBytesMax {
+		return nil, fmt.Errorf("new room machine: StateBytes %d: want 0 to %d: %w", cfg.StateBytes, stateBytesMax, ErrConfig)
 	}
 	if cfg.RoomsMax <= 0 || cfg.TombstonesMax <= 0 {
 		return nil, fmt.Errorf("new room machine: RoomsMax %d, TombstonesMax %d: want both > 0: %w",

@@ -22,10 +22,16 @@ const (
 	// HELLO decode will never send: the silent pin, bounded only by the
 	// hello timeout.
 	PlantedDropEarlyAbort
+	// PlantedIgnoreState makes the decode role verify DONE against the
+	// pages alone: it compares DONE's page bytes (Bytes less StateBytes)
+	// with the page bytes it stored and never looks at the state's count
+	// or checksum. A state frame lost on the way then goes unnoticed: the
+	// sequence resumes from a state with a hole in it.
+	PlantedIgnoreState
 	plantedCount
 )
 
-var plantedNames = [...]string{"none", "drop_early_abort"}
+var plantedNames = [...]string{"none", "drop_early_abort", "ignore_state"}
 
 var _ = [1]int{}[len(plantedNames)-int(plantedCount)]
 

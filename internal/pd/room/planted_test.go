@@ -60,7 +60,7 @@ func TestPlantedBugString(t *testing.T) {
 	tests := []struct {
 		p    PlantedBug
 		want string
-	}{{PlantedNone, "none"}, {PlantedDropEarlyAbort, "drop_early_abort"}, {plantedCount, "planted(2)"}}
+	}{{PlantedNone, "none"}, {PlantedDropEarlyAbort, "drop_early_abort"}, {PlantedIgnoreState, "ignore_state"}, {plantedCount, "planted(3)"}}
 	for _, tt := range tests {
 		if got := tt.p.String(); got != tt.want {
 			t.Errorf("PlantedBug(%d).String() = %q, want %q", tt.p, got, tt.want)

@@ -167,10 +167,10 @@ func (m *Machine) prefillKVSent(now Instant, r *room, ev Event) Outcome {
 // before to phase during; each restarts the progress deadline. ok says the
 // room is in a state that moves KV at all.
 func (m *Machine) progress(now Instant, r *room, ev Event, ok bool, before, during Phase) Outcome {
-	if !ok || ev.Bytes < r.bytes {
+	if !ok || ev.Bytes < r.bytes || ev.StateBytes < r.stateBytes || ev.StateBytes > ev.Bytes {
 		return OutcomeRejected
 	}
-	r.bytes = ev.Bytes
+	r.bytes, r.stateBytes = ev.Bytes, ev.StateBytes
 	if r.phase == before {
 		m.move(now, r, during, ev.Kind)
 	} else {
@@ -185,9 +185,15 @@ func (m *Machine) prefillComputeDone(now Instant, r *room, ev Event) Outcome {
 	if !r.computing {
 		return OutcomeRejected
 	}
+	if r.stateBytes != m.cfg.StateBytes {
+		// The engine ended the prompt without handing over its whole
+		// state: decode could not resume from it.
+		m.fail(now, r, ReasonEngine, ev.Kind)
+		return OutcomeApplied
+	}
 	r.computing, r.doneSent, r.doneAt = false, true, now
 	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameFirstToken, Token: ev.Token, Logprob: ev.Logprob})
-	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameDone, PageCount: len(r.pages), Bytes: r.bytes})
+	m.emit(Effect{Kind: EffectSend, Room: r.id, Peer: r.peer, Frame: FrameDone, PageCount: len(r.pages), Bytes: r.bytes, StateBytes: r.stateBytes})
 	if r.phase == PhaseComputing {
 		m.move(now, r, PhaseSending, ev.Kind)
 	} else {

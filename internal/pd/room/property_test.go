@@ -105,6 +105,9 @@ func randomConfig(rng *rand.Rand, role Role) Config {
 		AdmissionTimeout: d(), PrefillTimeout: d(), ProgressTimeout: d(),
 		TombstoneTTL: Duration(51+rng.IntN(100)) * 1e6, RoomsMax: 1 + rng.IntN(5), TombstonesMax: 1 + rng.IntN(6),
 	}
+	if rng.IntN(2) == 0 {
+		cfg.StateBytes = int64(1 + rng.IntN(150)) // a hybrid model's state after the pages
+	}
 	return cfg
 }
 
@@ -133,6 +136,7 @@ func (r *randomRun) randomEvent() Event {
 	ev := Event{
 		Room: id, Peer: r.peers[r.rng.IntN(len(r.peers))], RequestID: "r",
 		Token: int32(r.rng.IntN(100)), PageCount: r.rng.IntN(4), Bytes: int64(r.rng.IntN(300)),
+		StateBytes: int64(r.rng.IntN(200)), StateBad: r.rng.IntN(8) == 0,
 		Reason: Reason(r.rng.IntN(int(reasonCount) + 2)),
 	}
 	switch n := r.rng.IntN(400); {
@@ -165,7 +169,8 @@ func (r *randomRun) happyEvent(room *room) (Event, bool) {
 	case PhaseComputing, PhaseSending:
 		switch {
 		case room.computing && r.rng.IntN(2) == 0:
-			ev.Kind, ev.Bytes = EventKVSent, room.bytes+int64(r.rng.IntN(100))
+			ev.Kind, ev.Bytes, ev.StateBytes = EventKVSent, room.bytes+int64(r.rng.IntN(100)), r.moreState(room)
+			ev.Bytes += ev.StateBytes - room.stateBytes
 		case room.computing:
 			ev.Kind = EventComputeDone
 		default:
@@ -178,11 +183,12 @@ func (r *randomRun) happyEvent(room *room) (Event, bool) {
 	case PhaseAwaitingKV, PhaseReceiving:
 		switch {
 		case r.rng.IntN(2) == 0:
-			ev.Kind, ev.Bytes = EventKVReceived, room.bytes+int64(r.rng.IntN(100))
+			ev.Kind, ev.Bytes, ev.StateBytes = EventKVReceived, room.bytes+int64(r.rng.IntN(100)), r.moreState(room)
+			ev.Bytes += ev.StateBytes - room.stateBytes
 		case !room.haveToken:
 			ev.Kind = EventFirstToken
 		default:
-			ev.Kind, ev.PageCount, ev.Bytes = EventDone, len(room.pages), room.bytes
+			ev.Kind, ev.PageCount, ev.Bytes, ev.StateBytes = EventDone, len(room.pages), room.bytes, room.stateBytes
 		}
 	default:
 		return ev, false
@@ -352,4 +358,10 @@ func (r *randomRun) finish() error {
 		return fmt.Errorf("counters hold %d events, %d were stepped", total, r.stepCount)
 	}
 	return nil
+}
+
+// moreState is the state a progress event of the happy path reports: some
+// more of it, never past the configured size.
+func (r *randomRun) moreState(room *room) int64 {
+	return min(r.m.cfg.StateBytes, room.stateBytes+int64(r.rng.IntN(80)))
 }

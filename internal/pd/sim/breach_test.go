@@ -24,6 +24,29 @@ func (r doubleComputeDone) ComputeDone(now room.Instant, id room.ID, l *nodeLeg,
 	r.Reports.ComputeDone(now, id, l, first)
 }
 
+// dropLastState reports every KV frame but the last state frame (released
+// at once, as a frame nobody sends).
+type dropLastState struct {
+	driver.Reports[*nodeLeg]
+	last uint32 // the last state frame's ordinal
+}
+
+func (r dropLastState) KVReady(now room.Instant, id room.ID, l *nodeLeg, frames []driver.KVFrame) {
+	last := -1
+	for i, f := range frames {
+		if f.KV.Kind == kvwire.KindState {
+			last = i
+		}
+	}
+	if last >= 0 && frames[last].KV.Ordinal == r.last {
+		if frames[last].Release != nil {
+			frames[last].Release()
+		}
+		frames = append(frames[:last:last], frames[last+1:]...)
+	}
+	r.Reports.KVReady(now, id, l, frames)
+}
+
 // cancelKeepsPages is an engine whose Cancel does nothing: a cancelled
 // admission keeps its pages.
 type cancelKeepsPages struct{ driver.Engine[*nodeLeg] }
@@ -92,6 +115,18 @@ func TestConformanceCatchesBreaches(t *testing.T) {
 			p0.rep = rec
 			if breach {
 				p0.rep = doubleComputeDone{rec}
+			}
+			drivertest.TestEngine(tb, simEngineHost{simHost{s}, p0, p0}, rec)
+		},
+	}, {
+		name: "Engine/prefill/a state frame left out",
+		want: "distinct KV frames reported, want",
+		run: func(t *testing.T, tb testing.TB, breach bool) {
+			s, p0, _, _ := conformanceWorld(t)
+			rec := drivertest.NewRecorder[*nodeLeg]()
+			p0.rep = rec
+			if breach {
+				p0.rep = dropLastState{rec, uint32((s.sw.StateBytes - 1) / kvPageBytes)}
 			}
 			drivertest.TestEngine(tb, simEngineHost{simHost{s}, p0, p0}, rec)
 		},

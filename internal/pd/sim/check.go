@@ -422,6 +422,9 @@ func (s *sim) checkDrained(n *node) {
 	for _, w := range n.pool.writes {
 		writes += w
 	}
+	for _, w := range n.pool.stateWrites {
+		writes += w
+	}
 	switch st := n.d.Stats(); {
 	case st != (driver.Stats{}):
 		s.violate("drain", "%s: driver stats %+v after the drain, want all zero (peers %+v)", n.addr, st, n.d.Peers())
@@ -433,6 +436,8 @@ func (s *sim) checkDrained(n *node) {
 		s.violate("drain", "%s: %d requests left in the admission queue", n.addr, len(n.admitQ))
 	case len(n.pool.free) != len(n.pool.pages):
 		s.violate("drain", "%s: %d of %d pages free, want all", n.addr, len(n.pool.free), len(n.pool.pages))
+	case len(n.pool.stateFree) != len(n.pool.slots):
+		s.violate("drain", "%s: %d of %d state slots free, want all", n.addr, len(n.pool.stateFree), len(n.pool.slots))
 	case writes != 0 || len(n.inflight) != 0:
 		s.violate("drain", "%s: %d KV writes still in flight", n.addr, writes)
 	case n.kvHeld != 0:

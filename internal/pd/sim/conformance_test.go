@@ -20,6 +20,7 @@ func conformanceWorld(t *testing.T) (s *sim, p0, p1, d0 *node) {
 	t.Helper()
 	sw := exhaustiveSwarm(1)
 	sw.Prefills, sw.Requests, sw.PoolPages, sw.KVLayers, sw.PromptMax = 2, 0, 64, kvLayers, 4*pageTokens
+	sw.StateBytes, sw.StateSlots = 2*kvPageBytes+3, 4 // three state frames, the last one short
 	sw.Room.RoomsMax, sw.Room.TombstonesMax = 100, 100
 	s = newSimSwarm(Options{Seed: 1}, sw)
 	s.faults = false
@@ -104,6 +105,7 @@ func (h simEngineHost) Engine() driver.Engine[*nodeLeg] { return engine{h.s, h.n
 func (h simEngineHost) Role() room.Role                 { return h.n.role }
 func (h simEngineHost) Layers() int                     { return h.s.sw.KVLayers }
 func (h simEngineHost) PageBytes() int                  { return kvPageBytes }
+func (h simEngineHost) StateBytes() int                 { return h.s.sw.StateBytes }
 
 func (h simEngineHost) Leg(id room.ID) (*nodeLeg, int) {
 	d := h.n
@@ -116,7 +118,10 @@ func (h simEngineHost) Leg(id room.ID) (*nodeLeg, int) {
 
 // Transfer writes what prefill computes for the room (kvByte) into its
 // pages and records the first token, as the transfer would have.
-func (h simEngineHost) Transfer(l *nodeLeg, dest driver.Pages, pages []int32) driver.Token {
+func (h simEngineHost) Transfer(l *nodeLeg, dest driver.Pages, pages []int32, state []byte) driver.Token {
+	for i := range state {
+		state[i] = stateByte(l.req.id, i)
+	}
 	for o, pg := range pages {
 		for layer := range h.s.sw.KVLayers {
 			for kind := kvwire.KindK; kind <= kvwire.KindV; kind++ {

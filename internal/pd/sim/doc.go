@@ -29,7 +29,12 @@
 //     pool of real byte slices (Driver.Admitted a little later), Resume
 //     checks every byte prefill computed is in the pages and runs a
 //     generation that frees them and answers the leg, Cancel frees what
-//     the leg holds. Freeing a page with a KV write in flight is a
+//     the leg holds. With a recurrent state (Swarm.StateBytes: none, part
+//     of a frame, one frame, or three with a short last one, by seed) the
+//     last chunk also hands the prompt's state as state frames; decode
+//     admits with pages and a slot from a finite pool of state slots
+//     (Swarm.StateSlots), Resume checks every state byte too, and freeing
+//     a slot with a state write in flight is a violation. Freeing a page with a KV write in flight is a
 //     violation (the driver must quarantine it).
 //   - Wire: each directed link writes one frame at a time at a bandwidth
 //     the seed picks (some links are slow), so a frame handed to
@@ -119,5 +124,15 @@
 // a timer firing before the pending items), depth first by replaying
 // choice prefixes, with sleep sets over per-node and router footprints to
 // skip orders that differ only in independent items. Every leaf is
-// checked like a seed's end.
+// checked like a seed's end. Its world's rooms carry a one-frame state, so
+// state frames are among the items ordered, dropped and duplicated.
+//
+// # State frames
+//
+// State frames travel like KV frames, so every fault reaches them: Stats
+// counts those written, lost, delivered twice, held back, and received
+// after their room ended, and TestSim requires each over its seeds. The
+// planted bug room.PlantedIgnoreState (decode checks DONE against the pages
+// only) is caught by the resume check within a few seeds
+// (TestPlantedStateBugIsCaught).
 package sim

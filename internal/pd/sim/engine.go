@@ -55,14 +55,51 @@ type pool struct {
 	free     []int32
 	lastPage int32 // the page of the last KVPage call (KVDest's destination)
 	writes   []int // KV writes in flight per page
+
+	// the state slots: who holds each, their bytes (stateB each), the
+	// free list and the state writes in flight per slot
+	slots       []page
+	stateB      int
+	stateData   []byte
+	stateFree   []int32
+	stateWrites []int
 }
 
-func newPool(n, layers int) pool {
+func newPool(n, layers, slots, stateB int) pool {
 	p := pool{pages: make([]page, n), layers: layers, data: make([]byte, n*layers*2*kvPageBytes), writes: make([]int, n)}
 	for i := n - 1; i >= 0; i-- {
 		p.free = append(p.free, int32(i))
 	}
+	if stateB > 0 {
+		p.slots, p.stateB, p.stateData, p.stateWrites = make([]page, slots), stateB, make([]byte, slots*stateB), make([]int, slots)
+		for i := slots - 1; i >= 0; i-- {
+			p.stateFree = append(p.stateFree, int32(i))
+		}
+	}
 	return p
+}
+
+// stateBuf is slot's state bytes.
+func (p *pool) stateBuf(slot int32) []byte {
+	off := int(slot) * p.stateB
+	return p.stateData[off : off+p.stateB : off+p.stateB]
+}
+
+// stateSlotOf returns the slot whose bytes dst starts in (at a multiple of
+// chunk), or -1.
+func (p *pool) stateSlotOf(dst []byte, chunk int) int32 {
+	if len(dst) == 0 || p.stateB == 0 {
+		return -1
+	}
+	for i := range p.slots {
+		buf := p.stateBuf(int32(i))
+		for off := 0; off < len(buf); off += chunk {
+			if &buf[off] == &dst[0] {
+				return int32(i)
+			}
+		}
+	}
+	return -1
 }
 
 // kvSlot is a page's bytes for one layer and kind.
@@ -91,6 +128,12 @@ type admission struct {
 type generation struct {
 	leg   *nodeLeg
 	pages []int32
+}
+
+// stateByte is byte i of room id's final prompt state: what prefill
+// computes and decode must find in its state slot when it resumes.
+func stateByte(id room.ID, i int) byte {
+	return id[(i*5+3)%len(id)] ^ byte(i*29) ^ 0x5a
 }
 
 // kvByte is byte i of the KV of (room, ordinal, layer, kind): what prefill
@@ -191,6 +234,22 @@ func (e engine) Resume(l *nodeLeg, first driver.Token) error {
 				}
 			}
 		}
+	}
+	if n.pool.stateB > 0 {
+		slot, ok := n.admittedState[l]
+		if !ok || n.pool.slots[slot].state != pageReserved || n.pool.slots[slot].leg != l {
+			s.violate("resume", "%s resumed room=%v without its state slot (admitted %v)", n.addr, r.id, ok)
+			return nil
+		}
+		got := n.pool.stateBuf(slot)
+		for i := range got {
+			if got[i] != stateByte(r.id, i) {
+				s.violate("resume", "%s resumed room=%v but its state byte %d (frame %d) is %#x, prefill computed %#x",
+					n.addr, r.id, i, i/s.sw.stateChunk(), got[i], stateByte(r.id, i))
+				return nil
+			}
+		}
+		n.pool.slots[slot].state = pageSequence
 	}
 	for _, p := range pages {
 		n.pool.pages[p].state = pageSequence
@@ -303,6 +362,15 @@ func (s *sim) chunkDone(it *item) {
 	last := j.next >= j.chunks
 	if last {
 		s.removeJob(n, j)
+		// The prompt's final state, after its last page.
+		for o, c := 0, s.sw.stateChunk(); o < s.sw.stateFrames(); o++ {
+			kv := kvwire.KV{Kind: kvwire.KindState, Ordinal: uint32(o)}
+			data := make([]byte, min(c, s.sw.StateBytes-o*c))
+			for i := range data {
+				data[i] = stateByte(id, o*c+i)
+			}
+			frames = append(frames, driver.KVFrame{KV: kv, Data: data, Release: s.holdKV(n, id, kv)})
+		}
 	}
 	s.call(n, room.Event{}, func() { n.rep.KVReady(s.now, id, l, frames) })
 	if s.v != nil || !n.up || it.epoch != n.epoch {
@@ -343,9 +411,20 @@ func (s *sim) removeJob(n *node, j *job) {
 // tryAdmit reserves pages for the queue's head while they fit; each
 // reservation reaches the driver as Admitted a little later.
 func (s *sim) tryAdmit(n *node) {
-	for len(n.admitQ) > 0 && n.admitQ[0].need <= len(n.pool.free) {
+	for len(n.admitQ) > 0 && n.admitQ[0].need <= len(n.pool.free) && (n.pool.stateB == 0 || len(n.pool.stateFree) > 0) {
 		a := n.admitQ[0]
 		n.admitQ = n.admitQ[1:]
+		slot := int32(-1)
+		if n.pool.stateB > 0 {
+			slot = n.pool.stateFree[len(n.pool.stateFree)-1]
+			n.pool.stateFree = n.pool.stateFree[:len(n.pool.stateFree)-1]
+			if sl := n.pool.slots[slot]; sl.state != pageFree || n.pool.stateWrites[slot] != 0 {
+				s.violate("pages", "%s: state slot %d on the free list is %v with %d writes in flight", n.addr, slot, sl.state, n.pool.stateWrites[slot])
+				return
+			}
+			n.pool.slots[slot] = page{state: pageReserved, leg: a.leg}
+			n.admittedState[a.leg] = slot
+		}
 		pages := make([]int32, a.need)
 		for i := range pages {
 			p := n.pool.free[len(n.pool.free)-1]
@@ -359,7 +438,7 @@ func (s *sim) tryAdmit(n *node) {
 		}
 		n.admittedPages[a.leg] = pages
 		d := s.between(0, s.sw.AdmitDelayMax) * room.Duration(n.slow)
-		s.after(d, item{kind: itemAdmitted, node: int32(n.idx), epoch: n.epoch, nl: a.leg, pages: pages})
+		s.after(d, item{kind: itemAdmitted, node: int32(n.idx), epoch: n.epoch, nl: a.leg, pages: pages, slot: slot})
 	}
 }
 
@@ -371,7 +450,11 @@ func (s *sim) admitted(it *item) {
 	}
 	l, id := it.nl, it.nl.req.id
 	s.call(n, room.Event{Kind: room.EventAdmitted, Room: id}, func() {
-		n.rep.Admitted(s.now, id, l, &n.pool, it.pages)
+		var state []byte
+		if it.slot >= 0 {
+			state = n.pool.stateBuf(it.slot)
+		}
+		n.rep.Admitted(s.now, id, l, &n.pool, it.pages, state)
 	})
 }
 
@@ -394,6 +477,19 @@ func (s *sim) freeLeg(n *node, l *nodeLeg, by string) {
 		freed = true
 	}
 	delete(n.admittedPages, l)
+	if slot, ok := n.admittedState[l]; ok {
+		if n.pool.stateWrites[slot] != 0 {
+			s.violate("quarantine", "%s: %s of %s room=%v frees state slot %d while %d state writes into it are in flight",
+				n.addr, by, l.req.name, l.req.id, slot, n.pool.stateWrites[slot])
+			return
+		}
+		if sl := n.pool.slots[slot]; sl.leg == l && sl.state != pageFree {
+			n.pool.slots[slot] = page{}
+			n.pool.stateFree = append(n.pool.stateFree, slot)
+			freed = true
+		}
+		delete(n.admittedState, l)
+	}
 	if freed {
 		s.tryAdmit(n)
 	}

@@ -57,6 +57,26 @@ type ExhaustiveOptions struct {
 	NoReduce bool
 	// leaf, when set, receives each leaf's signature (tests).
 	leaf func(sig string)
+	// Progress, when set, is called every ProgressEvery leaves with the
+	// result so far and an estimate of the share of the tree searched
+	// (the depth-first position, weighting every branch alike).
+	Progress      func(res ExhaustiveResult, done float64)
+	ProgressEvery int
+}
+
+// searched estimates the share of the tree a depth-first search at stack
+// has finished: the position of its path, each level's options weighted
+// alike.
+func searched(stack []*frame) float64 {
+	done, width := 0.0, 1.0
+	for _, f := range stack {
+		if len(f.opts) == 0 {
+			break
+		}
+		width /= float64(len(f.opts))
+		done += float64(f.chosen) * width
+	}
+	return done
 }
 
 // ExhaustiveResult is what a search found.
@@ -209,11 +229,13 @@ func timedItem(k itemKind) bool {
 }
 
 // exhaustiveSwarm is the world of the search: one prefill and one decode
-// node, rooms requests of one page, loose timeouts, no random fault.
+// node, rooms requests of one page and a one-frame recurrent state, loose
+// timeouts, no random fault.
 func exhaustiveSwarm(rooms int) Swarm {
 	sw := Swarm{Prefills: 1, Decodes: 1, Requests: rooms, ArrivalSpan: us, PhaseOne: 1 << 50,
 		FrameLatencyMax: 10 * us, LegLatencyMax: 100 * us, LegSlowMax: 0, ReorderMax: 0, LinkBytesPerUs: 1000,
 		ComputePerToken: 2 * us, DecodePerToken: 200 * us, PromptMax: pageTokens, PoolPages: rooms, KVLayers: 1,
+		StateBytes: kvPageBytes / 2, StateSlots: rooms,
 		PrefillSlots: 1, AdmitDelayMax: 10 * us, TimerLateMax: 0, WatchdogPeriod: 1 << 50, SlowMax: 1}
 	sw.calm(nil)
 	sw.Calm = false // set per leaf: no fault and no disconnect
@@ -253,6 +275,10 @@ func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 		}
 		if o.MaxLeaves > 0 && res.Leaves >= o.MaxLeaves {
 			break
+		}
+		if o.Progress != nil && o.ProgressEvery > 0 && !c.blocked && res.Leaves%o.ProgressEvery == 0 {
+			res.Elapsed = time.Since(start)
+			o.Progress(res, searched(stack))
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -395,6 +421,9 @@ func (s *sim) step() bool {
 	case 'd':
 		c.faults++
 		s.st.FramesLost++
+		if isStateFrame(it.frame) {
+			s.st.StateFramesLost++
+		}
 		if s.tracing {
 			s.tracef("%v net %s room=%v lost (fault %d: drop)", s.now, frameName(*it.frame), it.frame.Room, c.faults)
 		}
@@ -405,6 +434,9 @@ func (s *sim) step() bool {
 	case 'u':
 		c.faults++
 		s.st.FramesDuplicated++
+		if isStateFrame(it.frame) {
+			s.st.StateFramesDuplicated++
+		}
 		s.q = append(s.q[:op.i], append([]item{it}, s.q[op.i:]...)...)
 		s.seq++
 		dup := it
@@ -462,7 +494,9 @@ func timerBefore(a, b *item) bool {
 
 // String summarises a search.
 func (r ExhaustiveResult) String() string {
-	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v",
+	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v; "+
+		"state frames %d sent, %d lost, %d duplicated, %d after their room ended",
 		r.Leaves, r.Blocked, r.States, r.MaxDepth, r.Complete, r.Elapsed.Round(time.Millisecond), r.Stats.RoomSuccesses,
-		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements, r.Stats.FramesAfterEnd)
+		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements, r.Stats.FramesAfterEnd,
+		r.Stats.StateFramesSent, r.Stats.StateFramesLost, r.Stats.StateFramesDuplicated, r.Stats.StateFramesLate)
 }

@@ -111,7 +111,16 @@ func laneName(l driver.Lane) string {
 	return "control"
 }
 
+// isStateFrame reports whether f is a state frame (a KV frame of kind
+// state).
+func isStateFrame(f *driver.Frame) bool {
+	return f != nil && f.Lane == driver.LaneKV && f.KV.Kind == kvwire.KindState
+}
+
 func frameName(f driver.Frame) string {
+	if f.Lane == driver.LaneKV && f.KV.Kind == kvwire.KindState {
+		return "KV(state)"
+	}
 	if f.Lane == driver.LaneKV {
 		return "KV"
 	}
@@ -155,6 +164,10 @@ func (s *sim) sent(it *item) {
 // transmit schedules a written frame's delivery, or loses it.
 func (s *sim) transmit(from, to *node, it item, what string) {
 	s.st.FramesSent++
+	state := isStateFrame(it.frame)
+	if state {
+		s.st.StateFramesSent++
+	}
 	lost := ""
 	switch {
 	case !to.up:
@@ -173,6 +186,9 @@ func (s *sim) transmit(from, to *node, it item, what string) {
 	}
 	if lost != "" {
 		s.st.FramesLost++
+		if state {
+			s.st.StateFramesLost++
+		}
 		if s.tracing {
 			s.tracef("%v net %s room=%v %s->%s lost (%s)", s.now, what, it.frame.Room, from.addr, to.addr, lost)
 		}
@@ -184,6 +200,9 @@ func (s *sim) transmit(from, to *node, it item, what string) {
 	at := s.now + room.Instant(s.between(10*us, s.sw.FrameLatencyMax))
 	if s.chance(s.sw.ReorderRate) {
 		at += room.Instant(s.between(0, s.sw.ReorderMax))
+		if state {
+			s.st.StateFramesReordered++
+		}
 		if s.tracing {
 			s.tracef("%v net %s room=%v %s->%s held back until %v (reorder)", s.now, what, it.frame.Room, from.addr, to.addr, at)
 		}
@@ -194,6 +213,9 @@ func (s *sim) transmit(from, to *node, it item, what string) {
 	s.schedule(at, it)
 	if s.chance(s.sw.DupRate) {
 		s.st.FramesDuplicated++
+		if state {
+			s.st.StateFramesDuplicated++
+		}
 		dup := at + room.Instant(s.between(0, s.sw.ReorderMax))
 		s.schedule(dup, it)
 		if s.tracing {
@@ -210,6 +232,7 @@ type reader struct {
 	busy    bool
 	waiting []item
 	page    int32 // the page being written, -1 for none
+	slot    int32 // the state slot being written, -1 for none
 }
 
 // deliver hands a frame to its node's reader for the sending peer.
@@ -223,7 +246,7 @@ func (s *sim) deliver(it *item) {
 	}
 	rd := n.readers[int(it.from)]
 	if rd == nil {
-		rd = &reader{page: -1}
+		rd = &reader{page: -1, slot: -1}
 		n.readers[int(it.from)] = rd
 	}
 	if rd.busy {
@@ -251,8 +274,18 @@ func (s *sim) read(n *node, rd *reader, it *item) {
 	if s.v != nil || !n.up {
 		return
 	}
+	state := f.KV.Kind == kvwire.KindState
 	if dst == nil {
+		if state {
+			if st, _, known := n.d.State(f.Room); !known || st.Terminal() {
+				s.st.StateFramesLate++
+			}
+		}
 		return // the transport discards the bytes; no KVDone follows
+	}
+	if state {
+		s.readState(n, rd, it, dst)
+		return
 	}
 	p := n.pool.lastPage
 	if p < 0 || n.role != room.RoleDecode {
@@ -283,12 +316,19 @@ func (s *sim) kvDone(it *item) {
 	rd := n.readers[int(it.from)]
 	f, from := it.frame, s.nodes[it.from].addr
 	p := rd.page
-	dst := n.pool.kvSlot(int(f.KV.Layer), f.KV.Kind, p)
+	var dst []byte
+	if rd.slot >= 0 {
+		off := int(f.KV.Ordinal) * s.sw.stateChunk()
+		dst = n.pool.stateBuf(rd.slot)[off : off+len(f.Data)]
+		n.pool.stateWrites[rd.slot]--
+	} else {
+		dst = n.pool.kvSlot(int(f.KV.Layer), f.KV.Kind, p)
+		n.pool.writes[p]--
+	}
 	copy(dst, f.Data)
 	if !it.ok {
 		dst[0] ^= 0xff
 	}
-	n.pool.writes[p]--
 	n.inflight[f.Room]--
 	if n.inflight[f.Room] == 0 {
 		delete(n.inflight, f.Room)
@@ -296,13 +336,38 @@ func (s *sim) kvDone(it *item) {
 	if st, _, known := n.d.State(f.Room); !known || st.Terminal() {
 		s.st.QuarantinedWrites++
 	}
-	rd.busy, rd.page = false, -1
+	rd.busy, rd.page, rd.slot = false, -1, -1
 	s.call(n, room.Event{}, func() { n.d.KVDone(s.now, from, f.Room, f.KV, len(f.Data), it.ok) })
 	for !rd.busy && len(rd.waiting) > 0 && s.v == nil && n.up && it.epoch == n.epoch {
 		next := rd.waiting[0]
 		rd.waiting = rd.waiting[1:]
 		s.read(n, rd, &next)
 	}
+}
+
+// readState starts the copy of a state frame into the slot KVDest named:
+// it must be the state slot of the room's leg from that prefill node, and
+// the frame's own piece of it.
+func (s *sim) readState(n *node, rd *reader, it *item, dst []byte) {
+	f, from := it.frame, s.nodes[it.from].addr
+	slot := n.pool.stateSlotOf(dst, s.sw.stateChunk())
+	if slot < 0 || n.role != room.RoleDecode {
+		s.violate("kv_dest", "%s: KVDest for a state frame of room=%v returned bytes of no state slot", n.addr, f.Room)
+		return
+	}
+	sl := n.pool.slots[slot]
+	off := int(f.KV.Ordinal) * s.sw.stateChunk()
+	if sl.state != pageReserved || sl.leg == nil || sl.leg.req.id != f.Room || sl.leg.req.p.addr != from ||
+		&n.pool.stateBuf(slot)[off] != &dst[0] || len(dst) != len(f.Data) {
+		s.violate("kv_dest", "%s: KVDest points state frame %d of room=%v from %s into state slot %d, which is %v (leg %v)",
+			n.addr, f.KV.Ordinal, f.Room, from, slot, sl.state, legDesc(sl.leg))
+		return
+	}
+	n.pool.stateWrites[slot]++
+	n.inflight[f.Room]++
+	rd.busy, rd.slot = true, slot
+	ok := !s.chance(s.sw.ChecksumRate)
+	s.after(s.between(us, 50*us), item{kind: itemKVDone, node: int32(n.idx), epoch: n.epoch, from: it.from, frame: f, ok: ok})
 }
 
 func legDesc(l *nodeLeg) string {

@@ -50,6 +50,8 @@ type node struct {
 	// admittedPages: the pages each leg was admitted with, in the order
 	// Driver.Admitted got them (KV ordinal o lands in the o-th)
 	admittedPages map[*nodeLeg][]int32
+	// admittedState: the state slot each leg was admitted with
+	admittedState map[*nodeLeg]int32
 
 	// the wire's view of this node's sends: the frame outstanding on each
 	// peer's lane, and the receiving side's reader per sending peer
@@ -108,7 +110,7 @@ func (s *sim) boot(n *node) {
 	if s.opts.Configure != nil {
 		s.opts.Configure(&cfg)
 	}
-	d, err := driver.New(driver.Config[*nodeLeg]{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes,
+	d, err := driver.New(driver.Config[*nodeLeg]{Room: cfg, Layers: s.sw.KVLayers, PageBytes: kvPageBytes, StateBytes: s.sw.StateBytes,
 		Engine: engine{s, n}, Wire: wire{s, n}, Legs: legs{s, n}, Observer: observer{s, n}})
 	if err != nil {
 		s.violate("config", "driver.New(%+v): %v", cfg, err)
@@ -120,6 +122,7 @@ func (s *sim) boot(n *node) {
 	n.timerArmed, n.timerGen = false, n.timerGen+1
 	n.jobs, n.admitQ, n.gens = nil, nil, map[*nodeLeg]*generation{}
 	n.admittedPages = map[*nodeLeg][]int32{}
+	n.admittedState = map[*nodeLeg]int32{}
 	n.out, n.readers, n.inflight = map[string]*[driver.LaneKV + 1]*driver.Frame{}, map[int]*reader{}, map[room.ID]int{}
 	n.track = map[room.ID]*roomTrack{}
 	n.endedIn = map[room.ID]uint64{}
@@ -127,7 +130,7 @@ func (s *sim) boot(n *node) {
 		n.slow = 1
 	}
 	if n.role == room.RoleDecode {
-		n.pool = newPool(s.sw.PoolPages, s.sw.KVLayers)
+		n.pool = newPool(s.sw.PoolPages, s.sw.KVLayers, s.sw.StateSlots, s.sw.StateBytes)
 	}
 }
 

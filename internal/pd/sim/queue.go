@@ -49,6 +49,7 @@ type item struct {
 	from  int32         // frames: the sending node
 	nl    *nodeLeg      // engine callbacks: the leg
 	pages []int32       // itemAdmitted: the pages reserved
+	slot  int32         // itemAdmitted: the state slot reserved (-1: none)
 }
 
 // queue is a binary min-heap of items ordered by (at, seq): same-time

@@ -58,6 +58,14 @@ type Stats struct {
 	// ended on the sender (queued in a lane before the end), by type.
 	FramesAfterEnd map[string]int
 	PeersIdle      int // Wire.PeerIdle calls
+	// State frames (KV frames of kind state) written to the wire, and of
+	// them lost, delivered twice, held back (overtaken), and received
+	// after their room ended on decode (or was forgotten there).
+	StateFramesSent       int
+	StateFramesLost       int
+	StateFramesDuplicated int
+	StateFramesReordered  int
+	StateFramesLate       int
 	// Disagreements counts rooms whose prefill and decode ended
 	// differently (one succeeded, the other failed), by what each side
 	// saw ("prefill=succeeded decode=failed:progress_timeout"); in a calm
@@ -92,6 +100,11 @@ func (s *Stats) Add(b Stats) {
 	s.QuarantinedWrites += b.QuarantinedWrites
 	s.ControlBehindKV += b.ControlBehindKV
 	s.PeersIdle += b.PeersIdle
+	s.StateFramesSent += b.StateFramesSent
+	s.StateFramesLost += b.StateFramesLost
+	s.StateFramesDuplicated += b.StateFramesDuplicated
+	s.StateFramesReordered += b.StateFramesReordered
+	s.StateFramesLate += b.StateFramesLate
 	s.Agreed += b.Agreed
 	s.EarlyAborts += b.EarlyAborts
 	s.EarlyAnswered += b.EarlyAnswered

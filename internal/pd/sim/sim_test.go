@@ -82,8 +82,10 @@ func (tt totals) String() string {
 		fmt.Sprintf("; driver: %d KV frames discarded, %d KV writes ended after their room (quarantine), %d control frames sent "+
 			"while another room's KV frame was being written, %d peers idle, frames not sent %v, "+
 			"frames sent after their room ended %v; %d calm seeds; "+
+			"state frames %d sent, %d lost, %d duplicated, %d held back, %d after their room ended; "+
 			"rooms both sides ended: %d agreed, disagreements (faulted seeds only) %s",
-			tt.KVDiscarded, tt.QuarantinedWrites, tt.ControlBehindKV, tt.PeersIdle, tt.SendDropped, tt.FramesAfterEnd, tt.calm, tt.Agreed,
+			tt.KVDiscarded, tt.QuarantinedWrites, tt.ControlBehindKV, tt.PeersIdle, tt.SendDropped, tt.FramesAfterEnd, tt.calm,
+			tt.StateFramesSent, tt.StateFramesLost, tt.StateFramesDuplicated, tt.StateFramesReordered, tt.StateFramesLate, tt.Agreed,
 			sortedCounts(tt.Disagreements))
 }
 
@@ -130,6 +132,11 @@ func (tt totals) checkReach(t *testing.T) {
 		{"control frames sent while another room's KV was on the link", tt.ControlBehindKV, 1},
 		{"peers the driver let go (PeerIdle)", tt.PeersIdle, 1},
 		{"calm seeds", tt.calm, 1},
+		{"state frames sent", tt.StateFramesSent, 1},
+		{"state frames lost", tt.StateFramesLost, 1},
+		{"state frames duplicated", tt.StateFramesDuplicated, 1},
+		{"state frames held back (overtaken)", tt.StateFramesReordered, 1},
+		{"state frames received after their room ended", tt.StateFramesLate, 1},
 		{"rooms both sides ended the same way", tt.Agreed, 1},
 	}
 	for _, c := range checks {
@@ -210,6 +217,35 @@ func TestPlantedBugIsCaught(t *testing.T) {
 	t.Errorf("the planted bug %v survived 2000 seeds: the simulator cannot see the silent pin", room.PlantedDropEarlyAbort)
 }
 
+// plantIgnoreState plants a decode side that verifies DONE against the
+// pages alone in every Machine.
+func plantIgnoreState(cfg *room.Config) { cfg.Planted = room.PlantedIgnoreState }
+
+// TestPlantedStateBugIsCaught plants a state frame dropped without failing
+// the room (decode's DONE check ignores the state's count and checksum, so
+// a state frame lost on the wire or corrupted goes unnoticed) and requires
+// the simulator to fail within 2,000 seeds with the invariant that names
+// it (a sequence resumed from a state that is not the one prefill
+// computed); the same seed without the bug passes.
+func TestPlantedStateBugIsCaught(t *testing.T) {
+	for seed := range uint64(2000) {
+		res := Run(Options{Seed: seed, Configure: plantIgnoreState})
+		if res.Violation == nil {
+			continue
+		}
+		if res.Violation.Invariant != "resume" || !strings.Contains(res.Violation.Detail, "state byte") {
+			t.Errorf("seed %d with the planted bug: %v; want invariant resume about a state byte", seed, res.Violation)
+		}
+		if clean := Run(Options{Seed: seed}); clean.Violation != nil {
+			t.Errorf("seed %d without the planted bug: %v; want no violation", seed, clean.Violation)
+		}
+		traced := Run(Options{Seed: seed, Configure: plantIgnoreState, Trace: true})
+		t.Logf("planted state bug caught at seed %d: %v\n%s", seed, res.Violation, excerpt(traced, 40))
+		return
+	}
+	t.Errorf("the planted bug %v survived 2000 seeds: the simulator cannot see a lost state frame", room.PlantedIgnoreState)
+}
+
 // regressionSeeds are seeds kept because of what they once found or
 // exercise; each must pass and still reach what it was kept for. A seed's
 // schedule depends on newSwarm and on the order of every random choice:
@@ -218,17 +254,21 @@ func TestPlantedBugIsCaught(t *testing.T) {
 // The simulator now runs the shipped driver, so the schedules of the seeds
 // kept before (58, 62: the early ABORT race; 689, 9280, 14841: a bug in the
 // simulator's own copy of the edge, which keyed decode sequences by room id)
-// changed; the copy is gone (sequences are keyed by the leg now). These are
-// the seeds that reach the same things with the driver.
+// changed; the copy is gone (sequences are keyed by the leg now). The
+// recurrent state (Swarm.StateBytes) changed the schedules again: 23 and
+// 548, the early ABORT race once and three times, became 103 and 1396.
 var regressionSeeds = []struct {
 	seed uint64
 	why  string
 	want func(Stats) bool
 }{
-	{23, "decode's ABORT reached prefill before the room did; the tombstone answered what came later at once; " +
+	{103, "decode's ABORT reached prefill before the room did; the tombstone answered what came later at once; " +
 		"the first seed that fails with room.PlantedDropEarlyAbort",
 		func(st Stats) bool { return st.EarlyAnswered > 0 }},
-	{548, "the same race three times", func(st Stats) bool { return st.EarlyAnswered >= 3 }},
+	{1396, "the same race three times", func(st Stats) bool { return st.EarlyAnswered >= 3 }},
+	{8, "state frames held back until DONE overtook them: decode fails the room at DONE (protocol) instead of resuming " +
+		"from a state with a hole; the first seed that fails with room.PlantedIgnoreState",
+		func(st Stats) bool { return st.StateFramesReordered > 0 && st.RoomFailures[room.ReasonProtocol] > 0 }},
 	{31, "requests reuse room ids with few tombstones kept (TombstonesMax): what the old edge copy got wrong (689)",
 		func(st Stats) bool { return st.Collisions > 0 }},
 	{44, "the same with another schedule", func(st Stats) bool { return st.Collisions > 0 }},
@@ -355,7 +395,12 @@ var (
 func TestExhaustive(t *testing.T) {
 	configs := []ExhaustiveOptions{{Rooms: 1, K: 0, Abort: true}, {Rooms: 1, K: 1, MaxLeaves: 50000}, {Rooms: 2, K: 0, MaxLeaves: 20000}}
 	if *exhaustiveK >= 0 {
-		configs = []ExhaustiveOptions{{Rooms: *exhaustiveRooms, K: *exhaustiveK, Abort: *exhaustiveAbort, MaxLeaves: *exhaustiveMax}}
+		configs = []ExhaustiveOptions{{Rooms: *exhaustiveRooms, K: *exhaustiveK, Abort: *exhaustiveAbort, MaxLeaves: *exhaustiveMax,
+			ProgressEvery: 50000, Progress: func(r ExhaustiveResult, done float64) {
+				// Straight to stderr: a long search shows how far it got.
+				fmt.Fprintf(os.Stderr, "exhaustive: %d leaves, %d cut, %d states in %v, about %.2f%% of the tree\n",
+					r.Leaves, r.Blocked, r.States, r.Elapsed.Round(time.Second), 100*done)
+			}}}
 	}
 	for _, o := range configs {
 		res := Exhaustive(o)
@@ -367,6 +412,12 @@ func TestExhaustive(t *testing.T) {
 		}
 		if (!res.Complete && o.MaxLeaves == 0) || res.Stats.RoomSuccesses == 0 {
 			t.Errorf("rooms=%d k=%d: the search did not complete or no room succeeded: %v", o.Rooms, o.K, res)
+		}
+		// The rooms carry a state: its frames are among what the search
+		// orders and, with faults, drops and duplicates.
+		if res.Stats.StateFramesSent == 0 || (o.K > 0 && (res.Stats.StateFramesLost == 0 || res.Stats.StateFramesDuplicated == 0)) {
+			t.Errorf("rooms=%d k=%d: state frames sent %d, lost %d, duplicated %d: the search does not reach the state", o.Rooms, o.K,
+				res.Stats.StateFramesSent, res.Stats.StateFramesLost, res.Stats.StateFramesDuplicated)
 		}
 	}
 }

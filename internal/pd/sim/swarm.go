@@ -65,10 +65,15 @@ type Swarm struct {
 	PromptMax       int
 	PoolPages       int // pages per decode engine
 	KVLayers        int // layers of the KV cache (a page is KVLayers K and V frames)
-	PrefillSlots    int // prompts a prefill engine runs at once
-	AdmitDelayMax   room.Duration
-	TimerLateMax    room.Duration // timers fire up to this late
-	WatchdogPeriod  room.Duration
+	// StateBytes is each sequence's recurrent state (0: none), sent after
+	// the pages in stateChunk pieces; StateSlots is how many states a
+	// decode engine holds (an admission needs pages and a slot).
+	StateBytes     int
+	StateSlots     int
+	PrefillSlots   int // prompts a prefill engine runs at once
+	AdmitDelayMax  room.Duration
+	TimerLateMax   room.Duration // timers fire up to this late
+	WatchdogPeriod room.Duration
 
 	// Calm seeds have no fault at all (no loss, duplicate, reorder,
 	// crash, partition, disconnect, engine or checksum error, slow leg or
@@ -163,6 +168,12 @@ func newSwarm(rng *rand.Rand) Swarm {
 	sw.TimerLateMax = between(0, 500*us)
 	sw.WatchdogPeriod = between(25*ms, 100*ms)
 	sw.LinkBytesPerUs = []float64{0.2, 2, 50, 1000}[rng.IntN(4)]
+	// The state: none, a piece of one frame, exactly one frame, or three
+	// frames with a short last one.
+	sw.StateBytes = []int{0, 1 + rng.IntN(kvPageBytes-1), kvPageBytes, 2*kvPageBytes + 1 + rng.IntN(kvPageBytes-1)}[rng.IntN(4)]
+	if sw.StateBytes > 0 {
+		sw.StateSlots = []int{1, 2, 8, 64}[rng.IntN(4)]
+	}
 	if rng.IntN(8) == 0 {
 		sw.calm(rng)
 	}
@@ -218,10 +229,21 @@ func (sw *Swarm) drainBound() room.Duration {
 // request (all of them through one link, each frame waiting once more for
 // a frame of another room).
 func (sw *Swarm) linkTime() room.Duration {
-	frames := int64(sw.Requests) * (int64(pagesFor(sw.PromptMax))*int64(sw.KVLayers)*2 + 8)
+	frames := int64(sw.Requests) * (int64(pagesFor(sw.PromptMax))*int64(sw.KVLayers)*2 + int64(sw.stateFrames()) + 8)
 	perFrame := float64(kvwire.HeaderBytes+kvPageBytes+64)/sw.LinkBytesPerUs + 1
 	return room.Duration(float64(2*frames)*perFrame) * us
 }
+
+// stateFrames is the number of KV frames that carry one state.
+func (sw *Swarm) stateFrames() int {
+	if sw.StateBytes == 0 {
+		return 0
+	}
+	return (sw.StateBytes + sw.stateChunk() - 1) / sw.stateChunk()
+}
+
+// stateChunk is a state frame's length (the last one's at most).
+func (sw *Swarm) stateChunk() int { return kvwire.StateFrameSize(sw.StateBytes, kvPageBytes) }
 
 // String lists the parameters, one "key=value" each, for the trace header.
 func (sw Swarm) String() string {
@@ -236,7 +258,7 @@ func (sw Swarm) String() string {
 		sw.FrameLatencyMax, sw.LinkBytesPerUs, sw.LegLatencyMax, sw.LegSlowRate, sw.LegSlowMax, sw.DropRate, sw.DupRate, sw.ReorderRate, sw.ReorderMax, sw.Calm)
 	fmt.Fprintf(&b, "faults crashes=%d partitions=%d disconnect=%.3f collision=%.3f engine_error=%.3f checksum=%.3f slow=%.2fx%d\n",
 		sw.Crashes, sw.Partitions, sw.DisconnectRate, sw.CollisionRate, sw.EngineErrorRate, sw.ChecksumRate, sw.SlowRate, sw.SlowMax)
-	fmt.Fprintf(&b, "engines compute_per_token=%v decode_per_token=%v prompt_max=%d pool_pages=%d prefill_slots=%d admit_delay_max=%v timer_late_max=%v watchdog=%v",
-		sw.ComputePerToken, sw.DecodePerToken, sw.PromptMax, sw.PoolPages, sw.PrefillSlots, sw.AdmitDelayMax, sw.TimerLateMax, sw.WatchdogPeriod)
+	fmt.Fprintf(&b, "engines compute_per_token=%v decode_per_token=%v prompt_max=%d pool_pages=%d state_bytes=%d state_slots=%d prefill_slots=%d admit_delay_max=%v timer_late_max=%v watchdog=%v",
+		sw.ComputePerToken, sw.DecodePerToken, sw.PromptMax, sw.PoolPages, sw.StateBytes, sw.StateSlots, sw.PrefillSlots, sw.AdmitDelayMax, sw.TimerLateMax, sw.WatchdogPeriod)
 	return b.String()
 }

@@ -19,6 +19,9 @@
 // heartbeat's load report, and PeerLost tells the edge to fail the rooms
 // of a peer that is gone (room.EventPeerLost). SendKV seals page memory
 // from the caller's slice record by record into a small send buffer.
+// State frames (kvwire.KindState: a hybrid model's recurrent state after
+// a room's pages) are KV frames like any other here, on every path: TCP,
+// KV_SHM and, were their data in the source region, KV_SRC.
 //
 // # Shared memory
 //

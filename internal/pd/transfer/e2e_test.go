@@ -577,3 +577,17 @@ func TestSendRefusesBadFrames(t *testing.T) {
 		t.Errorf("Send after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestStateMismatchRefused: peers whose recurrent states differ in size or
+// layout refuse each other in the handshake, naming both fields: a state
+// decode cannot read would resume a sequence from garbage.
+func TestStateMismatchRefused(t *testing.T) {
+	d, p := pair(t, func(dc, pc *transfer.Config) {
+		dc.Shape.StateBytes, dc.Shape.StateLayout = 4096, "gdn:f32:a"
+		pc.Shape.StateBytes, pc.Shape.StateLayout = 8192, "gdn:f32:b"
+	})
+	err := d.Send(ctxT(t), p.Addr(), kvwire.TypeHello, roomID(1), nil)
+	if !errors.Is(err, transfer.ErrIncompatible) || !strings.Contains(errText(err), "state_bytes 4096 vs 8192; state_layout gdn:f32:a vs gdn:f32:b") {
+		t.Fatalf("Send to a peer with another state = %v, want ErrIncompatible naming state_bytes and state_layout", err)
+	}
+}

@@ -553,3 +553,47 @@ func TestShmPeerLostWithPendingFrames(t *testing.T) {
 		}
 	})
 }
+
+// TestStateFramesTravel: state frames (kind state) go through shared memory
+// and over TCP like pages, intact, and reach KVDest and KVDone with their
+// kind; a state frame naming a layer is refused before it is sent.
+func TestStateFramesTravel(t *testing.T) {
+	needShm(t)
+	data := frames(11, 24<<10, 24<<10, 777)
+	for _, k := range []transfer.KVTransport{transfer.KVAuto, transfer.KVTCP} {
+		d, p := kvPair(t, k, k, 2<<20, nil)
+		connect(t, d, p)
+		got := make([][]byte, len(data))
+		for i := range data {
+			got[i] = make([]byte, len(data[i]))
+		}
+		d.rec.mu.Lock()
+		d.rec.dest = func(_ string, _ room.ID, kv kvwire.KV, n int) []byte {
+			if kv.Kind != kvwire.KindState || int(kv.Ordinal) >= len(got) || n != len(got[kv.Ordinal]) {
+				return nil
+			}
+			return got[kv.Ordinal]
+		}
+		d.rec.mu.Unlock()
+		for i, b := range data {
+			if err := p.SendKV(ctxT(t), d.Addr(), roomID(1), kvwire.KV{Kind: kvwire.KindState, Ordinal: uint32(i)}, b); err != nil {
+				t.Fatalf("%v: SendKV(state %d) = %v", k, i, err)
+			}
+		}
+		d.rec.wait(t, patience, len(data), "every KVDone", isKind("kvdone"))
+		for i, ev := range d.rec.all(isKind("kvdone")) {
+			if ev.kv.Kind != kvwire.KindState || !ev.ok || !bytes.Equal(got[ev.kv.Ordinal], data[ev.kv.Ordinal]) {
+				t.Errorf("%v: KVDone %d = %v, intact %v; want a good state frame", k, i, ev, bytes.Equal(got[ev.kv.Ordinal], data[ev.kv.Ordinal]))
+			}
+		}
+		if c := d.Counters()["shm_kv_frames_in"]; (k == transfer.KVAuto) != (c == uint64(len(data))) {
+			t.Errorf("%v: shared memory carried %d state frames", k, c)
+		}
+		err := p.SendKV(ctxT(t), d.Addr(), roomID(1), kvwire.KV{Kind: kvwire.KindState, Layer: 2}, data[2])
+		if !errors.Is(err, transfer.ErrFrame) {
+			t.Errorf("%v: SendKV(state frame of layer 2) = %v, want ErrFrame", k, err)
+		}
+		d.stop()
+		p.stop()
+	}
+}

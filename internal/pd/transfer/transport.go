@@ -560,8 +560,8 @@ func (t *Transport) SendKVHeld(ctx context.Context, peer string, id room.ID, kv 
 	if len(data) > kvwire.KVDataBytesMax {
 		return fmt.Errorf("send KV to %s: %d data bytes above the limit %d: %w: %w", peer, len(data), kvwire.KVDataBytesMax, ErrFrame, kvwire.ErrTooLarge)
 	}
-	if kv.Kind > kvwire.KindV {
-		return fmt.Errorf("send KV to %s: kind %d is neither K nor V: %w: %w", peer, kv.Kind, ErrFrame, kvwire.ErrMalformed)
+	if kv.Kind > kvwire.KindState || (kv.Kind == kvwire.KindState && kv.Layer != 0) {
+		return fmt.Errorf("send KV to %s: kind %d of layer %d is neither K, V nor the state (layer 0): %w: %w", peer, kv.Kind, kv.Layer, ErrFrame, kvwire.ErrMalformed)
 	}
 	var sub [kvwire.KVSubHeaderBytes]byte
 	kv.AppendTo(sub[:0])

@@ -42,9 +42,9 @@ func (h breachedEngineHost) Engine() driver.Engine[*leg] { return h.wrap(h.worke
 // admittedElsewhere names another room in every Admitted.
 type admittedElsewhere struct{ driver.Reports[*leg] }
 
-func (r admittedElsewhere) Admitted(now room.Instant, id room.ID, l *leg, dest driver.Pages, pages []int32) {
+func (r admittedElsewhere) Admitted(now room.Instant, id room.ID, l *leg, dest driver.Pages, pages []int32, state []byte) {
 	id[15] ^= 0xff
-	r.Reports.Admitted(now, id, l, dest, pages)
+	r.Reports.Admitted(now, id, l, dest, pages, state)
 }
 
 // sentTwice delivers every Sent twice.

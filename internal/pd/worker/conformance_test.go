@@ -75,6 +75,7 @@ func (h workerEngineHost) Engine() driver.Engine[*leg] { return engineAdapter{h.
 func (h workerEngineHost) Role() room.Role             { return h.w.role }
 func (h workerEngineHost) Layers() int                 { return h.w.kvCfg.Layers }
 func (h workerEngineHost) PageBytes() int              { return h.w.kvCfg.PageBytes() }
+func (h workerEngineHost) StateBytes() int             { return h.w.stateBytes }
 
 func (h workerEngineHost) Leg(id room.ID) (*leg, int) {
 	req := engine.Request{Prompt: prompt(70), MaxTokens: 4, IgnoreEOS: true}
@@ -83,7 +84,7 @@ func (h workerEngineHost) Leg(id room.ID) (*leg, int) {
 
 // Transfer leaves the pages as they are: the engine resumes on whatever
 // they hold, and its output is not checked here.
-func (h workerEngineHost) Transfer(*leg, driver.Pages, []int32) driver.Token {
+func (h workerEngineHost) Transfer(*leg, driver.Pages, []int32, []byte) driver.Token {
 	return driver.Token{ID: 5, Logprob: -1}
 }
 

@@ -18,7 +18,10 @@
 // written, and answers the leg when DONE_ACK arrives. On models with
 // sliding-window layers it ships every page of the global layers and, of
 // each windowed layer, only the pages of the prompt's last window (from
-// kvcache.Config.FirstNeeded on).
+// kvcache.Config.FirstNeeded on). On hybrid models (recurrent state in the
+// linear-attention layers; KV pages only for the full-attention ones) the
+// sink is also the engine's StateSink: the prompt's final state, copied
+// once, follows the last page as state frames (kvwire.KindState).
 //
 // A decode worker gets the router's leg with the prefill worker's transfer
 // address, says HELLO, asks its engine for pages (engine.Import: global
@@ -26,8 +29,9 @@
 // ALLOC (the prompt's page ordinals; cachePages maps a frame's ordinal to
 // its layer group's page and drops a windowed layer's ordinal before the
 // window as bad coordinates), receives KV frames straight into those
-// pages, and on DONE resumes the sequence in its continuous batch with the
-// first token; the leg then streams like any colocated request, one token
+// pages (on a hybrid model, the state frames into a state buffer allocated
+// with the pages), and on DONE resumes the sequence in its continuous batch
+// with the first token (and that state: Handle.ResumeState); the leg then streams like any colocated request, one token
 // per Next (server.SplitUpdate) so a reader that fell behind still sends
 // one chunk per step.
 //

@@ -97,6 +97,11 @@ type leg struct {
 	h         *engine.Handle
 	engCancel context.CancelFunc
 	resumed   bool
+	// state (decode, models with recurrent state) is the buffer the
+	// prompt's final state is received into, allocated at admission
+	// with the pages (Worker.stateBytes); it then belongs to the driver's
+	// room until Resume hands it to the engine.
+	state []byte
 
 	// outcome of the room for the HTTP leg
 	once     sync.Once

@@ -95,7 +95,7 @@ func (a engineAdapter) StartCompute(l *leg, pages int) error {
 	req := l.req
 	req.MaxTokens = 1
 	req.MinTokens = min(req.MinTokens, 1) // still holds off an end as the first token
-	req.KVSink = &sink{w: w, l: l, pageCount: pages}
+	req.KVSink = &sink{w: w, l: l, pageCount: pages, stateChunk: kvwire.StateFrameSize(w.stateBytes, w.kvCfg.PageBytes())}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
 		cancel()
@@ -122,7 +122,16 @@ func (a engineAdapter) Admit(l *leg) error {
 		for i := range ords {
 			ords[i] = int32(i)
 		}
-		w.locked(func(now room.Instant) { w.rep.Admitted(now, l.id, l, cachePages{kv, t}, ords) })
+		// The state buffer is allocated with the pages, before ALLOC
+		// goes out: prefill's state frames land in it.
+		var state []byte
+		if w.stateBytes > 0 {
+			state = make([]byte, w.stateBytes)
+		}
+		w.locked(func(now room.Instant) {
+			l.state = state
+			w.rep.Admitted(now, l.id, l, cachePages{kv, t}, ords, state)
+		})
 	}}
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
@@ -146,7 +155,15 @@ func (a engineAdapter) Resume(l *leg, first driver.Token) error {
 			tok.Top = append(tok.Top, sample.TokenLogprob{ID: t.ID, Logprob: t.Logprob})
 		}
 	}
-	return l.h.Resume(tok)
+	if l.w.stateBytes == 0 {
+		return l.h.Resume(tok)
+	}
+	// A hybrid model: the sequence resumes from the prompt's final
+	// state too, which the room received into l.state. ResumeState
+	// copies it, so the leg lets it go (it lives as long as the stream).
+	state := l.state
+	l.state = nil
+	return l.h.ResumeState(tok, state)
 }
 
 // Cancel ends the leg's engine sequence.
@@ -233,10 +250,29 @@ func (w *Worker) watchPrefill(l *leg, h *engine.Handle) {
 // released, once sent (or copied out by decode, for a KV_SRC frame) or
 // dropped. Its fields are touched only by the engine's step loop.
 type sink struct {
-	w         *Worker
-	l         *leg
-	pageCount int
-	sentPages []int // per layer: pages handed to the driver
+	w          *Worker
+	l          *leg
+	pageCount  int
+	stateChunk int   // a state frame carries at most this much
+	sentPages  []int // per layer: pages handed to the driver
+}
+
+// PromptState runs on the engine's step loop once, after the prompt's last
+// LayerComputed: it hands the prompt's final recurrent state (models with
+// one) to the driver as state frames of stateChunk bytes each
+// (kvwire.StateFrameSize), the last one shorter. The engine keeps its
+// buffer, so the frames share one copy.
+func (s *sink) PromptState(state []byte) {
+	if s.stateChunk <= 0 {
+		return // a model without state: nothing is expected
+	}
+	buf := slices.Clone(state)
+	frames := make([]driver.KVFrame, 0, (len(buf)+s.stateChunk-1)/s.stateChunk)
+	for o := 0; o*s.stateChunk < len(buf); o++ {
+		frames = append(frames, driver.KVFrame{KV: kvwire.KV{Kind: kvwire.KindState, Ordinal: uint32(o)},
+			Data: buf[o*s.stateChunk : min(len(buf), (o+1)*s.stateChunk)]})
+	}
+	s.w.locked(func(now room.Instant) { s.w.rep.KVReady(now, s.l.id, s.l, frames) })
 }
 
 // LayerComputed runs on the engine's step loop.
@@ -309,3 +345,7 @@ func (h *pageHold) done() {
 		h.eng.ReleasePage(h.group, h.page)
 	}
 }
+
+// The prefill sink is a StateSink: a hybrid model's engine hands it the
+// prompt's final state.
+var _ engine.StateSink = (*sink)(nil)

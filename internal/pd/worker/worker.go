@@ -83,7 +83,12 @@ type Worker struct {
 	// address by it.
 	instance string
 	kvCfg    kvcache.Config
-	met      *metrics
+	// stateBytes is one sequence's recurrent state (0: the model keeps
+	// KV pages only); prefill ships it after the pages, decode receives
+	// it into a buffer of this size per admitted room.
+	stateBytes int
+	shape      kvwire.Shape // what the handshake compares (Shape)
+	met        *metrics
 
 	mu sync.Mutex
 	d  *driver.Driver[*leg]
@@ -122,11 +127,17 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	cfg.Room.Role = cfg.Role
 	kvc := eng.KVCache().Config()
 	mc := eng.Model().Config
+	stateBytes := 4 * eng.Model().StateSize() // float32s
 	cfg.Transfer.Shape = kvwire.Shape{Model: mc.Name, Layers: uint32(kvc.Layers), KVHeads: uint32(kvc.KVHeads),
 		HeadDim: uint32(kvc.HeadDim), PageTokens: uint32(kvc.PageTokens), DType: kvc.DType.String(),
-		Window: uint32(kvc.Window), WindowMask: kvwire.WindowMaskOf(kvc.WindowLayers)}
+		Window: uint32(kvc.Window), WindowMask: kvwire.WindowMaskOf(kvc.WindowLayers),
+		StateBytes: uint32(stateBytes), StateLayout: eng.Model().StateLayout()}
+	if err := cfg.Transfer.Shape.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: the model's KV and state layout cannot be moved between workers: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), tracing: cfg.Tracing, start: time.Now(), kvCfg: kvc,
+		stateBytes: stateBytes, shape: cfg.Transfer.Shape,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
 		ctx: ctx, cancel: cancel, instance: newInstanceID()}
 	w.met = newMetrics(w)
@@ -135,7 +146,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	if lim == (driver.Limits{}) {
 		lim = driver.DefaultLimits()
 	}
-	d, err := driver.New(driver.Config[*leg]{Room: cfg.Room, Layers: kvc.Layers, PageBytes: kvc.PageBytes(), Limits: lim,
+	d, err := driver.New(driver.Config[*leg]{Room: cfg.Room, Layers: kvc.Layers, PageBytes: kvc.PageBytes(), StateBytes: stateBytes, Limits: lim,
 		Engine: engineAdapter{w}, Wire: wireAdapter{w}, Legs: legsAdapter{}, Observer: w.met, Logger: w.log})
 	if err != nil {
 		cancel()
@@ -316,3 +327,9 @@ func newInstanceID() string {
 
 // Instance returns the worker's instance id, new at each start.
 func (w *Worker) Instance() string { return w.instance }
+
+// Shape returns what this worker's handshake sends its peers: the model,
+// its KV page layout and its recurrent state. A room moves, per prompt
+// page, Layers K and V pages of PageBytes each, and then StateBytes of
+// state.
+func (w *Worker) Shape() kvwire.Shape { return w.shape }

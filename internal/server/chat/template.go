@@ -186,13 +186,24 @@ func (c *Template) Render(msgs []openai.Message, addGenerationPrompt bool) (stri
 // template renders ({"role","content"}, and the tool members: see
 // writeMessage).
 func MessagesJSON(msgs []openai.Message) json.RawMessage {
+	return messagesJSON(msgs, false)
+}
+
+// HarmonyMessagesJSON is MessagesJSON for gpt-oss's template, which reads
+// an assistant message's reasoning as "thinking" (as llama.cpp passes
+// reasoning_content to it): both members are written.
+func HarmonyMessagesJSON(msgs []openai.Message) json.RawMessage {
+	return messagesJSON(msgs, true)
+}
+
+func messagesJSON(msgs []openai.Message, thinking bool) json.RawMessage {
 	var b strings.Builder
 	b.WriteByte('[')
 	for i, m := range msgs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeMessage(&b, m)
+		writeMessage(&b, m, thinking)
 	}
 	b.WriteByte(']')
 	return json.RawMessage(b.String())
@@ -203,7 +214,7 @@ func MessagesJSON(msgs []openai.Message) json.RawMessage {
 // are the JSON text of one (as transformers' templates expect and vLLM
 // passes them; other text stays a string), and a tool message's
 // tool_call_id (before its content, in OpenAI's order).
-func writeMessage(b *strings.Builder, m openai.Message) {
+func writeMessage(b *strings.Builder, m openai.Message, thinking bool) {
 	role, _ := json.Marshal(m.Role)
 	content, _ := json.Marshal(m.Content)
 	b.WriteString(`{"role":` + string(role))
@@ -212,6 +223,13 @@ func writeMessage(b *strings.Builder, m openai.Message) {
 		b.WriteString(`,"tool_call_id":` + string(id))
 	}
 	b.WriteString(`,"content":` + string(content))
+	if m.Reasoning != "" {
+		r, _ := json.Marshal(m.Reasoning)
+		b.WriteString(`,"reasoning_content":` + string(r))
+		if thinking {
+			b.WriteString(`,"thinking":` + string(r))
+		}
+	}
 	if len(m.ToolCalls) > 0 {
 		b.WriteString(`,"tool_calls":[`)
 		for i, c := range m.ToolCalls {

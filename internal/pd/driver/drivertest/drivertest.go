@@ -47,6 +47,7 @@ type Call[Leg comparable] struct {
 	First  driver.Token
 	Dest   driver.Pages
 	Pages  []int32
+	State  []byte // "admitted": the state buffer (the engine's, not a copy)
 }
 
 // Recorder is a driver.Reports that records every report, in order. Its
@@ -95,8 +96,8 @@ func (r *Recorder[Leg]) EngineError(_ room.Instant, id room.ID, leg Leg) {
 }
 
 // Admitted records Driver.Admitted.
-func (r *Recorder[Leg]) Admitted(_ room.Instant, id room.ID, leg Leg, dest driver.Pages, pages []int32) {
-	r.add(Call[Leg]{Kind: "admitted", Room: id, Leg: leg, Dest: dest, Pages: slices.Clone(pages)})
+func (r *Recorder[Leg]) Admitted(_ room.Instant, id room.ID, leg Leg, dest driver.Pages, pages []int32, state []byte) {
+	r.add(Call[Leg]{Kind: "admitted", Room: id, Leg: leg, Dest: dest, Pages: slices.Clone(pages), State: state})
 }
 
 // Calls returns the reports so far that match, in order.

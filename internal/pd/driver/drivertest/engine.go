@@ -26,10 +26,15 @@ type EngineHost[Leg comparable] interface {
 	// V) page: one KV frame's data.
 	Layers() int
 	PageBytes() int
+	// StateBytes is the model's recurrent state per sequence (0: none):
+	// prefill reports it in state frames after the pages, decode admits a
+	// leg with a buffer of this size.
+	StateBytes() int
 	// Transfer plays decode's transfer for a leg admitted with pages at
-	// dest: it writes the room's KV there as its prefill would have
-	// computed it, and returns the first token to resume from.
-	Transfer(leg Leg, dest driver.Pages, pages []int32) driver.Token
+	// dest and the state buffer state: it writes the room's KV and state
+	// there as its prefill would have computed them, and returns the
+	// first token to resume from.
+	Transfer(leg Leg, dest driver.Pages, pages []int32, state []byte) driver.Token
 	// Held is what the engine holds for legs: pages in use (or, for a
 	// prefill that keeps none of its own, KV frames not yet released).
 	// It must come back to its value before a leg once the leg ended and
@@ -43,8 +48,11 @@ type EngineHost[Leg comparable] interface {
 // KV frame of the prompt's pages, every layer, K and V, is reported once
 // with KVReady, with a page of data, before the one ComputeDone, and no
 // EngineError; the frames are released and what the engine held comes
-// back; Cancel is idempotent. Decode: Admit is answered by one Admitted
-// with a distinct page per page of the prompt and where they lie; Resume
+// back; Cancel is idempotent. A model with state reports, after the last
+// page frame, each state frame (kind state, layer 0) once,
+// kvwire.StateFrameSize each and the last one the rest of StateBytes. Decode: Admit is answered by one
+// Admitted with a distinct page per page of the prompt, where they lie, and
+// a state buffer of StateBytes; Resume
 // on them returns no error and the sequence gives its pages back when it
 // ends; a leg cancelled after its admission gives them back too. No call
 // reports back synchronously.
@@ -81,7 +89,12 @@ func testPrefillEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Rec
 	h.Settle()
 	var frames []driver.KVFrame
 	seen := map[kvwire.KV]bool{}
-	done := 0
+	done, states := 0, 0
+	stateN := kvwire.StateFrameSize(h.StateBytes(), h.PageBytes())
+	stateFrames := 0
+	if stateN > 0 {
+		stateFrames = (h.StateBytes() + stateN - 1) / stateN
+	}
 	for _, c := range rec.Calls(func(c Call[Leg]) bool { return c.Leg == leg }) {
 		if c.Room != roomID('e', 2) {
 			t.Errorf("%s for the leg of room %v names room %v", describe(c), roomID('e', 2), c.Room)
@@ -93,6 +106,23 @@ func testPrefillEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Rec
 			}
 			for _, f := range c.Frames {
 				frames = append(frames, f)
+				if f.KV.Kind == kvwire.KindState {
+					states++
+					want := min(stateN, h.StateBytes()-int(f.KV.Ordinal)*stateN)
+					switch {
+					case int(f.KV.Ordinal) >= stateFrames || f.KV.Layer != 0:
+						t.Errorf("state frame %+v outside the %d state frames", f.KV, stateFrames)
+					case seen[f.KV]:
+						t.Errorf("state frame %+v reported twice", f.KV)
+					case len(f.Data) != want:
+						t.Errorf("state frame %+v carries %d bytes, want %d", f.KV, len(f.Data), want)
+					}
+					seen[f.KV] = true
+					continue
+				}
+				if states > 0 {
+					t.Errorf("KV frame %+v after a state frame: the state goes after every page", f.KV)
+				}
 				switch {
 				case int(f.KV.Ordinal) >= pages || int(f.KV.Layer) >= h.Layers() || f.KV.Kind > kvwire.KindV:
 					t.Errorf("KV frame %+v outside %d pages of %d layers", f.KV, pages, h.Layers())
@@ -109,8 +139,8 @@ func testPrefillEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Rec
 			t.Errorf("prefill engine reported %s", describe(c))
 		}
 	}
-	if want := pages * h.Layers() * 2; len(seen) != want {
-		t.Errorf("%d distinct KV frames reported, want %d (%d pages × %d layers × K and V)", len(seen), want, pages, h.Layers())
+	if want := pages*h.Layers()*2 + stateFrames; len(seen) != want {
+		t.Errorf("%d distinct KV frames reported, want %d (%d pages × %d layers × K and V, %d state frames)", len(seen), want, pages, h.Layers(), stateFrames)
 	}
 	if done != 1 {
 		t.Errorf("%d ComputeDone reports, want 1", done)
@@ -150,6 +180,8 @@ func testDecodeEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Reco
 			t.Errorf("%d Admitted reports for one Admit, want 1", len(cs))
 		case a.Room != id || a.Dest == nil || len(a.Pages) != pages:
 			t.Errorf("Admitted(%v, dest %v, pages %v) for room %v, want %d pages and where they lie", a.Room, a.Dest, a.Pages, id, pages)
+		case len(a.State) != h.StateBytes():
+			t.Errorf("Admitted with a %d-byte state buffer, want %d", len(a.State), h.StateBytes())
 		}
 		for i, p := range a.Pages {
 			for _, q := range a.Pages[:i] {
@@ -161,7 +193,7 @@ func testDecodeEngine[Leg comparable](t testing.TB, h EngineHost[Leg], rec *Reco
 		return leg, a
 	}
 	leg, a := admit(roomID('e', 3))
-	first := h.Transfer(leg, a.Dest, a.Pages)
+	first := h.Transfer(leg, a.Dest, a.Pages, a.State)
 	var err error
 	call(t, h, rec, "Resume", func() { err = e.Resume(leg, first) })
 	if err != nil {

@@ -1,0 +1,55 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"tandem/internal/engine"
+	"tandem/internal/engine/tensor"
+	"tandem/internal/fixture"
+	"tandem/internal/synth"
+)
+
+// TestGemma4Engine: the g4e gemma4 file (windowed layers of 16 tokens with
+// their own page pool, the last three layers reading earlier layers' K/V,
+// per-layer embeddings) gives llama.cpp's greedy ids through the engine
+// with chunked prefill (7-token steps over 4-token pages), batched decode
+// of three copies, and, in a second round, prompts served from the prefix
+// cache.
+func TestGemma4Engine(t *testing.T) {
+	cfg, err := synth.Preset("g4e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fixture.Synth(t, cfg, tensor.F16, 1)
+	// llama.cpp's ids for the 82-token prompt: gemma4Cases "g4e-f16" in
+	// internal/engine/model/gemma4_llamacpp_test.go (no near tie in 24 steps)
+	text := "Once upon a time there was a little girl who lived in a village near the forest. " +
+		"Every day she walked to the river to fetch water for her mother, and one morning she saw"
+	want := []int32{292, 29, 203, 303, 280, 342, 396, 224, 332, 154, 21, 280, 163, 413, 464, 412, 285, 173, 29, 439, 111, 303, 176, 439}
+	prompt := m.Tokenizer.Encode(text, true, true)
+	e := newEngine(t, m, engine.Config{PrefixCache: true, PageTokens: 4, Pages: 256, MaxBatchTokens: 7})
+	if kc := e.KVCache().Config(); kc.Layers != 3 || kc.Window != 16 {
+		t.Fatalf("kv cache of %d layers, window %d: want the 3 KV layers and a 16-token window group", kc.Layers, kc.Window)
+	}
+	for round := range 2 {
+		var hs []*engine.Handle
+		for range 3 {
+			h, err := e.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: len(want), IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		for i, h := range hs {
+			got, last := collect(t, h)
+			if !slices.Equal(got, want) {
+				t.Errorf("round %d request %d: ids %v, llama.cpp %v", round, i, got, want)
+			}
+			if round == 1 && last.CachedTokens == 0 {
+				t.Errorf("round 1 request %d: no prompt tokens came from the prefix cache", i)
+			}
+		}
+	}
+}

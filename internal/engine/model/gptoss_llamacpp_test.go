@@ -1,0 +1,155 @@
+package model_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"tandem/internal/engine/kernels"
+	"tandem/internal/engine/model"
+	"tandem/internal/engine/tensor"
+	"tandem/internal/synth"
+)
+
+// gptossCases are synthesized gpt-oss files (the tiny preset as gpt-oss:
+// 8 experts of width 256, 4 used, YaRN factor 32, attention sinks, Q/K/V/O
+// and expert biases, attn-gain 5 so that positions matter) and
+// llama.cpp's greedy runs of the three lowbitPrompts on them. The seeds
+// were picked among 21-38 by llama.cpp's gaps alone (the latest first near
+// tie over the three prompts), before comparing with Tandem. Recorded with
+// node-llama-cpp 3.21.1 (llama.cpp 80fb11a, one thread, F16 KV cache) by
+// TestGptOssLlamaCppLive (TANDEM_NPM_DIR=... go test -run
+// TestGptOssLlamaCppLive -v logs the runs). tie is the step of llama.cpp's
+// first near tie (24 when none came).
+var gptossCases = []moeCase{
+	// tandem model synth --arch gpt-oss --type mxfp4 --attn-gain 5 --seed 29:
+	// MXFP4 experts, Q8_0 elsewhere; window 128 (the default), longer than
+	// every prompt and its continuation (82+24 tokens)
+	{"gpt-oss-mxfp4", gptoss(128), tensor.MXFP4, 29, [3]lowbitRun{
+		{12, []int32{79, 284, 259, 166, 222, 267, 504, 443, 127, 210, 206, 114, 61, 402, 257, 183, 23, 163, 254, 505, 36, 239, 244, 45}},
+		{10, []int32{397, 193, 309, 116, 444, 144, 190, 442, 129, 202, 346, 200, 87, 153, 179, 86, 81, 346, 48, 320, 192, 505, 313, 77}},
+		{23, []int32{189, 33, 92, 157, 487, 78, 179, 459, 313, 381, 47, 313, 417, 468, 460, 382, 226, 458, 301, 172, 434, 427, 274, 393}},
+	}},
+	// --arch gpt-oss --type f16 --attn-gain 5 --sliding-window 16 --seed 29:
+	// a window shorter than the two longer prompts
+	{"gpt-oss-f16-w16", gptoss(16), tensor.F16, 29, [3]lowbitRun{
+		{24, []int32{79, 495, 331, 427, 179, 389, 301, 420, 505, 329, 158, 160, 417, 430, 130, 222, 160, 20, 37, 300, 375, 55, 303, 21}},
+		{15, []int32{40, 460, 368, 147, 292, 443, 268, 494, 176, 361, 125, 460, 146, 249, 371, 213, 300, 53, 311, 265, 229, 243, 290, 73}},
+		{19, []int32{486, 37, 306, 94, 303, 206, 505, 486, 423, 52, 318, 163, 246, 18, 408, 367, 79, 270, 313, 331, 151, 230, 314, 129}},
+	}},
+	// --arch gpt-oss --type q8_0 --attn-gain 5 --sliding-window 8 --seed 33
+	{"gpt-oss-q8_0-w8", gptoss(8), tensor.Q8_0, 33, [3]lowbitRun{
+		{15, []int32{71, 173, 505, 213, 432, 339, 344, 440, 385, 93, 292, 29, 492, 476, 284, 107, 111, 330, 297, 250, 149, 374, 389, 347}},
+		{19, []int32{161, 257, 340, 51, 87, 86, 373, 158, 13, 500, 254, 492, 283, 8, 292, 52, 289, 383, 238, 138, 107, 85, 139, 363}},
+		{20, []int32{344, 233, 342, 415, 127, 234, 358, 99, 241, 74, 255, 364, 246, 331, 232, 299, 54, 222, 42, 74, 255, 284, 228, 115}},
+	}},
+}
+
+// gptoss returns a moeCase configuration of gpt-oss with sliding window w.
+func gptoss(w int) func(c *synth.Config) {
+	return func(c *synth.Config) { c.Arch, c.AttnGain, c.SlidingWindow = "gpt-oss", 5, w }
+}
+
+// TestGptOssMatchesLlamaCpp: on the synthesized gpt-oss files, Tandem's
+// greedy continuation of three prompts equals llama.cpp's up to its first
+// near tie, at the kernel level TANDEM_KERNEL_LEVEL names (run it at every
+// level). The windows: 128, longer than every prompt and continuation; 16
+// and 8, shorter than the two longer prompts (23 and 82 tokens).
+func TestGptOssMatchesLlamaCpp(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range gptossCases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := model.Load(writeMoECase(t, dir, tc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pool := kernels.NewPool(2)
+			defer pool.Close()
+			for i, run := range tc.runs {
+				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
+				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
+				n := min(run.tie, len(run.ids))
+				if !slices.Equal(got[:n], run.ids[:n]) {
+					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
+				}
+			}
+		})
+	}
+}
+
+// TestGptOssLlamaCppLive runs llama.cpp itself (node-llama-cpp under
+// TANDEM_NPM_DIR) on every gptossCases file and checks Tandem against it.
+func TestGptOssLlamaCppLive(t *testing.T) {
+	liveCases(t, gptossCases)
+}
+
+// liveCases is TestMoELlamaCppLive's body for cases.
+func liveCases(t *testing.T, cases []moeCase) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
+	}
+	npm := os.Getenv("TANDEM_NPM_DIR")
+	if npm == "" {
+		npm = "/tmp/tandem-npm"
+	}
+	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
+		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
+	}
+	dir := t.TempDir()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeMoECase(t, dir, tc)
+			cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
+			cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
+			}
+			m, err := model.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pool := kernels.NewPool(2)
+			defer pool.Close()
+			sc := bufio.NewScanner(bytes.NewReader(out))
+			sc.Buffer(nil, 1<<20)
+			for i := 0; sc.Scan(); i++ {
+				var ref struct {
+					PromptIDs []int32   `json:"prompt_ids"`
+					IDs       []int32   `json:"ids"`
+					Gaps      []float64 `json:"gaps"`
+				}
+				if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
+					t.Fatal(err)
+				}
+				tie := len(ref.IDs)
+				for s, g := range ref.Gaps {
+					if g < moeNearTie {
+						tie = s
+						break
+					}
+				}
+				t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", i+1, tie, joinIDs(ref.IDs), minGap(ref.Gaps[:tie]))
+				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), ref.PromptIDs, 24)
+				if !slices.Equal(got[:tie], ref.IDs[:tie]) {
+					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
+				}
+				if rec := tc.runs[i]; rec.ids != nil {
+					if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
+						t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
+					}
+				}
+			}
+		})
+	}
+}
