@@ -1,5 +1,5 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
-// and qwen2, qwen3, phi3, gemma2, gemma3 and the mixtures of experts
+// and qwen2, qwen3, phi3, gemma2, gemma3, gemma4 and the mixtures of experts
 // qwen3moe, qwen2moe and gpt-oss (Config.Arch) with the tensors and keys llama.cpp's
 // loader for each expects (see Architectures below and moe.go), and the
 // embedding encoders nomic-bert and bert (EncoderArchs, WriteEncoder, with a
@@ -93,6 +93,15 @@
 // give near-uniform attention that ignores positions, so RoPE and window tests
 // set it). The default llama file is byte-identical to what it was before
 // architectures came.
+//
+// gemma4 (gemma4.go describes the layout) has sliding-window and full
+// layers of different head dimensions and KV head counts, full layers
+// rotating a quarter of their heads (rope_freqs), optional shared-KV layers,
+// per-layer embeddings and the 26B-A4B's experts beside the dense
+// feed-forward; its presets are g4e (E2B-like, scaled tiny) and g4a4b
+// (26B-A4B-like, scaled tiny). Its output_norm, Q/K norms and router input
+// scale are scaled (x8, x0.35, x256) so that greedy runs of random weights
+// are not decided by near ties, soft attention or near-equal experts.
 //
 // A write goes through a temporary file, so a failed write leaves no partial
 // model; the presets are tiny (256 wide, 2 layers, 4 heads / 2 KV heads, a

@@ -96,13 +96,17 @@ func (a engineAdapter) StartCompute(l *leg, pages int) error {
 	req.MaxTokens = 1
 	req.MinTokens = min(req.MinTokens, 1) // still holds off an end as the first token
 	req.KVSink = &sink{w: w, l: l, pageCount: pages, stateChunk: kvwire.StateFrameSize(w.stateBytes, w.kvCfg.PageBytes())}
+	// Stamped before Submit, which stamps the engine's enqueue time: the
+	// admission time derived from it (computeAt + QueueTime) is then never
+	// later than the true one, however long Submit takes to return.
+	computeAt := time.Now()
 	h, err := w.eng.Submit(ctx, req)
 	if err != nil {
 		cancel()
 		return err
 	}
 	l.setHandle(h, cancel)
-	l.computeAt = time.Now()
+	l.computeAt = computeAt
 	w.wg.Add(1)
 	go w.watchPrefill(l, h)
 	return nil
