@@ -269,6 +269,9 @@ var regressionSeeds = []struct {
 	{8, "state frames held back until DONE overtook them: decode fails the room at DONE (protocol) instead of resuming " +
 		"from a state with a hole; the first seed that fails with room.PlantedIgnoreState",
 		func(st Stats) bool { return st.StateFramesReordered > 0 && st.RoomFailures[room.ReasonProtocol] > 0 }},
+	{46370, "a state frame was being copied when decode lost its prefill peer: the driver keeps the ended room (its state " +
+		"buffer quarantined) until the copy ends; the 100,000-seed run that found it failed on the simulator's own " +
+		"check, which counted only page writes", func(st Stats) bool { return st.StateFramesSent > 0 && st.Crashes > 0 }},
 	{31, "requests reuse room ids with few tombstones kept (TombstonesMax): what the old edge copy got wrong (689)",
 		func(st Stats) bool { return st.Collisions > 0 }},
 	{44, "the same with another schedule", func(st Stats) bool { return st.Collisions > 0 }},
