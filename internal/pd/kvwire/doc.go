@@ -91,7 +91,10 @@
 // pages, FIRST_TOKEN [TopLogprobsMax] alternatives, messages 1 KiB (cut at
 // a UTF-8 boundary), addresses and model names 255 bytes, dtype 16 bytes,
 // offered rings 1 MiB..1 GiB in 4 KiB pages, source regions 8 KiB..1 TiB,
-// KV_SHM and KV_SRC lengths 1..16 MiB.
+// KV_SHM and KV_SRC lengths 1..16 MiB, a state of at most
+// [StateBytesMax] (1 GiB) with a layout name of 255 bytes, cut into frames
+// of [StateFrameSize] (about [StateFramesTarget] of them, whole pages, at
+// most [StateFrameBytesMax] unless a page is larger).
 //
 // # Invariants
 //
