@@ -17,7 +17,7 @@
 // # Format
 //
 // Every frame is a 32-byte little-endian [Header] (magic "TDKV", version
-// 2, type, flags, room id, payload length, CRC-32C of the payload on
+// 3, type, flags, room id, payload length, CRC-32C of the payload on
 // handshake frames) and the payload: in clear for the five handshake
 // frames, sealed with AES-256-GCM for every frame after them
 // ([SealedBytes], keys from [SessionKeys]). Each [Type] has a payload length range ([Type.PayloadBytesMin],
