@@ -16,6 +16,7 @@ import (
 var (
 	seedsFlag = flag.Int("seeds", 2000, "how many seeds TestSim runs (seeds 0..N-1)")
 	seedFlag  = flag.Int64("seed", -1, "run only this seed and print its whole trace")
+	seedsFrom = flag.Int("seeds.from", 0, "TestSim starts at this seed (runs seeds.from .. seeds.from+seeds-1), so a long run can be split across processes")
 )
 
 // TestSim runs seeds 0..-seeds-1 (2,000 by default): each is a whole
@@ -36,7 +37,8 @@ func TestSim(t *testing.T) {
 	var total totals
 	start := time.Now()
 	failures := 0
-	for seed := range uint64(*seedsFlag) {
+	for i := range uint64(*seedsFlag) {
+		seed := uint64(*seedsFrom) + i
 		res := Run(Options{Seed: seed})
 		total.add(res.Stats)
 		if res.Violation != nil {
