@@ -28,7 +28,7 @@ func runErr(args ...string) (string, error) {
 // architecture that `model info` describes and `generate` runs.
 func TestSynthArchs(t *testing.T) {
 	dir := t.TempDir()
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe", "gpt-oss"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "gemma4", "qwen3moe", "qwen2moe", "gpt-oss"} {
 		p := filepath.Join(dir, arch+".gguf")
 		run(t, "model", "synth", "--preset", "tiny", "--type", "q8_0", "--arch", arch, "--sliding-window", "8", "-o", p)
 		info := run(t, "model", "info", p)
@@ -45,6 +45,23 @@ func TestSynthArchs(t *testing.T) {
 		!strings.Contains(info, "attention sinks") || !strings.Contains(info, "sliding window 8 on 1 of 2 layers") ||
 		!strings.Contains(info, "experts       8, 4 used per token, width 256, softmax over the chosen gating") {
 		t.Errorf("model info of the gpt-oss file:\n%s", info)
+	}
+	if info := run(t, "model", "info", filepath.Join(dir, "gemma4.gguf")); !strings.Contains(info, "sliding window 8 on 1 of 2 layers") ||
+		!strings.Contains(info, "windowed layers' head dim 32 (rope 32 dims), kv heads per layer [2 1]") {
+		t.Errorf("model info of the gemma4 file:\n%s", info)
+	}
+	// the gemma4 presets: the E2B-like one and the 26B-A4B-like mixture of experts
+	for _, preset := range []string{"g4e", "g4a4b"} {
+		p := filepath.Join(dir, preset+".gguf")
+		run(t, "model", "synth", "--preset", preset, "--type", "q8_0", "-o", p)
+		info := run(t, "model", "info", p)
+		want := "K/V kept by layers 0-2, shared by the last 3, per-layer embeddings of 64"
+		if preset == "g4a4b" {
+			want = "experts       16, 4 used per token, width 64, softmax gating, weights renormalized over the chosen"
+		}
+		if !strings.Contains(info, want) || !strings.Contains(info, "sliding window 16") {
+			t.Errorf("model info of the %s file lacks %q:\n%s", preset, want, info)
+		}
 	}
 	if out, err := runErr("model", "synth", "--arch", "mamba", "-o", filepath.Join(dir, "x.gguf")); err == nil ||
 		!strings.Contains(err.Error(), `architecture "mamba" cannot be synthesized`) {

@@ -249,7 +249,7 @@ func modelSynthCmd() *cobra.Command {
 		nextN                       int
 	)
 	cmd := &cobra.Command{
-		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b|g4e|g4a4b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma4|qwen3moe|qwen2moe|qwen35|qwen35moe|gpt-oss|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
+		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b|g4e|g4a4b|oss20b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma4|qwen3moe|qwen2moe|qwen35|qwen35moe|gpt-oss|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
 		Short: "Write a random-weight GGUF of a model architecture (a fixture for tests and benchmarks; llama.cpp loads it too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -312,7 +312,7 @@ func modelSynthCmd() *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe), q35-2b (Qwen3.5-2B's shape, arch qwen35), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV) or g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts)")
+	fs.StringVar(&preset, "preset", "tiny", "model shape: tiny, 110m, 1b, a3b (a scaled-down Qwen3-30B-A3B, arch qwen3moe), q35-2b (Qwen3.5-2B's shape, arch qwen35), g4e (a tiny Gemma 4 E2B-like gemma4: per-layer embeddings, shared KV), g4a4b (a tiny Gemma 4 26B-A4B-like gemma4 mixture of experts) or oss20b (gpt-oss-20b's block with 4 layers, arch gpt-oss)")
 	fs.IntVar(&interval, "full-attention-interval", 0, "qwen35, qwen35moe: every Nth layer is full attention, the others Gated DeltaNet (0: 4, or the layer count when fewer)")
 	fs.IntVar(&ropeDims, "rope-dims", 0, "qwen35, qwen35moe: rotated dimensions per attention head (0: a quarter of the head)")
 	fs.IntVar(&ssmConv, "ssm-conv", 0, "qwen35, qwen35moe: DeltaNet convolution taps (0: 4)")

@@ -138,6 +138,13 @@ func TestArchConfigErrors(t *testing.T) {
 		{func(c *Config) { c.Arch, c.Tied = "gpt-oss", true }, "gpt-oss files always have output.weight"},
 		{func(c *Config) { c.Arch, c.RopeOrigContext = "gpt-oss", 256 }, "only phi3 files take one"},
 		{func(c *Config) { c.Arch, c.ExpertFF = "qwen3moe", DimMax+1 }, "expert feed-forward width"},
+		{func(c *Config) { c.Gemma4.PerLayer = 64 }, "gemma4 shape fields are for arch gemma4"},
+		{func(c *Config) { c.Arch, c.Gemma4.HeadDimSWA = "gemma4", 128 }, "sliding-window head dim 128"},
+		{func(c *Config) { c.Arch, c.Gemma4.KVHeadsFull = "gemma4", 3 }, "kv heads 3 must divide"},
+		{func(c *Config) { c.Arch, c.SlidingWindowPattern = "gemma4", 1 }, "period 1 out of range"},
+		{func(c *Config) { c.Arch, c.Layers, c.Gemma4.SharedKV = "gemma4", 6, 2 }, "llama.cpp's reuse rule"},
+		{func(c *Config) { c.Arch, c.Layers, c.Gemma4.SharedKV = "gemma4", 6, 5 }, "shared KV layers 5 out of range"},
+		{func(c *Config) { c.Arch, c.Gemma4.PerLayer = "gemma4", -1 }, "per-layer embedding width -1"},
 	} {
 		c, _ := Preset("tiny")
 		tc.set(&c)

@@ -149,17 +149,22 @@ var presets = map[string]Config{
 
 // Preset returns the Config named name: "tiny" (256 wide, 2 layers, GQA 2:1,
 // 512-token vocabulary), "110m" (stories110M's shape), "1b" (TinyLlama
-// 1.1B's shape), "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled down)
-// or "q35-2b" (a qwen35 of Qwen3.5-2B's shape); the last two have an Arch. RopeBase and NormEps are set to llama.cpp's defaults.
+// 1.1B's shape), "a3b" (a qwen3moe of Qwen3-30B-A3B's block, scaled
+// down), "q35-2b" (a qwen35 of Qwen3.5-2B's shape), the gemma4 presets
+// g4e and g4a4b, or "oss20b" (a gpt-oss of gpt-oss-20b's block, scaled
+// down; gptoss.go); all but the first three have an Arch. NormEps is set
+// to llama.cpp's default, and RopeBase to 10000 where the preset has none.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
 		c, ok = gemma4Presets[name]
 	}
 	if !ok {
-		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, q35-2b, g4e or g4a4b)", name)
+		return Config{}, fmt.Errorf("unknown synth preset %q (want tiny, 110m, 1b, a3b, q35-2b, g4e, g4a4b or oss20b)", name)
 	}
-	c.RopeBase = 10000
+	if c.RopeBase == 0 {
+		c.RopeBase = 10000
+	}
 	c.NormEps = 1e-5
 	return c, nil
 }

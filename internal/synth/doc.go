@@ -1,5 +1,5 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
-// and qwen2, qwen3, phi3, gemma2, gemma3, the mixtures of experts
+// and qwen2, qwen3, phi3, gemma2, gemma3, gemma4, the mixtures of experts
 // qwen3moe, qwen2moe and gpt-oss, and the hybrids qwen35 and qwen35moe
 // (Config.Arch) with the tensors and keys llama.cpp's
 // loader for each expects (see Architectures below and moe.go), and the
@@ -94,6 +94,15 @@
 // give near-uniform attention that ignores positions, so RoPE and window tests
 // set it). The default llama file is byte-identical to what it was before
 // architectures came.
+//
+// gemma4 (gemma4.go describes the layout) has sliding-window and full
+// layers of different head dimensions and KV head counts, full layers
+// rotating a quarter of their heads (rope_freqs), optional shared-KV layers,
+// per-layer embeddings and the 26B-A4B's experts beside the dense
+// feed-forward; its presets are g4e (E2B-like, scaled tiny) and g4a4b
+// (26B-A4B-like, scaled tiny). Its output_norm, Q/K norms and router input
+// scale are scaled (x8, x0.35, x256) so that greedy runs of random weights
+// are not decided by near ties, soft attention or near-equal experts.
 //
 // qwen35 and qwen35moe (qwen35.go) are hybrids: of every FullAttnInterval
 // layers (--full-attention-interval; default 4, or the layer count when

@@ -50,6 +50,9 @@ type Gemma4Shape struct {
 	RotFull float64
 	// KEqV leaves attn_v out of the full layers.
 	KEqV bool
+	// FusedGateUp writes the experts' gate and up as one tensor,
+	// ffn_gate_up_exps [dim, 2·ExpertFF, experts] (gate rows first).
+	FusedGateUp bool
 }
 
 // gemma4Presets are the gemma4 shapes Preset knows.
@@ -276,8 +279,15 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 				norm(p+"pre_ffw_norm_2.weight"),
 				norm(p+"post_ffw_norm_1.weight"),
 				norm(p+"post_ffw_norm_2.weight"),
-				mat(p+"ffn_gate_exps.weight", catFFNGate, dim, eff, n),
-				mat(p+"ffn_up_exps.weight", catFFNUp, dim, eff, n),
+			)
+			if g.FusedGateUp {
+				specs = append(specs, mat(p+"ffn_gate_up_exps.weight", catFFNGate, dim, 2*eff, n))
+			} else {
+				specs = append(specs,
+					mat(p+"ffn_gate_exps.weight", catFFNGate, dim, eff, n),
+					mat(p+"ffn_up_exps.weight", catFFNUp, dim, eff, n))
+			}
+			specs = append(specs,
 				mat(p+"ffn_down_exps.weight", catFFNDown, eff, dim, n),
 				normN(p+"ffn_down_exps.scale", n))
 		}

@@ -22,6 +22,17 @@ import (
 // original_context_length (the context length here, so a small context
 // still rotates with YaRN's mixed angles).
 
+// The oss20b preset: gpt-oss-20b's block (2880 wide, 64 query heads and 8
+// KV heads of 64, RoPE base 150000, 32 experts of width 2880 of which 4
+// used, window 128) with 4 layers instead of 24 and a 32000-token
+// vocabulary: about 0.3B active parameters of 3.3B, 1.8 GB as mxfp4. A
+// speed fixture of the real shape (its attention width, 4096, differs
+// from its embedding width).
+func init() {
+	presets["oss20b"] = Config{Name: "tandem-synth-oss20b", Arch: gptossArch, Dim: 2880, Layers: 4, Heads: 64, KVHeads: 8, KeyLength: 64,
+		FF: 2880, Vocab: 32000, Context: 4096, RopeBase: 150000, Experts: 32, ExpertsUsed: 4, ExpertFF: 2880, SlidingWindow: 128}
+}
+
 // gptossArch is gpt-oss's general.architecture.
 const gptossArch = "gpt-oss"
 

@@ -166,6 +166,9 @@ type Config struct {
 // KVLayers is the number of layers that keep KV pages: every layer but
 // the recurrent ones.
 func (c *Config) KVLayers() int {
+	if c.Gemma4 != nil {
+		return c.Gemma4.KVLayers // the last layers share earlier layers' K/V
+	}
 	n := c.Layers
 	for _, r := range c.Recurrent {
 		if r {

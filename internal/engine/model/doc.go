@@ -57,6 +57,20 @@
 //     added in ascending expert order in both paths, so its logits do not
 //     depend on the step it runs in (TestMoEPrefillEqualsDecode). Expert
 //     matrices are not packed into panels.
+//   - gemma4 (gemma4.go, which describes it whole): sliding-window and full
+//     layers each with their own head dimension (key_length_swa /
+//     key_length), KV head count (head_count_kv as a per-layer array), RoPE
+//     base and rotated dimensions; the full layers rotate through rope_freqs
+//     (huge factors leave a head's unrotated part alone: partial rotation);
+//     Q/K norms with weights, V's without; attention scale 1; the last
+//     shared_kv_layers layers read the K/V of the last earlier layer of
+//     their kind; per-layer embeddings (embedding_length_per_layer_input);
+//     the 26B-A4B's dense feed-forward beside GeGLU experts routed by the
+//     normalized residual; final soft-cap (default 30); layer_output_scale.
+//     Its KV cache has only the K/V-keeping layers, each row as wide as the
+//     widest layer's (Model.CacheConfig), so the disaggregated path ships it
+//     unchanged. Its forward step is its own (Runner.gemma4Layer); attention
+//     is the shared code with a per-layer shape.
 //   - qwen35, qwen35moe (Qwen3.5/3.6; gdn.go): hybrids of Gated DeltaNet
 //     layers and gated full-attention layers; of every
 //     {arch}.full_attention_interval layers (default 4) the last is full

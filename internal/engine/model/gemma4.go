@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tandem/internal/engine/gguf"
+	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/kvcache"
 	"tandem/internal/engine/tensor"
 )
@@ -230,7 +231,15 @@ func (c *Config) gemma4Features(md Metadata, req func(string, *int, int) error) 
 	if g.HeadDimSWA%2 != 0 || g.RopeDimSWA%2 != 0 {
 		return fmt.Errorf("model metadata: sliding-window head dimension %d and rotated dimensions %d must be even", g.HeadDimSWA, g.RopeDimSWA)
 	}
-	var err error
+	heads, err := perLayerInts(md, a+"attention.head_count", c.Layers, 1, headsMax)
+	if err != nil {
+		return err
+	}
+	for l, h := range heads {
+		if h != c.Heads {
+			return fmt.Errorf("model metadata: layer %d has %d query heads, layer 0 %d: per-layer query head counts are not supported", l, h, heads[0])
+		}
+	}
 	if g.KVHeads, err = perLayerInts(md, a+"attention.head_count_kv", c.Layers, 1, headsMax); err != nil {
 		if _, ok := md.Int(a + "attention.head_count_kv"); ok {
 			return err
@@ -463,7 +472,7 @@ func (r *Runner) tokens(n, elems int, fn func(lo, hi int)) {
 
 // gemma4Inputs readies a gemma4 step after the embeddings: scratch, the
 // sliding-window layers' RoPE table and the per-layer inputs.
-func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
+func (r *Runner) gemma4Inputs(seqs []Seq, n int) error {
 	c := &r.m.Config
 	g := c.Gemma4
 	s := &r.g4
@@ -473,7 +482,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 	s.pg = grow(s.pg, n*P)
 	s.mlp = grow(s.mlp, n*c.Dim)
 	s.rin = grow(s.rin, n*c.Dim)
-	s.gu = grow(s.gu, n*2*c.MoE.FF)
+	s.gu = grow(s.gu, max(n, c.MoE.Used)*2*c.MoE.FF) // one token: every chosen expert's gate|up
 	maxFF := 0
 	for _, f := range g.FF {
 		maxFF = max(maxFF, f)
@@ -482,7 +491,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 	r.up = grow(r.up, n*maxFF)
 	r.ropeDims(s.ropeSWA, 0, n, g.RopeDimSWA, c.RopeBaseSWA, c.RopeScaleSWA, nil)
 	if P == 0 {
-		return
+		return nil
 	}
 	m := r.m.g4
 	pl := s.pl[:n*P*L]
@@ -495,7 +504,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 		sq := &seqs[r.tokSeq[t]]
 		tok := sq.Tokens[r.tokPos[t]-sq.Pos]
 		if err := tensor.Dequantize(m.PerLayerEmbd.Type, m.PerLayerEmbd.Row(int(tok)), emb); err != nil {
-			clear(emb) // validate checked the token; a type Dequantize refuses was refused at load
+			return fmt.Errorf("per-layer embedding of token %d: %w", tok, err)
 		}
 		row := pl[t*P*L : (t+1)*P*L]
 		for i := range row {
@@ -509,6 +518,7 @@ func (r *Runner) gemma4Inputs(seqs []Seq, n int) {
 			row[i] = (row[i] + emb[i]*embScale) * inScale
 		}
 	}
+	return nil
 }
 
 // ropeDims is ropeTable for dims rotated dimensions with base, position
@@ -569,13 +579,21 @@ func (r *Runner) gemma4Layer(kv *kvcache.Cache, l int, seqs []Seq, n int) {
 	}
 	r.resid = false
 	r.normTokens(ly.AttnNorm, n)
-	r.matmul(&ly.Q, r.h, n, r.q)
-	if owns {
-		r.matmul(&ly.K, r.h, n, r.k)
-		if ly.V.Data != nil {
-			r.matmul(&ly.V, r.h, n, r.v)
-		} else {
-			copy(r.v[:n*kvDim], r.k[:n*kvDim])
+	switch {
+	case n == 1 && owns && ly.V.Data != nil:
+		r.matvecs(r.h, &ly.Q, r.q, &ly.K, r.k, &ly.V, r.v) // one pool round
+	case n == 1 && owns:
+		r.matvecs(r.h, &ly.Q, r.q, &ly.K, r.k, nil, nil)
+		copy(r.v[:kvDim], r.k[:kvDim])
+	default:
+		r.matmul(&ly.Q, r.h, n, r.q)
+		if owns {
+			r.matmul(&ly.K, r.h, n, r.k)
+			if ly.V.Data != nil {
+				r.matmul(&ly.V, r.h, n, r.v)
+			} else {
+				copy(r.v[:n*kvDim], r.k[:n*kvDim])
+			}
 		}
 	}
 	r.setQKV(r.q, qDim, r.k, r.v, kvDim)
@@ -726,6 +744,10 @@ func (r *Runner) gemma4Experts(ly *Layer, n int) {
 	D, F := c.Dim, mc.FF
 	s := &r.moe
 	s.grow(c, n)
+	if n == 1 {
+		r.gemma4ExpertsOne(ly)
+		return
+	}
 	r.matmul(&m.Router, r.g4.rin, n, s.logits)
 	for t := range n {
 		r.route(s.logits[t*mc.Experts:(t+1)*mc.Experts], s.sel[t*mc.Used:(t+1)*mc.Used], s.wts[t*mc.Used:(t+1)*mc.Used])
@@ -771,6 +793,69 @@ func (r *Runner) gemma4Experts(ly *Layer, n int) {
 		for i, t := range s.tok[lo:hi] {
 			addScaled(out[int(t)*D:(int(t)+1)*D], d[i*D:(i+1)*D], s.w[int(lo)+i])
 		}
+	}
+}
+
+// gemma4ExpertsOne is gemma4Experts for one token: three pool rounds (the
+// router; every chosen expert's gate and up; their down products), reading
+// only the chosen experts' weights. Its products are the multi-token
+// path's, one row each, so a token's result does not depend on the step.
+func (r *Runner) gemma4ExpertsOne(ly *Layer) {
+	c := &r.m.Config
+	m, x := ly.MoE, ly.g4
+	mc := c.MoE
+	D, F := c.Dim, mc.FF
+	s := &r.moe
+	ops := append(s.ops[:0], kernels.MatVec{Type: m.Router.Type, W: m.Router.Data, Panels: m.Router.Panels, Out: mc.Experts, Y: s.logits[:mc.Experts]})
+	r.matvecOps(D, r.g4.rin[:D], ops)
+	sel, wts := s.sel[:mc.Used], s.wts[:mc.Used]
+	r.route(s.logits[:mc.Experts], sel, wts)
+	ops = ops[:0]
+	gu := r.g4.gu[:mc.Used*2*F]
+	for j, e := range sel {
+		if x.GateUp != nil {
+			w := &x.GateUp[e]
+			ops = append(ops, kernels.MatVec{Type: w.Type, W: w.Data, Panels: w.Panels, Out: 2 * F, Y: gu[j*2*F : (j+1)*2*F]})
+			continue
+		}
+		ops = append(ops,
+			kernels.MatVec{Type: m.Gate[e].Type, W: m.Gate[e].Data, Panels: m.Gate[e].Panels, Out: F, Y: s.g[j*F : (j+1)*F]},
+			kernels.MatVec{Type: m.Up[e].Type, W: m.Up[e].Data, Panels: m.Up[e].Panels, Out: F, Y: s.u[j*F : (j+1)*F]})
+	}
+	r.matvecOps(D, r.h[:D], ops)
+	gs := s.g[:mc.Used*F]
+	if x.GateUp != nil {
+		for j := range sel {
+			row := gu[j*2*F : (j+1)*2*F]
+			for i := range F {
+				gs[j*F+i] = geluF16(row[i]) * row[F+i]
+			}
+		}
+	} else {
+		us := s.u[:mc.Used*F]
+		for i := range gs {
+			gs[i] = geluF16(gs[i]) * us[i]
+		}
+	}
+	ops = ops[:0]
+	for j, e := range sel {
+		ops = append(ops, kernels.MatVec{Type: m.Down[e].Type, W: m.Down[e].Data, Panels: m.Down[e].Panels, Out: D,
+			Y: s.d[j*D : (j+1)*D], X: gs[j*F : (j+1)*F]})
+	}
+	r.matvecOps(F, nil, ops)
+	clear(ops[:cap(ops)])
+	s.ops = ops[:0]
+	out := r.out[:D]
+	clear(out)
+	for j, e := range sel {
+		d := s.d[j*D : (j+1)*D]
+		if x.DownScale != nil {
+			sc := x.DownScale[e]
+			for i := range d {
+				d[i] *= sc
+			}
+		}
+		addScaled(out, d, wts[j])
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 // 8 experts of width 256, 4 used, YaRN factor 32, attention sinks, Q/K/V/O
 // and expert biases, attn-gain 5 so that positions matter) and
 // llama.cpp's greedy runs of the three lowbitPrompts on them. The seeds
-// were picked among 21-38 by llama.cpp's gaps alone (the latest first near
-// tie over the three prompts), before comparing with Tandem. Recorded with
+// were picked among 21-38 (the last case's among 21-30) by llama.cpp's
+// gaps alone (the latest first near tie over the three prompts), before
+// comparing with Tandem. Recorded with
 // node-llama-cpp 3.21.1 (llama.cpp 80fb11a, one thread, F16 KV cache) by
 // TestGptOssLlamaCppLive (TANDEM_NPM_DIR=... go test -run
 // TestGptOssLlamaCppLive -v logs the runs). tie is the step of llama.cpp's
@@ -47,6 +48,14 @@ var gptossCases = []moeCase{
 		{15, []int32{71, 173, 505, 213, 432, 339, 344, 440, 385, 93, 292, 29, 492, 476, 284, 107, 111, 330, 297, 250, 149, 374, 389, 347}},
 		{19, []int32{161, 257, 340, 51, 87, 86, 373, 158, 13, 500, 254, 492, 283, 8, 292, 52, 289, 383, 238, 138, 107, 85, 139, 363}},
 		{20, []int32{344, 233, 342, 415, 127, 234, 358, 99, 241, 74, 255, 364, 246, 331, 232, 299, 54, 222, 42, 74, 255, 284, 228, 115}},
+	}},
+	// --arch gpt-oss --type q8_0 --attn-gain 5 --sliding-window 32
+	// --head-dim 128 --seed 27: attention 512 wide (4 heads of 128) on a
+	// 256-wide model, as gpt-oss's 4096 on 2880
+	{"gpt-oss-q8_0-hd128-w32", func(c *synth.Config) { gptoss(32)(c); c.KeyLength = 128 }, tensor.Q8_0, 27, [3]lowbitRun{
+		{12, []int32{387, 283, 365, 24, 184, 252, 267, 254, 229, 45, 186, 36, 385, 262, 358, 78, 209, 167, 297, 15, 495, 308, 388, 312}},
+		{10, []int32{328, 188, 240, 39, 309, 124, 353, 430, 428, 308, 175, 43, 430, 35, 183, 79, 42, 251, 285, 348, 300, 510, 195, 65}},
+		{13, []int32{241, 176, 472, 148, 187, 131, 358, 342, 453, 433, 459, 472, 244, 20, 119}},
 	}},
 }
 
@@ -89,8 +98,31 @@ func TestGptOssLlamaCppLive(t *testing.T) {
 	liveCases(t, gptossCases)
 }
 
+// TestGptOssFileLlamaCppLive is TestGptOssLlamaCppLive on the file
+// TANDEM_GPTOSS_FILE names (a larger synthesized one, such as tandem model
+// synth --preset oss20b, or a downloaded gpt-oss); it skips when unset.
+func TestGptOssFileLlamaCppLive(t *testing.T) {
+	path := os.Getenv("TANDEM_GPTOSS_FILE")
+	if path == "" {
+		t.Skip("TANDEM_GPTOSS_FILE is not set")
+	}
+	liveCompare(t, path, nil)
+}
+
 // liveCases is TestMoELlamaCppLive's body for cases.
 func liveCases(t *testing.T, cases []moeCase) {
+	dir := t.TempDir()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { liveCompare(t, writeMoECase(t, dir, tc), &tc.runs) })
+	}
+}
+
+// liveCompare runs llama.cpp (node-llama-cpp under TANDEM_NPM_DIR) on the
+// file at path and checks Tandem's greedy ids of the three lowbitPrompts,
+// on llama.cpp's tokenization, against its own up to its first near tie,
+// and that the recorded runs (when not nil) are still llama.cpp's. It
+// skips when node or node-llama-cpp is missing.
+func liveCompare(t *testing.T, path string, recorded *[3]lowbitRun) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
@@ -102,54 +134,52 @@ func liveCases(t *testing.T, cases []moeCase) {
 	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
 		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
 	}
-	dir := t.TempDir()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := writeMoECase(t, dir, tc)
-			cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
-			cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
+	cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
+	cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pool := kernels.NewPool(2)
+	defer pool.Close()
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for i := 0; sc.Scan(); i++ {
+		var ref struct {
+			PromptIDs []int32   `json:"prompt_ids"`
+			IDs       []int32   `json:"ids"`
+			Gaps      []float64 `json:"gaps"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
+			t.Fatal(err)
+		}
+		tie := len(ref.IDs)
+		for s, g := range ref.Gaps {
+			if g < moeNearTie {
+				tie = s
+				break
 			}
-			m, err := model.Load(path)
-			if err != nil {
-				t.Fatal(err)
+		}
+		t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", i+1, tie, joinIDs(ref.IDs), minGap(ref.Gaps[:tie]))
+		pages := (len(ref.PromptIDs) + 24 + 15) / 16
+		got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, pages, tensor.F16), ref.PromptIDs, 24)
+		if !slices.Equal(got[:tie], ref.IDs[:tie]) {
+			t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
+		}
+		if recorded == nil {
+			continue
+		}
+		if rec := recorded[i]; rec.ids != nil {
+			if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
+				t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
 			}
-			defer m.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			sc.Buffer(nil, 1<<20)
-			for i := 0; sc.Scan(); i++ {
-				var ref struct {
-					PromptIDs []int32   `json:"prompt_ids"`
-					IDs       []int32   `json:"ids"`
-					Gaps      []float64 `json:"gaps"`
-				}
-				if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
-					t.Fatal(err)
-				}
-				tie := len(ref.IDs)
-				for s, g := range ref.Gaps {
-					if g < moeNearTie {
-						tie = s
-						break
-					}
-				}
-				t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", i+1, tie, joinIDs(ref.IDs), minGap(ref.Gaps[:tie]))
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), ref.PromptIDs, 24)
-				if !slices.Equal(got[:tie], ref.IDs[:tie]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
-				}
-				if rec := tc.runs[i]; rec.ids != nil {
-					if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
-						t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
-					}
-				}
-			}
-		})
+		}
 	}
 }
