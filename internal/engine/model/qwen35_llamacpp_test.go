@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"tandem/internal/engine/kernels"
@@ -35,11 +36,27 @@ var hybridCases = []moeCase{
 		{4, []int32{236, 206, 242, 308, 465, 77, 226, 444, 116, 150, 1, 313, 509, 441, 46, 34, 237, 449, 19, 180, 422, 451, 0, 152}},
 		{11, []int32{302, 104, 167, 87, 320, 27, 77, 281, 482, 383, 282, 346, 321, 261, 462, 282, 6, 171, 451, 125, 466, 178, 486, 221}},
 	}},
+	// the same with a multi-token-prediction block (--nextn 1), which both
+	// engines load and leave out of the forward pass: llama.cpp's runs are
+	// the plain file's
+	{"qwen35-f32-mtp", func(c *synth.Config) { hybrid("qwen35")(c); c.NextN = 1 }, tensor.F32, 22, [3]lowbitRun{
+		{24, []int32{223, 472, 113, 266, 222, 188, 192, 9, 240, 229, 316, 282, 500, 10, 104, 234, 135, 17, 97, 223, 350, 144, 458, 329}},
+		{4, []int32{236, 206, 242, 308, 465, 77, 226, 444, 116, 150, 1, 313, 509, 441, 46, 34, 237, 449, 19, 180, 422, 451, 0, 152}},
+		{11, []int32{302, 104, 167, 87, 320, 27, 77, 281, 482, 383, 282, 346, 321, 261, 462, 282, 6, 171, 451, 125, 466, 178, 486, 221}},
+	}},
 	// --arch qwen35 --type q8_0 --seed 25
 	{"qwen35-q8_0", hybrid("qwen35"), tensor.Q8_0, 25, [3]lowbitRun{
 		{7, []int32{75, 342, 79, 137, 340, 149, 41, 15, 323, 388, 30, 495, 414, 365, 414, 228, 327, 156, 402, 176, 81, 277, 237, 72}},
 		{18, []int32{339, 258, 495, 368, 180, 410, 131, 502, 94, 156, 35, 495, 342, 321, 378, 312, 438, 296, 99, 48, 399, 205, 453, 182}},
 		{22, []int32{366, 16, 187, 312, 188, 490, 208, 487, 278, 333, 244, 12, 102, 194, 321, 340, 206, 114, 242, 344, 460, 38, 510, 217}},
+	}},
+	// --arch qwen35 --type q4_k_m --seed 21 (seeds 21-25 scanned): Q4_K
+	// DeltaNet and attention matrices, Q6_K ssm_out/attn_v/ffn_down where
+	// llama-quantize's mix puts them
+	{"qwen35-q4_k", hybrid("qwen35"), tensor.Q4_K, 21, [3]lowbitRun{
+		{5, []int32{381, 282, 136, 290, 116, 182, 109, 186, 483, 47, 482, 261, 113, 511, 285, 211, 385, 441, 220, 485, 14, 328, 415, 80}},
+		{9, []int32{88, 136, 472, 69, 454, 459, 231, 489, 359, 211, 110, 499, 206, 282, 125, 20, 489, 121, 392, 436, 101, 307, 366, 144}},
+		{24, []int32{425, 82, 436, 144, 338, 339, 189, 252, 449, 79, 352, 349, 5, 88, 278, 345, 101, 64, 326, 182, 218, 71, 477, 317}},
 	}},
 	// --arch qwen35moe --type f32 --seed 23: 8 experts, 2 used, width 256,
 	// a shared expert of 512
@@ -58,7 +75,8 @@ var hybridCases = []moeCase{
 
 // hybridGaps are llama.cpp's top-two logit gaps at the greedy steps of the
 // F32 cases before their near tie (at most gapSteps), logged by
-// TestHybridLlamaCppLive with the runs.
+// TestHybridLlamaCppLive with the runs (a "-mtp" case uses its plain
+// file's).
 var hybridGaps = map[string][3][]float64{
 	"qwen35-f32": {
 		{0.07997, 0.24879, 0.02942, 0.13445, 0.01720, 0.06093, 0.04645, 0.12566, 0.04385, 0.06211, 0.18206, 0.02356},
@@ -97,7 +115,7 @@ func TestHybridMatchesLlamaCpp(t *testing.T) { matchesRecorded(t, hybridCases) }
 func TestHybridGapsMatchLlamaCpp(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range hybridCases {
-		want, ok := hybridGaps[tc.name]
+		want, ok := hybridGaps[strings.TrimSuffix(tc.name, "-mtp")]
 		if !ok {
 			continue
 		}

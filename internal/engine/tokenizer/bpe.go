@@ -55,17 +55,24 @@ func bpeDecodeText(text string) string {
 // bytes through the GPT-2 table, merge adjacent symbols by lowest merge
 // rank (leftmost on ties), and emit each symbol's id. A symbol that is not a
 // token falls back to tokens for its single raw bytes where those exist.
+// The gemma4 (SentencePiece-style) variant skips the byte mapping, keeps a
+// word of newlines whole when it is a token, and falls back to "<0xXX>"
+// byte tokens.
 func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
 	var sb strings.Builder
 	var syms []symbol
 	var q mergeQueue[int32]
 	for _, w := range t.pre.split(text) {
-		sb.Reset()
-		for i := 0; i < len(w); i++ {
-			sb.WriteString(byteToUnicode[w[i]])
+		word := w
+		if !t.spmStyle {
+			sb.Reset()
+			for i := 0; i < len(w); i++ {
+				sb.WriteString(byteToUnicode[w[i]])
+			}
+			word = sb.String()
 		}
-		word := sb.String()
-		if t.ignoreMerges {
+		if t.ignoreMerges || (t.spmStyle && strings.Trim(word, "\n") == "") {
+			// gemma4: a run of newlines that is a token stays whole.
 			if id, ok := t.toID[word]; ok {
 				out = append(out, id)
 				continue
@@ -112,7 +119,11 @@ func (t *Tokenizer) encodeBPE(text string, out []int32) []int32 {
 				continue
 			}
 			for j := 0; j < len(piece); j++ {
-				if id, ok := t.toID[piece[j:j+1]]; ok {
+				if t.spmStyle {
+					if id := t.byteTok[piece[j]]; id >= 0 {
+						out = append(out, id)
+					}
+				} else if id, ok := t.toID[piece[j:j+1]]; ok {
 					out = append(out, id)
 				}
 			}

@@ -56,6 +56,7 @@ type preConfig struct {
 	regexes      []string
 	ignoreMerges bool // a word that is itself a token is not merged (llama3)
 	cleanSpaces  bool // Decode applies clean_up_tokenization_spaces
+	spmStyle     bool // gemma4: "▁" for spaces, raw UTF-8, <0xXX> byte fallback
 }
 
 var (
@@ -70,6 +71,9 @@ var (
 	preO200k  = preConfig{regexes: []string{reO200k}}
 	preQwen2C = preConfig{regexes: []string{reQwen2}, cleanSpaces: true}
 	preDSLLM  = preConfig{regexes: []string{"[\r\n]", reDeepseekLetters, reDeepseekPunct, `\s+$`, reCJK, `\p{N}+`}}
+	// preGemma4 only splits runs of newlines from the rest: Gemma 4's
+	// merges run over whole lines.
+	preGemma4 = preConfig{regexes: []string{`[^\n]+|[\n]+`}, cleanSpaces: true, spmStyle: true}
 	preDSCode = preConfig{regexes: []string{"[\r\n]", `\s?\p{L}+`, `\s?\p{P}+`, reCJK, `\p{N}`}}
 )
 
@@ -105,6 +109,9 @@ var preConfigs = map[string]preConfig{
 	"gpt-4o":           preO200k,
 	"llama4":           preO200k,
 	"deepseek-coder":   preDSCode,
+	"gemma4":           preGemma4,
+	// granite-embed-multi-311m is llama.cpp's other name for it.
+	"granite-embed-multi-311m": preGemma4,
 }
 
 // addBOSPre lists the pre-tokenizers for which llama.cpp defaults

@@ -12,6 +12,9 @@ const (
 	modelSPM = "llama"
 	modelBPE = "gpt2"
 	modelWPM = "bert"
+	// modelGemma4 is Gemma 4's SentencePiece-style BPE: merges over raw
+	// UTF-8 with spaces written "▁", byte fallback to <0xXX> tokens.
+	modelGemma4 = "gemma4"
 )
 
 // Tokenizer turns text into token ids and back, reproducing llama.cpp's
@@ -35,6 +38,11 @@ type Tokenizer struct {
 	pre          *preTokenizer
 	ignoreMerges bool
 	cleanSpaces  bool
+	// spmStyle (the gemma4 pre-tokenizer): spaces become "▁" before
+	// merging, words keep their raw UTF-8 (no GPT-2 byte mapping), bytes
+	// fall back to "<0xXX>" tokens and a word of newlines that is itself a
+	// token is not merged.
+	spmStyle bool
 
 	specials []int32         // special tokens, longest text first
 	strip    map[int32]uint8 // stripLeft/stripRight per special token
@@ -64,7 +72,8 @@ var (
 	fimRepNames = []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}
 	fimSepNames = []string{"<|file_sep|>"}
 	// eogNames end generation whatever the file says.
-	eogNames = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}
+	eogNames = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+		"<eos>", "<turn|>", "<|tool_response>"} // the last three: Gemma 4
 	// harmonyShown are gpt-oss's (o200k_harmony's) message markers, which
 	// llama.cpp makes user-defined so that decoding shows them: a harmony
 	// parser reads the channels from the text.
@@ -90,12 +99,12 @@ func New(v *Vocab) (*Tokenizer, error) {
 	t := &Tokenizer{v: v}
 	switch v.Model {
 	case modelSPM:
-	case modelBPE:
+	case modelBPE, modelGemma4:
 		t.bpe = true
 	case modelWPM:
 		t.wpm = true
 	default:
-		return nil, fmt.Errorf("new tokenizer: unsupported tokenizer model %q (want %q, %q or %q)", v.Model, modelSPM, modelBPE, modelWPM)
+		return nil, fmt.Errorf("new tokenizer: unsupported tokenizer model %q (want %q, %q, %q or %q)", v.Model, modelSPM, modelBPE, modelGemma4, modelWPM)
 	}
 	if v.Scores != nil && len(v.Scores) != n {
 		return nil, fmt.Errorf("new tokenizer: %d scores for %d tokens", len(v.Scores), n)
@@ -139,7 +148,11 @@ func New(v *Vocab) (*Tokenizer, error) {
 	}
 
 	if t.bpe {
-		cfg, ok := preConfigs[v.Pre]
+		preName := v.Pre
+		if v.Model == modelGemma4 {
+			preName = modelGemma4 // llama.cpp ignores the file's pre for this model
+		}
+		cfg, ok := preConfigs[preName]
 		if !ok {
 			return nil, fmt.Errorf("new tokenizer: unsupported BPE pre-tokenizer %q", v.Pre)
 		}
@@ -150,6 +163,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		t.pre = pre
 		t.ignoreMerges = cfg.ignoreMerges
 		t.cleanSpaces = cfg.cleanSpaces
+		t.spmStyle = cfg.spmStyle
 		t.ranks = make(map[mergePair]int32, len(v.Merges))
 		for i, m := range v.Merges {
 			// llama.cpp splits at the first space after the first byte; a
@@ -163,15 +177,16 @@ func New(v *Vocab) (*Tokenizer, error) {
 				t.ranks[p] = int32(i)
 			}
 		}
-	} else if t.wpm {
+	}
+	if t.wpm {
 		t.initWPM()
-	} else {
+	} else if !t.bpe || t.spmStyle {
 		const hex = "0123456789ABCDEF"
 		for b := 0; b < 256; b++ {
 			t.byteTok[b] = -1
 			if id, ok := t.toID[string([]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'})]; ok {
 				t.byteTok[b] = id
-			} else if id, ok := t.toID[string([]byte{byte(b)})]; ok && b != 0 {
+			} else if id, ok := t.toID[string([]byte{byte(b)})]; ok && b != 0 && !t.bpe {
 				t.byteTok[b] = id
 			}
 		}
@@ -238,6 +253,15 @@ func (t *Tokenizer) findSpecials() {
 		t.attrs[end] = TypeUserDefined
 	}
 
+	// Gemma 4: with <|tool_response> ending generation, "</s>" does not,
+	// and is an ordinary token.
+	if tr, ok := t.toID["<|tool_response>"]; ok && t.eog[tr] {
+		if s, ok := t.toID["</s>"]; ok && t.eog[s] {
+			delete(t.eog, s)
+			t.attrs[s] = TypeNormal
+		}
+	}
+
 	for id, a := range t.attrs {
 		if a == TypeControl || a == TypeUserDefined || a == TypeUnknown {
 			t.specials = append(t.specials, int32(id))
@@ -280,11 +304,13 @@ func (t *Tokenizer) buildPieces() {
 			// dropped from output text
 		case a == TypeUserDefined:
 			t.pieces[id] = text
-		case a == TypeNormal && t.bpe:
+		case a == TypeNormal && t.bpe && !t.spmStyle:
 			t.pieces[id] = bpeDecodeText(text)
 		case a == TypeNormal:
 			t.pieces[id] = strings.ReplaceAll(text, spmSpace, " ")
-		case a == TypeByte && !t.bpe:
+		case a == TypeByte:
+			// llama.cpp reads "<0xXX>" for byte tokens of BPE vocabularies
+			// too (Gemma 4's byte fallback).
 			t.pieces[id] = string([]byte{spmByteValue(text)})
 		}
 	}
@@ -430,7 +456,11 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 				out = append(out, f.id)
 				continue
 			}
-			out = t.encodeBPE(f.text, out)
+			s := f.text
+			if t.spmStyle {
+				s = strings.ReplaceAll(s, " ", spmSpace)
+			}
+			out = t.encodeBPE(s, out)
 		}
 	} else {
 		prevSpecial := true // the first fragment gets the space prefix

@@ -177,7 +177,7 @@ func VocabFromMetadata(md Metadata) (*Vocab, error) {
 	case modelWPM:
 		v.BOS, v.UNK, v.SEP, v.PAD = 101, 100, 102, 0
 		v.AddBOS = true
-	case modelBPE:
+	case modelBPE, modelGemma4:
 		merges, ok := md.Strings(keyMerges)
 		if !ok {
 			return nil, fmt.Errorf("read vocab: BPE vocabulary without %s", keyMerges)
@@ -224,6 +224,9 @@ func VocabFromMetadata(md Metadata) (*Vocab, error) {
 
 	if b, ok := md.Bool(keyAddBOS); ok {
 		v.AddBOS = b
+	}
+	if model == modelGemma4 || (model == modelBPE && (v.Pre == "gemma4" || v.Pre == "granite-embed-multi-311m")) {
+		v.AddBOS = true // llama.cpp forces BOS on for Gemma 4's pre-tokenizer
 	}
 	if b, ok := md.Bool(keyAddEOS); ok {
 		v.AddEOS = b
