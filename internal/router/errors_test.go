@@ -195,3 +195,29 @@ func TestWorker401OpensItsBreaker(t *testing.T) {
 		t.Errorf("no ERROR line naming %s and the refused signature:\n%s", d.url(), lb.String())
 	}
 }
+
+// TestEmbeddingOnlyModelIs400: on a cluster whose prefill worker says in
+// /pd/info that its model only embeds, a generation request gets the
+// worker's own 400 ("an embedding model"), not a 502 about a transfer
+// address, and no leg reaches a worker; the worker stays in.
+func TestEmbeddingOnlyModelIs400(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	p.embedOnly.Store(true)
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	c := newCluster(t, []*fake{p}, []*fake{d}, nil)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt":"x","max_tokens":2}`},
+		{"/v1/completions", `{"prompt":"x","max_tokens":2}`}, // known from the health round now
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":2}`},
+	} {
+		status, body := c.post(t, tc.path, tc.body)
+		msg, typ, _ := errorDoc(t, body)
+		if status != 400 || typ != "invalid_request_error" || !strings.Contains(msg, `the model "m" is an embedding model`) {
+			t.Errorf("%s: %d %s, want a 400 saying the model only embeds", tc.path, status, body)
+		}
+		c.rt.CheckNow(t.Context())
+	}
+	if n := len(p.got) + len(d.got); n != 0 {
+		t.Errorf("%d legs reached the workers, want none", n)
+	}
+}

@@ -39,6 +39,7 @@ type fake struct {
 	healthy   atomic.Bool
 	draining  atomic.Bool // /ready answers 503 draining (legs are still the gen's to answer)
 	infoOK    atomic.Bool
+	embedOnly atomic.Bool // /pd/info says the model only embeds (no transfer address)
 	mu        sync.Mutex
 	status    pool.Status
 	rooms     string // /debug/rooms body; "" answers 404
@@ -78,6 +79,10 @@ func newFake(t *testing.T, role string, gen func(w http.ResponseWriter, r *http.
 	mux.HandleFunc("GET /pd/info", func(w http.ResponseWriter, r *http.Request) {
 		if !f.infoOK.Load() {
 			http.Error(w, "no info", http.StatusInternalServerError)
+			return
+		}
+		if f.embedOnly.Load() {
+			json.NewEncoder(w).Encode(pool.Info{Role: role, Model: "m", EmbeddingsOnly: true})
 			return
 		}
 		json.NewEncoder(w).Encode(pool.Info{Role: role, TransferAddr: f.transferAddr(), Model: "m"})
