@@ -20,6 +20,9 @@
 // it since that report, ties round-robin. Both legs carry X-Tandem-Room,
 // X-Tandem-Request-Id and X-Tandem-Leg; the decode leg also carries
 // X-Tandem-Prefill, the prefill worker's transfer address from GET /pd/info.
+// A prefill worker whose /pd/info says embeddings_only (its model only
+// embeds, so it has no transfer address) makes a generation sample the
+// worker's own 400 ("an embedding model"), as `tandem serve` answers.
 // With Options.LegKeys (from the cluster token) every leg is signed:
 // X-Tandem-Expires and X-Tandem-Signature, an HMAC over the method, path,
 // those headers and the body (package leg), which workers check before
