@@ -36,6 +36,10 @@ const embeddingsBodyBytesMax = 128 << 20
 var embeddingsTurn atomic.Uint32
 
 func (rt *Router) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
+	if !rt.admit(w, requestIDOf(r.Context())) {
+		return
+	}
+	defer rt.active.Add(-1)
 	body, e := rt.readBody(w, r)
 	if e != nil {
 		httpx.WriteError(w, e)

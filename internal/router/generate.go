@@ -16,6 +16,21 @@ import (
 	"tandem/internal/telemetry"
 )
 
+// admit counts a request in flight, or answers 429 when MaxRequests are
+// (false). It comes before the body is read: a request over the limit is
+// refused before its body (up to MaxBodyBytes) is read, so a flood of
+// large bodies costs at most MaxRequests bodies of memory. The caller
+// ends an admitted request with rt.active.Add(-1).
+func (rt *Router) admit(w http.ResponseWriter, rid string) bool {
+	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
+		rt.active.Add(-1)
+		rt.log.Info("request refused: too many in flight", "request", rid, "limit", rt.o.MaxRequests)
+		httpx.WriteError(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
+		return false
+	}
+	return true
+}
+
 // serveGeneration answers one /v1/completions or /v1/chat/completions
 // request: it starts one sample per choice (n for each prompt of a
 // completions list of prompts), writes their replies to
@@ -30,13 +45,7 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.gate.Leave()
-	// Admission before the body: a request over the limit is refused before
-	// its body (up to MaxBodyBytes) is read, so a flood of large bodies
-	// costs at most MaxRequests bodies of memory.
-	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
-		rt.active.Add(-1)
-		rt.log.Info("request refused: too many in flight", "request", rid, "limit", rt.o.MaxRequests)
-		httpx.WriteError(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
+	if !rt.admit(w, rid) {
 		return
 	}
 	defer rt.active.Add(-1)

@@ -79,7 +79,9 @@ type Options struct {
 	// WriteTimeout bounds each write to a client (one event, or a whole
 	// answer). A client that stops reading for longer loses its request.
 	WriteTimeout time.Duration
-	// MaxRequests bounds the generation requests in flight (429 above it).
+	// MaxRequests bounds the requests in flight that carry a body
+	// (generation, embeddings, tokenizer; 429 above it, before the body
+	// is read).
 	MaxRequests int
 	// FinishedRecords is how many finished rooms /debug/rooms keeps.
 	FinishedRecords int

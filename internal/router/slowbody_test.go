@@ -114,9 +114,15 @@ func TestLongStreamOutlivesTheBodyTimeout(t *testing.T) {
 // TestAdmissionBeforeBody: with MaxRequests 1, of two requests whose
 // bodies stall, one holds the slot and the other is refused with 429 at
 // once, before its body is read: a flood of large bodies costs no memory
-// past the limit. With the body read first, neither would be answered
-// before the body timeout (10 s here).
+// past the limit, on every endpoint that reads a body. With the body read
+// first, neither would be answered before the body timeout (10 s here).
 func TestAdmissionBeforeBody(t *testing.T) {
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/tokenize"} {
+		t.Run(path, func(t *testing.T) { testAdmissionBeforeBody(t, path) })
+	}
+}
+
+func testAdmissionBeforeBody(t *testing.T, path string) {
 	p := newFake(t, "prefill", answer(200, prefillAnswer))
 	d := newFake(t, "decode", answer(200, decodeAnswer))
 	o := router.Options{Prefill: []string{p.url()}, Decode: []string{d.url()}, MaxRequests: 1, BodyTimeout: 10 * time.Second,
@@ -138,7 +144,7 @@ func TestAdmissionBeforeBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"pro")
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"pro", path)
 		go func() {
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			results <- result{resp, err}

@@ -44,6 +44,10 @@ func isTokenizerPath(path string) bool {
 
 // serveTokenizer proxies /tokenize and /detokenize to a healthy worker.
 func (rt *Router) serveTokenizer(w http.ResponseWriter, r *http.Request) {
+	if !rt.admit(w, requestIDOf(r.Context())) {
+		return
+	}
+	defer rt.active.Add(-1)
 	body, e := rt.readBody(w, r)
 	if e != nil {
 		httpx.WriteError(w, e)
