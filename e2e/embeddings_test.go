@@ -66,22 +66,24 @@ func TestEmbeddingsServeAndUp(t *testing.T) {
 			t.Errorf("tandem up's vectors differ from tandem serve's")
 		}
 	}
-	// Generation: tandem serve says the model only embeds. Through the
-	// router of `tandem up` (every request disaggregated here) the prefill
-	// leg cannot start, since an embedding worker has no KV transfer: the
-	// router answers an error of its own, never a completion.
+	// Generation: tandem serve says the model only embeds (400), and so
+	// does the router of `tandem up` (every request disaggregated here):
+	// the prefill worker's /pd/info says its model only embeds.
+	name := map[string]string{serve: "serve", up: "up"}
 	for _, base := range []string{serve, up} {
-		resp, err := http.Post(base+"/v1/completions", "application/json", bytes.NewReader([]byte(`{"prompt":"hi","max_tokens":2}`)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if base == serve && (resp.StatusCode != 400 || !bytes.Contains(msg, []byte("embedding model"))) {
-			t.Errorf("completion on an embedding model (serve): %d %s, want a 400 that says it embeds", resp.StatusCode, msg)
-		}
-		if base == up && resp.StatusCode < 400 {
-			t.Errorf("completion on an embedding model (up): %d %s, want an error", resp.StatusCode, msg)
+		for path, body := range map[string]string{
+			"/v1/completions":      `{"prompt":"hi","max_tokens":2}`,
+			"/v1/chat/completions": `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`,
+		} {
+			resp, err := http.Post(base+path, "application/json", bytes.NewReader([]byte(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !bytes.Contains(msg, []byte("embedding model")) {
+				t.Errorf("%s on an embedding model (%s): %d %s, want a 400 that says it embeds", path, name[base], resp.StatusCode, msg)
+			}
 		}
 	}
 }

@@ -38,7 +38,7 @@
 // and (optionally) inspect, TANDEM_API_KEY (or --api-key) for the router's and
 // serve's /v1/* (and /tokenize, /detokenize), --chat-template FILE (serve,
 // prefill, decode: a Jinja chat template replacing the model's; checked to
-// compile at start), --reasoning-parser none|auto|think (default auto) and
+// compile at start), --reasoning-parser none|auto|think|harmony (default auto) and
 // --tool-call-parser auto|hermes|llama3_json|mistral|generic (default auto:
 // from the chat template; the syntax chat output is parsed in when a request
 // has tools; tandem up starts its workers with auto), --max-model-len N

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"tandem/internal/engine/gguf"
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
+	"tandem/internal/pd/room"
+	"tandem/internal/router/pool"
 	"tandem/internal/server"
 )
 
@@ -71,8 +74,10 @@ func isEmbeddingModel(ctx context.Context, ef *engineFlags) (bool, string, error
 // runEmbeddingWorker serves an embedding model: /v1/embeddings (the
 // generation endpoints answer 400), /health, /ready, /metrics, until ctx
 // is done, then drains. On a prefill or decode worker (pd set) embeddings
-// need the cluster credential, as /tokenize does: the router sends them.
-func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, path string, pd *pdFlags, log *slog.Logger) error {
+// need the cluster credential, as /tokenize does: the router sends them;
+// its /pd/info (credential too) says the model only embeds, so that the
+// router answers generation requests with the same 400 as the worker.
+func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, path string, role room.Role, pd *pdFlags, log *slog.Logger) error {
 	if err := kernels.SetLevelByName(f.ef.level); err != nil {
 		return fmt.Errorf("--kernel-level: %w", err)
 	}
@@ -105,6 +110,12 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 	b := server.EmbeddingBackend(svc.Info(), m.Tokenizer)
 	if so.LegKeys != nil {
 		so.Legs = b.(server.Legs) // generation legs get the backend's 400
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /pd/info", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(pool.Info{Role: role.String(), Model: svc.Info().Name, EmbeddingsOnly: true})
+		})
+		so.Mounts = map[string]http.Handler{"/pd/": so.LegKeys.RequireCredential(mux)}
 	}
 	srv := server.New(b, so)
 	hs := srv.HTTPServer(net.JoinHostPort(f.host, strconv.Itoa(f.port)))

@@ -10,7 +10,8 @@ import (
 // TestSynthHybrid: `tandem model synth --arch qwen35|qwen35moe` writes a
 // hybrid file whose `model info` shows the layer mix (three DeltaNet
 // layers, then a full-attention one, with 8 layers: DDDADDDA), the KV
-// layers and the state bytes per sequence, in text and JSON.
+// layers and the state bytes per sequence, in text and JSON; generate and
+// bench engine run it.
 func TestSynthHybrid(t *testing.T) {
 	dir := t.TempDir()
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
@@ -36,6 +37,19 @@ func TestSynthHybrid(t *testing.T) {
 		}
 		if j.RecurrentLayers != 6 || j.KVLayers != 2 || j.StateBytes != 430080 || !strings.HasPrefix(j.StateLayout, "gdn1:layers=0.1.2.4.5.6,") {
 			t.Errorf("model info --format json of %s: %+v", arch, j)
+		}
+		// generate and bench engine carry each sequence's state slot
+		out := run(t, "generate", "--model", p, "--prompt", "hello world", "--temperature", "0", "--max-tokens", "12", "--format", "json")
+		var g struct{ IDs []int32 }
+		if err := json.Unmarshal([]byte(out), &g); err != nil || len(g.IDs) != 12 {
+			t.Errorf("generate on %s: %q (%v)", arch, out, err)
+		}
+		out = run(t, "bench", "engine", "--model", p, "--prompt-tokens", "20", "--gen-tokens", "4", "--batch", "2", "--format", "json")
+		var b struct {
+			DecodeTokS float64 `json:"decode_tok_s"`
+		}
+		if err := json.Unmarshal([]byte(out), &b); err != nil || b.DecodeTokS <= 0 {
+			t.Errorf("bench engine on %s: %q (%v)", arch, out, err)
 		}
 	}
 }

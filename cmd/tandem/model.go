@@ -246,6 +246,7 @@ func modelSynthCmd() *cobra.Command {
 		ropeDims, interval          int
 		ssmConv, ssmHead            int
 		ssmKHeads, ssmVHeads        int
+		nextN                       int
 	)
 	cmd := &cobra.Command{
 		Use:   "synth --preset tiny|110m|1b|a3b|q35-2b|g4e|g4a4b|oss20b --type f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4 [--pure] [--arch llama|qwen2|qwen3|phi3|gemma2|gemma3|gemma4|qwen3moe|qwen2moe|qwen35|qwen35moe|gpt-oss|nomic-bert|bert] [--experts N --experts-used K] [--pooling mean|cls|last] -o OUT",
@@ -271,7 +272,7 @@ func modelSynthCmd() *cobra.Command {
 				v   int
 			}{{&cfg.KeyLength, keyLength}, {&cfg.Experts, experts}, {&cfg.ExpertsUsed, used}, {&cfg.ExpertFF, expFF}, {&cfg.SharedFF, shFF},
 				{&cfg.RopeDims, ropeDims}, {&cfg.FullAttnInterval, interval}, {&cfg.SSMConv, ssmConv}, {&cfg.SSMHeadDim, ssmHead},
-				{&cfg.SSMKHeads, ssmKHeads}, {&cfg.SSMVHeads, ssmVHeads}} {
+				{&cfg.SSMKHeads, ssmKHeads}, {&cfg.SSMVHeads, ssmVHeads}, {&cfg.NextN, nextN}} {
 				if f.v != 0 {
 					*f.dst = f.v
 				}
@@ -318,6 +319,7 @@ func modelSynthCmd() *cobra.Command {
 	fs.IntVar(&ssmHead, "ssm-head-dim", 0, "qwen35, qwen35moe: DeltaNet head length (0: the attention head's)")
 	fs.IntVar(&ssmKHeads, "ssm-k-heads", 0, "qwen35, qwen35moe: DeltaNet query/key heads (0: the KV heads)")
 	fs.IntVar(&ssmVHeads, "ssm-v-heads", 0, "qwen35, qwen35moe: DeltaNet value heads (0: the query heads)")
+	fs.IntVar(&nextN, "nextn", 0, "qwen35, qwen35moe: append N multi-token-prediction blocks (nextn_predict_layers), which Tandem and llama.cpp's main pass skip")
 	fs.StringVar(&typ, "type", "q8_0", "file type: "+strings.Join(synth.FileTypeNames, ", ")+
 		" (q4_k/q4_k_m, q3_k/q3_k_m, q2_k, iq4_xs and iq4_nl are llama.cpp's mixes of those names; mxfp4 puts MXFP4 on the feed-forward matrices and Q8_0 elsewhere)")
 	fs.BoolVar(&pure, "pure", false, "every matrix gets the --type itself, no mix (llama-quantize --pure)")
@@ -357,7 +359,11 @@ func printHybrid(w io.Writer, c model.Config) {
 	}
 	kv := c.KVLayers()
 	g := c.GDN
-	fmt.Fprintf(w, "layer mix     %d Gated DeltaNet (D) + %d full attention (A): %s\n", c.Layers-kv, kv, mix)
+	mtp := ""
+	if c.NextN > 0 {
+		mtp = fmt.Sprintf(" (and %d multi-token-prediction blocks, not run)", c.NextN)
+	}
+	fmt.Fprintf(w, "layer mix     %d Gated DeltaNet (D) + %d full attention (A): %s%s\n", c.Layers-kv, kv, mix, mtp)
 	fmt.Fprintf(w, "deltanet      conv %d taps over %d channels, %d key heads, %d value heads of %d\n", g.Conv, g.Channels(), g.KHeads, g.VHeads, g.HeadDim)
 	fmt.Fprintf(w, "kv cache      %d of %d layers (%d bytes per token at F16)\n", kv, c.Layers, kv*2*c.KVHeads*c.HeadDim*2)
 	fmt.Fprintf(w, "state         %d bytes per sequence (%.2f MiB; %d per DeltaNet layer: conv %d, recurrent %d)\n", 4*c.State.Floats,

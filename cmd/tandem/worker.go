@@ -212,7 +212,7 @@ func runWorker(ctx context.Context, fs *pflag.FlagSet, f *workerFlags, role room
 	if emb, path, err := isEmbeddingModel(ctx, &f.ef); err != nil {
 		return err
 	} else if emb {
-		return runEmbeddingWorker(ctx, f, &f.emb, path, pd, log)
+		return runEmbeddingWorker(ctx, f, &f.emb, path, role, pd, log)
 	}
 	roleName := "serve"
 	if pd != nil {

@@ -23,7 +23,9 @@
 //
 // Memory(ctx, MemoryOptions). In: Bytes (0: 2 GiB; 64 MiB to 64 GiB),
 // Threads (0: 1; at most 256), Passes (0: 5; at most 100). Each thread
-// sums its contiguous share of one heap buffer as uint64 words; the buffer
+// sums its contiguous share of one buffer as uint64 words (anonymous memory
+// with transparent huge pages advised, as gguf.OpenInMemory holds model
+// weights; heap memory where there is no mmap); the buffer
 // is written and read once untimed, then each pass is timed by the wall
 // clock. Out: *MemoryResult: the bytes read per pass, per-pass rates and
 // their median and best in 10^9 bytes/s, and the method in words. ctx is

@@ -94,6 +94,7 @@ type benchSeq struct {
 	history []int32
 	pages   []int32
 	logits  []float32
+	state   []float32 // a hybrid model's recurrent state slot (nil for the others)
 	smp     *sample.Sampler
 	m       *grammar.Matcher
 	mask    grammar.Bitset
@@ -151,8 +152,11 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 			s.m = grammar.NewMatcher(o.Grammar, vocab)
 			s.mask = grammar.NewBitset(vocab.Size())
 		}
+		if n := m.StateSize(); n > 0 {
+			s.state = make([]float32, n) // a hybrid model's recurrent state
+		}
 		seqs[i] = s
-		fw[i] = model.Seq{Tokens: s.history, Pos: 0, Pages: s.pages}
+		fw[i] = model.Seq{Tokens: s.history, Pos: 0, Pages: s.pages, State: s.state}
 	}
 	r.ResetTimes()
 	start := time.Now()
@@ -179,7 +183,7 @@ func Engine(ctx context.Context, r *model.Runner, threads int, o EngineOptions) 
 				return nil, fmt.Errorf("bench: sequence %d, token %d: %w", i, step, err)
 			}
 			s.history = append(s.history, id)
-			fw[i] = model.Seq{Tokens: s.history[len(s.history)-1:], Pos: o.PromptTokens + step, Pages: s.pages}
+			fw[i] = model.Seq{Tokens: s.history[len(s.history)-1:], Pos: o.PromptTokens + step, Pages: s.pages, State: s.state}
 		}
 		sampleD += time.Since(t0)
 		if out, err = r.Forward(kv, fw); err != nil {

@@ -36,7 +36,7 @@ type MemoryResult struct {
 }
 
 // memoryMethod says how Memory measures, for its result and its users.
-const memoryMethod = "read-only: each thread sums its contiguous share of one heap buffer as uint64 words, " +
+const memoryMethod = "read-only: each thread sums its contiguous share of one buffer (anonymous memory, huge pages advised, as --mmap=false holds weights) as uint64 words, " +
 	"8 independent loads per 64-byte line; the buffer is written once and read once untimed first; rate = buffer bytes / wall time of a pass"
 
 // Memory measures the rate at which Threads goroutines can stream a
@@ -58,14 +58,15 @@ func Memory(ctx context.Context, o MemoryOptions) (*MemoryResult, error) {
 	case o.Passes < 1 || o.Passes > MemoryMaxPasses:
 		return nil, fmt.Errorf("bench: %d memory passes: use 1 to %d", o.Passes, MemoryMaxPasses)
 	}
-	words := make([]uint64, o.Bytes/8)
-	for i := range words {
-		words[i] = uint64(i) * 0x9e3779b97f4a7c15
+	buf, free := words(o.Bytes / 8)
+	defer free()
+	for i := range buf {
+		buf[i] = uint64(i) * 0x9e3779b97f4a7c15
 	}
-	per := len(words) / o.Threads &^ 7
+	per := len(buf) / o.Threads &^ 7
 	parts := make([][]uint64, o.Threads)
 	for i := range parts {
-		parts[i] = words[i*per : (i+1)*per]
+		parts[i] = buf[i*per : (i+1)*per]
 	}
 	sums := make([]uint64, o.Threads)
 	pass := func() time.Duration {

@@ -44,3 +44,29 @@ func TestBrokenPageAccountingFailsLoudly(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenStateSlotAccountingFailsLoudly: a state slot given back twice,
+// or one that does not exist, is a broken invariant (two sequences could
+// share one state): the pool panics with an invariant.Error.
+func TestBrokenStateSlotAccountingFailsLoudly(t *testing.T) {
+	p := newStatePool(2, 3)
+	i, st := p.acquire()
+	if i < 0 || len(st) != 3 || p.used() != 1 {
+		t.Fatalf("acquire = %d, %d floats, %d used", i, len(st), p.used())
+	}
+	p.release("r", i)
+	for _, slot := range []int{i, 2, -1} {
+		func() {
+			defer func() {
+				ie, ok := recover().(*invariant.Error)
+				if !ok || !strings.Contains(ie.Msg, "state slot accounting broken") {
+					t.Errorf("release(%d) panicked with %v, want an invariant.Error", slot, ie)
+				}
+			}()
+			p.release("r", slot)
+		}()
+	}
+	if p.used() != 0 {
+		t.Errorf("%d slots used after the refused releases, want 0", p.used())
+	}
+}

@@ -141,8 +141,9 @@
 // sequence grows; when none are free the prefix cache evicts, and if that
 // is not enough the most recently admitted running sequence is preempted:
 // its pages (and state slot) are released and it goes back to the front of
-// the queue to be recomputed (Update.Preempted counts it). Admission keeps one free page in
-// reserve per running sequence. Every exit path (end, cancel, error, Close)
+// the queue to be recomputed (Update.Preempted counts it). Admission keeps
+// one free page in reserve per running sequence. Every exit path (end,
+// cancel, error, Close)
 // releases the sequence's pages and state slot in the same step; tests
 // compare the free page count with its initial value, and the state slots
 // held with 0, after each scenario.

@@ -313,3 +313,46 @@ func waitIdleCached(t *testing.T, e *engine.Engine) {
 		return st.Running == 0 && st.Waiting == 0 && st.StateSlotsUsed == 0 && st.PagesUsed == st.PagesEvictable
 	})
 }
+
+// TestHybridRandomized mixes everything at once on a hybrid: prompts from a
+// few shared prefixes, a small arena (preemption, eviction), fewer state
+// slots than sequences, a snapshot bound of 2, the prefix cache and
+// cancellations. Every request that is not cancelled gives what it gives
+// alone, and the engine ends idle with no slot held and only the prefix
+// cache holding pages.
+func TestHybridRandomized(t *testing.T) {
+	m := synthHybrid(t, "qwen35")
+	e := newEngine(t, m, engine.Config{MaxBatchTokens: 13, Pages: 12, PageTokens: 8, PrefixCache: true,
+		MaxRunning: 6, StateSlots: 3, StateSnapshots: 2})
+	rng := rand.New(rand.NewPCG(121, 122))
+	bases := [][]int32{randomPrompt(rng, m, 20), randomPrompt(rng, m, 27), randomPrompt(rng, m, 9)}
+	var wg sync.WaitGroup
+	for i := range 24 {
+		p := append(slices.Clone(bases[rng.IntN(len(bases))]), randomPrompt(rng, m, 1+rng.IntN(20))[1:]...)
+		n := 1 + rng.IntN(30)
+		cancel := rng.IntN(5) == 0
+		want := hybridGreedy(t, m, p, n)
+		h, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: n, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if cancel {
+				h.Cancel()
+				collect(t, h)
+				return
+			}
+			got, last := collect(t, h)
+			if !slices.Equal(got, want) {
+				t.Errorf("request %d (%d cached tokens, preempted %d): ids %v, alone %v", i, last.CachedTokens, last.Preempted, got, want)
+			}
+		})
+	}
+	wg.Wait()
+	st := e.Stats()
+	t.Logf("preemptions %d, snapshot hits %d, misses %d", st.Preemptions, st.StateSnapshotHits, st.StateSnapshotMisses)
+	if st.StateSnapshotHits == 0 {
+		t.Error("no snapshot hit: the test does not cover resuming")
+	}
+	waitIdleCached(t, e)
+}

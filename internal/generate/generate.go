@@ -74,6 +74,11 @@ func RunIDs(ctx context.Context, r *model.Runner, kv *kvcache.Cache, ids []int32
 			o.OnText(s)
 		}
 	}
+	// a hybrid model's recurrent state, carried from step to step
+	var state []float32
+	if n := m.StateSize(); n > 0 {
+		state = make([]float32, n)
+	}
 	// prefill in chunks; the last chunk's logits give the first token
 	var logits []float32
 	for pos := 0; pos < len(ids); pos += chunk {
@@ -81,7 +86,7 @@ func RunIDs(ctx context.Context, r *model.Runner, kv *kvcache.Cache, ids []int32
 			return nil, fmt.Errorf("generate: %w", err)
 		}
 		end := min(pos+chunk, len(ids))
-		out, err := r.Forward(kv, []model.Seq{{Tokens: ids[pos:end], Pos: pos, Pages: pages}})
+		out, err := r.Forward(kv, []model.Seq{{Tokens: ids[pos:end], Pos: pos, Pages: pages, State: state}})
 		if err != nil {
 			return nil, fmt.Errorf("generate: prefill: %w", err)
 		}
@@ -103,7 +108,7 @@ func RunIDs(ctx context.Context, r *model.Runner, kv *kvcache.Cache, ids []int32
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
-		out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: pages}})
+		out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: pos, Pages: pages, State: state}})
 		if err != nil {
 			return nil, fmt.Errorf("generate: decode: %w", err)
 		}

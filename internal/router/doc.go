@@ -273,7 +273,8 @@
 // # Limits
 //
 // Client bodies are bounded by Options.MaxBodyBytes (413), requests in
-// flight by Options.MaxRequests (429, with Retry-After as every 429), a leg's silence by
+// flight by Options.MaxRequests (429, with Retry-After as every 429; checked
+// before the body is read, so at most MaxRequests bodies are in memory), a leg's silence by
 // Options.LegTimeout (for a non-streamed leg that is the whole leg), a
 // request by Options.RequestTimeout; worker answers, events and debug
 // documents by the constants in limits.go; finished records by

@@ -30,6 +30,16 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		return
 	}
 	defer rt.gate.Leave()
+	// Admission before the body: a request over the limit is refused before
+	// its body (up to MaxBodyBytes) is read, so a flood of large bodies
+	// costs at most MaxRequests bodies of memory.
+	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
+		rt.active.Add(-1)
+		rt.log.Info("request refused: too many in flight", "request", rid, "limit", rt.o.MaxRequests)
+		httpx.WriteError(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
+		return
+	}
+	defer rt.active.Add(-1)
 	body, e := rt.readBody(w, r)
 	if e != nil {
 		rt.log.Debug("request rejected", "request", rid, "endpoint", ep.name, "status", e.Status, "err", e.Message)
@@ -46,13 +56,6 @@ func (rt *Router) serveGeneration(w http.ResponseWriter, r *http.Request, ep end
 		httpx.WriteError(w, e)
 		return
 	}
-	if n := rt.active.Add(1); n > int64(rt.o.MaxRequests) {
-		rt.active.Add(-1)
-		rt.log.Info("request refused: too many in flight", "request", rid, "limit", rt.o.MaxRequests)
-		httpx.WriteError(w, openai.RateLimited(fmt.Sprintf("the router has %d requests in flight, its limit", rt.o.MaxRequests)))
-		return
-	}
-	defer rt.active.Add(-1)
 	tctx, obs := rt.startRequest(r, t0, req)
 	defer obs.end()
 	req.decisions = rt.decideAll(tctx, req)

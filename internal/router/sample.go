@@ -153,6 +153,14 @@ func (rt *Router) attempt(ctx context.Context, s *sample, exclude, avoid []*pool
 		return rt.pickFailed(s, err)
 	}
 	addr, err := rt.workers.TransferAddr(ctx, p)
+	var embOnly *pool.EmbeddingsOnlyError
+	if errors.As(err, &embOnly) {
+		// The cluster's model only embeds: the request's fault, as the
+		// worker itself would say (a 400), not the worker's.
+		rt.workers.Release(p)
+		rt.workers.Release(d)
+		return attemptResult{err: &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Message: embOnly.Error()}}
+	}
 	if err != nil {
 		rt.workers.Done(p, pool.Failure, err.Error())
 		rt.workers.Release(d)

@@ -110,3 +110,52 @@ func TestLongStreamOutlivesTheBodyTimeout(t *testing.T) {
 		t.Errorf("stream = %q, %v; want the whole stream", body, err)
 	}
 }
+
+// TestAdmissionBeforeBody: with MaxRequests 1, of two requests whose
+// bodies stall, one holds the slot and the other is refused with 429 at
+// once, before its body is read: a flood of large bodies costs no memory
+// past the limit. With the body read first, neither would be answered
+// before the body timeout (10 s here).
+func TestAdmissionBeforeBody(t *testing.T) {
+	p := newFake(t, "prefill", answer(200, prefillAnswer))
+	d := newFake(t, "decode", answer(200, decodeAnswer))
+	o := router.Options{Prefill: []string{p.url()}, Decode: []string{d.url()}, MaxRequests: 1, BodyTimeout: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry()}
+	rt, err := router.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.CheckNow(t.Context())
+	addr := serveHTTPServer(t, rt)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{\"pro")
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			results <- result{resp, err}
+		}()
+	}
+	select {
+	case r := <-results:
+		if r.err != nil {
+			t.Fatalf("reading the answer: %v", r.err)
+		}
+		if r.resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("status %d, want 429", r.resp.StatusCode)
+		}
+		if r.resp.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("neither of two requests over a limit of one was answered while their bodies stalled; want a 429 before the body is read")
+	}
+}

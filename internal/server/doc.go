@@ -84,6 +84,10 @@
 //     text, so a message cannot forge a turn (chatFormat.encode).
 //   - A reasoning parser (Options.ReasoningParser; auto for templates that
 //     write <think>) splits chat output into reasoning_content and content.
+//     For a template that writes harmony (gpt-oss; auto, or harmony) the
+//     output is read by package harmony instead (harmony.go): analysis is
+//     reasoning_content, final content, messages to functions.NAME tool
+//     calls.
 //   - Tool calling (tools.go; Options.ToolCallParser, auto from the
 //     template): tools go to the template; tool_choice auto parses the
 //     content into tool calls in the model's syntax (package toolcall),
@@ -136,8 +140,8 @@
 // internal/api/leg) with Legs (which serves them), APIKey (bearer key on
 // /v1/*), Mounts (more handlers, a PD worker's /pd/ and /debug/), ChatTemplate
 // (Jinja source replacing the model's, --chat-template), ReasoningParser
-// (none, think, or auto/"": think when the template writes <think> and
-// </think>). Handler(), HTTPServer(addr), SetReady (until it, /ready answers
+// (none, think, harmony, or auto/"": harmony when the template writes
+// harmony, think when it writes <think> and </think>). Handler(), HTTPServer(addr), SetReady (until it, /ready answers
 // 503 and generation is refused; /health answers 200 while the process lives,
 // {"status":"degraded","reason":...} when Options.Health says so), Gate (the
 // internal/api/drain gate a drain runs through: generation refused with 503
@@ -206,6 +210,20 @@
 //     and the newlines next to them), the rest to content; text that could be
 //     a tag is held back, so the split does not depend on token boundaries,
 //     and streamed and non-streamed answers agree.
+//   - Harmony (gpt-oss; harmony.go): the template's markers (<|start|>,
+//     <|channel|>, <|message|>) decide it, never a model's output. Each
+//     choice's text (the tokenizer shows the markers, as llama.cpp does;
+//     <|return|> and <|call|> end generation) goes through a
+//     harmony.Parser started from the rendered prompt: delta and message
+//     reasoning_content, content, and tool_calls (id and name when a call's
+//     header is read, then its arguments as written), whatever the request's
+//     tools; finish_reason tool_calls when a call was made and generation
+//     stopped. An assistant message's reasoning_content in the request is
+//     given to the template as reasoning_content and thinking (what gpt-oss's
+//     template reads). tool_choice required and a named function submit
+//     harmony.Grammar (optional reasoning, then one call; the prompt must
+//     end with "<|start|>assistant", else a 400); a strict tool under auto
+//     is a 400 (no harmony grammar for free content).
 //   - Tool calling (tools.go, Options.ToolCallParser = --tool-call-parser,
 //     default auto: toolcall.Detect on the chat template): the request's tools
 //     are rendered by the template (also with tool_choice none); assistant

@@ -189,7 +189,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	var tp *toolPlan
 	if s.harmony {
-		tp, e = planHarmonyTools(req)
+		tp, e = s.planHarmonyTools(r.Context(), req, text)
 	} else {
 		tp, e = s.planTools(r.Context(), req, text)
 	}
@@ -217,7 +217,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.harmony {
 		enc.harmony, enc.prompt = true, text
 	}
-	if e := s.applyTools(tp, p, enc); e != nil {
+	apply := applyHarmonyTools
+	if !s.harmony {
+		apply = func(tp *toolPlan, p *genPlan) *openai.Error { return s.applyTools(tp, p, enc) }
+	}
+	if e := apply(tp, p); e != nil {
 		httpx.WriteError(w, e)
 		return
 	}

@@ -1,7 +1,13 @@
 package server
 
 import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+
 	"tandem/internal/api/openai"
+	"tandem/internal/engine/grammar"
 	"tandem/internal/server/harmony"
 	"tandem/internal/server/toolcall"
 )
@@ -12,27 +18,60 @@ import (
 // reasoning_content, final (and commentary preambles) content, and
 // messages to functions.NAME tool calls, whatever the request's tools (the
 // model addressed a function). A choice that made calls and stopped ends
-// with finish_reason tool_calls.
+// with finish_reason tool_calls. tool_choice required and a named function
+// constrain the output with harmony.Grammar.
 
-// planHarmonyTools checks req's tools for a harmony model: tool_choice auto
-// and none are read from the output; a constraint (required, a named
-// function, a strict tool) has no harmony grammar and is refused, rather
-// than forcing a syntax the parser would not read as calls.
-func planHarmonyTools(req *openai.ChatRequest) (*toolPlan, *openai.Error) {
+// planHarmonyTools plans req's tools for a harmony model: tool_choice auto
+// and none are read from the output. Required and a named function
+// constrain it to one call (harmony.Grammar: optional reasoning, then the
+// call), which needs the prompt to end with gpt-oss's generation prompt
+// "<|start|>assistant". Strict tools under auto have no harmony grammar and
+// are refused, rather than forcing a syntax the parser would not read as
+// calls.
+func (s *Server) planHarmonyTools(ctx context.Context, req *openai.ChatRequest, prompt string) (*toolPlan, *openai.Error) {
 	if len(req.Tools) == 0 || req.ToolChoice.Mode == openai.ChoiceNone {
 		return &toolPlan{}, nil
 	}
-	if req.ToolChoice.Mode != openai.ChoiceAuto {
-		return nil, openai.Invalid("tool_choice", openai.CodeUnsupported,
-			"This model writes tool calls in the harmony format (gpt-oss), which this server cannot constrain: use tool_choice auto.")
-	}
-	for i, t := range req.Tools {
-		if t.Strict {
-			return nil, openai.Invalid("tools", openai.CodeUnsupported,
-				"tools[%d] is strict, but this model writes tool calls in the harmony format (gpt-oss), which this server cannot constrain: leave strict unset.", i)
+	if req.ToolChoice.Mode == openai.ChoiceAuto {
+		for i, t := range req.Tools {
+			if t.Strict {
+				return nil, openai.Invalid("tools", openai.CodeUnsupported,
+					"tools[%d] is strict, but this model writes tool calls in the harmony format (gpt-oss), whose calls this server constrains only for tool_choice required or a named function: leave strict unset.", i)
+			}
 		}
+		return &toolPlan{}, nil
 	}
-	return &toolPlan{}, nil
+	if !strings.HasSuffix(prompt, "<|start|>assistant") {
+		return nil, openai.Invalid("tool_choice", openai.CodeUnsupported,
+			"This model's chat template does not end its prompt with the harmony generation prompt <|start|>assistant, so its tool calls cannot be constrained: use tool_choice auto.")
+	}
+	key := sha256.Sum256(fmt.Appendf(nil, "harmony\x00%d\x00%q\x00%d\x00%s", req.ToolChoice.Mode, req.ToolChoice.Name, s.o.JSONMaxWhitespace, req.ToolsJSON))
+	g, err := s.grammars.get(ctx, key, func(cctx context.Context) (*grammar.Grammar, error) {
+		return harmony.Grammar(req.Tools, req.ToolChoice, grammar.Options{MaxWhitespace: s.o.JSONMaxWhitespace}.WithContext(cctx))
+	})
+	if err != nil {
+		if e := s.compileRefusal(ctx, err); e != nil {
+			return nil, e
+		}
+		return nil, openai.Invalid("tools", openai.CodeInvalidValue, "The tools cannot be used to constrain tool calls: %v.", err)
+	}
+	return &toolPlan{grammar: g}, nil
+}
+
+// applyHarmonyTools puts a harmony tool plan's grammar on every choice's
+// request (one that already carries another constraint cannot take it).
+func applyHarmonyTools(tp *toolPlan, p *genPlan) *openai.Error {
+	if tp.grammar == nil {
+		return nil
+	}
+	for i := range p.reqs {
+		if p.reqs[i].Grammar != nil {
+			return openai.Invalid("tool_choice", openai.CodeInvalidValue,
+				"Constrained tool calls (tool_choice required or a named function) cannot be combined with another output constraint such as response_format.")
+		}
+		p.reqs[i].Grammar = tp.grammar
+	}
+	return nil
 }
 
 // harmonyParser returns choice i's streaming harmony parser.

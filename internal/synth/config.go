@@ -98,6 +98,11 @@ type Config struct {
 	// 4, or Layers when fewer, so a file has at least one). They must be
 	// zero for the other architectures.
 	RopeDims, SSMConv, SSMHeadDim, SSMKHeads, SSMVHeads, FullAttnInterval int
+	// NextN, for qwen35 and qwen35moe, appends that many multi-token-
+	// prediction blocks ({arch}.nextn_predict_layers; block_count counts
+	// them), written after every other tensor, as Qwen3.5's converter
+	// exports them by default.
+	NextN int
 }
 
 // Archs lists the architectures Write synthesizes.

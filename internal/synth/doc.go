@@ -1,6 +1,7 @@
 // Package synth writes random-weight models as GGUF files: llama by default,
-// and qwen2, qwen3, phi3, gemma2, gemma3, gemma4 and the mixtures of experts
-// qwen3moe, qwen2moe and gpt-oss (Config.Arch) with the tensors and keys llama.cpp's
+// and qwen2, qwen3, phi3, gemma2, gemma3, gemma4, the mixtures of experts
+// qwen3moe, qwen2moe and gpt-oss, and the hybrids qwen35 and qwen35moe
+// (Config.Arch) with the tensors and keys llama.cpp's
 // loader for each expects (see Architectures below and moe.go), and the
 // embedding encoders nomic-bert and bert (EncoderArchs, WriteEncoder, with a
 // synthesized WordPiece vocabulary; Config.Pooling makes any of them an
@@ -103,10 +104,26 @@
 // scale are scaled (x8, x0.35, x256) so that greedy runs of random weights
 // are not decided by near ties, soft attention or near-equal experts.
 //
+// qwen35 and qwen35moe (qwen35.go) are hybrids: of every FullAttnInterval
+// layers (--full-attention-interval; default 4, or the layer count when
+// fewer, so tiny's two layers are one of each) the last is a gated full
+// attention (attn_q of 2·heads·head_dim rows, per head query then gate;
+// Q/K norms; RopeDims rotated, --rope-dims, default a quarter of the
+// head, written with rope.dimension_sections) and the others Gated
+// DeltaNet layers (attn_qkv, attn_gate, ssm_conv1d, ssm_dt, ssm_a,
+// ssm_beta, ssm_alpha, ssm_norm, ssm_out; SSMConv, SSMHeadDim, SSMKHeads,
+// SSMVHeads: --ssm-conv, --ssm-head-dim, --ssm-k-heads, --ssm-v-heads,
+// defaults 4, the head dimension, the KV heads and the heads); every layer
+// has attn_norm and post_attention_norm, the feed-forward's input norm.
+// qwen35moe has qwen2moe's experts with a shared expert. NextN (--nextn)
+// appends multi-token-prediction blocks after every other tensor.
+//
 // A write goes through a temporary file, so a failed write leaves no partial
 // model; the presets are tiny (256 wide, 2 layers, 4 heads / 2 KV heads, a
 // 512-token vocabulary), 110m (stories110M's shape), 1b (TinyLlama 1.1B's) and
 // a3b (a qwen3moe with Qwen3-30B-A3B's block, 64 experts of which 8 used and
 // 12 layers: 0.75B active parameters of 3.9B, 2.2 GB as q4_k_m; the speed
-// fixture for MoE).
+// fixture for MoE) and q35-2b (a qwen35 of Qwen3.5-2B's shape with a
+// 32000-token vocabulary, 1.5B parameters, 0.9 GB as q4_k_m; the speed
+// fixture for hybrids).
 package synth

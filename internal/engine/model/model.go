@@ -223,6 +223,14 @@ func FromFile(f *gguf.File) (*Model, error) {
 	// use, rather than run them without those weights. Phi-3's unchosen
 	// RoPE factors are part of the architecture.
 	l.used["rope_factors_long.weight"], l.used["rope_factors_short.weight"] = true, true
+	// The multi-token-prediction blocks are part of the file, not of the
+	// forward pass.
+	for _, t := range f.Tensors {
+		var b int
+		if _, err := fmt.Sscanf(t.Name, "blk.%d.", &b); err == nil && b >= c.Layers && b < c.Layers+c.NextN {
+			l.used[t.Name] = true
+		}
+	}
 	if err := l.allUsed(c.Arch); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"tandem/internal/engine/kernels"
@@ -35,6 +36,14 @@ var hybridCases = []moeCase{
 		{4, []int32{236, 206, 242, 308, 465, 77, 226, 444, 116, 150, 1, 313, 509, 441, 46, 34, 237, 449, 19, 180, 422, 451, 0, 152}},
 		{11, []int32{302, 104, 167, 87, 320, 27, 77, 281, 482, 383, 282, 346, 321, 261, 462, 282, 6, 171, 451, 125, 466, 178, 486, 221}},
 	}},
+	// the same with a multi-token-prediction block (--nextn 1), which both
+	// engines load and leave out of the forward pass: llama.cpp's runs are
+	// the plain file's
+	{"qwen35-f32-mtp", func(c *synth.Config) { hybrid("qwen35")(c); c.NextN = 1 }, tensor.F32, 22, [3]lowbitRun{
+		{24, []int32{223, 472, 113, 266, 222, 188, 192, 9, 240, 229, 316, 282, 500, 10, 104, 234, 135, 17, 97, 223, 350, 144, 458, 329}},
+		{4, []int32{236, 206, 242, 308, 465, 77, 226, 444, 116, 150, 1, 313, 509, 441, 46, 34, 237, 449, 19, 180, 422, 451, 0, 152}},
+		{11, []int32{302, 104, 167, 87, 320, 27, 77, 281, 482, 383, 282, 346, 321, 261, 462, 282, 6, 171, 451, 125, 466, 178, 486, 221}},
+	}},
 	// --arch qwen35 --type q8_0 --seed 25
 	{"qwen35-q8_0", hybrid("qwen35"), tensor.Q8_0, 25, [3]lowbitRun{
 		{7, []int32{75, 342, 79, 137, 340, 149, 41, 15, 323, 388, 30, 495, 414, 365, 414, 228, 327, 156, 402, 176, 81, 277, 237, 72}},
@@ -58,7 +67,8 @@ var hybridCases = []moeCase{
 
 // hybridGaps are llama.cpp's top-two logit gaps at the greedy steps of the
 // F32 cases before their near tie (at most gapSteps), logged by
-// TestHybridLlamaCppLive with the runs.
+// TestHybridLlamaCppLive with the runs (a "-mtp" case uses its plain
+// file's).
 var hybridGaps = map[string][3][]float64{
 	"qwen35-f32": {
 		{0.07997, 0.24879, 0.02942, 0.13445, 0.01720, 0.06093, 0.04645, 0.12566, 0.04385, 0.06211, 0.18206, 0.02356},
@@ -97,7 +107,7 @@ func TestHybridMatchesLlamaCpp(t *testing.T) { matchesRecorded(t, hybridCases) }
 func TestHybridGapsMatchLlamaCpp(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range hybridCases {
-		want, ok := hybridGaps[tc.name]
+		want, ok := hybridGaps[strings.TrimSuffix(tc.name, "-mtp")]
 		if !ok {
 			continue
 		}

@@ -1,10 +1,10 @@
 package model_test
 
 import (
-	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"tandem/internal/engine/kernels"
@@ -100,7 +100,7 @@ func TestHybridShape(t *testing.T) {
 	if kc := m.CacheConfig(16, 4, tensor.F16); kc.Layers != 1 {
 		t.Fatalf("cache config has %d layers, want the 1 KV layer", kc.Layers)
 	}
-	fmt.Println(m.StateLayout())
+	t.Log(m.StateLayout())
 }
 
 // TestHybridBatchEqualsAlone: sequences of a hybrid model sharing a step
@@ -212,5 +212,113 @@ func TestHybridLayerHookKVLayers(t *testing.T) {
 		if _, err := r.Forward(kv, []model.Seq{{Tokens: ids, Pages: pages, State: st}}); err == nil {
 			t.Errorf("a state slot of %d floats was accepted (the model's has %d)", len(st), m.StateSize())
 		}
+	}
+}
+
+// hybridMD is mapMD with integer arrays (rope.dimension_sections).
+type hybridMD struct {
+	mapMD
+	arrays map[string][]int32
+}
+
+func (m hybridMD) Int32s(k string) ([]int32, bool) { v, ok := m.arrays[k]; return v, ok }
+
+// TestHybridConfig: the hybrid keys as llama.cpp reads them (the default
+// interval of 4, the sections, the state size) and the files Tandem
+// refuses.
+func TestHybridConfig(t *testing.T) {
+	md := func(arch string, set map[string]int) hybridMD {
+		m := hybridMD{baseMD(arch), map[string][]int32{arch + ".rope.dimension_sections": {11, 11, 10, 0}}}
+		m.i[arch+".attention.key_length"] = 128
+		m.i[arch+".attention.value_length"] = 128
+		m.i[arch+".attention.head_count_kv"] = 2
+		m.i[arch+".rope.dimension_count"] = 64
+		m.i[arch+".block_count"] = 8
+		for k, v := range map[string]int{"ssm.conv_kernel": 4, "ssm.state_size": 32, "ssm.group_count": 2, "ssm.time_step_rank": 4, "ssm.inner_size": 128} {
+			m.i[arch+"."+k] = v
+		}
+		for k, v := range set {
+			if v < 0 {
+				delete(m.i, arch+"."+k)
+			} else {
+				m.i[arch+"."+k] = v
+			}
+		}
+		return m
+	}
+	c, err := model.ConfigFromMetadata(md("qwen35", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRec := []bool{true, true, true, false, true, true, true, false}
+	if !slices.Equal(c.Recurrent, wantRec) || c.RopeSections != [4]int{11, 11, 10, 0} || !c.AttnGate || !c.QKNorm || c.RopeDim != 64 {
+		t.Errorf("qwen35: recurrent %v sections %v gate %v qk norm %v rope dims %d", c.Recurrent, c.RopeSections, c.AttnGate, c.QKNorm, c.RopeDim)
+	}
+	if want := 6 * (3*(2*2+4)*32 + 4*32*32); c.State.Floats != want || c.KVLayers() != 2 {
+		t.Errorf("qwen35: state %d floats, want %d; KV layers %d", c.State.Floats, want, c.KVLayers())
+	}
+	c, err = model.ConfigFromMetadata(md("qwen35moe", map[string]int{"expert_count": 8, "expert_used_count": 2, "full_attention_interval": 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc := c.MoE; mc.SharedFF != 512 || !mc.NormWeights || c.KVLayers() != 4 {
+		t.Errorf("qwen35moe: %+v, KV layers %d", mc, c.KVLayers())
+	}
+	for _, bad := range []struct {
+		set  map[string]int
+		want string
+	}{
+		{map[string]int{"ssm.conv_kernel": -1}, "ssm.conv_kernel is missing"},
+		{map[string]int{"ssm.inner_size": 100}, "inner_size 100 != time_step_rank 4"},
+		{map[string]int{"ssm.time_step_rank": 3, "ssm.inner_size": 96}, "not a multiple of ssm.group_count"},
+		{map[string]int{"nextn_predict_layers": 8}, "nextn_predict_layers = 8 is out of range 0..7"},
+		{map[string]int{"attention.recurrent_layers": 1}, "recurrent_layers is not supported"},
+		{map[string]int{"full_attention_interval": 0}, "full_attention_interval = 0 is out of range"},
+		{map[string]int{"ssm.state_size": 5000}, "ssm.state_size = 5000 is out of range"},
+	} {
+		if _, err := model.ConfigFromMetadata(md("qwen35", bad.set)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: %v, want %q", bad.set, err, bad.want)
+		}
+	}
+	noSec := md("qwen35", nil)
+	delete(noSec.arrays, "qwen35.rope.dimension_sections")
+	if _, err := model.ConfigFromMetadata(noSec); err == nil || !strings.Contains(err.Error(), "dimension_sections is missing") {
+		t.Errorf("no sections: %v", err)
+	}
+	noSec.arrays["qwen35.rope.dimension_sections"] = []int32{40, 40, 0, 0}
+	if _, err := model.ConfigFromMetadata(noSec); err == nil || !strings.Contains(err.Error(), "must sum to") {
+		t.Errorf("sections beyond the head: %v", err)
+	}
+}
+
+// TestHybridSkipsMTPBlocks: a qwen35 file with a multi-token-prediction
+// block (nextn_predict_layers 1, as Qwen3.5's converter writes by default)
+// loads, runs the other blocks only, and gives the logits of the same file
+// without it, bit for bit.
+func TestHybridSkipsMTPBlocks(t *testing.T) {
+	logits := func(nextN int) ([]float32, model.Config) {
+		cfg, _ := synth.Preset("tiny")
+		cfg.Arch, cfg.Layers, cfg.NextN = "qwen35", 4, nextN
+		p := filepath.Join(t.TempDir(), "m.gguf")
+		if err := synth.Write(p, synth.Options{Config: cfg, Type: tensor.Q8_0, Seed: 5}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		pool := kernels.NewPool(1)
+		defer pool.Close()
+		ids := m.Tokenizer.Encode(prompt1, true, true)
+		return chunkedLogits(t, model.NewRunner(m, pool), m, newCache(t, m, 16, 8, tensor.F16), ids, []int{len(ids)}), m.Config
+	}
+	plain, _ := logits(0)
+	mtp, c := logits(1)
+	if c.Layers != 4 || c.NextN != 1 || len(c.Recurrent) != 4 {
+		t.Fatalf("layers %d, nextn %d, recurrent %v", c.Layers, c.NextN, c.Recurrent)
+	}
+	if !slices.Equal(plain, mtp) {
+		t.Error("the file with an MTP block gives other logits than the file without")
 	}
 }

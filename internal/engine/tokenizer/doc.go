@@ -64,8 +64,8 @@
 // gpt-2 and aliases, llama3 and aliases, dbrx/smaug, qwen2 and aliases,
 // deepseek-llm, deepseek-coder, gpt-4o/llama4, gemma4); New names any other. The
 // o200k splitter follows the regex as the tokenizer.json states it, which
-// differs from llama.cpp's rewrite on words mixing non-ASCII upper-case
-// letters or combining marks (o200k.go). For gpt-oss (a vocabulary with
+// differs from llama.cpp's rewrite on words with combining marks in
+// scripts such as Devanagari and Thai (o200k.go). For gpt-oss (a vocabulary with
 // <|return|> and <|call|>), as in llama.cpp, <|end|> does not end
 // generation, and <|end|>, <|start|>, <|channel|>, <|message|> and
 // <|constrain|> are user-defined, so decoding shows them. Decode also removes

@@ -17,7 +17,7 @@
 // # Format
 //
 // Every frame is a 32-byte little-endian [Header] (magic "TDKV", version
-// 2, type, flags, room id, payload length, CRC-32C of the payload on
+// 3, type, flags, room id, payload length, CRC-32C of the payload on
 // handshake frames) and the payload: in clear for the five handshake
 // frames, sealed with AES-256-GCM for every frame after them
 // ([SealedBytes], keys from [SessionKeys]). Each [Type] has a payload length range ([Type.PayloadBytesMin],
@@ -91,7 +91,10 @@
 // pages, FIRST_TOKEN [TopLogprobsMax] alternatives, messages 1 KiB (cut at
 // a UTF-8 boundary), addresses and model names 255 bytes, dtype 16 bytes,
 // offered rings 1 MiB..1 GiB in 4 KiB pages, source regions 8 KiB..1 TiB,
-// KV_SHM and KV_SRC lengths 1..16 MiB.
+// KV_SHM and KV_SRC lengths 1..16 MiB, a state of at most
+// [StateBytesMax] (1 GiB) with a layout name of 255 bytes, cut into frames
+// of [StateFrameSize] (about [StateFramesTarget] of them, whole pages, at
+// most [StateFrameBytesMax] unless a page is larger).
 //
 // # Invariants
 //

@@ -16,13 +16,16 @@ const Magic uint32 = 'T' | 'D'<<8 | 'K'<<16 | 'V'<<24
 // Version is the protocol version this package speaks. A header with any
 // other version is refused with ErrVersion.
 //
-// Version 2 seals every frame after the handshake (see SealedBytes) and
-// binds the whole handshake transcript in its MACs (HandshakeHash).
-// Version 1 sent frames in clear after the handshake; a version 2
-// listener answers a version 1 AUTH_HELLO with a version 1 AUTH_REJECT
-// (RejectVersion, the same payload layout), so an old dialer fails with a
-// clear message instead of a bare close.
-const Version uint8 = 2
+// Version 3 adds the recurrent state of hybrid models: the shape's
+// StateBytes and StateLayout, state frames (KindState) and DONE's
+// StateBytes and StateSum. Version 2 sealed every frame after the
+// handshake (see SealedBytes) and bound the whole handshake transcript in
+// its MACs (HandshakeHash). Version 1 sent frames in clear after the
+// handshake. A listener answers an AUTH_HELLO of an older version with an
+// AUTH_REJECT of that version (RejectVersion; the payload layout is the
+// same in every version), so an old dialer fails with a clear message
+// instead of a bare close.
+const Version uint8 = 3
 
 // VersionPlaintext is the last protocol version without sealed frames.
 const VersionPlaintext uint8 = 1

@@ -67,8 +67,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 func TestHeaderLayout(t *testing.T) {
 	h := kvwire.NewHeader(kvwire.TypeDone, testRoom, make([]byte, 12))
 	b := h.AppendTo(nil)
-	if string(b[0:4]) != "TDKV" || b[4] != 2 || b[5] != byte(kvwire.TypeDone) {
-		t.Errorf("header bytes %x: want magic TDKV, version 2, type %d", b[:6], kvwire.TypeDone)
+	if string(b[0:4]) != "TDKV" || b[4] != 3 || b[5] != byte(kvwire.TypeDone) {
+		t.Errorf("header bytes %x: want magic TDKV, version 3, type %d", b[:6], kvwire.TypeDone)
 	}
 	if !bytes.Equal(b[8:24], testRoom[:]) || binary.LittleEndian.Uint32(b[24:]) != 12 {
 		t.Errorf("header bytes %x: room or length misplaced", b)
@@ -106,9 +106,10 @@ func TestParseHeaderErrors(t *testing.T) {
 	}{
 		{"http", (*[32]byte)([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n.....")), kvwire.ErrMagic, `magic "GET "`},
 		{"zero", header(0, 0, 0, 0, room.ID{}, 0), kvwire.ErrMagic, "is not"},
-		{"version 0", header(kvwire.Magic, 0, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 0, this node speaks 2"},
+		{"version 0", header(kvwire.Magic, 0, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 0, this node speaks 3"},
 		{"version 1 (plaintext)", header(kvwire.Magic, 1, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 1"},
-		{"version 3", header(kvwire.Magic, 3, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 3"},
+		{"version 2 (no state)", header(kvwire.Magic, 2, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 2"},
+		{"version 4", header(kvwire.Magic, 4, tv, 0, testRoom, 0), kvwire.ErrVersion, "version 4"},
 		{"type 0", header(kvwire.Magic, kvwire.Version, 0, 0, testRoom, 0), kvwire.ErrType, "type 0"},
 		{"type 99", header(kvwire.Magic, kvwire.Version, 99, 0, testRoom, 0), kvwire.ErrType, "type 99"},
 		{"flags", header(kvwire.Magic, kvwire.Version, tv, 4, testRoom, 0), kvwire.ErrMalformed, "flags 0x0004"},

@@ -230,7 +230,8 @@ func (s *sim) checkPeers(n *node) {
 
 // checkPeerGone runs after PeerLost: every room with the peer has ended,
 // nothing is queued for it, and the only rooms the driver still counts
-// for it are ended ones whose pages wait for an in-flight KV write.
+// for it are ended ones whose pages (or state) wait for an in-flight KV
+// write.
 func (s *sim) checkPeerGone(n *node, peer string) {
 	for _, ri := range n.d.Rooms() {
 		if ri.Peer == peer && !ri.State.Terminal() {
@@ -240,7 +241,7 @@ func (s *sim) checkPeerGone(n *node, peer string) {
 	}
 	writes := 0
 	for _, rd := range n.readers {
-		if rd.busy && rd.page >= 0 {
+		if rd.busy && (rd.page >= 0 || rd.slot >= 0) { // a page or a piece of a state
 			writes++
 		}
 	}

@@ -161,15 +161,15 @@
 // the wire; there is no forward secrecy (a token holder who recorded a
 // handshake can derive its keys).
 //
-// The handshake (protocol version 2): AUTH_HELLO (dialer: version, own
+// The handshake (protocol version 3): AUTH_HELLO (dialer: version, own
 // address, shape, nonce, incarnation, heartbeat interval), AUTH_CHALLENGE
 // (listener: nonce, own address), AUTH_RESPONSE (the dialer's HMAC over the
 // transcript of both payloads), then AUTH_OK (the listener's shape,
 // incarnation, interval and its HMAC over the transcript including AUTH_OK) or
 // AUTH_REJECT (code and message). Authentication comes before the shape check;
 // a shape mismatch fails the dialer's Send with ErrIncompatible and
-// Shape.Diff's text ("page_tokens 16 vs 32"). A version 1 dialer gets a
-// version 1 AUTH_REJECT naming both versions. A sealed KV frame is a record
+// Shape.Diff's text ("page_tokens 16 vs 32"). An older dialer (version 1 or 2) gets an
+// AUTH_REJECT of its version naming both versions. A sealed KV frame is a record
 // for its sub-header, then its data in 64 KiB records, read four at a time
 // into a small buffer and each opened from there straight into the destination
 // page.

@@ -16,7 +16,7 @@ import (
 )
 
 // The handshake (every connection starts with it; nothing else is
-// accepted before it ends), protocol version 2:
+// accepted before it ends), protocol version 3:
 //
 //	dialer → AUTH_HELLO{version, own address, shape, nonce D, incarnation}
 //	listener → AUTH_CHALLENGE{nonce L, own address}   (or AUTH_REJECT: version, identity)
@@ -166,10 +166,10 @@ func writeAuth(nc net.Conn, typ kvwire.Type, payload []byte) error {
 	return nil
 }
 
-// refuseOldVersion answers a version 1 AUTH_HELLO (whose header hdr
-// failed ParseHeader with ErrVersion) with a version 1 AUTH_REJECT, whose
-// layout that version shares, so the old dialer reports why instead of
-// a bare close. It reads the hello's payload first (within the auth
+// refuseOldVersion answers an AUTH_HELLO of an older version (whose
+// header hdr failed ParseHeader with ErrVersion) with an AUTH_REJECT of
+// that version, whose layout every version shares, so the old dialer
+// reports why instead of a bare close. It reads the hello's payload first (within the auth
 // bound) so that closing does not reset the connection before the
 // reject arrives.
 func (t *Transport) refuseOldVersion(nc net.Conn, hdr *[kvwire.HeaderBytes]byte) {
@@ -177,7 +177,7 @@ func (t *Transport) refuseOldVersion(nc net.Conn, hdr *[kvwire.HeaderBytes]byte)
 		io.CopyN(io.Discard, nc, int64(n))
 	}
 	rej := (&kvwire.AuthReject{Code: kvwire.RejectVersion, Message: fmt.Sprintf(
-		"this node speaks transfer protocol version %d, which encrypts frames after the handshake; version %d is refused: upgrade every node of the cluster", kvwire.Version, hdr[4])}).AppendTo(nil)
+		"this node speaks transfer protocol version %d (frames encrypted after the handshake since version 2, recurrent state since 3); version %d is refused: upgrade every node of the cluster", kvwire.Version, hdr[4])}).AppendTo(nil)
 	h := kvwire.Header{Version: hdr[4], Type: kvwire.TypeAuthReject, Length: uint32(len(rej)), Checksum: kvwire.Checksum(rej)}
 	nc.Write(append(h.AppendTo(nil), rej...))
 }
@@ -193,7 +193,7 @@ func (t *Transport) readAuth(nc net.Conn, remote string, want kvwire.Payload) ([
 		if c, ok := rejectCounter(err); ok {
 			t.reject(c, remote, err)
 		}
-		if errors.Is(err, kvwire.ErrVersion) && want.Type() == kvwire.TypeAuthHello && hdr[4] <= kvwire.VersionPlaintext && hdr[5] == byte(kvwire.TypeAuthHello) {
+		if errors.Is(err, kvwire.ErrVersion) && want.Type() == kvwire.TypeAuthHello && hdr[4] >= kvwire.VersionPlaintext && hdr[4] < kvwire.Version && hdr[5] == byte(kvwire.TypeAuthHello) {
 			t.refuseOldVersion(nc, &hdr)
 		}
 		return nil, err

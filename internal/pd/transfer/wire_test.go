@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -274,11 +275,28 @@ func TestPlaintextPeerRefusedClearly(t *testing.T) {
 		body := make([]byte, binary.LittleEndian.Uint32(hdr[24:]))
 		io.ReadFull(c, body)
 		var rej kvwire.AuthReject
-		if err := rej.Decode(body); err != nil || rej.Code != kvwire.RejectVersion || !strings.Contains(rej.Message, "version 2") {
-			t.Errorf("AUTH_REJECT %+v (%v), want RejectVersion naming version 2", rej, err)
+		if err := rej.Decode(body); err != nil || rej.Code != kvwire.RejectVersion || !strings.Contains(rej.Message, fmt.Sprintf("version %d", kvwire.Version)) {
+			t.Errorf("AUTH_REJECT %+v (%v), want RejectVersion naming version %d", rej, err, kvwire.Version)
 		}
 		if got := p.Counters()["rejected_bad_version"]; got != 1 {
 			t.Errorf("rejected_bad_version = %d, want 1", got)
+		}
+
+		// A version 2 dialer (before the recurrent state) is refused the
+		// same way, in its own version.
+		c2, err := n.dial(context.Background(), "p:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		v2 := kvwire.AppendFrame(nil, kvwire.TypeAuthHello, room.ID{}, v1.AppendTo(nil))
+		v2[4] = kvwire.Version - 1
+		go c2.Write(v2)
+		if _, err := io.ReadFull(c2, hdr[:]); err != nil {
+			t.Fatalf("a version %d dialer got no answer: %v", kvwire.Version-1, err)
+		}
+		if hdr[4] != kvwire.Version-1 || hdr[5] != byte(kvwire.TypeAuthReject) {
+			t.Fatalf("answer header version %d type %d, want a version %d AUTH_REJECT", hdr[4], hdr[5], kvwire.Version-1)
 		}
 
 		l := n.listen("old:1")

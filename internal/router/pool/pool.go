@@ -71,6 +71,19 @@ type Info struct {
 	TransferAddr string `json:"transfer_addr"`
 	Model        string `json:"model"`
 	Instance     string `json:"instance,omitempty"`
+	// EmbeddingsOnly: the worker's model computes embeddings and generates
+	// no text; such a prefill worker has no transfer address.
+	EmbeddingsOnly bool `json:"embeddings_only,omitempty"`
+}
+
+// EmbeddingsOnlyError is TransferAddr's error for a prefill worker whose
+// /pd/info says its model computes embeddings only: a generation request
+// cannot run on that cluster, which is the request's fault, not the
+// worker's (the router answers 400, as the worker itself would).
+type EmbeddingsOnlyError struct{ Model string }
+
+func (e *EmbeddingsOnlyError) Error() string {
+	return fmt.Sprintf("the model %q is an embedding model: it computes embeddings (POST /v1/embeddings) and does not generate text", e.Model)
 }
 
 // Worker is one worker of the pool, known by its base URL, and what the
@@ -92,6 +105,7 @@ type Worker struct {
 	sentTokens     int // prompt tokens of the prefill and local legs the router sent, in all
 	tokensAtPoll   int // sentTokens when status was read
 	transferAddr   string
+	embeddingsOnly bool // its /pd/info says its model only embeds
 	model          string
 	infoProblem    string  // the last /pd/info failure, logged once
 	br             breaker // passive health from the router's own legs
@@ -606,8 +620,10 @@ func (p *Pool) Model() string {
 // (GET /pd/info, within InfoTimeout) if the health checks have not learned
 // it yet.
 func (p *Pool) TransferAddr(ctx context.Context, w *Worker) (string, error) {
-	if a := p.transferAddr(w); a != "" {
+	if a, model, embOnly := p.transferAddr(w); a != "" {
 		return a, nil
+	} else if embOnly {
+		return "", &EmbeddingsOnlyError{Model: model}
 	}
 	var info Info
 	if err := getJSON(ctx, p.client, w.url+"/pd/info", p.infoTimeout, &info); err != nil {
@@ -616,14 +632,18 @@ func (p *Pool) TransferAddr(ctx context.Context, w *Worker) (string, error) {
 	if err := p.setInfo(w, &info); err != nil {
 		return "", fmt.Errorf("learn the transfer address: %w", err)
 	}
+	if info.EmbeddingsOnly {
+		return "", &EmbeddingsOnlyError{Model: info.Model}
+	}
 	return info.TransferAddr, nil
 }
 
-// transferAddr returns a prefill worker's transfer address, if known.
-func (p *Pool) transferAddr(w *Worker) string {
+// transferAddr returns a prefill worker's transfer address, if known, its
+// model and whether that model only embeds.
+func (p *Pool) transferAddr(w *Worker) (addr, model string, embeddingsOnly bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return w.transferAddr
+	return w.transferAddr, w.model, w.embeddingsOnly
 }
 
 // setInfo records a worker's /pd/info answer. A role that differs from the
@@ -634,10 +654,10 @@ func (p *Pool) setInfo(w *Worker, info *Info) error {
 	if info.Role != "" && info.Role != string(w.role) {
 		return fmt.Errorf("worker %s says it is a %s worker in /pd/info, but it was given as --%s", w.url, info.Role, w.role)
 	}
-	if w.role == Prefill && info.TransferAddr == "" {
+	if w.role == Prefill && info.TransferAddr == "" && !info.EmbeddingsOnly {
 		return fmt.Errorf("prefill worker %s gave no transfer_addr in /pd/info", w.url)
 	}
-	w.transferAddr, w.model = info.TransferAddr, info.Model
+	w.transferAddr, w.model, w.embeddingsOnly = info.TransferAddr, info.Model, info.EmbeddingsOnly
 	p.seeInstanceLocked(w, info.Instance)
 	return nil
 }
@@ -686,7 +706,7 @@ func (p *Pool) probe(ctx context.Context, c *http.Client, w *Worker, timeout tim
 	}
 	p.mu.Lock()
 	pr.inflight, pr.sent = w.inflight, w.sentTokens
-	needInfo := w.role == Prefill && w.transferAddr == ""
+	needInfo := w.role == Prefill && w.transferAddr == "" && !w.embeddingsOnly
 	p.mu.Unlock()
 	var st Status
 	if pr.statusErr = getJSON(ctx, c, w.url+"/pd/status", timeout, &st); pr.statusErr == nil {
@@ -749,7 +769,7 @@ func (p *Pool) apply(w *Worker, pr probe) {
 	}
 	switch {
 	case was && !w.healthy:
-		w.transferAddr = "" // learned again when it comes back: it may have restarted elsewhere
+		w.transferAddr, w.embeddingsOnly = "", false // learned again when it comes back: it may have restarted elsewhere, or with another model
 		p.log.Warn("worker taken out", "worker", w.url, "role", w.role, "failures", w.fails, "err", pr.health)
 	case !was && w.healthy:
 		p.log.Info("worker in", "worker", w.url, "role", w.role)

@@ -7,7 +7,8 @@
 // internal/server compiles the model's tokenizer.chat_template (or
 // --chat-template) once with [NewTemplate], renders each chat request
 // with [Template.RenderContext] ([MessagesJSON] writes decoded messages as
-// the template sees them) and tokenizes the text itself (the BOS rule and
+// the template sees them, an assistant's reasoning_content included;
+// [HarmonyMessagesJSON] also as "thinking", which gpt-oss's template reads) and tokenizes the text itself (the BOS rule and
 // the fallback's stop token are the server's). cmd/tandem checks a
 // --chat-template file compiles with NewTemplate.
 //

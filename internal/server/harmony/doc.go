@@ -11,11 +11,13 @@
 // # Place in the data flow
 //
 // internal/server decides once per model that the chat template writes
-// harmony ([Detect]), and then feeds each chat choice's generated text
+// harmony ([Detect]), constrains tool_choice required and named functions
+// with [Grammar], and feeds each chat choice's generated text
 // (the tokenizer shows gpt-oss's message markers as text, as llama.cpp
 // does) through a [Parser] started from the rendered prompt, and writes
 // what it returns as reasoning_content, content and tool_calls (whole, or
-// streamed as deltas). The package does no I/O and knows nothing of HTTP.
+// streamed as deltas). The package does no I/O and knows nothing of HTTP;
+// it builds its grammar with internal/engine/grammar.
 //
 // # API
 //
@@ -26,6 +28,15 @@
 //     starts the output in that message's text.
 //   - Parse(prompt, text, newID) Result (a whole output), Collect(deltas...)
 //     Result (what a client joining the stream gets).
+//   - Grammar(tools, choice, opts): the output grammar of tool_choice
+//     required or a named function, after the generation prompt
+//     "<|start|>assistant": an optional analysis message (reasoning without
+//     "<|"), then exactly one call,
+//     <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS,
+//     ARGS following the tool's schema; every text it accepts parses back
+//     as that call (TestGrammar). The grammar engine cannot emit control
+//     tokens: the model spells the markers with ordinary tokens where they
+//     are control tokens (the text, and so the parse, is the same).
 //   - ParseHeader(h) Header{Role, Channel, Recipient, Constrain};
 //     CallName(recipient): "functions.f" calls f, a built-in tool's
 //     recipient (browser.search, python) is the name as it is.

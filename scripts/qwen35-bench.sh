@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Hybrid (qwen35) speed against llama.cpp: the synthesized q35-2b preset
+# (Qwen3.5-2B's shape: 18 Gated DeltaNet and 6 gated full-attention layers,
+# a 32000-token vocabulary, q4_k_m, 0.9 GB) prefilled with 512 tokens and
+# decoded for 16, by BenchmarkHybridSpeed (internal/engine/model, which
+# drives model.Runner with the sequence's state slot) and by llama.cpp
+# through node-llama-cpp 3.21.1 (llamacpp-bench.mjs of ../shared/tools, run
+# from $TANDEM_NPM_DIR, which holds node_modules/node-llama-cpp and that
+# script), 1 and 2 threads, $ROUNDS interleaved rounds (default 3), each
+# under `nice -n $NICE` (default -10; root only, else 0). The model goes to
+# $BENCH_DIR (default /tmp/tandem-bench). Read the medians; on a loaded
+# machine say so (the load average is printed after every run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${BENCH_DIR:-/tmp/tandem-bench}
+npm=${TANDEM_NPM_DIR:-/tmp/tandem-npm}
+prio=${NICE:--10}
+[ "$(id -u)" = 0 ] || prio=0
+mkdir -p "$dir"
+go build -o "$dir/tandem" ./cmd/tandem
+go test -c -o "$dir/model.test" ./internal/engine/model/
+m="$dir/q35-2b-q4_k_m.gguf"
+[ -f "$m" ] || "$dir/tandem" model synth --preset q35-2b --type q4_k_m -o "$m"
+"$dir/tandem" model info "$m" | grep -E '^(layer mix|state |per token|parameters)'
+have_llama=1
+[ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
+for round in $(seq "${ROUNDS:-3}"); do
+  for th in 1 2; do
+    echo "round $round threads $th tandem    $(TANDEM_HYBRID_MODEL="$m" TANDEM_HYBRID_THREADS="$th" nice -n "$prio" "$dir/model.test" \
+      -test.run '^$' -test.bench BenchmarkHybridSpeed -test.benchtime=1x | grep -o '[0-9.]* decode-tok/s.*prefill-tok/s')"
+    echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    [ "$have_llama" = 1 ] && echo "round $round threads $th llama.cpp $(cd "$npm" && nice -n "$prio" node llamacpp-bench.mjs "$m" "$th" 512 16 | tail -1)"
+    echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  done
+done
