@@ -52,6 +52,7 @@ type gemma4Case struct {
 //     at --kernel-level generic or with an F32 KV cache, but not at the
 //     avx2 and avx512 levels (88 400 471 …), so an AVX kernel (the F16-KV
 //     attention or the Q4_0 product) rounds differently; not found yet.
+//
 // On the F32 copies Tandem's and llama.cpp's ids are equal on both prompts. Recorded with node-llama-cpp 3.21.1 (llama.cpp 80fb11a, one
 // thread, F16 KV cache) by TestGemma4LlamaCppLive (go test -run
 // TestGemma4LlamaCppLive -v logs the runs), which drives
