@@ -50,10 +50,12 @@ type gemma4Case struct {
 //     0.091): Tandem's side. llama.cpp, with or without flash attention,
 //     gives the F32 copy's ids (88 82 219 400 56 283 190 451); Tandem does
 //     at --kernel-level generic or with an F32 KV cache, but not at the
-//     avx2 and avx512 levels (88 400 471 …), so an AVX kernel (the F16-KV
-//     attention or the Q4_0 product) rounds differently; not found yet.
+//     avx2 and avx512 levels (88 400 471 …). The AVX Q4_0 products with
+//     an F32 KV cache agree, which points at the AVX F16-KV attention
+//     kernels rounding unlike the generic ones; not pinned down yet.
 //
-// On the F32 copies Tandem's and llama.cpp's ids are equal on both prompts. Recorded with node-llama-cpp 3.21.1 (llama.cpp 80fb11a, one
+// On the F32 copies Tandem's and llama.cpp's ids are equal on both prompts.
+// Recorded with node-llama-cpp 3.21.1 (llama.cpp 80fb11a, one
 // thread, F16 KV cache) by TestGemma4LlamaCppLive (go test -run
 // TestGemma4LlamaCppLive -v logs the runs), which drives
 // testdata/llamacpp-gap.mjs. tie is the step of llama.cpp's first near tie
