@@ -1,6 +1,7 @@
 // Package tokenizer converts between text and token ids the way llama.cpp
 // does for GGUF models: SentencePiece-style BPE with scores ("SPM",
-// tokenizer.ggml.model = "llama"), GPT-2 byte-level BPE ("gpt2") and
+// tokenizer.ggml.model = "llama"), GPT-2 byte-level BPE ("gpt2"), Gemma 4's
+// SentencePiece-style BPE ("gemma4", or "gpt2" with pre "gemma4") and
 // BERT's WordPiece ("bert", wpm.go: words split on white space and
 // punctuation, optionally lower-cased and stripped of accents, then
 // longest-match pieces; Encode with addSpecial adds [CLS] and [SEP]).
@@ -34,6 +35,14 @@
 //     \p{…} classes), each word's bytes are mapped through GPT-2's
 //     bytes_to_unicode, and merges apply by rank. llama3 takes a word that
 //     is itself a token without merging.
+//   - gemma4: spaces become "▁", the text is cut only into runs of
+//     newlines and runs of other characters, merges apply by rank over raw
+//     UTF-8 (no byte mapping; a run of newlines that is a token stays
+//     whole), and a symbol that is not a token becomes <0xXX> byte tokens.
+//     BOS is always added with addSpecial (llama.cpp overrides
+//     add_bos_token); <eos>, <turn|> and <|tool_response>, end generation,
+//     and then "</s>" does not. Decoding turns "▁" into spaces and byte
+//     tokens into bytes.
 //   - Decoding drops control and unknown tokens, turns "▁" into spaces and
 //     byte tokens into bytes (SPM) or undoes the byte mapping (BPE), removes
 //     the space that Encode added (SPM), and applies llama.cpp's
@@ -50,10 +59,10 @@
 //
 // # Limits
 //
-// Only the SPM and BPE models are supported (not WPM/BERT, UGM/T5, RWKV),
+// Only the SPM, BPE, gemma4 and WPM models are supported (not UGM/T5, RWKV),
 // and among BPE pre-tokenizers the families listed in preConfigs (default,
 // gpt-2 and aliases, llama3 and aliases, dbrx/smaug, qwen2 and aliases,
-// deepseek-llm, deepseek-coder, gpt-4o/llama4); New names any other. The
+// deepseek-llm, deepseek-coder, gpt-4o/llama4, gemma4); New names any other. The
 // o200k splitter follows the regex as the tokenizer.json states it, which
 // differs from llama.cpp's rewrite on words with combining marks in
 // scripts such as Devanagari and Thai (o200k.go). For gpt-oss (a vocabulary with
