@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -21,42 +19,37 @@ func TestPDMatchesServeMoE(t *testing.T) {
 	for _, arch := range []string{"qwen3moe", "qwen2moe"} {
 		t.Run(arch, func(t *testing.T) {
 			t.Parallel()
-			model := synthMoE(t, arch)
-			serve := startServe(t, model)
-			up := startUp(t, model)
-			ps := prompts()
-			for _, pname := range []string{"short", "over-a-chunk"} {
-				for _, stream := range []bool{false, true} {
-					what := fmt.Sprintf("%s prompt, stream=%v", pname, stream)
-					want := complete(t, serve, ps[pname], stream)
-					got := complete(t, up, ps[pname], stream)
-					if len(want.Tokens) != 24 {
-						t.Fatalf("%s: serve returned %d tokens, want 24 (logprobs tokens)", what, len(want.Tokens))
-					}
-					if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
-						t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
-					}
-					if strings.Join(got.Top, " ") != strings.Join(want.Top, " ") || strings.Join(got.LPs, " ") != strings.Join(want.LPs, " ") {
-						t.Errorf("%s: logprobs through the router\n%v %v\nserve\n%v %v", what, got.LPs, got.Top, want.LPs, want.Top)
-					}
-					if got.Finish != want.Finish || got.Usage != want.Usage {
-						t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)
-					}
-				}
-			}
+			upMatchesServe(t, synthTiny(t, arch, "q4_k_m"), "short", "over-a-chunk")
 		})
 	}
 }
 
-// synthMoE writes a tiny mixture-of-experts model of arch (8 experts, 2
-// used, q4_k_m) into the test's temporary folder.
-func synthMoE(t *testing.T, arch string) string {
+// TestPDMatchesServeQuantTypes: the same on the tiny llama preset in each
+// low-bit file type synth writes (its mix of the type with Q8_0/Q6_K where
+// llama.cpp's mixes put them), so both workers run those types' kernels:
+// prefill the eight-token tiles, decode the row kernels.
+func TestPDMatchesServeQuantTypes(t *testing.T) {
+	setup(t)
+	for _, typ := range []string{"mxfp4", "iq4_nl", "iq4_xs", "q3_k_m", "q2_k"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			upMatchesServe(t, synthTiny(t, "llama", typ), "short", "over-a-chunk")
+		})
+	}
+}
+
+// synthTiny writes a tiny model of arch in file type typ into the test's
+// temporary folder: 8 experts, 2 used, for a mixture-of-experts arch.
+func synthTiny(t *testing.T, arch, typ string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), arch+".gguf")
+	path := filepath.Join(t.TempDir(), arch+"-"+typ+".gguf")
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, "model", "synth", "--preset", "tiny", "--arch", arch,
-		"--experts", "8", "--experts-used", "2", "--type", "q4_k_m", "-o", path)
+	args := []string{"model", "synth", "--preset", "tiny", "--arch", arch, "--type", typ, "-o", path}
+	if arch != "llama" {
+		args = append(args, "--experts", "8", "--experts-used", "2")
+	}
+	cmd := exec.CommandContext(ctx, binPath, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tandem model synth --arch %s: %v\n%s", arch, err, out)
 	}

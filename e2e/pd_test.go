@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,12 +173,20 @@ func TestPDMatchesServe(t *testing.T) {
 
 // upMatchesServe checks that greedy output through `tandem up` is token
 // for token, logprob for logprob, what `tandem serve` gives for model, for
-// every prompt, streaming and not.
-func upMatchesServe(t *testing.T, model string) {
+// the prompts named (every prompt when none is), streaming and not.
+func upMatchesServe(t *testing.T, model string, names ...string) {
 	t.Helper()
 	serve := startServe(t, model)
 	up := startUp(t, model)
-	for pname, p := range prompts() {
+	ps := prompts()
+	if len(names) == 0 {
+		names = slices.Sorted(maps.Keys(ps))
+	}
+	for _, pname := range names {
+		p, ok := ps[pname]
+		if !ok {
+			t.Fatalf("no prompt %q", pname)
+		}
 		for _, stream := range []bool{false, true} {
 			want := complete(t, serve, p, stream)
 			got := complete(t, up, p, stream)
