@@ -398,7 +398,12 @@ func (r *chaosRequest) judgeStream(o outcome, resp *http.Response, body io.Reade
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return bad("streamed 200 answer has Content-Type %q", resp.Header.Get("Content-Type"))
 	}
-	sc := bufio.NewScanner(body)
+	// A read that fails (the client leaving, a cut connection) makes the
+	// scanner hand back the partial last line as if it were whole; rb keeps
+	// the error so that such a line is judged as the cut it is, not as an
+	// event the server sent broken.
+	rb := &readErr{r: body}
+	sc := bufio.NewScanner(rb)
 	sc.Buffer(make([]byte, 64<<10), answerBytesMax)
 	var (
 		events   int
@@ -426,6 +431,9 @@ func (r *chaosRequest) judgeStream(o outcome, resp *http.Response, body io.Reade
 		} else {
 			var d chaosDoc
 			if err := json.Unmarshal([]byte(data), &d); err != nil {
+				if rb.err != nil && rb.err != io.EOF {
+					return ended(fmt.Sprintf("read the stream after %d events (its last line cut)", events-1), rb.err)
+				}
 				return bad("event is not JSON: %v: %q", err, clip(data, 200))
 			}
 			if len(d.Error) > 0 && string(d.Error) != "null" {
@@ -493,3 +501,17 @@ func clip(s string, n int) string {
 }
 
 func clipBytes(b []byte, n int) string { return clip(string(b), n) }
+
+// readErr remembers the first error its reader returned.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
