@@ -1,12 +1,7 @@
 package model_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,30 +130,10 @@ func TestGemma4MatchesLlamaCpp(t *testing.T) {
 // the recorded runs are still llama.cpp's. It skips when node or
 // node-llama-cpp is missing.
 func TestGemma4LlamaCppLive(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
-	}
-	npm := os.Getenv("TANDEM_NPM_DIR")
-	if npm == "" {
-		npm = "/tmp/tandem-npm"
-	}
-	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
-		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
-	}
 	dir := t.TempDir()
 	for _, tc := range gemma4Cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeGemma4Case(t, dir, tc)
-			cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
-			cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
-			}
-			t.Log(stderr.String())
 			m, err := model.Load(path)
 			if err != nil {
 				t.Fatal(err)
@@ -166,25 +141,8 @@ func TestGemma4LlamaCppLive(t *testing.T) {
 			defer m.Close()
 			pool := kernels.NewPool(2)
 			defer pool.Close()
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			sc.Buffer(nil, 1<<20)
-			for i := 0; sc.Scan(); i++ {
-				var ref struct {
-					PromptIDs []int32   `json:"prompt_ids"`
-					IDs       []int32   `json:"ids"`
-					Gaps      []float64 `json:"gaps"`
-				}
-				if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
-					t.Fatal(err)
-				}
-				tie := len(ref.IDs)
-				for s, g := range ref.Gaps {
-					if g < moeNearTie {
-						tie = s
-						break
-					}
-				}
-				t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", i+1, tie, joinIDs(ref.IDs), minGap(ref.Gaps[:tie]))
+			for i, ref := range llamaCppRuns(t, path) {
+				tie := ref.Tie
 				if own := m.Tokenizer.Encode(lowbitPrompts[i], true, true); !slices.Equal(own, ref.PromptIDs) {
 					t.Errorf("prompt %d: Tandem tokenizes it %v, llama.cpp %v", i+1, own, ref.PromptIDs)
 				}

@@ -1,12 +1,7 @@
 package model_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -123,25 +118,6 @@ func liveCases(t *testing.T, cases []moeCase) {
 // and that the recorded runs (when not nil) are still llama.cpp's. It
 // skips when node or node-llama-cpp is missing.
 func liveCompare(t *testing.T, path string, recorded *[3]lowbitRun) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
-	}
-	npm := os.Getenv("TANDEM_NPM_DIR")
-	if npm == "" {
-		npm = "/tmp/tandem-npm"
-	}
-	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
-		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
-	}
-	cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
-	cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
-	}
 	m, err := model.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -149,25 +125,8 @@ func liveCompare(t *testing.T, path string, recorded *[3]lowbitRun) {
 	defer m.Close()
 	pool := kernels.NewPool(2)
 	defer pool.Close()
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(nil, 1<<20)
-	for i := 0; sc.Scan(); i++ {
-		var ref struct {
-			PromptIDs []int32   `json:"prompt_ids"`
-			IDs       []int32   `json:"ids"`
-			Gaps      []float64 `json:"gaps"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
-			t.Fatal(err)
-		}
-		tie := len(ref.IDs)
-		for s, g := range ref.Gaps {
-			if g < moeNearTie {
-				tie = s
-				break
-			}
-		}
-		t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", i+1, tie, joinIDs(ref.IDs), minGap(ref.Gaps[:tie]))
+	for i, ref := range llamaCppRuns(t, path) {
+		tie := ref.Tie
 		pages := (len(ref.PromptIDs) + 24 + 15) / 16
 		got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, pages, tensor.F16), ref.PromptIDs, 24)
 		if !slices.Equal(got[:tie], ref.IDs[:tie]) {

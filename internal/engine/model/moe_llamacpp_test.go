@@ -143,30 +143,10 @@ func TestMoELlamaCppLive(t *testing.T) { matchesLive(t, moeCases) }
 // matchesLive runs llama.cpp on cases' files and checks Tandem against it
 // and the records (see TestMoELlamaCppLive).
 func matchesLive(t *testing.T, cases []moeCase) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
-	}
-	npm := os.Getenv("TANDEM_NPM_DIR")
-	if npm == "" {
-		npm = "/tmp/tandem-npm"
-	}
-	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
-		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
-	}
 	dir := t.TempDir()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeMoECase(t, dir, tc)
-			cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
-			cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
-			}
-			t.Log(stderr.String())
 			m, err := model.Load(path)
 			if err != nil {
 				t.Fatal(err)
@@ -174,25 +154,8 @@ func matchesLive(t *testing.T, cases []moeCase) {
 			defer m.Close()
 			pool := kernels.NewPool(2)
 			defer pool.Close()
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			sc.Buffer(nil, 1<<20)
-			for i := 0; sc.Scan(); i++ {
-				var ref struct {
-					PromptIDs []int32   `json:"prompt_ids"`
-					IDs       []int32   `json:"ids"`
-					Gaps      []float64 `json:"gaps"`
-				}
-				if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
-					t.Fatal(err)
-				}
-				tie := len(ref.IDs)
-				for s, g := range ref.Gaps {
-					if g < moeNearTie {
-						tie = s
-						break
-					}
-				}
-				t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", i+1, tie, joinIDs(ref.IDs), minGap(ref.Gaps[:tie]))
+			for i, ref := range llamaCppRuns(t, path) {
+				tie := ref.Tie
 				if own := m.Tokenizer.Encode(lowbitPrompts[i], true, true); !slices.Equal(own, ref.PromptIDs) {
 					t.Errorf("prompt %d: Tandem tokenizes it %v, llama.cpp %v", i+1, own, ref.PromptIDs)
 				}
@@ -255,4 +218,64 @@ func minGap(g []float64) float64 {
 		return 0
 	}
 	return slices.Min(g)
+}
+
+// gapRun is llama.cpp's greedy run of one prompt as testdata/llamacpp-gap.mjs
+// prints it: its tokenization, ids and top-two logit gaps, and Tie, the step
+// of its first near tie (len(IDs) when none came).
+type gapRun struct {
+	PromptIDs []int32   `json:"prompt_ids"`
+	IDs       []int32   `json:"ids"`
+	Gaps      []float64 `json:"gaps"`
+	Tie       int       `json:"-"`
+}
+
+// llamaCppRuns runs llama.cpp (testdata/llamacpp-gap.mjs on node-llama-cpp
+// under TANDEM_NPM_DIR) on the file at path for the three lowbitPrompts, 24
+// greedy steps each, and logs each run in the recorded-case form. It skips
+// when node or node-llama-cpp is missing.
+func llamaCppRuns(t *testing.T, path string) []gapRun {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
+	}
+	npm := os.Getenv("TANDEM_NPM_DIR")
+	if npm == "" {
+		npm = "/tmp/tandem-npm"
+	}
+	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
+		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
+	}
+	cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
+	cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node llamacpp-gap.mjs: %v\n%s", err, stderr.Bytes())
+	}
+	t.Log(stderr.String())
+	var runs []gapRun
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ref gapRun
+		if err := json.Unmarshal(sc.Bytes(), &ref); err != nil {
+			t.Fatal(err)
+		}
+		ref.Tie = len(ref.IDs)
+		for s, g := range ref.Gaps {
+			if g < moeNearTie {
+				ref.Tie = s
+				break
+			}
+		}
+		t.Logf("prompt %d: {%d, []int32{%s}}, min gap before the tie %.4f", len(runs)+1, ref.Tie, joinIDs(ref.IDs), minGap(ref.Gaps[:ref.Tie]))
+		runs = append(runs, ref)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return runs
 }
