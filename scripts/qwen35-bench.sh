@@ -9,7 +9,12 @@
 # script), 1 and 2 threads, $ROUNDS interleaved rounds (default 3), each
 # under `nice -n $NICE` (default -10; root only, else 0). The model goes to
 # $BENCH_DIR (default /tmp/tandem-bench). Read the medians; on a loaded
-# machine say so (the load average is printed after every run).
+# machine say so (the load average is printed after every run). With
+# LLAMA_BENCH=PATH (llama.cpp's own llama-bench, built by
+# ../shared/tools/build-llamacpp.sh from node-llama-cpp 3.21.1's
+# gitRelease.bundle) llama.cpp's figures come from llama-bench (-p 512
+# -n 16 -r 1), whose 2-thread decode does not oversubscribe 2 cores as
+# node-llama-cpp's does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/tmp/tandem-bench}
@@ -23,13 +28,28 @@ m="$dir/q35-2b-q4_k_m.gguf"
 [ -f "$m" ] || "$dir/tandem" model synth --preset q35-2b --type q4_k_m -o "$m"
 "$dir/tandem" model info "$m" | grep -E '^(layer mix|state |per token|parameters)'
 have_llama=1
-[ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
+lb=${LLAMA_BENCH:-}
+if [ -n "$lb" ]; then
+  [ -x "$lb" ] || { echo "LLAMA_BENCH=$lb is not an executable" >&2; exit 1; }
+else
+  [ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
+fi
+# llama_run TH: llama.cpp's prefill and decode rates as one JSON line
+llama_run() {
+  if [ -z "$lb" ]; then (cd "$npm" && nice -n "$prio" node llamacpp-bench.mjs "$m" "$1" 512 16 | tail -1); return; fi
+  nice -n "$prio" "$lb" -m "$m" -t "$1" -p 512 -n 16 -r 1 -o json 2>/dev/null | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
+tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
+print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'
+}
 for round in $(seq "${ROUNDS:-3}"); do
   for th in 1 2; do
     echo "round $round threads $th tandem    $(TANDEM_HYBRID_MODEL="$m" TANDEM_HYBRID_THREADS="$th" nice -n "$prio" "$dir/model.test" \
       -test.run '^$' -test.bench BenchmarkHybridSpeed -test.benchtime=1x | grep -o '[0-9.]* decode-tok/s.*prefill-tok/s')"
     echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    [ "$have_llama" = 1 ] && echo "round $round threads $th llama.cpp $(cd "$npm" && nice -n "$prio" node llamacpp-bench.mjs "$m" "$th" 512 16 | tail -1)"
+    [ "$have_llama" = 1 ] && echo "round $round threads $th llama.cpp $(llama_run "$th")"
     echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
   done
 done

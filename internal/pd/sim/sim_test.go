@@ -387,6 +387,7 @@ var (
 	exhaustiveMatch = flag.Bool("exhaustive.match", true, "TestExhaustive with -exhaustive.k: state matching (a world reached before is not explored again)")
 	exhaustiveParts = flag.Int("exhaustive.parts", 1, "TestExhaustive with -exhaustive.k: split the search into this many parts (run each in its own process)")
 	exhaustivePart  = flag.Int("exhaustive.part", 0, "TestExhaustive with -exhaustive.parts: the part this process searches (0 .. parts-1)")
+	exhaustiveNoRed = flag.Bool("exhaustive.noreduce", false, "TestExhaustive with -exhaustive.k: no sleep sets (every order; with matching, the search merges only equal worlds)")
 	exhaustiveSplit = flag.Int("exhaustive.split", 6, "TestExhaustive with -exhaustive.parts: the depth whose options are dealt to the parts")
 )
 
@@ -413,7 +414,7 @@ func TestExhaustive(t *testing.T) {
 		{Rooms: 2, K: 0, Match: true, MaxLeaves: 300}}
 	if *exhaustiveK >= 0 {
 		configs = []ExhaustiveOptions{{Rooms: *exhaustiveRooms, K: *exhaustiveK, Abort: *exhaustiveAbort, MaxLeaves: *exhaustiveMax,
-			Match: *exhaustiveMatch, Parts: *exhaustiveParts, Part: *exhaustivePart, SplitDepth: *exhaustiveSplit,
+			Match: *exhaustiveMatch, NoReduce: *exhaustiveNoRed, Parts: *exhaustiveParts, Part: *exhaustivePart, SplitDepth: *exhaustiveSplit,
 			ProgressEvery: 50000, Progress: func(r ExhaustiveResult, done float64) {
 				// Straight to stderr: a long search shows how far it got.
 				fmt.Fprintf(os.Stderr, "exhaustive: %d leaves, %d cut, %d states in %v, about %.2f%% of the tree\n",
