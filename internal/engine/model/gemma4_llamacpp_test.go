@@ -101,26 +101,7 @@ func writeGemma4Case(t *testing.T, dir string, tc gemma4Case) string {
 func TestGemma4MatchesLlamaCpp(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range gemma4Cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.runs[0].ids == nil {
-				t.Fatalf("no recorded llama.cpp runs (record them with TestGemma4LlamaCppLive)")
-			}
-			m, err := model.Load(writeGemma4Case(t, dir, tc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			for i, run := range tc.runs {
-				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
-				n := min(run.tie, len(run.ids))
-				if !slices.Equal(got[:n], run.ids[:n]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkRecorded(t, writeGemma4Case(t, dir, tc), 2, tc.runs) })
 	}
 }
 
@@ -132,33 +113,7 @@ func TestGemma4MatchesLlamaCpp(t *testing.T) {
 func TestGemma4LlamaCppLive(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range gemma4Cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := writeGemma4Case(t, dir, tc)
-			m, err := model.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			for i, ref := range llamaCppRuns(t, path) {
-				tie := ref.Tie
-				if own := m.Tokenizer.Encode(lowbitPrompts[i], true, true); !slices.Equal(own, ref.PromptIDs) {
-					t.Errorf("prompt %d: Tandem tokenizes it %v, llama.cpp %v", i+1, own, ref.PromptIDs)
-				}
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), ref.PromptIDs, 24)
-				if !slices.Equal(got[:tie], ref.IDs[:tie]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
-				}
-				rec := tc.runs[i]
-				if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
-					t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
-				}
-				if rec.tie != tie {
-					t.Logf("prompt %d: recorded near tie at step %d, this run's at %d", i+1, rec.tie, tie)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { liveCompare(t, writeGemma4Case(t, dir, tc), &tc.runs) })
 	}
 }
 
