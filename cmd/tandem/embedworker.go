@@ -83,7 +83,11 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 	if err != nil {
 		return err
 	}
-	m, err := embed.Open(path, f.ef.threads, ebf.batchTokens, ebf.batchInputs, dims)
+	open := embed.Open
+	if !f.ef.mmap {
+		open = embed.OpenInMemory
+	}
+	m, err := open(path, f.ef.threads, ebf.batchTokens, ebf.batchInputs, dims)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@
 //     nomic-bert, bert) or a decoder whose file sets {arch}.pooling_type
 //     (a qwen3 file with last-token pooling, as Qwen3-Embedding). A file
 //     without a pooling type is not an embedding model (ErrNotEmbedding).
+//     OpenInMemory is Open with the file read into process memory instead
+//     of mapped (--mmap=false): the same embeddings.
 //   - Service.Embed takes token ids (each input 1..Info.Context tokens),
 //     waits its turn and returns one unit-length vector of Info.Dim floats
 //     per input, in order. A batch holds at most Config.MaxBatchInputs
