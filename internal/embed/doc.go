@@ -20,6 +20,8 @@
 //   - Every call ends: with its vectors, the model's error, ErrClosed
 //     after Close, or ctx's error when ctx ends first (its inputs not yet
 //     in a batch are dropped, so a cancelled request costs no compute).
+//   - Service.Load reports the inputs waiting and those of the batch
+//     computing: an embedding worker's load in its /pd/status.
 //   - Truncate cuts a vector to its first n dimensions and normalizes it
 //     again (Matryoshka embeddings); Info.Dims lists the n a model allows.
 //
