@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -164,29 +163,7 @@ func TestGemma4PrefillEqualsDecode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			ids := m.Tokenizer.Encode(tilePrompt, true, true)
-			for _, threads := range []int{1, 3} {
-				pool := kernels.NewPool(threads)
-				r := model.NewRunner(m, pool)
-				all := allLogits(t, r, newCache(t, m, 16, 16, tensor.F16), ids)
-				kv := newCache(t, m, 16, 16, tensor.F16)
-				pages, err := kv.Alloc(kv.Config().PagesFor(len(ids)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				vocab := m.Config.Vocab
-				for i, id := range ids {
-					out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: i, Pages: pages}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if want := all[i*vocab : (i+1)*vocab]; !slices.EqualFunc(out[0], want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
-						t.Fatalf("threads %d position %d: one token at a time differs from the %d-token step", threads, i, len(ids))
-					}
-				}
-				kv.Release(pages)
-				pool.Close()
-			}
+			checkPrefillEqualsDecode(t, m)
 		})
 	}
 }
