@@ -119,21 +119,32 @@ func TestLowbitMatchesLlamaCpp(t *testing.T) {
 			if err := synth.Write(p, synth.Options{Config: cfg, Type: tc.typ, Pure: tc.pure, Seed: tc.seed}); err != nil {
 				t.Fatal(err)
 			}
-			m, err := model.Load(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(1)
-			defer pool.Close()
-			for i, run := range tc.runs {
-				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
-				n := min(run.tie, len(run.ids))
-				if !slices.Equal(got[:n], run.ids[:n]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
-				}
-			}
+			checkRecorded(t, p, 1, tc.runs)
 		})
+	}
+}
+
+// checkRecorded checks Tandem's greedy continuations (24 steps, F16 KV
+// cache, threads threads) of the three lowbitPrompts on the file at path
+// against llama.cpp's recorded runs, up to each run's near tie.
+func checkRecorded(t *testing.T, path string, threads int, runs [3]lowbitRun) {
+	t.Helper()
+	if runs[0].ids == nil {
+		t.Fatalf("no recorded llama.cpp runs for %s (record them with the matching LlamaCppLive test, -v logs them)", path)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pool := kernels.NewPool(threads)
+	defer pool.Close()
+	for i, run := range runs {
+		prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
+		got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
+		n := min(run.tie, len(run.ids))
+		if !slices.Equal(got[:n], run.ids[:n]) {
+			t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
+		}
 	}
 }
