@@ -21,8 +21,8 @@
 # say so with the figures. With LLAMA_BENCH=PATH (llama.cpp's own
 # llama-bench, built by ../shared/tools/build-llamacpp.sh from the source
 # node-llama-cpp 3.21.1 ships: its gitRelease.bundle, llama.cpp 80fb11a)
-# llama.cpp's figures come from llama-bench (-p 512 -n $GEN -r 1, mmap as
-# $LLAMA_MMAP says) instead: node-llama-cpp's 2-thread decode
+# llama.cpp's figures come from llama-bench (-p 512, and -n $GEN -d 512:
+# decode after the prompt; mmap as $LLAMA_MMAP says) instead: node-llama-cpp's 2-thread decode
 # oversubscribes a 2-core machine, llama-bench's does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,9 +50,12 @@ fi
 llama_bench() {
   local mmp=1
   [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
-  nice -n "$nice" "$lb" -m "$m" -t "$1" -p 512 -n "$gen" -r 1 -mmp "$mmp" -o json 2>/dev/null | python3 -c '
+  # prefill from an empty context; decode after the 512-token prompt
+  # (-d 512), as Tandem's figures are
+  { nice -n "$nice" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null
+    nice -n "$nice" "$lb" -m "$m" -t "$1" -p 0 -n "$gen" -d 512 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null; } | python3 -c '
 import json, sys
-rows = json.load(sys.stdin)
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
 pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
 tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
 print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'

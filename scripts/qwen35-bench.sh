@@ -12,14 +12,18 @@
 # machine say so (the load average is printed after every run). With
 # LLAMA_BENCH=PATH (llama.cpp's own llama-bench, built by
 # ../shared/tools/build-llamacpp.sh from node-llama-cpp 3.21.1's
-# gitRelease.bundle) llama.cpp's figures come from llama-bench (-p 512
-# -n 16 -r 1), whose 2-thread decode does not oversubscribe 2 cores as
-# node-llama-cpp's does.
+# gitRelease.bundle) llama.cpp's figures come from llama-bench (-p 512,
+# and -n 16 -d 512: decode after the prompt), whose 2-thread decode does not oversubscribe 2 cores as
+# node-llama-cpp's does. Tandem reads the file into memory with huge
+# pages ($MMAP, default false: TANDEM_HYBRID_MMAP, as --mmap=false; a
+# mapped file decodes at half the speed or less on this VM, see
+# docs/moe-speed.md); llama-bench maps it unless LLAMA_MMAP=false.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/tmp/tandem-bench}
 npm=${TANDEM_NPM_DIR:-/tmp/tandem-npm}
 prio=${NICE:--10}
+mmap=${MMAP:-false}
 [ "$(id -u)" = 0 ] || prio=0
 mkdir -p "$dir"
 go build -o "$dir/tandem" ./cmd/tandem
@@ -37,16 +41,21 @@ fi
 # llama_run TH: llama.cpp's prefill and decode rates as one JSON line
 llama_run() {
   if [ -z "$lb" ]; then (cd "$npm" && nice -n "$prio" node llamacpp-bench.mjs "$m" "$1" 512 16 | tail -1); return; fi
-  nice -n "$prio" "$lb" -m "$m" -t "$1" -p 512 -n 16 -r 1 -o json 2>/dev/null | python3 -c '
+  # prefill from an empty context; decode after the 512-token prompt
+  # (-d 512), as Tandem's figures are
+  local mmp=1
+  [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
+  { nice -n "$prio" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null
+    nice -n "$prio" "$lb" -m "$m" -t "$1" -p 0 -n 16 -d 512 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null; } | python3 -c '
 import json, sys
-rows = json.load(sys.stdin)
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
 pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
 tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
 print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'
 }
 for round in $(seq "${ROUNDS:-3}"); do
   for th in 1 2; do
-    echo "round $round threads $th tandem    $(TANDEM_HYBRID_MODEL="$m" TANDEM_HYBRID_THREADS="$th" nice -n "$prio" "$dir/model.test" \
+    echo "round $round threads $th tandem    $(TANDEM_HYBRID_MODEL="$m" TANDEM_HYBRID_MMAP="$mmap" TANDEM_HYBRID_THREADS="$th" nice -n "$prio" "$dir/model.test" \
       -test.run '^$' -test.bench BenchmarkHybridSpeed -test.benchtime=1x | grep -o '[0-9.]* decode-tok/s.*prefill-tok/s')"
     echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
     [ "$have_llama" = 1 ] && echo "round $round threads $th llama.cpp $(llama_run "$th")"
