@@ -53,12 +53,32 @@ pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
 tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
 print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'
 }
+rec=$(mktemp)
+trap 'rm -f "$rec"' EXIT
 for round in $(seq "${ROUNDS:-3}"); do
   for th in 1 2; do
-    echo "round $round threads $th tandem    $(TANDEM_HYBRID_MODEL="$m" TANDEM_HYBRID_MMAP="$mmap" TANDEM_HYBRID_THREADS="$th" nice -n "$prio" "$dir/model.test" \
-      -test.run '^$' -test.bench BenchmarkHybridSpeed -test.benchtime=1x | grep -o '[0-9.]* decode-tok/s.*prefill-tok/s')"
+    t=$(TANDEM_HYBRID_MODEL="$m" TANDEM_HYBRID_MMAP="$mmap" TANDEM_HYBRID_THREADS="$th" nice -n "$prio" "$dir/model.test" \
+      -test.run '^$' -test.bench BenchmarkHybridSpeed -test.benchtime=1x | grep -o '[0-9.]* decode-tok/s.*prefill-tok/s')
+    echo "round $round threads $th tandem    $t"
+    echo "$th tandem_decode $(awk '{ print $1 }' <<<"$t")" >>"$rec"
+    echo "$th tandem_prefill $(grep -o '[0-9.]* prefill-tok/s' <<<"$t" | cut -d' ' -f1)" >>"$rec"
     echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    [ "$have_llama" = 1 ] && echo "round $round threads $th llama.cpp $(llama_run "$th")"
-    echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    if [ "$have_llama" = 1 ]; then
+      l=$(llama_run "$th")
+      echo "round $round threads $th llama.cpp $l"
+      echo "$th llama_prefill $(grep -o '"prefill_tok_s":[0-9.]*' <<<"$l" | cut -d: -f2)" >>"$rec"
+      echo "$th llama_decode $(grep -o '"decode_tok_s":[0-9.]*' <<<"$l" | cut -d: -f2)" >>"$rec"
+      echo "round $round load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    fi
   done
+done
+# med TH KEY: the median of the recorded values
+med() { awk -v th="$1" -v k="$2" '$1 == th && $2 == k && $3 != "" { print $3 }' "$rec" | sort -g |
+  awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+echo
+echo "medians of ${ROUNDS:-3} rounds (512-token prefill, 16-token decode; tandem mmap=$mmap, llama.cpp mmap ${LLAMA_MMAP:-default})"
+for th in 1 2; do
+  tp=$(med "$th" tandem_prefill) lp=$(med "$th" llama_prefill) td=$(med "$th" tandem_decode) ld=$(med "$th" llama_decode)
+  echo "threads $th: prefill $tp / $lp = $(ratio "$tp" "$lp")x, decode $td / $ld = $(ratio "$td" "$ld")x (tandem / llama.cpp tok/s)"
 done
