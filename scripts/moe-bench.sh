@@ -23,7 +23,9 @@
 # node-llama-cpp 3.21.1 ships: its gitRelease.bundle, llama.cpp 80fb11a)
 # llama.cpp's figures come from llama-bench (-p 512, and -n $GEN -d 512:
 # decode after the prompt; mmap as $LLAMA_MMAP says) instead: node-llama-cpp's 2-thread decode
-# oversubscribes a 2-core machine, llama-bench's does not.
+# oversubscribes a 2-core machine, llama-bench's does not. LLAMA_POLL
+# sets llama-bench's --poll (its threads' busy-wait, default 50; 0 yields,
+# which suits a machine shared with other jobs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/tmp/tandem-bench}
@@ -52,8 +54,8 @@ llama_bench() {
   [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
   # prefill from an empty context; decode after the 512-token prompt
   # (-d 512), as Tandem's figures are
-  { nice -n "$nice" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null
-    nice -n "$nice" "$lb" -m "$m" -t "$1" -p 0 -n "$gen" -d 512 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null; } | python3 -c '
+  { nice -n "$nice" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null
+    nice -n "$nice" "$lb" -m "$m" -t "$1" -p 0 -n "$gen" -d 512 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null; } | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]

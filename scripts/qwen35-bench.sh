@@ -14,7 +14,8 @@
 # ../shared/tools/build-llamacpp.sh from node-llama-cpp 3.21.1's
 # gitRelease.bundle) llama.cpp's figures come from llama-bench (-p 512,
 # and -n 16 -d 512: decode after the prompt), whose 2-thread decode does not oversubscribe 2 cores as
-# node-llama-cpp's does. Tandem reads the file into memory with huge
+# node-llama-cpp's does (LLAMA_POLL sets its --poll, the threads'
+# busy-wait: default 50, 0 yields). Tandem reads the file into memory with huge
 # pages ($MMAP, default false: TANDEM_HYBRID_MMAP, as --mmap=false; a
 # mapped file decodes at half the speed or less on this VM, see
 # docs/moe-speed.md); llama-bench maps it unless LLAMA_MMAP=false.
@@ -45,8 +46,8 @@ llama_run() {
   # (-d 512), as Tandem's figures are
   local mmp=1
   [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
-  { nice -n "$prio" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null
-    nice -n "$prio" "$lb" -m "$m" -t "$1" -p 0 -n 16 -d 512 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null; } | python3 -c '
+  { nice -n "$prio" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null
+    nice -n "$prio" "$lb" -m "$m" -t "$1" -p 0 -n 16 -d 512 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null; } | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
