@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"tandem/internal/pd/room"
 	"unsafe"
 )
@@ -55,36 +56,65 @@ var stateSkip = map[reflect.Type]map[string]bool{
 
 var stateSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
-// hasher walks a value into two maphash states.
+// hasher writes what it walks into buf and digests it at the end; a map
+// entry or a pending item is digested from its own stretch of buf, which
+// is then dropped (their digests are summed, so order does not matter).
 type hasher struct {
-	h    [2]maphash.Hash
-	path []uintptr // pointers being walked (a pointer back to one of them is a cycle)
-	buf  [8]byte
+	buf  []byte
+	path []uintptr        // pointers being walked (a pointer back to one of them is a cycle)
 	text *strings.Builder // when set, what is digested, written out (tests: why two worlds differ)
 }
 
-func newHasher() *hasher {
-	var hs hasher
-	hs.h[0].SetSeed(stateSeeds[0])
-	hs.h[1].SetSeed(stateSeeds[1])
-	return &hs
+func newHasher() *hasher { return &hasher{buf: make([]byte, 0, 4096)} }
+
+// digest is the 128-bit digest of b.
+func digest(b []byte) stateKey {
+	return stateKey{maphash.Bytes(stateSeeds[0], b), maphash.Bytes(stateSeeds[1], b)}
 }
 
-func (hs *hasher) sum() stateKey { return stateKey{hs.h[0].Sum64(), hs.h[1].Sum64()} }
+func (hs *hasher) sum() stateKey { return digest(hs.buf) }
+
+// from digests what was written since mark and drops it.
+func (hs *hasher) from(mark int) stateKey {
+	k := digest(hs.buf[mark:])
+	hs.buf = hs.buf[:mark]
+	return k
+}
 
 func (hs *hasher) u64(x uint64) {
 	if hs.text != nil {
 		fmt.Fprintf(hs.text, " %d", x)
 	}
-	binary.LittleEndian.PutUint64(hs.buf[:], x)
-	hs.h[0].Write(hs.buf[:])
-	hs.h[1].Write(hs.buf[:])
+	hs.buf = binary.LittleEndian.AppendUint64(hs.buf, x)
 }
 
 func (hs *hasher) bytes(b []byte) {
 	hs.u64(uint64(len(b)))
-	hs.h[0].Write(b)
-	hs.h[1].Write(b)
+	hs.buf = append(hs.buf, b...)
+}
+
+// fieldsOf lists the fields of struct type t the digest reads (stateSkip
+// left out), with their names for the text form.
+var fieldCache sync.Map // reflect.Type -> []fieldRef
+
+type fieldRef struct {
+	i    int
+	name string
+}
+
+func fieldsOf(t reflect.Type) []fieldRef {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]fieldRef)
+	}
+	skip := stateSkip[t]
+	var fs []fieldRef
+	for i := range t.NumField() {
+		if name := t.Field(i).Name; !skip[name] {
+			fs = append(fs, fieldRef{i, name})
+		}
+	}
+	fieldCache.Store(t, fs)
+	return fs
 }
 
 var (
@@ -137,15 +167,11 @@ func (hs *hasher) walk(v reflect.Value) {
 			hs.walk(v.Index(i))
 		}
 	case reflect.Struct:
-		skip := stateSkip[v.Type()]
-		for i := range v.NumField() {
-			if skip != nil && skip[v.Type().Field(i).Name] {
-				continue
-			}
+		for _, f := range fieldsOf(v.Type()) {
 			if hs.text != nil {
-				fmt.Fprintf(hs.text, "\n%*s%s:", len(hs.path), "", v.Type().Field(i).Name)
+				fmt.Fprintf(hs.text, "\n%*s%s:", len(hs.path), "", f.name)
 			}
-			hs.walk(v.Field(i))
+			hs.walk(v.Field(f.i))
 		}
 	case reflect.Map:
 		if v.IsNil() {
@@ -155,12 +181,10 @@ func (hs *hasher) walk(v reflect.Value) {
 		var acc stateKey
 		it := v.MapRange()
 		for it.Next() {
-			s := newHasher()
-			s.path = hs.path
-			s.text = hs.text
-			s.walk(it.Key())
-			s.walk(it.Value())
-			k := s.sum()
+			mark := len(hs.buf)
+			hs.walk(it.Key())
+			hs.walk(it.Value())
+			k := hs.from(mark)
 			acc[0] += k[0]
 			acc[1] += k[1]
 		}
@@ -218,12 +242,12 @@ func (hs *hasher) walk(v reflect.Value) {
 
 // itemKey digests a pending item, with its rank among the items it must
 // follow (rank), but not its sequence number.
-func itemKey(it *item, rank int, what byte) stateKey {
-	hs := newHasher()
+func (hs *hasher) itemKey(it *item, rank int, what byte) stateKey {
+	mark := len(hs.buf)
 	hs.walk(reflect.ValueOf(it).Elem())
 	hs.u64(uint64(rank))
 	hs.u64(uint64(what))
-	return hs.sum()
+	return hs.from(mark)
 }
 
 // orderClass names the items a pending item must follow: frames on one
@@ -243,6 +267,7 @@ func orderClass(it *item) (key [3]int32, ok bool) {
 // caller re-digests for other options) in the queue's order.
 func (s *sim) itemKeys() []stateKey {
 	ranks := map[[3]int32]int{}
+	hs := newHasher()
 	keys := make([]stateKey, len(s.q))
 	for i := range s.q {
 		it := &s.q[i]
@@ -251,7 +276,7 @@ func (s *sim) itemKeys() []stateKey {
 			rank = ranks[c]
 			ranks[c] = rank + 1
 		}
-		keys[i] = itemKey(it, rank, 0)
+		keys[i] = hs.itemKey(it, rank, 0)
 	}
 	return keys
 }
