@@ -72,7 +72,8 @@ type ExhaustiveOptions struct {
 	// the disagreements) and the final world's digest (tests).
 	end    func(ending string, world stateKey)
 	endSim func(s *sim, world stateKey)
-	// Progress, when set, is called every ProgressEvery leaves with the
+	// Progress, when set, is called every ProgressEvery schedules run
+	// (leaves and those cut short) with the
 	// result so far and an estimate of the share of the tree searched
 	// (the depth-first position, weighting every branch alike).
 	Progress      func(res ExhaustiveResult, done float64)
@@ -411,7 +412,7 @@ func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 		if o.MaxLeaves > 0 && res.Leaves >= o.MaxLeaves {
 			break
 		}
-		if o.Progress != nil && o.ProgressEvery > 0 && !c.cut() && res.Leaves%o.ProgressEvery == 0 {
+		if runs := res.Leaves + res.Blocked + res.Matched + res.Skipped; o.Progress != nil && o.ProgressEvery > 0 && runs%o.ProgressEvery == 0 {
 			res.Elapsed = time.Since(start)
 			o.Progress(res, searched(stack))
 		}

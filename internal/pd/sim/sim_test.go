@@ -418,8 +418,8 @@ func TestExhaustive(t *testing.T) {
 			Match: *exhaustiveMatch, NoReduce: *exhaustiveNoRed, Parts: *exhaustiveParts, Part: *exhaustivePart, SplitDepth: *exhaustiveSplit,
 			ProgressEvery: 50000, Progress: func(r ExhaustiveResult, done float64) {
 				// Straight to stderr: a long search shows how far it got.
-				fmt.Fprintf(os.Stderr, "exhaustive: %d leaves, %d cut, %d states in %v, about %.2f%% of the tree\n",
-					r.Leaves, r.Blocked, r.States, r.Elapsed.Round(time.Second), 100*done)
+				fmt.Fprintf(os.Stderr, "exhaustive: %d leaves, %d cut, %d at a known world of %d, %d states in %v, about %.2f%% of the tree\n",
+					r.Leaves, r.Blocked, r.Matched, r.Worlds, r.States, r.Elapsed.Round(time.Second), 100*done)
 			}}}
 	}
 	for _, o := range configs {
