@@ -1,7 +1,14 @@
 // llama.cpp's greedy continuations (through node-llama-cpp, prebuilt, CPU, one
-// thread, F16 KV cache) of text prompts, with the gap between the top two
-// candidates' logits at every step, so that a divergence from Tandem can be
-// told apart from a near tie.
+// thread, F16 KV cache, flash attention off) of text prompts, with the gap
+// between the top two candidates' logits at every step, so that a divergence
+// from Tandem can be told apart from a near tie.
+//
+// Flash attention is off explicitly: node-llama-cpp's default ("auto") turns
+// it on for the CPU, where ggml's flash attention rounds Q to F16 and
+// accumulates V in F16. Its non-flash path keeps the softmax and the V sums in
+// F32, as Tandem's attention does, which is the reference the tests hold
+// Tandem to (on a q8_0 gemma4 file the two llama.cpp paths part at a gap of
+// 0.06, above the near-tie bound).
 //
 // usage: TANDEM_NPM_DIR=DIR node llamacpp-gap.mjs MODEL.gguf N PROMPT...
 // DIR holds node_modules/node-llama-cpp (npm i -E node-llama-cpp@3.21.1).
@@ -18,7 +25,7 @@ console.error(`llama.cpp ${JSON.stringify(llama.llamaCppRelease)}`);
 const model = await llama.loadModel({modelPath: path});
 for (const p of prompts) {
   const ids = [model.tokens.bos, ...model.tokenize(p, false)];
-  const ctx = await model.createContext({contextSize: 1024, threads: 1});
+  const ctx = await model.createContext({contextSize: 1024, threads: 1, flashAttention: false});
   const seq = ctx.getSequence();
   const out = [], gaps = [];
   const gen = seq.evaluateWithMetadata(ids, {probabilities: true}, {temperature: 1});
