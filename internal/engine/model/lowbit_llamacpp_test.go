@@ -19,7 +19,10 @@ var lowbitPrompts = [3]string{"Once upon a time", prompt1, tilePrompt}
 
 // lowbitRun is llama.cpp's greedy continuation of one prompt: the step of
 // its first near tie (top two logits within 0.01; 24 when none came) and
-// its ids (fewer than 24 where node-llama-cpp stopped early).
+// its 24 ids. (Runs recorded before llamacpp-gap.mjs passed yieldEogToken
+// could be shorter: node-llama-cpp ended a run when the token it sampled
+// itself, which the script then replaces by the greedy one, was an
+// end-of-generation token.)
 type lowbitRun struct {
 	tie int
 	ids []int32

@@ -239,6 +239,13 @@ type gapRun struct {
 // when node or node-llama-cpp is missing.
 func llamaCppRuns(t *testing.T, path string) []gapRun {
 	t.Helper()
+	return llamaCppRunsEnv(t, path)
+}
+
+// llamaCppRunsEnv is llamaCppRuns with env (KEY=VALUE) added to the
+// script's environment (TANDEM_LLAMACPP_FLASH=1: flash attention on).
+func llamaCppRunsEnv(t *testing.T, path string, env ...string) []gapRun {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
@@ -251,7 +258,7 @@ func llamaCppRuns(t *testing.T, path string) []gapRun {
 		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
 	}
 	cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
-	cmd.Env = append(os.Environ(), "TANDEM_NPM_DIR="+npm)
+	cmd.Env = append(append(os.Environ(), "TANDEM_NPM_DIR="+npm), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
