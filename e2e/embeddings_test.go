@@ -15,15 +15,16 @@ import (
 )
 
 // TestEmbeddingsServeAndUp: a synthesized nomic-bert served by `tandem
-// serve` and by `tandem up` (through the router to either worker) gives
-// the same vectors for a batch of inputs, unit length, in OpenAI's shape;
+// serve` (the file mapped) and by `tandem up` (through the router to either
+// worker, each with --mmap=false: the file read into memory) gives the
+// same vectors for a batch of inputs, unit length, in OpenAI's shape;
 // generation requests on it are refused with a 400.
 func TestEmbeddingsServeAndUp(t *testing.T) {
 	setup(t)
 	model := filepath.Join(t.TempDir(), "nomic.gguf")
 	runTandem(t, time.Minute, "model", "synth", "--arch", "nomic-bert", "--preset", "tiny", "--type", "f32", "--rope-base", "1000", "-o", model)
 	serve := startServe(t, model)
-	up := startUp(t, model)
+	up := startUp(t, model, "--worker-arg=--mmap=false")
 	body := `{"input":["hello world","the little girl saw a big dog.",[101,200,102]],"encoding_format":"float"}`
 	get := func(base string) [][]float64 {
 		t.Helper()

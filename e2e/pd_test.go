@@ -190,20 +190,28 @@ func upMatchesServe(t *testing.T, model string, names ...string) {
 		for _, stream := range []bool{false, true} {
 			want := complete(t, serve, p, stream)
 			got := complete(t, up, p, stream)
-			what := fmt.Sprintf("%s prompt, stream=%v", pname, stream)
-			if len(want.Tokens) != 24 {
-				t.Fatalf("%s: serve returned %d tokens, want 24 (logprobs tokens)", what, len(want.Tokens))
-			}
-			if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
-				t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
-			}
-			if strings.Join(got.Top, " ") != strings.Join(want.Top, " ") || strings.Join(got.LPs, " ") != strings.Join(want.LPs, " ") {
-				t.Errorf("%s: logprobs through the router\n%v %v\nserve\n%v %v", what, got.LPs, got.Top, want.LPs, want.Top)
-			}
-			if got.Finish != want.Finish || got.Usage != want.Usage {
-				t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)
-			}
+			sameCompletion(t, fmt.Sprintf("%s prompt, stream=%v", pname, stream), got, want)
 		}
+	}
+}
+
+// sameCompletion checks that got, a completion through the router, is want,
+// `tandem serve`'s (which must have 24 tokens), token for token and
+// logprob for logprob (the top logprobs too), with the same finish reason
+// and usage.
+func sameCompletion(t *testing.T, what string, got, want completion) {
+	t.Helper()
+	if len(want.Tokens) != 24 {
+		t.Fatalf("%s: serve returned %d tokens, want 24 (logprobs tokens)", what, len(want.Tokens))
+	}
+	if strings.Join(got.Tokens, "\x00") != strings.Join(want.Tokens, "\x00") || got.Text != want.Text {
+		t.Errorf("%s: through the router %q %q, serve %q %q", what, got.Text, got.Tokens, want.Text, want.Tokens)
+	}
+	if strings.Join(got.Top, " ") != strings.Join(want.Top, " ") || strings.Join(got.LPs, " ") != strings.Join(want.LPs, " ") {
+		t.Errorf("%s: logprobs through the router\n%v %v\nserve\n%v %v", what, got.LPs, got.Top, want.LPs, want.Top)
+	}
+	if got.Finish != want.Finish || got.Usage != want.Usage {
+		t.Errorf("%s: finish %q usage %s through the router; serve finish %q usage %s", what, got.Finish, got.Usage, want.Finish, want.Usage)
 	}
 }
 

@@ -18,7 +18,12 @@
 # tok/s of both, Tandem/llama.cpp ratios, decode's active-weight GB/s and
 # its share of the bandwidth. The model goes to $BENCH_DIR (default
 # /tmp/tandem-bench). On a loaded machine (the load averages are printed)
-# say so with the figures.
+# say so with the figures. With LLAMA_BENCH=PATH (llama.cpp's own
+# llama-bench, built by ../shared/tools/build-llamacpp.sh from the source
+# node-llama-cpp 3.21.1 ships: its gitRelease.bundle, llama.cpp 80fb11a)
+# llama.cpp's figures come from llama-bench (-p 512, and -n $GEN -d 512:
+# decode after the prompt; mmap as $LLAMA_MMAP says) instead: node-llama-cpp's 2-thread decode
+# oversubscribes a 2-core machine, llama-bench's does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BENCH_DIR:-/tmp/tandem-bench}
@@ -33,7 +38,28 @@ m="$dir/a3b-q4_k_m.gguf"
 "$dir/tandem" model info "$m" | grep -E '^(experts|per token|parameters)'
 nice -n "$nice" true 2>/dev/null || { echo "nice -n $nice not allowed: running at nice 0"; nice=0; }
 have_llama=1
-[ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
+lb=${LLAMA_BENCH:-}
+if [ -n "$lb" ]; then
+  [ -x "$lb" ] || { echo "LLAMA_BENCH=$lb is not an executable" >&2; exit 1; }
+  echo "llama.cpp: $lb"
+else
+  [ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
+fi
+# llama_bench TH: llama-bench's prefill and decode rates as the JSON line
+# llamacpp-bench.mjs prints
+llama_bench() {
+  local mmp=1
+  [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
+  # prefill from an empty context; decode after the 512-token prompt
+  # (-d 512), as Tandem's figures are
+  { nice -n "$nice" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null
+    nice -n "$nice" "$lb" -m "$m" -t "$1" -p 0 -n "$gen" -d 512 -r 1 -mmp "$mmp" -o jsonl 2>/dev/null; } | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
+tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
+print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'
+}
 rec=$(mktemp)
 trap 'rm -f "$rec"' EXIT
 # field JSON NAME: the number NAME holds in the one-line JSON document
@@ -47,7 +73,7 @@ for round in $(seq "${ROUNDS:-3}"); do
     echo "$th tandem_gbs $(field "$t" decode_weight_gb_s)" >>"$rec"
     active=$(field "$t" active_weight_bytes)
     if [ "$have_llama" = 1 ]; then
-      l=$(cd "$npm" && nice -n "$nice" node llamacpp-bench.mjs "$m" "$th" 512 "$gen" | tail -1)
+      if [ -n "$lb" ]; then l=$(llama_bench "$th"); else l=$(cd "$npm" && nice -n "$nice" node llamacpp-bench.mjs "$m" "$th" 512 "$gen" | tail -1); fi
       echo "round $round threads $th llama.cpp $l"
       echo "$th llama_prefill $(field "$l" prefill_tok_s)" >>"$rec"
       echo "$th llama_decode $(field "$l" decode_tok_s)" >>"$rec"

@@ -20,6 +20,7 @@ import (
 	"tandem/internal/engine/kernels"
 	"tandem/internal/engine/model"
 	"tandem/internal/pd/room"
+	"tandem/internal/pd/worker"
 	"tandem/internal/router/pool"
 	"tandem/internal/server"
 )
@@ -83,7 +84,11 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 	if err != nil {
 		return err
 	}
-	m, err := embed.Open(path, f.ef.threads, ebf.batchTokens, ebf.batchInputs, dims)
+	open := embed.Open
+	if !f.ef.mmap {
+		open = embed.OpenInMemory
+	}
+	m, err := open(path, f.ef.threads, ebf.batchTokens, ebf.batchInputs, dims)
 	if err != nil {
 		return err
 	}
@@ -108,12 +113,7 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 	b := server.EmbeddingBackend(svc.Info(), m.Tokenizer)
 	if so.LegKeys != nil {
 		so.Legs = b.(server.Legs) // generation legs get the backend's 400
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /pd/info", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(pool.Info{Role: role.String(), Model: svc.Info().Name, EmbeddingsOnly: true})
-		})
-		so.Mounts = map[string]http.Handler{"/pd/": so.LegKeys.RequireCredential(mux)}
+		so.Mounts = map[string]http.Handler{"/pd/": so.LegKeys.RequireCredential(embedPDHandler(role, svc, worker.NewInstanceID()))}
 	}
 	srv := server.New(b, so)
 	hs, err := serveHTTP(srv, f.host, f.port)
@@ -136,6 +136,35 @@ func runEmbeddingWorker(ctx context.Context, f *workerFlags, ebf *embedFlags, pa
 	}
 	log.Info("stopped", "settled", res.Settled, "drained", res.Drained, "ended_at_deadline", res.Left)
 	return nil
+}
+
+// embedPDHandler serves an embedding worker's side of what the router
+// and discovery ask a worker (package pool's Info and Status):
+//
+//	GET /pd/info    role, model, instance, embeddings_only (no transfer
+//	                address: the worker moves no KV cache)
+//	GET /pd/status  role, the service's load (waiting: queued inputs;
+//	                running: inputs of the batch computing), instance
+//
+// The router picks the least loaded worker for /v1/embeddings by
+// waiting+running, holds the role against the one it was given, and sees a
+// restart by a new instance. Pages and rooms stay 0 (no KV cache is kept
+// between requests) and prefill_queue_tokens and kv_usage are left out:
+// the router then ranks by load and reports no KV use for the worker.
+func embedPDHandler(role room.Role, svc *embed.Service, instance string) http.Handler {
+	writeJSON := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /pd/info", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, pool.Info{Role: role.String(), Model: svc.Info().Name, Instance: instance, EmbeddingsOnly: true})
+	})
+	mux.HandleFunc("GET /pd/status", func(w http.ResponseWriter, _ *http.Request) {
+		waiting, running := svc.Load()
+		writeJSON(w, pool.Status{Role: role.String(), Waiting: waiting, Running: running, Instance: instance})
+	})
+	return mux
 }
 
 // printEncoderInfo is `tandem model info` for an encoder file.

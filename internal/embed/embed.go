@@ -95,6 +95,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	queue   []item
+	running int // inputs of the batch the loop computes now
 	closed  bool
 	wake    chan struct{} // a token when the queue may have work
 	stopped chan struct{} // closed when the loop has ended
@@ -240,6 +241,7 @@ func (s *Service) take() ([]item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		s.running = 0
 		return nil, false
 	}
 	var batch []item
@@ -257,8 +259,17 @@ func (s *Service) take() ([]item, bool) {
 		tokens += n
 	}
 	s.queue = append(s.queue[:0:0], s.queue[k:]...)
+	s.running = len(batch)
 	s.met.queued.Set(float64(len(s.queue)))
 	return batch, true
+}
+
+// Load returns the inputs waiting in the queue and those of the batch
+// being computed: a worker's load as its /pd/status reports it.
+func (s *Service) Load() (waiting, running int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue), s.running
 }
 
 func (s *Service) loop() {

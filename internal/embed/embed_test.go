@@ -162,6 +162,41 @@ func TestQueueFullAndClose(t *testing.T) {
 	})
 }
 
+// TestLoad: Load counts the inputs of the batch being computed as running
+// and the queued ones as waiting, and both fall to zero when the work is
+// done.
+func TestLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeRunner{gate: make(chan struct{}), started: make(chan int)}
+		s := New(f, fakeInfo, Config{MaxBatchInputs: 2})
+		defer s.Close()
+		if w, r := s.Load(); w != 0 || r != 0 {
+			t.Errorf("idle: waiting %d running %d, want 0 0", w, r)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { s.Embed(context.Background(), inputsOf(2, 1, 0)) })
+		<-f.started
+		wg.Go(func() { s.Embed(context.Background(), inputsOf(3, 1, 0)) })
+		synctest.Wait()
+		if w, r := s.Load(); w != 3 || r != 2 {
+			t.Errorf("one batch of 2 computing, 3 inputs queued: waiting %d running %d", w, r)
+		}
+		for range 2 { // the first batch, then the second (2 of the 3)
+			f.gate <- struct{}{}
+			<-f.started
+		}
+		if w, r := s.Load(); w != 0 || r != 1 {
+			t.Errorf("the last input computing: waiting %d running %d, want 0 1", w, r)
+		}
+		f.gate <- struct{}{}
+		wg.Wait()
+		synctest.Wait()
+		if w, r := s.Load(); w != 0 || r != 0 {
+			t.Errorf("done: waiting %d running %d, want 0 0", w, r)
+		}
+	})
+}
+
 // TestBadInputsAndRunnerError: empty inputs, over-long ones and token ids
 // outside the vocabulary are refused before queueing; a runner error fails
 // the requests of its batch.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,5 +175,36 @@ func TestWordPieceMatchesLlamaCpp(t *testing.T) {
 		if got := m.Tokenizer.Encode(tc.text, false, true); !slices.Equal(got, want) {
 			t.Errorf("%q with special tokens: %v, llama.cpp %v", tc.text, got, want)
 		}
+	}
+}
+
+// TestOpenInMemory: every fixture (encoders and decoders, F32, F16 and
+// Q8_0) read into memory (OpenInMemory, --mmap=false) gives the same
+// embeddings, bit for bit, as the mapped file (Open).
+func TestOpenInMemory(t *testing.T) {
+	inputs := [][]int32{{101, 187, 102}, {101, 191, 192, 106, 193, 140, 140, 140, 102}}
+	for i, fx := range fixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			path := writeFixture(t, i)
+			var got [2][][]float32
+			for k, open := range []func(string, int, int, int, []int) (*Model, error){Open, OpenInMemory} {
+				m, err := open(path, 1, 0, 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := New(m.Runner, m.Info, Config{})
+				got[k], err = s.Embed(context.Background(), inputs)
+				s.Close()
+				m.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for j := range inputs {
+				if !slices.EqualFunc(got[0][j], got[1][j], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+					t.Errorf("input %d: in memory %v, mapped %v", j, got[1][j][:4], got[0][j][:4])
+				}
+			}
+		})
 	}
 }

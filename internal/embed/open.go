@@ -41,12 +41,23 @@ func IsEmbeddingFile(path string) (bool, error) {
 	return p != model.PoolNone, nil
 }
 
-// Open loads the embedding model at path on a pool of threads threads (0:
-// all cores). maxTokens bounds the tokens of one batch (a decoder's KV
-// cache is sized for it with F16 elements, llama.cpp's default). dims,
-// when not empty, lists the Matryoshka lengths the model allows (else
-// KnownDims by the model's name).
+// Open loads the embedding model at path, its file mapped, on a pool of
+// threads threads (0: all cores). maxTokens bounds the tokens of one batch
+// (a decoder's KV cache is sized for it with F16 elements, llama.cpp's
+// default). dims, when not empty, lists the Matryoshka lengths the model
+// allows (else KnownDims by the model's name).
 func Open(path string, threads, maxTokens, maxInputs int, dims []int) (*Model, error) {
+	return open(path, false, threads, maxTokens, maxInputs, dims)
+}
+
+// OpenInMemory is Open with the file read into process memory instead of
+// mapped (model.LoadInMemory, model.LoadEncoderInMemory: --mmap=false);
+// the embeddings are the same.
+func OpenInMemory(path string, threads, maxTokens, maxInputs int, dims []int) (*Model, error) {
+	return open(path, true, threads, maxTokens, maxInputs, dims)
+}
+
+func open(path string, inMemory bool, threads, maxTokens, maxInputs int, dims []int) (*Model, error) {
 	ok, err := IsEmbeddingFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("open embedding model: %w", err)
@@ -68,9 +79,17 @@ func Open(path string, threads, maxTokens, maxInputs int, dims []int) (*Model, e
 	f.Close()
 	var m *Model
 	if model.IsEncoder(arch) {
-		m, err = openEncoder(path, threads)
+		load := model.LoadEncoder
+		if inMemory {
+			load = model.LoadEncoderInMemory
+		}
+		m, err = openEncoder(load, path, threads)
 	} else {
-		m, err = openDecoder(path, threads, maxTokens, maxInputs)
+		load := model.Load
+		if inMemory {
+			load = model.LoadInMemory
+		}
+		m, err = openDecoder(load, path, threads, maxTokens, maxInputs)
 	}
 	if err != nil {
 		return nil, err
@@ -88,8 +107,8 @@ func Open(path string, threads, maxTokens, maxInputs int, dims []int) (*Model, e
 	return m, nil
 }
 
-func openEncoder(path string, threads int) (*Model, error) {
-	e, err := model.LoadEncoder(path)
+func openEncoder(load func(string) (*model.Encoder, error), path string, threads int) (*Model, error) {
+	e, err := load(path)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +119,8 @@ func openEncoder(path string, threads int) (*Model, error) {
 		Close: func() { pool.Close(); e.Close() }}, nil
 }
 
-func openDecoder(path string, threads, maxTokens, maxInputs int) (*Model, error) {
-	m, err := model.Load(path)
+func openDecoder(load func(string) (*model.Model, error), path string, threads, maxTokens, maxInputs int) (*Model, error) {
+	m, err := load(path)
 	if err != nil {
 		return nil, err
 	}

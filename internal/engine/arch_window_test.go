@@ -34,27 +34,7 @@ func TestSlidingWindowEnginePaths(t *testing.T) {
 	want := []int32{156, 156, 156, 269, 269, 269, 269, 269, 269, 269, 269, 269, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505, 505}
 
 	e := newEngine(t, m, engine.Config{PrefixCache: true, PageTokens: 4, Pages: 128, MaxBatchTokens: 7})
-	for round := range 2 {
-		// three copies at once: the first round prefills in chunks, the
-		// second finds the prompt's full pages in the prefix cache
-		var hs []*engine.Handle
-		for range 3 {
-			h, err := e.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: len(want), IgnoreEOS: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-		for i, h := range hs {
-			got, last := collect(t, h)
-			if !slices.Equal(got, want) {
-				t.Errorf("round %d request %d: ids %v, llama.cpp %v", round, i, got, want)
-			}
-			if round == 1 && last.CachedTokens == 0 {
-				t.Errorf("round 1 request %d: no prompt tokens came from the prefix cache", i)
-			}
-		}
-	}
+	twoRounds(t, e, [][]int32{prompt, prompt, prompt}, [][]int32{want, want, want})
 }
 
 // gemma3W8 is a gemma3 file of the tiny preset (seed 21, F16) with 6 layers,

@@ -58,6 +58,35 @@ func collect(t *testing.T, h *engine.Handle) ([]int32, engine.Update) {
 	return collectWithin(t, h, 2*time.Minute, "the sequence")
 }
 
+// twoRounds submits prompts together on e (greedy, want[i]'s length each,
+// EOS ignored), twice, and checks that every request's ids are want[i]
+// and that in the second round every prompt with a full page before its
+// last token took tokens from the prefix cache (e needs PrefixCache).
+// The first round prefills in chunks of e's MaxBatchTokens and decodes the
+// prompts in one batch.
+func twoRounds(t *testing.T, e *engine.Engine, prompts, want [][]int32) {
+	t.Helper()
+	for round := range 2 {
+		var hs []*engine.Handle
+		for i, p := range prompts {
+			h, err := e.Submit(context.Background(), engine.Request{Prompt: p, MaxTokens: len(want[i]), IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		for i, h := range hs {
+			got, last := collect(t, h)
+			if !slices.Equal(got, want[i]) {
+				t.Errorf("round %d request %d: ids %v, llama.cpp %v", round, i, got, want[i])
+			}
+			if round == 1 && len(prompts[i])-1 >= e.Config().PageTokens && last.CachedTokens == 0 {
+				t.Errorf("round 1 request %d: no prompt tokens came from the prefix cache", i)
+			}
+		}
+	}
+}
+
 // alone generates greedily with the single-sequence path.
 func alone(t *testing.T, m *model.Model, prompt []int32, n int) []int32 {
 	t.Helper()

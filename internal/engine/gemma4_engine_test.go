@@ -1,8 +1,6 @@
 package engine_test
 
 import (
-	"context"
-	"slices"
 	"testing"
 
 	"tandem/internal/engine"
@@ -35,23 +33,5 @@ func TestGemma4Engine(t *testing.T) {
 	if kc := e.KVCache().Config(); kc.Layers != 3 || kc.Window != 16 {
 		t.Fatalf("kv cache of %d layers, window %d: want the 3 KV layers and a 16-token window group", kc.Layers, kc.Window)
 	}
-	for round := range 2 {
-		var hs []*engine.Handle
-		for range 3 {
-			h, err := e.Submit(context.Background(), engine.Request{Prompt: prompt, MaxTokens: len(want), IgnoreEOS: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-		for i, h := range hs {
-			got, last := collect(t, h)
-			if !slices.Equal(got, want) {
-				t.Errorf("round %d request %d: ids %v, llama.cpp %v", round, i, got, want)
-			}
-			if round == 1 && last.CachedTokens == 0 {
-				t.Errorf("round 1 request %d: no prompt tokens came from the prefix cache", i)
-			}
-		}
-	}
+	twoRounds(t, e, [][]int32{prompt, prompt, prompt}, [][]int32{want, want, want})
 }

@@ -1,8 +1,6 @@
 package engine_test
 
 import (
-	"context"
-	"slices"
 	"testing"
 
 	"tandem/internal/engine"
@@ -37,23 +35,9 @@ func TestMoEEnginePaths(t *testing.T) {
 		{117, 75, 75, 75, 75, 75, 75, 75, 75, 75, 75, 370, 496, 75, 75, 75},
 	}
 	e := newEngine(t, m, engine.Config{PrefixCache: true, PageTokens: 4, Pages: 256, MaxBatchTokens: 7})
-	for round := range 2 {
-		var hs []*engine.Handle
-		for i, p := range prompts {
-			h, err := e.Submit(context.Background(), engine.Request{Prompt: m.Tokenizer.Encode(p, true, true), MaxTokens: len(want[i]), IgnoreEOS: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-		for i, h := range hs {
-			got, last := collect(t, h)
-			if !slices.Equal(got, want[i]) {
-				t.Errorf("round %d prompt %d: ids %v, llama.cpp %v", round, i+1, got, want[i])
-			}
-			if round == 1 && i > 0 && last.CachedTokens == 0 {
-				t.Errorf("round 1 prompt %d: no prompt tokens came from the prefix cache", i+1)
-			}
-		}
+	var ids [][]int32
+	for _, p := range prompts {
+		ids = append(ids, m.Tokenizer.Encode(p, true, true))
 	}
+	twoRounds(t, e, ids, want)
 }

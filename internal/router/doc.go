@@ -115,7 +115,8 @@
 // a healthy decode worker, else a prefill worker; the API key covers them),
 // POST /v1/embeddings (no disaggregation: forwarded whole with the cluster
 // credential to the least-loaded worker of either role, retried elsewhere
-// when a worker fails; embeddings.go),
+// when a worker fails; an embedding worker's /pd/status counts its queued
+// and computing inputs as waiting and running; embeddings.go),
 // /debug/rooms (its live and recently finished request records with
 // state, open legs, deadline, bytes and history, and its workers' health
 // and breaker states) and /debug/cluster (its records and every worker's

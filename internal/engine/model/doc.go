@@ -125,7 +125,8 @@
 //
 // Embedding models: the BERT-family encoders (EncoderArchitectures: "nomic-
 // bert", fused QKV with NEOX RoPE and SwiGLU; "bert", absolute position and
-// token-type embeddings, Q/K/V biases and GELU) load with LoadEncoder and run
+// token-type embeddings, Q/K/V biases and GELU) load with LoadEncoder (or
+// LoadEncoderInMemory, the file read into memory as LoadInMemory's) and run
 // bidirectional attention over each input with no KV cache
 // (EncoderRunner.Embed), pooled as {arch}.pooling_type says (PoolRows: mean,
 // cls, last). A decoder file with a pooling type (a qwen3 as Qwen3-Embedding)

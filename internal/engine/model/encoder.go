@@ -76,8 +76,17 @@ type Encoder struct {
 }
 
 // LoadEncoder maps a GGUF file of an encoder architecture.
-func LoadEncoder(path string) (*Encoder, error) {
-	f, err := gguf.Open(path)
+func LoadEncoder(path string) (*Encoder, error) { return loadEncoder(path, gguf.Open) }
+
+// LoadEncoderInMemory is LoadEncoder with the file read into process
+// memory (gguf.OpenInMemory), as LoadInMemory is Load's: the encoder
+// computes exactly what LoadEncoder's does.
+func LoadEncoderInMemory(path string) (*Encoder, error) {
+	return loadEncoder(path, gguf.OpenInMemory)
+}
+
+func loadEncoder(path string, open func(string) (*gguf.File, error)) (*Encoder, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load encoder: %w", err)
 	}

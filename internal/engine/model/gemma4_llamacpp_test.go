@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,26 +134,7 @@ func writeGemma4Case(t *testing.T, dir string, tc gemma4Case) string {
 func TestGemma4MatchesLlamaCpp(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range gemma4Cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.runs[0].ids == nil {
-				t.Fatalf("no recorded llama.cpp runs (record them with TestGemma4LlamaCppLive)")
-			}
-			m, err := model.Load(writeGemma4Case(t, dir, tc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			for i, run := range tc.runs {
-				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
-				n := min(run.tie, len(run.ids))
-				if !slices.Equal(got[:n], run.ids[:n]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkRecorded(t, writeGemma4Case(t, dir, tc), 2, tc.runs) })
 	}
 }
 
@@ -166,33 +146,7 @@ func TestGemma4MatchesLlamaCpp(t *testing.T) {
 func TestGemma4LlamaCppLive(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range gemma4Cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := writeGemma4Case(t, dir, tc)
-			m, err := model.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			for i, ref := range llamaCppRuns(t, path) {
-				tie := ref.Tie
-				if own := m.Tokenizer.Encode(lowbitPrompts[i], true, true); !slices.Equal(own, ref.PromptIDs) {
-					t.Errorf("prompt %d: Tandem tokenizes it %v, llama.cpp %v", i+1, own, ref.PromptIDs)
-				}
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), ref.PromptIDs, 24)
-				if !slices.Equal(got[:tie], ref.IDs[:tie]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
-				}
-				rec := tc.runs[i]
-				if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
-					t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
-				}
-				if rec.tie != tie {
-					t.Logf("prompt %d: recorded near tie at step %d, this run's at %d", i+1, rec.tie, tie)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { liveCompare(t, writeGemma4Case(t, dir, tc), &tc.runs) })
 	}
 }
 
@@ -292,29 +246,7 @@ func TestGemma4PrefillEqualsDecode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			ids := m.Tokenizer.Encode(tilePrompt, true, true)
-			for _, threads := range []int{1, 3} {
-				pool := kernels.NewPool(threads)
-				r := model.NewRunner(m, pool)
-				all := allLogits(t, r, newCache(t, m, 16, 16, tensor.F16), ids)
-				kv := newCache(t, m, 16, 16, tensor.F16)
-				pages, err := kv.Alloc(kv.Config().PagesFor(len(ids)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				vocab := m.Config.Vocab
-				for i, id := range ids {
-					out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: i, Pages: pages}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if want := all[i*vocab : (i+1)*vocab]; !slices.EqualFunc(out[0], want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
-						t.Fatalf("threads %d position %d: one token at a time differs from the %d-token step", threads, i, len(ids))
-					}
-				}
-				kv.Release(pages)
-				pool.Close()
-			}
+			checkPrefillEqualsDecode(t, m)
 		})
 	}
 }

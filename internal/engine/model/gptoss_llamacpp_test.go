@@ -2,11 +2,8 @@ package model_test
 
 import (
 	"os"
-	"slices"
 	"testing"
 
-	"tandem/internal/engine/kernels"
-	"tandem/internal/engine/model"
 	"tandem/internal/engine/tensor"
 	"tandem/internal/synth"
 )
@@ -65,34 +62,11 @@ func gptoss(w int) func(c *synth.Config) {
 // near tie, at the kernel level TANDEM_KERNEL_LEVEL names (run it at every
 // level). The windows: 128, longer than every prompt and continuation; 16
 // and 8, shorter than the two longer prompts (23 and 82 tokens).
-func TestGptOssMatchesLlamaCpp(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range gptossCases {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := model.Load(writeMoECase(t, dir, tc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(2)
-			defer pool.Close()
-			for i, run := range tc.runs {
-				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
-				n := min(run.tie, len(run.ids))
-				if !slices.Equal(got[:n], run.ids[:n]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
-				}
-			}
-		})
-	}
-}
+func TestGptOssMatchesLlamaCpp(t *testing.T) { matchesRecorded(t, gptossCases) }
 
 // TestGptOssLlamaCppLive runs llama.cpp itself (node-llama-cpp under
 // TANDEM_NPM_DIR) on every gptossCases file and checks Tandem against it.
-func TestGptOssLlamaCppLive(t *testing.T) {
-	liveCases(t, gptossCases)
-}
+func TestGptOssLlamaCppLive(t *testing.T) { matchesLive(t, gptossCases) }
 
 // TestGptOssFileLlamaCppLive is TestGptOssLlamaCppLive on the file
 // TANDEM_GPTOSS_FILE names (a larger synthesized one, such as tandem model
@@ -103,43 +77,4 @@ func TestGptOssFileLlamaCppLive(t *testing.T) {
 		t.Skip("TANDEM_GPTOSS_FILE is not set")
 	}
 	liveCompare(t, path, nil)
-}
-
-// liveCases is TestMoELlamaCppLive's body for cases.
-func liveCases(t *testing.T, cases []moeCase) {
-	dir := t.TempDir()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { liveCompare(t, writeMoECase(t, dir, tc), &tc.runs) })
-	}
-}
-
-// liveCompare runs llama.cpp (node-llama-cpp under TANDEM_NPM_DIR) on the
-// file at path and checks Tandem's greedy ids of the three lowbitPrompts,
-// on llama.cpp's tokenization, against its own up to its first near tie,
-// and that the recorded runs (when not nil) are still llama.cpp's. It
-// skips when node or node-llama-cpp is missing.
-func liveCompare(t *testing.T, path string, recorded *[3]lowbitRun) {
-	m, err := model.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	pool := kernels.NewPool(2)
-	defer pool.Close()
-	for i, ref := range llamaCppRuns(t, path) {
-		tie := ref.Tie
-		pages := (len(ref.PromptIDs) + 24 + 15) / 16
-		got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, pages, tensor.F16), ref.PromptIDs, 24)
-		if !slices.Equal(got[:tie], ref.IDs[:tie]) {
-			t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
-		}
-		if recorded == nil {
-			continue
-		}
-		if rec := recorded[i]; rec.ids != nil {
-			if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
-				t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
-			}
-		}
-	}
 }

@@ -113,24 +113,7 @@ var lowbitCases = []struct {
 // (run it at every level; see level_test.go).
 func TestLowbitMatchesLlamaCpp(t *testing.T) {
 	for i := range lowbitCases {
-		tc := &lowbitCases[i]
-		t.Run(lowbitName(i), func(t *testing.T) {
-			m, err := model.Load(writeLowbitCase(t, i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(1)
-			defer pool.Close()
-			for i, run := range tc.runs {
-				prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
-				n := min(run.tie, len(run.ids))
-				if !slices.Equal(got[:n], run.ids[:n]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
-				}
-			}
-		})
+		t.Run(lowbitName(i), func(t *testing.T) { checkRecorded(t, writeLowbitCase(t, i), 1, lowbitCases[i].runs) })
 	}
 }
 
@@ -164,34 +147,35 @@ func writeLowbitCase(t *testing.T, i int) string {
 // TANDEM_NPM_DIR, through testdata/llamacpp-gap.mjs) on every lowbitCases
 // file and checks Tandem against it as TestLowbitMatchesLlamaCpp does, on
 // llama.cpp's own tokenization, and that the recorded runs are still
-// llama.cpp's up to the earlier near tie. It skips when node or
-// node-llama-cpp is missing.
+// llama.cpp's up to the earlier near tie (see liveCompare). It skips when
+// node or node-llama-cpp is missing.
 func TestLowbitLlamaCppLive(t *testing.T) {
 	for i := range lowbitCases {
-		tc := &lowbitCases[i]
-		t.Run(lowbitName(i), func(t *testing.T) {
-			path := writeLowbitCase(t, i)
-			m, err := model.Load(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			pool := kernels.NewPool(1)
-			defer pool.Close()
-			for i, ref := range llamaCppRuns(t, path) {
-				tie := ref.Tie
-				got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), ref.PromptIDs, 24)
-				if !slices.Equal(got[:tie], ref.IDs[:tie]) {
-					t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, ref.IDs, tie)
-				}
-				rec := tc.runs[i]
-				if k := min(rec.tie, tie, len(rec.ids)); !slices.Equal(rec.ids[:k], ref.IDs[:k]) {
-					t.Errorf("prompt %d: the recorded run {%d, %v} is not llama.cpp's", i+1, rec.tie, rec.ids)
-				}
-				if rec.tie != tie {
-					t.Logf("prompt %d: recorded near tie at step %d, this run's at %d", i+1, rec.tie, tie)
-				}
-			}
-		})
+		t.Run(lowbitName(i), func(t *testing.T) { liveCompare(t, writeLowbitCase(t, i), &lowbitCases[i].runs) })
+	}
+}
+
+// checkRecorded checks Tandem's greedy continuations (24 steps, F16 KV
+// cache, threads threads) of the three lowbitPrompts on the file at path
+// against llama.cpp's recorded runs, up to each run's near tie.
+func checkRecorded(t *testing.T, path string, threads int, runs [3]lowbitRun) {
+	t.Helper()
+	if runs[0].ids == nil {
+		t.Fatalf("no recorded llama.cpp runs for %s (record them with the matching LlamaCppLive test, -v logs them)", path)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	pool := kernels.NewPool(threads)
+	defer pool.Close()
+	for i, run := range runs {
+		prompt := m.Tokenizer.Encode(lowbitPrompts[i], true, true)
+		got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 16, 16, tensor.F16), prompt, 24)
+		n := min(run.tie, len(run.ids))
+		if !slices.Equal(got[:n], run.ids[:n]) {
+			t.Errorf("prompt %d: greedy ids %v, llama.cpp %v (near tie at step %d)", i+1, got, run.ids, run.tie)
+		}
 	}
 }

@@ -41,33 +41,41 @@ func TestMoEPrefillEqualsDecode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			ids := m.Tokenizer.Encode(tilePrompt, true, true)
-			for _, threads := range []int{1, 3} {
-				pool := kernels.NewPool(threads)
-				r := model.NewRunner(m, pool)
-				all := allLogits(t, r, newCache(t, m, 16, 16, tensor.F16), ids)
-				kv := newCache(t, m, 16, 16, tensor.F16)
-				pages, err := kv.Alloc(kv.Config().PagesFor(len(ids)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				vocab := m.Config.Vocab
-				for i, id := range ids {
-					out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: i, Pages: pages}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					want := all[i*vocab : (i+1)*vocab]
-					for j, v := range out[0] {
-						if math.Float32bits(v) != math.Float32bits(want[j]) {
-							t.Fatalf("threads %d position %d logit %d: one token at a time %v, in the %d-token step %v", threads, i, j, v, len(ids), want[j])
-						}
-					}
-				}
-				kv.Release(pages)
-				pool.Close()
-			}
+			checkPrefillEqualsDecode(t, m)
 		})
+	}
+}
+
+// checkPrefillEqualsDecode checks that m gives every position of
+// tilePrompt the same logits, bit for bit, in one multi-token step and one
+// token at a time, at 1 and 3 threads.
+func checkPrefillEqualsDecode(t *testing.T, m *model.Model) {
+	t.Helper()
+	ids := m.Tokenizer.Encode(tilePrompt, true, true)
+	for _, threads := range []int{1, 3} {
+		pool := kernels.NewPool(threads)
+		r := model.NewRunner(m, pool)
+		all := allLogits(t, r, newCache(t, m, 16, 16, tensor.F16), ids)
+		kv := newCache(t, m, 16, 16, tensor.F16)
+		pages, err := kv.Alloc(kv.Config().PagesFor(len(ids)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vocab := m.Config.Vocab
+		for i, id := range ids {
+			out, err := r.Forward(kv, []model.Seq{{Tokens: []int32{id}, Pos: i, Pages: pages}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := all[i*vocab : (i+1)*vocab]
+			for j, v := range out[0] {
+				if math.Float32bits(v) != math.Float32bits(want[j]) {
+					t.Fatalf("threads %d position %d logit %d: one token at a time %v, in the %d-token step %v", threads, i, j, v, len(ids), want[j])
+				}
+			}
+		}
+		kv.Release(pages)
+		pool.Close()
 	}
 }
 

