@@ -1,7 +1,15 @@
 // llama.cpp's greedy continuations (through node-llama-cpp, prebuilt, CPU, one
-// thread, F16 KV cache) of text prompts, with the gap between the top two
-// candidates' logits at every step, so that a divergence from Tandem can be
-// told apart from a near tie.
+// thread, F16 KV cache, flash attention off) of text prompts, with the gap
+// between the top two candidates' logits at every step, so that a divergence
+// from Tandem can be told apart from a near tie.
+//
+// Flash attention is off explicitly: node-llama-cpp's default ("auto") turns
+// it on for the CPU, where ggml's flash attention takes the softmax online
+// and sums the weighted values in F16. Its non-flash path takes the softmax
+// whole and sums the values in F32 (from F16 weights), as Tandem's attention
+// does: the reference the tests hold Tandem to (on a q8_0 gemma4 file the
+// two llama.cpp paths part at a gap of 0.06, above the near-tie bound).
+// TANDEM_LLAMACPP_FLASH=1 turns it on (to compare the two).
 //
 // usage: TANDEM_NPM_DIR=DIR node llamacpp-gap.mjs MODEL.gguf N PROMPT...
 // DIR holds node_modules/node-llama-cpp (npm i -E node-llama-cpp@3.21.1).
@@ -18,10 +26,15 @@ console.error(`llama.cpp ${JSON.stringify(llama.llamaCppRelease)}`);
 const model = await llama.loadModel({modelPath: path});
 for (const p of prompts) {
   const ids = [model.tokens.bos, ...model.tokenize(p, false)];
-  const ctx = await model.createContext({contextSize: 1024, threads: 1});
+  const ctx = await model.createContext({contextSize: 1024, threads: 1, flashAttention: process.env.TANDEM_LLAMACPP_FLASH === "1"});
   const seq = ctx.getSequence();
   const out = [], gaps = [];
-  const gen = seq.evaluateWithMetadata(ids, {probabilities: true}, {temperature: 1});
+  // temperature 1 makes the probabilities the softmax of the raw logits (the
+  // gap is then the logit difference); the token node-llama-cpp samples is
+  // replaced by the greedy one below, and yieldEogToken keeps a sampled
+  // end-of-generation token from ending the run (without it runs stopped
+  // at random lengths, 0 to 24 ids)
+  const gen = seq.evaluateWithMetadata(ids, {probabilities: true}, {temperature: 1, yieldEogToken: true});
   let r = await gen.next();
   while (!r.done) {
     let best = -1, p1 = -1, p2 = -1;
