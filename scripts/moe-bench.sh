@@ -47,21 +47,9 @@ if [ -n "$lb" ]; then
 else
   [ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
 fi
-# llama_bench TH: llama-bench's prefill and decode rates as the JSON line
-# llamacpp-bench.mjs prints
-llama_bench() {
-  local mmp=1
-  [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
-  # prefill from an empty context; decode after the 512-token prompt
-  # (-d 512), as Tandem's figures are
-  { nice -n "$nice" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null
-    nice -n "$nice" "$lb" -m "$m" -t "$1" -p 0 -n "$gen" -d 512 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null; } | python3 -c '
-import json, sys
-rows = [json.loads(l) for l in sys.stdin if l.strip()]
-pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
-tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
-print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'
-}
+# llama_bench TH: llama-bench's rates as one JSON line (scripts/llama-bench.sh)
+source scripts/llama-bench.sh
+llama_bench() { llama_bench_json "$lb" "$nice" "$m" "$1" "$gen"; }
 rec=$(mktemp)
 trap 'rm -f "$rec"' EXIT
 # field JSON NAME: the number NAME holds in the one-line JSON document

@@ -40,19 +40,10 @@ else
   [ -d "$npm/node_modules/node-llama-cpp" ] && [ -f "$npm/llamacpp-bench.mjs" ] || { have_llama=0; echo "no node-llama-cpp in $npm: Tandem only"; }
 fi
 # llama_run TH: llama.cpp's prefill and decode rates as one JSON line
+source scripts/llama-bench.sh
 llama_run() {
   if [ -z "$lb" ]; then (cd "$npm" && nice -n "$prio" node llamacpp-bench.mjs "$m" "$1" 512 16 | tail -1); return; fi
-  # prefill from an empty context; decode after the 512-token prompt
-  # (-d 512), as Tandem's figures are
-  local mmp=1
-  [ "${LLAMA_MMAP:-true}" = false ] && mmp=0
-  { nice -n "$prio" "$lb" -m "$m" -t "$1" -p 512 -n 0 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null
-    nice -n "$prio" "$lb" -m "$m" -t "$1" -p 0 -n 16 -d 512 -r 1 -mmp "$mmp" ${LLAMA_POLL:+--poll "$LLAMA_POLL"} -o jsonl 2>/dev/null; } | python3 -c '
-import json, sys
-rows = [json.loads(l) for l in sys.stdin if l.strip()]
-pp = [r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0]
-tg = [r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0]
-print(json.dumps({"source": "llama-bench", "prefill_tok_s": round(pp[0], 2), "decode_tok_s": round(tg[0], 2)}, separators=(",", ":")))'
+  llama_bench_json "$lb" "$prio" "$m" "$1" 16
 }
 rec=$(mktemp)
 trap 'rm -f "$rec"' EXIT
