@@ -359,15 +359,15 @@ func loadVectors(t *testing.T) map[string]vecTensor {
 	return readVectors(t, testenv.Shared(t, "testdata/quant/quant-testvectors.gguf"))
 }
 
-// loadGGMLVectors reads the committed vectors of MXFP4, IQ4_NL, IQ4_XS,
-// Q3_K and Q2_K (package tensor's testdata, made with ggml's libraries by
-// scripts/quantvectors): for each type T, T.q/T.deq and rnd.T.q/rnd.T.deq
+// loadGGMLVectors reads the shared vectors of MXFP4, IQ4_NL, IQ4_XS,
+// Q3_K and Q2_K (shared/testdata/quant/ggml-quant-vectors.gguf, made with
+// ggml's libraries by scripts/quantvectors; skipped where absent): for each type T, T.q/T.deq and rnd.T.q/rnd.T.deq
 // as in the shared file ([512, 8] and [512, 16]), the activations act
 // (F32 [512, 4]), act.q8_0 and act.q8_k, and ggml's dot products
 // W.dot.LEVEL and W.dotp.LEVEL (see gen.c).
 func loadGGMLVectors(t *testing.T) map[string]vecTensor {
 	t.Helper()
-	return readVectors(t, "../tensor/testdata/ggml-quant-vectors.gguf")
+	return readVectors(t, testenv.Shared(t, "testdata/quant/ggml-quant-vectors.gguf"))
 }
 
 // readVectors reads a GGUF of test vectors at path.

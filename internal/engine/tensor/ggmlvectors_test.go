@@ -3,11 +3,12 @@ package tensor
 import (
 	"math"
 	"math/rand/v2"
+	"tandem/internal/testenv"
 	"testing"
 )
 
-// The tests in this file use testdata/ggml-quant-vectors.gguf, committed
-// with the package and made by ggml itself (the libraries node-llama-cpp
+// The tests in this file use shared/testdata/quant/ggml-quant-vectors.gguf
+// (skipped, saying so, where the shared data lacks it), made by ggml itself (the libraries node-llama-cpp
 // 3.21.1 ships; scripts/quantvectors): for each type T below, T.q is
 // ggml_quantize_chunk of src ([512, 8]: normal values, sparse and zero
 // blocks, ties, largest magnitudes at and just below powers of two, tiny
@@ -18,12 +19,12 @@ import (
 // newVectorTypes are the types of ggml-quant-vectors.gguf.
 var newVectorTypes = []Type{MXFP4, IQ4_NL, IQ4_XS, Q3_K, Q2_K}
 
-// ggmlVectorsPath is the committed vector file.
-const ggmlVectorsPath = "testdata/ggml-quant-vectors.gguf"
+// ggmlVectorsRel is the vector file's path in the shared data folder.
+const ggmlVectorsRel = "testdata/quant/ggml-quant-vectors.gguf"
 
 func loadGGMLVectors(t *testing.T) *testGGUF {
 	t.Helper()
-	g, err := readTestGGUF(ggmlVectorsPath)
+	g, err := readTestGGUF(testenv.Shared(t, ggmlVectorsRel))
 	if err != nil {
 		t.Fatalf("readTestGGUF: %v", err)
 	}
