@@ -70,8 +70,7 @@ type ExhaustiveOptions struct {
 	// end, when set, receives each leaf's ending: what the checks saw
 	// (every request's outcome and legs, every room's end on each node,
 	// the disagreements) and the final world's digest (tests).
-	end    func(ending string, world stateKey)
-	endSim func(s *sim, world stateKey)
+	end func(ending string, world stateKey)
 	// Progress, when set, is called every ProgressEvery schedules run
 	// (leaves and those cut short) with the
 	// result so far and an estimate of the share of the tree searched
@@ -459,9 +458,6 @@ func runChoices(o ExhaustiveOptions, c *chooser, trace bool) (res Result) {
 		}
 		if o.end != nil {
 			o.end(s.ending(), s.stateKey(s.itemKeys(), c.faults))
-		}
-		if o.endSim != nil {
-			o.endSim(s, s.stateKey(s.itemKeys(), c.faults))
 		}
 	}
 	return res

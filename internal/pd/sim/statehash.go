@@ -2,12 +2,10 @@ package sim
 
 import (
 	"encoding/binary"
-	"fmt"
 	"hash/maphash"
 	"math"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"tandem/internal/pd/room"
 	"unsafe"
@@ -61,8 +59,7 @@ var stateSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 // is then dropped (their digests are summed, so order does not matter).
 type hasher struct {
 	buf  []byte
-	path []uintptr        // pointers being walked (a pointer back to one of them is a cycle)
-	text *strings.Builder // when set, what is digested, written out (tests: why two worlds differ)
+	path []uintptr // pointers being walked (a pointer back to one of them is a cycle)
 }
 
 func newHasher() *hasher { return &hasher{buf: make([]byte, 0, 4096)} }
@@ -82,9 +79,6 @@ func (hs *hasher) from(mark int) stateKey {
 }
 
 func (hs *hasher) u64(x uint64) {
-	if hs.text != nil {
-		fmt.Fprintf(hs.text, " %d", x)
-	}
 	hs.buf = binary.LittleEndian.AppendUint64(hs.buf, x)
 }
 
@@ -94,23 +88,18 @@ func (hs *hasher) bytes(b []byte) {
 }
 
 // fieldsOf lists the fields of struct type t the digest reads (stateSkip
-// left out), with their names for the text form.
-var fieldCache sync.Map // reflect.Type -> []fieldRef
+// left out).
+var fieldCache sync.Map // reflect.Type -> []int
 
-type fieldRef struct {
-	i    int
-	name string
-}
-
-func fieldsOf(t reflect.Type) []fieldRef {
+func fieldsOf(t reflect.Type) []int {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.([]fieldRef)
+		return f.([]int)
 	}
 	skip := stateSkip[t]
-	var fs []fieldRef
+	var fs []int
 	for i := range t.NumField() {
-		if name := t.Field(i).Name; !skip[name] {
-			fs = append(fs, fieldRef{i, name})
+		if !skip[t.Field(i).Name] {
+			fs = append(fs, i)
 		}
 	}
 	fieldCache.Store(t, fs)
@@ -167,11 +156,8 @@ func (hs *hasher) walk(v reflect.Value) {
 			hs.walk(v.Index(i))
 		}
 	case reflect.Struct:
-		for _, f := range fieldsOf(v.Type()) {
-			if hs.text != nil {
-				fmt.Fprintf(hs.text, "\n%*s%s:", len(hs.path), "", f.name)
-			}
-			hs.walk(v.Field(f.i))
+		for _, i := range fieldsOf(v.Type()) {
+			hs.walk(v.Field(i))
 		}
 	case reflect.Map:
 		if v.IsNil() {
