@@ -42,66 +42,46 @@
 	VMOVDQU      OFF(SI), Y; \
 	VINSERTI64X4 $1, OFF(SI)(R12*1), Z, Z
 
-// MVK4SCALES unpacks the 12 scale bytes S4, S8, S12 of a Q4_K/Q5_K
-// super-block as dotQ4KAVX2 does: sc 0-3 in R8, 4-7 in R9, mins 0-3 in
-// DI, 4-7 in AX; and BX = -16384·(sc0 + sc2 + sc4 + sc6), the bias the
-// chunks add (see MVK4PAIR).
-#define MVK4SCALES(S4, S8, S12) \
-	MOVL S4, AX;            \
-	MOVL S8, BX;            \
-	MOVL S12, DX;           \
-	MOVL AX, R8;            \
-	ANDL $0x3f3f3f3f, R8;   \
-	MOVL AX, R9;            \
-	SHRL $6, R9;            \
-	ANDL $0x03030303, R9;   \
-	SHLL $4, R9;            \
-	MOVL DX, DI;            \
-	ANDL $0x0f0f0f0f, DI;   \
-	ORL  DI, R9;            \
-	MOVL BX, DI;            \
-	ANDL $0x3f3f3f3f, DI;   \
-	MOVL BX, AX;            \
-	SHRL $6, AX;            \
-	ANDL $0x03030303, AX;   \
-	SHLL $4, AX;            \
-	SHRL $4, DX;            \
-	ANDL $0x0f0f0f0f, DX;   \
-	ORL  DX, AX;            \
-	MOVL R8, BX;            \
-	ANDL $0x00ff00ff, BX;   \
-	MOVL R9, DX;            \
-	ANDL $0x00ff00ff, DX;   \
-	ADDL DX, BX;            \
-	MOVL BX, DX;            \
-	SHRL $16, DX;           \
-	ADDL DX, BX;            \
-	ANDL $0xffff, BX;       \
-	SHLL $14, BX;           \
-	NEGL BX
-
-// MVK4SETUP unpacks both rows' scales and mins: Y0 = the scales as 16
-// words (row r's eight, then row r+1's), so dword c of a row holds the
-// scale pair of chunk c; Z1 = the mins as word pairs (m_j, m_j), row r's
-// in the low half; Z20 = the int sums' start, each half its row's bias.
+// MVK4SETUP unpacks both rows' Q4_K/Q5_K scales and mins (the 12 bytes
+// at 4 of each super-block) with vector operations, as dotQ4KAVX2 does
+// with scalar ones: with a = bytes 0-3, b = 4-7, c = 8-11 of a row's
+// scale bytes (dwords 0-2 of its lane of Y2), sc 0-3 = a & 0x3f, sc 4-7 =
+// (c & 0x0f) | (a >> 6) << 4, mins 0-3 = b & 0x3f, mins 4-7 = (c >> 4) |
+// (b >> 6) << 4; Y3's lanes end as those four dwords, one lane per row.
+// It leaves Y0 = the scales as 16 words (row r's eight, then row r+1's),
+// so dword c of a row holds the scale pair of chunk c; Z1 = the mins as
+// word pairs (m_j, m_j), row r's in the low half; Z20 = the int sums'
+// start, each half its row's bias -16384·(sc0 + sc2 + sc4 + sc6), which
+// the chunks' VPDPWSSD adds 16384 times (see MVK4PAIR). Z19 = 0 and Z23 =
+// mvK4bias's index, set once per call. (Unpacking with 32-bit scalar
+// operations, as the row kernel does, took about 70 of the 155
+// instructions a row pair's super-block costs.)
 #define MVK4SETUP \
-	MVK4SCALES(4(SI), 8(SI), 12(SI));                         \
-	VMOVD          R8, X0;                                    \
-	VPINSRD        $1, R9, X0, X0;                            \
-	VMOVD          DI, X1;                                    \
-	VPINSRD        $1, AX, X1, X1;                            \
-	VPBROADCASTD   BX, Z20;                                   \
-	MVK4SCALES(4(SI)(R12*1), 8(SI)(R12*1), 12(SI)(R12*1));    \
-	VPINSRD        $2, R8, X0, X0;                            \
-	VPINSRD        $3, R9, X0, X0;                            \
-	VPINSRD        $2, DI, X1, X1;                            \
-	VPINSRD        $3, AX, X1, X1;                            \
-	VPBROADCASTD   BX, Y12;                                   \
-	VINSERTI64X4   $1, Y12, Z20, Z20;                         \
-	VPMOVZXBW      X0, Y0;                                    \
-	VPMOVZXBD      X1, Z1;                                    \
-	VPSLLD         $16, Z1, Z2;                               \
-	VPORD          Z2, Z1, Z1
+	VMOVDQU     4(SI), X2;                   \
+	VINSERTI128 $1, 4(SI)(R12*1), Y2, Y2;    \
+	VPSHUFD     $0x98, Y2, Y3;               \
+	VPSRLVD     mvK4shift<>(SB), Y3, Y3;     \
+	VPAND       mvK4low<>(SB), Y3, Y3;       \
+	VPSHUFD     $0x40, Y2, Y2;               \
+	VPSRLD      $2, Y2, Y2;                  \
+	VPTERNLOGD  $0xF8, mvK4high<>(SB), Y2, Y3; \
+	VPERMQ      $0x08, Y3, Y0;               \
+	VPERMQ      $0x0D, Y3, Y1;               \
+	VPAND       mvK4even<>(SB), X0, X5;      \
+	VPSADBW     X19, X5, X5;                 \
+	VPSUBQ      X5, X19, X5;                 \
+	VPSLLQ      $14, X5, X5;                 \
+	VPERMD      Z5, Z23, Z20;                \
+	VPMOVZXBW   X0, Y0;                      \
+	VPMOVZXBD   X1, Z1;                      \
+	VPSLLD      $16, Z1, Z2;                 \
+	VPORD       Z2, Z1, Z1
+
+// MVK4CONST sets the registers MVK4SETUP reads: Z19 = 0, Z23 = the index
+// that broadcasts dword 0 to the low half and dword 2 to the high half.
+#define MVK4CONST \
+	VPXORD    Z19, Z19, Z19; \
+	VMOVDQU64 mvK4bias<>(SB), Z23
 
 // MVK4PAIR adds chunk C (sub-blocks 2C and 2C+1: the low quants in Z5,
 // the high ones × 4 in Z11, the scale pairs in Z4) to the int sums Z20
@@ -198,6 +178,7 @@ TEXT ·matvecQ4KVNNI(SB), NOSPLIT, $0-64
 	VMOVDQU64    mvK4idx<>+64(SB), Z25
 	VMOVDQU64    mvK4idx<>+128(SB), Z26
 	VMOVDQU64    mvK4idx<>+192(SB), Z27
+	MVK4CONST
 
 mvk4pair:
 	MVSTART
@@ -255,6 +236,7 @@ TEXT ·matvecQ5KVNNI(SB), NOSPLIT, $0-64
 	VMOVDQU64    mvK4idx<>+64(SB), Z25
 	VMOVDQU64    mvK4idx<>+128(SB), Z26
 	VMOVDQU64    mvK4idx<>+192(SB), Z27
+	MVK4CONST
 
 mvk5pair:
 	MVSTART
@@ -399,6 +381,40 @@ DATA mvK4idx<>+232(SB)/8, $0x0000000700000007
 DATA mvK4idx<>+240(SB)/8, $0x0000000700000007
 DATA mvK4idx<>+248(SB)/8, $0x0000000700000007
 GLOBL mvK4idx<>(SB), RODATA|NOPTR, $256
+
+// mvK4shift, mvK4low, mvK4high: MVK4SETUP's per-dword shift counts and
+// byte masks for the lane (a, c, b, c) and the lane (a, a, a, b) >> 2.
+DATA mvK4shift<>+0(SB)/8, $0x0000000000000000
+DATA mvK4shift<>+8(SB)/8, $0x0000000400000000
+DATA mvK4shift<>+16(SB)/8, $0x0000000000000000
+DATA mvK4shift<>+24(SB)/8, $0x0000000400000000
+GLOBL mvK4shift<>(SB), RODATA|NOPTR, $32
+DATA mvK4low<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA mvK4low<>+8(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA mvK4low<>+16(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA mvK4low<>+24(SB)/8, $0x0f0f0f0f3f3f3f3f
+GLOBL mvK4low<>(SB), RODATA|NOPTR, $32
+DATA mvK4high<>+0(SB)/8, $0x3030303000000000
+DATA mvK4high<>+8(SB)/8, $0x3030303000000000
+DATA mvK4high<>+16(SB)/8, $0x3030303000000000
+DATA mvK4high<>+24(SB)/8, $0x3030303000000000
+GLOBL mvK4high<>(SB), RODATA|NOPTR, $32
+
+// mvK4even keeps the even bytes (sc0, sc2, sc4, sc6 of each row's qword).
+DATA mvK4even<>+0(SB)/8, $0x00ff00ff00ff00ff
+DATA mvK4even<>+8(SB)/8, $0x00ff00ff00ff00ff
+GLOBL mvK4even<>(SB), RODATA|NOPTR, $16
+
+// mvK4bias: dword 0 to dwords 0-7, dword 2 to dwords 8-15.
+DATA mvK4bias<>+0(SB)/8, $0x0000000000000000
+DATA mvK4bias<>+8(SB)/8, $0x0000000000000000
+DATA mvK4bias<>+16(SB)/8, $0x0000000000000000
+DATA mvK4bias<>+24(SB)/8, $0x0000000000000000
+DATA mvK4bias<>+32(SB)/8, $0x0000000200000002
+DATA mvK4bias<>+40(SB)/8, $0x0000000200000002
+DATA mvK4bias<>+48(SB)/8, $0x0000000200000002
+DATA mvK4bias<>+56(SB)/8, $0x0000000200000002
+GLOBL mvK4bias<>(SB), RODATA|NOPTR, $64
 
 // mvK6idx sub-block s (64 bytes): words 0-7 pick scale word 2s of Z13,
 // words 8-15 word 2s+1 (the sub-block's two groups of 16, row r), words
