@@ -111,25 +111,25 @@
 	MVK4PAIR(C)
 
 // MVK4FINISH folds the super-block's int sums Z20 into the float sums Z16
-// as dotQ4KAVX2 does, for both rows (d_w at 0, dmin_w at 2 of each).
+// as dotQ4KAVX2 does, for both rows: each row's (d_w, dmin_w) half pair
+// (at 0 of its super-block) goes to its half of Z2 four times, converted
+// and times d_a at once; the even floats then give d_w·d_a, the odd ones
+// dmin_w·d_a (the same products as one conversion and multiply each).
 #define MVK4FINISH \
-	VPBROADCASTW 0(SI), X2;            \
-	VPBROADCASTW 0(SI)(R12*1), X3;     \
-	VINSERTI128  $1, X3, Y2, Y2;       \
-	VCVTPH2PS    Y2, Z2;               \
-	VPBROADCASTW 2(SI), X3;            \
-	VPBROADCASTW 2(SI)(R12*1), X7;     \
-	VINSERTI128  $1, X7, Y3, Y3;       \
-	VCVTPH2PS    Y3, Z3;               \
+	VPBROADCASTD    0(SI), X2;         \
+	VPBROADCASTD    0(SI)(R12*1), X3;  \
+	VINSERTI128     $1, X3, Y2, Y2;    \
+	VCVTPH2PS       Y2, Z2;            \
+	VBROADCASTSS    (R10), Z21;        \
+	VMULPS          Z21, Z2, Z2;       \
+	VMOVSLDUP       Z2, Z8;            \
+	VMOVSHDUP       Z2, Z9;            \
 	VBROADCASTI64X4 MVK_BS(R10), Z22;  \
-	VBROADCASTSS (R10), Z21;           \
-	VCVTDQ2PS    Z20, Z6;              \
-	VPMADDWD     Z22, Z1, Z7;          \
-	VCVTDQ2PS    Z7, Z7;               \
-	VMULPS       Z21, Z2, Z8;          \
-	VFMADD231PS  Z8, Z6, Z16;          \
-	VMULPS       Z21, Z3, Z9;          \
-	VFNMADD231PS Z9, Z7, Z16
+	VCVTDQ2PS       Z20, Z6;           \
+	VPMADDWD        Z22, Z1, Z7;       \
+	VCVTDQ2PS       Z7, Z7;            \
+	VFMADD231PS     Z8, Z6, Z16;       \
+	VFNMADD231PS    Z9, Z7, Z16
 
 // MVSTORE stores the two rows' reductions of Z16 at (R14) and at yoff
 // floats past it, then advances the pair: R14 by one float, R11 by one
