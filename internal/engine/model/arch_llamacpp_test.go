@@ -42,7 +42,11 @@ var archSeeds = map[string]uint64{"phi3-q4_k": 74, "gemma3-window": 27}
 //	tandem model synth --preset tiny --type f16 --seed SEED FLAGS -o F.gguf
 //	node llamacpp-greedy.mjs F.gguf 24 "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
 //
-// with the FLAGS in each case's comment. Two files are left out because
+// with the FLAGS in each case's comment (llamacpp-greedy.mjs leaves flash
+// attention at node-llama-cpp's default, on for the CPU;
+// TestArchsLlamaCppLive holds the ids against llama.cpp with it off, the
+// way the newer cases are recorded: all 24 ids of every case are the
+// same). Two files are left out because
 // their greedy paths reach near ties where Tandem and llama.cpp part: gemma2
 // --type q8_0 --head-dim 128 (step 4, where llama.cpp's top two logits are
 // 0.0007 apart and Tandem's 0.0024 the other way) and gemma3 --type q4_k
@@ -153,6 +157,17 @@ func casePrompt(tc archCase) []int32 {
 
 func synthArch(t *testing.T, tc archCase) *model.Model {
 	t.Helper()
+	m, err := model.Load(synthArchPath(t, tc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// synthArchPath synthesizes tc's file into the test's temporary folder.
+func synthArchPath(t *testing.T, tc archCase) string {
+	t.Helper()
 	cfg, err := synth.Preset("tiny")
 	if err != nil {
 		t.Fatal(err)
@@ -170,12 +185,7 @@ func synthArch(t *testing.T, tc archCase) *model.Model {
 	if err := synth.Write(p, synth.Options{Config: cfg, Type: typ, Seed: seed}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return p
 }
 
 // greedyChunked is greedy with the prompt prefilled in chunks of chunk
@@ -233,6 +243,45 @@ func TestArchsMatchLlamaCpp(t *testing.T) {
 			}
 			if got := greedyChunked(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, len(tc.ids), 5); !slices.Equal(got, tc.ids) {
 				t.Errorf("chunked prefill: greedy ids\n%v\nllama.cpp\n%v\n%s", got, tc.ids, divergence(t, r, newCache(t, m, 4, pages, tensor.F16), prompt, tc.ids, got))
+			}
+		})
+	}
+}
+
+// TestArchsLlamaCppLive runs llama.cpp itself (testdata/llamacpp-gap.mjs:
+// flash attention off, F16 KV cache, one thread) on every archCases file
+// and checks that it tokenizes the case's prompt as recorded, that the
+// recorded ids are still its greedy ids up to its first near tie (top two
+// logits within 0.01), and that Tandem's equal them that far at the
+// kernel level TANDEM_KERNEL_LEVEL names. It skips when node or
+// node-llama-cpp is missing.
+func TestArchsLlamaCppLive(t *testing.T) {
+	for _, tc := range archCases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := synthArchPath(t, tc)
+			text := prompt1
+			for range tc.reps - 1 {
+				text += " " + prompt1
+			}
+			ref := llamaCppRunsFor(t, path, []string{text})[0]
+			if want := casePrompt(tc); !slices.Equal(ref.PromptIDs, want) {
+				t.Fatalf("llama.cpp tokenizes the prompt %v, recorded %v", ref.PromptIDs, want)
+			}
+			n := min(ref.Tie, len(tc.ids))
+			if !slices.Equal(ref.IDs[:n], tc.ids[:n]) {
+				t.Errorf("llama.cpp's greedy ids\n%v\nrecorded\n%v\n(near tie at step %d)", ref.IDs, tc.ids, ref.Tie)
+			}
+			m, err := model.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			pool := kernels.NewPool(1)
+			defer pool.Close()
+			pages := (len(ref.PromptIDs) + 24 + 3) / 4
+			got := greedy(t, model.NewRunner(m, pool), newCache(t, m, 4, pages, tensor.F16), ref.PromptIDs, 24)
+			if !slices.Equal(got[:n], ref.IDs[:n]) {
+				t.Errorf("greedy ids\n%v\nllama.cpp\n%v\n(near tie at step %d)", got, ref.IDs, ref.Tie)
 			}
 		})
 	}

@@ -248,6 +248,12 @@ func llamaCppRuns(t *testing.T, path string) []gapRun {
 // script's environment (TANDEM_LLAMACPP_FLASH=1: flash attention on).
 func llamaCppRunsEnv(t *testing.T, path string, env ...string) []gapRun {
 	t.Helper()
+	return llamaCppRunsFor(t, path, lowbitPrompts[:], env...)
+}
+
+// llamaCppRunsFor is llamaCppRunsEnv for the given prompts.
+func llamaCppRunsFor(t *testing.T, path string, prompts []string, env ...string) []gapRun {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node not found: the live llama.cpp comparison needs Node.js")
@@ -259,7 +265,7 @@ func llamaCppRunsEnv(t *testing.T, path string, env ...string) []gapRun {
 	if _, err := os.Stat(filepath.Join(npm, "node_modules", "node-llama-cpp")); err != nil {
 		t.Skipf("node-llama-cpp is not installed in %s (set TANDEM_NPM_DIR; npm i -E node-llama-cpp@3.21.1 there)", npm)
 	}
-	cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, lowbitPrompts[:]...)...)
+	cmd := exec.Command(node, append([]string{"testdata/llamacpp-gap.mjs", path, "24"}, prompts...)...)
 	cmd.Env = append(append(os.Environ(), "TANDEM_NPM_DIR="+npm), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

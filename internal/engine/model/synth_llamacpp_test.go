@@ -13,7 +13,8 @@ import (
 // TestQuantizedMatchesLlamaCpp: greedy output on synthesized tiny models
 // (deterministic: preset tiny, seed 21) equals what llama.cpp produced for
 // the same files, recorded by hand with node-llama-cpp 3.21.1
-// (shared/tools/llamacpp-greedy.mjs FILE 16 "Once upon a time"). The Q4_K
+// (shared/tools/llamacpp-greedy.mjs FILE 16 "Once upon a time"; flash
+// attention on and off give the same ids). The Q4_K
 // file mixes Q4_K and Q6_K as llama.cpp's Q4_K_M does.
 func TestQuantizedMatchesLlamaCpp(t *testing.T) {
 	for _, tc := range []struct {
