@@ -16,9 +16,10 @@
 # is under `nice -n $NICE` (default -15: root may raise its priority above
 # the machine's other jobs; 0 otherwise). Prints each run, then the medians:
 # tok/s of both, Tandem/llama.cpp ratios, decode's active-weight GB/s and
-# its share of the bandwidth. The model goes to $BENCH_DIR (default
-# /tmp/tandem-bench). On a loaded machine (the load averages are printed)
-# say so with the figures. With LLAMA_BENCH=PATH (llama.cpp's own
+# its share of the bandwidth (of the medians, and the median of each
+# round's share of the bandwidth measured right after its run). The model
+# goes to $BENCH_DIR (default /tmp/tandem-bench). On a loaded machine (the
+# load averages are printed) say so with the figures. With LLAMA_BENCH=PATH (llama.cpp's own
 # llama-bench, built by ../shared/tools/build-llamacpp.sh from the source
 # node-llama-cpp 3.21.1 ships: its gitRelease.bundle, llama.cpp 80fb11a)
 # llama.cpp's figures come from llama-bench (-p 512, and -n $GEN -d 512:
@@ -71,6 +72,9 @@ for round in $(seq "${ROUNDS:-3}"); do
     b=$(nice -n "$nice" "$dir/tandem" bench memory --threads "$th" --size 1GiB --passes 3 --format json)
     echo "round $round threads $th memory    $b"
     echo "$th bandwidth $(field "$b" median_gb_s)" >>"$rec"
+    # the share of the bandwidth measured right after the run (the host's
+    # other tenants move both within minutes)
+    echo "$th share $(awk -v a="$(field "$t" decode_weight_gb_s)" -v b="$(field "$b" median_gb_s)" 'BEGIN { printf "%.4f", a / b }')" >>"$rec"
     echo "round $round threads $th load average $(cut -d' ' -f1-3 /proc/loadavg)"
   done
 done
@@ -87,4 +91,7 @@ for th in 1 2; do
   lg=$(awk -v d="$ld" -v a="$active" 'BEGIN { if (d == "-") print "-"; else printf "%.1f", d * a / 1e9 }')
   printf '%-7s | %7.1f / %-7s = %-6s | %7.2f / %-7s = %-6s | %5.1f / %-5s / %5.1f = %s of bandwidth\n' "$th" "$tp" "$lp" "$(ratio "$tp" "$lp")x" \
     "$td" "$ld" "$(ratio "$td" "$ld")x" "$tg" "$lg" "$bw" "$(awk -v a="$tg" -v b="$bw" 'BEGIN { printf "%.0f%%", 100 * a / b }')"
+done
+for th in 1 2; do
+  echo "threads $th: median of each round's decode GB/s over the bandwidth measured right after it: $(awk -v s="$(med "$th" share)" 'BEGIN { printf "%.0f%%", 100 * s }')"
 done
