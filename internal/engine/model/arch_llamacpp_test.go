@@ -147,6 +147,15 @@ var llamaCppPromptIDs = []int32{1, 304, 308, 294, 311, 287, 313, 300, 294, 319, 
 
 // casePrompt is llama.cpp's tokenization of the case's prompt: BOS, then
 // prompt1's pieces reps times.
+// caseText is tc's prompt: prompt1, tc.reps times (joined by spaces).
+func caseText(tc archCase) string {
+	text := prompt1
+	for range tc.reps - 1 {
+		text += " " + prompt1
+	}
+	return text
+}
+
 func casePrompt(tc archCase) []int32 {
 	ids := slices.Clone(llamaCppPromptIDs)
 	for range tc.reps - 1 {
@@ -226,11 +235,7 @@ func TestArchsMatchLlamaCpp(t *testing.T) {
 	for _, tc := range archCases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := synthArch(t, tc)
-			text := prompt1
-			for range tc.reps - 1 {
-				text += " " + prompt1
-			}
-			prompt := m.Tokenizer.Encode(text, true, true)
+			prompt := m.Tokenizer.Encode(caseText(tc), true, true)
 			if want := casePrompt(tc); !slices.Equal(prompt, want) {
 				t.Fatalf("prompt ids %v, llama.cpp %v", prompt, want)
 			}
@@ -259,11 +264,7 @@ func TestArchsLlamaCppLive(t *testing.T) {
 	for _, tc := range archCases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := synthArchPath(t, tc)
-			text := prompt1
-			for range tc.reps - 1 {
-				text += " " + prompt1
-			}
-			ref := llamaCppRunsFor(t, path, []string{text})[0]
+			ref := llamaCppRunsFor(t, path, []string{caseText(tc)})[0]
 			if want := casePrompt(tc); !slices.Equal(ref.PromptIDs, want) {
 				t.Fatalf("llama.cpp tokenizes the prompt %v, recorded %v", ref.PromptIDs, want)
 			}
