@@ -215,18 +215,20 @@ func setGemma4Keys(w *gguf.Writer, c Config) error {
 // generated step, and llama.cpp with flash attention on and off 0.03-0.50
 // apart, parting before the near-tie bound on 17 of 36 (file, prompt)
 // pairs (Q8_0 and Q4_0 of g4e and g4a4b, seeds 1-3). Three choices make
-// the layers corrections to the residual, as trained models' are:
+// each layer a small correction to the residual (gains ~1 are no trained
+// model's; no published gains are copied here, the values are measured):
 //
 //   - gemma4PostGain: the post-norms' gain, so a sub-layer adds ~1.5% of
-//     the embedding's size, and its rounding noise ~1.5% of that;
+//     the embedding's size, and its rounding noise ~1% of that;
 //   - layer_output_scale 0.95-0.99 (it scales the whole residual, so lower
 //     values shrink the embedding against the layers after it; 0.75-0.95
 //     doubled the logit differences), not 1 so that it is applied;
 //   - the output matrix in F16 when the layers are quantized, as Google's
 //     Gemma 3 QAT Q4_0 files keep their (tied) embedding table: the logits'
 //     own product then rounds its input to F16 (2^-11 of each value)
-//     rather than Q8_0, whose flips turned a residual difference d into
-//     logit differences ~sqrt(d/40) rather than ~d.
+//     rather than Q8_0, whose flips turned a relative residual difference
+//     d into logit differences of ~sqrt(d/40) of the logits' spread rather
+//     than ~d.
 //
 // With them the same measures are 0.0004-0.0035 (generic vs avx2) and
 // 0.002-0.005 (llama.cpp flash on vs off, no pair parting); without the
