@@ -102,7 +102,12 @@
 // feed-forward; its presets are g4e (E2B-like, scaled tiny) and g4a4b
 // (26B-A4B-like, scaled tiny). Its output_norm, Q/K norms and router input
 // scale are scaled (x8, x0.35, x256) so that greedy runs of random weights
-// are not decided by near ties, soft attention or near-equal experts.
+// are not decided by near ties, soft attention or near-equal experts; its
+// post-norms have gain 0.005, its layer_output_scale is 0.95-0.99 and,
+// unless Pure, its output matrix is F16 beside quantized layers, so that
+// each layer corrects the residual rather than rewriting it and rounding
+// differences do not grow to the near-tie bound (gemma4.go's Conditioning
+// comment has the measurements).
 //
 // qwen35 and qwen35moe (qwen35.go) are hybrids: of every FullAttnInterval
 // layers (--full-attention-interval; default 4, or the layer count when

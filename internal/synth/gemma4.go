@@ -200,6 +200,45 @@ func setGemma4Keys(w *gguf.Writer, c Config) error {
 	return nil
 }
 
+// Conditioning. Random weights with every norm gain ~1 made a chaotic
+// network: each sandwich post-norm rescaled its sub-layer's output to RMS
+// ~1 before adding it to a residual of RMS ~0.3 (the embedding, 0.02 x
+// sqrt(Dim)), so every layer rewrote the residual, and the quantized files
+// amplified rounding. With Q8_0 activations (every Q8_0 and Q4_0 product)
+// a last-bit difference upstream flips one activation's rounding by a step
+// of its block's largest value / 127, which moves that product's output by
+// ~2e-3 of its size; the next quantized product of the sub-layer turns
+// that into more flips, so a sub-layer's output settles ~1% away whatever
+// started it, and each layer carried that into the residual at full size:
+// TANDEM_KERNEL_LEVEL generic and avx2 (two float orders) gave residuals
+// 2% apart after six layers and top logits 0.10-0.27 apart at the first
+// generated step, and llama.cpp with flash attention on and off 0.03-0.50
+// apart, parting before the near-tie bound on 17 of 36 (file, prompt)
+// pairs (Q8_0 and Q4_0 of g4e and g4a4b, seeds 1-3). Three choices make
+// each layer a small correction to the residual (gains ~1 are no trained
+// model's; no published gains are copied here, the values are measured):
+//
+//   - gemma4PostGain: the post-norms' gain, so a sub-layer adds ~1.5% of
+//     the embedding's size, and its rounding noise ~1% of that;
+//   - layer_output_scale 0.95-0.99 (it scales the whole residual, so lower
+//     values shrink the embedding against the layers after it; 0.75-0.95
+//     doubled the logit differences), not 1 so that it is applied;
+//   - the output matrix in F16 when the layers are quantized, as Google's
+//     Gemma 3 QAT Q4_0 files keep their (tied) embedding table: the logits'
+//     own product then rounds its input to F16 (2^-11 of each value)
+//     rather than Q8_0, whose flips turned a relative residual difference
+//     d into logit differences of ~sqrt(d/40) of the logits' spread rather
+//     than ~d.
+//
+// With them the same measures are 0.0004-0.0035 (generic vs avx2) and
+// 0.002-0.005 (llama.cpp flash on vs off, no pair parting); without the
+// F16 output matrix 0.000-0.020, with it but post-norm gains ~1 0.06-0.36.
+// Greedy runs still part from what a bigram model (post-norm gains ~0)
+// picks within the first few steps.
+
+// gemma4PostGain is the gain of gemma4's sandwich post-norms.
+const gemma4PostGain = 0.005
+
 // gemma4Layout returns a gemma4 file's tensors in file order.
 func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec {
 	g := c.Gemma4
@@ -212,6 +251,22 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 		return tensorSpec{name: name, dims: []uint64{n}, typ: tensor.F32, norm: true, jitter: true}
 	}
 	norm := func(name string) tensorSpec { return normN(name, dim) }
+	// post: a sandwich post-norm (post_attention_norm, post_ffw_norm,
+	// post_ffw_norm_1/_2, per-layer post_norm), of gain gemma4PostGain
+	post := func(name string) tensorSpec {
+		s := normN(name, dim)
+		s.gain = gemma4PostGain
+		return s
+	}
+	// the output matrix (output.weight, or token_embd when tied) in F16
+	// beside quantized layers (see Conditioning above)
+	outMat := func(name string, cat category, dims ...uint64) tensorSpec {
+		s := mat(name, cat, dims...)
+		if !pure && typ.BlockSize() > 1 {
+			s.typ = tensor.F16
+		}
+		return s
+	}
 	hdFull := c.HeadDim()
 	rot := int(float64(hdFull) * g.RotFull / 2)
 	freqs := make([]float32, hdFull/2)
@@ -222,7 +277,11 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 		}
 	}
 	P, L := uint64(g.PerLayer), uint64(c.Layers)
-	specs := []tensorSpec{mat("token_embd.weight", catTokenEmbd, dim, uint64(vocab)),
+	embd := mat("token_embd.weight", catTokenEmbd, dim, uint64(vocab))
+	if c.Tied {
+		embd = outMat("token_embd.weight", catTokenEmbd, dim, uint64(vocab))
+	}
+	specs := []tensorSpec{embd,
 		{name: "rope_freqs.weight", dims: []uint64{uint64(hdFull / 2)}, typ: tensor.F32, data: freqs}}
 	if P > 0 {
 		specs = append(specs,
@@ -258,13 +317,13 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 		}
 		specs = append(specs,
 			mat(p+"attn_output.weight", catAttnOut, qd, dim),
-			norm(p+"post_attention_norm.weight"),
-			tensorSpec{name: p + "layer_output_scale.weight", dims: []uint64{1}, typ: tensor.F32, data: []float32{float32(0.75 + 0.05*float64(l%5))}},
+			post(p+"post_attention_norm.weight"),
+			tensorSpec{name: p + "layer_output_scale.weight", dims: []uint64{1}, typ: tensor.F32, data: []float32{float32(0.95 + 0.01*float64(l%5))}},
 			norm(p+"ffn_norm.weight"),
 			mat(p+"ffn_gate.weight", catFFNGate, dim, ff),
 			mat(p+"ffn_up.weight", catFFNUp, dim, ff),
 			mat(p+"ffn_down.weight", catFFNDown, ff, dim),
-			norm(p+"post_ffw_norm.weight"))
+			post(p+"post_ffw_norm.weight"))
 		if c.Experts > 0 {
 			n, eff := uint64(c.Experts), uint64(c.ExpertFF)
 			// the router's input scale x256: its input is the normalized
@@ -277,8 +336,8 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 				mat(p+"ffn_gate_inp.weight", catRouter, dim, n),
 				rs,
 				norm(p+"pre_ffw_norm_2.weight"),
-				norm(p+"post_ffw_norm_1.weight"),
-				norm(p+"post_ffw_norm_2.weight"),
+				post(p+"post_ffw_norm_1.weight"),
+				post(p+"post_ffw_norm_2.weight"),
 			)
 			if g.FusedGateUp {
 				specs = append(specs, mat(p+"ffn_gate_up_exps.weight", catFFNGate, dim, 2*eff, n))
@@ -295,7 +354,7 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 			specs = append(specs,
 				mat(p+"inp_gate.weight", catFFNGate, dim, P),
 				mat(p+"proj.weight", catFFNDown, P, dim),
-				norm(p+"post_norm.weight"))
+				post(p+"post_norm.weight"))
 		}
 	}
 	layer = -1
@@ -305,7 +364,7 @@ func gemma4Layout(c Config, typ tensor.Type, pure bool, vocab int) []tensorSpec 
 	on.gain = 8
 	specs = append(specs, on)
 	if !c.Tied {
-		specs = append(specs, mat("output.weight", catOutput, dim, uint64(vocab)))
+		specs = append(specs, outMat("output.weight", catOutput, dim, uint64(vocab)))
 	}
 	return specs
 }
