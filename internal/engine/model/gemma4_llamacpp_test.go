@@ -121,15 +121,23 @@ func TestGemma4MatchesLlamaCpp(t *testing.T) {
 	}
 }
 
+// gemma4GapTol bounds how far Tandem's top-two logit gaps may be from
+// llama.cpp's before its near tie on the gemma4 files, quantized ones
+// included: the conditioned files keep rounding from growing (llama.cpp's
+// own two attention paths stay 0.002-0.005 apart), so a wrong operation
+// that happens not to change an id still shows here. Measured: at most
+// 0.0045 at any kernel level.
+const gemma4GapTol = 0.01
+
 // TestGemma4LlamaCppLive runs llama.cpp itself (node-llama-cpp under
 // TANDEM_NPM_DIR) on every gemma4Cases file and checks Tandem against it as
-// TestGemma4MatchesLlamaCpp does, on llama.cpp's own tokenization, and that
-// the recorded runs are still llama.cpp's. It skips when node or
-// node-llama-cpp is missing.
+// TestGemma4MatchesLlamaCpp does, on llama.cpp's own tokenization, that
+// the top-two gaps agree within gemma4GapTol, and that the recorded runs
+// are still llama.cpp's. It skips when node or node-llama-cpp is missing.
 func TestGemma4LlamaCppLive(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range gemma4Cases {
-		t.Run(tc.name, func(t *testing.T) { liveCompare(t, writeGemma4Case(t, dir, tc), &tc.runs) })
+		t.Run(tc.name, func(t *testing.T) { liveCompare(t, writeGemma4Case(t, dir, tc), &tc.runs, gemma4GapTol) })
 	}
 }
 

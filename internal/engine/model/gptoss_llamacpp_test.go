@@ -76,5 +76,5 @@ func TestGptOssFileLlamaCppLive(t *testing.T) {
 	if path == "" {
 		t.Skip("TANDEM_GPTOSS_FILE is not set")
 	}
-	liveCompare(t, path, nil)
+	liveCompare(t, path, nil, 0)
 }

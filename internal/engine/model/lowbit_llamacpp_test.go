@@ -151,7 +151,7 @@ func writeLowbitCase(t *testing.T, i int) string {
 // node or node-llama-cpp is missing.
 func TestLowbitLlamaCppLive(t *testing.T) {
 	for i := range lowbitCases {
-		t.Run(lowbitName(i), func(t *testing.T) { liveCompare(t, writeLowbitCase(t, i), &lowbitCases[i].runs) })
+		t.Run(lowbitName(i), func(t *testing.T) { liveCompare(t, writeLowbitCase(t, i), &lowbitCases[i].runs, 0) })
 	}
 }
 
